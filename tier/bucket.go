@@ -1,0 +1,199 @@
+package tier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// Errors every provider maps its own errors to. Check them with errors.Is;
+// providers wrap them with the key and the underlying cause.
+var (
+	// ErrNotExist: the key has no object.
+	ErrNotExist = errors.New("tier: object does not exist")
+	// ErrPreconditionFailed: a conditional write (PutIf) found the object in
+	// a state other than the one it required.
+	ErrPreconditionFailed = errors.New("tier: precondition failed")
+	// ErrRange: a ReadAt range does not lie within the object.
+	ErrRange = errors.New("tier: range not within object")
+	// ErrInvalidKey: the key breaks the rules in the package doc.
+	ErrInvalidKey = errors.New("tier: invalid key")
+	// ErrAccessDenied: the store rejected the credentials or the signature,
+	// or the credentials lack permission. Not retryable.
+	ErrAccessDenied = errors.New("tier: access denied")
+)
+
+// Attrs describe a stored object.
+type Attrs struct {
+	// Size is the object's length in bytes.
+	Size int64
+	// ETag identifies this version of the object. It is opaque: compare it
+	// only with ETags from the same Bucket, and pass it back in IfMatch.
+	// Every write produces a new version; two writes of the same bytes may
+	// or may not share an ETag (S3: same bytes, same single-part ETag).
+	ETag string
+}
+
+// Reader is the read-only half of a Bucket, for code that must not write.
+type Reader interface {
+	// ReadAt fills all of p with the object's bytes starting at off.
+	//
+	// It never returns a partial result: if off < 0 or off+len(p) is past the
+	// end of the object, it returns an error matching ErrRange and the
+	// contents of p are unspecified. A missing key gives ErrNotExist.
+	// len(p) == 0 checks that the object exists and off <= size.
+	// Each call reads one version of the object: a ReadAt that races an
+	// overwrite sees all old bytes or all new bytes, never a mix.
+	// Parallel ReadAt calls on the same or different keys are safe.
+	ReadAt(ctx context.Context, key string, p []byte, off int64) error
+
+	// Stat returns the object's size and ETag; a missing key gives ErrNotExist.
+	Stat(ctx context.Context, key string) (Attrs, error)
+
+	// List calls fn for every key that starts with prefix (a plain string
+	// prefix, not only whole segments: "a/b" matches "a/b/c" and "a/bc"),
+	// in lexical byte order, with the object's size. prefix "" lists all.
+	// If fn returns an error, List stops and returns it unchanged (wrapped
+	// errors stay matchable with errors.Is). Objects written or deleted
+	// while List runs may or may not be reported.
+	List(ctx context.Context, prefix string, fn func(key string, size int64) error) error
+}
+
+// Bucket stores objects under keys. It is safe for concurrent use.
+//
+// Six verbs plus Close. Every method checks ctx before doing I/O and returns
+// an error matching ctx.Err() when it is already done; a cancelled write
+// leaves no visible object (or the previous one, intact).
+type Bucket interface {
+	Reader
+
+	// Put stores exactly size bytes read from r under key, replacing any
+	// object there.
+	//
+	// The new object becomes visible at once and completely, or not at all:
+	// a failed or cancelled Put leaves no object (or the previous one,
+	// intact), and a reader racing an overwrite sees the old or the new
+	// bytes, never a mix. If r ends before size bytes, Put fails. Put reads
+	// no further than size bytes. If r also implements io.ReaderAt and
+	// io.Seeker, a provider may read parts of it in parallel starting at its
+	// current offset, without moving it.
+	//
+	// Uploads are idempotent: putting the same bytes again is harmless.
+	Put(ctx context.Context, key string, r io.Reader, size int64) error
+
+	// PutIf is Put under a precondition, checked atomically with the write:
+	// IfAbsent() succeeds only if no object exists under key, IfMatch(etag)
+	// only if the current object has that ETag. Otherwise it returns an
+	// error matching ErrPreconditionFailed and stores nothing; IfMatch on a
+	// missing key is ErrPreconditionFailed too. Among concurrent PutIf calls
+	// with the same precondition at most one succeeds. On success it returns
+	// the new object's ETag.
+	//
+	// Meant for fencing and checkpoints, not bulk data: a failed
+	// precondition on a large object may be detected only after the upload.
+	PutIf(ctx context.Context, key string, r io.Reader, size int64, cond Cond) (etag string, err error)
+
+	// Delete removes the object under key. Deleting a missing key is not an
+	// error (S3 semantics).
+	Delete(ctx context.Context, key string) error
+
+	// Close releases idle connections and other resources. The Bucket must
+	// not be used afterwards.
+	io.Closer
+}
+
+// Cond is the precondition of a PutIf. Build one with IfAbsent or IfMatch;
+// the zero Cond is invalid.
+type Cond struct {
+	absent bool
+	etag   string
+}
+
+// IfAbsent requires that no object exists under the key (HTTP If-None-Match: *).
+func IfAbsent() Cond { return Cond{absent: true} }
+
+// IfMatch requires that the current object has the given ETag (HTTP If-Match).
+func IfMatch(etag string) Cond { return Cond{etag: etag} }
+
+// Absent reports whether c is IfAbsent.
+func (c Cond) Absent() bool { return c.absent }
+
+// ETag returns the ETag an IfMatch condition requires ("" for IfAbsent).
+func (c Cond) ETag() string { return c.etag }
+
+// Validate rejects the zero Cond and IfMatch("").
+func (c Cond) Validate() error {
+	if !c.absent && c.etag == "" {
+		return errors.New("tier: PutIf needs IfAbsent() or IfMatch(non-empty etag)")
+	}
+	return nil
+}
+
+// String describes the condition for error messages.
+func (c Cond) String() string {
+	if c.absent {
+		return "if-absent"
+	}
+	return fmt.Sprintf("if-match %s", c.etag)
+}
+
+// MaxKeyLen is the longest key a Bucket accepts, in bytes (S3's limit).
+const MaxKeyLen = 1024
+
+// ValidateKey reports whether key follows the rules in the package doc. The
+// error matches ErrInvalidKey.
+func ValidateKey(key string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("%w %q: %s", ErrInvalidKey, key, why)
+	}
+	switch {
+	case key == "":
+		return bad("empty")
+	case len(key) > MaxKeyLen:
+		return bad("longer than 1024 bytes")
+	case !utf8.ValidString(key):
+		return bad("not valid UTF-8")
+	case strings.IndexByte(key, 0) >= 0:
+		return bad("contains NUL")
+	case key[0] == '/':
+		return bad("leading '/'")
+	case key[len(key)-1] == '/':
+		return bad("trailing '/'")
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		switch seg {
+		case "":
+			return bad("empty segment")
+		case ".", "..":
+			return bad("'.' or '..' segment")
+		}
+	}
+	return nil
+}
+
+// CheckPut validates the arguments common to Put and PutIf. Providers call
+// it first.
+func CheckPut(key string, r io.Reader, size int64) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if r == nil {
+		return fmt.Errorf("tier: put %q: nil reader", key)
+	}
+	if size < 0 {
+		return fmt.Errorf("tier: put %q: negative size %d", key, size)
+	}
+	return nil
+}
+
+// CheckRange returns ErrRange unless [off, off+n) lies within an object of
+// the given size.
+func CheckRange(key string, off int64, n int, size int64) error {
+	if off < 0 || off > size || int64(n) > size-off {
+		return fmt.Errorf("%w: %q [%d, %d) of %d bytes", ErrRange, key, off, off+int64(n), size)
+	}
+	return nil
+}

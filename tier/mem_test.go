@@ -1,0 +1,24 @@
+package tier_test
+
+import (
+	"testing"
+
+	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/tiertest"
+)
+
+// The in-memory bucket runs first and on its own: it pins the contract
+// without any I/O, so a failing subtest here is a suite bug or a tier bug.
+func TestTierMemSuite(t *testing.T) {
+	tiertest.RunBucketSuite(t, func(t *testing.T) tier.Bucket { return tier.NewMem() })
+}
+
+func TestTierMemPrefixedSuite(t *testing.T) {
+	tiertest.RunBucketSuite(t, func(t *testing.T) tier.Bucket {
+		b, err := tier.WithPrefix(tier.NewMem(), "cluster/a/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
+}
