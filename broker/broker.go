@@ -1,0 +1,283 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratamq/stratamq/infra/vfs"
+	"github.com/stratamq/stratamq/offsets"
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
+)
+
+// Version is the RocketMQ version ordinal the broker puts in responses
+// (V4_9_7): clients treat >= 232 as "SQL filter capable" and otherwise only
+// compare it with 0.
+const Version = 407
+
+// Deps are the broker's collaborators, injected by cmd and tests.
+type Deps struct {
+	FS     vfs.FS       // default vfs.OS()
+	Logger *slog.Logger // default slog.Default()
+	// Metrics receives the broker's counters; nil disables them.
+	Metrics *Metrics
+}
+
+// Broker serves the RocketMQ remoting protocol over the local store.
+type Broker struct {
+	cfg     Config
+	log     *slog.Logger
+	fs      vfs.FS
+	metrics *Metrics
+
+	store     *store.Store
+	topics    *TopicConfigManager
+	groups    *SubscriptionGroupManager
+	offsets   *offsets.ConsumerOffsets
+	consumers *ConsumerManager
+	producers *ProducerManager
+	hold      *pullHold
+	locks     queueLocks
+	uniq      *uniqIDs
+
+	server    *remoting.Server
+	nsClient  *remoting.Client
+	handlers  map[remoting.RequestCode]handlerFunc
+	storeHost netip.AddrPort
+	advertise string
+
+	registerNow chan struct{}
+	closing     atomic.Bool
+	closeOnce   sync.Once
+	closeErr    error
+}
+
+type handlerFunc func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command
+
+// New validates cfg, opens the store and config files and binds the
+// listener. It starts no goroutine: Run does.
+func New(cfg Config, deps Deps) (*Broker, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.FS == nil {
+		deps.FS = vfs.OS()
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	b := &Broker{
+		cfg: cfg, log: deps.Logger.With("component", "broker", "broker", cfg.BrokerName),
+		fs: deps.FS, metrics: deps.Metrics,
+		consumers:   NewConsumerManager(),
+		producers:   NewProducerManager(),
+		registerNow: make(chan struct{}, 1),
+		uniq:        newUniqIDs(),
+	}
+	b.hold = newPullHold(b)
+	b.server = remoting.NewServer(remoting.ServerConfig{
+		Addr:     cfg.Listen,
+		Pools:    defaultPools(),
+		Classify: classify,
+		Logger:   b.log,
+		OnClose:  b.connClosed,
+	}, b)
+	if err := b.server.Listen(); err != nil {
+		return nil, fmt.Errorf("broker: listen %s: %w", cfg.Listen, err)
+	}
+	b.advertise = AdvertiseFor(cfg.AdvertiseAddr, b.server.Addr())
+	ap, err := netip.ParseAddrPort(b.advertise)
+	if err != nil {
+		if host, port, e := net.SplitHostPort(b.advertise); e == nil {
+			if ips, e := net.LookupIP(host); e == nil && len(ips) > 0 {
+				if a, ok := netip.AddrFromSlice(ips[0].To4()); ok {
+					var p uint16
+					fmt.Sscan(port, &p)
+					ap, err = netip.AddrPortFrom(a, p), nil
+				}
+			}
+		}
+		if err != nil {
+			b.server.Close()
+			return nil, fmt.Errorf("broker: STRATAMQ_ADVERTISE_ADDR=%q: want ip:port: %w", b.advertise, err)
+		}
+	}
+	b.storeHost = ap
+
+	configDir := filepath.Join(cfg.DataDir, "config")
+	fail := func(err error) (*Broker, error) {
+		b.server.Close()
+		if b.store != nil {
+			b.store.Close()
+		}
+		return nil, err
+	}
+	if b.topics, err = OpenTopicConfigManager(deps.FS, configDir, cfg.AutoCreateTopic); err != nil {
+		return fail(err)
+	}
+	if b.groups, err = OpenSubscriptionGroupManager(deps.FS, configDir); err != nil {
+		return fail(err)
+	}
+	if b.offsets, err = offsets.OpenConsumerOffsets(deps.FS, configDir); err != nil {
+		return fail(err)
+	}
+	flush := store.FlushAsync
+	if cfg.Flush == "sync" {
+		flush = store.FlushSync
+	}
+	b.store, err = store.Open(store.Options{
+		FS:             deps.FS,
+		Dir:            filepath.Join(cfg.DataDir, "store"),
+		SegmentSize:    int64(cfg.SegmentSize),
+		Flush:          flush,
+		FlushInterval:  cfg.FlushInterval,
+		MaxMessageSize: int(cfg.MaxMessageSize),
+		StoreHost:      b.storeHost,
+		Logger:         b.log,
+		OnDispatch:     b.hold.notify,
+	})
+	if err != nil {
+		return fail(fmt.Errorf("broker: open store: %w", err))
+	}
+	b.nsClient = remoting.NewClient(remoting.ClientConfig{DialTimeout: 3 * time.Second, Logger: b.log})
+	b.handlers = b.handlerTable()
+	return b, nil
+}
+
+// Addr is the bound listen address.
+func (b *Broker) Addr() net.Addr { return b.server.Addr() }
+
+// AdvertisedAddr is the address registered with the name servers.
+func (b *Broker) AdvertisedAddr() string { return b.advertise }
+
+// Store exposes the store to tests and tools in this module.
+func (b *Broker) Store() *store.Store { return b.store }
+
+// Server exposes the remoting server (tests use its Control hook).
+func (b *Broker) Server() *remoting.Server { return b.server }
+
+// Run serves until ctx is cancelled, then shuts down gracefully within
+// cfg.ShutdownTimeout. It owns every goroutine the broker starts.
+func (b *Broker) Run(ctx context.Context) error {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	serveErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		serveErr <- b.server.Serve(runCtx)
+	}()
+	loops := []func(context.Context){b.registrar, b.hold.run, b.housekeeping}
+	for _, f := range loops {
+		wg.Add(1)
+		go func(f func(context.Context)) {
+			defer wg.Done()
+			f(runCtx)
+		}(f)
+	}
+	b.log.Info("broker ready", "listen", b.Addr().String(), "advertise", b.advertise,
+		"cluster", b.cfg.Cluster, "brokerId", b.cfg.BrokerID, "flush", b.cfg.Flush, "namesrv", b.cfg.Namesrv)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		serveErr <- err
+	}
+	shutdownCtx, sc := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.ShutdownTimeout)
+	defer sc()
+	b.closing.Store(true)
+	// Stop accepting and drain in-flight requests; held pulls are answered
+	// by the hold service as it stops.
+	b.hold.releaseAll()
+	if e := b.server.Shutdown(shutdownCtx); e != nil && err == nil && !errors.Is(e, context.Canceled) {
+		err = e
+	}
+	cancel()
+	wg.Wait()
+	b.unregisterAll(shutdownCtx)
+	if e := b.Close(); e != nil && err == nil {
+		err = e
+	}
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// Close flushes and closes the store and writes the config files. It is
+// idempotent; Run calls it on the way out.
+func (b *Broker) Close() error {
+	b.closeOnce.Do(func() {
+		b.closing.Store(true)
+		_ = b.server.Close()
+		var errs []error
+		errs = append(errs, b.saveConfig())
+		if b.store != nil {
+			errs = append(errs, b.store.Close())
+		}
+		if b.nsClient != nil {
+			errs = append(errs, b.nsClient.Close())
+		}
+		b.closeErr = errors.Join(errs...)
+	})
+	return b.closeErr
+}
+
+func (b *Broker) saveConfig() error {
+	return errors.Join(b.topics.Save(), b.groups.Save(), b.offsets.Save())
+}
+
+// housekeeping persists config files and expires silent clients.
+func (b *Broker) housekeeping(ctx context.Context) {
+	t := time.NewTicker(b.cfg.ConfigFlush)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if err := b.saveConfig(); err != nil {
+				b.log.Error("persist config", "err", err)
+			}
+			for group, conns := range b.consumers.Expire(now, b.cfg.ClientExpiry) {
+				b.notifyConsumerIdsChanged(group, conns)
+			}
+			b.producers.Expire(now, b.cfg.ClientExpiry)
+		}
+	}
+}
+
+func (b *Broker) connClosed(c *remoting.Conn) {
+	b.producers.ConnClosed(c)
+	for group, conns := range b.consumers.ConnClosed(c) {
+		b.notifyConsumerIdsChanged(group, conns)
+	}
+}
+
+// notifyConsumerIdsChanged tells every listed consumer to rebalance now
+// (NOTIFY_CONSUMER_IDS_CHANGED, sent oneway as Java brokers do).
+func (b *Broker) notifyConsumerIdsChanged(group string, conns []*remoting.Conn) {
+	if g, ok := b.groups.Get(group); ok && !g.NotifyConsumerIdsChangedEnable {
+		return
+	}
+	for _, c := range conns {
+		req := remoting.NewRequest(remoting.NotifyConsumerIdsChanged, map[string]string{"consumerGroup": group}, nil)
+		req.Flag |= remoting.FlagOneway
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if err := c.InvokeOneway(ctx, req); err != nil {
+			b.log.Debug("notify consumer ids changed", "group", group, "err", err)
+		}
+		cancel()
+	}
+}

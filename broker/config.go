@@ -1,0 +1,143 @@
+package broker
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/stratamq/stratamq/infra/bytesize"
+)
+
+// Config is the broker's configuration. Every field is an environment
+// variable STRATAMQ_<env tag> and a kebab-case flag (cmd/stratamq parses
+// both); zero means default (see withDefaults).
+type Config struct {
+	DataDir         string        `env:"DATA_DIR" envDefault:"./data" help:"data directory: store, config, local bucket"`
+	Listen          string        `env:"LISTEN" envDefault:":10911" help:"broker remoting listen address"`
+	Namesrv         string        `env:"NAMESRV" help:"name servers, ';'-separated (serve: its own)"`
+	Cluster         string        `env:"CLUSTER" envDefault:"DefaultCluster" help:"cluster name"`
+	BrokerName      string        `env:"BROKER_NAME" envDefault:"broker-a" help:"broker name (also the bucket prefix)"`
+	BrokerID        int64         `env:"BROKER_ID" help:"0 = master, >0 = slave"`
+	AdvertiseAddr   string        `env:"ADVERTISE_ADDR" help:"address registered with name servers (default: listen address, or first non-loopback IP when listening on all interfaces)"`
+	Flush           string        `env:"FLUSH" envDefault:"async" help:"async | sync (group commit: acked after fdatasync)"`
+	SegmentSize     bytesize.Size `env:"SEGMENT_SIZE" envDefault:"128MiB" help:"commitlog segment size"`
+	AutoCreateTopic bool          `env:"AUTO_CREATE_TOPIC" envDefault:"true" help:"create unknown topics on first send through TBW102"`
+	MaxMessageSize  bytesize.Size `env:"MAX_MESSAGE_SIZE" envDefault:"4MiB" help:"largest accepted message (whole record)"`
+	FlushInterval   time.Duration `env:"FLUSH_INTERVAL" envDefault:"500ms" help:"async flush period"`
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s" help:"graceful shutdown deadline"`
+
+	// Not from the environment: set by tests and by serve.
+	RegisterInterval time.Duration `env:"-"` // default 30s
+	ClientExpiry     time.Duration `env:"-"` // consumers/producers without heartbeat; default 120s
+	ConfigFlush      time.Duration `env:"-"` // config files persisted this often when dirty; default 5s
+	MaxHold          time.Duration `env:"-"` // cap on a long-poll hold; default 25s
+}
+
+func (c Config) withDefaults() Config {
+	if c.DataDir == "" {
+		c.DataDir = "./data"
+	}
+	if c.Listen == "" {
+		c.Listen = ":10911"
+	}
+	if c.Cluster == "" {
+		c.Cluster = "DefaultCluster"
+	}
+	if c.BrokerName == "" {
+		c.BrokerName = "broker-a"
+	}
+	if c.Flush == "" {
+		c.Flush = "async"
+	}
+	if c.SegmentSize == 0 {
+		c.SegmentSize = 128 << 20
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = 4 << 20
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = 500 * time.Millisecond
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.RegisterInterval == 0 {
+		c.RegisterInterval = 30 * time.Second
+	}
+	if c.ClientExpiry == 0 {
+		c.ClientExpiry = 120 * time.Second
+	}
+	if c.ConfigFlush == 0 {
+		c.ConfigFlush = 5 * time.Second
+	}
+	if c.MaxHold == 0 {
+		c.MaxHold = 25 * time.Second
+	}
+	return c
+}
+
+// Validate names the setting at fault.
+func (c Config) Validate() error {
+	switch c.Flush {
+	case "async", "sync":
+	default:
+		return fmt.Errorf("STRATAMQ_FLUSH=%q: want async or sync", c.Flush)
+	}
+	if c.SegmentSize < 1<<20 {
+		return fmt.Errorf("STRATAMQ_SEGMENT_SIZE=%s: want at least 1MiB", c.SegmentSize)
+	}
+	if c.MaxMessageSize < 1024 || c.MaxMessageSize > 15<<20 {
+		return fmt.Errorf("STRATAMQ_MAX_MESSAGE_SIZE=%s: want 1KiB..15MiB", c.MaxMessageSize)
+	}
+	if int64(c.SegmentSize) < int64(c.MaxMessageSize)+8 {
+		return fmt.Errorf("STRATAMQ_SEGMENT_SIZE=%s must exceed STRATAMQ_MAX_MESSAGE_SIZE=%s", c.SegmentSize, c.MaxMessageSize)
+	}
+	if c.BrokerID < 0 {
+		return fmt.Errorf("STRATAMQ_BROKER_ID=%d: want >= 0", c.BrokerID)
+	}
+	if strings.ContainsAny(c.BrokerName, "/ ") || c.BrokerName == "" {
+		return fmt.Errorf("STRATAMQ_BROKER_NAME=%q: want a non-empty name without '/' or spaces", c.BrokerName)
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("STRATAMQ_LISTEN=%q: %v", c.Listen, err)
+	}
+	return nil
+}
+
+// NameServers splits the ';'-separated list.
+func (c Config) NameServers() []string {
+	var out []string
+	for _, s := range strings.Split(c.Namesrv, ";") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// AdvertiseFor returns the address to register: the configured one, the
+// bound address when it names a host, else the first non-loopback IPv4 of
+// this machine (127.0.0.1 when there is none).
+func AdvertiseFor(configured string, bound net.Addr) string {
+	if configured != "" {
+		return configured
+	}
+	tcp, ok := bound.(*net.TCPAddr)
+	if !ok {
+		return bound.String()
+	}
+	if tcp.IP != nil && !tcp.IP.IsUnspecified() {
+		return net.JoinHostPort(tcp.IP.String(), fmt.Sprint(tcp.Port))
+	}
+	ip := "127.0.0.1"
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+				ip = n.IP.String()
+				break
+			}
+		}
+	}
+	return net.JoinHostPort(ip, fmt.Sprint(tcp.Port))
+}

@@ -1,0 +1,86 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/stratamq/stratamq/remoting"
+)
+
+// handlerTable maps each supported request code to its handler; each lives
+// in rcNNN_<name>.go.
+func (b *Broker) handlerTable() map[remoting.RequestCode]handlerFunc {
+	return map[remoting.RequestCode]handlerFunc{
+		remoting.SendMessage:                      b.sendMessage,
+		remoting.SendMessageV2:                    b.sendMessage,
+		remoting.SendBatchMessage:                 b.sendBatchMessage,
+		remoting.PullMessage:                      b.pullMessage,
+		remoting.QueryConsumerOffset:              b.queryConsumerOffset,
+		remoting.UpdateConsumerOffset:             b.updateConsumerOffset,
+		remoting.UpdateAndCreateTopic:             b.updateAndCreateTopic,
+		remoting.GetAllTopicConfig:                b.getAllTopicConfig,
+		remoting.SearchOffsetByTimestamp:          b.searchOffsetByTimestamp,
+		remoting.GetMaxOffset:                     b.getMaxOffset,
+		remoting.GetMinOffset:                     b.getMinOffset,
+		remoting.GetEarliestMsgStoretime:          b.getEarliestMsgStoretime,
+		remoting.ViewMessageByID:                  b.viewMessageByID,
+		remoting.HeartBeat:                        b.heartBeat,
+		remoting.UnregisterClient:                 b.unregisterClient,
+		remoting.ConsumerSendMsgBack:              b.consumerSendMsgBack,
+		remoting.GetConsumerListByGroup:           b.getConsumerListByGroup,
+		remoting.LockBatchMQ:                      b.lockBatchMQ,
+		remoting.UnlockBatchMQ:                    b.unlockBatchMQ,
+		remoting.GetAllConsumerOffset:             b.getAllConsumerOffset,
+		remoting.UpdateAndCreateSubscriptionGroup: b.updateAndCreateSubscriptionGroup,
+		remoting.GetAllSubscriptionGroupConfig:    b.getAllSubscriptionGroupConfig,
+		remoting.DeleteTopicInBroker:              b.deleteTopicInBroker,
+	}
+}
+
+// classify picks the worker pool of a request: sends, pulls, heartbeats and
+// admin each have their own, so a flood of one cannot starve the others.
+func classify(code remoting.RequestCode) remoting.PoolClass {
+	switch code {
+	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage, remoting.ConsumerSendMsgBack:
+		return remoting.PoolSend
+	case remoting.PullMessage:
+		return remoting.PoolPull
+	case remoting.HeartBeat, remoting.UnregisterClient:
+		return remoting.PoolHeartbeat
+	case remoting.UpdateAndCreateTopic, remoting.DeleteTopicInBroker, remoting.GetAllTopicConfig,
+		remoting.UpdateAndCreateSubscriptionGroup, remoting.GetAllSubscriptionGroupConfig, remoting.GetAllConsumerOffset:
+		return remoting.PoolAdmin
+	}
+	return remoting.PoolDefault
+}
+
+// defaultPools sizes the worker pools. Send workers block in Put for a group
+// commit in sync mode, so there are enough of them for 64+ concurrent
+// producers to share one fdatasync; pulls never block a worker (long polls
+// are parked in pullHold).
+func defaultPools() map[remoting.PoolClass]remoting.PoolConfig {
+	return map[remoting.PoolClass]remoting.PoolConfig{
+		remoting.PoolSend:      {Workers: 128, Queue: 10000},
+		remoting.PoolPull:      {Workers: 16, Queue: 10000},
+		remoting.PoolHeartbeat: {Workers: 4, Queue: 5000},
+		remoting.PoolAdmin:     {Workers: 4, Queue: 1000},
+		remoting.PoolDefault:   {Workers: 8, Queue: 10000},
+	}
+}
+
+// ServeRemoting implements remoting.Handler.
+func (b *Broker) ServeRemoting(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	h, ok := b.handlers[remoting.RequestCode(req.Code)]
+	if !ok {
+		return remoting.NotSupported(req)
+	}
+	resp := h(ctx, c, req)
+	if resp != nil {
+		resp.Version = Version
+	}
+	return resp
+}
+
+// errResponse builds a response with code and remark.
+func errResponse(req *remoting.Command, code remoting.ResponseCode, remark string) *remoting.Command {
+	return remoting.NewResponse(req, code, remark)
+}

@@ -1,0 +1,112 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Message property keys (RocketMQ MessageConst).
+const (
+	PropTags              = "TAGS"
+	PropKeys              = "KEYS"
+	PropUniqKey           = "UNIQ_KEY"
+	PropDelay             = "DELAY"
+	PropTranMsg           = "TRAN_MSG"
+	PropRetryTopic        = "RETRY_TOPIC"
+	PropOriginMessageID   = "ORIGIN_MESSAGE_ID"
+	PropReconsumeTime     = "RECONSUME_TIME"
+	PropMaxReconsumeTimes = "MAX_RECONSUME_TIMES"
+	PropRealTopic         = "REAL_TOPIC"
+	PropRealQueueID       = "REAL_QID"
+)
+
+const (
+	nameValueSep = '\x01'
+	propertySep  = '\x02'
+)
+
+// propValue finds key in an encoded properties string (k\x01v\x02...). It
+// accepts Java's form, which has no separator after the last pair.
+func propValue(props, key string) (string, bool) {
+	for len(props) > 0 {
+		end := strings.IndexByte(props, propertySep)
+		pair := props
+		if end >= 0 {
+			pair, props = props[:end], props[end+1:]
+		} else {
+			props = ""
+		}
+		k, v, ok := strings.Cut(pair, string(nameValueSep))
+		if ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// appendProp adds key=value to an encoded properties string.
+func appendProp(props, key, value string) string {
+	var sb strings.Builder
+	sb.Grow(len(props) + len(key) + len(value) + 3)
+	sb.WriteString(props)
+	if props != "" && props[len(props)-1] != propertySep {
+		sb.WriteByte(propertySep)
+	}
+	sb.WriteString(key)
+	sb.WriteByte(nameValueSep)
+	sb.WriteString(value)
+	sb.WriteByte(propertySep)
+	return sb.String()
+}
+
+// parseProps decodes a properties string into a map.
+func parseProps(props string) map[string]string {
+	m := map[string]string{}
+	for _, pair := range strings.Split(props, string(propertySep)) {
+		if k, v, ok := strings.Cut(pair, string(nameValueSep)); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// encodeProps encodes a map with the trailing separator client-go writes.
+func encodeProps(m map[string]string) string {
+	var sb strings.Builder
+	for k, v := range m {
+		sb.WriteString(k)
+		sb.WriteByte(nameValueSep)
+		sb.WriteString(v)
+		sb.WriteByte(propertySep)
+	}
+	return sb.String()
+}
+
+// uniqIDs makes UNIQ_KEYs for messages that arrive without one, in
+// RocketMQ's 16-byte layout: a 10-byte per-process prefix (IP-like random
+// bytes, pid, random) then 4 bytes of ms since process start and a 2-byte
+// counter.
+type uniqIDs struct {
+	prefix  string
+	start   time.Time
+	counter atomic.Uint32
+}
+
+func newUniqIDs() *uniqIDs {
+	var p [10]byte
+	_, _ = rand.Read(p[:])
+	binary.BigEndian.PutUint16(p[4:6], uint16(os.Getpid()))
+	return &uniqIDs{prefix: strings.ToUpper(hex.EncodeToString(p[:])), start: time.Now()}
+}
+
+func (u *uniqIDs) next() string {
+	var s [6]byte
+	binary.BigEndian.PutUint32(s[:4], uint32(time.Since(u.start).Milliseconds()))
+	binary.BigEndian.PutUint16(s[4:], uint16(u.counter.Add(1)))
+	return u.prefix + strings.ToUpper(hex.EncodeToString(s[:]))
+}

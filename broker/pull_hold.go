@@ -1,0 +1,195 @@
+package broker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/stratamq/stratamq/remoting"
+)
+
+// pullHold is RocketMQ's PullRequestHoldService: pulls that found nothing
+// wait here until the store dispatches a matching message for their queue,
+// their hold time ends, or the broker shuts down; then they are run again
+// and answered on their connection.
+type pullHold struct {
+	b  *Broker
+	wg sync.WaitGroup // re-runs in flight
+
+	mu struct {
+		sync.Mutex
+		waiting map[queueKey][]*heldPull
+		closed  bool
+	}
+}
+
+type queueKey struct {
+	topic string
+	queue int32
+}
+
+type heldPull struct {
+	c        *remoting.Conn
+	req      *remoting.Command
+	offset   int64
+	sub      Subscription
+	deadline time.Time
+}
+
+func newPullHold(b *Broker) *pullHold {
+	p := &pullHold{b: b}
+	p.mu.waiting = map[queueKey][]*heldPull{}
+	return p
+}
+
+// park holds a pull; false means it could not be held (shutting down).
+func (p *pullHold) park(c *remoting.Conn, req *remoting.Command, topic string, queue int32, offset int64, sub Subscription, deadline time.Time) bool {
+	k := queueKey{topic, queue}
+	hp := &heldPull{c: c, req: req, offset: offset, sub: sub, deadline: deadline}
+	p.mu.Lock()
+	if p.mu.closed {
+		p.mu.Unlock()
+		return false
+	}
+	p.mu.waiting[k] = append(p.mu.waiting[k], hp)
+	p.mu.Unlock()
+	// A message may have been dispatched between the store read and the
+	// park: check once more so it is not missed until the hold times out.
+	if p.b.store.MaxQueueOffset(topic, queue) > offset {
+		p.wakeQueue(k, func(h *heldPull) bool { return h == hp })
+	}
+	return true
+}
+
+// notify is the store's OnDispatch hook: wake pulls on this queue waiting
+// at or before queueOffset whose filter takes the message.
+func (p *pullHold) notify(topic string, queue int32, queueOffset int64, tagsCode int64) {
+	p.wakeQueue(queueKey{topic, queue}, func(h *heldPull) bool {
+		return queueOffset >= h.offset && h.sub.Match(tagsCode)
+	})
+}
+
+func (p *pullHold) wakeQueue(k queueKey, pick func(*heldPull) bool) {
+	p.mu.Lock()
+	list := p.mu.waiting[k]
+	if len(list) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	var woken []*heldPull
+	kept := list[:0]
+	for _, h := range list {
+		if pick(h) {
+			woken = append(woken, h)
+		} else {
+			kept = append(kept, h)
+		}
+	}
+	if len(kept) == 0 {
+		delete(p.mu.waiting, k)
+	} else {
+		p.mu.waiting[k] = kept
+	}
+	p.wg.Add(len(woken))
+	p.mu.Unlock()
+	for _, h := range woken {
+		go p.rerun(h, false)
+	}
+}
+
+// rerun executes a held pull again and writes its response. A pull that
+// still finds nothing before its deadline is parked again (doPull does it).
+func (p *pullHold) rerun(h *heldPull, final bool) {
+	defer p.wg.Done()
+	allowHold := !final && time.Now().Before(h.deadline)
+	resp := p.b.doPull(context.Background(), h.c, h.req, allowHold)
+	if resp == nil {
+		return // parked again
+	}
+	resp.Version = Version
+	_ = h.c.WriteResponse(resp)
+}
+
+// run expires held pulls every 500 ms until ctx ends.
+func (p *pullHold) run(ctx context.Context) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			p.releaseAll()
+			p.wg.Wait()
+			return
+		case now := <-t.C:
+			p.expire(now)
+		}
+	}
+}
+
+func (p *pullHold) expire(now time.Time) {
+	var due []*heldPull
+	p.mu.Lock()
+	for k, list := range p.mu.waiting {
+		kept := list[:0]
+		for _, h := range list {
+			switch {
+			case !now.Before(h.deadline):
+				due = append(due, h)
+			case isClosed(h.c):
+				// dropped: nobody to answer
+			default:
+				kept = append(kept, h)
+			}
+		}
+		if len(kept) == 0 {
+			delete(p.mu.waiting, k)
+		} else {
+			p.mu.waiting[k] = kept
+		}
+	}
+	p.wg.Add(len(due))
+	p.mu.Unlock()
+	for _, h := range due {
+		go p.rerun(h, true)
+	}
+}
+
+// releaseAll answers every held pull now and refuses new holds.
+func (p *pullHold) releaseAll() {
+	p.mu.Lock()
+	if p.mu.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.mu.closed = true
+	var all []*heldPull
+	for _, list := range p.mu.waiting {
+		all = append(all, list...)
+	}
+	p.mu.waiting = map[queueKey][]*heldPull{}
+	p.wg.Add(len(all))
+	p.mu.Unlock()
+	for _, h := range all {
+		go p.rerun(h, true)
+	}
+}
+
+// count reports the number of held pulls (tests, metrics).
+func (p *pullHold) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, l := range p.mu.waiting {
+		n += len(l)
+	}
+	return n
+}
+
+func isClosed(c *remoting.Conn) bool {
+	select {
+	case <-c.Done():
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,192 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
+)
+
+// Transaction type bits of sysFlag.
+const (
+	sysFlagCompressed  = 0x1
+	sysFlagTransMask   = 0xC
+	sysFlagTransPrep   = 0x4
+	sysFlagTransCommit = 0x8
+)
+
+// sendMessage handles SEND_MESSAGE (10) and SEND_MESSAGE_V2 (310): one
+// message, stored and acknowledged per the flush mode.
+func (b *Broker) sendMessage(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var h remoting.SendMessageRequestHeader
+	if err := h.Decode(req.ExtFields); err != nil {
+		return errResponse(req, remoting.MessageIllegal, err.Error())
+	}
+	tc, resp := b.prepareSend(req, &h)
+	if resp != nil {
+		return resp
+	}
+	if len(req.Body) == 0 {
+		return errResponse(req, remoting.MessageIllegal, "the message body is empty")
+	}
+	if len(req.Body) > int(b.cfg.MaxMessageSize) {
+		return errResponse(req, remoting.MessageIllegal, fmt.Sprintf("the message body size %d exceeds the limit %d bytes", len(req.Body), b.cfg.MaxMessageSize))
+	}
+	if h.SysFlag&sysFlagTransMask == sysFlagTransPrep {
+		return errResponse(req, remoting.MessageIllegal, "transactional (prepared) messages are not supported by this broker yet")
+	}
+	props := h.Properties
+	uniq, ok := propValue(props, PropUniqKey)
+	if !ok || uniq == "" {
+		uniq = b.uniq.next()
+		props = appendProp(props, PropUniqKey, uniq)
+	}
+	topic, queueID := tc.TopicName, h.QueueID
+	if strings.HasPrefix(topic, RetryGroupTopicPrefix) {
+		var r *remoting.Command
+		if topic, queueID, r = b.retryOrDLQ(req, topic, queueID, h.ReconsumeTimes, h.MaxReconsumeTimes); r != nil {
+			return r
+		}
+	}
+	tags, _ := propValue(props, PropTags)
+	msg := store.Message{
+		Topic: topic, QueueID: queueID, Flag: h.Flag, SysFlag: h.SysFlag,
+		BornTimestamp: h.BornTimestamp, BornHost: peerAddr(c),
+		ReconsumeTimes: h.ReconsumeTimes, Body: req.Body, Properties: props,
+		TagsCode: tagsCode(tags),
+	}
+	res, err := b.store.Put(ctx, []store.Message{msg})
+	if err != nil {
+		return b.putError(req, err)
+	}
+	b.metrics.messagesIn(topic, 1, len(req.Body))
+	resp = remoting.NewResponse(req, remoting.Success, "")
+	resp.ExtFields = map[string]string{
+		"msgId":         store.EncodeMessageID(b.storeHost, res[0].PhysOffset),
+		"queueId":       strconv.Itoa(int(queueID)),
+		"queueOffset":   strconv.FormatInt(res[0].QueueOffset, 10),
+		"transactionId": uniq,
+		"MSG_REGION":    "DefaultRegion",
+		"TRACE_ON":      "true",
+	}
+	return resp
+}
+
+// prepareSend validates the header, finds or auto-creates the topic and
+// picks the queue. It returns a non-nil response to send instead on error.
+func (b *Broker) prepareSend(req *remoting.Command, h *remoting.SendMessageRequestHeader) (remoting.TopicConfig, *remoting.Command) {
+	if b.closing.Load() {
+		return remoting.TopicConfig{}, errResponse(req, remoting.ServiceNotAvailable, "the broker is shutting down")
+	}
+	if b.cfg.BrokerID != 0 {
+		return remoting.TopicConfig{}, errResponse(req, remoting.NoPermission, fmt.Sprintf("the broker[%s] is a slave and refuses writes", b.advertise))
+	}
+	if err := validTopicName(h.Topic); err != nil {
+		return remoting.TopicConfig{}, errResponse(req, remoting.MessageIllegal, err.Error())
+	}
+	if h.Topic == DefaultTopic {
+		return remoting.TopicConfig{}, errResponse(req, remoting.NoPermission, "the topic "+DefaultTopic+" is reserved as the auto-create template")
+	}
+	tc, ok := b.topics.Get(h.Topic)
+	if !ok {
+		switch {
+		case strings.HasPrefix(h.Topic, RetryGroupTopicPrefix):
+			g := b.groups.GetOrCreate(strings.TrimPrefix(h.Topic, RetryGroupTopicPrefix))
+			tc, _ = b.topics.CreateSystemTopic(h.Topic, max(int32(g.RetryQueueNums), 1), PermRead|PermWrite)
+			b.requestRegister()
+		case b.cfg.AutoCreateTopic:
+			def := h.DefaultTopic
+			if def == "" {
+				def = DefaultTopic
+			}
+			var created bool
+			var err error
+			tc, created, err = b.topics.CreateOnSend(h.Topic, def, int(h.DefaultTopicQueueNums))
+			if err != nil {
+				return tc, errResponse(req, remoting.TopicNotExist, err.Error())
+			}
+			if created {
+				b.log.Info("topic auto-created", "topic", h.Topic, "queues", tc.WriteQueueNums)
+				b.requestRegister()
+			}
+		default:
+			return tc, errResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))
+		}
+	}
+	if tc.Perm&PermWrite == 0 {
+		return tc, errResponse(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] sending message is forbidden", h.Topic))
+	}
+	if h.QueueID < 0 {
+		h.QueueID = rand.Int32N(max(tc.WriteQueueNums, 1))
+	}
+	if h.QueueID >= tc.WriteQueueNums {
+		return tc, errResponse(req, remoting.SystemError, fmt.Sprintf("request queueId[%d] is illegal, topic %s has %d write queues", h.QueueID, h.Topic, tc.WriteQueueNums))
+	}
+	return tc, nil
+}
+
+// retryOrDLQ routes a message sent to %RETRY%<group>: past the group's
+// maximum reconsume count it goes to %DLQ%<group>.
+func (b *Broker) retryOrDLQ(req *remoting.Command, topic string, queueID, reconsume, maxReconsume int32) (string, int32, *remoting.Command) {
+	group := strings.TrimPrefix(topic, RetryGroupTopicPrefix)
+	g := b.groups.GetOrCreate(group)
+	limit := int32(g.RetryMaxTimes)
+	if req.Version >= 121 && maxReconsume > 0 {
+		limit = maxReconsume
+	}
+	if reconsume <= limit {
+		return topic, queueID, nil
+	}
+	dlq := DLQGroupTopicPrefix + group
+	if _, created := b.topics.CreateSystemTopic(dlq, 1, PermWrite); created {
+		b.requestRegister()
+	}
+	return dlq, 0, nil
+}
+
+// putError maps a store error to a RocketMQ response.
+func (b *Broker) putError(req *remoting.Command, err error) *remoting.Command {
+	switch {
+	case errors.Is(err, store.ErrMessageTooLarge):
+		return errResponse(req, remoting.MessageIllegal, err.Error())
+	case errors.Is(err, store.ErrFlushTimeout):
+		return errResponse(req, remoting.FlushDiskTimeout, err.Error())
+	case errors.Is(err, store.ErrDiskFull):
+		return errResponse(req, remoting.ServiceNotAvailable, "service not available now: the broker's disk is full ("+err.Error()+")")
+	case errors.Is(err, store.ErrClosed):
+		return errResponse(req, remoting.ServiceNotAvailable, "the broker is shutting down")
+	}
+	b.log.Error("store put failed", "err", err)
+	return errResponse(req, remoting.SystemError, "store put failed: "+err.Error())
+}
+
+// tagsCode is the consumequeue tag hash of a TAGS property (0 = no tag).
+func tagsCode(tags string) int64 {
+	if tags == "" {
+		return 0
+	}
+	return store.TagsHash(tags)
+}
+
+// peerAddr is the producer's TCP address as stored in BORNHOST (IPv4).
+func peerAddr(c *remoting.Conn) netip.AddrPort {
+	if c == nil {
+		return netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+	}
+	if t, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		ap := t.AddrPort()
+		a := ap.Addr().Unmap()
+		if a.Is4() {
+			return netip.AddrPortFrom(a, ap.Port())
+		}
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), ap.Port())
+	}
+	return netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+}

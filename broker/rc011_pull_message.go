@@ -1,0 +1,125 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
+)
+
+// PULL_MESSAGE sysFlag bits.
+const (
+	pullFlagCommitOffset = 0x1
+	pullFlagSuspend      = 0x2
+	pullFlagSubscription = 0x4
+)
+
+// maxPullBytes caps a pull response body well under the 16 MiB frame limit
+// of Java clients; one message larger than this is still sent alone.
+const maxPullBytes = 4 << 20
+
+// pullMessage handles PULL_MESSAGE (11). When nothing is there and the
+// client allows suspension, the request is parked in pullHold and answered
+// later (nil is returned now).
+func (b *Broker) pullMessage(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	return b.doPull(ctx, c, req, true)
+}
+
+func (b *Broker) doPull(ctx context.Context, c *remoting.Conn, req *remoting.Command, allowHold bool) *remoting.Command {
+	var h remoting.PullMessageRequestHeader
+	if err := h.Decode(req.ExtFields); err != nil {
+		return errResponse(req, remoting.SystemError, err.Error())
+	}
+	tc, ok := b.topics.Get(h.Topic)
+	if !ok {
+		return errResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))
+	}
+	if tc.Perm&PermRead == 0 {
+		return errResponse(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] pulling message is forbidden", h.Topic))
+	}
+	if h.QueueID < 0 || h.QueueID >= tc.ReadQueueNums {
+		return errResponse(req, remoting.SystemError, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d]", h.QueueID, h.Topic, tc.ReadQueueNums))
+	}
+	g := b.groups.GetOrCreate(h.ConsumerGroup)
+	if !g.ConsumeEnable {
+		return errResponse(req, remoting.NoPermission, "subscription group no permission, "+h.ConsumerGroup)
+	}
+	var sub Subscription
+	if h.SysFlag&pullFlagSubscription != 0 {
+		if h.ExpressionType != "" && h.ExpressionType != "TAG" {
+			return errResponse(req, remoting.SubscriptionParseFailed, "the broker does not support consumer to filter message by "+h.ExpressionType)
+		}
+		sub = ParseSubscription(h.Topic, h.Subscription, h.ExpressionType)
+	} else {
+		s, ok := b.consumers.Subscription(h.ConsumerGroup, h.Topic)
+		if !ok {
+			return errResponse(req, remoting.SubscriptionNotExist, fmt.Sprintf("the consumer's subscription not exist, group: %s topic: %s", h.ConsumerGroup, h.Topic))
+		}
+		if s.ExpressionType != "" && s.ExpressionType != "TAG" {
+			return errResponse(req, remoting.SubscriptionParseFailed, "the broker does not support consumer to filter message by "+s.ExpressionType)
+		}
+		sub = s
+	}
+	if h.SysFlag&pullFlagCommitOffset != 0 && b.cfg.BrokerID == 0 && h.CommitOffset >= 0 {
+		b.offsets.Commit(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
+	}
+	maxMsgs := int(h.MaxMsgNums)
+	if maxMsgs <= 0 {
+		maxMsgs = 32
+	}
+	var filter func(int64) bool
+	if !sub.MatchAll() {
+		filter = sub.Match
+	}
+	res, err := b.store.Get(ctx, store.GetRequest{Topic: h.Topic, QueueID: h.QueueID, Offset: h.QueueOffset,
+		MaxMsgs: maxMsgs, MaxBytes: maxPullBytes, Filter: filter})
+	if err != nil {
+		b.log.Error("store get failed", "topic", h.Topic, "queue", h.QueueID, "offset", h.QueueOffset, "err", err)
+		return errResponse(req, remoting.SystemError, "store get failed: "+err.Error())
+	}
+	code := pullCode(res.Status, h.QueueOffset)
+	if code == remoting.PullNotFound && allowHold && h.SysFlag&pullFlagSuspend != 0 && !b.closing.Load() {
+		hold := time.Duration(h.SuspendTimeoutMillis) * time.Millisecond
+		if hold <= 0 || hold > b.cfg.MaxHold {
+			hold = b.cfg.MaxHold
+		}
+		if b.hold.park(c, req, h.Topic, h.QueueID, h.QueueOffset, sub, time.Now().Add(hold)) {
+			return nil
+		}
+	}
+	resp := remoting.NewResponse(req, code, "")
+	resp.ExtFields = map[string]string{
+		"nextBeginOffset":      strconv.FormatInt(res.NextBeginOffset, 10),
+		"minOffset":            strconv.FormatInt(res.MinOffset, 10),
+		"maxOffset":            strconv.FormatInt(res.MaxOffset, 10),
+		"suggestWhichBrokerId": "0",
+	}
+	if code == remoting.Success {
+		resp.BodyParts = res.Records
+		b.metrics.messagesOut(h.Topic, len(res.Records), res.Bytes)
+	}
+	return resp
+}
+
+// pullCode maps a store status to the response code (§4.3).
+func pullCode(s store.GetStatus, offset int64) remoting.ResponseCode {
+	switch s {
+	case store.Found:
+		return remoting.Success
+	case store.NoMatchedMessage, store.MessageWasRemoving:
+		return remoting.PullRetryImmediately
+	case store.NoMessageInQueue:
+		if offset != 0 {
+			return remoting.PullOffsetMoved
+		}
+		return remoting.PullNotFound
+	case store.OffsetTooSmall, store.OffsetOverflowBadly:
+		return remoting.PullOffsetMoved
+	case store.OffsetOverflowOne, store.OffsetFoundNull:
+		return remoting.PullNotFound
+	}
+	return remoting.SystemError
+}

@@ -1,0 +1,39 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/stratamq/stratamq/remoting"
+)
+
+// updateAndCreateTopic handles UPDATE_AND_CREATE_TOPIC (17) from admin tools.
+func (b *Broker) updateAndCreateTopic(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var h remoting.CreateTopicRequestHeader
+	if err := h.Decode(req.ExtFields); err != nil {
+		return errResponse(req, remoting.SystemError, err.Error())
+	}
+	if err := validTopicName(h.Topic); err != nil {
+		return errResponse(req, remoting.SystemError, err.Error())
+	}
+	if h.Topic == b.cfg.Cluster || h.Topic == b.cfg.BrokerName {
+		return errResponse(req, remoting.SystemError, fmt.Sprintf("the topic[%s] is conflict with system reserved words", h.Topic))
+	}
+	if h.ReadQueueNums <= 0 || h.WriteQueueNums <= 0 || h.ReadQueueNums > 1024 || h.WriteQueueNums > 1024 {
+		return errResponse(req, remoting.SystemError, fmt.Sprintf("illegal queue numbers read=%d write=%d (want 1..1024)", h.ReadQueueNums, h.WriteQueueNums))
+	}
+	perm := h.Perm
+	if perm == 0 {
+		perm = PermRead | PermWrite
+	}
+	tc := remoting.TopicConfig{TopicName: h.Topic, ReadQueueNums: h.ReadQueueNums, WriteQueueNums: h.WriteQueueNums,
+		Perm: perm, TopicFilterType: h.TopicFilterType, TopicSysFlag: h.TopicSysFlag, Order: h.Order}
+	if b.topics.Put(tc) {
+		b.log.Info("topic created or updated", "topic", h.Topic, "read", h.ReadQueueNums, "write", h.WriteQueueNums, "perm", perm)
+		if err := b.topics.Save(); err != nil {
+			return errResponse(req, remoting.SystemError, "persist topics: "+err.Error())
+		}
+		b.requestRegister()
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}

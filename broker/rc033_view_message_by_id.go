@@ -1,0 +1,24 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/stratamq/stratamq/remoting"
+)
+
+// viewMessageByID handles VIEW_MESSAGE_BY_ID (33): the client decodes the
+// commitlog offset from an offsetMsgId and asks for the record there.
+func (b *Broker) viewMessageByID(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var h remoting.ViewMessageRequestHeader
+	if err := h.Decode(req.ExtFields); err != nil {
+		return errResponse(req, remoting.SystemError, err.Error())
+	}
+	rec, err := b.store.ReadRecord(h.Offset)
+	if err != nil {
+		return errResponse(req, remoting.SystemError, fmt.Sprintf("can not find message by the offset, %d: %v", h.Offset, err))
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = rec
+	return resp
+}

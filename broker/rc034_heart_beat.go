@@ -1,0 +1,48 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/stratamq/stratamq/remoting"
+)
+
+// heartBeat handles HEART_BEAT (34): it registers the client's producer and
+// consumer groups, remembers each consumer group's subscriptions (pulls
+// filter with them), creates %RETRY%<group> for clustering consumers and
+// tells the group to rebalance when its client set changed.
+func (b *Broker) heartBeat(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var hb remoting.HeartbeatData
+	if err := json.Unmarshal(req.Body, &hb); err != nil {
+		return errResponse(req, remoting.SystemError, "decode heartbeat body: "+err.Error())
+	}
+	now := time.Now()
+	for _, cd := range hb.ConsumerDataSet {
+		g := b.groups.GetOrCreate(cd.GroupName)
+		if cd.MessageModel != "BROADCASTING" && g.RetryQueueNums > 0 {
+			if _, created := b.topics.CreateSystemTopic(RetryGroupTopicPrefix+cd.GroupName, int32(g.RetryQueueNums), PermRead|PermWrite); created {
+				b.requestRegister()
+			}
+		}
+		subs := make([]Subscription, 0, len(cd.SubscriptionDataSet))
+		for _, sd := range cd.SubscriptionDataSet {
+			s := ParseSubscription(sd.Topic, sd.SubString, sd.ExpressionType)
+			s.SubVersion = sd.SubVersion
+			subs = append(subs, s)
+		}
+		changed, notify := b.consumers.Register(ConsumerRegistration{
+			Group: cd.GroupName, ClientID: hb.ClientID, ConsumeType: cd.ConsumeType,
+			MessageModel: cd.MessageModel, ConsumeFromWhere: cd.ConsumeFromWhere,
+			Subscriptions: subs, Conn: c, Now: now,
+		})
+		if changed {
+			b.log.Info("consumer group changed", "group", cd.GroupName, "client", hb.ClientID, "clients", len(notify))
+			go b.notifyConsumerIdsChanged(cd.GroupName, notify)
+		}
+	}
+	for _, pd := range hb.ProducerDataSet {
+		b.producers.Register(pd.GroupName, hb.ClientID, c, now)
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}

@@ -1,0 +1,26 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/stratamq/stratamq/remoting"
+)
+
+// unregisterClient handles UNREGISTER_CLIENT (35), sent by Java clients on
+// shutdown (client-go never sends it: its consumers leave by connection
+// close or heartbeat expiry).
+func (b *Broker) unregisterClient(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var h remoting.UnregisterClientRequestHeader
+	if err := h.Decode(req.ExtFields); err != nil {
+		return errResponse(req, remoting.SystemError, err.Error())
+	}
+	if h.ProducerGroup != "" {
+		b.producers.Unregister(h.ProducerGroup, h.ClientID)
+	}
+	if h.ConsumerGroup != "" {
+		if notify := b.consumers.Unregister(h.ConsumerGroup, h.ClientID); len(notify) > 0 {
+			go b.notifyConsumerIdsChanged(h.ConsumerGroup, notify)
+		}
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}

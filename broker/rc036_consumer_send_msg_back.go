@@ -1,0 +1,73 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
+)
+
+// consumerSendMsgBack handles CONSUMER_SEND_MSG_BACK (36): a message the
+// consumer failed to process goes to %RETRY%<group> (or %DLQ%<group> past the
+// retry limit or when delayLevel < 0), found by its commitlog offset.
+//
+// Not yet: delay levels. The retry copy is stored for immediate redelivery
+// instead of after 10 s, 30 s, 1 m, ... (see README limits).
+func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var h remoting.ConsumerSendMsgBackRequestHeader
+	if err := h.Decode(req.ExtFields); err != nil {
+		return errResponse(req, remoting.SystemError, err.Error())
+	}
+	g := b.groups.GetOrCreate(h.Group)
+	if g.RetryQueueNums <= 0 {
+		return remoting.NewResponse(req, remoting.Success, "")
+	}
+	raw, err := b.store.ReadRecord(h.Offset)
+	if err != nil {
+		return errResponse(req, remoting.SystemError, fmt.Sprintf("look message by offset failed, %d: %v", h.Offset, err))
+	}
+	rec, _, err := store.DecodeRecord(raw)
+	if err != nil {
+		return errResponse(req, remoting.SystemError, fmt.Sprintf("decode message at offset %d: %v", h.Offset, err))
+	}
+	props := parseProps(rec.Properties)
+	if _, ok := props[PropRetryTopic]; !ok {
+		props[PropRetryTopic] = rec.Topic
+	}
+	if h.OriginMsgID != "" {
+		props[PropOriginMessageID] = h.OriginMsgID
+	} else if _, ok := props[PropOriginMessageID]; !ok {
+		if u, ok := props[PropUniqKey]; ok {
+			props[PropOriginMessageID] = u
+		} else {
+			props[PropOriginMessageID] = store.EncodeMessageID(b.storeHost, h.Offset)
+		}
+	}
+	maxTimes := int32(g.RetryMaxTimes)
+	if req.Version >= 121 && h.MaxReconsumeTimes > 0 {
+		maxTimes = h.MaxReconsumeTimes
+	}
+	topic := RetryGroupTopicPrefix + h.Group
+	queueID := rand.Int32N(max(int32(g.RetryQueueNums), 1))
+	if rec.ReconsumeTimes >= maxTimes || h.DelayLevel < 0 {
+		topic, queueID = DLQGroupTopicPrefix+h.Group, 0
+		if _, created := b.topics.CreateSystemTopic(topic, 1, PermWrite); created {
+			b.requestRegister()
+		}
+	} else if _, created := b.topics.CreateSystemTopic(topic, int32(g.RetryQueueNums), PermRead|PermWrite); created {
+		b.requestRegister()
+	}
+	props[PropMaxReconsumeTimes] = strconv.Itoa(int(maxTimes))
+	msg := store.Message{
+		Topic: topic, QueueID: queueID, Flag: rec.Flag, SysFlag: rec.SysFlag,
+		BornTimestamp: rec.BornTimestamp, BornHost: rec.BornHost, ReconsumeTimes: rec.ReconsumeTimes + 1,
+		Body: rec.Body, Properties: encodeProps(props), TagsCode: tagsCode(props[PropTags]),
+	}
+	if _, err := b.store.Put(ctx, []store.Message{msg}); err != nil {
+		return b.putError(req, err)
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}

@@ -1,0 +1,96 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
+)
+
+// sendBatchMessage handles SEND_BATCH_MESSAGE (320): the body is a run of
+// encoded messages (§3.2), each stored as its own record with consecutive
+// queue offsets, all in one store append.
+func (b *Broker) sendBatchMessage(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var h remoting.SendMessageRequestHeader
+	if err := h.Decode(req.ExtFields); err != nil {
+		return errResponse(req, remoting.MessageIllegal, err.Error())
+	}
+	tc, resp := b.prepareSend(req, &h)
+	if resp != nil {
+		return resp
+	}
+	if strings.HasPrefix(tc.TopicName, RetryGroupTopicPrefix) {
+		return errResponse(req, remoting.MessageIllegal, "batch messages cannot be sent to a retry topic")
+	}
+	if len(req.Body) > int(b.cfg.MaxMessageSize) {
+		return errResponse(req, remoting.MessageIllegal, fmt.Sprintf("the batch body size %d exceeds the limit %d bytes", len(req.Body), b.cfg.MaxMessageSize))
+	}
+	born := peerAddr(c)
+	msgs, err := decodeBatch(req.Body, func(flag int32, body []byte, props string) store.Message {
+		tags, _ := propValue(props, PropTags)
+		return store.Message{Topic: tc.TopicName, QueueID: h.QueueID, Flag: flag, SysFlag: h.SysFlag &^ sysFlagCompressed,
+			BornTimestamp: h.BornTimestamp, BornHost: born, ReconsumeTimes: h.ReconsumeTimes,
+			Body: body, Properties: props, TagsCode: tagsCode(tags)}
+	})
+	if err != nil {
+		return errResponse(req, remoting.MessageIllegal, err.Error())
+	}
+	res, err := b.store.Put(ctx, msgs)
+	if err != nil {
+		return b.putError(req, err)
+	}
+	ids := make([]string, len(res))
+	for i, r := range res {
+		ids[i] = store.EncodeMessageID(b.storeHost, r.PhysOffset)
+	}
+	b.metrics.messagesIn(tc.TopicName, len(msgs), len(req.Body))
+	resp = remoting.NewResponse(req, remoting.Success, "")
+	resp.ExtFields = map[string]string{
+		"msgId":       strings.Join(ids, ","),
+		"queueId":     strconv.Itoa(int(h.QueueID)),
+		"queueOffset": strconv.FormatInt(res[0].QueueOffset, 10),
+		"MSG_REGION":  "DefaultRegion",
+		"TRACE_ON":    "true",
+	}
+	return resp
+}
+
+// decodeBatch splits a batch body: entries of
+// [totalSize i32][magic i32][bodyCRC i32][flag i32][bodyLen i32][body][propsLen i16][props].
+func decodeBatch(body []byte, mk func(flag int32, body []byte, props string) store.Message) ([]store.Message, error) {
+	var out []store.Message
+	for off := 0; off < len(body); {
+		if len(body)-off < 22 {
+			return nil, fmt.Errorf("batch entry at byte %d is truncated", off)
+		}
+		total := int(int32(binary.BigEndian.Uint32(body[off:])))
+		if total < 22 || total > len(body)-off {
+			return nil, fmt.Errorf("batch entry at byte %d has illegal size %d", off, total)
+		}
+		e := body[off : off+total]
+		flag := int32(binary.BigEndian.Uint32(e[12:]))
+		bodyLen := int(int32(binary.BigEndian.Uint32(e[16:])))
+		if bodyLen < 0 || 20+bodyLen+2 > total {
+			return nil, fmt.Errorf("batch entry at byte %d has illegal body length %d", off, bodyLen)
+		}
+		mb := e[20 : 20+bodyLen]
+		propsLen := int(binary.BigEndian.Uint16(e[20+bodyLen:]))
+		if 22+bodyLen+propsLen > total {
+			return nil, fmt.Errorf("batch entry at byte %d has illegal properties length %d", off, propsLen)
+		}
+		props := string(e[22+bodyLen : 22+bodyLen+propsLen])
+		if len(mb) == 0 {
+			return nil, fmt.Errorf("batch entry at byte %d has an empty body", off)
+		}
+		out = append(out, mk(flag, mb, props))
+		off += total
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the batch is empty")
+	}
+	return out, nil
+}

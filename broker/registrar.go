@@ -1,0 +1,78 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/stratamq/stratamq/remoting"
+)
+
+// requestRegister asks the registrar to register now (a topic changed).
+func (b *Broker) requestRegister() {
+	select {
+	case b.registerNow <- struct{}{}:
+	default:
+	}
+}
+
+// registrar registers with every name server at start, every
+// RegisterInterval, and whenever a topic is created or deleted.
+func (b *Broker) registrar(ctx context.Context) {
+	if len(b.cfg.NameServers()) == 0 {
+		return
+	}
+	t := time.NewTicker(b.cfg.RegisterInterval)
+	defer t.Stop()
+	b.registerAll(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-b.registerNow:
+		}
+		b.registerAll(ctx)
+	}
+}
+
+func (b *Broker) registerAll(ctx context.Context) {
+	body, err := json.Marshal(remoting.RegisterBrokerBody{
+		TopicConfigSerializeWrapper: b.topics.Wrapper(),
+		FilterServerList:            []string{},
+	})
+	if err != nil {
+		b.log.Error("encode registration", "err", err)
+		return
+	}
+	h := remoting.RegisterBrokerRequestHeader{
+		BrokerName: b.cfg.BrokerName, BrokerAddr: b.advertise, ClusterName: b.cfg.Cluster,
+		HaServerAddr: b.advertise, BrokerID: b.cfg.BrokerID,
+	}
+	for _, ns := range b.cfg.NameServers() {
+		req := remoting.NewRequest(remoting.RegisterBroker, h.Encode(), body)
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		resp, err := b.nsClient.Invoke(cctx, ns, req)
+		cancel()
+		switch {
+		case err != nil:
+			b.log.Warn("register with name server failed", "namesrv", ns, "err", err)
+		case resp.Code != int32(remoting.Success):
+			b.log.Warn("name server refused registration", "namesrv", ns, "code", resp.Code, "remark", resp.Remark)
+		default:
+			b.log.Debug("registered with name server", "namesrv", ns)
+		}
+	}
+}
+
+func (b *Broker) unregisterAll(ctx context.Context) {
+	h := remoting.UnregisterBrokerRequestHeader{BrokerName: b.cfg.BrokerName, BrokerAddr: b.advertise,
+		ClusterName: b.cfg.Cluster, BrokerID: b.cfg.BrokerID}
+	for _, ns := range b.cfg.NameServers() {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if _, err := b.nsClient.Invoke(cctx, ns, remoting.NewRequest(remoting.UnregisterBroker, h.Encode(), nil)); err != nil {
+			b.log.Warn("unregister from name server failed", "namesrv", ns, "err", err)
+		}
+		cancel()
+	}
+}

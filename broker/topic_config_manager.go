@@ -1,0 +1,259 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stratamq/stratamq/infra/vfs"
+	"github.com/stratamq/stratamq/offsets"
+	"github.com/stratamq/stratamq/remoting"
+)
+
+// Topic permission bits (RocketMQ PermName).
+const (
+	PermPriority = 0x8
+	PermRead     = 0x4
+	PermWrite    = 0x2
+	PermInherit  = 0x1
+)
+
+// DefaultTopic is the template topic producers auto-create through.
+const DefaultTopic = "TBW102"
+
+// System topic prefixes.
+const (
+	RetryGroupTopicPrefix = "%RETRY%"
+	DLQGroupTopicPrefix   = "%DLQ%"
+)
+
+// TopicConfigManager is RocketMQ's TopicConfigManager: the topic table,
+// persisted as config/topics.json. Safe for concurrent use.
+type TopicConfigManager struct {
+	fs   vfs.FS
+	path string
+
+	// mu guards the fields below; never held across I/O.
+	mu struct {
+		sync.Mutex
+		table   map[string]*remoting.TopicConfig
+		version remoting.DataVersion
+		saved   int64 // version.Counter last written
+	}
+}
+
+const topicsFile = "topics.json"
+
+type topicsJSON struct {
+	TopicConfigTable map[string]*remoting.TopicConfig `json:"topicConfigTable"`
+	DataVersion      remoting.DataVersion             `json:"dataVersion"`
+}
+
+// OpenTopicConfigManager loads dir/topics.json (missing = empty) and makes
+// sure TBW102 exists when autoCreate is on.
+func OpenTopicConfigManager(fs vfs.FS, dir string, autoCreate bool) (*TopicConfigManager, error) {
+	m := &TopicConfigManager{fs: fs, path: filepath.Join(dir, topicsFile)}
+	m.mu.table = map[string]*remoting.TopicConfig{}
+	b, err := offsets.ReadFile(fs, m.path)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > 0 {
+		var f topicsJSON
+		if err := json.Unmarshal(offsets.QuoteIntKeys(b), &f); err != nil {
+			return nil, fmt.Errorf("broker: %s: %w", m.path, err)
+		}
+		for name, tc := range f.TopicConfigTable {
+			if tc != nil {
+				tc.TopicName = name
+				m.mu.table[name] = tc
+			}
+		}
+		m.mu.version = f.DataVersion
+		m.mu.saved = f.DataVersion.Counter
+	}
+	if m.mu.version.Timestamp == 0 {
+		m.mu.version.Timestamp = time.Now().UnixMilli()
+	}
+	if autoCreate {
+		if _, ok := m.mu.table[DefaultTopic]; !ok {
+			m.putLocked(&remoting.TopicConfig{TopicName: DefaultTopic, ReadQueueNums: 8, WriteQueueNums: 8,
+				Perm: PermInherit | PermRead | PermWrite, TopicFilterType: "SINGLE_TAG"})
+		}
+	} else if _, ok := m.mu.table[DefaultTopic]; ok {
+		delete(m.mu.table, DefaultTopic)
+		m.bumpLocked()
+	}
+	return m, nil
+}
+
+func (m *TopicConfigManager) bumpLocked() {
+	m.mu.version.Counter++
+	m.mu.version.Timestamp = time.Now().UnixMilli()
+}
+
+func (m *TopicConfigManager) putLocked(tc *remoting.TopicConfig) {
+	if tc.TopicFilterType == "" {
+		tc.TopicFilterType = "SINGLE_TAG"
+	}
+	if tc.Attributes == nil {
+		tc.Attributes = map[string]string{}
+	}
+	m.mu.table[tc.TopicName] = tc
+	m.bumpLocked()
+}
+
+// Get returns a copy of the topic's config.
+func (m *TopicConfigManager) Get(topic string) (remoting.TopicConfig, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	tc, ok := m.mu.table[topic]
+	if !ok {
+		return remoting.TopicConfig{}, false
+	}
+	return *tc, true
+}
+
+// Put creates or replaces a topic; it reports whether anything changed.
+func (m *TopicConfigManager) Put(tc remoting.TopicConfig) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.mu.table[tc.TopicName]; ok && sameTopic(*old, tc) {
+		return false
+	}
+	c := tc
+	m.putLocked(&c)
+	return true
+}
+
+func sameTopic(a, b remoting.TopicConfig) bool {
+	return a.ReadQueueNums == b.ReadQueueNums && a.WriteQueueNums == b.WriteQueueNums &&
+		a.Perm == b.Perm && a.TopicSysFlag == b.TopicSysFlag && a.Order == b.Order &&
+		(b.TopicFilterType == "" || a.TopicFilterType == b.TopicFilterType)
+}
+
+// CreateOnSend is RocketMQ's createTopicInSendMessageMethod: when topic is
+// unknown and the default topic exists with INHERIT, create topic with
+// min(queueNums, default's write queues) queues and the default's perm minus
+// INHERIT. created reports whether a new topic was made.
+func (m *TopicConfigManager) CreateOnSend(topic, defaultTopic string, queueNums int) (tc remoting.TopicConfig, created bool, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.mu.table[topic]; ok {
+		return *cur, false, nil
+	}
+	def, ok := m.mu.table[defaultTopic]
+	if !ok {
+		return tc, false, fmt.Errorf("topic[%s] not exist, apply first please!", topic)
+	}
+	if defaultTopic == DefaultTopic && def.Perm&PermInherit == 0 {
+		return tc, false, fmt.Errorf("create topic %s forbidden: default topic %s has no INHERIT permission", topic, defaultTopic)
+	}
+	n := queueNums
+	if n <= 0 || n > int(def.WriteQueueNums) {
+		n = int(def.WriteQueueNums)
+	}
+	if n <= 0 {
+		n = 1
+	}
+	nc := &remoting.TopicConfig{TopicName: topic, ReadQueueNums: int32(n), WriteQueueNums: int32(n),
+		Perm: def.Perm &^ PermInherit, TopicFilterType: "SINGLE_TAG", TopicSysFlag: def.TopicSysFlag}
+	m.putLocked(nc)
+	return *nc, true, nil
+}
+
+// CreateSystemTopic makes sure a retry/DLQ topic exists with queueNums queues.
+func (m *TopicConfigManager) CreateSystemTopic(topic string, queueNums int32, perm int32) (remoting.TopicConfig, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.mu.table[topic]; ok {
+		return *cur, false
+	}
+	nc := &remoting.TopicConfig{TopicName: topic, ReadQueueNums: queueNums, WriteQueueNums: queueNums, Perm: perm, TopicFilterType: "SINGLE_TAG"}
+	m.putLocked(nc)
+	return *nc, true
+}
+
+// Delete removes a topic; it reports whether it existed.
+func (m *TopicConfigManager) Delete(topic string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.mu.table[topic]; !ok {
+		return false
+	}
+	delete(m.mu.table, topic)
+	m.bumpLocked()
+	return true
+}
+
+// Names returns every topic name, sorted.
+func (m *TopicConfigManager) Names() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.mu.table))
+	for n := range m.mu.table {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Wrapper returns the table as sent in REGISTER_BROKER and GET_ALL_TOPIC_CONFIG.
+func (m *TopicConfigManager) Wrapper() remoting.TopicConfigSerializeWrapper {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := make(map[string]*remoting.TopicConfig, len(m.mu.table))
+	for n, tc := range m.mu.table {
+		c := *tc
+		t[n] = &c
+	}
+	return remoting.TopicConfigSerializeWrapper{TopicConfigTable: t, DataVersion: m.mu.version}
+}
+
+// Save writes topics.json when something changed since the last Save.
+func (m *TopicConfigManager) Save() error {
+	w := m.Wrapper()
+	m.mu.Lock()
+	dirty := w.DataVersion.Counter != m.mu.saved
+	m.mu.Unlock()
+	if !dirty {
+		return nil
+	}
+	b, err := json.MarshalIndent(topicsJSON{TopicConfigTable: w.TopicConfigTable, DataVersion: w.DataVersion}, "", "\t")
+	if err != nil {
+		return err
+	}
+	if err := offsets.WriteFileAtomic(m.fs, m.path, b); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.mu.saved = w.DataVersion.Counter
+	m.mu.Unlock()
+	return nil
+}
+
+// validTopicName applies RocketMQ's rules: [%|a-zA-Z0-9_-]+, at most 127
+// bytes (the V1 record's 1-byte topic length).
+func validTopicName(t string) error {
+	if t == "" {
+		return fmt.Errorf("the specified topic is blank")
+	}
+	if len(t) > 127 {
+		return fmt.Errorf("the specified topic is longer than topic max length 127")
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c == '%' || c == '|' || c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return fmt.Errorf("the specified topic[%s] contains illegal characters, allowing only ^[%%|a-zA-Z0-9_-]+$", t)
+		}
+	}
+	return nil
+}
+
+func isRetryOrDLQ(topic string) bool {
+	return strings.HasPrefix(topic, RetryGroupTopicPrefix) || strings.HasPrefix(topic, DLQGroupTopicPrefix)
+}

@@ -1,0 +1,190 @@
+package offsets
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/stratamq/stratamq/infra/vfs"
+)
+
+// ConsumerOffsets is RocketMQ's ConsumerOffsetManager: the next offset to
+// consume per (topic, group, queue). Safe for concurrent use.
+type ConsumerOffsets struct {
+	fs   vfs.FS
+	path string
+
+	// mu guards the fields below; it is never held across I/O.
+	mu struct {
+		sync.Mutex
+		table   map[string]map[int32]int64 // "topic@group" → queue → offset
+		version int64                      // bumped on every change
+		saved   int64                      // version last written
+	}
+}
+
+// ConsumerOffsetsFile is the file name under the config directory.
+const ConsumerOffsetsFile = "consumerOffset.json"
+
+// OpenConsumerOffsets loads dir/consumerOffset.json (missing = empty).
+func OpenConsumerOffsets(fs vfs.FS, dir string) (*ConsumerOffsets, error) {
+	c := &ConsumerOffsets{fs: fs, path: filepath.Join(dir, ConsumerOffsetsFile)}
+	c.mu.table = map[string]map[int32]int64{}
+	b, err := ReadFile(fs, c.path)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > 0 {
+		if err := c.decode(b); err != nil {
+			return nil, fmt.Errorf("offsets: %s: %w", c.path, err)
+		}
+	}
+	return c, nil
+}
+
+type offsetFile struct {
+	OffsetTable map[string]map[string]int64 `json:"offsetTable"`
+}
+
+func (c *ConsumerOffsets) decode(b []byte) error {
+	var f offsetFile
+	if err := json.Unmarshal(QuoteIntKeys(b), &f); err != nil {
+		return err
+	}
+	for key, queues := range f.OffsetTable {
+		m := make(map[int32]int64, len(queues))
+		for q, off := range queues {
+			qid, err := strconv.ParseInt(q, 10, 32)
+			if err != nil {
+				return fmt.Errorf("queue id %q of %q: %w", q, key, err)
+			}
+			m[int32(qid)] = off
+		}
+		c.mu.table[key] = m
+	}
+	return nil
+}
+
+func tableKey(topic, group string) string { return topic + "@" + group }
+
+// Commit records offset as the next offset group consumes from topic/queue.
+func (c *ConsumerOffsets) Commit(group, topic string, queueID int32, offset int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := tableKey(topic, group)
+	m := c.mu.table[k]
+	if m == nil {
+		m = map[int32]int64{}
+		c.mu.table[k] = m
+	}
+	if old, ok := m[queueID]; ok && old == offset {
+		return
+	}
+	m[queueID] = offset
+	c.mu.version++
+}
+
+// Query returns the committed offset, ok=false when none is stored.
+func (c *ConsumerOffsets) Query(group, topic string, queueID int32) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	off, ok := c.mu.table[tableKey(topic, group)][queueID]
+	return off, ok
+}
+
+// DeleteTopic forgets every group's offsets for topic.
+func (c *ConsumerOffsets) DeleteTopic(topic string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.mu.table {
+		if t, _, ok := strings.Cut(k, "@"); ok && t == topic {
+			delete(c.mu.table, k)
+			c.mu.version++
+		}
+	}
+}
+
+// DeleteGroup forgets every offset of group.
+func (c *ConsumerOffsets) DeleteGroup(group string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.mu.table {
+		if i := strings.LastIndexByte(k, '@'); i >= 0 && k[i+1:] == group {
+			delete(c.mu.table, k)
+			c.mu.version++
+		}
+	}
+}
+
+// Groups returns the groups with offsets on topic, sorted.
+func (c *ConsumerOffsets) Groups(topic string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for k := range c.mu.table {
+		if t, g, ok := strings.Cut(k, "@"); ok && t == topic {
+			out = append(out, g)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Encode returns the table as consumerOffset.json bytes and its version.
+func (c *ConsumerOffsets) Encode() ([]byte, int64, error) {
+	c.mu.Lock()
+	f := offsetFile{OffsetTable: make(map[string]map[string]int64, len(c.mu.table))}
+	for k, queues := range c.mu.table {
+		m := make(map[string]int64, len(queues))
+		for q, off := range queues {
+			m[strconv.Itoa(int(q))] = off
+		}
+		f.OffsetTable[k] = m
+	}
+	v := c.mu.version
+	c.mu.Unlock()
+	b, err := json.Marshal(f)
+	return b, v, err
+}
+
+// Replace swaps the whole table for the one in b (consumerOffset.json), as a
+// slave does when it copies its master's offsets.
+func (c *ConsumerOffsets) Replace(b []byte) error {
+	n := &ConsumerOffsets{}
+	n.mu.table = map[string]map[int32]int64{}
+	if err := n.decode(b); err != nil {
+		return fmt.Errorf("offsets: replace: %w", err)
+	}
+	c.mu.Lock()
+	c.mu.table = n.mu.table
+	c.mu.version++
+	c.mu.Unlock()
+	return nil
+}
+
+// Save writes the file if anything changed since the last Save.
+func (c *ConsumerOffsets) Save() error {
+	c.mu.Lock()
+	dirty := c.mu.version != c.mu.saved
+	c.mu.Unlock()
+	if !dirty {
+		return nil
+	}
+	b, v, err := c.Encode()
+	if err != nil {
+		return err
+	}
+	if err := WriteFileAtomic(c.fs, c.path, b); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if v > c.mu.saved {
+		c.mu.saved = v
+	}
+	c.mu.Unlock()
+	return nil
+}
