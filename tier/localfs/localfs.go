@@ -1,0 +1,455 @@
+// Package localfs is a tier.Bucket in a local directory: the embedded
+// default, and the provider tests use when they need real files.
+//
+// Each key is a file at DIR/<key> ('/' separates directories). A Put writes
+// DIR/.tmp/<random>, fsyncs it, renames it over the key's path and fsyncs
+// the directory, so an object is visible only when complete and survives a
+// crash once Put returns. The first key segment ".tmp" is reserved.
+//
+// Conditional writes (PutIf) and plain renames of the same key are
+// serialized by an in-process lock, so PutIf is atomic among all Buckets on
+// the same directory in one process. Two processes must not share a
+// directory (the broker holds a lock on its data dir).
+//
+// ETags are derived from the file's size, modification time and inode
+// (which a rename preserves); they change on every write.
+package localfs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/stratamq/stratamq/infra/vfs"
+	"github.com/stratamq/stratamq/tier"
+)
+
+// tmpDir is the reserved top-level directory that holds uploads in progress.
+const tmpDir = ".tmp"
+
+// Options configure a Bucket. The zero value is the default.
+type Options struct {
+	// FS is the filesystem to use; nil means the operating system's.
+	FS vfs.FS
+}
+
+// Bucket is a tier.Bucket in a directory.
+type Bucket struct {
+	fs   vfs.FS
+	root string // absolute, cleaned
+}
+
+var _ tier.Bucket = (*Bucket)(nil)
+
+// New opens the bucket in dir, creating dir if it does not exist.
+func New(dir string, opts Options) (*Bucket, error) {
+	fsys := opts.FS
+	if fsys == nil {
+		fsys = osFS{}
+	}
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("localfs: %q: %w", dir, err)
+	}
+	if err := fsys.MkdirAll(filepath.Join(root, tmpDir), 0o755); err != nil {
+		return nil, fmt.Errorf("localfs: create bucket %q: %w", root, err)
+	}
+	b := &Bucket{fs: fsys, root: root}
+	// Uploads interrupted by a crash left temp files; nobody else uses them.
+	if names, err := fsys.ReadDir(b.tmp()); err == nil {
+		for _, n := range names {
+			_ = fsys.Remove(filepath.Join(b.tmp(), n))
+		}
+	}
+	return b, nil
+}
+
+// Dir returns the bucket's directory.
+func (b *Bucket) Dir() string { return b.root }
+
+func (b *Bucket) tmp() string { return filepath.Join(b.root, tmpDir) }
+
+// path validates key and returns its file path.
+func (b *Bucket) path(key string) (string, error) {
+	if err := tier.ValidateKey(key); err != nil {
+		return "", err
+	}
+	if key == tmpDir || strings.HasPrefix(key, tmpDir+"/") {
+		return "", fmt.Errorf("%w %q: the first segment %q is reserved by localfs", tier.ErrInvalidKey, key, tmpDir)
+	}
+	// ValidateKey rejects "." and ".." segments, so the path stays under root.
+	return filepath.Join(b.root, filepath.FromSlash(key)), nil
+}
+
+// stripes serialize the commit step (rename, conditional check, delete) of
+// writers to the same path, across all Buckets in the process. Never held
+// across a caller's Read or a data fsync.
+var stripes [64]sync.Mutex
+
+func lockPath(p string) func() {
+	h := fnv.New32a()
+	h.Write([]byte(p))
+	m := &stripes[h.Sum32()%uint32(len(stripes))]
+	m.Lock()
+	return m.Unlock
+}
+
+func isNotExist(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// Put implements tier.Bucket.
+func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	_, err := b.put(ctx, key, r, size, nil)
+	return err
+}
+
+// PutIf implements tier.Bucket.
+func (b *Bucket) PutIf(ctx context.Context, key string, r io.Reader, size int64, cond tier.Cond) (string, error) {
+	if err := cond.Validate(); err != nil {
+		return "", err
+	}
+	return b.put(ctx, key, r, size, &cond)
+}
+
+func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, cond *tier.Cond) (etag string, err error) {
+	if err := tier.CheckPut(key, r, size); err != nil {
+		return "", err
+	}
+	final, err := b.path(key)
+	if err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(b.tmp(), hex.EncodeToString(rnd[:])+".tmp")
+	f, err := b.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("localfs: put %q: %w", key, err)
+	}
+	renamed := false
+	defer func() {
+		if f != nil {
+			_ = f.Close()
+		}
+		if !renamed {
+			_ = b.fs.Remove(tmp)
+		}
+	}()
+	n, err := io.CopyN(f, ctxReader{ctx, r}, size)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("reader ended after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
+		}
+		return "", fmt.Errorf("localfs: put %q: %w", key, err)
+	}
+	if err := f.Sync(); err != nil {
+		return "", fmt.Errorf("localfs: put %q: sync: %w", key, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("localfs: put %q: %w", key, err)
+	}
+	etag = etagOf(fi)
+	err = f.Close()
+	f = nil
+	if err != nil {
+		return "", fmt.Errorf("localfs: put %q: close: %w", key, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+
+	dir := filepath.Dir(final)
+	// A concurrent Delete may remove an emptied parent directory between
+	// MkdirAll and Rename; then the rename fails with ENOENT and we retry.
+	for attempt := 0; ; attempt++ {
+		created, err := b.mkdirAll(dir)
+		if err != nil {
+			return "", fmt.Errorf("localfs: put %q: %w", key, err)
+		}
+		err = b.commit(key, tmp, final, cond)
+		if err == nil {
+			renamed = true
+			if err := b.syncDirs(append([]string{dir}, created...)); err != nil {
+				return "", fmt.Errorf("localfs: put %q: %w", key, err)
+			}
+			return etag, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || attempt == 3 {
+			return "", err
+		}
+	}
+}
+
+// commit renames tmp over final, checking cond first, under the path's lock.
+func (b *Bucket) commit(key, tmp, final string, cond *tier.Cond) error {
+	unlock := lockPath(final)
+	defer unlock()
+	if cond != nil {
+		fi, err := b.fs.Stat(final)
+		exists := err == nil && !fi.IsDir()
+		if err != nil && !isNotExist(err) {
+			return fmt.Errorf("localfs: put %q: %w", key, err)
+		}
+		if cond.Absent() && exists || !cond.Absent() && (!exists || etagOf(fi) != cond.ETag()) {
+			return fmt.Errorf("%w: put %q %s", tier.ErrPreconditionFailed, key, cond)
+		}
+	}
+	if err := b.fs.Rename(tmp, final); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return err // parent directory vanished; the caller retries
+		}
+		return fmt.Errorf("localfs: put %q: %w", key, err)
+	}
+	return nil
+}
+
+// mkdirAll creates dir and returns the parents of the directories it
+// created, which must be synced for the new entries to be durable.
+func (b *Bucket) mkdirAll(dir string) (toSync []string, err error) {
+	var missing []string
+	for d := dir; d != b.root && len(d) > len(b.root); d = filepath.Dir(d) {
+		if _, err := b.fs.Stat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	if err := b.fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	for _, d := range missing {
+		toSync = append(toSync, filepath.Dir(d))
+	}
+	return toSync, nil
+}
+
+func (b *Bucket) syncDirs(dirs []string) error {
+	for _, d := range dirs {
+		df, err := b.fs.OpenDir(d)
+		if err != nil {
+			return err
+		}
+		err = df.Sync()
+		if cerr := df.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("sync dir %q: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// ReadAt implements tier.Bucket.
+func (b *Bucket) ReadAt(ctx context.Context, key string, p []byte, off int64) (err error) {
+	path, err := b.path(key)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f, err := b.fs.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		if isNotExist(err) {
+			return fmt.Errorf("%w: %q", tier.ErrNotExist, key)
+		}
+		return fmt.Errorf("localfs: read %q: %w", key, err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("localfs: read %q: close: %w", key, cerr)
+		}
+	}()
+	// The open file is one version of the object: a concurrent rename
+	// replaces the directory entry, not this file's bytes.
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("localfs: read %q: %w", key, err)
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("%w: %q", tier.ErrNotExist, key)
+	}
+	if err := tier.CheckRange(key, off, len(p), fi.Size()); err != nil {
+		return err
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	if _, err := f.ReadAt(p, off); err != nil {
+		return fmt.Errorf("localfs: read %q: %w", key, err)
+	}
+	return nil
+}
+
+// Stat implements tier.Bucket.
+func (b *Bucket) Stat(ctx context.Context, key string) (tier.Attrs, error) {
+	path, err := b.path(key)
+	if err != nil {
+		return tier.Attrs{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return tier.Attrs{}, err
+	}
+	fi, err := b.fs.Stat(path)
+	if err != nil || fi.IsDir() {
+		if err == nil || isNotExist(err) {
+			return tier.Attrs{}, fmt.Errorf("%w: %q", tier.ErrNotExist, key)
+		}
+		return tier.Attrs{}, fmt.Errorf("localfs: stat %q: %w", key, err)
+	}
+	return tier.Attrs{Size: fi.Size(), ETag: etagOf(fi)}, nil
+}
+
+// List implements tier.Bucket.
+//
+// Lexical key order is not directory-walk order ("a-b" < "a/b" < "ab", but
+// a walk of "a" comes before "a-b"), so each directory's entries are sorted
+// with a '/' appended to subdirectory names.
+func (b *Bucket) List(ctx context.Context, prefix string, fn func(string, int64) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	base, rest := "", prefix
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		base, rest = prefix[:i+1], prefix[i+1:]
+		// No valid key lives under a prefix with an empty, "." or ".."
+		// segment; refusing them also keeps the walk inside root.
+		if tier.ValidateKey(base[:len(base)-1]) != nil {
+			return nil
+		}
+	}
+	return b.walk(ctx, base, rest, fn)
+}
+
+func (b *Bucket) walk(ctx context.Context, rel, match string, fn func(string, int64) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dir := filepath.Join(b.root, filepath.FromSlash(rel))
+	names, err := b.fs.ReadDir(dir)
+	if err != nil {
+		if isNotExist(err) {
+			return nil // never created, or removed by a concurrent Delete
+		}
+		return fmt.Errorf("localfs: list %q: %w", rel, err)
+	}
+	type entry struct {
+		name, sortKey string
+		size          int64
+		dir           bool
+	}
+	var entries []entry
+	for _, name := range names {
+		if !strings.HasPrefix(name, match) || rel == "" && name == tmpDir {
+			continue
+		}
+		fi, err := b.fs.Stat(filepath.Join(dir, name))
+		if err != nil {
+			if isNotExist(err) {
+				continue
+			}
+			return fmt.Errorf("localfs: list %q: %w", rel+name, err)
+		}
+		e := entry{name: name, sortKey: name, size: fi.Size(), dir: fi.IsDir()}
+		if e.dir {
+			e.sortKey += "/"
+		}
+		entries = append(entries, e)
+	}
+	slices.SortFunc(entries, func(x, y entry) int { return strings.Compare(x.sortKey, y.sortKey) })
+	for _, e := range entries {
+		if e.dir {
+			if err := b.walk(ctx, rel+e.name+"/", "", fn); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := fn(rel+e.name, e.size); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Delete implements tier.Bucket. It also removes parent directories the
+// delete left empty, so that a deleted key's path can become a directory.
+func (b *Bucket) Delete(ctx context.Context, key string) error {
+	path, err := b.path(key)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	unlock := lockPath(path)
+	fi, err := b.fs.Stat(path)
+	if err == nil && !fi.IsDir() {
+		err = b.fs.Remove(path)
+	}
+	unlock()
+	if err != nil {
+		if isNotExist(err) {
+			return nil
+		}
+		return fmt.Errorf("localfs: delete %q: %w", key, err)
+	}
+	if fi.IsDir() {
+		return nil // a directory prefix of other keys, not an object
+	}
+	dir := filepath.Dir(path)
+	if err := b.syncDirs([]string{dir}); err != nil && !isNotExist(err) {
+		return fmt.Errorf("localfs: delete %q: %w", key, err)
+	}
+	// Best effort: Remove fails on a non-empty directory, which ends it.
+	for d := dir; len(d) > len(b.root); d = filepath.Dir(d) {
+		if b.fs.Remove(d) != nil {
+			break
+		}
+	}
+	return nil
+}
+
+// Close implements tier.Bucket; it has nothing to release.
+func (b *Bucket) Close() error { return nil }
+
+// etagOf identifies one version of a file: a rename keeps the temp file's
+// inode and mtime, and every Put writes a new temp file.
+func etagOf(fi os.FileInfo) string {
+	var ino uint64
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ino = st.Ino
+	}
+	return fmt.Sprintf("%x-%x-%x", fi.Size(), fi.ModTime().UnixNano(), ino)
+}
+
+// ctxReader fails reads once ctx is done, so a cancelled Put stops copying.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

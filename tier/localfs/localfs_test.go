@@ -1,0 +1,84 @@
+package localfs_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/localfs"
+	"github.com/stratamq/stratamq/tier/tiertest"
+)
+
+func newBucket(t *testing.T) tier.Bucket {
+	b, err := localfs.New(filepath.Join(t.TempDir(), "bucket"), localfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+func TestTierLocalFSSuite(t *testing.T) {
+	tiertest.RunBucketSuite(t, newBucket)
+}
+
+func TestTierLocalFSPrefixedSuite(t *testing.T) {
+	tiertest.RunBucketSuite(t, func(t *testing.T) tier.Bucket {
+		b, err := tier.WithPrefix(newBucket(t), "cluster-a/broker-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
+}
+
+// Objects are plain files at DIR/<key>, no temp files survive a Put, and
+// the reserved temp directory is neither listed nor writable.
+func TestTierLocalFSLayout(t *testing.T) {
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "b")
+	b, err := localfs.New(dir, localfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, "x/y/z.seg", strings.NewReader("hello"), 5); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "x", "y", "z.seg"))
+	if err != nil || string(got) != "hello" {
+		t.Fatalf("file content %q, %v", got, err)
+	}
+	if tmp, _ := os.ReadDir(filepath.Join(dir, ".tmp")); len(tmp) != 0 {
+		t.Fatalf("temp files left behind: %v", tmp)
+	}
+	if err := b.Put(ctx, ".tmp/evil", strings.NewReader("x"), 1); !errors.Is(err, tier.ErrInvalidKey) {
+		t.Fatalf("Put(.tmp/evil) = %v, want ErrInvalidKey", err)
+	}
+	// List with prefixes that try to leave the directory finds nothing.
+	for _, p := range []string{"../", "x/../", "/", "x//"} {
+		n := 0
+		if err := b.List(ctx, p, func(string, int64) error { n++; return nil }); err != nil || n != 0 {
+			t.Fatalf("List(%q): %d keys, %v", p, n, err)
+		}
+	}
+	// Deleting the only key removes its now-empty directories.
+	if err := b.Delete(ctx, "x/y/z.seg"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x")); !os.IsNotExist(err) {
+		t.Fatalf("empty parent directory left behind: %v", err)
+	}
+	// A leftover temp file from a crash is removed on open.
+	if err := os.WriteFile(filepath.Join(dir, ".tmp", "dead.tmp"), []byte("partial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := localfs.New(dir, localfs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if tmp, _ := os.ReadDir(filepath.Join(dir, ".tmp")); len(tmp) != 0 {
+		t.Fatalf("crash leftovers not removed: %v", tmp)
+	}
+}
