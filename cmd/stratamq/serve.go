@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/stratamq/stratamq/broker"
+	"github.com/stratamq/stratamq/namesrv"
+	"github.com/stratamq/stratamq/remoting"
+)
+
+// serve runs the name server and/or the broker until ctx ends, then shuts
+// them down in order: broker first (it unregisters from the name server),
+// then the name server, then the HTTP endpoint.
+func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withBroker bool) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var ready readiness
+
+	nsErr := make(chan error, 2)
+	if withNamesrv {
+		ns := namesrv.New(namesrv.Config{Logger: log})
+		nsServer := remoting.NewServer(remoting.ServerConfig{
+			Addr: cfg.NamesrvListen, Logger: log.With("component", "namesrv"), OnClose: ns.OnConnClose,
+		}, ns)
+		if err := nsServer.Listen(); err != nil {
+			return fmt.Errorf("name server: listen %s: %w", cfg.NamesrvListen, err)
+		}
+		log.Info("name server listening", "addr", nsServer.Addr().String())
+		if cfg.Namesrv == "" {
+			cfg.Namesrv = loopbackFor(nsServer.Addr())
+		}
+		// The name server outlives the broker: it is stopped last so the
+		// broker can unregister.
+		nsCtx, nsCancel := context.WithCancel(context.WithoutCancel(ctx))
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); nsErr <- ns.Run(nsCtx) }()
+		go func() { defer wg.Done(); nsErr <- nsServer.Serve(nsCtx) }()
+		defer func() {
+			sctx, sc := context.WithTimeout(context.Background(), 5*time.Second)
+			defer sc()
+			_ = nsServer.Shutdown(sctx)
+			nsCancel()
+			wg.Wait()
+		}()
+	}
+
+	brokerDone := make(chan error, 1)
+	if withBroker {
+		b, err := broker.New(cfg.Config, broker.Deps{Logger: log, Metrics: broker.NewMetrics(reg)})
+		if err != nil {
+			return err
+		}
+		go func() { brokerDone <- b.Run(ctx) }()
+	}
+	ready.set()
+
+	if cfg.HTTPListen != "" {
+		stopHTTP := serveHTTP(cfg.HTTPListen, reg, &ready, log)
+		defer stopHTTP()
+	}
+
+	var err error
+	select {
+	case <-ctx.Done():
+		if withBroker {
+			err = <-brokerDone // Run returns after its graceful shutdown
+		}
+	case err = <-brokerDone:
+	case err = <-nsErr:
+	}
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// serveHTTP serves /metrics, /healthz and /readyz; it returns the stop func.
+func serveHTTP(addr string, reg *prometheus.Registry, ready *readiness, log *slog.Logger) func() {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !ready.get() {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Warn("metrics/health endpoint disabled", "addr", addr, "err", err)
+		return func() {}
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("metrics and health listening", "addr", ln.Addr().String())
+	return func() {
+		sctx, sc := context.WithTimeout(context.Background(), 2*time.Second)
+		defer sc()
+		_ = srv.Shutdown(sctx)
+	}
+}
+
+type readiness struct {
+	mu sync.Mutex
+	ok bool
+}
+
+func (r *readiness) set() { r.mu.Lock(); r.ok = true; r.mu.Unlock() }
+func (r *readiness) get() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ok
+}
+
+// loopbackFor turns a bound wildcard address into one the broker can dial.
+func loopbackFor(a net.Addr) string {
+	t, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	if t.IP == nil || t.IP.IsUnspecified() {
+		return fmt.Sprintf("127.0.0.1:%d", t.Port)
+	}
+	return t.String()
+}
