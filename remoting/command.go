@@ -44,3 +44,46 @@ func (c *Command) IsResponse() bool { return c.Flag&FlagResponse != 0 }
 // IsOneway reports whether the sender asked for no reply (Java sets it;
 // client-go never does).
 func (c *Command) IsOneway() bool { return c.Flag&FlagOneway != 0 }
+
+// Version is the MQVersion ordinal this package puts in the commands it
+// creates: V4_9_7 (407). Java clients use it to decide what a server
+// supports (≥ 232 means SQL filters are available); client-go only checks
+// that it is not zero. A Java name server returns standard route JSON to
+// requests with version ≥ 401.
+const Version int32 = 407
+
+// LanguageGo is the language this package puts in the commands it creates.
+const LanguageGo = "GO"
+
+// NewRequest returns a request command with JSON serialization. ext is used
+// as is (not copied).
+func NewRequest(code RequestCode, ext map[string]string, body []byte) *Command {
+	return &Command{
+		Code:      int32(code),
+		Language:  LanguageGo,
+		Version:   Version,
+		ExtFields: ext,
+		Body:      body,
+	}
+}
+
+// NewResponse returns a response to req: same opaque and serialization,
+// the response flag set.
+func NewResponse(req *Command, code ResponseCode, remark string) *Command {
+	return &Command{
+		Code:      int32(code),
+		Language:  LanguageGo,
+		Version:   Version,
+		Opaque:    req.Opaque,
+		Flag:      FlagResponse,
+		Remark:    remark,
+		Serialize: req.Serialize,
+	}
+}
+
+// NotSupported is the answer to a request code a handler does not serve:
+// REQUEST_CODE_NOT_SUPPORTED with Java's remark " request type N not
+// supported" (the leading space is Java's).
+func NotSupported(req *Command) *Command {
+	return NewResponse(req, RequestCodeNotSupported, " request type "+itoa(int64(req.Code))+" not supported")
+}

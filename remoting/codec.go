@@ -1,0 +1,439 @@
+package remoting
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Codec errors. Every decode error wraps ErrMalformed, except a length
+// above the caller's maximum, which is ErrFrameTooLarge.
+var (
+	ErrFrameTooLarge = errors.New("remoting: frame too large")
+	ErrMalformed     = errors.New("remoting: malformed frame")
+)
+
+const (
+	// maxHeaderLen is the largest header the 24-bit length field can hold.
+	maxHeaderLen = 1<<24 - 1
+	// binaryFixedLen is the fixed part of a ROCKETMQ binary header.
+	binaryFixedLen = 21
+)
+
+// Language codes: the JSON header carries the name, the binary header the
+// byte.
+var languageNames = [...]string{
+	0: "JAVA", 1: "CPP", 2: "DOTNET", 3: "PYTHON", 4: "DELPHI", 5: "ERLANG", 6: "RUBY",
+	7: "OTHER", 8: "HTTP", 9: "GO", 10: "PHP", 11: "OMS", 12: "RUST", 13: "NODE_JS",
+}
+
+func languageByte(name string) (byte, bool) {
+	if name == "" {
+		return 9, true
+	}
+	for i, n := range languageNames {
+		if n == name {
+			return byte(i), true
+		}
+	}
+	// A byte we did not know when decoding is kept as its number.
+	if v, err := strconv.ParseUint(name, 10, 8); err == nil {
+		return byte(v), true
+	}
+	return 0, false
+}
+
+func languageName(b byte) string {
+	if int(b) < len(languageNames) {
+		return languageNames[b]
+	}
+	return strconv.Itoa(int(b))
+}
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// bodyLen is the number of body bytes c carries: Body plus BodyParts.
+func (c *Command) bodyLen() int {
+	n := len(c.Body)
+	for _, p := range c.BodyParts {
+		n += len(p)
+	}
+	return n
+}
+
+// AppendFrame appends the whole frame of c to dst, the 4-byte total length
+// included, and returns the extended slice. The header is encoded as
+// c.Serialize says. Body and BodyParts are copied; to send them without
+// copying, use AppendFrameHeader and write the bodies after it.
+func AppendFrame(dst []byte, c *Command) ([]byte, error) {
+	dst, err := AppendFrameHeader(dst, c)
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, c.Body...)
+	for _, p := range c.BodyParts {
+		dst = append(dst, p...)
+	}
+	return dst, nil
+}
+
+// AppendFrameHeader appends everything of c's frame that precedes the body:
+// total length, serialize-type/header-length word and header. The total
+// length counts Body and BodyParts, which the caller must write next.
+func AppendFrameHeader(dst []byte, c *Command) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
+	var err error
+	switch c.Serialize {
+	case SerializeJSON:
+		dst = appendJSONHeader(dst, c)
+	case SerializeRocketMQ:
+		dst, err = appendBinaryHeader(dst, c)
+		if err != nil {
+			return dst[:start], err
+		}
+	default:
+		return dst[:start], fmt.Errorf("remoting: unknown serialize type %d", c.Serialize)
+	}
+	headerLen := len(dst) - start - 8
+	if headerLen > maxHeaderLen {
+		return dst[:start], fmt.Errorf("%w: header of %d bytes", ErrFrameTooLarge, headerLen)
+	}
+	total := int64(4) + int64(headerLen) + int64(c.bodyLen())
+	if total > math.MaxInt32 {
+		return dst[:start], fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, total)
+	}
+	binary.BigEndian.PutUint32(dst[start:], uint32(total))
+	binary.BigEndian.PutUint32(dst[start+4:], uint32(c.Serialize)<<24|uint32(headerLen))
+	return dst, nil
+}
+
+// appendJSONHeader writes the header in client-go's key order (code,
+// language, version, opaque, flag, remark, extFields), extFields keys
+// sorted, every extFields value a JSON string.
+func appendJSONHeader(dst []byte, c *Command) []byte {
+	dst = append(dst, `{"code":`...)
+	dst = strconv.AppendInt(dst, int64(c.Code), 10)
+	dst = append(dst, `,"language":`...)
+	lang := c.Language
+	if lang == "" {
+		lang = LanguageGo
+	}
+	dst = appendJSONString(dst, lang)
+	dst = append(dst, `,"version":`...)
+	dst = strconv.AppendInt(dst, int64(c.Version), 10)
+	dst = append(dst, `,"opaque":`...)
+	dst = strconv.AppendInt(dst, int64(c.Opaque), 10)
+	dst = append(dst, `,"flag":`...)
+	dst = strconv.AppendInt(dst, int64(c.Flag), 10)
+	dst = append(dst, `,"remark":`...)
+	dst = appendJSONString(dst, c.Remark)
+	dst = append(dst, `,"extFields":{`...)
+	for i, k := range sortedKeys(c.ExtFields) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, k)
+		dst = append(dst, ':')
+		dst = appendJSONString(dst, c.ExtFields[k])
+	}
+	return append(dst, "}}"...)
+}
+
+func sortedKeys(m map[string]string) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string. Control characters are
+// escaped (\u0001 and \u0002, the property separators, are common), and
+// invalid UTF-8 becomes U+FFFD as encoding/json does.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
+	if c.Code < math.MinInt16 || c.Code > math.MaxInt16 {
+		return dst, fmt.Errorf("remoting: code %d does not fit the binary header", c.Code)
+	}
+	if c.Version < math.MinInt16 || c.Version > math.MaxInt16 {
+		return dst, fmt.Errorf("remoting: version %d does not fit the binary header", c.Version)
+	}
+	lang, ok := languageByte(c.Language)
+	if !ok {
+		lang = 7 // OTHER
+	}
+	dst = binary.BigEndian.AppendUint16(dst, uint16(int16(c.Code)))
+	dst = append(dst, lang)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(int16(c.Version)))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(c.Opaque))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(c.Flag))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(c.Remark)))
+	dst = append(dst, c.Remark...)
+	extAt := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	for _, k := range sortedKeys(c.ExtFields) {
+		v := c.ExtFields[k]
+		if len(k) > math.MaxInt16 {
+			return dst, fmt.Errorf("remoting: ext key of %d bytes does not fit the binary header", len(k))
+		}
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(k)))
+		dst = append(dst, k...)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(v)))
+		dst = append(dst, v...)
+	}
+	binary.BigEndian.PutUint32(dst[extAt:], uint32(len(dst)-extAt-4))
+	return dst, nil
+}
+
+// ReadFrame reads one frame from r and returns it without its 4-byte total
+// length, ready for DecodeFrame. It reuses buf when it is big enough. A
+// length above max is ErrFrameTooLarge and a length below 4 (no room for the
+// header-length word) is ErrMalformed; both are reported before anything
+// is allocated or read past the length. io.EOF is returned as is when r ends
+// cleanly before a frame starts; a frame cut short is io.ErrUnexpectedEOF.
+func ReadFrame(r io.Reader, buf []byte, max int) ([]byte, error) {
+	var lenBuf [4]byte
+	if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+		return nil, err
+	}
+	n := int64(int32(binary.BigEndian.Uint32(lenBuf[:])))
+	if n < 4 {
+		return nil, malformed("frame length %d", n)
+	}
+	if n > int64(max) {
+		return nil, fmt.Errorf("%w: %d bytes, max %d", ErrFrameTooLarge, n, max)
+	}
+	if int64(cap(buf)) >= n {
+		buf = buf[:n]
+	} else {
+		buf = make([]byte, n)
+	}
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return buf, nil
+}
+
+// DecodeFrame decodes a frame given without its 4-byte total length (as
+// ReadFrame returns it). The command's Body aliases frame.
+func DecodeFrame(frame []byte) (*Command, error) {
+	if len(frame) < 4 {
+		return nil, malformed("frame of %d bytes has no header length", len(frame))
+	}
+	word := binary.BigEndian.Uint32(frame)
+	st := SerializeType(word >> 24)
+	headerLen := int(word & maxHeaderLen)
+	if headerLen > len(frame)-4 {
+		return nil, malformed("header length %d exceeds frame length %d", headerLen, len(frame))
+	}
+	header := frame[4 : 4+headerLen]
+	var (
+		c   *Command
+		err error
+	)
+	switch st {
+	case SerializeJSON:
+		c, err = decodeJSONHeader(header)
+	case SerializeRocketMQ:
+		c, err = decodeBinaryHeader(header)
+	default:
+		return nil, malformed("unknown serialize type %d", st)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.Serialize = st
+	if body := frame[4+headerLen:]; len(body) > 0 {
+		c.Body = body
+	}
+	return c, nil
+}
+
+type jsonHeader struct {
+	Code      int32                      `json:"code"`
+	Language  string                     `json:"language"`
+	Version   int32                      `json:"version"`
+	Opaque    int32                      `json:"opaque"`
+	Flag      int32                      `json:"flag"`
+	Remark    string                     `json:"remark"`
+	ExtFields map[string]json.RawMessage `json:"extFields"`
+}
+
+// decodeJSONHeader accepts what client-go, Java (fastjson) and we send:
+// remark absent or null, serializeTypeCurrentRPC present (ignored), and
+// extFields values that are numbers or booleans (Java 4.9 may send them),
+// which become their JSON text. A null extFields value is dropped.
+func decodeJSONHeader(b []byte) (*Command, error) {
+	var h jsonHeader
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, malformed("json header: %v", err)
+	}
+	c := &Command{
+		Code:     h.Code,
+		Language: h.Language,
+		Version:  h.Version,
+		Opaque:   h.Opaque,
+		Flag:     h.Flag,
+		Remark:   h.Remark,
+	}
+	if len(h.ExtFields) > 0 {
+		c.ExtFields = make(map[string]string, len(h.ExtFields))
+		for k, raw := range h.ExtFields {
+			switch {
+			case len(raw) == 0 || string(raw) == "null":
+				continue
+			case raw[0] == '"':
+				var s string
+				if err := json.Unmarshal(raw, &s); err != nil {
+					return nil, malformed("extFields %q: %v", k, err)
+				}
+				c.ExtFields[k] = s
+			case raw[0] == '{' || raw[0] == '[':
+				return nil, malformed("extFields %q is not a scalar", k)
+			default: // number, true, false
+				c.ExtFields[k] = string(raw)
+			}
+		}
+		if len(c.ExtFields) == 0 {
+			c.ExtFields = nil
+		}
+	}
+	return c, nil
+}
+
+// binReader reads big-endian fields with a sticky error: after the first
+// short read every call returns zero and err says what was missing.
+type binReader struct {
+	b   []byte
+	err error
+}
+
+func (r *binReader) take(n int, what string) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(r.b) {
+		r.err = malformed("binary header: %s needs %d bytes, %d left", what, n, len(r.b))
+		return nil
+	}
+	p := r.b[:n]
+	r.b = r.b[n:]
+	return p
+}
+
+func (r *binReader) u8(what string) byte {
+	if p := r.take(1, what); p != nil {
+		return p[0]
+	}
+	return 0
+}
+
+func (r *binReader) i16(what string) int16 {
+	if p := r.take(2, what); p != nil {
+		return int16(binary.BigEndian.Uint16(p))
+	}
+	return 0
+}
+
+func (r *binReader) i32(what string) int32 {
+	if p := r.take(4, what); p != nil {
+		return int32(binary.BigEndian.Uint32(p))
+	}
+	return 0
+}
+
+func decodeBinaryHeader(b []byte) (*Command, error) {
+	if len(b) < binaryFixedLen {
+		return nil, malformed("binary header of %d bytes, need %d", len(b), binaryFixedLen)
+	}
+	r := binReader{b: b}
+	c := &Command{}
+	c.Code = int32(r.i16("code"))
+	c.Language = languageName(r.u8("language"))
+	c.Version = int32(r.i16("version"))
+	c.Opaque = r.i32("opaque")
+	c.Flag = r.i32("flag")
+	c.Remark = string(r.take(int(r.i32("remark length")), "remark"))
+	ext := binReader{b: r.take(int(r.i32("ext length")), "ext")}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if len(r.b) != 0 {
+		return nil, malformed("binary header: %d trailing bytes", len(r.b))
+	}
+	for len(ext.b) > 0 && ext.err == nil {
+		k := ext.take(int(ext.i16("ext key length")), "ext key")
+		v := ext.take(int(ext.i32("ext value length")), "ext value")
+		if ext.err != nil {
+			break
+		}
+		if c.ExtFields == nil {
+			c.ExtFields = make(map[string]string)
+		}
+		c.ExtFields[string(k)] = string(v)
+	}
+	if ext.err != nil {
+		return nil, ext.err
+	}
+	return c, nil
+}

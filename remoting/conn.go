@@ -1,0 +1,357 @@
+package remoting
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrConnClosed is returned by writes and invocations on a closed Conn, and
+// by Invoke when the conn closes before the response arrives.
+var ErrConnClosed = errors.New("remoting: connection closed")
+
+const (
+	// DefaultMaxFrameSize is Java's 16 MiB frame limit plus room for a header.
+	DefaultMaxFrameSize = 16<<20 + 64<<10
+	// DefaultIdleTimeout closes a conn with no inbound bytes for this long
+	// (Java servers and client-go both use 120 s).
+	DefaultIdleTimeout = 120 * time.Second
+
+	writeTimeout      = 30 * time.Second        // one batched write to a peer that stopped reading
+	closeFlushTimeout = time.Second             // flushing queued frames when a conn closes
+	maxQueuedBytes    = 2 * DefaultMaxFrameSize // more queued than this: the peer is too slow, close
+	inlineBodyMax     = 4 << 10                 // bodies up to this are copied next to the header
+	readBufferSize    = 32 << 10
+)
+
+var connIDs atomic.Uint64
+
+// connOwner is the server or client a Conn belongs to.
+type connOwner interface {
+	// dispatch handles one inbound request; it runs on the reader
+	// goroutine and must not block.
+	dispatch(c *Conn, req *Command)
+	// connClosed runs once, after the conn's goroutines have finished
+	// with the socket.
+	connClosed(c *Conn)
+}
+
+// Conn is one remoting connection, accepted by a Server or dialled by a
+// Client. One goroutine reads frames; another writes queued frames in
+// batches. It is safe for concurrent use.
+type Conn struct {
+	id       uint64
+	nc       net.Conn
+	owner    connOwner
+	log      *slog.Logger
+	maxFrame int
+	idle     time.Duration // 0: no idle timeout
+
+	ctx    context.Context // canceled when the conn starts closing
+	cancel context.CancelFunc
+
+	closeOnce  sync.Once
+	closing    chan struct{} // closed by Close
+	writerDone chan struct{}
+	wake       chan struct{} // cap 1: the writer has frames to send
+
+	opaque atomic.Int32
+
+	// mu guards the write queue and the pending invocations. It is never
+	// held across I/O.
+	mu struct {
+		sync.Mutex
+		closed   bool
+		out      [][]byte
+		outBytes int
+		pending  map[int32]chan *Command
+	}
+}
+
+func newConn(nc net.Conn, owner connOwner, parent context.Context, log *slog.Logger, maxFrame int, idle time.Duration) *Conn {
+	c := &Conn{
+		id:         connIDs.Add(1),
+		nc:         nc,
+		owner:      owner,
+		maxFrame:   maxFrame,
+		idle:       idle,
+		closing:    make(chan struct{}),
+		writerDone: make(chan struct{}),
+		wake:       make(chan struct{}, 1),
+	}
+	c.log = log.With("conn", c.id, "remote", nc.RemoteAddr().String())
+	c.ctx, c.cancel = context.WithCancel(parent)
+	c.mu.pending = make(map[int32]chan *Command)
+	return c
+}
+
+// ID is unique among the conns of this process.
+func (c *Conn) ID() uint64 { return c.id }
+
+// RemoteAddr is the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// LocalAddr is this side's address.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// Done is closed when the conn starts closing.
+func (c *Conn) Done() <-chan struct{} { return c.closing }
+
+// Context is canceled when the conn starts closing; handlers get it (or a
+// child of it).
+func (c *Conn) Context() context.Context { return c.ctx }
+
+func (c *Conn) String() string {
+	return fmt.Sprintf("conn %d %s", c.id, c.nc.RemoteAddr())
+}
+
+// Close starts closing the conn: frames already queued are flushed (for at
+// most a second), then the socket is closed. It does not wait.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.mu.closed = true
+		c.mu.Unlock()
+		c.cancel()
+		close(c.closing)
+		// Unblock a write stuck on a peer that does not read.
+		_ = c.nc.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+	})
+	return nil
+}
+
+func (c *Conn) isClosed() bool {
+	select {
+	case <-c.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// WriteResponse queues a frame. It is safe from any goroutine; the frame
+// goes out with the writer's next batch. Body and BodyParts must not be
+// modified until the conn is done with them (they are written without
+// copying when large).
+func (c *Conn) WriteResponse(resp *Command) error { return c.enqueue(resp) }
+
+func (c *Conn) enqueue(cmd *Command) error {
+	hdr, err := AppendFrameHeader(make([]byte, 0, 256+min(cmd.bodyLen(), inlineBodyMax)), cmd)
+	if err != nil {
+		return err
+	}
+	bufs := [][]byte{hdr}
+	n := len(hdr)
+	for i := -1; i < len(cmd.BodyParts); i++ {
+		p := cmd.Body
+		if i >= 0 {
+			p = cmd.BodyParts[i]
+		}
+		if len(p) == 0 {
+			continue
+		}
+		n += len(p)
+		if len(p) <= inlineBodyMax && len(bufs) == 1 && cap(hdr)-len(hdr) >= len(p) {
+			hdr = append(hdr, p...)
+			bufs[0] = hdr
+			continue
+		}
+		bufs = append(bufs, p)
+	}
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return ErrConnClosed
+	}
+	if c.mu.outBytes+n > maxQueuedBytes && c.mu.outBytes > 0 {
+		c.mu.Unlock()
+		c.log.Warn("remoting: peer too slow, closing", "queued_bytes", c.mu.outBytes)
+		c.Close()
+		return ErrConnClosed
+	}
+	c.mu.out = append(c.mu.out, bufs...)
+	c.mu.outBytes += n
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Invoke sends req and waits for the response with the same opaque, until
+// ctx is done or the conn closes. It sets req.Opaque and clears the
+// response and oneway flags.
+func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	op := c.opaque.Add(1)
+	req.Opaque = op
+	req.Flag &^= FlagResponse | FlagOneway
+	ch := make(chan *Command, 1)
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return nil, ErrConnClosed
+	}
+	c.mu.pending[op] = ch
+	c.mu.Unlock()
+	if err := c.enqueue(req); err != nil {
+		c.forget(op)
+		return nil, err
+	}
+	select {
+	case resp, ok := <-ch:
+		if !ok {
+			return nil, fmt.Errorf("%s: %w", RequestCode(req.Code), ErrConnClosed)
+		}
+		return resp, nil
+	case <-ctx.Done():
+		c.forget(op)
+		return nil, fmt.Errorf("remoting: %s to %s: %w", RequestCode(req.Code), c.nc.RemoteAddr(), ctx.Err())
+	}
+}
+
+func (c *Conn) forget(op int32) {
+	c.mu.Lock()
+	delete(c.mu.pending, op)
+	c.mu.Unlock()
+}
+
+// InvokeOneway sends req with the oneway flag set and does not wait.
+func (c *Conn) InvokeOneway(ctx context.Context, req *Command) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	req.Opaque = c.opaque.Add(1)
+	req.Flag = req.Flag&^FlagResponse | FlagOneway
+	return c.enqueue(req)
+}
+
+// complete hands a response to the Invoke waiting for it; responses nobody
+// waits for (timed out) are dropped.
+func (c *Conn) complete(resp *Command) {
+	c.mu.Lock()
+	ch, ok := c.mu.pending[resp.Opaque]
+	delete(c.mu.pending, resp.Opaque)
+	c.mu.Unlock()
+	if ok {
+		ch <- resp
+		return
+	}
+	c.log.Debug("remoting: response without a waiter", "opaque", resp.Opaque, "code", resp.Code)
+}
+
+// start runs the reader and writer; done is called when each exits.
+func (c *Conn) start(done func()) {
+	go func() {
+		defer done()
+		c.writeLoop()
+	}()
+	go func() {
+		defer done()
+		c.readLoop()
+	}()
+}
+
+func (c *Conn) readLoop() {
+	defer c.finish()
+	br := bufio.NewReaderSize(c.nc, readBufferSize)
+	for {
+		if c.idle > 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.idle))
+		}
+		frame, err := ReadFrame(br, nil, c.maxFrame)
+		if err != nil {
+			c.logReadError(err)
+			return
+		}
+		cmd, err := DecodeFrame(frame)
+		if err != nil {
+			c.log.Warn("remoting: closing connection on bad frame", "err", err)
+			return
+		}
+		if cmd.IsResponse() {
+			c.complete(cmd)
+			continue
+		}
+		c.owner.dispatch(c, cmd)
+	}
+}
+
+func (c *Conn) logReadError(err error) {
+	switch {
+	case c.isClosed(), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		c.log.Debug("remoting: connection closed", "err", err)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.log.Info("remoting: closing idle connection", "idle", c.idle)
+	case errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrMalformed):
+		c.log.Warn("remoting: closing connection on bad frame", "err", err)
+	default:
+		c.log.Info("remoting: read failed, closing connection", "err", err)
+	}
+}
+
+// finish runs when the reader exits: close, wait for the writer to let go
+// of the socket, fail waiting invocations, tell the owner.
+func (c *Conn) finish() {
+	c.Close()
+	<-c.writerDone
+	c.mu.Lock()
+	pending := c.mu.pending
+	c.mu.pending = map[int32]chan *Command{}
+	c.mu.Unlock()
+	for _, ch := range pending {
+		close(ch)
+	}
+	c.owner.connClosed(c)
+}
+
+func (c *Conn) writeLoop() {
+	defer close(c.writerDone)
+	defer c.nc.Close()
+	var spare [][]byte
+	for {
+		closing := false
+		select {
+		case <-c.wake:
+		case <-c.closing:
+			closing = true
+		}
+		c.mu.Lock()
+		bufs := c.mu.out
+		c.mu.out = spare[:0]
+		c.mu.outBytes = 0
+		c.mu.Unlock()
+		if len(bufs) > 0 {
+			d := writeTimeout
+			if closing {
+				d = closeFlushTimeout
+			}
+			_ = c.nc.SetWriteDeadline(time.Now().Add(d))
+			nb := net.Buffers(bufs)
+			_, err := nb.WriteTo(c.nc)
+			clear(bufs)
+			spare = bufs[:0]
+			if err != nil {
+				if !c.isClosed() {
+					c.log.Info("remoting: write failed, closing connection", "err", err)
+				}
+				c.Close()
+				return
+			}
+		}
+		if closing {
+			return
+		}
+	}
+}

@@ -1,0 +1,54 @@
+// Package remoting speaks Apache RocketMQ's remoting protocol: frames,
+// commands, request/response codes, the typed custom headers and JSON
+// bodies of the codes StrataMQ serves, and the connection loops of a
+// server and a client.
+//
+// It owns the wire. It never imports another StrataMQ package; broker,
+// namesrv and test clients share its types (as franz-go's kmsg serves both
+// its client and its fake). Facts about the protocol come from
+// docs/rocketmq-protocol.md.
+//
+// # Frames
+//
+// Every integer is big-endian.
+//
+//	+-----------+---------------------------+-------------+------------+
+//	| total     | type(1) | headerLen(3)    | header      | body       |
+//	| int32     | int32                     | headerLen B | the rest   |
+//	+-----------+---------------------------+-------------+------------+
+//	total = 4 + headerLen + len(body); it does not count itself.
+//	type 0 = JSON header, 1 = ROCKETMQ binary header.
+//
+// JSON header (what client-go sends; we write the same key order, extFields
+// keys sorted, every extFields value a JSON string):
+//
+//	{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"topic":"T",...}}
+//
+// Decoding also accepts Java's fastjson form: keys in any order, remark
+// absent or null, a serializeTypeCurrentRPC key, and numbers or booleans
+// as extFields values (they become their JSON text).
+//
+// ROCKETMQ binary header:
+//
+//	code int16 | language byte | version int16 | opaque int32 | flag int32 |
+//	remarkLen int32 | remark | extLen int32 | ext: { keyLen int16 | key | valLen int32 | val }*
+//
+// flag bit 0 marks a response, bit 1 a oneway request. A response uses the
+// serialization of its request, and its opaque.
+//
+// # Using it
+//
+// Encode with AppendFrame (or AppendFrameHeader followed by the body
+// slices, for vectored writes); read with ReadFrame and decode with
+// DecodeFrame. A decoded Body aliases the frame buffer.
+//
+// A Server reads each conn on one goroutine and runs requests on bounded
+// worker pools chosen by ServerConfig.Classify; a full pool is answered
+// SYSTEM_BUSY at once. Handlers may return nil and answer later with
+// Conn.WriteResponse (long polls). Responses may leave out of order. A
+// malformed or oversized frame closes that conn only. A Client keeps one
+// conn per address and dispatches requests the peer sends it to its
+// Handler.
+//
+// Codes a handler does not serve are answered with NotSupported(req).
+package remoting

@@ -1,0 +1,942 @@
+package remoting
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrHeaderField marks a request whose custom header misses a mandatory
+// field or has one that does not parse. The full error names the field.
+var ErrHeaderField = errors.New("remoting: bad header field")
+
+// HeaderFieldError is the error a header's Decode returns.
+type HeaderFieldError struct {
+	Field string
+	Value string // the text that did not parse; empty when missing
+	Err   error  // nil when missing
+}
+
+func (e *HeaderFieldError) Error() string {
+	if e.Err == nil {
+		// Java's wording: "the custom field <x> is null".
+		return "the custom field " + e.Field + " is null"
+	}
+	return fmt.Sprintf("the custom field %s=%q is invalid: %v", e.Field, e.Value, e.Err)
+}
+
+func (e *HeaderFieldError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrHeaderField}
+	}
+	return []error{ErrHeaderField, e.Err}
+}
+
+// extReader decodes extFields with a sticky error: the first missing or
+// unparsable mandatory field is reported, later calls return zero values.
+type extReader struct {
+	ext map[string]string
+	err error
+}
+
+func (r *extReader) lookup(key string, required bool) (string, bool) {
+	if r.err != nil {
+		return "", false
+	}
+	v, ok := r.ext[key]
+	if !ok && required {
+		r.err = &HeaderFieldError{Field: key}
+	}
+	return v, ok
+}
+
+func (r *extReader) str(key string, required bool) string {
+	v, _ := r.lookup(key, required)
+	return v
+}
+
+func (r *extReader) int(key string, required bool, bits int) int64 {
+	v, ok := r.lookup(key, required)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, bits)
+	if err != nil {
+		r.err = &HeaderFieldError{Field: key, Value: v, Err: err}
+		return 0
+	}
+	return n
+}
+
+func (r *extReader) i32(key string, required bool) int32 { return int32(r.int(key, required, 32)) }
+func (r *extReader) i64(key string, required bool) int64 { return r.int(key, required, 64) }
+
+// boolean parses like Java's Boolean.parseBoolean: "true" in any case is
+// true, anything else false.
+func (r *extReader) boolean(key string, required bool) bool {
+	v, _ := r.lookup(key, required)
+	return strings.EqualFold(v, "true")
+}
+
+func fmtI32(v int32) string { return strconv.FormatInt(int64(v), 10) }
+func fmtI64(v int64) string { return strconv.FormatInt(v, 10) }
+func fmtBool(v bool) string { return strconv.FormatBool(v) }
+
+// ---- producer ----
+
+// SendMessageRequestHeader is the header of SEND_MESSAGE (10, long keys),
+// SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320) (one-letter keys a..n),
+// and SEND_REPLY_MESSAGE(_V2).
+type SendMessageRequestHeader struct {
+	ProducerGroup         string
+	Topic                 string
+	DefaultTopic          string
+	DefaultTopicQueueNums int32
+	QueueID               int32
+	SysFlag               int32
+	BornTimestamp         int64
+	Flag                  int32
+	Properties            string
+	ReconsumeTimes        int32
+	UnitMode              bool
+	Batch                 bool
+	// MaxReconsumeTimes is meaningful only when MaxReconsumeTimesSet.
+	MaxReconsumeTimes    int32
+	MaxReconsumeTimesSet bool
+	BrokerName           string
+}
+
+// sendKeys maps the long keys to V2's one-letter keys, in a..n order.
+var sendKeys = [...][2]string{
+	{"producerGroup", "a"}, {"topic", "b"}, {"defaultTopic", "c"}, {"defaultTopicQueueNums", "d"},
+	{"queueId", "e"}, {"sysFlag", "f"}, {"bornTimestamp", "g"}, {"flag", "h"}, {"properties", "i"},
+	{"reconsumeTimes", "j"}, {"unitMode", "k"}, {"maxReconsumeTimes", "l"}, {"batch", "m"}, {"bname", "n"},
+}
+
+// IsSendMessageV2 reports whether ext uses SEND_MESSAGE_V2's one-letter keys.
+func IsSendMessageV2(ext map[string]string) bool {
+	_, a := ext["a"]
+	_, b := ext["b"]
+	return a || b
+}
+
+// Decode reads either key style: one-letter keys when "a" or "b" is
+// present, long keys otherwise.
+func (h *SendMessageRequestHeader) Decode(ext map[string]string) error {
+	idx := 0
+	if IsSendMessageV2(ext) {
+		idx = 1
+	}
+	k := func(i int) string { return sendKeys[i][idx] }
+	r := extReader{ext: ext}
+	h.ProducerGroup = r.str(k(0), true)
+	h.Topic = r.str(k(1), true)
+	h.DefaultTopic = r.str(k(2), true)
+	h.DefaultTopicQueueNums = r.i32(k(3), true)
+	h.QueueID = r.i32(k(4), true)
+	h.SysFlag = r.i32(k(5), true)
+	h.BornTimestamp = r.i64(k(6), true)
+	h.Flag = r.i32(k(7), true)
+	h.Properties = r.str(k(8), false)
+	h.ReconsumeTimes = r.i32(k(9), false)
+	h.UnitMode = r.boolean(k(10), false)
+	_, h.MaxReconsumeTimesSet = ext[k(11)]
+	h.MaxReconsumeTimes = r.i32(k(11), false)
+	h.Batch = r.boolean(k(12), false)
+	h.BrokerName = r.str(k(13), false)
+	if h.BrokerName == "" && idx == 1 {
+		h.BrokerName = r.str("bname", false)
+	}
+	return r.err
+}
+
+func (h *SendMessageRequestHeader) values() [14]string {
+	mrt := ""
+	if h.MaxReconsumeTimesSet {
+		mrt = fmtI32(h.MaxReconsumeTimes)
+	}
+	return [14]string{h.ProducerGroup, h.Topic, h.DefaultTopic, fmtI32(h.DefaultTopicQueueNums),
+		fmtI32(h.QueueID), fmtI32(h.SysFlag), fmtI64(h.BornTimestamp), fmtI32(h.Flag), h.Properties,
+		fmtI32(h.ReconsumeTimes), fmtBool(h.UnitMode), mrt, fmtBool(h.Batch), h.BrokerName}
+}
+
+func (h *SendMessageRequestHeader) encode(idx int) map[string]string {
+	m := make(map[string]string, len(sendKeys))
+	for i, v := range h.values() {
+		if (i == 11 && !h.MaxReconsumeTimesSet) || (i == 13 && v == "") {
+			continue
+		}
+		m[sendKeys[i][idx]] = v
+	}
+	return m
+}
+
+// Encode returns SEND_MESSAGE's long keys.
+func (h *SendMessageRequestHeader) Encode() map[string]string { return h.encode(0) }
+
+// EncodeV2 returns SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE's one-letter keys.
+func (h *SendMessageRequestHeader) EncodeV2() map[string]string { return h.encode(1) }
+
+// SendMessageResponseHeader is the header of a send response. MsgID is the
+// offset message id (for a batch, the ids joined by commas).
+type SendMessageResponseHeader struct {
+	MsgID         string
+	QueueID       int32
+	QueueOffset   int64
+	TransactionID string // optional
+	MsgRegion     string // optional
+	TraceOn       string // optional: "true"/"false"
+}
+
+func (h *SendMessageResponseHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.MsgID = r.str("msgId", true)
+	h.QueueID = r.i32("queueId", true)
+	h.QueueOffset = r.i64("queueOffset", true)
+	h.TransactionID = r.str("transactionId", false)
+	h.MsgRegion = r.str("MSG_REGION", false)
+	h.TraceOn = r.str("TRACE_ON", false)
+	return r.err
+}
+
+func (h *SendMessageResponseHeader) Encode() map[string]string {
+	m := map[string]string{"msgId": h.MsgID, "queueId": fmtI32(h.QueueID), "queueOffset": fmtI64(h.QueueOffset)}
+	if h.TransactionID != "" {
+		m["transactionId"] = h.TransactionID
+	}
+	if h.MsgRegion != "" {
+		m["MSG_REGION"] = h.MsgRegion
+	}
+	if h.TraceOn != "" {
+		m["TRACE_ON"] = h.TraceOn
+	}
+	return m
+}
+
+// EndTransactionRequestHeader is the header of END_TRANSACTION (37).
+type EndTransactionRequestHeader struct {
+	ProducerGroup        string
+	TranStateTableOffset int64
+	CommitLogOffset      int64
+	CommitOrRollback     int32 // 0 unknown, 8 commit, 12 rollback
+	FromTransactionCheck bool
+	MsgID                string
+	TransactionID        string
+	BrokerName           string
+}
+
+func (h *EndTransactionRequestHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.ProducerGroup = r.str("producerGroup", true)
+	h.TranStateTableOffset = r.i64("tranStateTableOffset", true)
+	h.CommitLogOffset = r.i64("commitLogOffset", true)
+	h.CommitOrRollback = r.i32("commitOrRollback", true)
+	h.FromTransactionCheck = r.boolean("fromTransactionCheck", false)
+	h.MsgID = r.str("msgId", true)
+	h.TransactionID = r.str("transactionId", false)
+	h.BrokerName = r.str("bname", false)
+	return r.err
+}
+
+func (h *EndTransactionRequestHeader) Encode() map[string]string {
+	m := map[string]string{
+		"producerGroup": h.ProducerGroup, "tranStateTableOffset": fmtI64(h.TranStateTableOffset),
+		"commitLogOffset": fmtI64(h.CommitLogOffset), "commitOrRollback": fmtI32(h.CommitOrRollback),
+		"fromTransactionCheck": fmtBool(h.FromTransactionCheck), "msgId": h.MsgID,
+	}
+	if h.TransactionID != "" {
+		m["transactionId"] = h.TransactionID
+	}
+	if h.BrokerName != "" {
+		m["bname"] = h.BrokerName
+	}
+	return m
+}
+
+// CheckTransactionStateRequestHeader is the header of the broker → producer
+// request CHECK_TRANSACTION_STATE (39).
+type CheckTransactionStateRequestHeader struct {
+	TranStateTableOffset int64
+	CommitLogOffset      int64
+	MsgID                string
+	TransactionID        string
+	OffsetMsgID          string
+	Topic                string // optional (5.x)
+}
+
+func (h *CheckTransactionStateRequestHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.TranStateTableOffset = r.i64("tranStateTableOffset", true)
+	h.CommitLogOffset = r.i64("commitLogOffset", true)
+	h.MsgID = r.str("msgId", false)
+	h.TransactionID = r.str("transactionId", false)
+	h.OffsetMsgID = r.str("offsetMsgId", false)
+	h.Topic = r.str("topic", false)
+	return r.err
+}
+
+func (h *CheckTransactionStateRequestHeader) Encode() map[string]string {
+	m := map[string]string{
+		"tranStateTableOffset": fmtI64(h.TranStateTableOffset), "commitLogOffset": fmtI64(h.CommitLogOffset),
+		"msgId": h.MsgID, "transactionId": h.TransactionID, "offsetMsgId": h.OffsetMsgID,
+	}
+	if h.Topic != "" {
+		m["topic"] = h.Topic
+	}
+	return m
+}
+
+// ---- consumer ----
+
+// PullMessageRequestHeader is the header of PULL_MESSAGE (11) and
+// LITE_PULL_MESSAGE (361).
+type PullMessageRequestHeader struct {
+	ConsumerGroup        string
+	Topic                string
+	QueueID              int32
+	QueueOffset          int64
+	MaxMsgNums           int32
+	SysFlag              int32
+	CommitOffset         int64
+	SuspendTimeoutMillis int64
+	Subscription         string // optional
+	SubVersion           int64
+	ExpressionType       string // optional; "" means TAG
+	BrokerName           string // optional
+}
+
+// Pull sysFlag bits.
+const (
+	PullFlagCommitOffset int32 = 1 << 0
+	PullFlagSuspend      int32 = 1 << 1
+	PullFlagSubscription int32 = 1 << 2
+	PullFlagClassFilter  int32 = 1 << 3
+	PullFlagLitePull     int32 = 1 << 4
+)
+
+func (h *PullMessageRequestHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.ConsumerGroup = r.str("consumerGroup", true)
+	h.Topic = r.str("topic", true)
+	h.QueueID = r.i32("queueId", true)
+	h.QueueOffset = r.i64("queueOffset", true)
+	h.MaxMsgNums = r.i32("maxMsgNums", true)
+	h.SysFlag = r.i32("sysFlag", true)
+	h.CommitOffset = r.i64("commitOffset", true)
+	h.SuspendTimeoutMillis = r.i64("suspendTimeoutMillis", true)
+	h.Subscription = r.str("subscription", false)
+	h.SubVersion = r.i64("subVersion", true)
+	h.ExpressionType = r.str("expressionType", false)
+	h.BrokerName = r.str("bname", false)
+	return r.err
+}
+
+func (h *PullMessageRequestHeader) Encode() map[string]string {
+	m := map[string]string{
+		"consumerGroup": h.ConsumerGroup, "topic": h.Topic, "queueId": fmtI32(h.QueueID),
+		"queueOffset": fmtI64(h.QueueOffset), "maxMsgNums": fmtI32(h.MaxMsgNums), "sysFlag": fmtI32(h.SysFlag),
+		"commitOffset": fmtI64(h.CommitOffset), "suspendTimeoutMillis": fmtI64(h.SuspendTimeoutMillis),
+		"subscription": h.Subscription, "subVersion": fmtI64(h.SubVersion),
+	}
+	if h.ExpressionType != "" {
+		m["expressionType"] = h.ExpressionType
+	}
+	if h.BrokerName != "" {
+		m["bname"] = h.BrokerName
+	}
+	return m
+}
+
+// PullMessageResponseHeader is the header of every pull response, whatever
+// its code: Java clients need all four fields, and client-go rewinds to 0
+// when nextBeginOffset is missing.
+type PullMessageResponseHeader struct {
+	SuggestWhichBrokerID int64
+	NextBeginOffset      int64
+	MinOffset            int64
+	MaxOffset            int64
+}
+
+func (h *PullMessageResponseHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.SuggestWhichBrokerID = r.i64("suggestWhichBrokerId", true)
+	h.NextBeginOffset = r.i64("nextBeginOffset", true)
+	h.MinOffset = r.i64("minOffset", true)
+	h.MaxOffset = r.i64("maxOffset", true)
+	return r.err
+}
+
+func (h *PullMessageResponseHeader) Encode() map[string]string {
+	return map[string]string{
+		"suggestWhichBrokerId": fmtI64(h.SuggestWhichBrokerID), "nextBeginOffset": fmtI64(h.NextBeginOffset),
+		"minOffset": fmtI64(h.MinOffset), "maxOffset": fmtI64(h.MaxOffset),
+	}
+}
+
+// QueryConsumerOffsetRequestHeader is the header of QUERY_CONSUMER_OFFSET (14).
+type QueryConsumerOffsetRequestHeader struct {
+	ConsumerGroup string
+	Topic         string
+	QueueID       int32
+	// SetZeroIfNotFound is Java 5's flag; nil when absent.
+	SetZeroIfNotFound *bool
+}
+
+func (h *QueryConsumerOffsetRequestHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.ConsumerGroup = r.str("consumerGroup", true)
+	h.Topic = r.str("topic", true)
+	h.QueueID = r.i32("queueId", true)
+	h.SetZeroIfNotFound = nil
+	if _, ok := ext["setZeroIfNotFound"]; ok {
+		v := r.boolean("setZeroIfNotFound", false)
+		h.SetZeroIfNotFound = &v
+	}
+	return r.err
+}
+
+func (h *QueryConsumerOffsetRequestHeader) Encode() map[string]string {
+	m := map[string]string{"consumerGroup": h.ConsumerGroup, "topic": h.Topic, "queueId": fmtI32(h.QueueID)}
+	if h.SetZeroIfNotFound != nil {
+		m["setZeroIfNotFound"] = fmtBool(*h.SetZeroIfNotFound)
+	}
+	return m
+}
+
+// OffsetResponseHeader is the response header of QUERY_CONSUMER_OFFSET (14),
+// SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30) and GET_MIN_OFFSET (31).
+type OffsetResponseHeader struct {
+	Offset int64
+}
+
+func (h *OffsetResponseHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.Offset = r.i64("offset", true)
+	return r.err
+}
+
+func (h *OffsetResponseHeader) Encode() map[string]string {
+	return map[string]string{"offset": fmtI64(h.Offset)}
+}
+
+// UpdateConsumerOffsetRequestHeader is the header of UPDATE_CONSUMER_OFFSET (15).
+type UpdateConsumerOffsetRequestHeader struct {
+	ConsumerGroup string
+	Topic         string
+	QueueID       int32
+	CommitOffset  int64
+}
+
+func (h *UpdateConsumerOffsetRequestHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.ConsumerGroup = r.str("consumerGroup", true)
+	h.Topic = r.str("topic", true)
+	h.QueueID = r.i32("queueId", true)
+	h.CommitOffset = r.i64("commitOffset", true)
+	return r.err
+}
+
+func (h *UpdateConsumerOffsetRequestHeader) Encode() map[string]string {
+	return map[string]string{
+		"consumerGroup": h.ConsumerGroup, "topic": h.Topic,
+		"queueId": fmtI32(h.QueueID), "commitOffset": fmtI64(h.CommitOffset),
+	}
+}
+
+// QueueRequestHeader is the header of requests about one queue:
+// GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32).
+type QueueRequestHeader struct {
+	Topic   string
+	QueueID int32
+}
+
+func (h *QueueRequestHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.Topic = r.str("topic", true)
+	h.QueueID = r.i32("queueId", true)
+	return r.err
+}
+
+func (h *QueueRequestHeader) Encode() map[string]string {
+	return map[string]string{"topic": h.Topic, "queueId": fmtI32(h.QueueID)}
+}
+
+// Named forms of QueueRequestHeader, one per code.
+type (
+	GetMaxOffsetRequestHeader            = QueueRequestHeader
+	GetMinOffsetRequestHeader            = QueueRequestHeader
+	GetEarliestMsgStoretimeRequestHeader = QueueRequestHeader
+)
+
+// GetEarliestMsgStoretimeResponseHeader is the response header of
+// GET_EARLIEST_MSG_STORETIME (32).
+type GetEarliestMsgStoretimeResponseHeader struct {
+	Timestamp int64
+}
+
+func (h *GetEarliestMsgStoretimeResponseHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.Timestamp = r.i64("timestamp", true)
+	return r.err
+}
+
+func (h *GetEarliestMsgStoretimeResponseHeader) Encode() map[string]string {
+	return map[string]string{"timestamp": fmtI64(h.Timestamp)}
+}
+
+// SearchOffsetRequestHeader is the header of SEARCH_OFFSET_BY_TIMESTAMP (29).
+type SearchOffsetRequestHeader struct {
+	Topic        string
+	QueueID      int32
+	Timestamp    int64
+	BoundaryType string // optional (5.x): "lower" or "upper"
+}
+
+func (h *SearchOffsetRequestHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.Topic = r.str("topic", true)
+	h.QueueID = r.i32("queueId", true)
+	h.Timestamp = r.i64("timestamp", true)
+	h.BoundaryType = r.str("boundaryType", false)
+	return r.err
+}
+
+func (h *SearchOffsetRequestHeader) Encode() map[string]string {
+	m := map[string]string{"topic": h.Topic, "queueId": fmtI32(h.QueueID), "timestamp": fmtI64(h.Timestamp)}
+	if h.BoundaryType != "" {
+		m["boundaryType"] = h.BoundaryType
+	}
+	return m
+}
+
+// ViewMessageRequestHeader is the header of VIEW_MESSAGE_BY_ID (33).
+type ViewMessageRequestHeader struct {
+	Offset int64  // commitlog offset
+	Topic  string // optional (5.x)
+}
+
+func (h *ViewMessageRequestHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.Offset = r.i64("offset", true)
+	h.Topic = r.str("topic", false)
+	return r.err
+}
+
+func (h *ViewMessageRequestHeader) Encode() map[string]string {
+	m := map[string]string{"offset": fmtI64(h.Offset)}
+	if h.Topic != "" {
+		m["topic"] = h.Topic
+	}
+	return m
+}
+
+// QueryMessageRequestHeader is the header of QUERY_MESSAGE (12). A query by
+// UNIQ_KEY also carries the ext field _UNIQUE_KEY_QUERY="true" (UniqueKeyQuery).
+type QueryMessageRequestHeader struct {
+	Topic          string
+	Key            string
+	MaxNum         int32
+	BeginTimestamp int64
+	EndTimestamp   int64
+	UniqueKeyQuery bool
+}
+
+func (h *QueryMessageRequestHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.Topic = r.str("topic", true)
+	h.Key = r.str("key", true)
+	h.MaxNum = r.i32("maxNum", true)
+	h.BeginTimestamp = r.i64("beginTimestamp", true)
+	h.EndTimestamp = r.i64("endTimestamp", true)
+	h.UniqueKeyQuery = r.boolean("_UNIQUE_KEY_QUERY", false)
+	return r.err
+}
+
+func (h *QueryMessageRequestHeader) Encode() map[string]string {
+	m := map[string]string{
+		"topic": h.Topic, "key": h.Key, "maxNum": fmtI32(h.MaxNum),
+		"beginTimestamp": fmtI64(h.BeginTimestamp), "endTimestamp": fmtI64(h.EndTimestamp),
+	}
+	if h.UniqueKeyQuery {
+		m["_UNIQUE_KEY_QUERY"] = "true"
+	}
+	return m
+}
+
+// QueryMessageResponseHeader is the response header of QUERY_MESSAGE (12).
+type QueryMessageResponseHeader struct {
+	IndexLastUpdateTimestamp int64
+	IndexLastUpdatePhyoffset int64
+}
+
+func (h *QueryMessageResponseHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.IndexLastUpdateTimestamp = r.i64("indexLastUpdateTimestamp", true)
+	h.IndexLastUpdatePhyoffset = r.i64("indexLastUpdatePhyoffset", true)
+	return r.err
+}
+
+func (h *QueryMessageResponseHeader) Encode() map[string]string {
+	return map[string]string{
+		"indexLastUpdateTimestamp": fmtI64(h.IndexLastUpdateTimestamp),
+		"indexLastUpdatePhyoffset": fmtI64(h.IndexLastUpdatePhyoffset),
+	}
+}
+
+// UnregisterClientRequestHeader is the header of UNREGISTER_CLIENT (35).
+type UnregisterClientRequestHeader struct {
+	ClientID      string
+	ProducerGroup string // optional
+	ConsumerGroup string // optional
+}
+
+func (h *UnregisterClientRequestHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.ClientID = r.str("clientID", true)
+	h.ProducerGroup = r.str("producerGroup", false)
+	h.ConsumerGroup = r.str("consumerGroup", false)
+	return r.err
+}
+
+func (h *UnregisterClientRequestHeader) Encode() map[string]string {
+	m := map[string]string{"clientID": h.ClientID}
+	if h.ProducerGroup != "" {
+		m["producerGroup"] = h.ProducerGroup
+	}
+	if h.ConsumerGroup != "" {
+		m["consumerGroup"] = h.ConsumerGroup
+	}
+	return m
+}
+
+// ConsumerGroupHeader is the header of GET_CONSUMER_LIST_BY_GROUP (38) and
+// NOTIFY_CONSUMER_IDS_CHANGED (40).
+type ConsumerGroupHeader struct {
+	ConsumerGroup string
+}
+
+func (h *ConsumerGroupHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.ConsumerGroup = r.str("consumerGroup", true)
+	return r.err
+}
+
+func (h *ConsumerGroupHeader) Encode() map[string]string {
+	return map[string]string{"consumerGroup": h.ConsumerGroup}
+}
+
+// Named forms of ConsumerGroupHeader, one per code.
+type (
+	GetConsumerListByGroupRequestHeader   = ConsumerGroupHeader
+	NotifyConsumerIdsChangedRequestHeader = ConsumerGroupHeader
+)
+
+// ConsumerSendMsgBackRequestHeader is the header of CONSUMER_SEND_MSG_BACK (36).
+type ConsumerSendMsgBackRequestHeader struct {
+	Offset      int64 // commitlog offset of the message
+	Group       string
+	DelayLevel  int32
+	OriginMsgID string
+	OriginTopic string
+	UnitMode    bool
+	// MaxReconsumeTimes is meaningful only when MaxReconsumeTimesSet.
+	MaxReconsumeTimes    int32
+	MaxReconsumeTimesSet bool
+	BrokerName           string
+}
+
+func (h *ConsumerSendMsgBackRequestHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.Offset = r.i64("offset", true)
+	h.Group = r.str("group", true)
+	h.DelayLevel = r.i32("delayLevel", true)
+	h.OriginMsgID = r.str("originMsgId", false)
+	h.OriginTopic = r.str("originTopic", false)
+	h.UnitMode = r.boolean("unitMode", false)
+	_, h.MaxReconsumeTimesSet = ext["maxReconsumeTimes"]
+	h.MaxReconsumeTimes = r.i32("maxReconsumeTimes", false)
+	h.BrokerName = r.str("bname", false)
+	return r.err
+}
+
+func (h *ConsumerSendMsgBackRequestHeader) Encode() map[string]string {
+	m := map[string]string{
+		"offset": fmtI64(h.Offset), "group": h.Group, "delayLevel": fmtI32(h.DelayLevel),
+		"originMsgId": h.OriginMsgID, "originTopic": h.OriginTopic, "unitMode": fmtBool(h.UnitMode),
+	}
+	if h.MaxReconsumeTimesSet {
+		m["maxReconsumeTimes"] = fmtI32(h.MaxReconsumeTimes)
+	}
+	if h.BrokerName != "" {
+		m["bname"] = h.BrokerName
+	}
+	return m
+}
+
+// ---- admin ----
+
+// CreateTopicRequestHeader is the header of UPDATE_AND_CREATE_TOPIC (17).
+type CreateTopicRequestHeader struct {
+	Topic           string
+	DefaultTopic    string
+	ReadQueueNums   int32
+	WriteQueueNums  int32
+	Perm            int32
+	TopicFilterType string
+	TopicSysFlag    int32
+	Order           bool
+	Attributes      string // optional (5.x): "+k=v,-k2"
+}
+
+func (h *CreateTopicRequestHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.Topic = r.str("topic", true)
+	h.DefaultTopic = r.str("defaultTopic", true)
+	h.ReadQueueNums = r.i32("readQueueNums", true)
+	h.WriteQueueNums = r.i32("writeQueueNums", true)
+	h.Perm = r.i32("perm", true)
+	h.TopicFilterType = r.str("topicFilterType", true)
+	h.TopicSysFlag = r.i32("topicSysFlag", false)
+	h.Order = r.boolean("order", true)
+	h.Attributes = r.str("attributes", false)
+	return r.err
+}
+
+func (h *CreateTopicRequestHeader) Encode() map[string]string {
+	m := map[string]string{
+		"topic": h.Topic, "defaultTopic": h.DefaultTopic, "readQueueNums": fmtI32(h.ReadQueueNums),
+		"writeQueueNums": fmtI32(h.WriteQueueNums), "perm": fmtI32(h.Perm), "topicFilterType": h.TopicFilterType,
+		"topicSysFlag": fmtI32(h.TopicSysFlag), "order": fmtBool(h.Order),
+	}
+	if h.Attributes != "" {
+		m["attributes"] = h.Attributes
+	}
+	return m
+}
+
+// TopicRequestHeader is the header of DELETE_TOPIC_IN_BROKER (215),
+// DELETE_TOPIC_IN_NAMESRV (216) and GET_ROUTEINFO_BY_TOPIC (105).
+type TopicRequestHeader struct {
+	Topic string
+	// ClusterName is optional (5.x DELETE_TOPIC_IN_NAMESRV).
+	ClusterName string
+	// AcceptStandardJSONOnly is optional (5.x GET_ROUTEINFO_BY_TOPIC).
+	AcceptStandardJSONOnly bool
+}
+
+func (h *TopicRequestHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.Topic = r.str("topic", true)
+	h.ClusterName = r.str("clusterName", false)
+	h.AcceptStandardJSONOnly = r.boolean("acceptStandardJsonOnly", false)
+	return r.err
+}
+
+func (h *TopicRequestHeader) Encode() map[string]string {
+	m := map[string]string{"topic": h.Topic}
+	if h.ClusterName != "" {
+		m["clusterName"] = h.ClusterName
+	}
+	if h.AcceptStandardJSONOnly {
+		m["acceptStandardJsonOnly"] = "true"
+	}
+	return m
+}
+
+// Named forms of TopicRequestHeader, one per code.
+type (
+	DeleteTopicRequestHeader  = TopicRequestHeader
+	GetRouteInfoRequestHeader = TopicRequestHeader
+)
+
+// ---- name server ----
+
+// RegisterBrokerRequestHeader is the header of REGISTER_BROKER (103).
+type RegisterBrokerRequestHeader struct {
+	BrokerName             string
+	BrokerAddr             string
+	ClusterName            string
+	HAServerAddr           string
+	BrokerID               int64
+	HeartbeatTimeoutMillis int64 // optional; 0 = name server default
+	EnableActingMaster     bool  // optional
+	Compressed             bool
+	BodyCrc32              int32 // 0 = unchecked
+}
+
+func (h *RegisterBrokerRequestHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.BrokerName = r.str("brokerName", true)
+	h.BrokerAddr = r.str("brokerAddr", true)
+	h.ClusterName = r.str("clusterName", true)
+	h.HAServerAddr = r.str("haServerAddr", true)
+	h.BrokerID = r.i64("brokerId", true)
+	h.HeartbeatTimeoutMillis = r.i64("heartbeatTimeoutMillis", false)
+	h.EnableActingMaster = r.boolean("enableActingMaster", false)
+	h.Compressed = r.boolean("compressed", false)
+	h.BodyCrc32 = r.i32("bodyCrc32", false)
+	return r.err
+}
+
+func (h *RegisterBrokerRequestHeader) Encode() map[string]string {
+	m := map[string]string{
+		"brokerName": h.BrokerName, "brokerAddr": h.BrokerAddr, "clusterName": h.ClusterName,
+		"haServerAddr": h.HAServerAddr, "brokerId": fmtI64(h.BrokerID), "compressed": fmtBool(h.Compressed),
+		"bodyCrc32": fmtI32(h.BodyCrc32), "enableActingMaster": fmtBool(h.EnableActingMaster),
+	}
+	if h.HeartbeatTimeoutMillis != 0 {
+		m["heartbeatTimeoutMillis"] = fmtI64(h.HeartbeatTimeoutMillis)
+	}
+	return m
+}
+
+// RegisterBrokerResponseHeader is the response header of REGISTER_BROKER:
+// for a slave, the master's HA and remoting addresses (empty when unknown).
+type RegisterBrokerResponseHeader struct {
+	HAServerAddr string
+	MasterAddr   string
+}
+
+func (h *RegisterBrokerResponseHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.HAServerAddr = r.str("haServerAddr", false)
+	h.MasterAddr = r.str("masterAddr", false)
+	return r.err
+}
+
+func (h *RegisterBrokerResponseHeader) Encode() map[string]string {
+	m := map[string]string{}
+	if h.HAServerAddr != "" {
+		m["haServerAddr"] = h.HAServerAddr
+	}
+	if h.MasterAddr != "" {
+		m["masterAddr"] = h.MasterAddr
+	}
+	return m
+}
+
+// BrokerIdentityHeader is the header of UNREGISTER_BROKER (104) and
+// QUERY_DATA_VERSION (322).
+type BrokerIdentityHeader struct {
+	BrokerName  string
+	BrokerAddr  string
+	ClusterName string
+	BrokerID    int64
+}
+
+func (h *BrokerIdentityHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.BrokerName = r.str("brokerName", true)
+	h.BrokerAddr = r.str("brokerAddr", true)
+	h.ClusterName = r.str("clusterName", true)
+	h.BrokerID = r.i64("brokerId", true)
+	return r.err
+}
+
+func (h *BrokerIdentityHeader) Encode() map[string]string {
+	return map[string]string{
+		"brokerName": h.BrokerName, "brokerAddr": h.BrokerAddr,
+		"clusterName": h.ClusterName, "brokerId": fmtI64(h.BrokerID),
+	}
+}
+
+// Named forms of BrokerIdentityHeader, one per code.
+type (
+	UnregisterBrokerRequestHeader = BrokerIdentityHeader
+	QueryDataVersionRequestHeader = BrokerIdentityHeader
+)
+
+// QueryDataVersionResponseHeader is the response header of QUERY_DATA_VERSION.
+type QueryDataVersionResponseHeader struct {
+	Changed bool
+}
+
+func (h *QueryDataVersionResponseHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.Changed = r.boolean("changed", true)
+	return r.err
+}
+
+func (h *QueryDataVersionResponseHeader) Encode() map[string]string {
+	return map[string]string{"changed": fmtBool(h.Changed)}
+}
+
+// KVConfigHeader is the header of PUT_KV_CONFIG (100, Value mandatory),
+// GET_KV_CONFIG (101) and DELETE_KV_CONFIG (102). Use DecodePut for 100.
+type KVConfigHeader struct {
+	Namespace string
+	Key       string
+	Value     string
+}
+
+func (h *KVConfigHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.Namespace = r.str("namespace", true)
+	h.Key = r.str("key", true)
+	h.Value = r.str("value", false)
+	return r.err
+}
+
+// DecodePut decodes PUT_KV_CONFIG, where value is mandatory.
+func (h *KVConfigHeader) DecodePut(ext map[string]string) error {
+	if err := h.Decode(ext); err != nil {
+		return err
+	}
+	r := extReader{ext: ext}
+	r.str("value", true)
+	return r.err
+}
+
+func (h *KVConfigHeader) Encode() map[string]string {
+	m := map[string]string{"namespace": h.Namespace, "key": h.Key}
+	if h.Value != "" {
+		m["value"] = h.Value
+	}
+	return m
+}
+
+// GetKVConfigResponseHeader is the response header of GET_KV_CONFIG.
+type GetKVConfigResponseHeader struct {
+	Value string
+}
+
+func (h *GetKVConfigResponseHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.Value = r.str("value", false)
+	return r.err
+}
+
+func (h *GetKVConfigResponseHeader) Encode() map[string]string {
+	return map[string]string{"value": h.Value}
+}
+
+// NamespaceHeader is the header of GET_KVLIST_BY_NAMESPACE (219).
+type NamespaceHeader struct {
+	Namespace string
+}
+
+func (h *NamespaceHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.Namespace = r.str("namespace", true)
+	return r.err
+}
+
+func (h *NamespaceHeader) Encode() map[string]string {
+	return map[string]string{"namespace": h.Namespace}
+}
+
+// ClusterHeader is the header of GET_TOPICS_BY_CLUSTER (224).
+type ClusterHeader struct {
+	Cluster string
+}
+
+func (h *ClusterHeader) Decode(ext map[string]string) error {
+	r := extReader{ext: ext}
+	h.Cluster = r.str("cluster", true)
+	return r.err
+}
+
+func (h *ClusterHeader) Encode() map[string]string {
+	return map[string]string{"cluster": h.Cluster}
+}

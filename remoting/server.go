@@ -1,0 +1,472 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// ErrServerClosed is returned by Serve and Listen after Close or Shutdown.
+var ErrServerClosed = errors.New("remoting: server closed")
+
+// Handler serves requests.
+type Handler interface {
+	// ServeRemoting handles one request. It returns the response, or nil when nothing is due now:
+	// for a oneway request, or when the handler keeps the request (a long-polled pull) and
+	// answers later with c.WriteResponse.
+	//
+	// ctx is canceled when the conn closes or the server stops. The
+	// server fixes the response's opaque, response flag and serialization
+	// to match req, and drops it when req is oneway.
+	ServeRemoting(ctx context.Context, c *Conn, req *Command) *Command
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, c *Conn, req *Command) *Command
+
+// ServeRemoting calls f.
+func (f HandlerFunc) ServeRemoting(ctx context.Context, c *Conn, req *Command) *Command {
+	return f(ctx, c, req)
+}
+
+// PoolClass selects the worker pool a request runs on.
+type PoolClass int
+
+// Pool classes. Requests of a class whose pool is not configured run on
+// PoolDefault's.
+const (
+	PoolDefault PoolClass = iota
+	PoolSend
+	PoolPull
+	PoolAdmin
+	PoolHeartbeat
+)
+
+func (p PoolClass) String() string {
+	switch p {
+	case PoolDefault:
+		return "default"
+	case PoolSend:
+		return "send"
+	case PoolPull:
+		return "pull"
+	case PoolAdmin:
+		return "admin"
+	case PoolHeartbeat:
+		return "heartbeat"
+	}
+	return fmt.Sprintf("pool%d", int(p))
+}
+
+// PoolConfig sizes one worker pool: Workers goroutines take requests from
+// a queue of Queue slots. Zero values mean the defaults (Workers 16,
+// Queue 1024).
+type PoolConfig struct{ Workers, Queue int }
+
+const (
+	defaultPoolWorkers = 16
+	defaultPoolQueue   = 1024
+)
+
+// ServerConfig configures a Server. Zero values mean defaults.
+type ServerConfig struct {
+	Addr         string
+	MaxFrameSize int           // default 16 MiB + 64 KiB; bigger frame → that conn is closed
+	IdleTimeout  time.Duration // default 120s without inbound bytes → conn closed; < 0 disables
+	Pools        map[PoolClass]PoolConfig
+	Classify     func(code RequestCode) PoolClass // nil → PoolDefault
+	Logger       *slog.Logger
+	OnClose      func(c *Conn) // after a conn is closed (consumer/producer/broker expiry)
+}
+
+type task struct {
+	c   *Conn
+	req *Command
+}
+
+type pool struct {
+	class   PoolClass
+	workers int
+	q       chan task
+}
+
+// ControlFunc is a test hook; see Server.Control.
+type ControlFunc func(c *Conn, req *Command) (resp *Command, handled bool)
+
+// Server accepts remoting connections and runs their requests on bounded
+// worker pools. When a pool's queue is full the server answers SYSTEM_BUSY
+// itself; the reader never blocks on a busy pool. Responses go out in the
+// order handlers finish (clients match them by opaque).
+//
+// Goroutines: Serve owns the accept loop, the pool workers and each conn's
+// reader and writer; it returns after all of them have exited.
+type Server struct {
+	cfg   ServerConfig
+	h     Handler
+	log   *slog.Logger
+	pools map[PoolClass]*pool
+
+	ctx    context.Context // handlers' parent; canceled by Close
+	cancel context.CancelFunc
+
+	wg          sync.WaitGroup
+	closeOnce   sync.Once
+	closedCh    chan struct{}
+	stopWorkers chan struct{}
+	serveDone   chan struct{}
+
+	// mu guards the fields below; it is never held across I/O.
+	mu struct {
+		sync.Mutex
+		ln       net.Listener
+		serving  bool
+		closed   bool
+		draining bool
+		inflight int
+		drained  chan struct{}
+		conns    map[uint64]*Conn
+		control  map[RequestCode]ControlFunc
+	}
+}
+
+// NewServer returns a server; it starts nothing.
+func NewServer(cfg ServerConfig, h Handler) *Server {
+	if cfg.MaxFrameSize <= 0 {
+		cfg.MaxFrameSize = DefaultMaxFrameSize
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	} else if cfg.IdleTimeout < 0 {
+		cfg.IdleTimeout = 0
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{
+		cfg:         cfg,
+		h:           h,
+		log:         cfg.Logger,
+		pools:       make(map[PoolClass]*pool),
+		closedCh:    make(chan struct{}),
+		stopWorkers: make(chan struct{}),
+		serveDone:   make(chan struct{}),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mu.conns = make(map[uint64]*Conn)
+	s.mu.control = make(map[RequestCode]ControlFunc)
+	classes := map[PoolClass]PoolConfig{PoolDefault: {}}
+	for cl, pc := range cfg.Pools {
+		classes[cl] = pc
+	}
+	for cl, pc := range classes {
+		if pc.Workers <= 0 {
+			pc.Workers = defaultPoolWorkers
+		}
+		if pc.Queue <= 0 {
+			pc.Queue = defaultPoolQueue
+		}
+		s.pools[cl] = &pool{class: cl, workers: pc.Workers, q: make(chan task, pc.Queue)}
+	}
+	return s
+}
+
+// Listen binds cfg.Addr; Addr is valid afterwards. Serve calls it if it
+// has not been called.
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return ErrServerClosed
+	}
+	if s.mu.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("remoting: listen %s: %w", s.cfg.Addr, err)
+	}
+	s.mu.ln = ln
+	return nil
+}
+
+// Addr is the bound address, nil before Listen.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.ln == nil {
+		return nil
+	}
+	return s.mu.ln.Addr()
+}
+
+// Serve accepts connections until ctx is done or Shutdown/Close is called,
+// and returns after every goroutine it started has exited. It returns nil
+// after a normal stop.
+func (s *Server) Serve(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.mu.serving {
+		s.mu.Unlock()
+		return errors.New("remoting: Serve called twice")
+	}
+	s.mu.serving = true
+	ln := s.mu.ln
+	s.mu.Unlock()
+	defer close(s.serveDone)
+
+	for _, p := range s.pools {
+		for range p.workers {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.work(p)
+			}()
+		}
+	}
+	stop := context.AfterFunc(ctx, func() { s.Close() })
+	defer stop()
+
+	var serveErr error
+	backoff := 5 * time.Millisecond
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.stopping() || errors.Is(err, net.ErrClosed) {
+				break
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				s.log.Warn("remoting: accept failed, retrying", "err", err, "backoff", backoff)
+				t := time.NewTimer(backoff)
+				select {
+				case <-t.C:
+				case <-s.closedCh:
+				}
+				t.Stop()
+				backoff = min(2*backoff, time.Second)
+				continue
+			}
+			serveErr = fmt.Errorf("remoting: accept: %w", err)
+			s.Close()
+			break
+		}
+		backoff = 5 * time.Millisecond
+		s.startConn(nc)
+	}
+	<-s.closedCh
+	s.wg.Wait()
+	return serveErr
+}
+
+func isTemporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
+}
+
+func (s *Server) stopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.closed || s.mu.draining
+}
+
+func (s *Server) startConn(nc net.Conn) {
+	s.mu.Lock()
+	if s.mu.closed || s.mu.draining {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	c := newConn(nc, s, s.ctx, s.log, s.cfg.MaxFrameSize, s.cfg.IdleTimeout)
+	s.mu.conns[c.id] = c
+	s.wg.Add(2)
+	s.mu.Unlock()
+	c.start(s.wg.Done)
+}
+
+// Control installs a test hook for the next request with this code: fn
+// runs on the conn's reader goroutine before the request is queued; if it
+// reports handled, its response (if any) is sent and the handler is not
+// called. The hook is removed after one use.
+func (s *Server) Control(code RequestCode, fn func(c *Conn, req *Command) (resp *Command, handled bool)) {
+	s.mu.Lock()
+	s.mu.control[code] = fn
+	s.mu.Unlock()
+}
+
+func (s *Server) dispatch(c *Conn, req *Command) {
+	code := RequestCode(req.Code)
+	s.mu.Lock()
+	fn := s.mu.control[code]
+	if fn != nil {
+		delete(s.mu.control, code)
+	}
+	s.mu.Unlock()
+	if fn != nil {
+		if resp, handled := fn(c, req); handled {
+			s.reply(c, req, resp)
+			return
+		}
+	}
+
+	s.mu.Lock()
+	if s.mu.draining {
+		s.mu.Unlock()
+		s.reply(c, req, NewResponse(req, ServiceNotAvailable, "server is shutting down"))
+		return
+	}
+	s.mu.inflight++
+	s.mu.Unlock()
+
+	p := s.pool(code)
+	select {
+	case p.q <- task{c: c, req: req}:
+	default:
+		s.doneInflight()
+		s.log.Warn("remoting: pool full, rejecting request", "pool", p.class.String(), "code", code.String(), "conn", c.id)
+		s.reply(c, req, NewResponse(req, SystemBusy,
+			fmt.Sprintf("[REJECTREQUEST]system busy, %s pool full, start flow control for a while", p.class)))
+	}
+}
+
+func (s *Server) pool(code RequestCode) *pool {
+	if s.cfg.Classify != nil {
+		if p, ok := s.pools[s.cfg.Classify(code)]; ok {
+			return p
+		}
+	}
+	return s.pools[PoolDefault]
+}
+
+// reply sends resp for req unless resp is nil or req is oneway.
+func (s *Server) reply(c *Conn, req, resp *Command) {
+	if resp == nil || req.IsOneway() {
+		return
+	}
+	resp.Opaque = req.Opaque
+	resp.Flag |= FlagResponse
+	resp.Serialize = req.Serialize
+	if err := c.WriteResponse(resp); err != nil && !errors.Is(err, ErrConnClosed) {
+		s.log.Error("remoting: cannot encode response", "code", resp.Code, "err", err, "conn", c.id)
+	}
+}
+
+func (s *Server) doneInflight() {
+	s.mu.Lock()
+	s.mu.inflight--
+	if s.mu.inflight == 0 && s.mu.drained != nil {
+		close(s.mu.drained)
+		s.mu.drained = nil
+	}
+	s.mu.Unlock()
+}
+
+func (s *Server) work(p *pool) {
+	for {
+		select {
+		case t := <-p.q:
+			s.serve(t)
+		case <-s.stopWorkers:
+			return
+		}
+	}
+}
+
+func (s *Server) serve(t task) {
+	defer s.doneInflight()
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("remoting: handler panicked", "code", RequestCode(t.req.Code).String(), "panic", r,
+				"stack", string(debug.Stack()))
+			s.reply(t.c, t.req, NewResponse(t.req, SystemError, fmt.Sprintf("handler panic: %v", r)))
+		}
+	}()
+	if t.c.isClosed() {
+		return
+	}
+	resp := s.h.ServeRemoting(t.c.ctx, t.c, t.req)
+	s.reply(t.c, t.req, resp)
+}
+
+func (s *Server) connClosed(c *Conn) {
+	s.mu.Lock()
+	delete(s.mu.conns, c.id)
+	s.mu.Unlock()
+	if s.cfg.OnClose != nil {
+		s.cfg.OnClose(c)
+	}
+}
+
+// Shutdown stops accepting, answers new requests SERVICE_NOT_AVAILABLE,
+// waits until the requests already queued or running have been handled
+// (or ctx is done), then closes every conn and waits for Serve to return.
+// Requests a handler kept (long polls) are not waited for. It must not be
+// called from a handler.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.mu.draining = true
+	var drained chan struct{}
+	if s.mu.inflight > 0 {
+		if s.mu.drained == nil {
+			s.mu.drained = make(chan struct{})
+		}
+		drained = s.mu.drained
+	}
+	ln, serving := s.mu.ln, s.mu.serving
+	s.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+	var err error
+	if drained != nil {
+		select {
+		case <-drained:
+		case <-ctx.Done():
+			err = fmt.Errorf("remoting: shutdown: requests still running: %w", ctx.Err())
+		}
+	}
+	s.Close()
+	if serving {
+		select {
+		case <-s.serveDone:
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("remoting: shutdown: %w", ctx.Err())
+			}
+		}
+	}
+	return err
+}
+
+// Close stops the server at once: the listener and every conn are closed
+// and handlers' contexts canceled. It does not wait; Serve returns once
+// everything has exited.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.mu.closed = true
+		s.mu.draining = true
+		ln := s.mu.ln
+		conns := make([]*Conn, 0, len(s.mu.conns))
+		for _, c := range s.mu.conns {
+			conns = append(conns, c)
+		}
+		s.mu.Unlock()
+		if ln != nil {
+			ln.Close()
+		}
+		s.cancel()
+		for _, c := range conns {
+			c.Close()
+		}
+		close(s.stopWorkers)
+		close(s.closedCh)
+	})
+	return nil
+}
