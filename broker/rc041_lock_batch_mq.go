@@ -66,7 +66,7 @@ func (b *Broker) lockBatchMQ(ctx context.Context, c *remoting.Conn, req *remotin
 	if err := json.Unmarshal(req.Body, &body); err != nil {
 		return errResponse(req, remoting.SystemError, "decode lock body: "+err.Error())
 	}
-	ok := b.locks.tryLock(body.ConsumerGroup, body.ClientID, body.MqSet, time.Now())
+	ok := b.locks.tryLock(body.ConsumerGroup, body.ClientID, body.MQSet, time.Now())
 	if ok == nil {
 		ok = []remoting.MessageQueue{}
 	}

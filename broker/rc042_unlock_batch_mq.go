@@ -13,6 +13,6 @@ func (b *Broker) unlockBatchMQ(ctx context.Context, c *remoting.Conn, req *remot
 	if err := json.Unmarshal(req.Body, &body); err != nil {
 		return errResponse(req, remoting.SystemError, "decode unlock body: "+err.Error())
 	}
-	b.locks.unlock(body.ConsumerGroup, body.ClientID, body.MqSet)
+	b.locks.unlock(body.ConsumerGroup, body.ClientID, body.MQSet)
 	return remoting.NewResponse(req, remoting.Success, "")
 }

@@ -47,7 +47,7 @@ func (b *Broker) registerAll(ctx context.Context) {
 	}
 	h := remoting.RegisterBrokerRequestHeader{
 		BrokerName: b.cfg.BrokerName, BrokerAddr: b.advertise, ClusterName: b.cfg.Cluster,
-		HaServerAddr: b.advertise, BrokerID: b.cfg.BrokerID,
+		HAServerAddr: b.advertise, BrokerID: b.cfg.BrokerID,
 	}
 	for _, ns := range b.cfg.NameServers() {
 		req := remoting.NewRequest(remoting.RegisterBroker, h.Encode(), body)

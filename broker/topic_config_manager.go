@@ -49,7 +49,7 @@ type TopicConfigManager struct {
 const topicsFile = "topics.json"
 
 type topicsJSON struct {
-	TopicConfigTable map[string]*remoting.TopicConfig `json:"topicConfigTable"`
+	TopicConfigTable map[string]remoting.TopicConfig `json:"topicConfigTable"`
 	DataVersion      remoting.DataVersion             `json:"dataVersion"`
 }
 
@@ -68,10 +68,8 @@ func OpenTopicConfigManager(fs vfs.FS, dir string, autoCreate bool) (*TopicConfi
 			return nil, fmt.Errorf("broker: %s: %w", m.path, err)
 		}
 		for name, tc := range f.TopicConfigTable {
-			if tc != nil {
-				tc.TopicName = name
-				m.mu.table[name] = tc
-			}
+			tc.TopicName = name
+			m.mu.table[name] = &tc
 		}
 		m.mu.version = f.DataVersion
 		m.mu.saved = f.DataVersion.Counter
@@ -206,10 +204,9 @@ func (m *TopicConfigManager) Names() []string {
 func (m *TopicConfigManager) Wrapper() remoting.TopicConfigSerializeWrapper {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	t := make(map[string]*remoting.TopicConfig, len(m.mu.table))
+	t := make(map[string]remoting.TopicConfig, len(m.mu.table))
 	for n, tc := range m.mu.table {
-		c := *tc
-		t[n] = &c
+		t[n] = *tc
 	}
 	return remoting.TopicConfigSerializeWrapper{TopicConfigTable: t, DataVersion: m.mu.version}
 }

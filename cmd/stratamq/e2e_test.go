@@ -1,0 +1,444 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+)
+
+func newProducer(t *testing.T, ns string, opts ...producer.Option) rocketmq.Producer {
+	t.Helper()
+	all := append([]producer.Option{
+		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		producer.WithGroupName(uniqueName(t, "pg")),
+		producer.WithInstanceName(uniqueName(t, "pi")),
+		producer.WithRetry(2),
+		producer.WithSendMsgTimeout(10 * time.Second),
+	}, opts...)
+	p, err := rocketmq.NewProducer(all...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Shutdown() })
+	return p
+}
+
+// received collects messages delivered to push consumers, by body id.
+type received struct {
+	mu   sync.Mutex
+	msgs map[string][]*primitive.MessageExt // UNIQ_KEY/msgId → deliveries
+	by   map[string]map[string]bool         // consumer → ids
+	n    atomic.Int64
+}
+
+func newReceived() *received {
+	return &received{msgs: map[string][]*primitive.MessageExt{}, by: map[string]map[string]bool{}}
+}
+
+func (r *received) add(who string, m *primitive.MessageExt) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id := m.GetProperty("id")
+	if id == "" {
+		id = string(m.Body)
+	}
+	r.msgs[id] = append(r.msgs[id], m)
+	if r.by[who] == nil {
+		r.by[who] = map[string]bool{}
+	}
+	r.by[who][id] = true
+	r.n.Add(1)
+}
+
+func (r *received) distinct() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.msgs)
+}
+
+func newPushConsumer(t *testing.T, ns, group, topic string, sel consumer.MessageSelector, r *received, who string, opts ...consumer.Option) rocketmq.PushConsumer {
+	t.Helper()
+	all := append([]consumer.Option{
+		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		consumer.WithGroupName(group),
+		consumer.WithInstance(who),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+	}, opts...)
+	c, err := rocketmq.NewPushConsumer(all...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Subscribe(topic, sel, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range msgs {
+			r.add(who, m)
+		}
+		return consumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Shutdown() })
+	return c
+}
+
+func msgWithID(topic string, id int, body []byte) *primitive.Message {
+	m := primitive.NewMessage(topic, body)
+	m.WithProperty("id", strconv.Itoa(id))
+	return m
+}
+
+// TestE2ESendModesAndAttributes: sync, async, oneway and batch sends through
+// the official client land, and a consumer sees every message once with
+// keys, tags and user properties intact.
+func TestE2ESendModesAndAttributes(t *testing.T) {
+	s := startServe(t, t.TempDir(), nil)
+	topic := uniqueName(t, "T")
+	s.createTopic(topic, 4)
+	p := newProducer(t, s.nsAddr)
+	ctx := context.Background()
+
+	id := 0
+	next := func(mode string) *primitive.Message {
+		id++
+		m := msgWithID(topic, id, []byte(fmt.Sprintf("%s-%d", mode, id)))
+		m.WithTag("Tag" + mode)
+		m.WithKeys([]string{"k" + strconv.Itoa(id), "shared"})
+		m.WithProperty("mode", mode)
+		return m
+	}
+	for i := 0; i < 20; i++ {
+		res, err := p.SendSync(ctx, next("sync"))
+		if err != nil {
+			t.Fatalf("SendSync: %v", err)
+		}
+		if res.Status != primitive.SendOK || len(res.OffsetMsgID) != 32 || res.MsgID == "" {
+			t.Fatalf("bad send result %+v", res)
+		}
+	}
+	var wg sync.WaitGroup
+	var asyncErr atomic.Value
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		err := p.SendAsync(ctx, func(ctx context.Context, res *primitive.SendResult, err error) {
+			defer wg.Done()
+			if err != nil {
+				asyncErr.Store(err)
+			}
+		}, next("async"))
+		if err != nil {
+			t.Fatalf("SendAsync: %v", err)
+		}
+	}
+	wg.Wait()
+	if e := asyncErr.Load(); e != nil {
+		t.Fatalf("async send failed: %v", e)
+	}
+	for i := 0; i < 20; i++ {
+		if err := p.SendOneWay(ctx, next("oneway")); err != nil {
+			t.Fatalf("SendOneWay: %v", err)
+		}
+	}
+	for b := 0; b < 4; b++ {
+		batch := make([]*primitive.Message, 10)
+		for i := range batch {
+			batch[i] = next("batch")
+		}
+		res, err := p.SendSync(ctx, batch...)
+		if err != nil {
+			t.Fatalf("batch SendSync: %v", err)
+		}
+		if res.Status != primitive.SendOK {
+			t.Fatalf("batch status %v", res.Status)
+		}
+	}
+	total := id
+
+	r := newReceived()
+	newPushConsumer(t, s.nsAddr, uniqueName(t, "cg"), topic, consumer.MessageSelector{}, r, "c1")
+	waitFor(t, 60*time.Second, "all messages consumed", func() bool { return r.distinct() >= total })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := 1; i <= total; i++ {
+		ms := r.msgs[strconv.Itoa(i)]
+		if len(ms) == 0 {
+			t.Fatalf("message %d missing", i)
+		}
+		m := ms[0]
+		mode := m.GetProperty("mode")
+		if want := fmt.Sprintf("%s-%d", mode, i); string(m.Body) != want {
+			t.Fatalf("message %d body %q want %q", i, m.Body, want)
+		}
+		if m.GetTags() != "Tag"+mode {
+			t.Fatalf("message %d tag %q want Tag%s", i, m.GetTags(), mode)
+		}
+		if m.GetKeys() != "k"+strconv.Itoa(i)+" shared" {
+			t.Fatalf("message %d keys %q", i, m.GetKeys())
+		}
+		if m.StoreHost == "" || m.QueueOffset < 0 || m.CommitLogOffset < 0 {
+			t.Fatalf("message %d lacks broker fields: %+v", i, m)
+		}
+	}
+}
+
+// TestE2EClusteringSharesQueues: two push consumers of one group split the
+// topic's queues; every message reaches exactly one of them.
+func TestE2EClusteringSharesQueues(t *testing.T) {
+	s := startServe(t, t.TempDir(), nil)
+	topic := uniqueName(t, "T")
+	s.createTopic(topic, 4)
+	group := uniqueName(t, "cg")
+	r := newReceived()
+	newPushConsumer(t, s.nsAddr, group, topic, consumer.MessageSelector{}, r, "c1")
+	newPushConsumer(t, s.nsAddr, group, topic, consumer.MessageSelector{}, r, "c2")
+	// Wait until the broker sees both clients, so the rebalance splits queues.
+	waitFor(t, 30*time.Second, "two consumers in the group", func() bool { return len(consumerIDs(t, s.brokAddr, group)) == 2 })
+
+	p := newProducer(t, s.nsAddr)
+	const n = 200
+	for i := 0; i < n; i++ {
+		if _, err := p.SendSync(context.Background(), msgWithID(topic, i, []byte("m"+strconv.Itoa(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 60*time.Second, "all messages consumed", func() bool { return r.distinct() >= n })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.by["c1"]) == 0 || len(r.by["c2"]) == 0 {
+		t.Fatalf("queues not shared: c1=%d c2=%d", len(r.by["c1"]), len(r.by["c2"]))
+	}
+	for id := range r.by["c1"] {
+		if r.by["c2"][id] {
+			t.Fatalf("message %s delivered to both consumers", id)
+		}
+	}
+	if got := len(r.by["c1"]) + len(r.by["c2"]); got != n {
+		t.Fatalf("delivered %d distinct, want %d", got, n)
+	}
+}
+
+// TestE2EBroadcasting: every broadcasting consumer gets every message.
+func TestE2EBroadcasting(t *testing.T) {
+	s := startServe(t, t.TempDir(), nil)
+	topic := uniqueName(t, "T")
+	s.createTopic(topic, 4)
+	group := uniqueName(t, "bg")
+	r1, r2 := newReceived(), newReceived()
+	newPushConsumer(t, s.nsAddr, group, topic, consumer.MessageSelector{}, r1, "b1", consumer.WithConsumerModel(consumer.BroadCasting))
+	newPushConsumer(t, s.nsAddr, group, topic, consumer.MessageSelector{}, r2, "b2", consumer.WithConsumerModel(consumer.BroadCasting))
+	waitFor(t, 30*time.Second, "two consumers in the group", func() bool { return len(consumerIDs(t, s.brokAddr, group)) == 2 })
+	p := newProducer(t, s.nsAddr)
+	const n = 100
+	for i := 0; i < n; i++ {
+		if _, err := p.SendSync(context.Background(), msgWithID(topic, i, []byte("m"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 60*time.Second, "both consumers got everything", func() bool { return r1.distinct() >= n && r2.distinct() >= n })
+}
+
+// TestE2ETagFilter: a TagA || TagC subscription receives exactly those tags.
+func TestE2ETagFilter(t *testing.T) {
+	s := startServe(t, t.TempDir(), nil)
+	topic := uniqueName(t, "T")
+	s.createTopic(topic, 2)
+	p := newProducer(t, s.nsAddr)
+	tags := []string{"TagA", "TagB", "TagC", "TagD"}
+	want := 0
+	for i := 0; i < 80; i++ {
+		tag := tags[i%4]
+		if tag == "TagA" || tag == "TagC" {
+			want++
+		}
+		m := msgWithID(topic, i, []byte(tag))
+		m.WithTag(tag)
+		if _, err := p.SendSync(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := newReceived()
+	newPushConsumer(t, s.nsAddr, uniqueName(t, "cg"), topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "TagA || TagC"}, r, "c1")
+	waitFor(t, 60*time.Second, "tagged messages consumed", func() bool { return r.distinct() >= want })
+	// Produce a sentinel after the filtered ones and wait for it, so any
+	// wrongly delivered message would have arrived too.
+	m := msgWithID(topic, 1000, []byte("TagA"))
+	m.WithTag("TagA")
+	if _, err := p.SendSync(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "sentinel", func() bool { return r.distinct() >= want+1 })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, ms := range r.msgs {
+		if tg := ms[0].GetTags(); tg != "TagA" && tg != "TagC" {
+			t.Fatalf("message %s with tag %q delivered to TagA || TagC", id, tg)
+		}
+	}
+}
+
+// TestE2EResumeAfterRestart: a group that consumed and committed resumes at
+// its committed offset after the broker restarts on the same data dir.
+func TestE2EResumeAfterRestart(t *testing.T) {
+	s := startServe(t, t.TempDir(), nil)
+	topic := uniqueName(t, "T")
+	s.createTopic(topic, 4)
+	group := uniqueName(t, "cg")
+	p := newProducer(t, s.nsAddr)
+	for i := 0; i < 100; i++ {
+		if _, err := p.SendSync(context.Background(), msgWithID(topic, i, []byte("first"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r1 := newReceived()
+	c1 := newPushConsumer(t, s.nsAddr, group, topic, consumer.MessageSelector{}, r1, "c1")
+	waitFor(t, 60*time.Second, "first 100 consumed", func() bool { return r1.distinct() >= 100 })
+	// Shutdown persists the consumed offsets to the broker.
+	if err := c1.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Shutdown()
+	s.restart()
+
+	p2 := newProducer(t, s.nsAddr)
+	for i := 100; i < 150; i++ {
+		if _, err := p2.SendSync(context.Background(), msgWithID(topic, i, []byte("second"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r2 := newReceived()
+	newPushConsumer(t, s.nsAddr, group, topic, consumer.MessageSelector{}, r2, "c2")
+	waitFor(t, 60*time.Second, "second 50 consumed", func() bool { return r2.distinct() >= 50 })
+	r2.mu.Lock()
+	defer r2.mu.Unlock()
+	for id, ms := range r2.msgs {
+		if string(ms[0].Body) != "second" {
+			t.Fatalf("message %s (%q) redelivered after restart: group did not resume at its committed offset", id, ms[0].Body)
+		}
+	}
+}
+
+// TestE2EReplayFromZeroInOrder: thousands of messages pulled back from
+// offset 0, per queue in send order, bodies byte-identical — including
+// random binary bodies, client-compressed bodies and a 3.9 MiB body.
+func TestE2EReplayFromZeroInOrder(t *testing.T) {
+	s := startServe(t, t.TempDir(), nil)
+	topic := uniqueName(t, "T")
+	s.createTopic(topic, 4)
+	p := newProducer(t, s.nsAddr)
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 3000
+	bodies := make([][]byte, 0, n+3)
+	sent := map[int][]int{} // queue → ids in send order
+	send := func(body []byte) {
+		id := len(bodies)
+		bodies = append(bodies, body)
+		res, err := p.SendSync(context.Background(), msgWithID(topic, id, body))
+		if err != nil {
+			t.Fatalf("send %d (%d bytes): %v", id, len(body), err)
+		}
+		sent[res.MessageQueue.QueueId] = append(sent[res.MessageQueue.QueueId], id)
+	}
+	for i := 0; i < n; i++ {
+		b := make([]byte, 1+rng.IntN(600))
+		for j := range b {
+			b[j] = byte(rng.UintN(256))
+		}
+		send(b)
+	}
+	// ≥ 4 KiB bodies are zlib-compressed by client-go; repetitive so it shrinks.
+	send(bytes.Repeat([]byte("compressible json {\"k\":\"v\"} "), 400))
+	big := make([]byte, 3900*1024)
+	for j := range big {
+		big[j] = byte(rng.UintN(256))
+	}
+	send(big)
+	send([]byte{0})
+
+	got := replayAll(t, s.nsAddr, topic)
+	for q, ids := range sent {
+		msgs := got[q]
+		if len(msgs) != len(ids) {
+			t.Fatalf("queue %d: replayed %d messages, sent %d", q, len(msgs), len(ids))
+		}
+		for i, id := range ids {
+			m := msgs[i]
+			if m.QueueOffset != int64(i) {
+				t.Fatalf("queue %d: message %d has queue offset %d", q, i, m.QueueOffset)
+			}
+			if m.GetProperty("id") != strconv.Itoa(id) {
+				t.Fatalf("queue %d offset %d: id %s, want %d (order broken)", q, i, m.GetProperty("id"), id)
+			}
+			if !bytes.Equal(m.Body, bodies[id]) {
+				t.Fatalf("queue %d offset %d: body differs (%d vs %d bytes)", q, i, len(m.Body), len(bodies[id]))
+			}
+		}
+	}
+}
+
+// replayAll pulls every queue of topic from offset 0 with the official pull
+// consumer and returns the messages per queue in offset order.
+func replayAll(t *testing.T, ns, topic string) map[int][]*primitive.MessageExt {
+	t.Helper()
+	pc, err := rocketmq.NewPullConsumer(
+		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		consumer.WithGroupName(uniqueName(t, "replay")),
+		consumer.WithInstance(uniqueName(t, "ri")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Subscribe(topic, consumer.MessageSelector{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Shutdown()
+	mqs, err := pc.GetTopicRouteInfo(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(mqs, func(i, j int) bool { return mqs[i].QueueId < mqs[j].QueueId })
+	out := map[int][]*primitive.MessageExt{}
+	deadline := time.Now().Add(2 * time.Minute)
+	for _, mq := range mqs {
+		var off int64
+		for time.Now().Before(deadline) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			res, err := pc.PullFrom(ctx, mq, off, 32)
+			cancel()
+			if err != nil {
+				t.Fatalf("PullFrom(%d, %d): %v", mq.QueueId, off, err)
+			}
+			if res.Status == primitive.PullNoNewMsg || res.Status == primitive.PullNoMsgMatched && res.NextBeginOffset == off {
+				break
+			}
+			if res.Status != primitive.PullFound {
+				t.Fatalf("PullFrom(%d, %d): status %v", mq.QueueId, off, res.Status)
+			}
+			out[mq.QueueId] = append(out[mq.QueueId], res.GetMessageExts()...)
+			if res.NextBeginOffset <= off {
+				t.Fatalf("PullFrom(%d, %d): next offset %d does not advance", mq.QueueId, off, res.NextBeginOffset)
+			}
+			off = res.NextBeginOffset
+		}
+	}
+	return out
+}

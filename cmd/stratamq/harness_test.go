@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/admin"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+
+	"github.com/stratamq/stratamq/remoting"
+)
+
+func TestMain(m *testing.M) {
+	rlog.SetLogLevel("fatal")
+	os.Exit(m.Run())
+}
+
+// testServe is one in-process `stratamq serve` on loopback ports.
+type testServe struct {
+	t        *testing.T
+	dir      string
+	nsAddr   string
+	brokAddr string
+	env      map[string]string
+	cancel   context.CancelFunc
+	done     chan int
+	logs     *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startServe runs `stratamq serve` in-process on dir with extra env, and
+// waits until the broker is registered with the name server.
+func startServe(t *testing.T, dir string, extra map[string]string) *testServe {
+	t.Helper()
+	s := &testServe{t: t, dir: dir, logs: &syncBuffer{}}
+	s.nsAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	s.brokAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	s.env = map[string]string{
+		"STRATAMQ_DATA_DIR":       dir,
+		"STRATAMQ_NAMESRV_LISTEN": s.nsAddr,
+		"STRATAMQ_LISTEN":         s.brokAddr,
+		"STRATAMQ_HTTP_LISTEN":    "127.0.0.1:0",
+		"STRATAMQ_LOG_LEVEL":      "info",
+	}
+	for k, v := range extra {
+		s.env[k] = v
+	}
+	s.start()
+	t.Cleanup(func() { s.stop() })
+	return s
+}
+
+func (s *testServe) start() {
+	t := s.t
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.done = make(chan int, 1)
+	go func() { s.done <- run(ctx, []string{"serve"}, s.env, io.Discard, s.logs) }()
+	waitFor(t, 10*time.Second, "broker registered with the name server", func() bool {
+		select {
+		case code := <-s.done:
+			s.done <- code
+			t.Fatalf("serve exited early with %d:\n%s", code, s.logs.String())
+		default:
+		}
+		return routeExists(s.nsAddr, "TBW102")
+	})
+}
+
+// stop shuts the server down gracefully and waits for it (idempotent).
+func (s *testServe) stop() {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	select {
+	case code := <-s.done:
+		if code != 0 {
+			s.t.Errorf("serve exited with %d:\n%s", code, s.logs.String())
+		}
+	case <-time.After(40 * time.Second):
+		s.t.Errorf("serve did not stop within 40s:\n%s", s.logs.String())
+	}
+	s.cancel = nil
+}
+
+func (s *testServe) restart() {
+	s.stop()
+	s.start()
+}
+
+func routeExists(ns, topic string) bool {
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	resp, err := cl.Invoke(ctx, ns, remoting.NewRequest(remoting.GetRouteinfoByTopic, map[string]string{"topic": topic}, nil))
+	return err == nil && resp.Code == int32(remoting.Success) && len(resp.Body) > 0
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// createTopic creates topic with n queues through the official admin API
+// and waits until the name server routes it.
+func (s *testServe) createTopic(topic string, n int) {
+	t := s.t
+	t.Helper()
+	a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{s.nsAddr})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(s.brokAddr),
+		admin.WithReadQueueNums(n), admin.WithWriteQueueNums(n)); err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	waitFor(t, 10*time.Second, "route of "+topic, func() bool { return routeExists(s.nsAddr, topic) })
+}
+
+func uniqueName(t *testing.T, prefix string) string {
+	n := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	return fmt.Sprintf("%s_%s_%d", prefix, n, time.Now().UnixNano()%1_000_000)
+}
+
+// consumerIDs asks the broker for a group's live client ids.
+func consumerIDs(t *testing.T, brokerAddr, group string) []string {
+	t.Helper()
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	resp, err := cl.Invoke(ctx, brokerAddr, remoting.NewRequest(remoting.GetConsumerListByGroup, map[string]string{"consumerGroup": group}, nil))
+	if err != nil || resp.Code != int32(remoting.Success) {
+		return nil
+	}
+	var body remoting.ConsumerListBody
+	if err := json.Unmarshal(resp.Body, &body); err != nil {
+		t.Fatalf("decode consumer list: %v", err)
+	}
+	return body.ConsumerIDList
+}
