@@ -50,7 +50,7 @@ const topicsFile = "topics.json"
 
 type topicsJSON struct {
 	TopicConfigTable map[string]remoting.TopicConfig `json:"topicConfigTable"`
-	DataVersion      remoting.DataVersion             `json:"dataVersion"`
+	DataVersion      remoting.DataVersion            `json:"dataVersion"`
 }
 
 // OpenTopicConfigManager loads dir/topics.json (missing = empty) and makes
