@@ -1,0 +1,124 @@
+package remoting
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const fuzzMaxFrame = 1 << 16
+
+// splitReader returns its input in two reads, split at a chosen point,
+// the way TCP may deliver a frame.
+type splitReader struct {
+	parts [][]byte
+	read  int
+}
+
+func (s *splitReader) Read(p []byte) (int, error) {
+	for len(s.parts) > 0 && len(s.parts[0]) == 0 {
+		s.parts = s.parts[1:]
+	}
+	if len(s.parts) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, s.parts[0])
+	s.parts[0] = s.parts[0][n:]
+	s.read += n
+	return n, nil
+}
+
+// FuzzDecodeFrame feeds arbitrary bytes, delivered in two reads split at
+// split, through ReadFrame and DecodeFrame. Invariants:
+//
+//  1. Nothing panics.
+//  2. ReadFrame never allocates more than its max: a length word above max
+//     is ErrFrameTooLarge, and a length below 4 ErrMalformed, after reading
+//     only the 4 length bytes; a returned frame is never longer than max.
+//  3. Decode errors wrap ErrMalformed.
+//  4. A decoded command re-encodes (in its own serialization), the
+//     re-encoded frame decodes to an equal command, and encoding that
+//     command again gives the same bytes.
+func FuzzDecodeFrame(f *testing.F) {
+	entries, _ := os.ReadDir(goldenDir)
+	for _, e := range entries {
+		if b, err := os.ReadFile(filepath.Join(goldenDir, e.Name())); err == nil {
+			f.Add(b, uint(len(b)/2))
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte, split uint) {
+		at := int(split % uint(len(data)+1))
+		in := append([]byte(nil), data...)
+		r := &splitReader{parts: [][]byte{in[:at], in[at:]}}
+		frame, err := ReadFrame(r, nil, fuzzMaxFrame)
+		if err != nil {
+			if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed) {
+				if r.read != 4 {
+					t.Fatalf("read %d bytes before rejecting the length", r.read)
+				}
+			}
+			return
+		}
+		if len(frame) > fuzzMaxFrame || cap(frame) > fuzzMaxFrame {
+			t.Fatalf("frame of %d bytes (cap %d) above max %d", len(frame), cap(frame), fuzzMaxFrame)
+		}
+		c, err := DecodeFrame(frame)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("decode error does not wrap ErrMalformed: %v", err)
+			}
+			return
+		}
+		re, err := AppendFrame(nil, c)
+		if err != nil {
+			t.Fatalf("re-encode of a decoded command: %v (%+v)", err, c)
+		}
+		c2, err := DecodeFrame(re[4:])
+		if err != nil {
+			t.Fatalf("re-encoded frame does not decode: %v\n%q", err, re)
+		}
+		if !equalCommands(c, c2) {
+			t.Fatalf("re-decoded command differs\n got %+v\nwant %+v", c2, c)
+		}
+		re2, err := AppendFrame(nil, c2)
+		if err != nil || !bytes.Equal(re, re2) {
+			t.Fatalf("encoding is not stable: %v\n%q\n%q", err, re, re2)
+		}
+	})
+}
+
+// TestRemotingGoldenFuzzSeeds keeps the committed seed corpus in step with
+// the golden frames; -update rewrites it.
+func TestRemotingGoldenFuzzSeeds(t *testing.T) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzDecodeFrame")
+	entries, err := os.ReadDir(goldenDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(goldenDir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\nuint(%d)\n", b, len(b)/2)
+		path := filepath.Join(dir, "golden-"+strings.TrimSuffix(e.Name(), ".bin"))
+		if *update {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != want {
+			t.Errorf("fuzz seed %s missing or stale (%v); %s", path, err, goldenHint)
+		}
+	}
+}
