@@ -1,0 +1,38 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by the store. Wrapped errors match them with errors.Is.
+var (
+	// ErrMessageTooLarge: a record exceeds MaxMessageSize, a topic exceeds
+	// 127 bytes or properties exceed 32767 bytes (MESSAGE_ILLEGAL).
+	ErrMessageTooLarge = errors.New("store: message too large")
+	// ErrFlushTimeout: FlushSync did not complete within SyncFlushTimeout.
+	// The message was written and may still become durable (FLUSH_DISK_TIMEOUT).
+	ErrFlushTimeout = errors.New("store: flush timeout")
+	// ErrDiskFull: free space is below MinFreeBytes, or a write hit ENOSPC.
+	// Not sticky: Put works again once space is freed.
+	ErrDiskFull = errors.New("store: disk full")
+	// ErrCorrupt marks data that failed a magic, length or CRC check.
+	ErrCorrupt = errors.New("store: corrupt data")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store: closed")
+	// ErrNotFound: no record at that commitlog offset, or an empty queue.
+	ErrNotFound = errors.New("store: not found")
+	// ErrOffsetMismatch: AppendRaw was given bytes that do not start at the
+	// end of the local commitlog.
+	ErrOffsetMismatch = errors.New("store: commitlog offset mismatch")
+)
+
+// corruptError is an error marked as corruption.
+type corruptError struct{ msg string }
+
+func (e *corruptError) Error() string        { return "store: corrupt: " + e.msg }
+func (e *corruptError) Is(target error) bool { return target == ErrCorrupt }
+
+func corruptf(format string, args ...any) error {
+	return &corruptError{msg: fmt.Sprintf(format, args...)}
+}

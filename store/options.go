@@ -1,0 +1,185 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/stratamq/stratamq/infra/vfs"
+)
+
+// FlushMode says when a Put is acknowledged.
+type FlushMode int
+
+const (
+	// FlushAsync acknowledges once the record is in the page cache; a flusher
+	// fdatasyncs dirty data every FlushInterval.
+	FlushAsync FlushMode = iota
+	// FlushSync acknowledges after an fdatasync covering the record (group
+	// commit: one fdatasync serves every writer queued behind it).
+	FlushSync
+)
+
+func (m FlushMode) String() string {
+	if m == FlushSync {
+		return "sync"
+	}
+	return "async"
+}
+
+// Defaults for zero Options fields.
+const (
+	DefaultSegmentSize      = 128 << 20
+	DefaultFlushInterval    = 500 * time.Millisecond
+	DefaultSyncFlushTimeout = 5 * time.Second
+	DefaultMaxMessageSize   = 4 << 20
+	DefaultMinFreeBytes     = 256 << 20
+	DefaultCQEntriesPerFile = 300_000
+	DefaultGetMaxMsgs       = 32
+	DefaultGetMaxBytes      = 256 << 10
+)
+
+// Options configure a Store. Zero values mean the default.
+type Options struct {
+	FS               vfs.FS         // default vfs.OS()
+	Dir              string         // holds commitlog/, consumequeue/, checkpoint, abort (required)
+	SegmentSize      int64          // default 128 MiB; a record never spans segments
+	Flush            FlushMode      // default FlushAsync
+	FlushInterval    time.Duration  // default 500ms: async commitlog flush; consumequeue+checkpoint in both modes
+	SyncFlushTimeout time.Duration  // default 5s → ErrFlushTimeout
+	MaxMessageSize   int            // whole record, default 4 MiB → ErrMessageTooLarge
+	StoreHost        netip.AddrPort // written in each record's STOREHOST
+	MinFreeBytes     uint64         // refuse writes (ErrDiskFull) below this; default 256 MiB
+	Logger           *slog.Logger   // default slog.Default()
+
+	// OnDispatch is called after a record is visible to Get (it wakes held
+	// long-poll pulls). It runs on the writer's goroutine, after the writer
+	// lock is released; it must not block.
+	OnDispatch func(topic string, queueID int32, queueOffset int64, tagsCode int64)
+
+	// TagsCode computes the consume-queue tags code of a record found in the
+	// commitlog without a Message (recovery, AppendRaw). Default: TagsHash of
+	// the TAGS property. Put uses Message.TagsCode as given.
+	TagsCode func(topic string, properties string) int64
+
+	// CQEntriesPerFile is the number of 20-byte entries per consumequeue
+	// file; default 300,000. Small values are for tests.
+	CQEntriesPerFile int
+}
+
+func (o *Options) withDefaults() (Options, error) {
+	c := *o
+	if c.Dir == "" {
+		return c, errors.New("store: Options.Dir is required")
+	}
+	if c.FS == nil {
+		c.FS = vfs.OS()
+	}
+	if c.SegmentSize == 0 {
+		c.SegmentSize = DefaultSegmentSize
+	}
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = DefaultFlushInterval
+	}
+	if c.SyncFlushTimeout <= 0 {
+		c.SyncFlushTimeout = DefaultSyncFlushTimeout
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if c.MinFreeBytes == 0 {
+		c.MinFreeBytes = DefaultMinFreeBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.CQEntriesPerFile == 0 {
+		c.CQEntriesPerFile = DefaultCQEntriesPerFile
+	}
+	switch {
+	case c.MaxMessageSize < RecordOverhead+32:
+		return c, fmt.Errorf("store: MaxMessageSize %d is too small", c.MaxMessageSize)
+	case c.SegmentSize < int64(c.MaxMessageSize):
+		return c, fmt.Errorf("store: SegmentSize %d is smaller than MaxMessageSize %d", c.SegmentSize, c.MaxMessageSize)
+	case c.CQEntriesPerFile < 1:
+		return c, fmt.Errorf("store: CQEntriesPerFile %d must be positive", c.CQEntriesPerFile)
+	case c.Flush != FlushAsync && c.Flush != FlushSync:
+		return c, fmt.Errorf("store: unknown flush mode %d", c.Flush)
+	}
+	return c, nil
+}
+
+// Message is one message to store. The store fills in QUEUEOFFSET,
+// PHYSICALOFFSET, STORETIMESTAMP, STOREHOST and BODYCRC.
+type Message struct {
+	Topic                     string
+	QueueID                   int32
+	Flag                      int32
+	SysFlag                   int32
+	BornTimestamp             int64
+	BornHost                  netip.AddrPort
+	ReconsumeTimes            int32
+	PreparedTransactionOffset int64
+	Body                      []byte
+	Properties                string // encoded k\x01v\x02...
+	TagsCode                  int64  // consumequeue tag hash (0 = no tag)
+}
+
+// PutResult describes one stored record.
+type PutResult struct {
+	PhysOffset     int64
+	QueueOffset    int64
+	Size           int32
+	StoreTimestamp int64
+}
+
+// GetRequest asks for records of one queue from Offset on.
+type GetRequest struct {
+	Topic    string
+	QueueID  int32
+	Offset   int64
+	MaxMsgs  int                       // default 32
+	MaxBytes int                       // default 256 KiB; the first record is returned even if bigger
+	Filter   func(tagsCode int64) bool // nil matches everything
+}
+
+// GetStatus is the outcome of Get (docs/rocketmq-protocol.md §4.3).
+type GetStatus int
+
+const (
+	Found GetStatus = iota
+	NoMatchedMessage
+	NoMessageInQueue
+	OffsetTooSmall
+	OffsetOverflowOne
+	OffsetOverflowBadly
+	OffsetFoundNull
+	MessageWasRemoving
+)
+
+var statusNames = [...]string{"FOUND", "NO_MATCHED_MESSAGE", "NO_MESSAGE_IN_QUEUE", "OFFSET_TOO_SMALL",
+	"OFFSET_OVERFLOW_ONE", "OFFSET_OVERFLOW_BADLY", "OFFSET_FOUND_NULL", "MESSAGE_WAS_REMOVING"}
+
+func (s GetStatus) String() string {
+	if s >= 0 && int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("GetStatus(%d)", int(s))
+}
+
+// GetResult is what Get found.
+type GetResult struct {
+	Status                                GetStatus
+	NextBeginOffset, MinOffset, MaxOffset int64
+	Records                               [][]byte // each one whole V1 record, byte-identical to the log
+	Bytes                                 int      // sum of len(Records[i])
+}
+
+// SegmentInfo describes a sealed commitlog segment.
+type SegmentInfo struct {
+	Base   int64  // global offset of its first byte (its file name)
+	Length int64  // bytes; the next segment starts at Base+Length
+	Path   string // file path under Options.Dir, to open through Options.FS
+}

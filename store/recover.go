@@ -1,0 +1,318 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+const (
+	abortName      = "abort"
+	checkpointName = "checkpoint"
+	ckMagic        = "SMQCKPT1"
+)
+
+// queueMark is one queue's max offset as recorded in a checkpoint.
+type queueMark struct {
+	topic string
+	id    int32
+	max   int64
+}
+
+type checkpoint struct {
+	seq        uint64
+	dispatched int64 // commitlog and consumequeues durable up to here
+	queues     []queueMark
+}
+
+// writeCheckpoint replaces the checkpoint file atomically: temp file, fsync,
+// rename, fsync of the directory.
+func (s *Store) writeCheckpoint(dispatched int64, marks []queueMark) error {
+	s.ckSeq++
+	b := make([]byte, 0, 32+len(marks)*32)
+	b = append(b, ckMagic...)
+	b = binary.BigEndian.AppendUint64(b, s.ckSeq)
+	b = binary.BigEndian.AppendUint64(b, uint64(dispatched))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(marks)))
+	for _, m := range marks {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(m.topic)))
+		b = append(b, m.topic...)
+		b = binary.BigEndian.AppendUint32(b, uint32(m.id))
+		b = binary.BigEndian.AppendUint64(b, uint64(m.max))
+	}
+	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+
+	final := filepath.Join(s.opts.Dir, checkpointName)
+	tmp := final + ".tmp"
+	f, err := s.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("store: write checkpoint: %w", err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.fs.Rename(tmp, final)
+	}
+	if err != nil {
+		return fmt.Errorf("store: write checkpoint: %w", err)
+	}
+	return syncDir(s.fs, s.opts.Dir)
+}
+
+// readCheckpoint returns nil when there is no valid checkpoint.
+func (s *Store) readCheckpoint() (*checkpoint, error) {
+	f, err := s.fs.OpenFile(filepath.Join(s.opts.Dir, checkpointName), os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: open checkpoint: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("store: read checkpoint: %w", err)
+	}
+	ck, err := parseCheckpoint(b)
+	if err != nil {
+		s.log.Warn("store: ignoring bad checkpoint; recovering from the start of the log", "err", err)
+		return nil, nil
+	}
+	return ck, nil
+}
+
+func parseCheckpoint(b []byte) (*checkpoint, error) {
+	if len(b) < 32 || string(b[:8]) != ckMagic {
+		return nil, corruptf("checkpoint header")
+	}
+	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
+	if crc32.ChecksumIEEE(body) != sum {
+		return nil, corruptf("checkpoint CRC")
+	}
+	ck := &checkpoint{
+		seq:        binary.BigEndian.Uint64(body[8:]),
+		dispatched: int64(binary.BigEndian.Uint64(body[16:])),
+	}
+	n := int(binary.BigEndian.Uint32(body[24:]))
+	p := body[28:]
+	for range n {
+		if len(p) < 2 {
+			return nil, corruptf("checkpoint queue table")
+		}
+		tl := int(binary.BigEndian.Uint16(p))
+		if len(p) < 2+tl+12 {
+			return nil, corruptf("checkpoint queue table")
+		}
+		ck.queues = append(ck.queues, queueMark{
+			topic: string(p[2 : 2+tl]),
+			id:    int32(binary.BigEndian.Uint32(p[2+tl:])),
+			max:   int64(binary.BigEndian.Uint64(p[6+tl:])),
+		})
+		p = p[14+tl:]
+	}
+	return ck, nil
+}
+
+// recover brings the store to a consistent state: the commitlog ends after
+// its last valid record, and every consumequeue holds exactly the entries of
+// the records in it.
+func (s *Store) recover() error {
+	fs := s.fs
+	for _, d := range []string{s.clDir, s.cqDir} {
+		if err := fs.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("store: make dir: %w", err)
+		}
+	}
+	for _, d := range []string{filepath.Dir(s.opts.Dir), s.opts.Dir} {
+		if err := syncDir(fs, d); err != nil {
+			return err
+		}
+	}
+	_, err := fs.Stat(filepath.Join(s.opts.Dir, abortName))
+	dirty := err == nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("store: stat abort marker: %w", err)
+	}
+
+	segs, err := s.loadSegments()
+	if err != nil {
+		return err
+	}
+	s.segs.Store(&segs)
+	ck, err := s.readCheckpoint()
+	if err != nil {
+		return err
+	}
+	if err := s.loadQueues(); err != nil {
+		return err
+	}
+
+	minPhys, end := int64(0), int64(0)
+	if len(segs) > 0 {
+		minPhys, end = segs[0].base, segs[len(segs)-1].end()
+	}
+	from := minPhys
+	if ck != nil {
+		from = min(max(ck.dispatched, minPhys), end)
+		for _, m := range ck.queues {
+			q := s.topics[m.topic][m.id]
+			if q == nil || q.max < m.max {
+				s.log.Warn("store: consumequeue shorter than checkpointed; rebuilding from the start of the log",
+					"topic", m.topic, "queue", m.id, "want", m.max)
+				from = minPhys
+				break
+			}
+		}
+	}
+	if dirty {
+		s.log.Warn("store: unclean shutdown; recovering", "from", from, "end", end)
+	}
+	var lastTS int64
+	valid, err := s.scanSegments(segs, from, func(m *recordMeta) error {
+		lastTS = max(lastTS, m.storeTS)
+		return s.dispatchMeta(m, s.tagsCode(m))
+	})
+	if err != nil {
+		return err
+	}
+	if valid < end {
+		s.log.Warn("store: truncating commitlog after the last valid record", "at", valid, "dropped_bytes", end-valid)
+		if err := s.truncateLog(valid); err != nil {
+			return err
+		}
+	}
+	if err := s.trimQueues(valid); err != nil {
+		return err
+	}
+	s.writePos.Store(valid)
+	s.flushed.Store(from)
+	s.mu.lastTS = lastTS
+	if t := *s.segs.Load(); len(t) > 0 && t[len(t)-1].size.Load() == 0 {
+		last := t[len(t)-1]
+		last.sealed.Store(false)
+		s.mu.active = last
+	}
+
+	f, err := fs.OpenFile(filepath.Join(s.opts.Dir, abortName), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("store: create abort marker: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("store: create abort marker: %w", err)
+	}
+	if err := syncDir(fs, s.opts.Dir); err != nil {
+		return err
+	}
+	if ck != nil {
+		s.ckSeq = ck.seq
+	}
+	s.ckWritten = -1 // force a checkpoint of the recovered state
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	return s.flushAllLocked()
+}
+
+// loadQueues opens every consumequeue under consumequeue/<topic>/<queueId>/.
+func (s *Store) loadQueues() error {
+	topics, err := s.fs.ReadDir(s.cqDir)
+	if err != nil {
+		return fmt.Errorf("store: list consumequeues: %w", err)
+	}
+	for _, topic := range topics {
+		tdir := filepath.Join(s.cqDir, topic)
+		ids, err := s.fs.ReadDir(tdir)
+		if err != nil {
+			return fmt.Errorf("store: list consumequeues: %w", err)
+		}
+		for _, name := range ids {
+			id, err := strconv.ParseInt(name, 10, 32)
+			if err != nil || id < 0 {
+				continue
+			}
+			q, err := loadQueue(s.fs, topic, int32(id), filepath.Join(tdir, name))
+			if err != nil {
+				return err
+			}
+			if s.topics[topic] == nil {
+				s.topics[topic] = map[int32]*cqueue{}
+			}
+			s.topics[topic][int32(id)] = q
+		}
+	}
+	return nil
+}
+
+// truncateLog cuts the commitlog at end: the segment holding it is
+// truncated, later segments are removed.
+func (s *Store) truncateLog(end int64) error {
+	t := *s.segs.Load()
+	keep := t[:0:0]
+	removed := false
+	for _, sg := range t {
+		switch {
+		case sg.base >= end && !(sg.base == end && len(keep) == 0):
+			if err := sg.f.Close(); err != nil {
+				return fmt.Errorf("store: close segment: %w", err)
+			}
+			if err := s.fs.Remove(sg.path); err != nil {
+				return fmt.Errorf("store: remove segment: %w", err)
+			}
+			removed = true
+		case sg.end() > end:
+			if err := sg.f.Truncate(end - sg.base); err != nil {
+				return fmt.Errorf("store: truncate segment: %w", err)
+			}
+			if err := sg.f.Sync(); err != nil {
+				return fmt.Errorf("store: sync segment: %w", err)
+			}
+			sg.size.Store(end - sg.base)
+			keep = append(keep, sg)
+		default:
+			keep = append(keep, sg)
+		}
+	}
+	s.segs.Store(&keep)
+	if removed {
+		return syncDir(s.fs, s.clDir)
+	}
+	return nil
+}
+
+// trimQueues drops consumequeue entries that point at or past end (and
+// trailing blanks).
+func (s *Store) trimQueues(end int64) error {
+	for _, qs := range s.topics {
+		for _, q := range qs {
+			q.mu.Lock()
+			n := q.max
+			for n > q.min {
+				e, ok, err := q.entryLocked(n - 1)
+				if err != nil {
+					q.mu.Unlock()
+					return err
+				}
+				if ok && e.size > 0 && e.phys+int64(e.size) <= end {
+					break
+				}
+				n--
+			}
+			err := q.truncateLocked(s.fs, n)
+			q.next = q.max
+			q.mu.Unlock()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

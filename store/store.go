@@ -1,0 +1,711 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/stratamq/stratamq/infra/vfs"
+)
+
+// Store is the local message store: one commitlog, a consumequeue per
+// topic/queue, a flush service and recovery. Safe for concurrent use.
+type Store struct {
+	opts    Options
+	fs      vfs.FS
+	log     *slog.Logger
+	clDir   string
+	cqDir   string
+	storeV6 bool
+
+	// mu is the writer lock: Put, AppendRaw, SealActive, DeleteTopic. It is
+	// held across the commitlog write(2) but never across fsync.
+	mu struct {
+		sync.Mutex
+		closed    bool
+		active    *segment // nil: the next write starts a new segment
+		buf       []byte   // reusable encode buffer
+		lastTS    int64    // store timestamps never go backwards
+		freeEst   uint64   // free bytes estimate; refreshed by statfs
+		freeAt    int64    // when freeEst was measured (unix ms)
+		touched   []*cqueue
+		dispQueue []*cqueue
+	}
+
+	writePos atomic.Int64 // end of the log; published after dispatch
+	segs     atomic.Pointer[segTable]
+
+	qmu    sync.RWMutex // guards topics (the map, not the queues)
+	topics map[string]map[int32]*cqueue
+
+	flushMu  sync.Mutex   // serializes flushAll and DeleteTopic
+	clSyncMu sync.Mutex   // serializes commitlog fsyncs; guards syncedTo
+	flushed  atomic.Int64 // commitlog bytes known durable
+	notify   notifier     // broadcast when flushed advances or a sticky error is set
+	sticky   atomic.Pointer[error]
+
+	ckSeq     uint64 // guarded by flushMu
+	ckWritten int64  // dispatch offset of the last checkpoint; guarded by flushMu
+
+	syncReq   chan struct{} // wakes the group-commit flusher (FlushSync)
+	quit      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// notifier is a broadcast: wait returns a channel closed by the next
+// broadcast.
+type notifier struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (n *notifier) wait() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ch == nil {
+		n.ch = make(chan struct{})
+	}
+	return n.ch
+}
+
+func (n *notifier) broadcast() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ch != nil {
+		close(n.ch)
+		n.ch = nil
+	}
+}
+
+// stickyErr returns the error that broke the store, if any.
+func (s *Store) stickyErr() error {
+	if p := s.sticky.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// setSticky records the first write/flush error; later writes fail with it.
+func (s *Store) setSticky(err error) error {
+	if s.sticky.CompareAndSwap(nil, &err) {
+		s.log.Error("store: write path failed; refusing further writes", "err", err)
+	}
+	s.notify.broadcast()
+	return s.stickyErr()
+}
+
+// Open opens (creating if needed) the store in opts.Dir, recovers it, and
+// starts the flush goroutines.
+func Open(opts Options) (*Store, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		opts:    o,
+		fs:      o.FS,
+		log:     o.Logger,
+		clDir:   filepath.Join(o.Dir, "commitlog"),
+		cqDir:   filepath.Join(o.Dir, "consumequeue"),
+		storeV6: is6(o.StoreHost),
+		topics:  map[string]map[int32]*cqueue{},
+		syncReq: make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+	}
+	s.segs.Store(&segTable{})
+	if err := s.recover(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	s.wg.Add(1)
+	go s.flushLoop()
+	if o.Flush == FlushSync {
+		s.wg.Add(1)
+		go s.groupCommitLoop()
+	}
+	return s, nil
+}
+
+func (s *Store) queueLocked(topic []byte, id int32) *cqueue {
+	return s.topics[string(topic)][id]
+}
+
+// queue returns the consumequeue of topic/id, or nil.
+func (s *Store) queue(topic string, id int32) *cqueue {
+	s.qmu.RLock()
+	defer s.qmu.RUnlock()
+	return s.topics[topic][id]
+}
+
+// queueOrCreate returns the consumequeue of topic/id, creating it (in memory;
+// files come with the first flush).
+func (s *Store) queueOrCreate(topic []byte, id int32) *cqueue {
+	s.qmu.RLock()
+	q := s.topics[string(topic)][id]
+	s.qmu.RUnlock()
+	if q != nil {
+		return q
+	}
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	qs := s.topics[string(topic)]
+	if qs == nil {
+		qs = map[int32]*cqueue{}
+		s.topics[string(topic)] = qs
+	}
+	if q = qs[id]; q == nil {
+		t := string(topic)
+		q = &cqueue{topic: t, id: id, dir: filepath.Join(s.cqDir, t, queueDirName(id))}
+		qs[id] = q
+	}
+	return q
+}
+
+func (s *Store) validate(m *Message) (int, int32, error) {
+	if len(m.Topic) == 0 {
+		return 0, 0, errors.New("store: empty topic")
+	}
+	if len(m.Topic) > MaxTopicLen {
+		return 0, 0, fmt.Errorf("%w: topic %.32q... is %d bytes, the limit is %d", ErrMessageTooLarge, m.Topic, len(m.Topic), MaxTopicLen)
+	}
+	if len(m.Properties) > MaxPropertiesLen {
+		return 0, 0, fmt.Errorf("%w: properties of %d bytes exceed %d", ErrMessageTooLarge, len(m.Properties), MaxPropertiesLen)
+	}
+	if m.QueueID < 0 {
+		return 0, 0, fmt.Errorf("store: negative queue id %d", m.QueueID)
+	}
+	size, sys := encodedSize(m, s.storeV6)
+	if size > s.opts.MaxMessageSize {
+		return 0, 0, fmt.Errorf("%w: record of %d bytes (body %d, properties %d) exceeds the limit of %d",
+			ErrMessageTooLarge, size, len(m.Body), len(m.Properties), s.opts.MaxMessageSize)
+	}
+	return size, sys, nil
+}
+
+// Put stores a batch as consecutive records with consecutive queue offsets
+// per queue. In FlushSync mode it returns after an fdatasync covering the
+// batch (ErrFlushTimeout after SyncFlushTimeout; the records are stored).
+func (s *Store) Put(ctx context.Context, msgs []Message) ([]PutResult, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	total := 0
+	for i := range msgs {
+		size, _, err := s.validate(&msgs[i])
+		if err != nil {
+			if len(msgs) > 1 {
+				err = fmt.Errorf("message %d of %d: %w", i, len(msgs), err)
+			}
+			return nil, err
+		}
+		total += size
+	}
+	res := make([]PutResult, len(msgs))
+	end, err := s.put(msgs, res, total)
+	if err != nil {
+		return nil, err
+	}
+	if cb := s.opts.OnDispatch; cb != nil {
+		for i := range msgs {
+			if !notDispatched(msgs[i].SysFlag) {
+				cb(msgs[i].Topic, msgs[i].QueueID, res[i].QueueOffset, msgs[i].TagsCode)
+			}
+		}
+	}
+	if s.opts.Flush == FlushSync {
+		if err := s.waitFlushed(ctx, end); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func (s *Store) put(msgs []Message, res []PutResult, total int) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return 0, ErrClosed
+	}
+	if err := s.stickyErr(); err != nil {
+		return 0, fmt.Errorf("store: refusing write after earlier failure: %w", err)
+	}
+	now := time.Now().UnixMilli()
+	if err := s.checkSpaceLocked(total, now); err != nil {
+		return 0, err
+	}
+	ts := max(now, s.mu.lastTS)
+	s.mu.lastTS = ts
+
+	pos := s.writePos.Load()
+	// A batch goes in one segment (one write) unless it is bigger than one.
+	if sg := s.mu.active; sg == nil || (pos+int64(total) > sg.base+s.opts.SegmentSize && int64(total) <= s.opts.SegmentSize) {
+		if err := s.rollLocked(pos); err != nil {
+			return 0, err
+		}
+	}
+	buf := s.mu.buf[:0]
+	first, chunkStart := pos, pos
+	touched := s.mu.touched[:0]
+	var lastQ *cqueue
+	queues := s.mu.dispQueue[:0]
+	for i := range msgs {
+		m := &msgs[i]
+		size, sys := encodedSize(m, s.storeV6)
+		if pos+int64(size) > s.mu.active.base+s.opts.SegmentSize {
+			if err := s.writeLocked(buf, chunkStart, chunkStart != first); err != nil {
+				s.undoOffsetsLocked(touched)
+				return 0, err
+			}
+			buf = buf[:0]
+			if err := s.rollLocked(pos); err != nil {
+				if pos != first {
+					return 0, s.setSticky(err)
+				}
+				s.undoOffsetsLocked(touched)
+				return 0, err
+			}
+			chunkStart = pos
+		}
+		q := lastQ
+		if q == nil || q.id != m.QueueID || q.topic != m.Topic {
+			q = s.queueOrCreate([]byte(m.Topic), m.QueueID)
+			lastQ = q
+			if len(touched) == 0 || touched[len(touched)-1] != q {
+				touched = append(touched, q)
+			}
+		}
+		var qoff int64
+		if !notDispatched(sys) {
+			qoff = q.next
+			q.next++
+		}
+		buf = appendRecord(buf, m, size, sys, qoff, pos, ts, s.opts.StoreHost)
+		res[i] = PutResult{PhysOffset: pos, QueueOffset: qoff, Size: int32(size), StoreTimestamp: ts}
+		queues = append(queues, q)
+		pos += int64(size)
+	}
+	if err := s.writeLocked(buf, chunkStart, chunkStart != first); err != nil {
+		s.undoOffsetsLocked(touched)
+		return 0, err
+	}
+	if cap(buf) <= 8<<20 {
+		s.mu.buf = buf[:0]
+	}
+	// Dispatch: visible to Get once the queue lock is released.
+	for i := 0; i < len(msgs); {
+		q := queues[i]
+		q.mu.Lock()
+		for ; i < len(msgs) && queues[i] == q; i++ {
+			if !notDispatched(msgs[i].SysFlag) {
+				q.appendLocked(cqEntry{phys: res[i].PhysOffset, size: res[i].Size, tags: msgs[i].TagsCode})
+			}
+		}
+		q.mu.Unlock()
+	}
+	clear(queues)
+	s.mu.dispQueue = queues[:0]
+	clear(touched)
+	s.mu.touched = touched[:0]
+	s.writePos.Store(pos)
+	return pos, nil
+}
+
+// undoOffsetsLocked forgets queue offsets assigned to a batch that was not
+// written.
+func (s *Store) undoOffsetsLocked(touched []*cqueue) {
+	for _, q := range touched {
+		q.mu.RLock()
+		q.next = q.max
+		q.mu.RUnlock()
+	}
+}
+
+// checkSpaceLocked refuses a write of n bytes when free space would drop
+// below MinFreeBytes. statfs runs at most once a second while there is room.
+func (s *Store) checkSpaceLocked(n int, now int64) error {
+	need := s.opts.MinFreeBytes + uint64(n)
+	if s.mu.freeEst < need || now-s.mu.freeAt >= 1000 {
+		free, err := s.fs.FreeSpace(s.opts.Dir)
+		if err != nil {
+			return fmt.Errorf("store: free space: %w", err)
+		}
+		s.mu.freeEst, s.mu.freeAt = free, now
+		if free < need {
+			return fmt.Errorf("%w: %d bytes free, %d needed plus a reserve of %d", ErrDiskFull, free, n, s.opts.MinFreeBytes)
+		}
+	}
+	s.mu.freeEst -= uint64(n)
+	return nil
+}
+
+// writeLocked writes b at global offset off in the active segment. A failed
+// write is cut back off the file; ENOSPC after a clean cut is ErrDiskFull
+// and not sticky, anything else is sticky. partial says part of the batch
+// is already written, which makes any failure sticky.
+func (s *Store) writeLocked(b []byte, off int64, partial bool) error {
+	if len(b) == 0 {
+		return nil
+	}
+	sg := s.mu.active
+	if _, err := sg.f.WriteAt(b, off-sg.base); err != nil {
+		werr := fmt.Errorf("store: write commitlog %s: %w", sg.path, err)
+		if terr := sg.f.Truncate(off - sg.base); terr != nil {
+			return s.setSticky(errors.Join(werr, terr))
+		}
+		if errors.Is(err, syscall.ENOSPC) {
+			s.mu.freeEst = 0
+			if !partial {
+				return fmt.Errorf("%w: %w", ErrDiskFull, werr)
+			}
+		}
+		return s.setSticky(werr)
+	}
+	sg.size.Store(off + int64(len(b)) - sg.base)
+	return nil
+}
+
+// rollLocked seals the active segment and starts a new one at base. The new
+// name is made durable (commitlog dir synced) before any record goes in it.
+func (s *Store) rollLocked(base int64) error {
+	if sg := s.mu.active; sg != nil {
+		if sg.size.Load() == 0 {
+			return nil // empty active segment: keep using it
+		}
+		sg.sealed.Store(true)
+		s.mu.active = nil
+	}
+	path := filepath.Join(s.clDir, segmentName(base))
+	f, err := s.fs.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("store: create segment: %w", err)
+	}
+	if err := syncDir(s.fs, s.clDir); err != nil {
+		f.Close()
+		s.fs.Remove(path)
+		return err
+	}
+	sg := &segment{base: base, path: path, f: f}
+	old := *s.segs.Load()
+	t := make(segTable, len(old), len(old)+1)
+	copy(t, old)
+	s.segs.Store(ptr(append(t, sg)))
+	s.mu.active = sg
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// waitFlushed waits until the commitlog is durable up to end (group commit).
+func (s *Store) waitFlushed(ctx context.Context, end int64) error {
+	select {
+	case s.syncReq <- struct{}{}:
+	default:
+	}
+	var timer *time.Timer
+	for s.flushed.Load() < end {
+		ch := s.notify.wait()
+		if s.flushed.Load() >= end {
+			break
+		}
+		if err := s.stickyErr(); err != nil {
+			return fmt.Errorf("store: flush failed: %w", err)
+		}
+		if timer == nil {
+			timer = time.NewTimer(s.opts.SyncFlushTimeout)
+			defer timer.Stop()
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return fmt.Errorf("%w: not durable after %v", ErrFlushTimeout, s.opts.SyncFlushTimeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// AppendRaw appends pre-encoded V1 records (a replication stream) verbatim at
+// physOffset, which must be the end of the local log (or anything, when the
+// log is empty), and dispatches them. b must hold whole records whose
+// PHYSICALOFFSET fields match their positions.
+func (s *Store) AppendRaw(physOffset int64, b []byte) error {
+	type rec struct {
+		meta recordMeta
+		tags int64
+	}
+	var recs []rec
+	for p := 0; p < len(b); {
+		m, err := parseMeta(b[p:], true)
+		if err != nil {
+			return fmt.Errorf("store: AppendRaw at %d: %w", physOffset+int64(p), err)
+		}
+		if m.physOffset != physOffset+int64(p) {
+			return corruptf("AppendRaw: record at %d says PHYSICALOFFSET %d", physOffset+int64(p), m.physOffset)
+		}
+		if int(m.size) > s.opts.MaxMessageSize {
+			return fmt.Errorf("%w: replicated record of %d bytes", ErrMessageTooLarge, m.size)
+		}
+		recs = append(recs, rec{meta: m, tags: s.tagsCode(&m)})
+		p += int(m.size)
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if err := s.stickyErr(); err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("store: refusing write after earlier failure: %w", err)
+	}
+	pos := s.writePos.Load()
+	if len(*s.segs.Load()) == 0 && s.mu.active == nil {
+		pos = physOffset
+		s.writePos.Store(pos)
+	}
+	if physOffset != pos {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: AppendRaw at %d, log ends at %d", ErrOffsetMismatch, physOffset, pos)
+	}
+	if err := s.checkSpaceLocked(len(b), time.Now().UnixMilli()); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	start := 0 // index into b of the unwritten chunk
+	for i, r := range recs {
+		if s.mu.active == nil || pos+int64(r.meta.size) > s.mu.active.base+s.opts.SegmentSize {
+			if err := s.writeLocked(b[start:pos-physOffset], physOffset+int64(start), start > 0); err != nil {
+				s.mu.Unlock()
+				return err
+			}
+			start = int(pos - physOffset)
+			if err := s.rollLocked(pos); err != nil {
+				if i > 0 {
+					s.setSticky(err)
+				}
+				s.mu.Unlock()
+				return err
+			}
+		}
+		pos += int64(r.meta.size)
+	}
+	if err := s.writeLocked(b[start:], physOffset+int64(start), start > 0); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	for i := range recs {
+		if err := s.dispatchMeta(&recs[i].meta, recs[i].tags); err != nil {
+			s.mu.Unlock()
+			return s.setSticky(err)
+		}
+	}
+	s.writePos.Store(pos)
+	s.mu.Unlock()
+	if cb := s.opts.OnDispatch; cb != nil {
+		for i := range recs {
+			m := &recs[i].meta
+			if !notDispatched(m.sysFlag) {
+				cb(string(m.topic), m.queueID, m.queueOffset, recs[i].tags)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Store) tagsCode(m *recordMeta) int64 {
+	if s.opts.TagsCode != nil {
+		return s.opts.TagsCode(string(m.topic), string(m.props))
+	}
+	return defaultTagsCode("", m.props)
+}
+
+// dispatchMeta adds the consumequeue entry of a record read from the log
+// (AppendRaw, recovery). Caller holds s.mu or is recovering.
+func (s *Store) dispatchMeta(m *recordMeta, tags int64) error {
+	if notDispatched(m.sysFlag) {
+		return nil
+	}
+	q := s.queueOrCreate(m.topic, m.queueID)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.dispatchLocked(s.fs, m.queueOffset, cqEntry{phys: m.physOffset, size: m.size, tags: tags}); err != nil {
+		return err
+	}
+	q.next = q.max
+	return nil
+}
+
+// SealActive closes the active segment early (age, shutdown): the next write
+// starts a new segment. Sealing an empty segment does nothing.
+func (s *Store) SealActive() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return ErrClosed
+	}
+	if sg := s.mu.active; sg != nil && sg.size.Load() > 0 {
+		sg.sealed.Store(true)
+		s.mu.active = nil
+	}
+	return nil
+}
+
+// SealedSegments lists the sealed commitlog segments, oldest first.
+func (s *Store) SealedSegments() []SegmentInfo {
+	t := *s.segs.Load()
+	out := make([]SegmentInfo, 0, len(t))
+	for _, sg := range t {
+		if sg.sealed.Load() && sg.size.Load() > 0 {
+			out = append(out, SegmentInfo{Base: sg.base, Length: sg.size.Load(), Path: sg.path})
+		}
+	}
+	return out
+}
+
+// MaxPhysOffset is the end of the commitlog: the offset of the next record.
+func (s *Store) MaxPhysOffset() int64 { return s.writePos.Load() }
+
+// MinPhysOffset is the offset of the first byte still in the local log.
+func (s *Store) MinPhysOffset() int64 {
+	t := *s.segs.Load()
+	if len(t) == 0 {
+		return s.writePos.Load()
+	}
+	return t[0].base
+}
+
+// MaxQueueOffset is the next queue offset to be written (0 for an unknown
+// queue).
+func (s *Store) MaxQueueOffset(topic string, queueID int32) int64 {
+	if q := s.queue(topic, queueID); q != nil {
+		_, mx := q.bounds()
+		return mx
+	}
+	return 0
+}
+
+// MinQueueOffset is the first queue offset still present (0 for an unknown
+// queue).
+func (s *Store) MinQueueOffset(topic string, queueID int32) int64 {
+	if q := s.queue(topic, queueID); q != nil {
+		mn, _ := q.bounds()
+		return mn
+	}
+	return 0
+}
+
+// DeleteTopic removes the consumequeues of topic. Its records stay in the
+// commitlog until retention removes their segments.
+func (s *Store) DeleteTopic(topic string) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.qmu.Lock()
+	qs := s.topics[topic]
+	delete(s.topics, topic)
+	s.qmu.Unlock()
+	for _, q := range qs {
+		q.mu.Lock()
+		q.deleted = true
+		q.closeFiles()
+		q.files, q.pending = nil, nil
+		q.mu.Unlock()
+	}
+	s.mu.Unlock()
+	dir := filepath.Join(s.cqDir, topic)
+	if err := s.fs.RemoveAll(dir); err != nil {
+		return fmt.Errorf("store: delete topic %q: %w", topic, err)
+	}
+	if err := syncDir(s.fs, s.cqDir); err != nil {
+		return err
+	}
+	// A checkpoint past the deletion keeps recovery from re-dispatching.
+	return s.flushAllLocked()
+}
+
+// Flush makes everything written so far durable: commitlog, consumequeues
+// and the checkpoint.
+func (s *Store) Flush() error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	if s.isClosed() {
+		return ErrClosed
+	}
+	return s.flushAllLocked()
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.closed
+}
+
+// Close flushes, stops the goroutines and closes the files. A clean Close
+// leaves no abort marker, so the next Open knows the shutdown was graceful.
+// Idempotent; later calls return the first call's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.mu.closed = true
+		s.mu.Unlock()
+		close(s.quit)
+		s.wg.Wait()
+		s.flushMu.Lock()
+		err := s.flushAllLocked()
+		s.flushMu.Unlock()
+		if err == nil {
+			err = s.stickyErr()
+		}
+		s.notify.broadcast()
+		if err == nil {
+			if rerr := s.fs.Remove(filepath.Join(s.opts.Dir, abortName)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				err = fmt.Errorf("store: remove abort marker: %w", rerr)
+			} else {
+				err = syncDir(s.fs, s.opts.Dir)
+			}
+		}
+		if cerr := s.closeFiles(); err == nil && cerr != nil {
+			err = fmt.Errorf("store: close: %w", cerr)
+		}
+		s.closeErr = err
+	})
+	return s.closeErr
+}
+
+func (s *Store) closeFiles() error {
+	err := s.segs.Load().close()
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	for _, qs := range s.topics {
+		for _, q := range qs {
+			q.mu.Lock()
+			for _, f := range q.files {
+				if cerr := f.f.Close(); cerr != nil && err == nil {
+					err = cerr
+				}
+			}
+			q.files = nil
+			q.mu.Unlock()
+		}
+	}
+	return err
+}
