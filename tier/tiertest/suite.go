@@ -673,7 +673,7 @@ func testConditional(t *testing.T, ctx context.Context, b tier.Bucket) {
 		errs := make([]error, n)
 		for i := range n {
 			wg.Go(func() {
-				_, errs[i] = putIf(key, fmt.Appendf(nil, "racer %d", i), c)
+				_, errs[i] = putIf(key, fmt.Appendf(nil, "%s: racer %d", what, i), c)
 			})
 		}
 		wg.Wait()

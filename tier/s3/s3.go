@@ -1,0 +1,637 @@
+// Package s3 is a tier.Bucket on Amazon S3 or any S3-compatible server,
+// through aws-sdk-go-v2.
+//
+// Credentials come from the AWS default chain (environment, shared config
+// and credentials files, web identity / IRSA, ECS, EC2 IMDS) unless Config
+// sets static keys. They are never logged; Config.String redacts them.
+//
+// Objects up to Config.PartSize bytes are one PutObject; larger ones are a
+// multipart upload of PartSize parts that is aborted on any failure, so a
+// failed Put leaves nothing visible. With the default 128 MiB parts a GiB
+// costs 8 PUT requests (plus one POST to create and one to complete each
+// multipart upload). When the reader is an io.ReaderAt and io.Seeker (an
+// *os.File, a *bytes.Reader), parts are read in place and Concurrency of
+// them are uploaded in parallel; any other reader is buffered one part at a
+// time.
+//
+// Checksums: request checksums are sent and response checksums validated
+// only when the operation requires it (WhenRequired). The SDK's defaults
+// break ranged GETs against some S3-compatible servers, and the payload is
+// SHA-256 signed anyway on plain HTTP.
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/stratamq/stratamq/tier"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultPartSize    = 128 << 20
+	MinPartSize        = 5 << 20 // S3's minimum for all parts but the last
+	DefaultConcurrency = 4
+	DefaultMaxAttempts = 5
+	DefaultMaxBackoff  = 5 * time.Second
+	maxParts           = 10000 // S3's limit per multipart upload
+	readAttempts       = 3     // ReadAt retries of a body cut short
+)
+
+// Config configures a Bucket. Zero values mean the documented default.
+type Config struct {
+	// Bucket is the S3 bucket name. Required.
+	Bucket string
+	// Region, e.g. "eu-west-1". Default: the chain's (AWS_REGION, shared
+	// config), else "us-east-1".
+	Region string
+	// Endpoint is a custom endpoint URL ("http://127.0.0.1:7070") for
+	// S3-compatible servers. Default: AWS.
+	Endpoint string
+	// VirtualHostStyle addresses buckets as BUCKET.host instead of
+	// host/BUCKET. Default: path-style with a custom Endpoint, virtual-host
+	// style on AWS.
+	VirtualHostStyle bool
+	// AccessKey, SecretKey and SessionToken are static credentials; when
+	// AccessKey is empty the default credential chain is used.
+	AccessKey, SecretKey, SessionToken string
+	// PartSize is the multipart part size in bytes and the largest object
+	// sent as one PutObject. Default 128 MiB, minimum 5 MiB.
+	PartSize int64
+	// Concurrency is the number of parts uploaded in parallel when the
+	// reader is an io.ReaderAt. Default 4.
+	Concurrency int
+	// MaxAttempts is the SDK's attempts per request (retrying throttling,
+	// 5xx and connection errors). Default 5.
+	MaxAttempts int
+	// MaxBackoff caps the SDK's jittered exponential backoff between
+	// attempts. Default 5s.
+	MaxBackoff time.Duration
+	// HTTPClient replaces the default client (for tests and tracing).
+	HTTPClient *http.Client
+}
+
+// String describes the config without its secrets.
+func (c Config) String() string {
+	redact := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return "REDACTED"
+	}
+	return fmt.Sprintf("s3.Config{Bucket:%q Region:%q Endpoint:%q AccessKey:%s SecretKey:%s SessionToken:%s PartSize:%d Concurrency:%d}",
+		c.Bucket, c.Region, c.Endpoint, redact(c.AccessKey), redact(c.SecretKey), redact(c.SessionToken), c.PartSize, c.Concurrency)
+}
+
+// Bucket is a tier.Bucket on S3.
+type Bucket struct {
+	client      *s3.Client
+	http        aws.HTTPClient
+	bucket      string
+	region      string
+	partSize    int64
+	concurrency int
+}
+
+var _ tier.Bucket = (*Bucket)(nil)
+
+// New returns a Bucket; it makes no request. Call EnsureBucket to create
+// the bucket if it may not exist.
+func New(ctx context.Context, cfg Config) (*Bucket, error) {
+	if cfg.Bucket == "" {
+		return nil, errors.New("s3: Config.Bucket is required")
+	}
+	if cfg.PartSize == 0 {
+		cfg.PartSize = DefaultPartSize
+	}
+	if cfg.PartSize < MinPartSize {
+		return nil, fmt.Errorf("s3: PartSize %d is below S3's minimum %d", cfg.PartSize, MinPartSize)
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	opts := []func(*config.LoadOptions) error{
+		// A BuildableClient lets the chain apply AWS_CA_BUNDLE and the
+		// SDK's defaults mode to the transport; it is frozen below.
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			tr.MaxIdleConnsPerHost = 64 // parallel ranged reads reuse connections
+			tr.ResponseHeaderTimeout = time.Minute
+		})),
+		config.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts = cfg.MaxAttempts
+				o.MaxBackoff = cfg.MaxBackoff
+				// The default token bucket stops retrying after a burst of
+				// failures, exactly when a throttled uploader needs retries.
+				o.RateLimiter = ratelimit.None
+			})
+		}),
+	}
+	if cfg.Region != "" {
+		opts = append(opts, config.WithRegion(cfg.Region))
+	}
+	if cfg.AccessKey != "" {
+		opts = append(opts, config.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(cfg.AccessKey, cfg.SecretKey, cfg.SessionToken)))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("s3: load AWS config: %w", err)
+	}
+	if awsCfg.Region == "" {
+		awsCfg.Region = "us-east-1"
+	}
+	if cfg.HTTPClient != nil {
+		awsCfg.HTTPClient = cfg.HTTPClient
+	} else if bc, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		awsCfg.HTTPClient = bc.Freeze()
+	}
+	hc := awsCfg.HTTPClient
+	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+			o.UsePathStyle = !cfg.VirtualHostStyle
+		}
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	})
+	return &Bucket{client: client, http: hc, bucket: cfg.Bucket, region: awsCfg.Region,
+		partSize: cfg.PartSize, concurrency: cfg.Concurrency}, nil
+}
+
+// EnsureBucket creates the bucket if it does not exist. A bucket that
+// exists and is ours is fine.
+func (b *Bucket) EnsureBucket(ctx context.Context) error {
+	_, err := b.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &b.bucket})
+	if err == nil {
+		return nil
+	}
+	if status, code := statusCode(err); status != http.StatusNotFound && code != "NotFound" && code != "NoSuchBucket" {
+		return b.mapErr("head bucket", "", err)
+	}
+	in := &s3.CreateBucketInput{Bucket: &b.bucket}
+	if b.region != "us-east-1" {
+		in.CreateBucketConfiguration = &types.CreateBucketConfiguration{
+			LocationConstraint: types.BucketLocationConstraint(b.region)}
+	}
+	_, err = b.client.CreateBucket(ctx, in)
+	if err == nil {
+		return nil
+	}
+	if _, code := statusCode(err); code == "BucketAlreadyOwnedByYou" || code == "BucketAlreadyExists" {
+		// Created concurrently, or by someone else: usable only if ours.
+		if _, err := b.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &b.bucket}); err != nil {
+			return b.mapErr("head bucket", "", err)
+		}
+		return nil
+	}
+	return b.mapErr("create bucket", "", err)
+}
+
+// Put implements tier.Bucket.
+func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	_, err := b.put(ctx, key, r, size, nil)
+	return err
+}
+
+// PutIf implements tier.Bucket with If-None-Match: * and If-Match, on
+// PutObject or on CompleteMultipartUpload. For a multipart upload the
+// condition is also checked with a HEAD first, to skip a doomed upload.
+func (b *Bucket) PutIf(ctx context.Context, key string, r io.Reader, size int64, cond tier.Cond) (string, error) {
+	if err := cond.Validate(); err != nil {
+		return "", err
+	}
+	return b.put(ctx, key, r, size, &cond)
+}
+
+func condHeaders(cond *tier.Cond) (ifNoneMatch, ifMatch *string) {
+	switch {
+	case cond == nil:
+		return nil, nil
+	case cond.Absent():
+		return aws.String("*"), nil
+	default:
+		return nil, aws.String(cond.ETag())
+	}
+}
+
+func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, cond *tier.Cond) (string, error) {
+	if err := tier.CheckPut(key, r, size); err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	src, err := newSource(ctx, r, size)
+	if err != nil {
+		return "", fmt.Errorf("s3: put %q: %w", key, err)
+	}
+	mapPut := func(err error) error {
+		err = b.mapErr("put", key, err)
+		// S3 answers If-Match on a missing key with 404 NoSuchKey.
+		if cond != nil && errors.Is(err, tier.ErrNotExist) {
+			return fmt.Errorf("%w: put %q %s: %w", tier.ErrPreconditionFailed, key, cond, err)
+		}
+		return err
+	}
+	ifNoneMatch, ifMatch := condHeaders(cond)
+	if size <= b.partSize {
+		body, err := src.part(0, size)
+		if err != nil {
+			return "", fmt.Errorf("s3: put %q: %w", key, err)
+		}
+		out, err := b.client.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: &b.bucket, Key: &key, Body: body, ContentLength: aws.Int64(size),
+			IfNoneMatch: ifNoneMatch, IfMatch: ifMatch,
+		})
+		if err != nil {
+			return "", mapPut(err)
+		}
+		return aws.ToString(out.ETag), nil
+	}
+	if cond != nil {
+		if err := b.precheck(ctx, key, cond); err != nil {
+			return "", err
+		}
+	}
+	return b.multipart(ctx, key, src, size, ifNoneMatch, ifMatch, mapPut)
+}
+
+// precheck fails a conditional multipart upload early if its condition
+// already does not hold. CompleteMultipartUpload checks it again, atomically.
+func (b *Bucket) precheck(ctx context.Context, key string, cond *tier.Cond) error {
+	a, err := b.Stat(ctx, key)
+	switch {
+	case errors.Is(err, tier.ErrNotExist):
+		if cond.Absent() {
+			return nil
+		}
+	case err != nil:
+		return err
+	case !cond.Absent() && a.ETag == cond.ETag():
+		return nil
+	}
+	return fmt.Errorf("%w: put %q %s", tier.ErrPreconditionFailed, key, cond)
+}
+
+func (b *Bucket) multipart(ctx context.Context, key string, src *source, size int64,
+	ifNoneMatch, ifMatch *string, mapPut func(error) error,
+) (etag string, err error) {
+	partSize := b.partSize
+	if (size+partSize-1)/partSize > maxParts {
+		partSize = (size + maxParts - 1) / maxParts
+	}
+	nParts := int((size + partSize - 1) / partSize)
+
+	created, err := b.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &b.bucket, Key: &key})
+	if err != nil {
+		return "", mapPut(err)
+	}
+	uploadID := created.UploadId
+	defer func() {
+		if err != nil {
+			b.abort(ctx, key, uploadID)
+		}
+	}()
+
+	// Only ETag and PartNumber go into CompletedPart: copying a part's
+	// checksum in without a ChecksumAlgorithm on Create makes some servers
+	// (versitygw) reject the upload with InvalidPart.
+	parts := make([]types.CompletedPart, nParts)
+	upload := func(ctx context.Context, i int) error {
+		off := int64(i) * partSize
+		n := min(partSize, size-off)
+		body, err := src.part(off, n)
+		if err != nil {
+			return fmt.Errorf("s3: put %q part %d: %w", key, i+1, err)
+		}
+		out, err := b.client.UploadPart(ctx, &s3.UploadPartInput{
+			Bucket: &b.bucket, Key: &key, UploadId: uploadID, PartNumber: aws.Int32(int32(i + 1)),
+			Body: body, ContentLength: aws.Int64(n),
+		})
+		if err != nil {
+			return mapPut(err)
+		}
+		parts[i] = types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(int32(i + 1))}
+		return nil
+	}
+	workers := 1
+	if src.ra != nil {
+		workers = min(b.concurrency, nParts)
+	}
+	if err := forEach(ctx, nParts, workers, upload); err != nil {
+		return "", err
+	}
+	out, err := b.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		Bucket: &b.bucket, Key: &key, UploadId: uploadID,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+		IfNoneMatch:     ifNoneMatch, IfMatch: ifMatch,
+	})
+	if err != nil {
+		return "", mapPut(err)
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+// abort discards a failed multipart upload under a detached, bounded
+// context: the caller's may be the reason it failed. A failed abort leaves
+// invisible parts, which a bucket lifecycle rule should expire.
+func (b *Bucket) abort(ctx context.Context, key string, uploadID *string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_, _ = b.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &b.bucket, Key: &key, UploadId: uploadID})
+}
+
+// forEach runs fn(i) for i in [0, n) on up to workers goroutines and
+// returns the first error; after one, the remaining calls are skipped and
+// the context passed to running ones is cancelled. All goroutines have
+// exited when it returns.
+func forEach(ctx context.Context, n, workers int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				if err := fn(ctx, i); err != nil {
+					once.Do(func() { first = err; cancel(err) })
+				}
+			}
+		})
+	}
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return ctx.Err() // the caller's context ended before any part failed
+}
+
+// ReadAt implements tier.Bucket with one ranged GET. A body cut short by
+// the connection is fetched again, up to three times.
+func (b *Bucket) ReadAt(ctx context.Context, key string, p []byte, off int64) error {
+	if err := tier.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(p) == 0 || off < 0 {
+		a, err := b.Stat(ctx, key)
+		if err != nil {
+			return err
+		}
+		return tier.CheckRange(key, off, len(p), a.Size)
+	}
+	var err error
+	for attempt := range readAttempts {
+		if err = b.readAt(ctx, key, p, off); err == nil || !errors.Is(err, io.ErrUnexpectedEOF) {
+			return err
+		}
+		if err := sleep(ctx, time.Duration(10<<attempt)*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return err
+}
+
+func (b *Bucket) readAt(ctx context.Context, key string, p []byte, off int64) error {
+	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{
+		Bucket: &b.bucket, Key: &key,
+		Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)),
+	})
+	if err != nil {
+		return b.mapErr("get", key, err)
+	}
+	defer out.Body.Close()
+	// S3 clamps a range that runs past the end; a shorter answer means the
+	// object is shorter than off+len(p).
+	if got := aws.ToInt64(out.ContentLength); got != int64(len(p)) {
+		return fmt.Errorf("%w: %q [%d, %d): server sent %d bytes (Content-Range %s)",
+			tier.ErrRange, key, off, off+int64(len(p)), got, aws.ToString(out.ContentRange))
+	}
+	if _, err := io.ReadFull(out.Body, p); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("s3: get %q: body: %w", key, err)
+	}
+	return nil
+}
+
+// Stat implements tier.Bucket with a HEAD request.
+func (b *Bucket) Stat(ctx context.Context, key string) (tier.Attrs, error) {
+	if err := tier.ValidateKey(key); err != nil {
+		return tier.Attrs{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return tier.Attrs{}, err
+	}
+	out, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.bucket, Key: &key})
+	if err != nil {
+		return tier.Attrs{}, b.mapErr("head", key, err)
+	}
+	return tier.Attrs{Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag)}, nil
+}
+
+// List implements tier.Bucket with ListObjectsV2, which returns keys in
+// UTF-8 binary order, 1000 per page.
+func (b *Bucket) List(ctx context.Context, prefix string, fn func(string, int64) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	pages := s3.NewListObjectsV2Paginator(b.client, &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: aws.String(prefix)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return b.mapErr("list", prefix, err)
+		}
+		for _, o := range page.Contents {
+			if err := fn(aws.ToString(o.Key), aws.ToInt64(o.Size)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Delete implements tier.Bucket. S3 answers 204 for a missing key.
+func (b *Bucket) Delete(ctx context.Context, key string) error {
+	if err := tier.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: &key})
+	if err != nil {
+		if err := b.mapErr("delete", key, err); !errors.Is(err, tier.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close releases idle connections.
+func (b *Bucket) Close() error {
+	if c, ok := b.http.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+	return nil
+}
+
+// statusCode extracts the HTTP status and S3 error code from an SDK error.
+func statusCode(err error) (status int, code string) {
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		status = re.HTTPStatusCode()
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		code = ae.ErrorCode()
+	}
+	return status, code
+}
+
+// mapErr maps an SDK error to the tier sentinels, wrapping it in a
+// tier.ServerError when the server answered.
+func (b *Bucket) mapErr(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	status, code := statusCode(err)
+	if status == 0 && code == "" {
+		return fmt.Errorf("s3: %s %q: %w", op, key, err) // transport error or cancellation
+	}
+	se := &tier.ServerError{Op: "s3 " + op, Key: key, Status: status, Code: code, Err: err}
+	var nsk *types.NoSuchKey
+	var nf *types.NotFound
+	switch {
+	case errors.As(err, &nsk), errors.As(err, &nf), code == "NoSuchKey",
+		status == http.StatusNotFound && code != "NoSuchBucket" && code != "NoSuchUpload":
+		return fmt.Errorf("%w: %w", tier.ErrNotExist, se)
+	case status == http.StatusPreconditionFailed, code == "PreconditionFailed",
+		// 409 ConditionalRequestConflict: a concurrent conditional write to
+		// the same key won; the precondition no longer holds.
+		code == "ConditionalRequestConflict":
+		return fmt.Errorf("%w: %w", tier.ErrPreconditionFailed, se)
+	case status == http.StatusRequestedRangeNotSatisfiable, code == "InvalidRange":
+		return fmt.Errorf("%w: %w", tier.ErrRange, se)
+	case status == http.StatusForbidden, code == "AccessDenied", code == "InvalidAccessKeyId",
+		code == "SignatureDoesNotMatch":
+		return fmt.Errorf("%w (check the bucket's credentials): %w", tier.ErrAccessDenied, se)
+	}
+	return se
+}
+
+// source hands out the parts of a Put's reader as seekable bodies, which
+// the SDK needs to sign the payload and to retry.
+type source struct {
+	ctx  context.Context
+	ra   io.ReaderAt // set if the reader is an io.ReaderAt + io.Seeker
+	base int64       // the reader's offset when Put was called
+	r    io.Reader   // otherwise: read sequentially into buf
+	buf  []byte
+}
+
+func newSource(ctx context.Context, r io.Reader, size int64) (*source, error) {
+	if ra, ok := r.(io.ReaderAt); ok {
+		if sk, ok := r.(io.Seeker); ok {
+			base, err := sk.Seek(0, io.SeekCurrent)
+			if err != nil {
+				return nil, err
+			}
+			return &source{ctx: ctx, ra: ra, base: base}, nil
+		}
+	}
+	return &source{ctx: ctx, r: r}, nil
+}
+
+// part returns the bytes [off, off+n) of the reader. Without io.ReaderAt,
+// parts must be requested in order and each body is valid until the next
+// call.
+func (s *source) part(off, n int64) (io.ReadSeeker, error) {
+	if s.ra != nil {
+		return &exactSection{io.NewSectionReader(s.ra, s.base+off, n)}, nil
+	}
+	if int64(cap(s.buf)) < n {
+		s.buf = make([]byte, n)
+	}
+	buf := s.buf[:n]
+	if k, err := io.ReadFull(ctxReader{s.ctx, s.r}, buf); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("read body at %d (+%d of %d bytes): %w", off, k, n, err)
+	}
+	return bytes.NewReader(buf), nil
+}
+
+// exactSection is a SectionReader that reports io.ErrUnexpectedEOF, not
+// io.EOF, when the underlying reader ends before the section does.
+type exactSection struct{ *io.SectionReader }
+
+func (e *exactSection) Read(p []byte) (int, error) {
+	n, err := e.SectionReader.Read(p)
+	if err == io.EOF {
+		if pos, serr := e.Seek(0, io.SeekCurrent); serr == nil && pos < e.Size() {
+			err = io.ErrUnexpectedEOF
+		}
+	}
+	return n, err
+}
+
+// ctxReader fails reads once ctx is done, so a cancelled Put stops reading.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,69 @@
+// Package segfile is the object format of a tiered segment: the bytes of a
+// sealed commitlog segment (or of a consumequeue or index range) cut into
+// frames, each frame compressed on its own with zstd, followed by a frame
+// table and a fixed-size trailer.
+//
+// A reader needs one small ranged GET for the tail (trailer + frame table)
+// and then one ranged GET per run of frames it wants; every frame decodes
+// without the others. The input is opaque here: segfile never looks inside
+// it, and logical offsets are byte positions in the input (offset 0 is its
+// first byte; the caller keeps the segment's base offset, which is also
+// stored in the footer as Footer.Base so an object describes itself).
+//
+// # Layout
+//
+// All integers are little-endian.
+//
+//	+----------------------+  compressed offset 0
+//	| frame 0 (zstd frame) |  input bytes [0, L0)
+//	+----------------------+
+//	| frame 1 (zstd frame) |  input bytes [L0, L0+L1)
+//	+----------------------+
+//	|         ...          |
+//	+----------------------+  DataSize = sum of compressed frame lengths
+//	| footer body          |  FooterLen bytes:
+//	|   u32 frame count N  |
+//	|   u32 reserved (0)   |
+//	|   i64 Base           |  caller's base offset (e.g. commitlog offset)
+//	|   i64 LogicalSize    |  total input bytes
+//	|   N x 32-byte entry: |
+//	|     i64 logical off  |
+//	|     u32 logical len  |
+//	|     i64 compr. off   |
+//	|     u32 compr. len   |
+//	|     u64 xxhash64     |  of the compressed frame bytes
+//	+----------------------+
+//	| trailer (32 bytes)   |
+//	|   u64 FooterLen      |
+//	|   u64 xxhash64       |  of the footer body
+//	|   u16 version (1)    |
+//	|   u16 flags (0)      |
+//	|   u32 reserved (0)   |
+//	|   [8]byte magic      |  "SMQSEG\x00\x01"
+//	+----------------------+  object size
+//
+// Example: a 10 MiB segment at commitlog offset 00000000000104857600 with
+// 4 MiB frames has three frames (4, 4 and 2 MiB of input) and is stored as
+// commitlog/00000000000104857600.seg; its footer body is 24 + 3*32 = 120
+// bytes. Reading input byte 5,000,000 fetches the tail (the last
+// TailReadSize bytes, which covers footers of up to ~2,000 frames), then
+// frame 1's compressed range only.
+//
+// # Integrity
+//
+// Every frame carries an xxhash64 of its compressed bytes and the exact
+// decompressed length; the footer body carries its own xxhash64 and the
+// trailer a magic and a version. A mismatch anywhere (a flipped byte, a
+// truncated object, a footer that does not add up) is an error matching
+// ErrCorrupt, and the bytes are never returned. zstd's own content checksum
+// is also written into each frame.
+//
+// # Frame boundaries
+//
+// Frames hold about Options.FrameSize bytes of input. With Options.Cuts the
+// caller lists the offsets where a frame may end (record boundaries), so a
+// record never straddles two frames: each frame ends at the last cut that
+// keeps it within FrameSize, or, for a record longer than FrameSize, at the
+// first cut after it. A streaming caller may also end a frame explicitly
+// with Writer.Cut.
+package segfile
