@@ -120,16 +120,15 @@ func AppendFrameHeader(dst []byte, c *Command) ([]byte, error) {
 
 // appendJSONHeader writes the header in client-go's key order (code,
 // language, version, opaque, flag, remark, extFields), extFields keys
-// sorted, every extFields value a JSON string.
+// sorted, every extFields value a JSON string. An empty Language is left
+// out (decoders then assume JAVA); NewRequest and NewResponse set "GO".
 func appendJSONHeader(dst []byte, c *Command) []byte {
 	dst = append(dst, `{"code":`...)
 	dst = strconv.AppendInt(dst, int64(c.Code), 10)
-	dst = append(dst, `,"language":`...)
-	lang := c.Language
-	if lang == "" {
-		lang = LanguageGo
+	if c.Language != "" { // absent means JAVA to every decoder; we never invent one
+		dst = append(dst, `,"language":`...)
+		dst = appendJSONString(dst, c.Language)
 	}
-	dst = appendJSONString(dst, lang)
 	dst = append(dst, `,"version":`...)
 	dst = strconv.AppendInt(dst, int64(c.Version), 10)
 	dst = append(dst, `,"opaque":`...)
