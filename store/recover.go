@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/stratamq/stratamq/infra/vfs"
 )
 
 const (
@@ -129,12 +131,7 @@ func parseCheckpoint(b []byte) (*checkpoint, error) {
 func (s *Store) recover() error {
 	fs := s.fs
 	for _, d := range []string{s.clDir, s.cqDir} {
-		if err := fs.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("store: make dir: %w", err)
-		}
-	}
-	for _, d := range []string{filepath.Dir(s.opts.Dir), s.opts.Dir} {
-		if err := syncDir(fs, d); err != nil {
+		if err := mkdirAllDurable(fs, d); err != nil {
 			return err
 		}
 	}
@@ -163,7 +160,16 @@ func (s *Store) recover() error {
 	}
 	from := minPhys
 	if ck != nil {
-		from = min(max(ck.dispatched, minPhys), end)
+		from = max(ck.dispatched, minPhys)
+		if from > end {
+			// The log lost checkpointed bytes: find record boundaries again
+			// from the start of its last segment.
+			s.log.Warn("store: commitlog shorter than the checkpoint", "checkpoint", ck.dispatched, "end", end)
+			from = end
+			if len(segs) > 0 {
+				from = segs[len(segs)-1].base
+			}
+		}
 		for _, m := range ck.queues {
 			q := s.topics[m.topic][m.id]
 			if q == nil || q.max < m.max {
@@ -312,6 +318,35 @@ func (s *Store) trimQueues(end int64) error {
 			if err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// mkdirAllDurable makes dir and its missing parents, and syncs the parent of
+// each directory it made so that the names survive a crash.
+func mkdirAllDurable(fs vfs.FS, dir string) error {
+	var made []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := fs.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("store: stat %s: %w", d, err)
+		}
+		made = append(made, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if len(made) == 0 {
+		return nil
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("store: make dir: %w", err)
+	}
+	for i := len(made) - 1; i >= 0; i-- {
+		if err := syncDir(fs, filepath.Dir(made[i])); err != nil {
+			return err
 		}
 	}
 	return nil
