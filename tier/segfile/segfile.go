@@ -1,0 +1,462 @@
+package segfile
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/zstd"
+)
+
+// ErrCorrupt marks every integrity failure: a checksum or length mismatch, a
+// bad magic or version, a truncated object. Check it with errors.Is.
+var ErrCorrupt = errors.New("segfile: corrupt object")
+
+// Format constants.
+const (
+	// Version is the format version this package writes and reads.
+	Version = 1
+	// TrailerSize is the fixed size of the trailer at the end of an object.
+	TrailerSize = 32
+	// EntrySize is the size of one frame-table entry.
+	EntrySize = 32
+	// DefaultFrameSize is the input bytes per frame when Options.FrameSize is 0.
+	DefaultFrameSize = 2 << 20
+	// MaxFrameSize bounds a frame's input length (and what a reader will
+	// allocate for one frame).
+	MaxFrameSize = 64 << 20
+	// TailReadSize is how many bytes ReadFooter fetches from the end of an
+	// object in its first GET; footers of up to (TailReadSize-56)/32 frames
+	// need no second GET.
+	TailReadSize = 64 << 10
+
+	footerHeaderSize = 24
+)
+
+var magic = [8]byte{'S', 'M', 'Q', 'S', 'E', 'G', 0, 1}
+
+// Frame describes one frame: its input range and its compressed range in
+// the object.
+type Frame struct {
+	Off     int64  // logical offset of the frame's first input byte
+	Len     int64  // input (decompressed) length
+	CompOff int64  // offset of the compressed bytes in the object
+	CompLen int64  // compressed length
+	Sum     uint64 // xxhash64 of the compressed bytes
+}
+
+// End is the logical offset just past the frame.
+func (f Frame) End() int64 { return f.Off + f.Len }
+
+// Footer is the decoded frame table of an object.
+type Footer struct {
+	Base        int64   // the caller's base offset, stored as given
+	LogicalSize int64   // total input bytes
+	DataSize    int64   // bytes of compressed frames (where the footer starts)
+	FooterLen   int64   // bytes of the footer body
+	Frames      []Frame // in logical order, contiguous
+}
+
+// ObjectSize is the size of the whole object.
+func (f *Footer) ObjectSize() int64 { return f.DataSize + f.FooterLen + TrailerSize }
+
+// Find returns the index of the frame holding logical offset off, or -1 if
+// off is outside [0, LogicalSize).
+func (f *Footer) Find(off int64) int {
+	if off < 0 || off >= f.LogicalSize {
+		return -1
+	}
+	return sort.Search(len(f.Frames), func(i int) bool { return f.Frames[i].End() > off })
+}
+
+// Options configure a Writer. The zero value is usable.
+type Options struct {
+	// FrameSize is the target input bytes per frame. Default
+	// DefaultFrameSize; at most MaxFrameSize.
+	FrameSize int
+	// Cuts, if set, are the ascending logical offsets where a frame may end
+	// (record boundaries). A frame ends at the last cut within FrameSize of
+	// its start, or at the first cut past it when one record is longer than
+	// FrameSize (up to MaxFrameSize). Past the last cut, frames are cut
+	// every FrameSize bytes. The end of input always ends a frame.
+	Cuts []int64
+	// Level is the zstd level. Default zstd.SpeedDefault.
+	Level zstd.EncoderLevel
+	// Base is stored in the footer unchanged (the segment's base offset).
+	Base int64
+}
+
+func (o *Options) normalize() error {
+	if o.FrameSize == 0 {
+		o.FrameSize = DefaultFrameSize
+	}
+	if o.FrameSize < 0 || o.FrameSize > MaxFrameSize {
+		return fmt.Errorf("segfile: FrameSize %d not in (0, %d]", o.FrameSize, MaxFrameSize)
+	}
+	if o.Level == 0 {
+		o.Level = zstd.SpeedDefault
+	}
+	for i := 1; i < len(o.Cuts); i++ {
+		if o.Cuts[i] <= o.Cuts[i-1] {
+			return fmt.Errorf("segfile: Cuts not strictly ascending at %d", i)
+		}
+	}
+	return nil
+}
+
+var (
+	encMu    sync.Mutex
+	encoders = map[zstd.EncoderLevel]*zstd.Encoder{}
+
+	// decoder is shared: DecodeAll is safe for concurrent use, and a
+	// Decoder made with a nil reader starts no goroutines.
+	decoder = func() *zstd.Decoder {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxFrameSize))
+		if err != nil {
+			panic(err)
+		}
+		return d
+	}()
+)
+
+func encoder(level zstd.EncoderLevel) (*zstd.Encoder, error) {
+	encMu.Lock()
+	defer encMu.Unlock()
+	if e := encoders[level]; e != nil {
+		return e, nil
+	}
+	// A nil writer: only EncodeAll is used, which is safe for concurrent
+	// use and starts no goroutines.
+	e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(level), zstd.WithEncoderCRC(true))
+	if err != nil {
+		return nil, fmt.Errorf("segfile: zstd encoder: %w", err)
+	}
+	encoders[level] = e
+	return e, nil
+}
+
+// Writer writes an object to an io.Writer as input arrives. It holds at
+// most one frame of input and one compressed frame at a time. It is not
+// safe for concurrent use.
+type Writer struct {
+	w      io.Writer
+	opts   Options
+	enc    *zstd.Encoder
+	buf    []byte // input of the frame being built
+	start  int64  // logical offset of buf[0]
+	cut    int    // index of the first cut > start
+	out    []byte // compressed scratch
+	comp   int64  // compressed bytes written so far
+	frames []Frame
+	footer *Footer
+	err    error // sticky
+}
+
+// NewWriter returns a Writer that writes the object to w.
+func NewWriter(w io.Writer, opts Options) (*Writer, error) {
+	if err := opts.normalize(); err != nil {
+		return nil, err
+	}
+	enc, err := encoder(opts.Level)
+	if err != nil {
+		return nil, err
+	}
+	return &Writer{w: w, opts: opts, enc: enc}, nil
+}
+
+// target is the input length of the frame being built, as far as it is
+// known before its bytes arrive.
+func (w *Writer) target() int {
+	cuts := w.opts.Cuts
+	for w.cut < len(cuts) && cuts[w.cut] <= w.start {
+		w.cut++
+	}
+	if w.cut == len(cuts) {
+		return w.opts.FrameSize
+	}
+	limit := w.start + int64(w.opts.FrameSize)
+	// Last cut <= limit among cuts[w.cut:].
+	j := w.cut + sort.Search(len(cuts)-w.cut, func(i int) bool { return cuts[w.cut+i] > limit })
+	if j > w.cut {
+		return int(cuts[j-1] - w.start)
+	}
+	// One record longer than FrameSize: end the frame at the next cut.
+	return int(min(cuts[w.cut]-w.start, MaxFrameSize))
+}
+
+// Write adds input bytes. It always consumes all of p unless it fails.
+func (w *Writer) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	n := len(p)
+	for len(p) > 0 {
+		t := w.target()
+		take := min(t-len(w.buf), len(p))
+		w.buf = append(w.buf, p[:take]...)
+		p = p[take:]
+		if len(w.buf) >= t {
+			if err := w.flush(); err != nil {
+				return n - len(p), err
+			}
+		}
+	}
+	return n, nil
+}
+
+// Cut ends the current frame at the bytes written so far, if any.
+func (w *Writer) Cut() error {
+	if w.err != nil {
+		return w.err
+	}
+	return w.flush()
+}
+
+// Buffered returns the input bytes of the frame being built.
+func (w *Writer) Buffered() int { return len(w.buf) }
+
+func (w *Writer) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	w.out = w.enc.EncodeAll(w.buf, w.out[:0])
+	if _, err := w.w.Write(w.out); err != nil {
+		w.err = fmt.Errorf("segfile: write frame %d: %w", len(w.frames), err)
+		return w.err
+	}
+	w.frames = append(w.frames, Frame{
+		Off: w.start, Len: int64(len(w.buf)),
+		CompOff: w.comp, CompLen: int64(len(w.out)),
+		Sum: xxhash.Sum64(w.out),
+	})
+	w.start += int64(len(w.buf))
+	w.comp += int64(len(w.out))
+	w.buf = w.buf[:0]
+	return nil
+}
+
+// Close ends the last frame and writes the footer and trailer. It does not
+// close the underlying writer.
+func (w *Writer) Close() error {
+	if w.footer != nil {
+		return nil
+	}
+	if err := w.Cut(); err != nil {
+		return err
+	}
+	f := &Footer{Base: w.opts.Base, LogicalSize: w.start, DataSize: w.comp, Frames: w.frames}
+	tail := AppendFooter(nil, f)
+	if _, err := w.w.Write(tail); err != nil {
+		w.err = fmt.Errorf("segfile: write footer: %w", err)
+		return w.err
+	}
+	w.footer = f
+	w.buf, w.out = nil, nil
+	return nil
+}
+
+// Footer returns the object's footer after a successful Close, else nil.
+func (w *Writer) Footer() *Footer { return w.footer }
+
+// AppendFooter appends f's footer body and trailer to dst. It sets
+// f.FooterLen.
+func AppendFooter(dst []byte, f *Footer) []byte {
+	f.FooterLen = int64(footerHeaderSize + EntrySize*len(f.Frames))
+	start := len(dst)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(f.Frames)))
+	dst = binary.LittleEndian.AppendUint32(dst, 0)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.Base))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.LogicalSize))
+	for _, fr := range f.Frames {
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(fr.Off))
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(fr.Len))
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(fr.CompOff))
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(fr.CompLen))
+		dst = binary.LittleEndian.AppendUint64(dst, fr.Sum)
+	}
+	sum := xxhash.Sum64(dst[start:])
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.FooterLen))
+	dst = binary.LittleEndian.AppendUint64(dst, sum)
+	dst = binary.LittleEndian.AppendUint16(dst, Version)
+	dst = binary.LittleEndian.AppendUint16(dst, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, 0)
+	return append(dst, magic[:]...)
+}
+
+// Encode writes the object for the size bytes of src to dst, reading src
+// one chunk at a time, and returns its footer.
+func Encode(dst io.Writer, src io.ReaderAt, size int64, opts Options) (*Footer, error) {
+	w, err := NewWriter(dst, opts)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 256<<10)
+	if _, err := io.CopyBuffer(w, io.NewSectionReader(src, 0, size), buf); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	if w.Footer().LogicalSize != size {
+		return nil, fmt.Errorf("segfile: encode: read %d of %d bytes", w.Footer().LogicalSize, size)
+	}
+	return w.Footer(), nil
+}
+
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+}
+
+// ParseTrailer decodes the last TrailerSize bytes of an object and returns
+// the footer body's length and checksum.
+func ParseTrailer(tr []byte) (footerLen int64, sum uint64, err error) {
+	if len(tr) != TrailerSize {
+		return 0, 0, corrupt("trailer is %d bytes, want %d", len(tr), TrailerSize)
+	}
+	if [8]byte(tr[24:32]) != magic {
+		return 0, 0, corrupt("bad magic %x", tr[24:32])
+	}
+	if v := binary.LittleEndian.Uint16(tr[16:]); v != Version {
+		return 0, 0, corrupt("unsupported version %d", v)
+	}
+	fl := binary.LittleEndian.Uint64(tr[0:])
+	if fl < footerHeaderSize || fl > 1<<31 {
+		return 0, 0, corrupt("footer length %d", fl)
+	}
+	return int64(fl), binary.LittleEndian.Uint64(tr[8:]), nil
+}
+
+// ParseFooter decodes and validates the footer body of an object of the
+// given size, against the checksum from its trailer.
+func ParseFooter(body []byte, sum uint64, size int64) (*Footer, error) {
+	if xxhash.Sum64(body) != sum {
+		return nil, corrupt("footer checksum mismatch")
+	}
+	if len(body) < footerHeaderSize {
+		return nil, corrupt("footer is %d bytes", len(body))
+	}
+	n := int(binary.LittleEndian.Uint32(body[0:]))
+	if len(body) != footerHeaderSize+n*EntrySize {
+		return nil, corrupt("footer is %d bytes for %d frames", len(body), n)
+	}
+	f := &Footer{
+		Base:        int64(binary.LittleEndian.Uint64(body[8:])),
+		LogicalSize: int64(binary.LittleEndian.Uint64(body[16:])),
+		FooterLen:   int64(len(body)),
+		Frames:      make([]Frame, n),
+	}
+	var off, comp int64
+	for i := range f.Frames {
+		e := body[footerHeaderSize+i*EntrySize:]
+		fr := Frame{
+			Off:     int64(binary.LittleEndian.Uint64(e[0:])),
+			Len:     int64(binary.LittleEndian.Uint32(e[8:])),
+			CompOff: int64(binary.LittleEndian.Uint64(e[12:])),
+			CompLen: int64(binary.LittleEndian.Uint32(e[20:])),
+			Sum:     binary.LittleEndian.Uint64(e[24:]),
+		}
+		if fr.Off != off || fr.CompOff != comp || fr.Len <= 0 || fr.Len > MaxFrameSize || fr.CompLen <= 0 {
+			return nil, corrupt("frame %d entry %+v does not follow offset %d / %d", i, fr, off, comp)
+		}
+		off += fr.Len
+		comp += fr.CompLen
+		f.Frames[i] = fr
+	}
+	f.DataSize = comp
+	if off != f.LogicalSize {
+		return nil, corrupt("frames hold %d bytes, footer says %d", off, f.LogicalSize)
+	}
+	if f.ObjectSize() != size {
+		return nil, corrupt("object is %d bytes, footer implies %d", size, f.ObjectSize())
+	}
+	return f, nil
+}
+
+// ReadAtFunc reads len(p) bytes of the object key at off, all or nothing,
+// as tier.Bucket's ReadAt does; pass bucket.ReadAt.
+type ReadAtFunc func(ctx context.Context, key string, p []byte, off int64) error
+
+// ReadFooter reads the footer of the object key, whose size the caller
+// knows (from a manifest or Stat): one ranged GET of the tail, and a second
+// only when the footer is longer than TailReadSize allows.
+func ReadFooter(ctx context.Context, readAt ReadAtFunc, key string, size int64) (*Footer, error) {
+	if size < TrailerSize+footerHeaderSize {
+		return nil, corrupt("%s: object of %d bytes is too short", key, size)
+	}
+	tail := make([]byte, min(size, TailReadSize))
+	if err := readAt(ctx, key, tail, size-int64(len(tail))); err != nil {
+		return nil, fmt.Errorf("segfile: read footer of %s: %w", key, err)
+	}
+	fl, sum, err := ParseTrailer(tail[len(tail)-TrailerSize:])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	if fl+TrailerSize > size {
+		return nil, corrupt("%s: footer length %d exceeds object size %d", key, fl, size)
+	}
+	var body []byte
+	if need := int(fl) + TrailerSize; need <= len(tail) {
+		body = tail[len(tail)-need : len(tail)-TrailerSize]
+	} else {
+		body = make([]byte, fl)
+		if err := readAt(ctx, key, body, size-TrailerSize-fl); err != nil {
+			return nil, fmt.Errorf("segfile: read footer of %s: %w", key, err)
+		}
+	}
+	f, err := ParseFooter(body, sum, size)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	return f, nil
+}
+
+// DecodeFrame checks comp (the compressed bytes of fr) against fr's length
+// and checksum and decompresses it into dst[:0] (grown as needed). Any
+// mismatch is an error matching ErrCorrupt, and nothing is returned.
+func DecodeFrame(dst []byte, fr Frame, comp []byte) ([]byte, error) {
+	if int64(len(comp)) != fr.CompLen {
+		return nil, corrupt("frame at %d: %d compressed bytes, want %d", fr.Off, len(comp), fr.CompLen)
+	}
+	if xxhash.Sum64(comp) != fr.Sum {
+		return nil, corrupt("frame at %d: checksum mismatch", fr.Off)
+	}
+	if int64(cap(dst)) < fr.Len {
+		dst = make([]byte, 0, fr.Len)
+	}
+	out, err := decoder.DecodeAll(comp, dst[:0])
+	if err != nil {
+		return nil, corrupt("frame at %d: zstd: %v", fr.Off, err)
+	}
+	if int64(len(out)) != fr.Len {
+		return nil, corrupt("frame at %d: %d bytes decoded, want %d", fr.Off, len(out), fr.Len)
+	}
+	return out, nil
+}
+
+// ReadFrames fetches frames first..last (inclusive) of the object key with
+// one ranged GET and returns each decoded, verified frame.
+func ReadFrames(ctx context.Context, readAt ReadAtFunc, key string, f *Footer, first, last int) ([][]byte, error) {
+	if first < 0 || last >= len(f.Frames) || first > last {
+		return nil, fmt.Errorf("segfile: frames [%d, %d] of %d", first, last, len(f.Frames))
+	}
+	lo, hi := f.Frames[first].CompOff, f.Frames[last].CompOff+f.Frames[last].CompLen
+	comp := make([]byte, hi-lo)
+	if err := readAt(ctx, key, comp, lo); err != nil {
+		return nil, fmt.Errorf("segfile: read frames [%d, %d] of %s: %w", first, last, key, err)
+	}
+	out := make([][]byte, 0, last-first+1)
+	for i := first; i <= last; i++ {
+		fr := f.Frames[i]
+		b, err := DecodeFrame(nil, fr, comp[fr.CompOff-lo:fr.CompOff-lo+fr.CompLen])
+		if err != nil {
+			return nil, fmt.Errorf("%s frame %d: %w", key, i, err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}

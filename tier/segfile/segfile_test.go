@@ -1,0 +1,331 @@
+package segfile_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/segfile"
+)
+
+func randBytes(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, 7))
+	b := make([]byte, n)
+	for i := range b {
+		// Compressible but not trivial: small alphabet runs.
+		b[i] = byte('a' + r.IntN(8))
+	}
+	return b
+}
+
+func encode(t testing.TB, data []byte, opts segfile.Options) ([]byte, *segfile.Footer) {
+	t.Helper()
+	var obj bytes.Buffer
+	f, err := segfile.Encode(&obj, bytes.NewReader(data), int64(len(data)), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.ObjectSize() != int64(obj.Len()) {
+		t.Fatalf("ObjectSize %d, wrote %d", f.ObjectSize(), obj.Len())
+	}
+	return obj.Bytes(), f
+}
+
+func put(t testing.TB, b tier.Bucket, key string, obj []byte) {
+	t.Helper()
+	if err := b.Put(context.Background(), key, bytes.NewReader(obj), int64(len(obj))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readAll decodes the whole object through a bucket, one GET per frame.
+func readAll(ctx context.Context, b tier.Bucket, key string, size int64) ([]byte, error) {
+	f, err := segfile.ReadFooter(ctx, b.ReadAt, key, size)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	for i := range f.Frames {
+		fr, err := segfile.ReadFrames(ctx, b.ReadAt, key, f, i, i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fr[0]...)
+	}
+	return out, nil
+}
+
+func TestRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	const fs = 4096
+	for _, n := range []int{0, 1, fs - 1, fs, fs + 1, 3*fs + 17, 40 * fs} {
+		t.Run(fmt.Sprintf("size=%d", n), func(t *testing.T) {
+			data := randBytes(uint64(n), n)
+			obj, f := encode(t, data, segfile.Options{FrameSize: fs, Base: 1 << 40})
+			if want := (n + fs - 1) / fs; len(f.Frames) != want {
+				t.Fatalf("%d frames, want %d", len(f.Frames), want)
+			}
+			b := tier.NewMem()
+			put(t, b, "k.seg", obj)
+			got, err := readAll(ctx, b, "k.seg", int64(len(obj)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, data) {
+				t.Fatal("decoded bytes differ")
+			}
+			rf, err := segfile.ReadFooter(ctx, b.ReadAt, "k.seg", int64(len(obj)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rf.Base != 1<<40 || rf.LogicalSize != int64(n) || len(rf.Frames) != len(f.Frames) {
+				t.Fatalf("footer %+v", rf)
+			}
+			// Find: every byte maps to the frame that holds it.
+			for _, off := range []int64{0, int64(n) / 2, int64(n) - 1} {
+				i := rf.Find(off)
+				if n == 0 {
+					if i != -1 {
+						t.Fatalf("Find(%d) = %d on empty", off, i)
+					}
+					continue
+				}
+				if fr := rf.Frames[i]; off < fr.Off || off >= fr.End() {
+					t.Fatalf("Find(%d) = frame %d %+v", off, i, fr)
+				}
+			}
+			if rf.Find(int64(n)) != -1 || rf.Find(-1) != -1 {
+				t.Fatal("Find out of range should be -1")
+			}
+			if n > 0 && len(rf.Frames) > 1 {
+				all, err := segfile.ReadFrames(ctx, b.ReadAt, "k.seg", rf, 0, len(rf.Frames)-1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(bytes.Join(all, nil), data) {
+					t.Fatal("multi-frame read differs")
+				}
+			}
+		})
+	}
+}
+
+// TestCutsKeepRecordsWhole writes records of random lengths, some longer
+// than a frame, and checks every frame boundary is a record boundary.
+func TestCutsKeepRecordsWhole(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var data []byte
+	var cuts []int64
+	for range 500 {
+		n := 1 + r.IntN(900)
+		if r.IntN(50) == 0 {
+			n = 5000 // longer than a frame
+		}
+		data = append(data, randBytes(uint64(len(data)), n)...)
+		cuts = append(cuts, int64(len(data)))
+	}
+	isCut := map[int64]bool{0: true}
+	for _, c := range cuts {
+		isCut[c] = true
+	}
+	// Write in odd-sized chunks to exercise the streaming path.
+	var obj bytes.Buffer
+	w, err := segfile.NewWriter(&obj, segfile.Options{FrameSize: 2048, Cuts: cuts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := data; len(p) > 0; {
+		k := min(len(p), 1+r.IntN(3000))
+		if _, err := w.Write(p[:k]); err != nil {
+			t.Fatal(err)
+		}
+		p = p[k:]
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f := w.Footer()
+	oversized := 0
+	for i, fr := range f.Frames {
+		if !isCut[fr.Off] || !isCut[fr.End()] {
+			t.Fatalf("frame %d [%d, %d) straddles a record", i, fr.Off, fr.End())
+		}
+		if fr.Len > 2048 {
+			oversized++
+		}
+	}
+	if oversized == 0 || len(f.Frames) < 50 {
+		t.Fatalf("%d frames, %d oversized: the test did not exercise both cases", len(f.Frames), oversized)
+	}
+	b := tier.NewMem()
+	put(t, b, "c.seg", obj.Bytes())
+	got, err := readAll(context.Background(), b, "c.seg", int64(obj.Len()))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("round trip: err=%v equal=%v", err, bytes.Equal(got, data))
+	}
+}
+
+func TestCutMethod(t *testing.T) {
+	var obj bytes.Buffer
+	w, err := segfile.NewWriter(&obj, segfile.Options{FrameSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"alpha", "beta", "", "gamma"} {
+		if _, err := w.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Cut(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var lens []int64
+	for _, fr := range w.Footer().Frames {
+		lens = append(lens, fr.Len)
+	}
+	if fmt.Sprint(lens) != "[5 4 5]" {
+		t.Fatalf("frame lengths %v, want [5 4 5]", lens)
+	}
+}
+
+func TestCorruption(t *testing.T) {
+	ctx := context.Background()
+	data := randBytes(9, 5*4096+100)
+	obj, f := encode(t, data, segfile.Options{FrameSize: 4096})
+	size := int64(len(obj))
+	mutate := func(fn func(o []byte) []byte) tier.Bucket {
+		o := fn(bytes.Clone(obj))
+		b := tier.NewMem()
+		put(t, b, "x.seg", o)
+		return b
+	}
+	flip := func(at int64) func([]byte) []byte {
+		return func(o []byte) []byte { o[at] ^= 0x40; return o }
+	}
+
+	t.Run("frame-byte", func(t *testing.T) {
+		fr := f.Frames[2]
+		for _, at := range []int64{fr.CompOff, fr.CompOff + fr.CompLen/2, fr.CompOff + fr.CompLen - 1} {
+			b := mutate(flip(at))
+			rf, err := segfile.ReadFooter(ctx, b.ReadAt, "x.seg", size)
+			if err != nil {
+				t.Fatalf("footer should be intact: %v", err)
+			}
+			// Other frames still read.
+			if _, err := segfile.ReadFrames(ctx, b.ReadAt, "x.seg", rf, 1, 1); err != nil {
+				t.Fatalf("frame 1: %v", err)
+			}
+			got, err := segfile.ReadFrames(ctx, b.ReadAt, "x.seg", rf, 2, 2)
+			if !errors.Is(err, segfile.ErrCorrupt) || got != nil {
+				t.Fatalf("flip at %d: got %d frames, err %v; want ErrCorrupt and nothing", at, len(got), err)
+			}
+			if _, err := segfile.ReadFrames(ctx, b.ReadAt, "x.seg", rf, 1, 3); !errors.Is(err, segfile.ErrCorrupt) {
+				t.Fatalf("range over the bad frame: %v", err)
+			}
+		}
+	})
+	t.Run("decode-frame-direct", func(t *testing.T) {
+		fr := f.Frames[0]
+		comp := bytes.Clone(obj[fr.CompOff : fr.CompOff+fr.CompLen])
+		if _, err := segfile.DecodeFrame(nil, fr, comp[:len(comp)-1]); !errors.Is(err, segfile.ErrCorrupt) {
+			t.Fatalf("short frame: %v", err)
+		}
+		bad := fr
+		bad.Len++
+		if _, err := segfile.DecodeFrame(nil, bad, comp); !errors.Is(err, segfile.ErrCorrupt) {
+			t.Fatalf("wrong length: %v", err)
+		}
+		comp[3] ^= 1
+		if _, err := segfile.DecodeFrame(nil, fr, comp); !errors.Is(err, segfile.ErrCorrupt) {
+			t.Fatalf("flipped: %v", err)
+		}
+	})
+	t.Run("footer", func(t *testing.T) {
+		for name, at := range map[string]int64{
+			"footer-body-first":  f.DataSize,
+			"footer-entry":       f.DataSize + 24 + 32 + 5,
+			"footer-body-last":   f.DataSize + f.FooterLen - 1,
+			"trailer-footer-len": size - segfile.TrailerSize,
+			"trailer-sum":        size - segfile.TrailerSize + 8,
+			"trailer-version":    size - 16,
+			"trailer-magic":      size - 1,
+		} {
+			b := mutate(flip(at))
+			if _, err := segfile.ReadFooter(ctx, b.ReadAt, "x.seg", size); !errors.Is(err, segfile.ErrCorrupt) {
+				t.Errorf("%s: %v, want ErrCorrupt", name, err)
+			}
+		}
+	})
+	t.Run("truncated", func(t *testing.T) {
+		for _, n := range []int64{0, 10, segfile.TrailerSize, f.DataSize, size - 1} {
+			b := mutate(func(o []byte) []byte { return o[:n] })
+			if _, err := segfile.ReadFooter(ctx, b.ReadAt, "x.seg", n); !errors.Is(err, segfile.ErrCorrupt) {
+				t.Errorf("truncated to %d: %v, want ErrCorrupt", n, err)
+			}
+		}
+	})
+	t.Run("wrong-size", func(t *testing.T) {
+		// A stale size from a manifest: the bytes before the real tail are
+		// not a trailer, or the sizes do not add up.
+		b := mutate(func(o []byte) []byte { return append(o, make([]byte, 100)...) })
+		if _, err := segfile.ReadFooter(ctx, b.ReadAt, "x.seg", size+100); !errors.Is(err, segfile.ErrCorrupt) {
+			t.Errorf("padded: %v", err)
+		}
+	})
+	t.Run("missing", func(t *testing.T) {
+		if _, err := segfile.ReadFooter(ctx, tier.NewMem().ReadAt, "nope.seg", size); !errors.Is(err, tier.ErrNotExist) {
+			t.Errorf("missing: %v, want ErrNotExist", err)
+		}
+	})
+}
+
+// TestLongFooterTwoReads: a footer longer than TailReadSize takes a second
+// GET and still parses.
+func TestLongFooterTwoReads(t *testing.T) {
+	data := randBytes(3, 3000*64)
+	obj, f := encode(t, data, segfile.Options{FrameSize: 64})
+	if f.FooterLen+segfile.TrailerSize <= segfile.TailReadSize {
+		t.Fatalf("footer %d bytes fits one read; make more frames", f.FooterLen)
+	}
+	b := tier.NewMem()
+	put(t, b, "l.seg", obj)
+	reads := 0
+	readAt := func(ctx context.Context, key string, p []byte, off int64) error {
+		reads++
+		return b.ReadAt(ctx, key, p, off)
+	}
+	rf, err := segfile.ReadFooter(context.Background(), readAt, "l.seg", int64(len(obj)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reads != 2 || len(rf.Frames) != 3000 {
+		t.Fatalf("%d reads, %d frames", reads, len(rf.Frames))
+	}
+}
+
+func TestOptionsRejected(t *testing.T) {
+	for _, o := range []segfile.Options{{FrameSize: -1}, {FrameSize: segfile.MaxFrameSize + 1}, {Cuts: []int64{5, 5}}} {
+		if _, err := segfile.NewWriter(&bytes.Buffer{}, o); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+}
+
+// TestCompressionRatio is the goal: ≥ 3x on realistic JSON at the
+// default frame size.
+func TestCompressionRatio(t *testing.T) {
+	data := loadCorpus(t)
+	obj, _ := encode(t, data, segfile.Options{})
+	ratio := float64(len(data)) / float64(len(obj))
+	t.Logf("corpus %d bytes -> object %d bytes: %.2fx", len(data), len(obj), ratio)
+	if ratio < 3 {
+		t.Fatalf("compression ratio %.2fx < 3x", ratio)
+	}
+}
