@@ -41,6 +41,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/internal/body"
 )
 
 // Defaults for zero Config fields.
@@ -338,7 +339,7 @@ func (b *Bucket) multipart(ctx context.Context, key string, src *source, size in
 		return nil
 	}
 	workers := 1
-	if src.ra != nil {
+	if src.sec != nil {
 		workers = min(b.concurrency, nParts)
 	}
 	if err := forEach(ctx, nParts, workers, upload); err != nil {
@@ -558,22 +559,19 @@ func (b *Bucket) mapErr(op, key string, err error) error {
 // source hands out the parts of a Put's reader as seekable bodies, which
 // the SDK needs to sign the payload and to retry.
 type source struct {
-	ctx  context.Context
-	ra   io.ReaderAt // set if the reader is an io.ReaderAt + io.Seeker
-	base int64       // the reader's offset when Put was called
-	r    io.Reader   // otherwise: read sequentially into buf
-	buf  []byte
+	ctx context.Context
+	sec *body.Exact // set if the reader is an io.ReaderAt + io.Seeker
+	r   io.Reader   // otherwise: read sequentially into buf
+	buf []byte
 }
 
 func newSource(ctx context.Context, r io.Reader, size int64) (*source, error) {
-	if ra, ok := r.(io.ReaderAt); ok {
-		if sk, ok := r.(io.Seeker); ok {
-			base, err := sk.Seek(0, io.SeekCurrent)
-			if err != nil {
-				return nil, err
-			}
-			return &source{ctx: ctx, ra: ra, base: base}, nil
-		}
+	sec, ok, err := body.Section(r, size)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		return &source{ctx: ctx, sec: sec}, nil
 	}
 	return &source{ctx: ctx, r: r}, nil
 }
@@ -582,47 +580,21 @@ func newSource(ctx context.Context, r io.Reader, size int64) (*source, error) {
 // parts must be requested in order and each body is valid until the next
 // call.
 func (s *source) part(off, n int64) (io.ReadSeeker, error) {
-	if s.ra != nil {
-		return &exactSection{io.NewSectionReader(s.ra, s.base+off, n)}, nil
+	if s.sec != nil {
+		ra, base := s.sec.Underlying()
+		return body.NewExact(ra, base+off, n), nil
 	}
 	if int64(cap(s.buf)) < n {
 		s.buf = make([]byte, n)
 	}
 	buf := s.buf[:n]
-	if k, err := io.ReadFull(ctxReader{s.ctx, s.r}, buf); err != nil {
+	if k, err := io.ReadFull(body.CtxReader{Ctx: s.ctx, R: s.r}, buf); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, fmt.Errorf("read body at %d (+%d of %d bytes): %w", off, k, n, err)
 	}
 	return bytes.NewReader(buf), nil
-}
-
-// exactSection is a SectionReader that reports io.ErrUnexpectedEOF, not
-// io.EOF, when the underlying reader ends before the section does.
-type exactSection struct{ *io.SectionReader }
-
-func (e *exactSection) Read(p []byte) (int, error) {
-	n, err := e.SectionReader.Read(p)
-	if err == io.EOF {
-		if pos, serr := e.Seek(0, io.SeekCurrent); serr == nil && pos < e.Size() {
-			err = io.ErrUnexpectedEOF
-		}
-	}
-	return n, err
-}
-
-// ctxReader fails reads once ctx is done, so a cancelled Put stops reading.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
