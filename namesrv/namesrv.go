@@ -1,0 +1,228 @@
+package namesrv
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/stratamq/stratamq/remoting"
+)
+
+// Config configures a NameServer. Zero values mean defaults.
+type Config struct {
+	// BrokerExpiry removes a broker that has not re-registered for this
+	// long, unless its registration asked for another timeout. Default 120 s.
+	BrokerExpiry time.Duration `env:"NAMESRV_BROKER_EXPIRY"`
+	// ScanInterval is how often Run looks for expired brokers. Default 5 s.
+	ScanInterval time.Duration `env:"NAMESRV_SCAN_INTERVAL"`
+	// Clock returns the current time; tests set it. Default time.Now.
+	Clock  func() time.Time `env:"-"`
+	Logger *slog.Logger     `env:"-"`
+}
+
+const (
+	defaultBrokerExpiry = 120 * time.Second
+	defaultScanInterval = 5 * time.Second
+)
+
+func (c Config) withDefaults() Config {
+	if c.BrokerExpiry <= 0 {
+		c.BrokerExpiry = defaultBrokerExpiry
+	}
+	if c.ScanInterval <= 0 {
+		c.ScanInterval = defaultScanInterval
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// brokerKey identifies a live broker address within its cluster.
+type brokerKey struct {
+	cluster string
+	addr    string
+}
+
+// liveBroker is one registered broker address.
+type liveBroker struct {
+	brokerName   string
+	brokerID     int64
+	lastUpdate   time.Time
+	timeout      time.Duration
+	dataVersion  remoting.DataVersion
+	haServerAddr string
+	connID       uint64 // conn it last registered on; 0 = unknown
+}
+
+// NameServer holds the routing tables and serves the name-server request
+// codes. It implements remoting.Handler.
+type NameServer struct {
+	cfg Config
+	log *slog.Logger
+
+	// mu guards the tables; it is never held across I/O.
+	mu struct {
+		sync.RWMutex
+		topics   map[string]map[string]remoting.QueueData // topic → broker name → queues
+		brokers  map[string]*remoting.BrokerData          // broker name → addresses
+		clusters map[string]map[string]struct{}           // cluster → broker names
+		live     map[brokerKey]*liveBroker
+		kv       map[string]map[string]string // namespace → key → value
+	}
+}
+
+// New returns a name server with empty tables. It starts nothing.
+func New(cfg Config) *NameServer {
+	cfg = cfg.withDefaults()
+	ns := &NameServer{cfg: cfg, log: cfg.Logger}
+	ns.mu.topics = make(map[string]map[string]remoting.QueueData)
+	ns.mu.brokers = make(map[string]*remoting.BrokerData)
+	ns.mu.clusters = make(map[string]map[string]struct{})
+	ns.mu.live = make(map[brokerKey]*liveBroker)
+	ns.mu.kv = make(map[string]map[string]string)
+	return ns
+}
+
+// Handler returns ns as a remoting.Handler.
+func (ns *NameServer) Handler() remoting.Handler { return ns }
+
+// Run scans for expired brokers every ScanInterval until ctx is done. It
+// returns nil when ctx ends.
+func (ns *NameServer) Run(ctx context.Context) error {
+	t := time.NewTicker(ns.cfg.ScanInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			ns.ScanNotActiveBrokers()
+		}
+	}
+}
+
+// ServeRemoting dispatches one request by code.
+func (ns *NameServer) ServeRemoting(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	switch remoting.RequestCode(req.Code) {
+	case remoting.PutKVConfig:
+		return ns.putKVConfig(req)
+	case remoting.GetKVConfig:
+		return ns.getKVConfig(req)
+	case remoting.DeleteKVConfig:
+		return ns.deleteKVConfig(req)
+	case remoting.RegisterBroker:
+		return ns.registerBroker(c, req)
+	case remoting.UnregisterBroker:
+		return ns.unregisterBroker(req)
+	case remoting.GetRouteinfoByTopic:
+		return ns.getRouteInfoByTopic(req)
+	case remoting.GetBrokerClusterInfo:
+		return ns.getBrokerClusterInfo(req)
+	case remoting.GetAllTopicListFromNameserver:
+		return ns.getAllTopicList(req)
+	case remoting.DeleteTopicInNamesrv:
+		return ns.deleteTopicInNamesrv(req)
+	case remoting.GetKVListByNamespace:
+		return ns.getKVListByNamespace(req)
+	case remoting.GetTopicsByCluster:
+		return ns.getTopicsByCluster(req)
+	case remoting.QueryDataVersion:
+		return ns.queryDataVersion(c, req)
+	}
+	return remoting.NotSupported(req)
+}
+
+// badRequest answers a request whose header did not decode, as Java does
+// (SYSTEM_ERROR with the reason).
+func badRequest(req *remoting.Command, err error) *remoting.Command {
+	return remoting.NewResponse(req, remoting.SystemError, err.Error())
+}
+
+// OnConnClose removes every broker that registered on c. Wire it into
+// remoting.ServerConfig.OnClose.
+func (ns *NameServer) OnConnClose(c *remoting.Conn) {
+	id := c.ID()
+	ns.mu.Lock()
+	var gone []brokerKey
+	for k, lb := range ns.mu.live {
+		if lb.connID == id {
+			gone = append(gone, k)
+		}
+	}
+	for _, k := range gone {
+		ns.removeBrokerLocked(k)
+	}
+	ns.mu.Unlock()
+	for _, k := range gone {
+		ns.log.Info("namesrv: broker connection closed, broker removed", "cluster", k.cluster, "addr", k.addr)
+	}
+}
+
+// ScanNotActiveBrokers removes brokers whose registration has expired and
+// returns how many it removed. Run calls it every ScanInterval.
+func (ns *NameServer) ScanNotActiveBrokers() int {
+	now := ns.cfg.Clock()
+	ns.mu.Lock()
+	var gone []brokerKey
+	for k, lb := range ns.mu.live {
+		if now.Sub(lb.lastUpdate) > lb.timeout {
+			gone = append(gone, k)
+		}
+	}
+	for _, k := range gone {
+		ns.removeBrokerLocked(k)
+	}
+	ns.mu.Unlock()
+	for _, k := range gone {
+		ns.log.Warn("namesrv: broker expired, removed", "cluster", k.cluster, "addr", k.addr)
+	}
+	return len(gone)
+}
+
+// removeBrokerLocked forgets one broker address: its liveness entry, its
+// place in brokerAddrs, and — when its broker name has no address left —
+// the broker name and its queue data.
+func (ns *NameServer) removeBrokerLocked(k brokerKey) {
+	lb, ok := ns.mu.live[k]
+	delete(ns.mu.live, k)
+	name := ""
+	if ok {
+		name = lb.brokerName
+	}
+	for bn, bd := range ns.mu.brokers {
+		if name != "" && bn != name {
+			continue
+		}
+		for id, addr := range bd.BrokerAddrs {
+			if addr == k.addr {
+				delete(bd.BrokerAddrs, id)
+			}
+		}
+		if len(bd.BrokerAddrs) == 0 {
+			ns.removeBrokerNameLocked(bd.Cluster, bn)
+		}
+	}
+}
+
+// removeBrokerNameLocked drops a broker name from its cluster and from
+// every topic.
+func (ns *NameServer) removeBrokerNameLocked(cluster, name string) {
+	delete(ns.mu.brokers, name)
+	if names, ok := ns.mu.clusters[cluster]; ok {
+		delete(names, name)
+		if len(names) == 0 {
+			delete(ns.mu.clusters, cluster)
+		}
+	}
+	for topic, qds := range ns.mu.topics {
+		delete(qds, name)
+		if len(qds) == 0 {
+			delete(ns.mu.topics, topic)
+		}
+	}
+}
