@@ -144,7 +144,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 var brokerA = broker{cluster: "DefaultCluster", name: "broker-a", addr: "10.0.0.1:10911", ha: "10.0.0.1:10912",
-	topics: map[string]remoting.TopicConfig{"TopicA": topic("TopicA", 4), "TBW102": {TopicName: "TBW102", ReadQueueNums: 8, WriteQueueNums: 8, Perm: 7}},
+	topics:  map[string]remoting.TopicConfig{"TopicA": topic("TopicA", 4), "TBW102": {TopicName: "TBW102", ReadQueueNums: 8, WriteQueueNums: 8, Perm: 7}},
 	version: remoting.DataVersion{Timestamp: 1, Counter: 1}}
 
 func TestNamesrvRegisterThenRoute(t *testing.T) {
