@@ -1,0 +1,296 @@
+// Package bucketurl opens a tier.Bucket from a URL (STRATAMQ_BUCKET). It is
+// the only package that imports the providers:
+//
+//	file:///var/lib/stratamq/bucket                                  tier/localfs
+//	s3://bucket/prefix?region=eu-west-1                               tier/s3 on AWS
+//	s3://bucket/prefix?endpoint=http://127.0.0.1:7070&region=us-east-1  tier/s3, custom endpoint, path-style
+//	minio://host:9000/bucket/prefix?secure=false                     tier/minio
+//	minio://host:9000/bucket?ca=/etc/stratamq/ca.pem                 tier/minio, TLS with a private CA
+//
+// Query parameters: s3 takes endpoint, region and path_style (default true
+// with an endpoint, false on AWS); minio takes secure (default true), ca and
+// region. Unknown parameters are errors, so a typo does not silently fall
+// back to a default. A non-empty prefix wraps the bucket in tier.WithPrefix.
+//
+// Credentials never come from the URL (one with user:password@ is
+// rejected): they come from Options, else from the environment and each
+// SDK's chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+// shared config, web identity, IMDS). Log URLs with Redacted.
+package bucketurl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/localfs"
+	"github.com/stratamq/stratamq/tier/minio"
+	"github.com/stratamq/stratamq/tier/s3"
+)
+
+// Options are settings that do not belong in a URL.
+type Options struct {
+	// AccessKey, SecretKey and SessionToken are static credentials for s3
+	// and minio URLs; empty means the environment and the SDK's chain.
+	AccessKey, SecretKey, SessionToken string
+	// PartSize is the multipart part size for s3 and minio; 0 is the
+	// provider's default (128 MiB).
+	PartSize int64
+	// NoCreate skips creating a missing bucket (or directory).
+	NoCreate bool
+}
+
+// Spec is a parsed bucket URL.
+type Spec struct {
+	Scheme string // "file", "s3" or "minio"
+	// Dir is the directory of a file URL.
+	Dir string
+	// Bucket and Prefix ("" or a valid key) of s3 and minio URLs.
+	Bucket, Prefix string
+	// Endpoint: for s3 a URL ("" for AWS), for minio host:port.
+	Endpoint string
+	Region   string
+	// VirtualHostStyle (s3 only): path_style=false.
+	VirtualHostStyle bool
+	// Secure and CAFile (minio only).
+	Secure bool
+	CAFile string
+}
+
+// Parse parses and validates a bucket URL without touching the network or
+// the filesystem. Errors quote the URL redacted.
+func Parse(raw string) (Spec, error) {
+	fail := func(format string, args ...any) (Spec, error) {
+		return Spec{}, fmt.Errorf("bucketurl: %s: %s", Redacted(raw), fmt.Sprintf(format, args...))
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fail("not a URL")
+	}
+	if u.User != nil {
+		return fail("credentials in the URL are not accepted; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+	}
+	if u.Fragment != "" || u.Opaque != "" {
+		return fail("unexpected fragment or opaque part")
+	}
+	q := u.Query()
+	allowed := map[string][]string{"file": nil, "s3": {"endpoint", "region", "path_style"}, "minio": {"secure", "ca", "region"}}
+	keys, ok := allowed[u.Scheme]
+	if !ok {
+		return fail("scheme must be file, s3 or minio, not %q", u.Scheme)
+	}
+	for k, vs := range q {
+		switch {
+		case !contains(keys, k):
+			return fail("unknown parameter %q for %s (allowed: %s)", k, u.Scheme, strings.Join(keys, ", "))
+		case len(vs) != 1:
+			return fail("parameter %q given %d times", k, len(vs))
+		}
+	}
+	s := Spec{Scheme: u.Scheme, Region: q.Get("region")}
+
+	switch u.Scheme {
+	case "file":
+		if u.Host != "" && u.Host != "localhost" {
+			return fail("file URLs take an absolute path: file:///path (host %q given)", u.Host)
+		}
+		if !path.IsAbs(u.Path) || path.Clean(u.Path) == "/" {
+			return fail("file URL needs an absolute directory other than /")
+		}
+		s.Dir = filepath.FromSlash(path.Clean(u.Path))
+		return s, nil
+
+	case "s3":
+		s.Bucket = u.Host
+		s.Prefix = strings.Trim(u.Path, "/")
+		s.Endpoint = q.Get("endpoint")
+		if s.Endpoint != "" {
+			e, err := url.Parse(s.Endpoint)
+			if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" || e.User != nil {
+				return fail("endpoint must be http://host[:port] or https://host[:port] without credentials")
+			}
+		}
+		if ps := q.Get("path_style"); ps != "" {
+			v, err := strconv.ParseBool(ps)
+			if err != nil {
+				return fail("path_style must be true or false")
+			}
+			s.VirtualHostStyle = !v
+		}
+
+	case "minio":
+		if u.Host == "" {
+			return fail("minio URLs are minio://host:port/bucket[/prefix]")
+		}
+		s.Endpoint = u.Host
+		bucket, prefix, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
+		s.Bucket, s.Prefix = bucket, strings.Trim(prefix, "/")
+		s.Secure = true
+		if v := q.Get("secure"); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fail("secure must be true or false")
+			}
+			s.Secure = b
+		}
+		s.CAFile = q.Get("ca")
+		if s.CAFile != "" && !s.Secure {
+			return fail("ca is set but secure=false")
+		}
+	}
+	if err := validBucketName(s.Bucket); err != nil {
+		return fail("%v", err)
+	}
+	if s.Prefix != "" {
+		if err := tier.ValidateKey(s.Prefix); err != nil {
+			return fail("prefix: %v", err)
+		}
+	}
+	return s, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// validBucketName applies S3's bucket naming rules.
+func validBucketName(b string) error {
+	if len(b) < 3 || len(b) > 63 {
+		return fmt.Errorf("bucket name %q must be 3 to 63 characters", b)
+	}
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || (c == '-' || c == '.') && i > 0 && i < len(b)-1
+		if !ok {
+			return fmt.Errorf("bucket name %q: only a-z, 0-9, '-' and '.', starting and ending with a letter or digit", b)
+		}
+	}
+	return nil
+}
+
+// Open parses rawURL, opens the provider, creates the bucket if it is
+// missing (unless opts.NoCreate), and applies the URL's prefix.
+func Open(ctx context.Context, rawURL string, opts Options) (tier.Bucket, error) {
+	s, err := Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	b, err := open(ctx, s, opts)
+	if err != nil {
+		return nil, fmt.Errorf("bucketurl: %s: %w", Redacted(rawURL), err)
+	}
+	if s.Prefix == "" {
+		return b, nil
+	}
+	p, err := tier.WithPrefix(b, s.Prefix)
+	if err != nil {
+		_ = b.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func open(ctx context.Context, s Spec, opts Options) (tier.Bucket, error) {
+	switch s.Scheme {
+	case "file":
+		if opts.NoCreate {
+			// localfs creates its directory; refuse to invent one.
+			if _, err := os.Stat(s.Dir); err != nil {
+				return nil, err
+			}
+		}
+		return localfs.New(s.Dir, localfs.Options{})
+	case "s3":
+		b, err := s3.New(ctx, s3.Config{
+			Bucket: s.Bucket, Region: s.Region, Endpoint: s.Endpoint, VirtualHostStyle: s.VirtualHostStyle,
+			AccessKey: opts.AccessKey, SecretKey: opts.SecretKey, SessionToken: opts.SessionToken,
+			PartSize: opts.PartSize,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if !opts.NoCreate {
+			if err := b.EnsureBucket(ctx); err != nil {
+				_ = b.Close()
+				return nil, err
+			}
+		}
+		return b, nil
+	case "minio":
+		b, err := minio.New(minio.Config{
+			Endpoint: s.Endpoint, Bucket: s.Bucket, Region: s.Region, Secure: s.Secure, CAFile: s.CAFile,
+			AccessKey: opts.AccessKey, SecretKey: opts.SecretKey, SessionToken: opts.SessionToken,
+			PartSize: opts.PartSize,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if !opts.NoCreate {
+			if err := b.EnsureBucket(ctx); err != nil {
+				_ = b.Close()
+				return nil, err
+			}
+		}
+		return b, nil
+	}
+	return nil, errors.New("unreachable: unknown scheme")
+}
+
+// sensitive reports whether a query parameter may carry a secret.
+func sensitive(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range []string{"key", "secret", "token", "password", "signature", "credential", "auth"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// Redacted returns rawURL safe for logs: user info and the values of
+// parameters that may carry secrets are replaced with REDACTED, also inside
+// an endpoint parameter. An unparseable URL yields only its scheme.
+func Redacted(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		scheme, _, ok := strings.Cut(rawURL, "://")
+		if !ok || strings.ContainsAny(scheme, "/@:?") {
+			return "<unparseable bucket URL>"
+		}
+		return scheme + "://<unparseable>"
+	}
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	q := u.Query()
+	for k, vs := range q {
+		for i, v := range vs {
+			switch {
+			case sensitive(k):
+				vs[i] = "REDACTED"
+			case k == "endpoint":
+				if e, err := url.Parse(v); err == nil && e.User != nil {
+					e.User = url.User("REDACTED")
+					vs[i] = e.String()
+				} else if err != nil {
+					vs[i] = "REDACTED"
+				}
+			}
+		}
+	}
+	if len(q) > 0 {
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
