@@ -31,7 +31,7 @@ func testConfig(endpoint, ak, sk, bucket string) s3.Config {
 	}
 }
 
-func open(t *testing.T, cfg s3.Config) *s3.Bucket {
+func open(t testing.TB, cfg s3.Config) *s3.Bucket {
 	t.Helper()
 	b, err := s3.New(t.Context(), cfg)
 	if err != nil {
