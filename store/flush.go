@@ -30,7 +30,9 @@ func (s *Store) flushLoop() {
 
 // groupCommitLoop (FlushSync) fdatasyncs the commitlog whenever a writer asks:
 // every record written before the fdatasync starts is covered by it, so all
-// writers queued behind one sync share it.
+// writers queued behind one sync share it. (Waiting for writers already
+// inside Put before syncing was measured: it did not change records per
+// sync.)
 func (s *Store) groupCommitLoop() {
 	defer s.wg.Done()
 	for {
@@ -65,6 +67,7 @@ func (s *Store) syncCommitlog(target int64) error {
 	if d := time.Since(start); d > time.Second {
 		s.log.Warn("store: slow fdatasync", "took", d, "bytes", target-from)
 	}
+	s.nsyncs.Add(1)
 	s.flushed.Store(target)
 	s.notify.broadcast()
 	return nil

@@ -48,6 +48,7 @@ type Store struct {
 	flushMu  sync.Mutex   // serializes flushAll and DeleteTopic
 	clSyncMu sync.Mutex   // serializes commitlog fsyncs; guards syncedTo
 	flushed  atomic.Int64 // commitlog bytes known durable
+	nsyncs   atomic.Int64 // commitlog fdatasync rounds (for benchmarks)
 	notify   notifier     // broadcast when flushed advances or a sticky error is set
 	sticky   atomic.Pointer[error]
 
