@@ -629,6 +629,7 @@ func (s *Store) DeleteTopic(topic string) error {
 		q.deleted = true
 		q.closeFiles()
 		q.files, q.pending = nil, nil
+		q.min, q.max, q.written = 0, 0, 0 // readers holding q see an empty queue
 		q.mu.Unlock()
 	}
 	s.mu.Unlock()
