@@ -1,0 +1,102 @@
+package upload
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/stratamq/stratamq/tier"
+)
+
+// Object is one manifest entry: an uploaded segment.
+type Object struct {
+	Key     string    `json:"key"`
+	Kind    string    `json:"kind"` // Kind.String()
+	Topic   string    `json:"topic,omitempty"`
+	QueueID int       `json:"queueId,omitempty"`
+	Base    int64     `json:"base"`   // base offset (commitlog) or first index (consumequeue)
+	Length  int64     `json:"length"` // logical (uncompressed) bytes
+	Size    int64     `json:"size"`   // object bytes
+	Frames  int       `json:"frames"`
+	Created time.Time `json:"created"`
+}
+
+// End is the logical offset just past the object (Base + Length for a
+// commitlog object).
+func (o Object) End() int64 { return o.Base + o.Length }
+
+// Manifest lists the uploaded objects. Version grows by one on every write.
+type Manifest struct {
+	Version int64     `json:"version"`
+	Updated time.Time `json:"updated"`
+	Objects []Object  `json:"objects"`
+}
+
+func compareObjects(a, b Object) int {
+	return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Topic, b.Topic),
+		cmp.Compare(a.QueueID, b.QueueID), cmp.Compare(a.Base, b.Base), cmp.Compare(a.Key, b.Key))
+}
+
+// merge returns m's objects plus add, one entry per key (add wins), sorted.
+func merge(objs []Object, add ...Object) []Object {
+	byKey := make(map[string]int, len(objs)+len(add))
+	out := make([]Object, 0, len(objs)+len(add))
+	for _, o := range append(slices.Clone(objs), add...) {
+		if i, ok := byKey[o.Key]; ok {
+			out[i] = o
+			continue
+		}
+		byKey[o.Key] = len(out)
+		out = append(out, o)
+	}
+	slices.SortFunc(out, compareObjects)
+	return out
+}
+
+// CommitLog returns the commitlog objects in base-offset order.
+func (m *Manifest) CommitLog() []Object {
+	var out []Object
+	for _, o := range m.Objects {
+		if o.Kind == KindCommitLog.String() {
+			out = append(out, o)
+		}
+	}
+	slices.SortFunc(out, func(a, b Object) int { return cmp.Compare(a.Base, b.Base) })
+	return out
+}
+
+// maxManifestSize bounds what LoadManifest will read.
+const maxManifestSize = 256 << 20
+
+// LoadManifest reads the manifest at key. A missing manifest is an empty
+// one with etag "" (and no error).
+func LoadManifest(ctx context.Context, b tier.Reader, key string) (m *Manifest, etag string, err error) {
+	attrs, err := b.Stat(ctx, key)
+	if errors.Is(err, tier.ErrNotExist) {
+		return &Manifest{}, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("upload: stat manifest: %w", err)
+	}
+	if attrs.Size > maxManifestSize {
+		return nil, "", fmt.Errorf("upload: manifest %s is %d bytes", key, attrs.Size)
+	}
+	buf := make([]byte, attrs.Size)
+	if err := b.ReadAt(ctx, key, buf, 0); err != nil {
+		return nil, "", fmt.Errorf("upload: read manifest: %w", err)
+	}
+	m = &Manifest{}
+	if err := json.NewDecoder(bytes.NewReader(buf)).Decode(m); err != nil {
+		return nil, "", fmt.Errorf("upload: decode manifest %s: %w", key, err)
+	}
+	return m, attrs.ETag, nil
+}
+
+func encodeManifest(m *Manifest) ([]byte, error) {
+	return json.MarshalIndent(m, "", " ")
+}

@@ -1,0 +1,106 @@
+package upload
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Kind is what a segment holds.
+type Kind int
+
+const (
+	// KindCommitLog is a commitlog segment; Base is the global commitlog
+	// offset of its first byte.
+	KindCommitLog Kind = iota + 1
+	// KindConsumeQueue is a consumequeue file of 20-byte entries; Base is
+	// the queue index of its first entry.
+	KindConsumeQueue
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindCommitLog:
+		return "commitlog"
+	case KindConsumeQueue:
+		return "consumequeue"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// ConsumeQueueEntrySize is the size of one consumequeue entry; frames of a
+// consumequeue object hold whole entries.
+const ConsumeQueueEntrySize = 20
+
+// Segment is a sealed local segment as the store describes it.
+type Segment struct {
+	Kind     Kind
+	Name     string    // the store's name for it (file name); not used in keys
+	Base     int64     // see Kind
+	Length   int64     // bytes
+	Topic    string    // KindConsumeQueue only
+	QueueID  int       // KindConsumeQueue only
+	SealedAt time.Time // for the upload-lag metric; zero = unknown
+}
+
+// SegmentReader is an open sealed segment. Close releases it (the store
+// may then delete the file if it was uploaded).
+type SegmentReader interface {
+	io.ReaderAt
+	Size() int64
+	Close() error
+}
+
+// Cutter may be implemented by a SegmentReader to give the record
+// boundaries (ascending offsets within the segment) where frames may end,
+// so a record never straddles two frames.
+type Cutter interface {
+	Cuts() []int64
+}
+
+// SegmentSource is what the Uploader needs from the store. It is declared
+// here, where it is consumed. Methods may be called concurrently.
+type SegmentSource interface {
+	// Sealed lists sealed segments not yet marked uploaded, in any order.
+	Sealed(ctx context.Context) ([]Segment, error)
+	// Open opens a listed segment for reading.
+	Open(ctx context.Context, s Segment) (SegmentReader, error)
+	// MarkUploaded records that s is in the bucket and in the manifest as
+	// obj. It must be idempotent; after it returns nil, Sealed no longer
+	// lists s.
+	MarkUploaded(ctx context.Context, s Segment, obj Object) error
+}
+
+// Key returns the object key of s under prefix ("" for none).
+func Key(prefix string, s Segment) (string, error) {
+	var k string
+	switch s.Kind {
+	case KindCommitLog:
+		k = fmt.Sprintf("commitlog/%020d.seg", s.Base)
+	case KindConsumeQueue:
+		if s.Topic == "" {
+			return "", fmt.Errorf("upload: consumequeue segment %q has no topic", s.Name)
+		}
+		k = fmt.Sprintf("consumequeue/%s/%d/%020d.cq", s.Topic, s.QueueID, s.Base)
+	default:
+		return "", fmt.Errorf("upload: segment %q: unknown kind %v", s.Name, s.Kind)
+	}
+	if s.Base < 0 {
+		return "", fmt.Errorf("upload: segment %q: negative base %d", s.Name, s.Base)
+	}
+	return join(prefix, k), nil
+}
+
+// ManifestKey is the manifest's key under prefix.
+func ManifestKey(prefix string) string { return join(prefix, "meta/manifest.json") }
+
+func join(prefix, k string) string {
+	for len(prefix) > 0 && prefix[len(prefix)-1] == '/' {
+		prefix = prefix[:len(prefix)-1]
+	}
+	if prefix == "" {
+		return k
+	}
+	return prefix + "/" + k
+}

@@ -1,0 +1,605 @@
+package upload
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/segfile"
+)
+
+// Config configures an Uploader. Zero values mean the documented default.
+type Config struct {
+	Bucket tier.Bucket   // required
+	Source SegmentSource // required
+	// Prefix is prepended to every key ("cluster/broker"); "" for none.
+	Prefix string
+	// FrameSize is the input bytes per frame (segfile default 2 MiB). For
+	// consumequeue segments it is rounded down to whole entries.
+	FrameSize int
+	// Level is the zstd level (default zstd.SpeedDefault).
+	Level zstd.EncoderLevel
+	// Concurrency is the number of segments encoded and uploaded at once.
+	// Default 2.
+	Concurrency int
+	// PollInterval is how often Sealed is asked when nobody calls Notify.
+	// Default 1s.
+	PollInterval time.Duration
+	// MinBackoff and MaxBackoff bound the jittered exponential backoff
+	// between attempts. Defaults 100ms and 30s.
+	MinBackoff, MaxBackoff time.Duration
+	// AttemptTimeout bounds one Put attempt (a hung connection counts as a
+	// retryable failure). Default 5m.
+	AttemptTimeout time.Duration
+	// MaxHardAttempts is how many times an error tier.IsRetryable rejects is
+	// tried before the segment is parked for MaxBackoff. Default 5.
+	MaxHardAttempts int
+	// ManifestDelay is how long the committer waits after the first
+	// finished upload to batch more into one manifest write (fewer PUTs).
+	// Default 0.
+	ManifestDelay time.Duration
+	// SpoolDir, if set, holds each encoded object in a temporary file there
+	// instead of memory while it is uploaded.
+	SpoolDir string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Now defaults to time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) normalize() error {
+	if c.Bucket == nil || c.Source == nil {
+		return errors.New("upload: Config.Bucket and Config.Source are required")
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 2
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = 100 * time.Millisecond
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 30 * time.Second
+	}
+	if c.MaxBackoff < c.MinBackoff {
+		c.MaxBackoff = c.MinBackoff
+	}
+	if c.AttemptTimeout <= 0 {
+		c.AttemptTimeout = 5 * time.Minute
+	}
+	if c.MaxHardAttempts <= 0 {
+		c.MaxHardAttempts = 5
+	}
+	if c.FrameSize < 0 || c.FrameSize > segfile.MaxFrameSize {
+		return fmt.Errorf("upload: FrameSize %d", c.FrameSize)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Uploader uploads sealed segments and maintains the manifest. Create it
+// with New and start it with Run.
+type Uploader struct {
+	cfg    Config
+	log    *slog.Logger
+	mkey   string
+	wake   chan struct{}
+	jobs   chan job
+	done   chan done
+	stats  stats
+	runMu  sync.Mutex // held by Run for its whole life
+	loaded chan struct{}
+
+	mu struct {
+		sync.Mutex
+		inflight map[string]bool      // key -> being uploaded or committed
+		parked   map[string]time.Time // key -> not before
+		manifest *Manifest            // last one written or read
+		etag     string
+	}
+}
+
+type job struct {
+	seg Segment
+	key string
+}
+
+type done struct {
+	seg Segment
+	obj Object
+}
+
+// New checks cfg and returns an Uploader.
+func New(cfg Config) (*Uploader, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	u := &Uploader{
+		cfg:    cfg,
+		log:    cfg.Logger.With("component", "tier/upload"),
+		mkey:   ManifestKey(cfg.Prefix),
+		wake:   make(chan struct{}, 1),
+		jobs:   make(chan job),
+		done:   make(chan done, cfg.Concurrency),
+		loaded: make(chan struct{}),
+	}
+	u.mu.inflight = make(map[string]bool)
+	u.mu.parked = make(map[string]time.Time)
+	return u, nil
+}
+
+// Notify asks for a scan now (a segment was sealed). It never blocks.
+func (u *Uploader) Notify() {
+	select {
+	case u.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Manifest returns a copy of the last manifest written or read, or nil
+// before Run has loaded it.
+func (u *Uploader) Manifest() *Manifest {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.mu.manifest == nil {
+		return nil
+	}
+	m := *u.mu.manifest
+	m.Objects = append([]Object(nil), m.Objects...)
+	return &m
+}
+
+// Run uploads until ctx is done, then waits for its goroutines and returns
+// ctx's error. An upload cut short by ctx leaves its segment pending; it
+// is repeated by the next Run. Run may be called again after it returns,
+// but not concurrently.
+func (u *Uploader) Run(ctx context.Context) error {
+	if !u.runMu.TryLock() {
+		return errors.New("upload: Run is already running")
+	}
+	defer u.runMu.Unlock()
+
+	if err := u.loadManifest(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for range u.cfg.Concurrency {
+		wg.Go(func() { u.worker(ctx) })
+	}
+	commitDone := make(chan struct{})
+	go func() {
+		defer close(commitDone)
+		u.committer(ctx)
+	}()
+	u.scanLoop(ctx)
+	wg.Wait()
+	<-commitDone
+	// Anything still in flight was abandoned; forget it so a later Run
+	// starts clean.
+	u.mu.Lock()
+	clear(u.mu.inflight)
+	u.mu.Unlock()
+	return ctx.Err()
+}
+
+func (u *Uploader) loadManifest(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		m, etag, err := LoadManifest(ctx, u.cfg.Bucket, u.mkey)
+		if err == nil {
+			u.mu.Lock()
+			u.mu.manifest, u.mu.etag = m, etag
+			u.mu.Unlock()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		u.stats.errors.Add(1)
+		u.log.Warn("load manifest failed; retrying", "key", u.mkey, "attempt", attempt+1, "err", err)
+		if err := u.sleep(ctx, attempt); err != nil {
+			return err
+		}
+	}
+}
+
+// scanLoop lists sealed segments and hands them to workers until ctx ends.
+func (u *Uploader) scanLoop(ctx context.Context) {
+	t := time.NewTicker(u.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		u.scan(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-u.wake:
+		}
+	}
+}
+
+func (u *Uploader) scan(ctx context.Context) {
+	segs, err := u.cfg.Source.Sealed(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			u.stats.errors.Add(1)
+			u.log.Warn("list sealed segments failed", "err", err)
+		}
+		return
+	}
+	now := u.cfg.Now()
+	var lagBytes int64
+	var oldest time.Time
+	for _, s := range segs {
+		lagBytes += s.Length
+		if !s.SealedAt.IsZero() && (oldest.IsZero() || s.SealedAt.Before(oldest)) {
+			oldest = s.SealedAt
+		}
+	}
+	u.stats.lagBytes.Store(lagBytes)
+	u.stats.pending.Store(int64(len(segs)))
+	if oldest.IsZero() {
+		u.stats.lagNanos.Store(0)
+	} else {
+		u.stats.lagNanos.Store(int64(max(now.Sub(oldest), 0)))
+	}
+
+	for _, s := range segs {
+		key, err := Key(u.cfg.Prefix, s)
+		if err != nil {
+			u.stats.errors.Add(1)
+			u.log.Error("segment cannot be uploaded", "segment", s.Name, "err", err)
+			continue
+		}
+		u.mu.Lock()
+		busy := u.mu.inflight[key]
+		notBefore := u.mu.parked[key]
+		listed, inManifest := u.findLocked(key)
+		if !busy && (notBefore.IsZero() || !now.Before(notBefore)) {
+			u.mu.inflight[key] = true
+			delete(u.mu.parked, key)
+		} else {
+			busy = true
+		}
+		u.mu.Unlock()
+		if busy {
+			continue
+		}
+		if inManifest && listed.Length == s.Length {
+			// Uploaded and listed before a crash or a failed mark: mark
+			// again, no new PUT.
+			u.mark(ctx, s, listed)
+			u.release(key)
+			continue
+		}
+		select {
+		case u.jobs <- job{seg: s, key: key}:
+		case <-ctx.Done():
+			u.release(key)
+			return
+		default:
+			// All workers busy: leave the rest for the next scan (a
+			// finishing worker triggers one).
+			u.release(key)
+			return
+		}
+	}
+}
+
+func (u *Uploader) findLocked(key string) (Object, bool) {
+	if u.mu.manifest == nil {
+		return Object{}, false
+	}
+	for _, o := range u.mu.manifest.Objects {
+		if o.Key == key {
+			return o, true
+		}
+	}
+	return Object{}, false
+}
+
+func (u *Uploader) release(key string) {
+	u.mu.Lock()
+	delete(u.mu.inflight, key)
+	u.mu.Unlock()
+}
+
+func (u *Uploader) park(key string) {
+	u.mu.Lock()
+	delete(u.mu.inflight, key)
+	u.mu.parked[key] = u.cfg.Now().Add(u.cfg.MaxBackoff)
+	u.mu.Unlock()
+}
+
+func (u *Uploader) worker(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case j := <-u.jobs:
+			obj, err := u.upload(ctx, j)
+			if err != nil {
+				if ctx.Err() != nil {
+					u.release(j.key)
+				} else {
+					u.park(j.key)
+				}
+				continue
+			}
+			select {
+			case u.done <- done{seg: j.seg, obj: obj}:
+			case <-ctx.Done():
+				u.release(j.key)
+				return
+			}
+		}
+	}
+}
+
+// spool holds one encoded object.
+type spool interface {
+	io.Writer
+	reader() (io.Reader, error)
+	close()
+}
+
+type memSpool struct{ bytes.Buffer }
+
+func (m *memSpool) reader() (io.Reader, error) { return bytes.NewReader(m.Bytes()), nil }
+func (m *memSpool) close()                     {}
+
+type fileSpool struct{ *os.File }
+
+func (f fileSpool) reader() (io.Reader, error) {
+	// An *os.File is an io.ReaderAt and io.Seeker: providers upload its
+	// parts in parallel.
+	_, err := f.Seek(0, io.SeekStart)
+	return f.File, err
+}
+
+func (f fileSpool) close() {
+	f.Close()
+	os.Remove(f.Name())
+}
+
+func (u *Uploader) newSpool() (spool, error) {
+	if u.cfg.SpoolDir == "" {
+		return &memSpool{}, nil
+	}
+	f, err := os.CreateTemp(u.cfg.SpoolDir, "upload-*.seg")
+	if err != nil {
+		return nil, err
+	}
+	return fileSpool{f}, nil
+}
+
+// upload encodes j's segment once, then puts it until it succeeds, ctx
+// ends, or a non-retryable error repeats MaxHardAttempts times.
+func (u *Uploader) upload(ctx context.Context, j job) (Object, error) {
+	sp, footer, err := u.encode(ctx, j.seg)
+	if err != nil {
+		u.stats.errors.Add(1)
+		u.log.Warn("encode segment failed; parked", "segment", j.seg.Name, "err", err)
+		return Object{}, err
+	}
+	defer sp.close()
+	size := footer.ObjectSize()
+	hard := 0
+	for attempt := 0; ; attempt++ {
+		r, err := sp.reader()
+		if err == nil {
+			actx, cancel := context.WithTimeout(ctx, u.cfg.AttemptTimeout)
+			err = u.cfg.Bucket.Put(actx, j.key, r, size)
+			cancel()
+		}
+		if err == nil {
+			u.stats.objects.Add(1)
+			u.stats.bytes.Add(size)
+			u.stats.logical.Add(footer.LogicalSize)
+			return Object{
+				Key: j.key, Kind: j.seg.Kind.String(), Topic: j.seg.Topic, QueueID: j.seg.QueueID,
+				Base: j.seg.Base, Length: footer.LogicalSize, Size: size, Frames: len(footer.Frames),
+				Created: u.cfg.Now().UTC(),
+			}, nil
+		}
+		if ctx.Err() != nil {
+			return Object{}, ctx.Err()
+		}
+		u.stats.errors.Add(1)
+		retry := retryable(ctx, err)
+		if !retry {
+			hard++
+		}
+		u.log.Warn("upload failed", "key", j.key, "attempt", attempt+1, "retryable", retry, "err", err)
+		if hard >= u.cfg.MaxHardAttempts {
+			return Object{}, err
+		}
+		if err := u.sleep(ctx, attempt); err != nil {
+			return Object{}, err
+		}
+	}
+}
+
+func (u *Uploader) encode(ctx context.Context, s Segment) (spool, *segfile.Footer, error) {
+	r, err := u.cfg.Source.Open(ctx, s)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open %s: %w", s.Name, err)
+	}
+	defer r.Close()
+	if r.Size() != s.Length {
+		return nil, nil, fmt.Errorf("segment %s: opened %d bytes, listed %d", s.Name, r.Size(), s.Length)
+	}
+	opts := segfile.Options{FrameSize: u.cfg.FrameSize, Level: u.cfg.Level, Base: s.Base}
+	if c, ok := r.(Cutter); ok {
+		opts.Cuts = c.Cuts()
+	}
+	if s.Kind == KindConsumeQueue && opts.Cuts == nil {
+		fs := opts.FrameSize
+		if fs == 0 {
+			fs = segfile.DefaultFrameSize
+		}
+		opts.FrameSize = max(fs-fs%ConsumeQueueEntrySize, ConsumeQueueEntrySize)
+	}
+	sp, err := u.newSpool()
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := segfile.Encode(sp, r, s.Length, opts)
+	if err != nil {
+		sp.close()
+		return nil, nil, fmt.Errorf("encode %s: %w", s.Name, err)
+	}
+	return sp, f, nil
+}
+
+// committer writes the manifest after uploads finish, batching those that
+// finish together, then marks their segments uploaded.
+func (u *Uploader) committer(ctx context.Context) {
+	for {
+		var batch []done
+		select {
+		case <-ctx.Done():
+			return
+		case d := <-u.done:
+			batch = append(batch, d)
+		}
+		if u.cfg.ManifestDelay > 0 {
+			t := time.NewTimer(u.cfg.ManifestDelay)
+		gather:
+			for {
+				select {
+				case d := <-u.done:
+					batch = append(batch, d)
+				case <-t.C:
+					break gather
+				case <-ctx.Done():
+					break gather
+				}
+			}
+			t.Stop()
+		}
+	drain:
+		for {
+			select {
+			case d := <-u.done:
+				batch = append(batch, d)
+			default:
+				break drain
+			}
+		}
+		objs := make([]Object, len(batch))
+		for i, d := range batch {
+			objs[i] = d.obj
+		}
+		if err := u.writeManifest(ctx, objs); err != nil {
+			for _, d := range batch {
+				u.release(d.obj.Key)
+			}
+			return // ctx is done
+		}
+		for _, d := range batch {
+			u.mark(ctx, d.seg, d.obj)
+			u.release(d.obj.Key)
+		}
+		u.Notify()
+	}
+}
+
+// writeManifest adds objs to the manifest, retrying until it is written
+// or ctx ends.
+func (u *Uploader) writeManifest(ctx context.Context, objs []Object) error {
+	for attempt := 0; ; attempt++ {
+		u.mu.Lock()
+		cur, etag := u.mu.manifest, u.mu.etag
+		u.mu.Unlock()
+		next := &Manifest{Version: cur.Version + 1, Updated: u.cfg.Now().UTC(), Objects: merge(cur.Objects, objs...)}
+		buf, err := encodeManifest(next)
+		if err != nil {
+			return err // a bug; JSON of plain structs does not fail
+		}
+		cond := tier.IfAbsent()
+		if etag != "" {
+			cond = tier.IfMatch(etag)
+		}
+		actx, cancel := context.WithTimeout(ctx, u.cfg.AttemptTimeout)
+		newTag, err := u.cfg.Bucket.PutIf(actx, u.mkey, bytes.NewReader(buf), int64(len(buf)), cond)
+		cancel()
+		if err == nil {
+			u.mu.Lock()
+			u.mu.manifest, u.mu.etag = next, newTag
+			u.mu.Unlock()
+			u.stats.manifests.Add(1)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		u.stats.errors.Add(1)
+		if errors.Is(err, tier.ErrPreconditionFailed) {
+			// Someone else wrote it, or our own earlier attempt succeeded
+			// without us hearing: reread and merge.
+			u.log.Info("manifest changed underneath; merging", "key", u.mkey)
+			if err := u.loadManifest(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		u.log.Warn("manifest write failed", "key", u.mkey, "attempt", attempt+1, "err", err)
+		if err := u.sleep(ctx, attempt); err != nil {
+			return err
+		}
+	}
+}
+
+func (u *Uploader) mark(ctx context.Context, s Segment, obj Object) {
+	if err := u.cfg.Source.MarkUploaded(ctx, s, obj); err != nil && ctx.Err() == nil {
+		// The segment stays listed; the next scan finds it in the manifest
+		// and marks it again.
+		u.stats.errors.Add(1)
+		u.log.Warn("mark uploaded failed", "segment", s.Name, "err", err)
+	}
+}
+
+// retryable is tier.IsRetryable, plus our own per-attempt timeout.
+func retryable(ctx context.Context, err error) bool {
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	return tier.IsRetryable(err)
+}
+
+// backoff is exponential from MinBackoff to MaxBackoff with full jitter.
+func (u *Uploader) backoff(attempt int) time.Duration {
+	d := u.cfg.MinBackoff << min(attempt, 30)
+	if d <= 0 || d > u.cfg.MaxBackoff {
+		d = u.cfg.MaxBackoff
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func (u *Uploader) sleep(ctx context.Context, attempt int) error {
+	t := time.NewTimer(u.backoff(attempt))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
