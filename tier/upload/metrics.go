@@ -65,7 +65,9 @@ func (u *Uploader) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (u *Uploader) Collect(ch chan<- prometheus.Metric) {
 	s := u.Stats()
-	c := func(d *prometheus.Desc, v int64) { ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v)) }
+	c := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
 	g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
 	c(descUploadBytes, s.Bytes)
 	c(descUploadLogical, s.LogicalBytes)
