@@ -387,9 +387,9 @@ func (s *Server) serve(t task) {
 			s.reply(t.c, t.req, NewResponse(t.req, SystemError, fmt.Sprintf("handler panic: %v", r)))
 		}
 	}()
-	if t.c.isClosed() {
-		return
-	}
+	// A request that arrived whole is served even if its conn has closed
+	// since: client-go sends its final offset commits ("oneway") and closes
+	// at once, and those must not be lost. Only the reply is dropped.
 	resp := s.h.ServeRemoting(t.c.ctx, t.c, t.req)
 	s.reply(t.c, t.req, resp)
 }

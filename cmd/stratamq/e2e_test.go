@@ -314,6 +314,15 @@ func TestE2EResumeAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = p.Shutdown()
+	// The final commits are oneway requests: wait until the broker has them
+	// all before restarting it.
+	waitFor(t, 30*time.Second, "committed offsets to reach 100", func() bool {
+		var sum int64
+		for q := 0; q < 4; q++ {
+			sum += committedOffset(t, s.brokAddr, group, topic, q)
+		}
+		return sum == 100
+	})
 	s.restart()
 
 	p2 := newProducer(t, s.nsAddr)
@@ -327,6 +336,15 @@ func TestE2EResumeAfterRestart(t *testing.T) {
 	waitFor(t, 60*time.Second, "second 50 consumed", func() bool { return r2.distinct() >= 50 })
 	r2.mu.Lock()
 	defer r2.mu.Unlock()
+	var redelivered []string
+	for id, ms := range r2.msgs {
+		if string(ms[0].Body) != "second" {
+			redelivered = append(redelivered, fmt.Sprintf("%s@q%d/%d", id, ms[0].Queue.QueueId, ms[0].QueueOffset))
+		}
+	}
+	if len(redelivered) > 0 {
+		t.Fatalf("redelivered after restart (group did not resume at its committed offset): %v", redelivered)
+	}
 	for id, ms := range r2.msgs {
 		if string(ms[0].Body) != "second" {
 			t.Fatalf("message %s (%q) redelivered after restart: group did not resume at its committed offset", id, ms[0].Body)
@@ -438,6 +456,9 @@ func replayAll(t *testing.T, ns, topic string) map[int][]*primitive.MessageExt {
 				t.Fatalf("PullFrom(%d, %d): next offset %d does not advance", mq.QueueId, off, res.NextBeginOffset)
 			}
 			off = res.NextBeginOffset
+			if off >= res.MaxOffset {
+				break // at the end: another pull would be held by long polling
+			}
 		}
 	}
 	return out

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -187,4 +188,23 @@ func consumerIDs(t *testing.T, brokerAddr, group string) []string {
 		t.Fatalf("decode consumer list: %v", err)
 	}
 	return body.ConsumerIDList
+}
+
+// committedOffset asks the broker for a group's committed offset (-1: none).
+func committedOffset(t *testing.T, brokerAddr, group, topic string, queue int) int64 {
+	t.Helper()
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	h := remoting.QueryConsumerOffsetRequestHeader{ConsumerGroup: group, Topic: topic, QueueID: int32(queue)}
+	resp, err := cl.Invoke(ctx, brokerAddr, remoting.NewRequest(remoting.QueryConsumerOffset, h.Encode(), nil))
+	if err != nil || resp.Code != int32(remoting.Success) {
+		return -1
+	}
+	n, err := strconv.ParseInt(resp.ExtFields["offset"], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
 }
