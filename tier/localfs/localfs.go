@@ -56,16 +56,20 @@ var _ tier.Bucket = (*Bucket)(nil)
 func New(dir string, opts Options) (*Bucket, error) {
 	fsys := opts.FS
 	if fsys == nil {
-		fsys = osFS{}
+		fsys = vfs.OS()
 	}
 	root, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("localfs: %q: %w", dir, err)
 	}
-	if err := fsys.MkdirAll(filepath.Join(root, tmpDir), 0o755); err != nil {
+	b := &Bucket{fs: fsys, root: root}
+	created, err := mkdirAll(fsys, b.tmp())
+	if err == nil {
+		err = b.syncDirs(created) // the bucket directory survives a crash
+	}
+	if err != nil {
 		return nil, fmt.Errorf("localfs: create bucket %q: %w", root, err)
 	}
-	b := &Bucket{fs: fsys, root: root}
 	// Uploads interrupted by a crash left temp files; nobody else uses them.
 	if names, err := fsys.ReadDir(b.tmp()); err == nil {
 		for _, n := range names {
@@ -178,7 +182,7 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 	// A concurrent Delete may remove an emptied parent directory between
 	// MkdirAll and Rename; then the rename fails with ENOENT and we retry.
 	for attempt := 0; ; attempt++ {
-		created, err := b.mkdirAll(dir)
+		created, err := mkdirAll(b.fs, dir)
 		if err != nil {
 			return "", fmt.Errorf("localfs: put %q: %w", key, err)
 		}
@@ -221,18 +225,21 @@ func (b *Bucket) commit(key, tmp, final string, cond *tier.Cond) error {
 
 // mkdirAll creates dir and returns the parents of the directories it
 // created, which must be synced for the new entries to be durable.
-func (b *Bucket) mkdirAll(dir string) (toSync []string, err error) {
+func mkdirAll(fsys vfs.FS, dir string) (toSync []string, err error) {
 	var missing []string
-	for d := dir; d != b.root && len(d) > len(b.root); d = filepath.Dir(d) {
-		if _, err := b.fs.Stat(d); err == nil {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := fsys.Stat(d); err == nil {
 			break
 		}
 		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
 	}
 	if len(missing) == 0 {
 		return nil, nil
 	}
-	if err := b.fs.MkdirAll(dir, 0o755); err != nil {
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	for _, d := range missing {

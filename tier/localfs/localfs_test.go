@@ -2,11 +2,14 @@ package localfs_test
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 
+	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/localfs"
 	"github.com/stratamq/stratamq/tier/tiertest"
@@ -80,5 +83,50 @@ func TestTierLocalFSLayout(t *testing.T) {
 	}
 	if tmp, _ := os.ReadDir(filepath.Join(dir, ".tmp")); len(tmp) != 0 {
 		t.Fatalf("crash leftovers not removed: %v", tmp)
+	}
+}
+
+// The suite also passes on the in-memory filesystem, which the crash test
+// below relies on.
+func TestTierLocalFSOnMemSuite(t *testing.T) {
+	tiertest.RunBucketSuite(t, func(t *testing.T) tier.Bucket {
+		b, err := localfs.New("/bucket", localfs.Options{FS: vfs.NewMem()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
+}
+
+// An object whose Put returned survives a crash, including the directories
+// created for it; a crash never exposes a partial object.
+func TestTierLocalFSCrashKeepsCompletedPuts(t *testing.T) {
+	ctx := t.Context()
+	mem := vfs.NewMem()
+	b, err := localfs.New("/bucket", localfs.Options{FS: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, "commitlog/a/00000000000000000000.seg", strings.NewReader("sealed"), 6); err != nil {
+		t.Fatal(err)
+	}
+	// A Put that fails half-way leaves only a temp file, which reopening removes.
+	if err := b.Put(ctx, "commitlog/a/partial", io.MultiReader(strings.NewReader("half"), iotest.ErrReader(errors.New("boom"))), 100); err == nil {
+		t.Fatal("failing Put succeeded")
+	}
+	after, err := localfs.New("/bucket", localfs.Options{FS: mem.CrashClone()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, 6)
+	if err := after.ReadAt(ctx, "commitlog/a/00000000000000000000.seg", p, 0); err != nil || string(p) != "sealed" {
+		t.Fatalf("after crash: %q, %v", p, err)
+	}
+	var keys []string
+	if err := after.List(ctx, "", func(k string, _ int64) error { keys = append(keys, k); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 {
+		t.Fatalf("after crash List = %q, want only the sealed segment", keys)
 	}
 }
