@@ -327,10 +327,14 @@ func (c *Conn) writeLoop() {
 		case <-c.closing:
 			closing = true
 		}
+		// Swap the queue for the spare slice. spare and c.mu.out are always
+		// distinct arrays: only a non-empty queue is swapped.
 		c.mu.Lock()
 		bufs := c.mu.out
-		c.mu.out = spare[:0]
-		c.mu.outBytes = 0
+		if len(bufs) > 0 {
+			c.mu.out = spare
+			c.mu.outBytes = 0
+		}
 		c.mu.Unlock()
 		if len(bufs) > 0 {
 			d := writeTimeout

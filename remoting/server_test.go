@@ -1,8 +1,10 @@
 package remoting
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -483,4 +485,36 @@ func checkLeaks(t *testing.T) {
 	t.Helper()
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+}
+
+// Many callers share one conn; every response must match its request.
+func TestRemotingServerConcurrentCallersOneConn(t *testing.T) {
+	checkLeaks(t)
+	s := startServer(t, ServerConfig{}, HandlerFunc(echo))
+	cl := newTestClient(t, nil)
+	ctx := ctxT(t)
+	const callers, calls = 8, 100
+	errs := make(chan error, callers)
+	for g := range callers {
+		go func() {
+			for i := range calls {
+				body := bytes.Repeat([]byte{byte('a' + g)}, (g*calls+i)%(3*inlineBodyMax))
+				id := fmt.Sprintf("%d/%d", g, i)
+				resp, err := cl.Invoke(ctx, s.Addr().String(), NewRequest(SendMessage, map[string]string{"id": id}, body))
+				if err == nil && (resp.ExtFields["id"] != id || !bytes.Equal(resp.Body, body)) {
+					err = fmt.Errorf("call %s got the response of %s", id, resp.ExtFields["id"])
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range callers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }
