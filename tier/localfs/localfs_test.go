@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 	"testing/iotest"
 
 	"github.com/stratamq/stratamq/infra/vfs"
@@ -14,6 +16,10 @@ import (
 	"github.com/stratamq/stratamq/tier/localfs"
 	"github.com/stratamq/stratamq/tier/tiertest"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 func newBucket(t *testing.T) tier.Bucket {
 	b, err := localfs.New(filepath.Join(t.TempDir(), "bucket"), localfs.Options{})
