@@ -323,6 +323,15 @@ type jsonHeader struct {
 // extFields values that are numbers or booleans (Java 4.9 may send them),
 // which become their JSON text. A null extFields value is dropped.
 func decodeJSONHeader(b []byte) (*Command, error) {
+	if c, ok := fastJSONHeader(b); ok {
+		return c, nil
+	}
+	return decodeJSONHeaderSlow(b)
+}
+
+// decodeJSONHeaderSlow decodes with encoding/json; it is the reference
+// for the fast path.
+func decodeJSONHeaderSlow(b []byte) (*Command, error) {
 	var h jsonHeader
 	if err := json.Unmarshal(b, &h); err != nil {
 		return nil, malformed("json header: %v", err)

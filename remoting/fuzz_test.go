@@ -122,3 +122,32 @@ func TestRemotingGoldenFuzzSeeds(t *testing.T) {
 		}
 	}
 }
+
+// FuzzJSONHeaderFastPath checks the hand-written JSON header decoder
+// against encoding/json: whenever the fast path accepts an input,
+// encoding/json must accept it too and produce the same command.
+func FuzzJSONHeaderFastPath(f *testing.F) {
+	entries, _ := os.ReadDir(goldenDir)
+	for _, e := range entries {
+		if b, err := os.ReadFile(filepath.Join(goldenDir, e.Name())); err == nil && len(b) > 8 && b[4] == 0 {
+			hl := int(b[5])<<16 | int(b[6])<<8 | int(b[7])
+			if 8+hl <= len(b) {
+				f.Add(b[8 : 8+hl])
+			}
+		}
+	}
+	f.Add([]byte(`{"code":1,"extFields":{"a":1.5e3,"b":null,"c":"\u00e9\n"},"remark":null,"x":[1]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, ok := fastJSONHeader(b)
+		if !ok {
+			return
+		}
+		slow, err := decodeJSONHeaderSlow(b)
+		if err != nil {
+			t.Fatalf("fast path accepted what encoding/json rejects (%v): %q", err, b)
+		}
+		if !equalCommands(fast, slow) {
+			t.Fatalf("fast path differs on %q\nfast %+v\nslow %+v", b, fast, slow)
+		}
+	})
+}

@@ -1,0 +1,344 @@
+package remoting
+
+import (
+	"strconv"
+	"strings"
+)
+
+// fastJSONHeader decodes the JSON headers clients actually send without
+// encoding/json's reflection. It handles ASCII strings with escapes,
+// integers, null, and an extFields object of scalars. Whenever it meets
+// anything else (non-ASCII text, surrogate escapes, fractions, nested
+// values, duplicate or case-folded keys, bad syntax) it returns ok=false
+// and the caller decodes with encoding/json, which has the last word on
+// both results and errors. FuzzJSONHeaderFastPath checks that the two
+// agree whenever the fast path answers.
+func fastJSONHeader(b []byte) (c *Command, ok bool) {
+	p := jsonScanner{b: b}
+	p.ws()
+	if !p.eat('{') {
+		return nil, false
+	}
+	c = &Command{}
+	var seen uint8
+	p.ws()
+	if p.eat('}') {
+		return c, p.end()
+	}
+	for {
+		p.ws()
+		key, ok := p.str()
+		if !ok {
+			return nil, false
+		}
+		p.ws()
+		if !p.eat(':') {
+			return nil, false
+		}
+		p.ws()
+		bit := uint8(0)
+		switch key {
+		case "code":
+			bit, ok = 1<<0, p.int32(&c.Code)
+		case "language":
+			bit, ok = 1<<1, p.strOrNull(&c.Language)
+		case "version":
+			bit, ok = 1<<2, p.int32(&c.Version)
+		case "opaque":
+			bit, ok = 1<<3, p.int32(&c.Opaque)
+		case "flag":
+			bit, ok = 1<<4, p.int32(&c.Flag)
+		case "remark":
+			bit, ok = 1<<5, p.strOrNull(&c.Remark)
+		case "extFields":
+			bit, ok = 1<<6, p.ext(c)
+		default:
+			for _, k := range [...]string{"code", "language", "version", "opaque", "flag", "remark", "extFields"} {
+				if strings.EqualFold(key, k) {
+					return nil, false
+				}
+			}
+			ok = p.skipScalar()
+		}
+		if !ok || seen&bit != 0 {
+			return nil, false
+		}
+		seen |= bit
+		p.ws()
+		if p.eat(',') {
+			continue
+		}
+		if p.eat('}') {
+			return c, p.end()
+		}
+		return nil, false
+	}
+}
+
+type jsonScanner struct {
+	b []byte
+	i int
+}
+
+func (p *jsonScanner) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *jsonScanner) eat(c byte) bool {
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *jsonScanner) end() bool {
+	p.ws()
+	return p.i == len(p.b)
+}
+
+func (p *jsonScanner) lit(s string) bool {
+	if strings.HasPrefix(string(p.b[p.i:]), s) {
+		p.i += len(s)
+		return true
+	}
+	return false
+}
+
+// str reads an ASCII string; escapes other than surrogates are decoded.
+func (p *jsonScanner) str() (string, bool) {
+	if !p.eat('"') {
+		return "", false
+	}
+	start := p.i
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			s := string(p.b[start:p.i])
+			p.i++
+			return s, true
+		case c == '\\':
+			return p.strSlow(start)
+		case c < 0x20 || c >= 0x80:
+			return "", false
+		}
+		p.i++
+	}
+	return "", false
+}
+
+func (p *jsonScanner) strSlow(start int) (string, bool) {
+	out := append([]byte(nil), p.b[start:p.i]...)
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return string(out), true
+		case c < 0x20 || c >= 0x80:
+			return "", false
+		case c != '\\':
+			out = append(out, c)
+			p.i++
+			continue
+		}
+		if p.i+1 >= len(p.b) {
+			return "", false
+		}
+		e := p.b[p.i+1]
+		p.i += 2
+		switch e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			if p.i+4 > len(p.b) {
+				return "", false
+			}
+			v, err := strconv.ParseUint(string(p.b[p.i:p.i+4]), 16, 32)
+			if err != nil || (v >= 0xD800 && v < 0xE000) {
+				return "", false
+			}
+			p.i += 4
+			out = utf8Append(out, rune(v))
+		default:
+			return "", false
+		}
+	}
+	return "", false
+}
+
+func utf8Append(b []byte, r rune) []byte {
+	return append(b, string(r)...)
+}
+
+func (p *jsonScanner) strOrNull(dst *string) bool {
+	if p.lit("null") {
+		return true // encoding/json leaves the field alone
+	}
+	s, ok := p.str()
+	*dst = s
+	return ok
+}
+
+// number returns the text of a JSON number at p.
+func (p *jsonScanner) number() (string, bool) {
+	start := p.i
+	p.eat('-')
+	switch {
+	case p.eat('0'):
+	case p.i < len(p.b) && p.b[p.i] >= '1' && p.b[p.i] <= '9':
+		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+			p.i++
+		}
+	default:
+		return "", false
+	}
+	if p.eat('.') {
+		if !p.digits() {
+			return "", false
+		}
+	}
+	if p.eat('e') || p.eat('E') {
+		if !p.eat('+') {
+			p.eat('-')
+		}
+		if !p.digits() {
+			return "", false
+		}
+	}
+	return string(p.b[start:p.i]), true
+}
+
+func (p *jsonScanner) digits() bool {
+	start := p.i
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		p.i++
+	}
+	return p.i > start
+}
+
+func (p *jsonScanner) int32(dst *int32) bool {
+	if p.lit("null") {
+		return true
+	}
+	s, ok := p.number()
+	if !ok {
+		return false
+	}
+	v, err := strconv.ParseInt(s, 10, 32)
+	if err != nil { // fractions, exponents and overflow go the slow way
+		return false
+	}
+	*dst = int32(v)
+	return true
+}
+
+func (p *jsonScanner) skipScalar() bool {
+	if p.i >= len(p.b) {
+		return false
+	}
+	switch p.b[p.i] {
+	case '"':
+		_, ok := p.str()
+		return ok
+	case 't':
+		return p.lit("true")
+	case 'f':
+		return p.lit("false")
+	case 'n':
+		return p.lit("null")
+	}
+	_, ok := p.number()
+	return ok
+}
+
+// ext reads the extFields object (or null): string values as they are,
+// numbers and booleans as their text, null values dropped.
+func (p *jsonScanner) ext(c *Command) bool {
+	if p.lit("null") {
+		return true
+	}
+	if !p.eat('{') {
+		return false
+	}
+	p.ws()
+	if p.eat('}') {
+		return true
+	}
+	m := make(map[string]string, 16)
+	for {
+		p.ws()
+		k, ok := p.str()
+		if !ok {
+			return false
+		}
+		if _, dup := m[k]; dup {
+			return false
+		}
+		p.ws()
+		if !p.eat(':') {
+			return false
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return false
+		}
+		switch p.b[p.i] {
+		case '"':
+			v, ok := p.str()
+			if !ok {
+				return false
+			}
+			m[k] = v
+		case 't':
+			if !p.lit("true") {
+				return false
+			}
+			m[k] = "true"
+		case 'f':
+			if !p.lit("false") {
+				return false
+			}
+			m[k] = "false"
+		case 'n':
+			if !p.lit("null") {
+				return false
+			}
+		default:
+			v, ok := p.number()
+			if !ok {
+				return false
+			}
+			m[k] = v
+		}
+		p.ws()
+		if p.eat(',') {
+			continue
+		}
+		if !p.eat('}') {
+			return false
+		}
+		if len(m) > 0 {
+			c.ExtFields = m
+		}
+		return true
+	}
+}
