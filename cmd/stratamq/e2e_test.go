@@ -196,7 +196,10 @@ func TestE2ESendModesAndAttributes(t *testing.T) {
 }
 
 // TestE2EClusteringSharesQueues: two push consumers of one group split the
-// topic's queues; every message reaches exactly one of them.
+// topic's queues; once the group has rebalanced, every message reaches
+// exactly one of them. (During a rebalance RocketMQ is at-least-once: a
+// queue moving between clients may be delivered twice. The test first waits,
+// with probe messages, until queue ownership is settled.)
 func TestE2EClusteringSharesQueues(t *testing.T) {
 	s := startServe(t, t.TempDir(), nil)
 	topic := uniqueName(t, "T")
@@ -205,29 +208,94 @@ func TestE2EClusteringSharesQueues(t *testing.T) {
 	r := newReceived()
 	newPushConsumer(t, s.nsAddr, group, topic, consumer.MessageSelector{}, r, "c1")
 	newPushConsumer(t, s.nsAddr, group, topic, consumer.MessageSelector{}, r, "c2")
-	// Wait until the broker sees both clients, so the rebalance splits queues.
 	waitFor(t, 30*time.Second, "two consumers in the group", func() bool { return len(consumerIDs(t, s.brokAddr, group)) == 2 })
 
-	p := newProducer(t, s.nsAddr)
+	p := newProducer(t, s.nsAddr, producer.WithQueueSelector(producer.NewManualQueueSelector()))
+	owners := func(round int) (map[int]string, bool) {
+		for q := 0; q < 4; q++ {
+			m := primitive.NewMessage(topic, []byte("probe"))
+			m.WithProperty("id", fmt.Sprintf("probe-%d-%d", round, q))
+			m.Queue = &primitive.MessageQueue{Topic: topic, BrokerName: "broker-a", QueueId: q}
+			if _, err := p.SendSync(context.Background(), m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, 30*time.Second, "probes delivered", func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			for q := 0; q < 4; q++ {
+				if len(r.msgs[fmt.Sprintf("probe-%d-%d", round, q)]) == 0 {
+					return false
+				}
+			}
+			return true
+		})
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		own := map[int]string{}
+		once := true
+		for q := 0; q < 4; q++ {
+			id := fmt.Sprintf("probe-%d-%d", round, q)
+			n := 0
+			for who, ids := range r.by {
+				if ids[id] {
+					own[q] = who
+					n++
+				}
+			}
+			once = once && n == 1
+		}
+		return own, once
+	}
+	var prev map[int]string
+	settled := false
+	for round := 0; round < 30 && !settled; round++ {
+		own, once := owners(round)
+		distinctOwners := map[string]bool{}
+		for _, w := range own {
+			distinctOwners[w] = true
+		}
+		settled = once && len(distinctOwners) == 2 && fmt.Sprint(own) == fmt.Sprint(prev)
+		prev = own
+	}
+	if !settled {
+		t.Fatalf("queue ownership never settled between two consumers: %v", prev)
+	}
+
+	p2 := newProducer(t, s.nsAddr)
 	const n = 200
 	for i := 0; i < n; i++ {
-		if _, err := p.SendSync(context.Background(), msgWithID(topic, i, []byte("m"+strconv.Itoa(i)))); err != nil {
+		if _, err := p2.SendSync(context.Background(), msgWithID(topic, i, []byte("m"+strconv.Itoa(i)))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 60*time.Second, "all messages consumed", func() bool { return r.distinct() >= n })
+	waitFor(t, 60*time.Second, "all messages consumed", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for i := 0; i < n; i++ {
+			if len(r.msgs[strconv.Itoa(i)]) == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.by["c1"]) == 0 || len(r.by["c2"]) == 0 {
-		t.Fatalf("queues not shared: c1=%d c2=%d", len(r.by["c1"]), len(r.by["c2"]))
-	}
-	for id := range r.by["c1"] {
-		if r.by["c2"][id] {
-			t.Fatalf("message %s delivered to both consumers", id)
+	per := map[string]int{}
+	for i := 0; i < n; i++ {
+		id := strconv.Itoa(i)
+		ms := r.msgs[id]
+		if len(ms) != 1 {
+			t.Fatalf("message %s delivered %d times", id, len(ms))
+		}
+		for who, ids := range r.by {
+			if ids[id] {
+				per[who]++
+			}
 		}
 	}
-	if got := len(r.by["c1"]) + len(r.by["c2"]); got != n {
-		t.Fatalf("delivered %d distinct, want %d", got, n)
+	if per["c1"] == 0 || per["c2"] == 0 || per["c1"]+per["c2"] != n {
+		t.Fatalf("queues not shared: %v", per)
 	}
 }
 
