@@ -1,0 +1,45 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func TestConfigEnvFlagsAndDefaults(t *testing.T) {
+	cfg, _, err := loadConfig("serve", nil, map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DataDir != "./data" || cfg.Listen != ":10911" || cfg.NamesrvListen != ":9876" || cfg.HTTPListen != ":5557" ||
+		cfg.Flush != "async" || cfg.SegmentSize != 128<<20 || !cfg.AutoCreateTopic || cfg.Cluster != "DefaultCluster" {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+	env := map[string]string{
+		"STRATAMQ_SEGMENT_SIZE":      "64MiB",
+		"STRATAMQ_FLUSH":             "sync",
+		"STRATAMQ_AUTO_CREATE_TOPIC": "false",
+		"STRATAMQ_NAMESRV":           "10.0.0.1:9876;10.0.0.2:9876",
+		"STRATAMQ_BROKER_ID":         "1",
+		"STRATAMQ_LISTEN":            ":1111",
+		"STRATAMQ_SHUTDOWN_TIMEOUT":  "7s",
+	}
+	cfg, _, err = loadConfig("broker", []string{"--listen", "127.0.0.1:2222", "--segment-size", "4MiB", "--auto-create-topic"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:2222" {
+		t.Fatalf("flag must win over env: listen %q", cfg.Listen)
+	}
+	if cfg.SegmentSize != 4<<20 || cfg.Flush != "sync" || !cfg.AutoCreateTopic || cfg.BrokerID != 1 || cfg.ShutdownTimeout != 7*time.Second {
+		t.Fatalf("parsed: %+v", cfg)
+	}
+	if ns := cfg.NameServers(); len(ns) != 2 || ns[1] != "10.0.0.2:9876" {
+		t.Fatalf("name servers %v", ns)
+	}
+	if _, _, err := loadConfig("serve", nil, map[string]string{"STRATAMQ_SEGMENT_SIZE": "lots"}); err == nil {
+		t.Fatal("bad size accepted")
+	}
+	if _, _, err := loadConfig("serve", []string{"--no-such-flag"}, nil); err == nil {
+		t.Fatal("unknown flag accepted")
+	}
+}
