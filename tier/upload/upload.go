@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -97,15 +98,16 @@ func (c *Config) normalize() error {
 // Uploader uploads sealed segments and maintains the manifest. Create it
 // with New and start it with Run.
 type Uploader struct {
-	cfg    Config
-	log    *slog.Logger
-	mkey   string
-	wake   chan struct{}
-	jobs   chan job
-	done   chan done
-	stats  stats
-	runMu  sync.Mutex // held by Run for its whole life
-	loaded chan struct{}
+	cfg        Config
+	log        *slog.Logger
+	mkey       string
+	wake       chan struct{}
+	jobs       chan job
+	done       chan done
+	stats      stats
+	runMu      sync.Mutex    // held by Run for its whole life
+	loaded     chan struct{} // closed once the manifest has been read
+	loadedOnce sync.Once
 
 	mu struct {
 		sync.Mutex
@@ -206,6 +208,7 @@ func (u *Uploader) loadManifest(ctx context.Context) error {
 			u.mu.Lock()
 			u.mu.manifest, u.mu.etag = m, etag
 			u.mu.Unlock()
+			u.loadedOnce.Do(func() { close(u.loaded) })
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -507,7 +510,7 @@ func (u *Uploader) committer(ctx context.Context) {
 		for i, d := range batch {
 			objs[i] = d.obj
 		}
-		if err := u.writeManifest(ctx, objs); err != nil {
+		if err := u.writeManifest(ctx, func(cur []Object) []Object { return merge(cur, objs...) }); err != nil {
 			for _, d := range batch {
 				u.release(d.obj.Key)
 			}
@@ -521,14 +524,16 @@ func (u *Uploader) committer(ctx context.Context) {
 	}
 }
 
-// writeManifest adds objs to the manifest, retrying until it is written
-// or ctx ends.
-func (u *Uploader) writeManifest(ctx context.Context, objs []Object) error {
+// writeManifest rewrites the manifest with apply(current objects),
+// retrying until it is written or ctx ends. On a conflicting write it
+// rereads the manifest and applies again, so concurrent writers (the
+// committer and Trim) never undo each other.
+func (u *Uploader) writeManifest(ctx context.Context, apply func([]Object) []Object) error {
 	for attempt := 0; ; attempt++ {
 		u.mu.Lock()
 		cur, etag := u.mu.manifest, u.mu.etag
 		u.mu.Unlock()
-		next := &Manifest{Version: cur.Version + 1, Updated: u.cfg.Now().UTC(), Objects: merge(cur.Objects, objs...)}
+		next := &Manifest{Version: cur.Version + 1, Updated: u.cfg.Now().UTC(), Objects: apply(slices.Clone(cur.Objects))}
 		buf, err := encodeManifest(next)
 		if err != nil {
 			return err // a bug; JSON of plain structs does not fail
@@ -565,6 +570,35 @@ func (u *Uploader) writeManifest(ctx context.Context, objs []Object) error {
 			return err
 		}
 	}
+}
+
+// Trim removes from the manifest every commitlog object that ends at or
+// below floor (bucket retention) and returns them; the caller deletes the
+// objects after Trim returns, so the manifest never lists a missing object.
+// A crash in between leaves unlisted objects behind, which are harmless.
+func (u *Uploader) Trim(ctx context.Context, floor int64) ([]Object, error) {
+	select {
+	case <-u.loaded:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	var removed []Object
+	err := u.writeManifest(ctx, func(cur []Object) []Object {
+		removed = removed[:0]
+		kept := cur[:0]
+		for _, o := range cur {
+			if o.Kind == KindCommitLog.String() && o.End() <= floor {
+				removed = append(removed, o)
+				continue
+			}
+			kept = append(kept, o)
+		}
+		return kept
+	})
+	if err != nil {
+		return nil, err
+	}
+	return removed, nil
 }
 
 func (u *Uploader) mark(ctx context.Context, s Segment, obj Object) {
