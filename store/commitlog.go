@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,18 +11,38 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/stratamq/stratamq/infra/vfs"
 )
 
 // segment is one commitlog file. size is the number of valid bytes; it only
-// grows while the segment is active and is final once sealed.
+// grows while the segment is active and is final once sealed. dropped is set
+// (after the segment left the table, before its file is closed) by
+// DropSegment: a reader that still held it retries through the cold tier.
 type segment struct {
-	base   int64
-	path   string
-	f      vfs.File
-	size   atomic.Int64
-	sealed atomic.Bool
+	base    int64
+	path    string
+	f       vfs.File
+	created time.Time
+	size    atomic.Int64
+	sealed  atomic.Bool
+	dropped atomic.Bool
+	firstTS atomic.Int64 // store time of the first record (unix ms), 0 unknown
+	lastTS  atomic.Int64 // store time of the last record, 0 unknown
+}
+
+// noteTS records that records stored at ts went into sg.
+func (sg *segment) noteTS(ts int64) {
+	if sg.firstTS.Load() == 0 {
+		sg.firstTS.Store(ts)
+	}
+	sg.lastTS.Store(ts)
+}
+
+func (sg *segment) info() SegmentInfo {
+	return SegmentInfo{Base: sg.base, Length: sg.size.Load(), Path: sg.path, Sealed: sg.sealed.Load(),
+		Created: sg.created, FirstStoreTime: sg.firstTS.Load(), LastStoreTime: sg.lastTS.Load()}
 }
 
 func (sg *segment) end() int64 { return sg.base + sg.size.Load() }
@@ -117,9 +138,19 @@ func (s *Store) loadSegments() (segTable, error) {
 			t.close()
 			return nil, fmt.Errorf("store: stat segment: %w", err)
 		}
-		sg := &segment{base: base, path: path, f: f}
+		sg := &segment{base: base, path: path, f: f, created: fi.ModTime()}
 		sg.size.Store(fi.Size())
 		sg.sealed.Store(true)
+		if fi.Size() >= storeTSEnd {
+			var b [storeTSEnd]byte
+			if readFull(f, b[:], 0) == nil && binary.BigEndian.Uint32(b[offMagic:]) == MagicV1 &&
+				int64(binary.BigEndian.Uint64(b[offPhysOffset:])) == base {
+				if ts := storeTimestampOf(b[:]); ts > 0 {
+					sg.firstTS.Store(ts)
+					sg.created = time.UnixMilli(ts)
+				}
+			}
+		}
 		t = append(t, sg)
 	}
 	for _, path := range drop {
@@ -212,19 +243,69 @@ func (s *Store) scanSegments(t segTable, from int64, fn func(m *recordMeta) erro
 	return pos, nil
 }
 
-// readAt reads len(p) log bytes at global offset off; they must lie in one
-// segment.
-func (s *Store) readAt(p []byte, off int64) error {
-	t := *s.segs.Load()
-	sg := t.find(off)
-	if sg == nil || off+int64(len(p)) > sg.end() {
-		return fmt.Errorf("store: read %d bytes at %d: %w", len(p), off, ErrNotFound)
-	}
-	if err := readFull(sg.f, p, off-sg.base); err != nil {
-		if errors.Is(err, os.ErrClosed) {
-			return ErrClosed
+// readLog fills p with the log bytes at global offset off: from the local
+// segments where they are, from Options.Cold below the first local segment.
+// The range may cross segment boundaries and the cold/local boundary.
+func (s *Store) readLog(ctx context.Context, p []byte, off int64) error {
+	for len(p) > 0 {
+		t := *s.segs.Load()
+		if len(t) == 0 || off < t[0].base {
+			end := s.writePos.Load()
+			if len(t) > 0 {
+				end = t[0].base
+			}
+			n := min(int64(len(p)), end-off)
+			if n <= 0 || off < 0 {
+				return fmt.Errorf("store: read %d bytes at %d (log ends at %d): %w", len(p), off, end, ErrNotFound)
+			}
+			if err := s.readCold(ctx, p[:n], off); err != nil {
+				return err
+			}
+			p, off = p[n:], off+n
+			continue
 		}
-		return fmt.Errorf("store: read commitlog at %d: %w", off, err)
+		sg := t.find(off)
+		if sg == nil {
+			return fmt.Errorf("store: read %d bytes at %d: %w", len(p), off, ErrNotFound)
+		}
+		n := min(int64(len(p)), sg.end()-off)
+		if err := readFull(sg.f, p[:n], off-sg.base); err != nil {
+			if sg.dropped.Load() {
+				continue // dropped under us: it is no longer in the table; read it cold
+			}
+			if errors.Is(err, os.ErrClosed) {
+				return ErrClosed
+			}
+			return fmt.Errorf("store: read commitlog at %d: %w", off, err)
+		}
+		p, off = p[n:], off+n
+	}
+	return nil
+}
+
+// readCold fills p from Options.Cold at off.
+func (s *Store) readCold(ctx context.Context, p []byte, off int64) error {
+	c := s.opts.Cold
+	if c == nil {
+		return fmt.Errorf("store: offset %d is below the local commitlog and no cold tier is configured: %w", off, ErrNotFound)
+	}
+	for n := 0; n < len(p); {
+		k, err := c.ReadAt(ctx, off+int64(n), p[n:])
+		if k < 0 || k > len(p)-n {
+			return fmt.Errorf("%w: %d bytes at %d: reader returned %d", ErrColdRead, len(p), off, k)
+		}
+		n += k
+		if n == len(p) {
+			return nil
+		}
+		switch {
+		case err == io.EOF:
+			return fmt.Errorf("%w: %d bytes at %d: past the end of the tier after %d: %w", ErrColdRead, len(p), off, n, ErrNotFound)
+		case err != nil:
+			return fmt.Errorf("%w: %d bytes at %d: %w", ErrColdRead, len(p), off, err)
+		case k == 0:
+			return fmt.Errorf("%w: %d bytes at %d: %w", ErrColdRead, len(p), off, io.ErrNoProgress)
+		}
 	}
 	return nil
 }

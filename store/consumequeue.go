@@ -144,6 +144,61 @@ func (q *cqueue) entryLocked(idx int64) (cqEntry, bool, error) {
 	return getEntry(b[:]), true, nil
 }
 
+// firstEntryFromLocked returns the first non-blank entry at an index >= i,
+// skipping blanks and holes; ok is false (and idx q.max) when there is none.
+func (q *cqueue) firstEntryFromLocked(i int64) (idx int64, e cqEntry, ok bool, err error) {
+	const chunk = 64
+	var buf [chunk * cqEntrySize]byte
+	for i < q.max {
+		n, hole, next, err := q.readEntriesLocked(buf[:], i, int(min(chunk, q.max-i)))
+		if err != nil {
+			return 0, cqEntry{}, false, err
+		}
+		if hole {
+			i = next
+			continue
+		}
+		if n == 0 {
+			break
+		}
+		for k := range n {
+			if e := getEntry(buf[k*cqEntrySize:]); e.size > 0 {
+				return i + int64(k), e, true, nil
+			}
+		}
+		i += int64(n)
+	}
+	return q.max, cqEntry{}, false, nil
+}
+
+// advanceMinLocked moves min to the first entry whose commitlog offset is
+// >= floor (q.max when every entry is below it). Entries of a queue are in
+// commitlog order, so this is a binary search over "the next non-blank entry
+// from i is at or above floor".
+func (q *cqueue) advanceMinLocked(floor int64) error {
+	lo, hi := q.min, q.max
+	for lo < hi {
+		m := lo + (hi-lo)/2
+		j, e, ok, err := q.firstEntryFromLocked(m)
+		if err != nil {
+			return err
+		}
+		if !ok || e.phys >= floor {
+			hi = m
+		} else {
+			lo = j + 1
+		}
+	}
+	j, _, _, err := q.firstEntryFromLocked(lo)
+	if err != nil {
+		return err
+	}
+	if j > q.min {
+		q.min = j
+	}
+	return nil
+}
+
 // truncateLocked drops entries at index n and above.
 func (q *cqueue) truncateLocked(fs vfs.FS, n int64) error {
 	if n >= q.max {

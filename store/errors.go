@@ -25,6 +25,12 @@ var (
 	// ErrOffsetMismatch: AppendRaw was given bytes that do not start at the
 	// end of the local commitlog.
 	ErrOffsetMismatch = errors.New("store: commitlog offset mismatch")
+	// ErrColdRead: Options.Cold failed to serve bytes below the local log.
+	// The cold reader's own error is wrapped too.
+	ErrColdRead = errors.New("store: cold read failed")
+	// ErrCannotDrop: DropSegment was refused (active segment, not the
+	// oldest local segment, or no Options.Cold).
+	ErrCannotDrop = errors.New("store: segment cannot be dropped")
 )
 
 // corruptError is an error marked as corruption.

@@ -59,7 +59,7 @@ func (s *Store) syncCommitlog(target int64) error {
 	start := time.Now()
 	for _, sg := range *s.segs.Load() {
 		if sg.end() > from && sg.base < target {
-			if err := sg.f.Sync(); err != nil {
+			if err := sg.f.Sync(); err != nil && !sg.dropped.Load() {
 				return s.setSticky(fmt.Errorf("store: fdatasync %s: %w", sg.path, err))
 			}
 		}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,6 +68,20 @@ type Options struct {
 	// CQEntriesPerFile is the number of 20-byte entries per consumequeue
 	// file; default 300,000. Small values are for tests.
 	CQEntriesPerFile int
+
+	// Cold serves commitlog bytes below the first local segment (segments
+	// removed by DropSegment after upload). nil: no tier; DropSegment is
+	// refused and offsets below the local log are not found.
+	Cold ColdReader
+}
+
+// ColdReader serves commitlog bytes whose local segment has been dropped
+// after upload. ReadAt fills p from global commitlog offset off or errors.
+// It returns n < len(p) only with an error (io.EOF past its end). The store
+// calls it only for ranges below its first local segment, concurrently,
+// with the caller's context.
+type ColdReader interface {
+	ReadAt(ctx context.Context, off int64, p []byte) (int, error)
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -177,9 +192,17 @@ type GetResult struct {
 	Bytes                                 int      // sum of len(Records[i])
 }
 
-// SegmentInfo describes a sealed commitlog segment.
+// SegmentInfo describes a local commitlog segment.
 type SegmentInfo struct {
 	Base   int64  // global offset of its first byte (its file name)
 	Length int64  // bytes; the next segment starts at Base+Length
 	Path   string // file path under Options.Dir, to open through Options.FS
+	Sealed bool   // final: no record will be added (always true from SealedSegments)
+	// Created is when the segment file was started; after a restart, the
+	// store time of its first record (the file's mtime when it is empty).
+	Created time.Time
+	// FirstStoreTime and LastStoreTime are the STORETIMESTAMPs (unix ms) of
+	// its first and last records; 0 when unknown (empty segment, or a
+	// segment recovered without a scan has LastStoreTime 0).
+	FirstStoreTime, LastStoreTime int64
 }

@@ -107,7 +107,8 @@ func (s *Store) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 		}
 		return res, nil
 	}
-	// One buffer for all records; adjacent records are read with one pread.
+	// One buffer for all records; adjacent records are read with one pread
+	// (or one cold read below the local log).
 	data := make([]byte, total)
 	res.Records = make([][]byte, len(spans))
 	p := 0
@@ -118,12 +119,20 @@ func (s *Store) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 			j++
 		}
 		runLen := int(runEnd - spans[i].phys)
-		if err := s.readSpan(data[p:p+runLen], spans[i].phys); err != nil {
+		if err := s.readLog(ctx, data[p:p+runLen], spans[i].phys); err != nil {
 			return GetResult{}, err
 		}
 		for k := i; k < j; k++ {
 			sz := int(spans[k].size)
-			res.Records[k] = data[p : p+sz : p+sz]
+			rec := data[p : p+sz : p+sz]
+			// Cheap sanity check: the bytes are the record the entry names
+			// (a bad cold tier or consumequeue is an error, never garbage).
+			if sz < RecordOverhead || binary.BigEndian.Uint32(rec[offTotalSize:]) != uint32(sz) ||
+				binary.BigEndian.Uint32(rec[offMagic:]) != MagicV1 ||
+				int64(binary.BigEndian.Uint64(rec[offPhysOffset:])) != spans[k].phys {
+				return GetResult{}, corruptf("%s/%d: no %d-byte record at commitlog offset %d", req.Topic, req.QueueID, sz, spans[k].phys)
+			}
+			res.Records[k] = rec
 			p += sz
 		}
 		i = j
@@ -132,39 +141,41 @@ func (s *Store) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 	return res, nil
 }
 
-// readSpan reads log bytes that may cross a segment boundary (adjacent
-// records in two segments).
-func (s *Store) readSpan(p []byte, off int64) error {
-	for len(p) > 0 {
-		t := *s.segs.Load()
-		sg := t.find(off)
-		if sg == nil {
-			return fmt.Errorf("store: read at %d: %w", off, ErrNotFound)
-		}
-		n := min(int64(len(p)), sg.end()-off)
-		if err := s.readAt(p[:n], off); err != nil {
-			return err
-		}
-		p, off = p[n:], off+n
-	}
-	return nil
+// ReadRecord is ReadRecordContext without a deadline.
+func (s *Store) ReadRecord(physOffset int64) ([]byte, error) {
+	return s.ReadRecordContext(context.Background(), physOffset)
 }
 
-// ReadRecord returns the whole record at a commitlog offset (a message id).
-// An offset outside the local log gives ErrNotFound; an offset that is not
-// the start of a valid record gives ErrCorrupt.
-func (s *Store) ReadRecord(physOffset int64) ([]byte, error) {
-	if physOffset < s.MinPhysOffset() || physOffset+RecordOverhead > s.writePos.Load() {
+// ReadRecordContext returns the whole record at a commitlog offset (a
+// message id), from the local log or, below it, from Options.Cold. An
+// offset below MinPhysOffset or at/after the end gives ErrNotFound; an
+// offset that is not the start of a valid record gives ErrCorrupt; a cold
+// tier failure gives ErrColdRead.
+func (s *Store) ReadRecordContext(ctx context.Context, physOffset int64) ([]byte, error) {
+	end := s.writePos.Load()
+	if physOffset < s.MinPhysOffset() || physOffset+RecordOverhead > end {
 		return nil, fmt.Errorf("store: no record at offset %d: %w", physOffset, ErrNotFound)
 	}
+	// A record never spans segments: bound it by its segment (by the first
+	// local segment for a cold offset).
+	limit := end
 	t := *s.segs.Load()
-	sg := t.find(physOffset)
-	if sg == nil {
-		return nil, fmt.Errorf("store: no record at offset %d: %w", physOffset, ErrNotFound)
+	switch {
+	case len(t) > 0 && physOffset < t[0].base:
+		limit = t[0].base
+	case len(t) > 0:
+		sg := t.find(physOffset)
+		if sg == nil {
+			return nil, fmt.Errorf("store: no record at offset %d: %w", physOffset, ErrNotFound)
+		}
+		limit = sg.end()
 	}
-	avail := sg.end() - physOffset
+	avail := limit - physOffset
+	if avail < RecordOverhead {
+		return nil, corruptf("no record starts at offset %d", physOffset)
+	}
 	buf := make([]byte, min(avail, 4096))
-	if err := s.readAt(buf, physOffset); err != nil {
+	if err := s.readLog(ctx, buf, physOffset); err != nil {
 		return nil, err
 	}
 	size := int64(int32(binary.BigEndian.Uint32(buf)))
@@ -174,7 +185,7 @@ func (s *Store) ReadRecord(physOffset int64) ([]byte, error) {
 	if size > int64(len(buf)) {
 		nb := make([]byte, size)
 		copy(nb, buf)
-		if err := s.readAt(nb[len(buf):], physOffset+int64(len(buf))); err != nil {
+		if err := s.readLog(ctx, nb[len(buf):], physOffset+int64(len(buf))); err != nil {
 			return nil, err
 		}
 		buf = nb
@@ -191,18 +202,30 @@ func (s *Store) ReadRecord(physOffset int64) ([]byte, error) {
 }
 
 // storeTimeAt is the STORETIMESTAMP of the record an entry points at.
-func (s *Store) storeTimeAt(e cqEntry) (int64, error) {
+func (s *Store) storeTimeAt(ctx context.Context, e cqEntry) (int64, error) {
 	var b [storeTSEnd]byte
+	if e.size < RecordOverhead {
+		return 0, corruptf("consumequeue entry of %d bytes at commitlog offset %d", e.size, e.phys)
+	}
 	n := min(int(e.size), len(b))
-	if err := s.readAt(b[:n], e.phys); err != nil {
+	if err := s.readLog(ctx, b[:n], e.phys); err != nil {
 		return 0, err
+	}
+	if binary.BigEndian.Uint32(b[offMagic:]) != MagicV1 || int64(binary.BigEndian.Uint64(b[offPhysOffset:])) != e.phys {
+		return 0, corruptf("no record at commitlog offset %d", e.phys)
 	}
 	return storeTimestampOf(b[:n]), nil
 }
 
-// EarliestStoreTime is the store time of the first message still in the
-// queue; ErrNotFound for an empty or unknown queue.
+// EarliestStoreTime is EarliestStoreTimeContext without a deadline.
 func (s *Store) EarliestStoreTime(topic string, queueID int32) (int64, error) {
+	return s.EarliestStoreTimeContext(context.Background(), topic, queueID)
+}
+
+// EarliestStoreTimeContext is the store time of the first message still in
+// the queue (at MinQueueOffset; read cold when it is below the local log);
+// ErrNotFound for an empty or unknown queue.
+func (s *Store) EarliestStoreTimeContext(ctx context.Context, topic string, queueID int32) (int64, error) {
 	q := s.queue(topic, queueID)
 	if q == nil {
 		return -1, fmt.Errorf("store: %s/%d: %w", topic, queueID, ErrNotFound)
@@ -225,39 +248,68 @@ func (s *Store) EarliestStoreTime(topic string, queueID int32) (int64, error) {
 	if !ok {
 		return -1, fmt.Errorf("store: %s/%d is empty: %w", topic, queueID, ErrNotFound)
 	}
-	return s.storeTimeAt(e)
+	ts, err := s.storeTimeAt(ctx, e)
+	if err != nil {
+		return -1, err
+	}
+	return ts, nil
 }
 
-// OffsetByTime finds the queue offset of the message stored at tsMillis
-// (docs/rocketmq-protocol.md §4.6): the first message with exactly that store
-// time if there is one, else the nearer of its neighbours (a tie goes to the
-// earlier one). An empty queue gives 0.
+// OffsetByTime is OffsetByTimeContext without a deadline; on an error it
+// returns the queue's min offset.
 func (s *Store) OffsetByTime(topic string, queueID int32, tsMillis int64) int64 {
+	off, err := s.OffsetByTimeContext(context.Background(), topic, queueID, tsMillis)
+	if err != nil {
+		s.log.Warn("store: offset by time", "topic", topic, "queue", queueID, "err", err)
+		return s.MinQueueOffset(topic, queueID)
+	}
+	return off
+}
+
+// OffsetByTimeContext finds the queue offset of the message stored at
+// tsMillis (docs/rocketmq-protocol.md §4.6): the first message with exactly
+// that store time if there is one, else the nearer of its neighbours (a tie
+// goes to the earlier one). An empty queue gives 0. It searches
+// [MinQueueOffset, MaxQueueOffset), reading store times cold below the local
+// log; a read error (ErrColdRead, ErrCorrupt) is returned.
+func (s *Store) OffsetByTimeContext(ctx context.Context, topic string, queueID int32, tsMillis int64) (int64, error) {
 	q := s.queue(topic, queueID)
 	if q == nil {
-		return 0
+		return 0, nil
 	}
 	mn, mx := q.bounds()
 	if mn >= mx {
-		return 0
+		return 0, nil
 	}
+	var rerr error
 	timeAt := func(i int64) (int64, bool) {
+		if rerr != nil {
+			return 0, false
+		}
 		q.mu.RLock()
 		e, ok, err := q.entryLocked(i)
 		q.mu.RUnlock()
-		if err != nil || !ok || e.size == 0 {
+		if err != nil {
+			rerr = err
 			return 0, false
 		}
-		t, err := s.storeTimeAt(e)
-		return t, err == nil
+		if !ok || e.size == 0 {
+			return 0, false // blank or hole: treated as older
+		}
+		t, err := s.storeTimeAt(ctx, e)
+		if err != nil {
+			rerr = err
+			return 0, false
+		}
+		return t, true
 	}
 	// Lower bound: first index whose store time is >= tsMillis.
 	lo, hi := mn, mx
-	for lo < hi {
+	for lo < hi && rerr == nil {
 		m := lo + (hi-lo)/2
 		t, ok := timeAt(m)
 		if !ok {
-			lo = m + 1 // blank or unreadable: treat as older
+			lo = m + 1 // blank or hole: treat as older
 			continue
 		}
 		if t < tsMillis {
@@ -271,7 +323,7 @@ func (s *Store) OffsetByTime(topic string, queueID int32, tsMillis int64) int64 
 		var t int64
 		if t, rok = timeAt(lo); rok {
 			if t == tsMillis {
-				return lo
+				return lo, nil
 			}
 			right = t
 		}
@@ -280,16 +332,19 @@ func (s *Store) OffsetByTime(topic string, queueID int32, tsMillis int64) int64 
 	if lo > mn {
 		left, lok = timeAt(lo - 1)
 	}
+	if rerr != nil {
+		return mn, rerr
+	}
 	switch {
 	case lok && rok:
 		if tsMillis-left <= right-tsMillis {
-			return lo - 1
+			return lo - 1, nil
 		}
-		return lo
+		return lo, nil
 	case lok:
-		return lo - 1
+		return lo - 1, nil
 	case rok:
-		return lo
+		return lo, nil
 	}
-	return mn
+	return mn, nil
 }

@@ -16,7 +16,8 @@ import (
 const (
 	abortName      = "abort"
 	checkpointName = "checkpoint"
-	ckMagic        = "SMQCKPT1"
+	ckMagicV1      = "SMQCKPT1" // read only: no floor
+	ckMagic        = "SMQCKPT2"
 )
 
 // queueMark is one queue's max offset as recorded in a checkpoint.
@@ -29,17 +30,24 @@ type queueMark struct {
 type checkpoint struct {
 	seq        uint64
 	dispatched int64 // commitlog and consumequeues durable up to here
+	floor      int64 // retention floor (SetMinPhysOffset)
 	queues     []queueMark
 }
 
 // writeCheckpoint replaces the checkpoint file atomically: temp file, fsync,
 // rename, fsync of the directory.
+//
+//	"SMQCKPT2" seq:u64 dispatched:i64 floor:i64 n:u32
+//	n × (topicLen:u16 topic id:i32 max:i64) crc32:u32
+//
+// ("SMQCKPT1" is the same without floor.)
 func (s *Store) writeCheckpoint(dispatched int64, marks []queueMark) error {
 	s.ckSeq++
-	b := make([]byte, 0, 32+len(marks)*32)
+	b := make([]byte, 0, 40+len(marks)*32)
 	b = append(b, ckMagic...)
 	b = binary.BigEndian.AppendUint64(b, s.ckSeq)
 	b = binary.BigEndian.AppendUint64(b, uint64(dispatched))
+	b = binary.BigEndian.AppendUint64(b, uint64(s.floor.Load()))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(marks)))
 	for _, m := range marks {
 		b = binary.BigEndian.AppendUint16(b, uint16(len(m.topic)))
@@ -94,7 +102,15 @@ func (s *Store) readCheckpoint() (*checkpoint, error) {
 }
 
 func parseCheckpoint(b []byte) (*checkpoint, error) {
-	if len(b) < 32 || string(b[:8]) != ckMagic {
+	hdr := 28
+	switch {
+	case len(b) >= 8 && string(b[:8]) == ckMagic:
+		hdr = 36
+	case len(b) >= 8 && string(b[:8]) == ckMagicV1:
+	default:
+		return nil, corruptf("checkpoint header")
+	}
+	if len(b) < hdr+4 {
 		return nil, corruptf("checkpoint header")
 	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
@@ -105,8 +121,14 @@ func parseCheckpoint(b []byte) (*checkpoint, error) {
 		seq:        binary.BigEndian.Uint64(body[8:]),
 		dispatched: int64(binary.BigEndian.Uint64(body[16:])),
 	}
-	n := int(binary.BigEndian.Uint32(body[24:]))
-	p := body[28:]
+	if hdr == 36 {
+		ck.floor = int64(binary.BigEndian.Uint64(body[24:]))
+		if ck.floor < 0 {
+			return nil, corruptf("checkpoint floor %d", ck.floor)
+		}
+	}
+	n := int(binary.BigEndian.Uint32(body[hdr-4:]))
+	p := body[hdr:]
 	for range n {
 		if len(p) < 2 {
 			return nil, corruptf("checkpoint queue table")
@@ -157,9 +179,20 @@ func (s *Store) recover() error {
 	minPhys, end := int64(0), int64(0)
 	if len(segs) > 0 {
 		minPhys, end = segs[0].base, segs[len(segs)-1].end()
+	} else if ck != nil && ck.dispatched > 0 {
+		// No local segment at all, yet the checkpoint says the log reached
+		// ck.dispatched (everything dropped to the tier, or the files were
+		// lost): continue there; offsets are never reused.
+		s.log.Warn("store: no local commitlog segment; the log continues at the checkpoint", "offset", ck.dispatched)
+		minPhys, end = ck.dispatched, ck.dispatched
+	}
+	if minPhys > 0 {
+		s.log.Info("store: local commitlog starts above 0; older bytes are read from the cold tier", "local_min", minPhys,
+			"cold_tier", s.opts.Cold != nil)
 	}
 	from := minPhys
 	if ck != nil {
+		s.floor.Store(min(ck.floor, end))
 		from = max(ck.dispatched, minPhys)
 		if from > end {
 			// The log lost checkpointed bytes: find record boundaries again
@@ -173,8 +206,10 @@ func (s *Store) recover() error {
 		for _, m := range ck.queues {
 			q := s.topics[m.topic][m.id]
 			if q == nil || q.max < m.max {
-				s.log.Warn("store: consumequeue shorter than checkpointed; rebuilding from the start of the log",
-					"topic", m.topic, "queue", m.id, "want", m.max)
+				// Entries of records below the first local segment cannot be
+				// rebuilt locally; entries the queue still has are kept.
+				s.log.Warn("store: consumequeue shorter than checkpointed; rebuilding from the start of the local log",
+					"topic", m.topic, "queue", m.id, "want", m.max, "from", minPhys)
 				from = minPhys
 				break
 			}
@@ -184,10 +219,20 @@ func (s *Store) recover() error {
 		s.log.Warn("store: unclean shutdown; recovering", "from", from, "end", end)
 	}
 	var lastTS int64
+	var cur *segment
 	valid, err := s.scanSegments(segs, from, func(m *recordMeta) error {
 		lastTS = max(lastTS, m.storeTS)
+		if cur == nil || m.physOffset < cur.base || m.physOffset >= cur.end() {
+			cur = segs.find(m.physOffset)
+		}
+		if cur != nil {
+			cur.noteTS(m.storeTS)
+		}
 		return s.dispatchMeta(m, s.tagsCode(m))
 	})
+	if len(segs) == 0 {
+		valid = max(valid, end)
+	}
 	if err != nil {
 		return err
 	}
@@ -198,6 +243,9 @@ func (s *Store) recover() error {
 		}
 	}
 	if err := s.trimQueues(valid); err != nil {
+		return err
+	}
+	if err := s.applyFloor(s.floor.Load()); err != nil {
 		return err
 	}
 	s.writePos.Store(valid)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -41,6 +42,8 @@ type Store struct {
 
 	writePos atomic.Int64 // end of the log; published after dispatch
 	segs     atomic.Pointer[segTable]
+	floor    atomic.Int64 // retention floor (SetMinPhysOffset): bytes below are gone
+	dropMu   sync.Mutex   // serializes DropSegment (held across file removal)
 
 	qmu    sync.RWMutex // guards topics (the map, not the queues)
 	topics map[string]map[int32]*cqueue
@@ -269,6 +272,9 @@ func (s *Store) put(msgs []Message, res []PutResult, total int) (int64, error) {
 				s.undoOffsetsLocked(touched)
 				return 0, err
 			}
+			if len(buf) > 0 {
+				s.mu.active.noteTS(ts)
+			}
 			buf = buf[:0]
 			if err := s.rollLocked(pos); err != nil {
 				if pos != first {
@@ -301,6 +307,7 @@ func (s *Store) put(msgs []Message, res []PutResult, total int) (int64, error) {
 		s.undoOffsetsLocked(touched)
 		return 0, err
 	}
+	s.mu.active.noteTS(ts)
 	if cap(buf) <= 8<<20 {
 		s.mu.buf = buf[:0]
 	}
@@ -397,7 +404,7 @@ func (s *Store) rollLocked(base int64) error {
 		s.fs.Remove(path)
 		return err
 	}
-	sg := &segment{base: base, path: path, f: f}
+	sg := &segment{base: base, path: path, f: f, created: time.Now()}
 	old := *s.segs.Load()
 	t := make(segTable, len(old), len(old)+1)
 	copy(t, old)
@@ -503,6 +510,7 @@ func (s *Store) AppendRaw(physOffset int64, b []byte) error {
 				return err
 			}
 		}
+		s.mu.active.noteTS(r.meta.storeTS)
 		pos += int64(r.meta.size)
 	}
 	if err := s.writeLocked(b[start:], physOffset+int64(start), start > 0); err != nil {
@@ -566,28 +574,161 @@ func (s *Store) SealActive() error {
 	return nil
 }
 
-// SealedSegments lists the sealed commitlog segments, oldest first.
+// SealedSegments lists the sealed, non-empty local commitlog segments,
+// oldest first (the uploader's source). A dropped segment is not listed.
 func (s *Store) SealedSegments() []SegmentInfo {
 	t := *s.segs.Load()
 	out := make([]SegmentInfo, 0, len(t))
 	for _, sg := range t {
 		if sg.sealed.Load() && sg.size.Load() > 0 {
-			out = append(out, SegmentInfo{Base: sg.base, Length: sg.size.Load(), Path: sg.path})
+			out = append(out, sg.info())
 		}
 	}
 	return out
 }
 
+// LocalSegments lists every local commitlog segment, sealed and active
+// (possibly empty), oldest first. Consecutive segments are contiguous:
+// Base+Length of one is the Base of the next.
+func (s *Store) LocalSegments() []SegmentInfo {
+	t := *s.segs.Load()
+	out := make([]SegmentInfo, len(t))
+	for i, sg := range t {
+		out[i] = sg.info()
+	}
+	return out
+}
+
+// DropSegment deletes the local file of the sealed segment starting at
+// base, after it was uploaded: reads of its range then go to Options.Cold.
+// Segments are dropped oldest first, so the local log stays one contiguous
+// range [LocalMinPhysOffset, MaxPhysOffset). It fails (ErrCannotDrop) when
+// Options.Cold is nil, for the active segment, and for a segment that is not
+// the oldest local one; an unknown base gives ErrNotFound. Dropping the last
+// sealed segment while no segment is active first starts an empty active
+// segment at the end of the log, so the log's end survives a restart.
+func (s *Store) DropSegment(base int64) error {
+	if s.opts.Cold == nil {
+		return fmt.Errorf("%w: drop segment %d: no cold tier (Options.Cold) would serve its bytes", ErrCannotDrop, base)
+	}
+	s.dropMu.Lock()
+	defer s.dropMu.Unlock()
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	t := *s.segs.Load()
+	i := slices.IndexFunc(t, func(sg *segment) bool { return sg.base == base })
+	switch {
+	case i < 0:
+		s.mu.Unlock()
+		return fmt.Errorf("store: drop segment %d: no such local segment: %w", base, ErrNotFound)
+	case t[i] == s.mu.active || !t[i].sealed.Load():
+		s.mu.Unlock()
+		return fmt.Errorf("%w: segment %d is the active segment", ErrCannotDrop, base)
+	case i != 0:
+		s.mu.Unlock()
+		return fmt.Errorf("%w: segment %d is not the oldest local segment (%d); drop oldest first", ErrCannotDrop, base, t[0].base)
+	}
+	sg := t[0]
+	if len(t) == 1 {
+		if err := s.rollLocked(s.writePos.Load()); err != nil {
+			s.mu.Unlock()
+			return fmt.Errorf("store: drop segment %d: start the next segment: %w", base, err)
+		}
+		t = *s.segs.Load()
+	}
+	nt := slices.Clone(t[1:])
+	s.segs.Store(&nt)
+	sg.dropped.Store(true) // after the swap: a reader failing on the closed file retries cold
+	s.mu.Unlock()
+
+	cerr := sg.f.Close()
+	if err := s.fs.Remove(sg.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("store: drop segment %d: %w", base, err)
+	}
+	if err := syncDir(s.fs, s.clDir); err != nil {
+		return fmt.Errorf("store: drop segment %d: %w", base, err)
+	}
+	if cerr != nil && !errors.Is(cerr, os.ErrClosed) {
+		s.log.Warn("store: close dropped segment", "path", sg.path, "err", cerr)
+	}
+	s.log.Info("store: dropped local segment", "base", base, "bytes", sg.size.Load())
+	return nil
+}
+
 // MaxPhysOffset is the end of the commitlog: the offset of the next record.
 func (s *Store) MaxPhysOffset() int64 { return s.writePos.Load() }
 
-// MinPhysOffset is the offset of the first byte still in the local log.
+// MinPhysOffset is the first readable commitlog offset: the retention floor
+// (SetMinPhysOffset; 0 when never set) with Options.Cold, and at least the
+// first local segment's base without it.
 func (s *Store) MinPhysOffset() int64 {
+	f := s.floor.Load()
+	if s.opts.Cold == nil {
+		f = max(f, s.LocalMinPhysOffset())
+	}
+	return f
+}
+
+// LocalMinPhysOffset is the base of the first local segment (the end of the
+// log when there is none): bytes below it are read from Options.Cold.
+func (s *Store) LocalMinPhysOffset() int64 {
 	t := *s.segs.Load()
 	if len(t) == 0 {
 		return s.writePos.Load()
 	}
 	return t[0].base
+}
+
+// SetMinPhysOffset raises the retention floor: commitlog bytes below off are
+// gone for good (bucket retention deleted them). Each queue's min offset
+// advances to its first entry at or above off, so Get below it gives
+// OffsetTooSmall with NextBeginOffset = the new min (PULL_OFFSET_MOVED), and
+// ReadRecord below off gives ErrNotFound. The floor never moves back and is
+// capped at MaxPhysOffset. It is durable (in the checkpoint) on return; call
+// it before deleting the objects.
+func (s *Store) SetMinPhysOffset(off int64) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	if s.isClosed() {
+		return ErrClosed
+	}
+	off = min(off, s.writePos.Load())
+	if off <= s.floor.Load() {
+		return nil
+	}
+	s.floor.Store(off)
+	if err := s.applyFloor(off); err != nil {
+		return err
+	}
+	s.ckWritten = -1 // force a checkpoint carrying the floor
+	return s.flushAllLocked()
+}
+
+// applyFloor advances every queue's min offset past entries below floor.
+func (s *Store) applyFloor(floor int64) error {
+	if floor <= 0 {
+		return nil
+	}
+	s.qmu.RLock()
+	var qs []*cqueue
+	for _, m := range s.topics {
+		for _, q := range m {
+			qs = append(qs, q)
+		}
+	}
+	s.qmu.RUnlock()
+	for _, q := range qs {
+		q.mu.Lock()
+		err := q.advanceMinLocked(floor)
+		q.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("store: advance %s/%d to commitlog offset %d: %w", q.topic, q.id, floor, err)
+		}
+	}
+	return nil
 }
 
 // MaxQueueOffset is the next queue offset to be written (0 for an unknown
