@@ -631,7 +631,32 @@ func (s *Store) DropSegment(base int64) error {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: segment %d is not the oldest local segment (%d); drop oldest first", ErrCannotDrop, base, t[0].base)
 	}
-	sg := t[0]
+	sg, end := t[0], t[0].end()
+	s.mu.Unlock()
+
+	// Before the file goes: the segment's bytes and the consumequeue entries
+	// of its records must be durable and covered by a checkpoint, or a crash
+	// would need the dropped file to recover (a torn copy of it could even
+	// cut the log short).
+	s.flushMu.Lock()
+	var err error
+	if s.isClosed() {
+		err = ErrClosed
+	} else if s.ckWritten < end {
+		err = s.flushAllLocked()
+	}
+	s.flushMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("store: drop segment %d: flush first: %w", base, err)
+	}
+
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	// Only DropSegment removes segments and dropMu is held: sg is still first.
+	t = *s.segs.Load()
 	if len(t) == 1 {
 		if err := s.rollLocked(s.writePos.Load()); err != nil {
 			s.mu.Unlock()
