@@ -394,19 +394,23 @@ func TestStoreDropAllSegments(t *testing.T) {
 		}
 		compareSnapshots(t, before, takeSnapshot(t, s, queues, puts))
 	}
+	// Even with the empty segment file lost, the checkpoint keeps the end:
+	// offsets are never reused.
+	mustClose(t, s)
+	if err := fs.Remove(fmt.Sprintf("/data/store/commitlog/%020d", end)); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, o)
+	defer mustClose(t, s)
+	if s.MaxPhysOffset() != end {
+		t.Fatalf("log restarts at %d, was at %d", s.MaxPhysOffset(), end)
+	}
+	compareSnapshots(t, before, takeSnapshot(t, s, queues, puts))
 	r := mustPut(t, s, msg("B", 1, "next"))
 	if r[0].PhysOffset != end || r[0].QueueOffset != s.MaxQueueOffset("B", 1)-1 {
 		t.Fatalf("put after dropping all: %+v", r[0])
 	}
 	checkConsistent(t, s, "B", 2)
-	mustClose(t, s)
-	// With the empty segment file itself lost, the checkpoint keeps the end.
-	fs.Remove(fmt.Sprintf("/data/store/commitlog/%020d", end))
-	s = mustOpen(t, o)
-	defer mustClose(t, s)
-	if s.MaxPhysOffset() < end {
-		t.Fatalf("offsets reused: log restarts at %d, was at %d", s.MaxPhysOffset(), end)
-	}
 }
 
 func TestStoreDropSegmentErrors(t *testing.T) {
@@ -858,5 +862,51 @@ func TestStoreDropWhileReading(t *testing.T) {
 	wg.Wait()
 	if reads.Load() == 0 {
 		t.Fatal("no reads ran")
+	}
+}
+
+// TestStoreLocalSegmentsAcrossRestarts: repeated Open/SealActive/Close
+// cycles, with and without writes, never leave an empty sealed segment and
+// never lose the end of the log.
+func TestStoreLocalSegmentsAcrossRestarts(t *testing.T) {
+	fs := vfs.NewMem()
+	o := tieredOpts(fs, newFakeCold())
+	var puts []PutResult
+	for round := range 6 {
+		s := mustOpen(t, o)
+		if err := s.SealActive(); err != nil { // nothing active yet: no-op
+			t.Fatal(err)
+		}
+		if round%2 == 0 {
+			puts = append(puts, mustPut(t, s, msg("R", 0, fmt.Sprintf("round-%d", round)))...)
+			if err := s.SealActive(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SealActive(); err != nil { // twice: still fine
+				t.Fatal(err)
+			}
+		}
+		ls := s.LocalSegments()
+		for i, sg := range ls {
+			if sg.Length == 0 || !sg.Sealed {
+				t.Fatalf("round %d: segment %d: %+v", round, i, sg)
+			}
+			if i > 0 && sg.Base != ls[i-1].Base+ls[i-1].Length {
+				t.Fatalf("round %d: not contiguous: %+v", round, ls)
+			}
+			if sg.FirstStoreTime == 0 || !sg.Created.Equal(time.UnixMilli(sg.FirstStoreTime)) && i < len(ls)-1 {
+				t.Fatalf("round %d: times of %+v", round, sg)
+			}
+		}
+		if len(ls) != len(puts) {
+			t.Fatalf("round %d: %d segments for %d records", round, len(ls), len(puts))
+		}
+		if got := s.MaxPhysOffset(); got != puts[len(puts)-1].PhysOffset+int64(puts[len(puts)-1].Size) {
+			t.Fatalf("round %d: end %d", round, got)
+		}
+		if got := len(readQueue(t, s, "R", 0)); got != len(puts) {
+			t.Fatalf("round %d: %d records, want %d", round, got, len(puts))
+		}
+		mustClose(t, s)
 	}
 }
