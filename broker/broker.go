@@ -12,10 +12,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
+	"github.com/stratamq/stratamq/tier"
 )
 
 // Version is the RocketMQ version ordinal the broker puts in responses
@@ -29,6 +32,11 @@ type Deps struct {
 	Logger *slog.Logger // default slog.Default()
 	// Metrics receives the broker's counters; nil disables them.
 	Metrics *Metrics
+	// Bucket, when set, is where sealed segments go (tiered storage); the
+	// broker scopes it to <cluster>/<brokerName>/. Nil keeps everything local.
+	Bucket tier.Bucket
+	// Registerer receives the tier's collectors; nil skips them.
+	Registerer prometheus.Registerer
 }
 
 // Broker serves the RocketMQ remoting protocol over the local store.
@@ -45,6 +53,7 @@ type Broker struct {
 	consumers *ConsumerManager
 	producers *ProducerManager
 	hold      *pullHold
+	tier      *tiering // nil without a bucket
 	locks     queueLocks
 	uniq      *uniqIDs
 
@@ -72,6 +81,12 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if deps.FS == nil {
 		deps.FS = vfs.OS()
 	}
+	// A record never spans segments: with small segments the largest
+	// message shrinks to fit (said loudly, since clients see the limit).
+	clamped := false
+	if limit := cfg.SegmentSize - 64<<10; cfg.MaxMessageSize > limit {
+		cfg.MaxMessageSize, clamped = limit, true
+	}
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
@@ -84,6 +99,10 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		uniq:        newUniqIDs(),
 	}
 	b.hold = newPullHold(b)
+	if clamped {
+		b.log.Warn("largest accepted message lowered to fit the segment size",
+			"maxMessageSize", cfg.MaxMessageSize.String(), "segmentSize", cfg.SegmentSize.String())
+	}
 	b.server = remoting.NewServer(remoting.ServerConfig{
 		Addr:     cfg.Listen,
 		Pools:    defaultPools(),
@@ -130,20 +149,33 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if b.offsets, err = offsets.OpenConsumerOffsets(deps.FS, configDir); err != nil {
 		return fail(err)
 	}
+	var cold store.ColdReader
+	if deps.Bucket != nil {
+		scoped, err := tier.WithPrefix(deps.Bucket, cfg.Cluster+"/"+cfg.BrokerName)
+		if err != nil {
+			return fail(err)
+		}
+		if b.tier, err = newTiering(b, scoped, deps.Registerer); err != nil {
+			return fail(fmt.Errorf("broker: tiering: %w", err))
+		}
+		cold = b.tier.cold
+	}
 	flush := store.FlushAsync
 	if cfg.Flush == "sync" {
 		flush = store.FlushSync
 	}
 	b.store, err = store.Open(store.Options{
-		FS:             deps.FS,
-		Dir:            filepath.Join(cfg.DataDir, "store"),
-		SegmentSize:    int64(cfg.SegmentSize),
-		Flush:          flush,
-		FlushInterval:  cfg.FlushInterval,
-		MaxMessageSize: int(cfg.MaxMessageSize),
-		StoreHost:      b.storeHost,
-		Logger:         b.log,
-		OnDispatch:     b.hold.notify,
+		FS:               deps.FS,
+		Dir:              filepath.Join(cfg.DataDir, "store"),
+		SegmentSize:      int64(cfg.SegmentSize),
+		Flush:            flush,
+		FlushInterval:    cfg.FlushInterval,
+		MaxMessageSize:   int(cfg.MaxMessageSize),
+		StoreHost:        b.storeHost,
+		Logger:           b.log,
+		OnDispatch:       b.hold.notify,
+		Cold:             cold,
+		CQEntriesPerFile: cfg.CQEntriesPerFile,
 	})
 	if err != nil {
 		return fail(fmt.Errorf("broker: open store: %w", err))
@@ -168,7 +200,10 @@ func (b *Broker) Server() *remoting.Server { return b.server }
 // Run serves until ctx is cancelled, then shuts down gracefully within
 // cfg.ShutdownTimeout. It owns every goroutine the broker starts.
 func (b *Broker) Run(ctx context.Context) error {
-	runCtx, cancel := context.WithCancel(ctx)
+	// The broker's goroutines run on a context detached from ctx: when ctx
+	// ends they must keep working through the graceful shutdown (the
+	// uploader drains the last segment), and are cancelled after it.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	var wg sync.WaitGroup
 	serveErr := make(chan error, 1)
@@ -178,6 +213,9 @@ func (b *Broker) Run(ctx context.Context) error {
 		serveErr <- b.server.Serve(runCtx)
 	}()
 	loops := []func(context.Context){b.registrar, b.hold.run, b.housekeeping}
+	if b.tier != nil {
+		loops = append(loops, b.tier.run)
+	}
 	for _, f := range loops {
 		wg.Add(1)
 		go func(f func(context.Context)) {
@@ -192,7 +230,6 @@ func (b *Broker) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
-		serveErr <- err
 	}
 	shutdownCtx, sc := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.ShutdownTimeout)
 	defer sc()
@@ -202,6 +239,13 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.hold.releaseAll()
 	if e := b.server.Shutdown(shutdownCtx); e != nil && err == nil && !errors.Is(e, context.Canceled) {
 		err = e
+	}
+	if b.tier != nil {
+		// Seal and upload the active segment, so a replacement broker on
+		// a fresh disk has every acknowledged message.
+		if e := b.tier.drain(shutdownCtx); e != nil {
+			b.log.Warn("shutdown upload incomplete", "err", e)
+		}
 	}
 	cancel()
 	wg.Wait()
@@ -225,6 +269,9 @@ func (b *Broker) Close() error {
 		errs = append(errs, b.saveConfig())
 		if b.store != nil {
 			errs = append(errs, b.store.Close())
+		}
+		if b.tier != nil {
+			errs = append(errs, b.tier.close())
 		}
 		if b.nsClient != nil {
 			errs = append(errs, b.nsClient.Close())

@@ -27,11 +27,18 @@ type Config struct {
 	FlushInterval   time.Duration `env:"FLUSH_INTERVAL" envDefault:"500ms" help:"async flush period"`
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s" help:"graceful shutdown deadline"`
 
+	// Tiering (used when a bucket is configured; cmd opens STRATAMQ_BUCKET).
+	LocalRetention bytesize.Size `env:"LOCAL_RETENTION" envDefault:"1GiB" help:"bytes of sealed, uploaded segments kept on local disk (0 = drop right after upload)"`
+	CacheSize      bytesize.Size `env:"CACHE_SIZE" envDefault:"256MiB" help:"cold-read cache of decompressed frames, bytes"`
+	SegmentMaxAge  time.Duration `env:"SEGMENT_MAX_AGE" envDefault:"10m" help:"seal (and upload) the active segment after this long"`
+	Retention      time.Duration `env:"RETENTION" help:"delete bucket objects uploaded longer ago than this (0 = keep forever)"`
+
 	// Not from the environment: set by tests and by serve.
 	RegisterInterval time.Duration `env:"-"` // default 30s
 	ClientExpiry     time.Duration `env:"-"` // consumers/producers without heartbeat; default 120s
 	ConfigFlush      time.Duration `env:"-"` // config files persisted this often when dirty; default 5s
 	MaxHold          time.Duration `env:"-"` // cap on a long-poll hold; default 25s
+	CQEntriesPerFile int           `env:"-"` // consumequeue file size in entries; default 300,000
 }
 
 func (c Config) withDefaults() Config {
@@ -71,6 +78,13 @@ func (c Config) withDefaults() Config {
 	if c.ConfigFlush == 0 {
 		c.ConfigFlush = 5 * time.Second
 	}
+	if c.CacheSize == 0 {
+		c.CacheSize = 256 << 20
+	}
+	if c.SegmentMaxAge == 0 {
+		c.SegmentMaxAge = 10 * time.Minute
+	}
+	// LocalRetention 0 is meaningful (drop right after upload): no default here.
 	if c.MaxHold == 0 {
 		c.MaxHold = 25 * time.Second
 	}
@@ -90,8 +104,11 @@ func (c Config) Validate() error {
 	if c.MaxMessageSize < 1024 || c.MaxMessageSize > 15<<20 {
 		return fmt.Errorf("STRATAMQ_MAX_MESSAGE_SIZE=%s: want 1KiB..15MiB", c.MaxMessageSize)
 	}
-	if int64(c.SegmentSize) < int64(c.MaxMessageSize)+8 {
-		return fmt.Errorf("STRATAMQ_SEGMENT_SIZE=%s must exceed STRATAMQ_MAX_MESSAGE_SIZE=%s", c.SegmentSize, c.MaxMessageSize)
+	if c.LocalRetention < 0 {
+		return fmt.Errorf("STRATAMQ_LOCAL_RETENTION=%s: want >= 0", c.LocalRetention)
+	}
+	if c.Retention < 0 || c.SegmentMaxAge < 0 {
+		return fmt.Errorf("STRATAMQ_RETENTION and STRATAMQ_SEGMENT_MAX_AGE must not be negative")
 	}
 	if c.BrokerID < 0 {
 		return fmt.Errorf("STRATAMQ_BROKER_ID=%d: want >= 0", c.BrokerID)

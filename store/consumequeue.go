@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -403,3 +404,51 @@ func (q *cqueue) closeFiles() {
 }
 
 func queueDirName(id int32) string { return strconv.FormatInt(int64(id), 10) }
+
+// QueueFileInfo describes a full consumequeue file: every one of its
+// CQEntriesPerFile entries is written, and no later write touches it.
+type QueueFileInfo struct {
+	Topic      string
+	QueueID    int32
+	FirstIndex int64 // queue offset of its first entry
+	Entries    int64
+	Path       string
+}
+
+// SealedQueueFiles lists the full consumequeue files of every queue (the
+// uploader's source of consumequeue objects), ordered by topic, queue and
+// first index. The last, partly filled file of a queue is never listed.
+func (s *Store) SealedQueueFiles() []QueueFileInfo {
+	per := int64(s.opts.CQEntriesPerFile)
+	s.qmu.RLock()
+	var qs []*cqueue
+	for _, m := range s.topics {
+		for _, q := range m {
+			qs = append(qs, q)
+		}
+	}
+	s.qmu.RUnlock()
+	var out []QueueFileInfo
+	for _, q := range qs {
+		q.mu.RLock()
+		if !q.deleted {
+			for _, f := range q.files {
+				if f.n >= per && !f.removed.Load() && q.written >= f.start+per {
+					out = append(out, QueueFileInfo{Topic: q.topic, QueueID: q.id, FirstIndex: f.start, Entries: per, Path: f.path})
+				}
+			}
+		}
+		q.mu.RUnlock()
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		if a.QueueID != b.QueueID {
+			return a.QueueID < b.QueueID
+		}
+		return a.FirstIndex < b.FirstIndex
+	})
+	return out
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 	"github.com/stratamq/stratamq/broker"
 	"github.com/stratamq/stratamq/namesrv"
 	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/bucketurl"
 )
 
 // serve runs the name server and/or the broker until ctx ends, then shuts
@@ -58,7 +61,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 
 	brokerDone := make(chan error, 1)
 	if withBroker {
-		b, err := broker.New(cfg.Config, broker.Deps{Logger: log, Metrics: broker.NewMetrics(reg)})
+		bucket, err := openBucket(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer bucket.Close()
+		b, err := broker.New(cfg.Config, broker.Deps{Logger: log, Metrics: broker.NewMetrics(reg), Bucket: bucket, Registerer: reg})
 		if err != nil {
 			return err
 		}
@@ -84,6 +92,26 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 		err = nil
 	}
 	return err
+}
+
+// openBucket opens STRATAMQ_BUCKET, by default a directory under the data
+// dir. The bucket is created when missing.
+func openBucket(ctx context.Context, cfg Config) (tier.Bucket, error) {
+	raw := cfg.Bucket
+	if raw == "" {
+		dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "bucket"))
+		if err != nil {
+			return nil, err
+		}
+		raw = "file://" + dir
+	}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	b, err := bucketurl.Open(octx, raw, bucketurl.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("STRATAMQ_BUCKET: %w", err)
+	}
+	return b, nil
 }
 
 // serveHTTP serves /metrics, /healthz and /readyz; it returns the stop func.

@@ -1,0 +1,319 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stratamq/stratamq/infra/vfs"
+	"github.com/stratamq/stratamq/store"
+	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/coldread"
+	"github.com/stratamq/stratamq/tier/upload"
+)
+
+// tiering moves the commitlog between the local disk and the bucket:
+//
+//   - the uploader (tier/upload) puts every sealed segment into the bucket
+//     as a framed zstd object and lists it in the manifest;
+//   - once a segment is listed, it may be dropped locally: the oldest
+//     uploaded segments go when their bytes exceed STRATAMQ_LOCAL_RETENTION;
+//     a segment that is not uploaded is never dropped;
+//   - the cold reader (tier/coldread) serves dropped ranges to the store;
+//   - the active segment seals after STRATAMQ_SEGMENT_MAX_AGE and at
+//     shutdown, so bytes do not stay only local for long;
+//   - bucket retention (STRATAMQ_RETENTION) deletes whole objects past the
+//     limit, oldest first, after raising the store's floor so consumers
+//     behind it get PULL_OFFSET_MOVED.
+//
+// It implements upload.SegmentSource over the store.
+type tiering struct {
+	b        *Broker
+	bucket   tier.Bucket // already scoped to <cluster>/<brokerName>/
+	uploader *upload.Uploader
+	cold     *coldread.Reader
+
+	retMu sync.Mutex // serializes local-retention passes (uploader and ticker)
+
+	mu struct {
+		sync.Mutex
+		uploaded   map[int64]upload.Object // local commitlog segment base → its object
+		uploadedCQ map[string]bool         // consumequeue file path → uploaded
+	}
+}
+
+// newTiering loads the manifest (bounded: a missing bucket must not stop
+// the broker from starting) and builds the cold reader and the uploader.
+func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer) (*tiering, error) {
+	t := &tiering{b: b, bucket: bucket}
+	t.mu.uploaded = map[int64]upload.Object{}
+	t.mu.uploadedCQ = map[string]bool{}
+	var objs []coldread.Object
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	m, _, err := upload.LoadManifest(ctx, bucket, upload.ManifestKey(""))
+	cancel()
+	if err != nil {
+		// The uploader keeps retrying; until then dropped segments (there
+		// are none we know of) cannot be read, and nothing is dropped.
+		b.log.Warn("bucket manifest not readable at start; tiering will catch up", "err", err)
+	} else {
+		objs = coldread.CommitLogObjects(m)
+	}
+	t.cold, err = coldread.New(coldread.Config{Bucket: bucket, CacheBytes: int64(b.cfg.CacheSize)}, objs)
+	if err != nil {
+		return nil, err
+	}
+	t.uploader, err = upload.New(upload.Config{Bucket: bucket, Source: t, Logger: b.log})
+	if err != nil {
+		t.cold.Close()
+		return nil, err
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{t.uploader, t.cold} {
+			if err := reg.Register(c); err != nil {
+				b.log.Warn("tier metrics not registered", "err", err)
+			}
+		}
+	}
+	return t, nil
+}
+
+// Sealed implements upload.SegmentSource: sealed commitlog segments and
+// full consumequeue files not yet uploaded. Consumequeue files stay local
+// after upload (they are small); the bucket copy is what a broker on a
+// fresh disk restores from.
+func (t *tiering) Sealed(ctx context.Context) ([]upload.Segment, error) {
+	segs := t.b.store.SealedSegments()
+	cqs := t.b.store.SealedQueueFiles()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]upload.Segment, 0, len(segs))
+	for _, s := range segs {
+		if _, ok := t.mu.uploaded[s.Base]; ok {
+			continue
+		}
+		out = append(out, upload.Segment{Kind: upload.KindCommitLog, Name: s.Path, Base: s.Base, Length: s.Length, SealedAt: s.Created})
+	}
+	for _, q := range cqs {
+		if t.mu.uploadedCQ[q.Path] {
+			continue
+		}
+		out = append(out, upload.Segment{Kind: upload.KindConsumeQueue, Name: q.Path, Base: q.FirstIndex,
+			Length: q.Entries * upload.ConsumeQueueEntrySize, Topic: q.Topic, QueueID: int(q.QueueID)})
+	}
+	return out, nil
+}
+
+// segmentFile is an open sealed segment handed to the uploader.
+type segmentFile struct {
+	f    vfs.File
+	size int64
+}
+
+func (s *segmentFile) ReadAt(p []byte, off int64) (int, error) { return s.f.ReadAt(p, off) }
+func (s *segmentFile) Size() int64                             { return s.size }
+func (s *segmentFile) Close() error                            { return s.f.Close() }
+
+// Open implements upload.SegmentSource.
+func (t *tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentReader, error) {
+	f, err := t.b.fs.OpenFile(s.Name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("broker: open segment %s: %w", s.Name, err)
+	}
+	return &segmentFile{f: f, size: s.Length}, nil
+}
+
+// MarkUploaded implements upload.SegmentSource: the segment is in the
+// bucket and listed, so the cold reader learns it and local retention may
+// drop it.
+func (t *tiering) MarkUploaded(ctx context.Context, s upload.Segment, obj upload.Object) error {
+	if s.Kind == upload.KindConsumeQueue {
+		t.mu.Lock()
+		t.mu.uploadedCQ[s.Name] = true
+		t.mu.Unlock()
+		return nil
+	}
+	t.mu.Lock()
+	t.mu.uploaded[s.Base] = obj
+	t.mu.Unlock()
+	if m := t.uploader.Manifest(); m != nil {
+		if err := t.cold.SetObjects(coldread.CommitLogObjects(m)); err != nil {
+			return err
+		}
+	}
+	t.b.log.Debug("segment uploaded", "base", s.Base, "bytes", s.Length, "object", obj.Key, "objectBytes", obj.Size)
+	return t.enforceLocalRetention()
+}
+
+// enforceLocalRetention drops the oldest uploaded local segments while
+// their bytes exceed STRATAMQ_LOCAL_RETENTION.
+func (t *tiering) enforceLocalRetention() error {
+	t.retMu.Lock()
+	defer t.retMu.Unlock()
+	segs := t.b.store.SealedSegments()
+	sort.Slice(segs, func(i, j int) bool { return segs[i].Base < segs[j].Base })
+	// The store drops only its oldest segment, so candidates are the
+	// uploaded prefix of the sealed segments: stop at the first one that
+	// is not uploaded yet.
+	t.mu.Lock()
+	var kept int64
+	var candidates []store.SegmentInfo
+	prefix := true
+	for _, s := range segs {
+		_, up := t.mu.uploaded[s.Base]
+		if up {
+			kept += s.Length
+		}
+		if up && prefix {
+			candidates = append(candidates, s)
+		} else {
+			prefix = false
+		}
+	}
+	t.mu.Unlock()
+	limit := int64(t.b.cfg.LocalRetention)
+	for _, s := range candidates {
+		if kept <= limit {
+			break
+		}
+		if err := t.b.store.DropSegment(s.Base); err != nil {
+			return fmt.Errorf("drop segment %d: %w", s.Base, err)
+		}
+		kept -= s.Length
+		t.mu.Lock()
+		delete(t.mu.uploaded, s.Base)
+		t.mu.Unlock()
+		t.b.log.Debug("local segment dropped after upload", "base", s.Base, "bytes", s.Length)
+	}
+	return nil
+}
+
+// run owns the uploader and the housekeeping loop until ctx ends.
+func (t *tiering) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := t.uploader.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.b.log.Error("uploader stopped", "err", err)
+		}
+	})
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case now := <-tick.C:
+			t.sealIfOld(now)
+			if err := t.enforceLocalRetention(); err != nil {
+				t.b.log.Warn("local retention", "err", err)
+			}
+			if err := t.enforceBucketRetention(ctx, now); err != nil && ctx.Err() == nil {
+				t.b.log.Warn("bucket retention", "err", err)
+			}
+		}
+	}
+}
+
+// sealIfOld seals a non-empty active segment older than SegmentMaxAge.
+func (t *tiering) sealIfOld(now time.Time) {
+	for _, s := range t.b.store.LocalSegments() {
+		if s.Sealed || s.Length == 0 || s.Created.IsZero() || now.Sub(s.Created) < t.b.cfg.SegmentMaxAge {
+			continue
+		}
+		if err := t.b.store.SealActive(); err != nil {
+			t.b.log.Warn("seal by age failed", "err", err)
+			return
+		}
+		t.b.log.Debug("active segment sealed by age", "base", s.Base, "bytes", s.Length)
+		t.uploader.Notify()
+		return
+	}
+}
+
+// enforceBucketRetention deletes whole commitlog objects uploaded longer
+// ago than STRATAMQ_RETENTION, oldest first: raise the store's floor, trim
+// the manifest, drop any local copy, delete the objects.
+func (t *tiering) enforceBucketRetention(ctx context.Context, now time.Time) error {
+	if t.b.cfg.Retention <= 0 {
+		return nil
+	}
+	m := t.uploader.Manifest()
+	if m == nil {
+		return nil
+	}
+	var floor int64 = -1
+	for _, o := range m.CommitLog() {
+		if now.Sub(o.Created) < t.b.cfg.Retention {
+			break
+		}
+		floor = o.End()
+	}
+	if floor <= t.b.store.MinPhysOffset() {
+		return nil
+	}
+	if err := t.b.store.SetMinPhysOffset(floor); err != nil {
+		return err
+	}
+	removed, err := t.uploader.Trim(ctx, floor)
+	if err != nil {
+		return err
+	}
+	if m := t.uploader.Manifest(); m != nil {
+		if err := t.cold.SetObjects(coldread.CommitLogObjects(m)); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	segs := t.b.store.SealedSegments()
+	sort.Slice(segs, func(i, j int) bool { return segs[i].Base < segs[j].Base })
+	for _, s := range segs {
+		if s.Base+s.Length > floor {
+			break
+		}
+		if err := t.b.store.DropSegment(s.Base); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		t.mu.Lock()
+		delete(t.mu.uploaded, s.Base)
+		t.mu.Unlock()
+	}
+	for _, o := range removed {
+		if err := t.bucket.Delete(ctx, o.Key); err != nil {
+			errs = append(errs, fmt.Errorf("delete %s: %w", o.Key, err))
+		}
+	}
+	t.b.log.Info("bucket retention", "floor", floor, "objectsDeleted", len(removed))
+	return errors.Join(errs...)
+}
+
+// drain seals the active segment and waits until every sealed segment is
+// uploaded or ctx ends (graceful shutdown).
+func (t *tiering) drain(ctx context.Context) error {
+	if err := t.b.store.SealActive(); err != nil {
+		return fmt.Errorf("seal active segment: %w", err)
+	}
+	t.uploader.Notify()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		pending, _ := t.Sealed(ctx)
+		if len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d sealed segment(s) not uploaded before the shutdown deadline; they stay on local disk and upload at the next start", len(pending))
+		case <-tick.C:
+		}
+	}
+}
+
+func (t *tiering) close() error { return t.cold.Close() }

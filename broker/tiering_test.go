@@ -1,0 +1,331 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/s3"
+	"github.com/stratamq/stratamq/tier/s3fake"
+	"github.com/stratamq/stratamq/tier/upload"
+)
+
+// fakeBucket is the real S3 provider talking to the in-process S3 fake.
+func fakeBucket(t *testing.T) (*s3fake.Fake, tier.Bucket) {
+	t.Helper()
+	fake := s3fake.New(t, s3fake.Options{})
+	fake.CreateBucket("stratamq")
+	b, err := s3.New(context.Background(), s3.Config{Bucket: "stratamq", Endpoint: fake.URL(), Region: "us-east-1",
+		AccessKey: "AK", SecretKey: "SK"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return fake, b
+}
+
+func startTieredBroker(t *testing.T, dir string, bucket tier.Bucket) (*Broker, *remoting.Client, func()) {
+	t.Helper()
+	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
+		MaxMessageSize: 256 << 10, LocalRetention: 0}
+	b, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cl.Close()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Errorf("broker did not stop")
+		}
+	}
+	t.Cleanup(stop)
+	return b, cl, stop
+}
+
+// produceTiered sends n messages of ~8 KiB to topic queue 0 and returns
+// their bodies in queue order. Every send must succeed whatever the bucket does.
+func produceTiered(t *testing.T, b *Broker, cl *remoting.Client, topic string, n int) [][]byte {
+	t.Helper()
+	var bodies [][]byte
+	for i := 0; i < n; i++ {
+		body := bytes.Repeat([]byte(fmt.Sprintf("%06d|", i)), 1170)
+		resp := invoke(t, cl, b.Addr().String(), sendReq(topic, 0, body, ""))
+		if resp.Code != int32(remoting.Success) {
+			t.Fatalf("send %d while the bucket misbehaves: %d %s", i, resp.Code, resp.Remark)
+		}
+		bodies = append(bodies, body)
+	}
+	return bodies
+}
+
+// readAll pulls queue 0 of topic from offset 0 and returns the bodies, or
+// the first non-success response.
+func readAll(t *testing.T, b *Broker, cl *remoting.Client, topic string, n int) ([][]byte, *remoting.Command) {
+	t.Helper()
+	var got [][]byte
+	for off := int64(0); off < int64(n); {
+		resp := invoke(t, cl, b.Addr().String(), pullReq("reader", topic, 0, off, 0, "*"))
+		if resp.Code != int32(remoting.Success) {
+			return got, resp
+		}
+		for body := resp.Body; len(body) > 0; {
+			size := int(binary.BigEndian.Uint32(body))
+			rec := body[:size]
+			bl := int(binary.BigEndian.Uint32(rec[84:]))
+			got = append(got, append([]byte(nil), rec[88:88+bl]...))
+			body = body[size:]
+		}
+		next, _ := strconv.ParseInt(resp.ExtFields["nextBeginOffset"], 10, 64)
+		if next <= off {
+			t.Fatalf("pull at %d did not advance (next %d)", off, next)
+		}
+		off = next
+	}
+	return got, nil
+}
+
+// TestBrokerTierFaultsLoseNothing: while the S3 endpoint answers 503
+// SlowDown or is gone altogether, producing continues; once it recovers
+// the uploads catch up, local copies are dropped, and every message reads
+// back byte-identical from the bucket.
+func TestBrokerTierFaultsLoseNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(f *s3fake.Fake)
+	}{
+		{"slowdown", func(f *s3fake.Fake) { f.Fail("PutObject", 12, 503, "SlowDown") }},
+		{"gone", func(f *s3fake.Fake) {
+			for range 40 {
+				f.Next("", s3fake.GoAway())
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake, bucket := fakeBucket(t)
+			tc.fault(fake)
+			b, cl, _ := startTieredBroker(t, t.TempDir(), bucket)
+			bodies := produceTiered(t, b, cl, "Faulty", 400) // ≈ 3.2 MiB: 3 sealed segments
+			waitCond(t, 90*time.Second, "faults consumed and sealed segments uploaded and dropped", func() bool {
+				return fake.PendingHooks() == 0 && len(b.store.SealedSegments()) == 0 && b.store.LocalMinPhysOffset() > 0
+			})
+			got, bad := readAll(t, b, cl, "Faulty", len(bodies))
+			if bad != nil {
+				t.Fatalf("read back: %d %s", bad.Code, bad.Remark)
+			}
+			for i := range bodies {
+				if !bytes.Equal(got[i], bodies[i]) {
+					t.Fatalf("message %d differs after the bucket round trip", i)
+				}
+			}
+		})
+	}
+}
+
+// TestBrokerTierCorruptFrameNeverServed: a flipped byte inside an uploaded
+// object is caught by the frame checksum on the cold read and reported; the
+// pull fails instead of returning wrong bytes.
+func TestBrokerTierCorruptFrameNeverServed(t *testing.T) {
+	_, bucket := fakeBucket(t)
+	dir := t.TempDir()
+	b, cl, stop := startTieredBroker(t, dir, bucket)
+	bodies := produceTiered(t, b, cl, "Rot", 300)
+	waitCond(t, 60*time.Second, "segments uploaded and dropped", func() bool {
+		return len(b.store.SealedSegments()) == 0 && b.store.LocalMinPhysOffset() > 0
+	})
+	stop()
+
+	ctx := context.Background()
+	key := "DefaultCluster/broker-a/commitlog/00000000000000000000.seg"
+	attrs, err := bucket.Stat(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := make([]byte, attrs.Size)
+	if err := bucket.ReadAt(ctx, key, obj, 0); err != nil {
+		t.Fatal(err)
+	}
+	obj[100] ^= 0xFF // inside the first frame's compressed bytes
+	if err := bucket.Put(ctx, key, bytes.NewReader(obj), int64(len(obj))); err != nil {
+		t.Fatal(err)
+	}
+
+	b2, cl2, _ := startTieredBroker(t, dir, bucket)
+	got, bad := readAll(t, b2, cl2, "Rot", len(bodies))
+	if bad == nil {
+		t.Fatal("a corrupted object was served")
+	}
+	if bad.Code != int32(remoting.SystemError) || !strings.Contains(strings.ToLower(bad.Remark), "corrupt") {
+		t.Fatalf("corruption reported as %d %q", bad.Code, bad.Remark)
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], bodies[i]) {
+			t.Fatalf("message %d served wrong bytes", i)
+		}
+	}
+}
+
+// TestBrokerTierBucketRetention: objects older than STRATAMQ_RETENTION are
+// deleted whole, the queue's minimum offset advances, and a consumer behind
+// it gets PULL_OFFSET_MOVED pointing at the new minimum, from where it reads on.
+func TestBrokerTierBucketRetention(t *testing.T) {
+	bucket := tier.NewMem()
+	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
+		MaxMessageSize: 256 << 10, LocalRetention: 0, Retention: 1500 * time.Millisecond}
+	b, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer func() {
+		cl.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	bodies := produceTiered(t, b, cl, "Old", 400)
+	countObjects := func() int {
+		n := 0
+		_ = bucket.List(context.Background(), "DefaultCluster/broker-a/commitlog/", func(string, int64) error { n++; return nil })
+		return n
+	}
+	waitCond(t, 30*time.Second, "three segments uploaded", func() bool { return countObjects() >= 3 || b.store.MinPhysOffset() > 0 })
+	waitCond(t, 30*time.Second, "expired objects deleted and the floor raised", func() bool {
+		return countObjects() == 0 && b.store.MinPhysOffset() > 0
+	})
+	minQ := b.store.MinQueueOffset("Old", 0)
+	if minQ <= 0 || minQ >= int64(len(bodies)) {
+		t.Fatalf("queue min offset %d after retention (of %d)", minQ, len(bodies))
+	}
+	resp := invoke(t, cl, b.Addr().String(), pullReq("late", "Old", 0, 0, 0, "*"))
+	if resp.Code != int32(remoting.PullOffsetMoved) {
+		t.Fatalf("pull below the retention floor: %d %s, want PULL_OFFSET_MOVED", resp.Code, resp.Remark)
+	}
+	if resp.ExtFields["nextBeginOffset"] != strconv.FormatInt(minQ, 10) || resp.ExtFields["minOffset"] != strconv.FormatInt(minQ, 10) {
+		t.Fatalf("moved to %v, want the new minimum %d", resp.ExtFields, minQ)
+	}
+	resp = invoke(t, cl, b.Addr().String(), pullReq("late", "Old", 0, minQ, 0, "*"))
+	if resp.Code != int32(remoting.Success) {
+		t.Fatalf("pull at the new minimum: %d %s", resp.Code, resp.Remark)
+	}
+	// The manifest no longer lists the deleted objects.
+	m, _, err := upload.LoadManifest(context.Background(), bucket, "DefaultCluster/broker-a/"+upload.ManifestKey(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl := m.CommitLog(); len(cl) != 0 {
+		t.Fatalf("manifest still lists %d deleted commitlog objects", len(cl))
+	}
+}
+
+// TestBrokerTierUploadsConsumeQueues: full consumequeue files go to the
+// bucket too, under consumequeue/<topic>/<queueId>/<first index>.cq, with
+// the same 20-byte entries as the local file.
+func TestBrokerTierUploadsConsumeQueues(t *testing.T) {
+	bucket := tier.NewMem()
+	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
+		MaxMessageSize: 256 << 10, LocalRetention: 1 << 30, CQEntriesPerFile: 10}
+	b, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer func() {
+		cl.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	for i := 0; i < 25; i++ {
+		if r := invoke(t, cl, b.Addr().String(), sendReq("CQ", 2, []byte("m"+strconv.Itoa(i)), "")); r.Code != 0 {
+			t.Fatalf("send: %d %s", r.Code, r.Remark)
+		}
+	}
+	if err := b.store.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	b.tier.uploader.Notify()
+	key := func(first int) string {
+		return fmt.Sprintf("DefaultCluster/broker-a/consumequeue/CQ/2/%020d.cq", first)
+	}
+	waitCond(t, 30*time.Second, "two consumequeue objects", func() bool {
+		_, e1 := bucket.Stat(context.Background(), key(0))
+		_, e2 := bucket.Stat(context.Background(), key(10))
+		return e1 == nil && e2 == nil
+	})
+	if _, err := bucket.Stat(context.Background(), key(20)); err == nil {
+		t.Fatal("the partly filled consumequeue file was uploaded")
+	}
+	m := b.tier.uploader.Manifest()
+	n := 0
+	for _, o := range m.Objects {
+		if o.Kind == upload.KindConsumeQueue.String() && o.Topic == "CQ" && o.QueueID == 2 {
+			n++
+			if o.Length != 10*upload.ConsumeQueueEntrySize {
+				t.Fatalf("consumequeue object %s has %d bytes, want 200", o.Key, o.Length)
+			}
+		}
+	}
+	if n != 2 {
+		t.Fatalf("manifest lists %d consumequeue objects of CQ/2, want 2", n)
+	}
+}
+
+// TestBrokerTierSealsByAge: a quiet active segment is sealed after
+// STRATAMQ_SEGMENT_MAX_AGE and uploaded, so bytes do not stay only local.
+func TestBrokerTierSealsByAge(t *testing.T) {
+	bucket := tier.NewMem()
+	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 64 << 20,
+		LocalRetention: 1 << 30, SegmentMaxAge: time.Second}
+	b, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer func() {
+		cl.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	if r := invoke(t, cl, b.Addr().String(), sendReq("Quiet", 0, []byte("only one"), "")); r.Code != 0 {
+		t.Fatalf("send: %d %s", r.Code, r.Remark)
+	}
+	waitCond(t, 30*time.Second, "the aged segment uploaded", func() bool {
+		_, err := bucket.Stat(context.Background(), "DefaultCluster/broker-a/commitlog/00000000000000000000.seg")
+		return err == nil
+	})
+}
