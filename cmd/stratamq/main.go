@@ -3,6 +3,7 @@
 //	stratamq serve     name server + broker in one process (the default to start with)
 //	stratamq namesrv   name server only
 //	stratamq broker    broker only; registers with STRATAMQ_NAMESRV
+//	stratamq bench     load generator (produce|consume|e2e) over the remoting protocol
 //
 // Every setting is an environment variable STRATAMQ_<NAME> and a flag
 // --<name> (flags win); `stratamq serve -h` lists them.
@@ -43,6 +44,7 @@ commands:
   serve     name server + broker in one process
   namesrv   name server only
   broker    broker only (registers with --namesrv)
+  bench     load generator: bench produce|consume|e2e (see 'stratamq bench -h')
   version   print the version
 
 Run 'stratamq <command> -h' for the flags; each flag is also STRATAMQ_<NAME>.
@@ -57,6 +59,8 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	cmd, rest := args[0], args[1:]
 	switch cmd {
 	case "serve", "namesrv", "broker":
+	case "bench":
+		return runBench(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "stratamq", version)
 		return 0
