@@ -9,9 +9,10 @@ import (
 
 // queryConsumerOffset handles QUERY_CONSUMER_OFFSET (14). With nothing
 // committed it follows RocketMQ 4.9: offset 0 when the queue still starts at
-// 0 and its first message is local (a young topic: a new group replays it
-// from the start), else QUERY_NOT_FOUND so the client applies its
-// ConsumeFromWhere.
+// 0 and is empty or its first message is still on local disk (a young topic:
+// a new group replays it from the start), else QUERY_NOT_FOUND so the client
+// applies its ConsumeFromWhere (FIRST → 0, LAST → the max offset). A new
+// CONSUME_FROM_LAST_OFFSET group thus never replays history from the bucket.
 func (b *Broker) queryConsumerOffset(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var h remoting.QueryConsumerOffsetRequestHeader
 	if err := h.Decode(req.ExtFields); err != nil {
@@ -19,7 +20,7 @@ func (b *Broker) queryConsumerOffset(ctx context.Context, c *remoting.Conn, req 
 	}
 	off, ok := b.offsets.Query(h.ConsumerGroup, h.Topic, h.QueueID)
 	if !ok {
-		if b.store.MinQueueOffset(h.Topic, h.QueueID) > 0 {
+		if !b.queueStartsHot(h.Topic, h.QueueID) {
 			return errResponse(req, remoting.QueryNotFound, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
 		}
 		off = 0
@@ -27,4 +28,20 @@ func (b *Broker) queryConsumerOffset(ctx context.Context, c *remoting.Conn, req 
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.ExtFields = map[string]string{"offset": strconv.FormatInt(off, 10)}
 	return resp
+}
+
+// queueStartsHot reports whether the queue starts at offset 0 and is empty
+// or its first message is on local disk.
+func (b *Broker) queueStartsHot(topic string, queueID int32) bool {
+	if b.store.MinQueueOffset(topic, queueID) > 0 {
+		return false
+	}
+	if b.store.MaxQueueOffset(topic, queueID) == 0 {
+		return true
+	}
+	phys, _, _, ok, err := b.store.QueueEntry(topic, queueID, 0)
+	if err != nil || !ok {
+		return false
+	}
+	return phys >= b.store.LocalMinPhysOffset()
 }

@@ -69,7 +69,9 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer) (*tier
 	if err != nil {
 		return nil, err
 	}
-	t.uploader, err = upload.New(upload.Config{Bucket: bucket, Source: t, Logger: b.log})
+	// ManifestDelay batches manifest rewrites: at high ingest several
+	// segments share one PUT, which keeps requests per GiB low.
+	t.uploader, err = upload.New(upload.Config{Bucket: bucket, Source: t, Logger: b.log, ManifestDelay: 5 * time.Second})
 	if err != nil {
 		t.cold.Close()
 		return nil, err
@@ -308,6 +310,7 @@ func (t *tiering) drain(ctx context.Context) error {
 		if len(pending) == 0 {
 			return nil
 		}
+		t.uploader.Flush()
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%d sealed segment(s) not uploaded before the shutdown deadline; they stay on local disk and upload at the next start", len(pending))

@@ -150,10 +150,20 @@ func TestBrokerTierCorruptFrameNeverServed(t *testing.T) {
 	_, bucket := fakeBucket(t)
 	dir := t.TempDir()
 	b, cl, stop := startTieredBroker(t, dir, bucket)
+	h := remoting.QueryConsumerOffsetRequestHeader{ConsumerGroup: "newcomer", Topic: "Rot", QueueID: 0}
+	if r := invoke(t, cl, b.Addr().String(), remoting.NewRequest(remoting.QueryConsumerOffset, h.Encode(), nil)); r.Code != int32(remoting.Success) || r.ExtFields["offset"] != "0" {
+		t.Fatalf("a new group on an empty queue: %d %v, want offset 0", r.Code, r.ExtFields)
+	}
 	bodies := produceTiered(t, b, cl, "Rot", 300)
 	waitCond(t, 60*time.Second, "segments uploaded and dropped", func() bool {
 		return len(b.store.SealedSegments()) == 0 && b.store.LocalMinPhysOffset() > 0
 	})
+	// The queue's first message now lives only in the bucket: a new group
+	// is told "no offset" and applies its ConsumeFromWhere, as RocketMQ does
+	// for data that is no longer hot.
+	if r := invoke(t, cl, b.Addr().String(), remoting.NewRequest(remoting.QueryConsumerOffset, h.Encode(), nil)); r.Code != int32(remoting.QueryNotFound) {
+		t.Fatalf("a new group on a tiered queue: %d %v, want QUERY_NOT_FOUND", r.Code, r.ExtFields)
+	}
 	stop()
 
 	ctx := context.Background()
@@ -285,19 +295,23 @@ func TestBrokerTierUploadsConsumeQueues(t *testing.T) {
 	if _, err := bucket.Stat(context.Background(), key(20)); err == nil {
 		t.Fatal("the partly filled consumequeue file was uploaded")
 	}
-	m := b.tier.uploader.Manifest()
-	n := 0
-	for _, o := range m.Objects {
-		if o.Kind == upload.KindConsumeQueue.String() && o.Topic == "CQ" && o.QueueID == 2 {
-			n++
-			if o.Length != 10*upload.ConsumeQueueEntrySize {
-				t.Fatalf("consumequeue object %s has %d bytes, want 200", o.Key, o.Length)
+	listed := func() (n int) {
+		m := b.tier.uploader.Manifest()
+		if m == nil {
+			return 0
+		}
+		for _, o := range m.Objects {
+			if o.Kind == upload.KindConsumeQueue.String() && o.Topic == "CQ" && o.QueueID == 2 {
+				n++
+				if o.Length != 10*upload.ConsumeQueueEntrySize {
+					t.Fatalf("consumequeue object %s has %d bytes, want 200", o.Key, o.Length)
+				}
 			}
 		}
+		return n
 	}
-	if n != 2 {
-		t.Fatalf("manifest lists %d consumequeue objects of CQ/2, want 2", n)
-	}
+	b.tier.uploader.Flush()
+	waitCond(t, 30*time.Second, "manifest lists both consumequeue objects", func() bool { return listed() == 2 })
 }
 
 // TestBrokerTierSealsByAge: a quiet active segment is sealed after

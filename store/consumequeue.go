@@ -452,3 +452,23 @@ func (s *Store) SealedQueueFiles() []QueueFileInfo {
 	})
 	return out
 }
+
+// QueueEntry returns the commitlog offset, record size and tags code of
+// the queue's entry at idx; ok is false when idx is outside [min, max) or
+// the entry is blank.
+func (s *Store) QueueEntry(topic string, queueID int32, idx int64) (phys int64, size int32, tags int64, ok bool, err error) {
+	q := s.queue(topic, queueID)
+	if q == nil {
+		return 0, 0, 0, false, nil
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if idx < q.min || idx >= q.max {
+		return 0, 0, 0, false, nil
+	}
+	e, ok, err := q.entryLocked(idx)
+	if err != nil || !ok || e.size <= 0 {
+		return 0, 0, 0, false, err
+	}
+	return e.phys, e.size, e.tags, true, nil
+}

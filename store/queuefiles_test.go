@@ -54,3 +54,19 @@ func TestStoreSealedQueueFiles(t *testing.T) {
 		t.Fatal("file is blank")
 	}
 }
+
+func TestStoreQueueEntry(t *testing.T) {
+	s := mustOpen(t, testOpts(vfs.NewMem()))
+	defer mustClose(t, s)
+	res := mustPut(t, s, msg("E", 0, "a"), msg("E", 0, "bb"))
+	phys, size, tags, ok, err := s.QueueEntry("E", 0, 1)
+	if err != nil || !ok || phys != res[1].PhysOffset || size != res[1].Size || tags != TagsHash("a") {
+		t.Fatalf("QueueEntry(1) = %d %d %d %v %v, want %d %d", phys, size, tags, ok, err, res[1].PhysOffset, res[1].Size)
+	}
+	if _, _, _, ok, _ := s.QueueEntry("E", 0, 2); ok {
+		t.Fatal("entry past max reported")
+	}
+	if _, _, _, ok, _ := s.QueueEntry("None", 0, 0); ok {
+		t.Fatal("entry of a missing queue reported")
+	}
+}

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
-	"github.com/apache/rocketmq-client-go/v2/consumer"
+	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 )
 
@@ -28,7 +28,7 @@ func TestE2EReplayFromZeroInOrder(t *testing.T) {
 	s := startServe(t, t.TempDir(), nil)
 	topic := uniqueName(t, "T")
 	s.createTopic(topic, 4)
-	p := newProducer(t, s.nsAddr)
+	p := newClientProducer(t, s.nsAddr)
 	rng := rand.New(rand.NewPCG(1, 2))
 	const n = 3000
 	bodies := make([][]byte, 0, n+3)
@@ -84,14 +84,14 @@ func TestE2EReplayFromZeroInOrder(t *testing.T) {
 func replayAll(t *testing.T, ns, topic string) map[int][]*primitive.MessageExt {
 	t.Helper()
 	pc, err := rocketmq.NewPullConsumer(
-		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		consumer.WithGroupName(uniqueName(t, "replay")),
-		consumer.WithInstance(uniqueName(t, "ri")),
+		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmqconsumer.WithGroupName(uniqueName(t, "replay")),
+		rmqconsumer.WithInstance(uniqueName(t, "ri")),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pc.Subscribe(topic, consumer.MessageSelector{}); err != nil {
+	if err := pc.Subscribe(topic, rmqconsumer.MessageSelector{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := pc.Start(); err != nil {

@@ -10,19 +10,19 @@ import (
 	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
-	"github.com/apache/rocketmq-client-go/v2/consumer"
+	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/apache/rocketmq-client-go/v2/producer"
+	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 )
 
-func newProducer(t *testing.T, ns string, opts ...producer.Option) rocketmq.Producer {
+func newClientProducer(t *testing.T, ns string, opts ...rmqproducer.Option) rocketmq.Producer {
 	t.Helper()
-	all := append([]producer.Option{
-		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		producer.WithGroupName(uniqueName(t, "pg")),
-		producer.WithInstanceName(uniqueName(t, "pi")),
-		producer.WithRetry(2),
-		producer.WithSendMsgTimeout(10 * time.Second),
+	all := append([]rmqproducer.Option{
+		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmqproducer.WithGroupName(uniqueName(t, "pg")),
+		rmqproducer.WithInstanceName(uniqueName(t, "pi")),
+		rmqproducer.WithRetry(2),
+		rmqproducer.WithSendMsgTimeout(10 * time.Second),
 	}, opts...)
 	p, err := rocketmq.NewProducer(all...)
 	if err != nil {
@@ -68,23 +68,23 @@ func (r *received) distinct() int {
 	return len(r.msgs)
 }
 
-func newPushConsumer(t *testing.T, ns, group, topic string, sel consumer.MessageSelector, r *received, who string, opts ...consumer.Option) rocketmq.PushConsumer {
+func newPushConsumer(t *testing.T, ns, group, topic string, sel rmqconsumer.MessageSelector, r *received, who string, opts ...rmqconsumer.Option) rocketmq.PushConsumer {
 	t.Helper()
-	all := append([]consumer.Option{
-		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		consumer.WithGroupName(group),
-		consumer.WithInstance(who),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+	all := append([]rmqconsumer.Option{
+		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmqconsumer.WithGroupName(group),
+		rmqconsumer.WithInstance(who),
+		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
 	}, opts...)
 	c, err := rocketmq.NewPushConsumer(all...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.Subscribe(topic, sel, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+	err = c.Subscribe(topic, sel, func(ctx context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
 		for _, m := range msgs {
 			r.add(who, m)
 		}
-		return consumer.ConsumeSuccess, nil
+		return rmqconsumer.ConsumeSuccess, nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func TestE2ESendModesAndAttributes(t *testing.T) {
 	s := startServe(t, t.TempDir(), nil)
 	topic := uniqueName(t, "T")
 	s.createTopic(topic, 4)
-	p := newProducer(t, s.nsAddr)
+	p := newClientProducer(t, s.nsAddr)
 	ctx := context.Background()
 
 	id := 0
@@ -169,7 +169,7 @@ func TestE2ESendModesAndAttributes(t *testing.T) {
 	total := id
 
 	r := newReceived()
-	newPushConsumer(t, s.nsAddr, uniqueName(t, "cg"), topic, consumer.MessageSelector{}, r, "c1")
+	newPushConsumer(t, s.nsAddr, uniqueName(t, "cg"), topic, rmqconsumer.MessageSelector{}, r, "c1")
 	waitFor(t, 60*time.Second, "all messages consumed", func() bool { return r.distinct() >= total })
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -206,11 +206,11 @@ func TestE2EClusteringSharesQueues(t *testing.T) {
 	s.createTopic(topic, 4)
 	group := uniqueName(t, "cg")
 	r := newReceived()
-	newPushConsumer(t, s.nsAddr, group, topic, consumer.MessageSelector{}, r, "c1")
-	newPushConsumer(t, s.nsAddr, group, topic, consumer.MessageSelector{}, r, "c2")
+	newPushConsumer(t, s.nsAddr, group, topic, rmqconsumer.MessageSelector{}, r, "c1")
+	newPushConsumer(t, s.nsAddr, group, topic, rmqconsumer.MessageSelector{}, r, "c2")
 	waitFor(t, 30*time.Second, "two consumers in the group", func() bool { return len(consumerIDs(t, s.brokAddr, group)) == 2 })
 
-	p := newProducer(t, s.nsAddr, producer.WithQueueSelector(producer.NewManualQueueSelector()))
+	p := newClientProducer(t, s.nsAddr, rmqproducer.WithQueueSelector(rmqproducer.NewManualQueueSelector()))
 	owners := func(round int) (map[int]string, bool) {
 		for q := 0; q < 4; q++ {
 			m := primitive.NewMessage(topic, []byte("probe"))
@@ -262,7 +262,7 @@ func TestE2EClusteringSharesQueues(t *testing.T) {
 		t.Fatalf("queue ownership never settled between two consumers: %v", prev)
 	}
 
-	p2 := newProducer(t, s.nsAddr)
+	p2 := newClientProducer(t, s.nsAddr)
 	const n = 200
 	for i := 0; i < n; i++ {
 		if _, err := p2.SendSync(context.Background(), msgWithID(topic, i, []byte("m"+strconv.Itoa(i)))); err != nil {
@@ -306,10 +306,10 @@ func TestE2EBroadcasting(t *testing.T) {
 	s.createTopic(topic, 4)
 	group := uniqueName(t, "bg")
 	r1, r2 := newReceived(), newReceived()
-	newPushConsumer(t, s.nsAddr, group, topic, consumer.MessageSelector{}, r1, "b1", consumer.WithConsumerModel(consumer.BroadCasting))
-	newPushConsumer(t, s.nsAddr, group, topic, consumer.MessageSelector{}, r2, "b2", consumer.WithConsumerModel(consumer.BroadCasting))
+	newPushConsumer(t, s.nsAddr, group, topic, rmqconsumer.MessageSelector{}, r1, "b1", rmqconsumer.WithConsumerModel(rmqconsumer.BroadCasting))
+	newPushConsumer(t, s.nsAddr, group, topic, rmqconsumer.MessageSelector{}, r2, "b2", rmqconsumer.WithConsumerModel(rmqconsumer.BroadCasting))
 	waitFor(t, 30*time.Second, "two consumers in the group", func() bool { return len(consumerIDs(t, s.brokAddr, group)) == 2 })
-	p := newProducer(t, s.nsAddr)
+	p := newClientProducer(t, s.nsAddr)
 	const n = 100
 	for i := 0; i < n; i++ {
 		if _, err := p.SendSync(context.Background(), msgWithID(topic, i, []byte("m"))); err != nil {
@@ -324,7 +324,7 @@ func TestE2ETagFilter(t *testing.T) {
 	s := startServe(t, t.TempDir(), nil)
 	topic := uniqueName(t, "T")
 	s.createTopic(topic, 2)
-	p := newProducer(t, s.nsAddr)
+	p := newClientProducer(t, s.nsAddr)
 	tags := []string{"TagA", "TagB", "TagC", "TagD"}
 	want := 0
 	for i := 0; i < 80; i++ {
@@ -339,7 +339,7 @@ func TestE2ETagFilter(t *testing.T) {
 		}
 	}
 	r := newReceived()
-	newPushConsumer(t, s.nsAddr, uniqueName(t, "cg"), topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "TagA || TagC"}, r, "c1")
+	newPushConsumer(t, s.nsAddr, uniqueName(t, "cg"), topic, rmqconsumer.MessageSelector{Type: rmqconsumer.TAG, Expression: "TagA || TagC"}, r, "c1")
 	waitFor(t, 60*time.Second, "tagged messages consumed", func() bool { return r.distinct() >= want })
 	// Produce a sentinel after the filtered ones and wait for it, so any
 	// wrongly delivered message would have arrived too.
@@ -365,14 +365,14 @@ func TestE2EResumeAfterRestart(t *testing.T) {
 	topic := uniqueName(t, "T")
 	s.createTopic(topic, 4)
 	group := uniqueName(t, "cg")
-	p := newProducer(t, s.nsAddr)
+	p := newClientProducer(t, s.nsAddr)
 	for i := 0; i < 100; i++ {
 		if _, err := p.SendSync(context.Background(), msgWithID(topic, i, []byte("first"))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	r1 := newReceived()
-	c1 := newPushConsumer(t, s.nsAddr, group, topic, consumer.MessageSelector{}, r1, "c1")
+	c1 := newPushConsumer(t, s.nsAddr, group, topic, rmqconsumer.MessageSelector{}, r1, "c1")
 	waitFor(t, 60*time.Second, "first 100 consumed", func() bool { return r1.distinct() >= 100 })
 	// Shutdown persists the consumed offsets to the broker.
 	if err := c1.Shutdown(); err != nil {
@@ -390,14 +390,14 @@ func TestE2EResumeAfterRestart(t *testing.T) {
 	})
 	s.restart()
 
-	p2 := newProducer(t, s.nsAddr)
+	p2 := newClientProducer(t, s.nsAddr)
 	for i := 100; i < 150; i++ {
 		if _, err := p2.SendSync(context.Background(), msgWithID(topic, i, []byte("second"))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	r2 := newReceived()
-	newPushConsumer(t, s.nsAddr, group, topic, consumer.MessageSelector{}, r2, "c2")
+	newPushConsumer(t, s.nsAddr, group, topic, rmqconsumer.MessageSelector{}, r2, "c2")
 	waitFor(t, 60*time.Second, "second 50 consumed", func() bool { return r2.distinct() >= 50 })
 	r2.mu.Lock()
 	defer r2.mu.Unlock()

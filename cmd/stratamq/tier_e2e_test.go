@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/rocketmq-client-go/v2/consumer"
+	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/stratamq/stratamq/tier/tiertest"
@@ -52,7 +52,7 @@ func runTierE2E(t *testing.T, bucketURL string) {
 	})
 	topic := uniqueName(t, "T")
 	s.createTopic(topic, 4)
-	p := newProducer(t, s.nsAddr)
+	p := newClientProducer(t, s.nsAddr)
 	rng := rand.New(rand.NewPCG(7, 8))
 	const batches, perBatch, size = 120, 16, 12 << 10 // ≈ 23 MiB of incompressible bodies
 	bodies := map[string][]byte{}
@@ -91,8 +91,8 @@ func runTierE2E(t *testing.T, bucketURL string) {
 	t.Logf("local segments after upload: %v", names)
 
 	r := newReceived()
-	newPushConsumer(t, s.nsAddr, uniqueName(t, "replay"), topic, consumer.MessageSelector{}, r, "cold",
-		consumer.WithPullBatchSize(32))
+	newPushConsumer(t, s.nsAddr, uniqueName(t, "replay"), topic, rmqconsumer.MessageSelector{}, r, "cold",
+		rmqconsumer.WithPullBatchSize(32))
 	waitFor(t, 3*time.Minute, "every message replayed from the bucket", func() bool { return r.distinct() >= n })
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -102,6 +102,7 @@ type Uploader struct {
 	log        *slog.Logger
 	mkey       string
 	wake       chan struct{}
+	flush      chan struct{} // cuts a ManifestDelay short (Flush)
 	jobs       chan job
 	done       chan done
 	stats      stats
@@ -138,6 +139,7 @@ func New(cfg Config) (*Uploader, error) {
 		log:    cfg.Logger.With("component", "tier/upload"),
 		mkey:   ManifestKey(cfg.Prefix),
 		wake:   make(chan struct{}, 1),
+		flush:  make(chan struct{}, 1),
 		jobs:   make(chan job),
 		done:   make(chan done, cfg.Concurrency),
 		loaded: make(chan struct{}),
@@ -491,6 +493,8 @@ func (u *Uploader) committer(ctx context.Context) {
 					batch = append(batch, d)
 				case <-t.C:
 					break gather
+				case <-u.flush:
+					break gather
 				case <-ctx.Done():
 					break gather
 				}
@@ -569,6 +573,15 @@ func (u *Uploader) writeManifest(ctx context.Context, apply func([]Object) []Obj
 		if err := u.sleep(ctx, attempt); err != nil {
 			return err
 		}
+	}
+}
+
+// Flush asks the committer to write the manifest for the uploads it is
+// holding back (ManifestDelay) now: at shutdown nobody waits for the delay.
+func (u *Uploader) Flush() {
+	select {
+	case u.flush <- struct{}{}:
+	default:
 	}
 }
 
