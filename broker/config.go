@@ -21,7 +21,7 @@ type Config struct {
 	BrokerID        int64         `env:"BROKER_ID" help:"0 = master, >0 = slave"`
 	AdvertiseAddr   string        `env:"ADVERTISE_ADDR" help:"address registered with name servers (default: listen address, or first non-loopback IP when listening on all interfaces)"`
 	Flush           string        `env:"FLUSH" envDefault:"async" help:"async | sync (group commit: acked after fdatasync)"`
-	SegmentSize     bytesize.Size `env:"SEGMENT_SIZE" envDefault:"128MiB" help:"commitlog segment size"`
+	SegmentSize     bytesize.Size `env:"SEGMENT_SIZE" envDefault:"256MiB" help:"commitlog segment size (larger segments: fewer PUTs per GiB)"`
 	AutoCreateTopic bool          `env:"AUTO_CREATE_TOPIC" envDefault:"true" help:"create unknown topics on first send through TBW102"`
 	MaxMessageSize  bytesize.Size `env:"MAX_MESSAGE_SIZE" envDefault:"4MiB" help:"largest accepted message (whole record)"`
 	FlushInterval   time.Duration `env:"FLUSH_INTERVAL" envDefault:"500ms" help:"async flush period"`
@@ -58,7 +58,7 @@ func (c Config) withDefaults() Config {
 		c.Flush = "async"
 	}
 	if c.SegmentSize == 0 {
-		c.SegmentSize = 128 << 20
+		c.SegmentSize = 256 << 20
 	}
 	if c.MaxMessageSize == 0 {
 		c.MaxMessageSize = 4 << 20

@@ -11,7 +11,7 @@ func TestConfigEnvFlagsAndDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.DataDir != "./data" || cfg.Listen != ":10911" || cfg.NamesrvListen != ":9876" || cfg.HTTPListen != ":5557" ||
-		cfg.Flush != "async" || cfg.SegmentSize != 128<<20 || !cfg.AutoCreateTopic || cfg.Cluster != "DefaultCluster" {
+		cfg.Flush != "async" || cfg.SegmentSize != 256<<20 || !cfg.AutoCreateTopic || cfg.Cluster != "DefaultCluster" {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	env := map[string]string{

@@ -1,0 +1,91 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stratamq/stratamq/store"
+	"github.com/stratamq/stratamq/tier"
+)
+
+// countingBucket counts write requests (Put, PutIf, Delete) to a bucket.
+type countingBucket struct {
+	tier.Bucket
+	puts atomic.Int64
+}
+
+func (c *countingBucket) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	c.puts.Add(1)
+	return c.Bucket.Put(ctx, key, r, size)
+}
+
+func (c *countingBucket) PutIf(ctx context.Context, key string, r io.Reader, size int64, cond tier.Cond) (string, error) {
+	c.puts.Add(1)
+	return c.Bucket.PutIf(ctx, key, r, size, cond)
+}
+
+// BenchmarkBrokerTierPUTsPerGiB writes 1 GiB of 1 KiB JSON-like messages
+// over 8 queues through the broker's store with the default segment size,
+// lets the tier upload everything (segments, consumequeue files, manifests),
+// and reports bucket write requests per GiB and the compression ratio.
+// Object PUTs are counted at the Bucket interface (a multipart upload of a
+// part-size object would add its part requests).
+//
+//	go test ./broker -run XXX -bench TierPUTsPerGiB -benchtime 1x
+func BenchmarkBrokerTierPUTsPerGiB(b *testing.B) {
+	for range b.N {
+		bucket := &countingBucket{Bucket: tier.NewMem()}
+		cfg := Config{DataDir: b.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, LocalRetention: 0}
+		br, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- br.Run(ctx) }()
+		const total = 1 << 30
+		const size = 1024
+		batch := make([]store.Message, 32)
+		written := 0
+		for i := 0; written < total; i++ {
+			for j := range batch {
+				n := i*len(batch) + j
+				body := []byte(fmt.Sprintf(`{"order":%d,"customer":"c-%05d","status":"PAID","amount":%d.%02d,"items":[{"sku":"SKU-%04d","qty":%d}],"note":"`, n, n%50000, n%997, n%100, n%3000, n%7+1))
+				for len(body) < size-2 {
+					body = append(body, "lorem ipsum dolor sit amet "[len(body)%27])
+				}
+				body = append(body, '"', '}')
+				batch[j] = store.Message{Topic: "PutCount", QueueID: int32(n % 8), Body: body, BornTimestamp: time.Now().UnixMilli()}
+				written += size
+			}
+			for q := range 8 {
+				var part []store.Message
+				for _, m := range batch {
+					if m.QueueID == int32(q) {
+						part = append(part, m)
+					}
+				}
+				if _, err := br.store.Put(ctx, part); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		if err := br.tier.drain(dctx); err != nil {
+			b.Fatal(err)
+		}
+		dcancel()
+		stats := br.tier.uploader.Stats()
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		gib := float64(br.store.MaxPhysOffset()) / (1 << 30)
+		b.ReportMetric(float64(bucket.puts.Load())/gib, "PUTs/GiB")
+		b.ReportMetric(float64(stats.LogicalBytes)/float64(max(stats.Bytes, 1)), "compression")
+	}
+}
