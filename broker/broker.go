@@ -53,7 +53,8 @@ type Broker struct {
 	consumers *ConsumerManager
 	producers *ProducerManager
 	hold      *pullHold
-	tier      *tiering // nil without a bucket
+	tier      *tiering    // nil without a bucket
+	dur       *durability // nil without a bucket
 	locks     queueLocks
 	uniq      *uniqIDs
 
@@ -138,7 +139,22 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		if b.store != nil {
 			b.store.Close()
 		}
+		if b.dur != nil {
+			_ = b.dur.lease.Release(context.Background())
+		}
 		return nil, err
+	}
+	var scoped tier.Bucket
+	if deps.Bucket != nil {
+		if scoped, err = tier.WithPrefix(deps.Bucket, cfg.Cluster+"/"+cfg.BrokerName); err != nil {
+			return fail(err)
+		}
+		if b.dur, err = newDurability(b, scoped); err != nil {
+			return fail(err)
+		}
+		if err := b.restoreMetadata(configDir); err != nil {
+			return fail(err)
+		}
 	}
 	if b.topics, err = OpenTopicConfigManager(deps.FS, configDir, cfg.AutoCreateTopic); err != nil {
 		return fail(err)
@@ -150,11 +166,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		return fail(err)
 	}
 	var cold store.ColdReader
-	if deps.Bucket != nil {
-		scoped, err := tier.WithPrefix(deps.Bucket, cfg.Cluster+"/"+cfg.BrokerName)
-		if err != nil {
-			return fail(err)
-		}
+	if scoped != nil {
 		if b.tier, err = newTiering(b, scoped, deps.Registerer); err != nil {
 			return fail(fmt.Errorf("broker: tiering: %w", err))
 		}
@@ -216,6 +228,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	if b.tier != nil {
 		loops = append(loops, b.tier.run)
 	}
+	if b.dur != nil {
+		loops = append(loops, b.dur.run)
+	}
 	for _, f := range loops {
 		wg.Add(1)
 		go func(f func(context.Context)) {
@@ -245,6 +260,12 @@ func (b *Broker) Run(ctx context.Context) error {
 		// a fresh disk has every acknowledged message.
 		if e := b.tier.drain(shutdownCtx); e != nil {
 			b.log.Warn("shutdown upload incomplete", "err", e)
+		}
+	}
+	if b.dur != nil {
+		// The last checkpoint, then hand the prefix over.
+		if e := b.dur.final(shutdownCtx); e != nil {
+			b.log.Warn("final checkpoint or lease release failed", "err", e)
 		}
 	}
 	cancel()

@@ -28,10 +28,11 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s" help:"graceful shutdown deadline"`
 
 	// Tiering (used when a bucket is configured; cmd opens STRATAMQ_BUCKET).
-	LocalRetention bytesize.Size `env:"LOCAL_RETENTION" envDefault:"1GiB" help:"bytes of sealed, uploaded segments kept on local disk (0 = drop right after upload)"`
-	CacheSize      bytesize.Size `env:"CACHE_SIZE" envDefault:"256MiB" help:"cold-read cache of decompressed frames, bytes"`
-	SegmentMaxAge  time.Duration `env:"SEGMENT_MAX_AGE" envDefault:"10m" help:"seal (and upload) the active segment after this long"`
-	Retention      time.Duration `env:"RETENTION" help:"delete bucket objects uploaded longer ago than this (0 = keep forever)"`
+	LocalRetention     bytesize.Size `env:"LOCAL_RETENTION" envDefault:"1GiB" help:"bytes of sealed, uploaded segments kept on local disk (0 = drop right after upload)"`
+	CacheSize          bytesize.Size `env:"CACHE_SIZE" envDefault:"256MiB" help:"cold-read cache of decompressed frames, bytes"`
+	SegmentMaxAge      time.Duration `env:"SEGMENT_MAX_AGE" envDefault:"10m" help:"seal (and upload) the active segment after this long"`
+	Retention          time.Duration `env:"RETENTION" help:"delete bucket objects uploaded longer ago than this (0 = keep forever)"`
+	CheckpointInterval time.Duration `env:"CHECKPOINT_INTERVAL" envDefault:"10s" help:"how often offsets, topics, groups and the log's high-water mark are checkpointed to the bucket (and the lease renewed)"`
 
 	// Not from the environment: set by tests and by serve.
 	RegisterInterval time.Duration `env:"-"` // default 30s
@@ -77,6 +78,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConfigFlush == 0 {
 		c.ConfigFlush = 5 * time.Second
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = 10 * time.Second
 	}
 	if c.CacheSize == 0 {
 		c.CacheSize = 256 << 20

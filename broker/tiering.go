@@ -91,6 +91,9 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer) (*tier
 // after upload (they are small); the bucket copy is what a broker on a
 // fresh disk restores from.
 func (t *tiering) Sealed(ctx context.Context) ([]upload.Segment, error) {
+	if d := t.b.dur; d != nil && d.fenced.Load() {
+		return nil, nil // another broker owns the prefix now
+	}
 	segs := t.b.store.SealedSegments()
 	cqs := t.b.store.SealedQueueFiles()
 	t.mu.Lock()

@@ -124,8 +124,8 @@ func TestBrokerTierFaultsLoseNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake, bucket := fakeBucket(t)
-			tc.fault(fake)
 			b, cl, _ := startTieredBroker(t, t.TempDir(), bucket)
+			tc.fault(fake)
 			bodies := produceTiered(t, b, cl, "Faulty", 400) // ≈ 3.2 MiB: 3 sealed segments
 			waitCond(t, 90*time.Second, "faults consumed and sealed segments uploaded and dropped", func() bool {
 				return fake.PendingHooks() == 0 && len(b.store.SealedSegments()) == 0 && b.store.LocalMinPhysOffset() > 0

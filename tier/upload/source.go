@@ -17,6 +17,10 @@ const (
 	// KindConsumeQueue is a consumequeue file of 20-byte entries; Base is
 	// the queue index of its first entry.
 	KindConsumeQueue
+	// KindQueueIndex is the queue index of one commitlog segment (every
+	// consumequeue entry whose record lies in it, in the store's format);
+	// Base is the segment's base offset.
+	KindQueueIndex
 )
 
 func (k Kind) String() string {
@@ -25,6 +29,8 @@ func (k Kind) String() string {
 		return "commitlog"
 	case KindConsumeQueue:
 		return "consumequeue"
+	case KindQueueIndex:
+		return "queueindex"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -83,6 +89,8 @@ func Key(prefix string, s Segment) (string, error) {
 			return "", fmt.Errorf("upload: consumequeue segment %q has no topic", s.Name)
 		}
 		k = fmt.Sprintf("consumequeue/%s/%d/%020d.cq", s.Topic, s.QueueID, s.Base)
+	case KindQueueIndex:
+		k = fmt.Sprintf("commitlog/%020d.idx", s.Base)
 	default:
 		return "", fmt.Errorf("upload: segment %q: unknown kind %v", s.Name, s.Kind)
 	}
