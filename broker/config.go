@@ -40,6 +40,7 @@ type Config struct {
 	ConfigFlush      time.Duration `env:"-"` // config files persisted this often when dirty; default 5s
 	MaxHold          time.Duration `env:"-"` // cap on a long-poll hold; default 25s
 	CQEntriesPerFile int           `env:"-"` // consumequeue file size in entries; default 300,000
+	LeaseTTL         time.Duration `env:"-"` // bucket lease lifetime; default offsets.LeaseTTL(CheckpointInterval)
 }
 
 func (c Config) withDefaults() Config {

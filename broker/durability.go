@@ -70,7 +70,11 @@ func newDurability(b *Broker, bucket tier.Bucket) (*durability, error) {
 	defer cancel()
 	var lease *offsets.Lease
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 3*time.Second) {
-		lease, err = offsets.AcquireLease(ctx, store, id, offsets.LeaseTTL(b.cfg.CheckpointInterval), time.Now)
+		ttl := b.cfg.LeaseTTL
+		if ttl <= 0 {
+			ttl = offsets.LeaseTTL(b.cfg.CheckpointInterval)
+		}
+		lease, err = offsets.AcquireLease(ctx, store, id, ttl, time.Now)
 		if err == nil {
 			break
 		}
