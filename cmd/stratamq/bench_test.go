@@ -6,6 +6,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -225,5 +230,84 @@ func TestBenchWalkRecords(t *testing.T) {
 	}
 	if _, err := walkRecords(body[:len(body)-3], func(int64, []byte) {}); err == nil {
 		t.Error("truncated record accepted")
+	}
+}
+
+// TestBenchProfileBroker profiles the broker alone under `stratamq bench
+// produce`: the broker runs in this test process, the load comes from a
+// separate stratamq binary, so the CPU profile and the allocation counts
+// are the broker's only. It runs only when asked:
+//
+//	go build -o /tmp/stratamq ./cmd/stratamq
+//	STRATAMQ_BENCH_BIN=/tmp/stratamq STRATAMQ_BENCH_PROFILE=/tmp/prof \
+//	  go test ./cmd/stratamq -run TestBenchProfileBroker -count=1 -v
+//
+// For each scenario it writes DIR/<name>.cpu.pprof and DIR/<name>.allocs.pprof
+// and logs allocations and bytes allocated per message. The allocs profile
+// is cumulative for the process: run one scenario at a time
+// (-run 'TestBenchProfileBroker/async-batch500') for a clean one.
+func TestBenchProfileBroker(t *testing.T) {
+	out, bin := os.Getenv("STRATAMQ_BENCH_PROFILE"), os.Getenv("STRATAMQ_BENCH_BIN")
+	if out == "" || bin == "" {
+		t.Skip("set STRATAMQ_BENCH_PROFILE (output dir) and STRATAMQ_BENCH_BIN (a stratamq binary) to profile the broker")
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	msgs := "200000"
+	if n := os.Getenv("STRATAMQ_BENCH_MESSAGES"); n != "" {
+		msgs = n
+	}
+	for _, sc := range []struct {
+		name, flush string
+		args        []string
+	}{
+		{"async-single64", "async", []string{"--batch", "1", "--conns", "1", "--inflight", "64"}},
+		{"async-batch500", "async", []string{"--batch", "500", "--conns", "1", "--inflight", "2"}},
+		{"sync-single64", "sync", []string{"--batch", "1", "--conns", "4", "--inflight", "16", "--messages", "50000"}},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			s := startServe(t, t.TempDir(), map[string]string{"STRATAMQ_FLUSH": sc.flush, "STRATAMQ_LOG_LEVEL": "warn"})
+			topic := uniqueName(t, "prof")
+			// Create the topic and warm up outside the measurement.
+			warm := exec.Command(bin, "bench", "produce", "--namesrv", s.nsAddr, "--topic", topic, "--messages", "2000", "--progress", "0")
+			if b, err := warm.CombinedOutput(); err != nil {
+				t.Fatalf("warm-up: %v\n%s", err, b)
+			}
+			args := append([]string{"bench", "produce", "--namesrv", s.nsAddr, "--topic", topic, "--size", "1024", "--messages", msgs, "--progress", "0"}, sc.args...)
+			cpu, err := os.Create(filepath.Join(out, sc.name+".cpu.pprof"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cpu.Close()
+			runtime.GC()
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			if err := pprof.StartCPUProfile(cpu); err != nil {
+				t.Fatal(err)
+			}
+			b, err := exec.Command(bin, args...).Output()
+			pprof.StopCPUProfile()
+			runtime.ReadMemStats(&m1)
+			if err != nil {
+				t.Fatalf("bench: %v\n%s", err, b)
+			}
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			var r benchResult
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil || r.Messages == 0 {
+				t.Fatalf("bench output %q: %v", b, err)
+			}
+			heap, err := os.Create(filepath.Join(out, sc.name+".allocs.pprof"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer heap.Close()
+			if err := pprof.Lookup("allocs").WriteTo(heap, 0); err != nil {
+				t.Fatal(err)
+			}
+			n := float64(r.Messages)
+			t.Logf("%s: %.0f msgs/s p50 %.3f ms p99 %.3f ms; broker: %.1f allocs/msg, %.0f B allocated/msg, %d GCs",
+				sc.name, r.MsgsPerSec, r.P50, r.P99, float64(m1.Mallocs-m0.Mallocs)/n, float64(m1.TotalAlloc-m0.TotalAlloc)/n, m1.NumGC-m0.NumGC)
+		})
 	}
 }

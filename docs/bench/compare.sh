@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# StrataMQ vs NATS JetStream, side by side, in one run on this machine.
+#
+#   docs/bench/compare.sh                # ~3 minutes; markdown table on stdout
+#   OUT=results.md docs/bench/compare.sh # also write the table to a file
+#
+# Everything listens on 127.0.0.1 only, with data dirs under a fresh temp
+# dir (on disk, not tmpfs: fsync matters) that is removed at the end
+# (KEEP=1 keeps it, with the logs). Each server runs alone while measured.
+# Installs nats-server v2.14.10 and natscli v0.5.0 with `go install` when
+# missing, and builds stratamq from this checkout's working tree, or from a
+# commit with REV=HEAD (git archive: immune to uncommitted edits), or uses
+# STRATAMQ_BIN.
+#
+# Knobs (environment): MSGS (async runs, 200000), SYNC_MSGS (our flush=sync
+# runs, 50000), FSYNC_MSGS (NATS sync_interval: always runs, 10000: it does
+# ~1-3 k msgs/s), NATS_SYNC_MSGS (NATS default sync publish, 50000),
+# E2E_RATE (10000), E2E_MSGS (100000), SIZE (1024), and the loopback ports
+# NATS_PORT (14222), NS_PORT (19876), BROKER_PORT (19911).
+set -euo pipefail
+
+MSGS=${MSGS:-200000}
+SYNC_MSGS=${SYNC_MSGS:-50000}
+FSYNC_MSGS=${FSYNC_MSGS:-10000}
+NATS_SYNC_MSGS=${NATS_SYNC_MSGS:-50000}
+E2E_RATE=${E2E_RATE:-10000}
+E2E_MSGS=${E2E_MSGS:-100000}
+SIZE=${SIZE:-1024}
+NATS_PORT=${NATS_PORT:-14222}
+NS_PORT=${NS_PORT:-19876}
+BROKER_PORT=${BROKER_PORT:-19911}
+NATS_SERVER_VERSION=v2.14.10
+NATSCLI_VERSION=v0.5.0
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/stratamq-compare.XXXXXX")
+LOG=$WORK/log
+PIDS=()
+
+say() { echo "compare: $*" >&2; }
+
+cleanup() {
+	for p in "${PIDS[@]}"; do
+		kill -TERM "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	if [[ ${KEEP:-0} == 1 ]]; then
+		say "kept $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+}
+trap cleanup EXIT
+
+# ---- tools ----
+GOBIN=$(go env GOBIN)
+[[ -n $GOBIN ]] || GOBIN=$(go env GOPATH)/bin
+export PATH=$GOBIN:$PATH
+if ! nats-server --version 2>/dev/null | grep -q "$NATS_SERVER_VERSION"; then
+	say "installing nats-server@$NATS_SERVER_VERSION"
+	go install "github.com/nats-io/nats-server/v2@$NATS_SERVER_VERSION"
+fi
+if ! nats --version 2>&1 | grep -q "$NATSCLI_VERSION"; then
+	say "installing natscli@$NATSCLI_VERSION"
+	go install "github.com/nats-io/natscli/nats@$NATSCLI_VERSION"
+fi
+if [[ -n ${STRATAMQ_BIN:-} ]]; then
+	SMQ=$STRATAMQ_BIN
+elif [[ -n ${REV:-} ]]; then
+	say "building stratamq at $REV"
+	mkdir -p "$WORK/src"
+	git -C "$ROOT" archive "$REV" | tar -x -C "$WORK/src"
+	(cd "$WORK/src" && go build -o "$WORK/stratamq" ./cmd/stratamq)
+	SMQ=$WORK/stratamq
+else
+	say "building stratamq from the working tree"
+	(cd "$ROOT" && go build -o "$WORK/stratamq" ./cmd/stratamq)
+	SMQ=$WORK/stratamq
+fi
+say "stratamq: $("$SMQ" version) ($(git -C "$ROOT" rev-parse --short "${REV:-HEAD}" 2>/dev/null || echo '?'))"
+
+for p in "$NATS_PORT" "$NS_PORT" "$BROKER_PORT"; do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+		echo "compare: port $p is in use on 127.0.0.1; set NATS_PORT/NS_PORT/BROKER_PORT" >&2
+		exit 1
+	fi
+done
+
+# wait_port PORT: until something listens on 127.0.0.1:PORT (≤ 15 s).
+wait_port() {
+	for _ in $(seq 150); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+	echo "compare: nothing listens on 127.0.0.1:$1 after 15s" >&2
+	return 1
+}
+
+# stop_last: stop the most recently started server and wait for it.
+stop_last() {
+	local p=${PIDS[-1]}
+	kill -TERM "$p" 2>/dev/null || true
+	wait "$p" 2>/dev/null || true
+	unset 'PIDS[-1]'
+}
+
+# peak_rss_mib PID
+peak_rss_mib() { awk '/VmHWM/ {printf "%d", $2/1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
+
+# ---- NATS ----
+S=nats://127.0.0.1:$NATS_PORT
+
+start_nats() { # $1: config file
+	nats-server -c "$1" >>"$LOG.nats-server" 2>&1 &
+	PIDS+=($!)
+	wait_port "$NATS_PORT"
+}
+
+nats_conf() { # $1: store dir, $2: extra jetstream settings
+	mkdir -p "$1"
+	cat >"$1.conf" <<EOF
+listen: 127.0.0.1:$NATS_PORT
+jetstream {
+  store_dir: "$1"
+  $2
+}
+EOF
+	echo "$1.conf"
+}
+
+# nats_run NAME ARGS...: run `nats bench ...`, keep the stats line in $WORK/NAME.
+nats_run() {
+	local name=$1
+	shift
+	say "nats $*"
+	nats -s "$S" "$@" --no-progress >"$WORK/$name.out" 2>&1 || { cat "$WORK/$name.out" >&2; return 1; }
+	grep 'stats:' "$WORK/$name.out" | tail -1 >"$WORK/$name"
+	say "  $(cat "$WORK/$name")"
+}
+nats_rate() { sed -E 's/.*stats: ([0-9,]+) msgs\/sec.*/\1/' "$WORK/$1" | tr -d ,; }
+nats_p() { # NAME P50|P99|P99.9 -> ms
+	local us
+	us=$(grep -oE "$2: [0-9,.]+us" "$WORK/$1" | head -1 | sed -E 's/.*: ([0-9,.]+)us/\1/' | tr -d ,)
+	[[ -n $us ]] && awk -v u="$us" 'BEGIN{printf "%.3f", u/1000}' || echo "n/a"
+}
+
+say "NATS JetStream, default file store (acks before fsync)"
+start_nats "$(nats_conf "$WORK/nats-default" "")"
+nats_run nats_sync bench js pub sync --create --purge --storage=file --msgs="$NATS_SYNC_MSGS" --size="$SIZE"B benchsubj
+nats_run nats_async64 bench js pub async --purge --storage=file --msgs="$MSGS" --size="$SIZE"B --batch=64 benchsubj
+nats_run nats_async bench js pub async --purge --storage=file --msgs="$MSGS" --size="$SIZE"B --batch=500 benchsubj
+nats -s "$S" consumer rm benchstream nats-bench -f >/dev/null 2>&1 || true
+nats_run nats_consume bench js consume --msgs="$MSGS" --size="$SIZE"B
+NATS_RSS=$(peak_rss_mib "${PIDS[-1]}")
+stop_last
+
+say "NATS JetStream, sync_interval: always (fsync on every write)"
+start_nats "$(nats_conf "$WORK/nats-always" "sync_interval: always")"
+nats_run nats_fsync bench js pub sync --create --purge --storage=file --msgs="$FSYNC_MSGS" --size="$SIZE"B benchsubj
+nats_run nats_fsync64 bench js pub sync --purge --storage=file --clients=64 --msgs="$FSYNC_MSGS" --size="$SIZE"B benchsubj
+nats_run nats_fsync_async bench js pub async --purge --storage=file --msgs="$FSYNC_MSGS" --size="$SIZE"B --batch=500 benchsubj
+stop_last
+
+# ---- StrataMQ ----
+start_smq() { # $1: data dir, $2: flush mode
+	mkdir -p "$1"
+	"$SMQ" serve --data-dir "$1" --flush "$2" --namesrv-listen "127.0.0.1:$NS_PORT" --listen "127.0.0.1:$BROKER_PORT" \
+		--http-listen "" --log-level warn >>"$LOG.stratamq" 2>&1 &
+	PIDS+=($!)
+	wait_port "$BROKER_PORT"
+	wait_port "$NS_PORT"
+}
+
+# smq_run NAME MODE ARGS...: run `stratamq bench`, keep its JSON line in $WORK/NAME.
+smq_run() {
+	local name=$1
+	shift
+	say "stratamq bench $*"
+	"$SMQ" bench "$@" --namesrv "127.0.0.1:$NS_PORT" --broker "127.0.0.1:$BROKER_PORT" --size "$SIZE" --progress 0 >"$WORK/$name" 2>>"$LOG.bench" ||
+		say "  (exit $?: errors, see below)"
+	tail -1 "$WORK/$name" >"$WORK/$name.json"
+	say "  $(jq -c '{msgs_per_sec, mb_per_sec, p50_ms, p99_ms, p999_ms, errors}' "$WORK/$name.json")"
+}
+j() { jq -r ".$2" "$WORK/$1.json"; }
+
+say "StrataMQ, flush=async"
+start_smq "$WORK/smq-async" async
+smq_run smq_batch produce --topic BenchBatch --messages "$MSGS" --batch 500 --conns 1 --inflight 2
+smq_run smq_single produce --topic BenchSingle --messages "$MSGS" --batch 1 --conns 1 --inflight 64
+smq_run smq_consume consume --topic BenchBatch --from first
+smq_run smq_e2e e2e --topic BenchE2E --rate "$E2E_RATE" --messages "$E2E_MSGS" --conns 1 --inflight 64
+SMQ_RSS=$(peak_rss_mib "${PIDS[-1]}")
+stop_last
+
+say "StrataMQ, flush=sync (acked after fdatasync, group commit)"
+start_smq "$WORK/smq-sync" sync
+smq_run smq_sync64 produce --topic BenchSync --messages "$SYNC_MSGS" --batch 1 --conns 4 --inflight 16
+smq_run smq_sync_batch produce --topic BenchSyncBatch --messages "$MSGS" --batch 500 --conns 1 --inflight 2
+stop_last
+
+# ---- table ----
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b+0 > 0 && a != "n/a") printf "%.2f×", a/b; else print "n/a" }'; }
+ge() { awk -v a="$1" -v b="$2" 'BEGIN{ exit !(a+0 >= b+0) }'; }
+lt() { awk -v a="$1" -v b="$2" 'BEGIN{ exit !(a+0 < b+0) }'; }
+met() { if "$@"; then echo "**met**"; else echo "not met"; fi; }
+mbps() { awk -v r="$1" -v s="$SIZE" 'BEGIN{printf "%.1f", r*s/1e6}'; }
+
+NA=$(nats_rate nats_async)
+NA64=$(nats_rate nats_async64)
+NS=$(nats_rate nats_sync)
+NF=$(nats_rate nats_fsync)
+NF64=$(nats_rate nats_fsync64)
+NFA=$(nats_rate nats_fsync_async)
+NC=$(nats_rate nats_consume)
+B=$(j smq_batch msgs_per_sec)
+S1=$(j smq_single msgs_per_sec)
+SY=$(j smq_sync64 msgs_per_sec)
+SYB=$(j smq_sync_batch msgs_per_sec)
+C=$(j smq_consume msgs_per_sec)
+CMB=$(j smq_consume mb_per_sec)
+CPAY=$(mbps "$C")
+E99=$(j smq_e2e p99_ms)
+ERR=$(($(j smq_batch errors) + $(j smq_single errors) + $(j smq_consume errors) + $(j smq_e2e errors) + $(j smq_sync64 errors) + $(j smq_sync_batch errors)))
+
+{
+	echo "| $SIZE B messages | StrataMQ | NATS JetStream | ratio | target | |"
+	echo "|---|---|---|---|---|---|"
+	echo "| async, batched: msgs/s (ours batch 500 × 2 in flight; NATS \`pub async --batch=500\`) | $B (p99 $(j smq_batch p99_ms) ms/batch) | $NA (p99 $(nats_p nats_async P99) ms) | $(ratio "$B" "$NA") | ≥ 3× NATS | $(met ge "$(awk -v b="$B" -v n="$NA" 'BEGIN{print b/n}')" 3) |"
+	echo "| async, single sends, 64 in flight: msgs/s (NATS \`pub async --batch=64\`) | $S1 (p99 $(j smq_single p99_ms) ms) | $NA64 (p99 $(nats_p nats_async64 P99) ms) | $(ratio "$S1" "$NA64") | ≥ 100 k | $(met ge "$S1" 100000) |"
+	echo "| async, one sync publisher (NATS \`pub sync\`, reference) | – | $NS (p50 $(nats_p nats_sync P50) ms) | | | |"
+	echo "| durable, 64 concurrent producers, batch 1: msgs/s (ours flush=sync 4 conns × 16; NATS sync_interval: always, \`pub sync\`) | $SY (p99 $(j smq_sync64 p99_ms) ms) | $NF (1 client, p99 $(nats_p nats_fsync P99) ms); $NF64 (64 clients) | $(ratio "$SY" "$NF") vs 1 client; $(ratio "$SY" "$NF64") vs 64 | ≥ 50 k, p99 < 5 ms (~20× NATS) | $(met ge "$SY" 50000) / p99 $(met lt "$(j smq_sync64 p99_ms)" 5) |"
+	echo "| durable, batched: msgs/s (ours flush=sync batch 500 × 2; NATS always \`pub async --batch=500\`) | $SYB (p99 $(j smq_sync_batch p99_ms) ms/batch) | $NFA | $(ratio "$SYB" "$NFA") | | |"
+	echo "| consume hot data: MB/s of payload (ours: also of stored records) | $CPAY ($CMB records; $C msgs/s) | $(mbps "$NC") ($NC msgs/s) | $(ratio "$CPAY" "$(mbps "$NC")") | ≥ 500 MB/s | $(met ge "$CMB" 500) |"
+	echo "| end-to-end at $E2E_RATE msgs/s: p50 / p99 / p99.9 ms | $(j smq_e2e p50_ms) / $E99 / $(j smq_e2e p999_ms) | n/a (no e2e mode in \`nats bench js\`) | | p99 < 5 ms | $(met lt "$E99" 5) |"
+	echo "| broker peak RSS during the async runs, MiB | $SMQ_RSS | $NATS_RSS | | ≤ cache + 256 MiB | |"
+	echo
+	echo "StrataMQ bench errors in all runs: $ERR. MB = 10^6 bytes. Ratio = StrataMQ / NATS."
+} | tee "${OUT:-/dev/null}"
+if [[ ${KEEP:-0} == 1 ]]; then
+	say "raw outputs in $WORK"
+fi
