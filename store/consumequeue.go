@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -44,6 +45,11 @@ type cqueue struct {
 	pending []byte
 	dirMade bool // dir exists (new dirs are synced by the flusher)
 	deleted bool
+
+	// coldEnd is set (at Open, fixed after) for a queue restored from the
+	// tier on an empty disk: entries below it are read through the cold
+	// index (Options.ColdIndex); local files start at or above it.
+	coldEnd int64
 }
 
 type cqEntry struct {
@@ -251,8 +257,8 @@ func (q *cqueue) dispatchLocked(fs vfs.FS, qoff int64, e cqEntry) error {
 			q.pending = append(q.pending, make([]byte, (qoff-q.max)*cqEntrySize)...)
 			q.max = qoff
 		}
-	case qoff < q.min:
-		return nil // below the retained range
+	case qoff < q.min || qoff < q.coldEnd:
+		return nil // below the retained range, or in the cold range of a restored queue
 	default:
 		old, ok, err := q.entryLocked(qoff)
 		if err != nil {
@@ -276,7 +282,7 @@ func (q *cqueue) flushLocked(fs vfs.FS, perFile int64) (touched []*cqFile, newNa
 		idx := q.written
 		var f *cqFile
 		if len(q.files) > 0 {
-			if last := q.files[len(q.files)-1]; idx < last.start+perFile && idx >= last.start {
+			if last := q.files[len(q.files)-1]; idx < fileLimit(last.start, perFile) && idx >= last.start {
 				f = last
 			}
 		}
@@ -287,7 +293,9 @@ func (q *cqueue) flushLocked(fs vfs.FS, perFile int64) (touched []*cqFile, newNa
 				}
 				q.dirMade = true
 			}
-			start := idx / perFile * perFile
+			// Files hold the aligned ranges [k*perFile, (k+1)*perFile); a
+			// restored queue's first file starts at its coldEnd instead.
+			start := max(idx/perFile*perFile, min(q.coldEnd, idx))
 			path := filepath.Join(q.dir, segmentName(start*cqEntrySize))
 			file, err := fs.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 			if err != nil {
@@ -297,7 +305,7 @@ func (q *cqueue) flushLocked(fs vfs.FS, perFile int64) (touched []*cqFile, newNa
 			q.files = append(q.files, f)
 			newNames = true
 		}
-		cnt := min(int64(len(q.pending)/cqEntrySize), f.start+perFile-idx)
+		cnt := min(int64(len(q.pending)/cqEntrySize), fileLimit(f.start, perFile)-idx)
 		b := q.pending[:cnt*cqEntrySize]
 		if _, err := f.f.WriteAt(b, (idx-f.start)*cqEntrySize); err != nil {
 			return touched, newNames, fmt.Errorf("store: write consumequeue %s: %w", f.path, err)
@@ -397,6 +405,9 @@ func loadQueue(fs vfs.FS, topic string, id int32, dir string) (*cqueue, error) {
 	return q, nil
 }
 
+// fileLimit is the end (exclusive index) of the file starting at start.
+func fileLimit(start, perFile int64) int64 { return (start/perFile + 1) * perFile }
+
 func (q *cqueue) closeFiles() {
 	for _, f := range q.files {
 		f.f.Close()
@@ -433,7 +444,7 @@ func (s *Store) SealedQueueFiles() []QueueFileInfo {
 		q.mu.RLock()
 		if !q.deleted {
 			for _, f := range q.files {
-				if f.n >= per && !f.removed.Load() && q.written >= f.start+per {
+				if f.start%per == 0 && f.n >= per && !f.removed.Load() && q.written >= f.start+per {
 					out = append(out, QueueFileInfo{Topic: q.topic, QueueID: q.id, FirstIndex: f.start, Entries: per, Path: f.path})
 				}
 			}
@@ -453,20 +464,24 @@ func (s *Store) SealedQueueFiles() []QueueFileInfo {
 	return out
 }
 
-// QueueEntry returns the commitlog offset, record size and tags code of
-// the queue's entry at idx; ok is false when idx is outside [min, max) or
-// the entry is blank.
+// QueueEntry is QueueEntryContext without a deadline.
 func (s *Store) QueueEntry(topic string, queueID int32, idx int64) (phys int64, size int32, tags int64, ok bool, err error) {
+	return s.QueueEntryContext(context.Background(), topic, queueID, idx)
+}
+
+// QueueEntryContext returns the commitlog offset, record size and tags code
+// of the queue's entry at idx; ok is false when idx is outside [min, max)
+// or the entry is blank. Below the local consumequeue of a restored queue
+// the entry is read through the cold index (ErrColdRead on failure).
+func (s *Store) QueueEntryContext(ctx context.Context, topic string, queueID int32, idx int64) (phys int64, size int32, tags int64, ok bool, err error) {
 	q := s.queue(topic, queueID)
 	if q == nil {
 		return 0, 0, 0, false, nil
 	}
-	q.mu.RLock()
-	defer q.mu.RUnlock()
-	if idx < q.min || idx >= q.max {
+	if mn, mx := q.bounds(); idx < mn || idx >= mx {
 		return 0, 0, 0, false, nil
 	}
-	e, ok, err := q.entryLocked(idx)
+	e, ok, err := s.entryAt(ctx, q, idx)
 	if err != nil || !ok || e.size <= 0 {
 		return 0, 0, 0, false, err
 	}

@@ -73,6 +73,20 @@ type Options struct {
 	// removed by DropSegment after upload). nil: no tier; DropSegment is
 	// refused and offsets below the local log are not found.
 	Cold ColdReader
+
+	// ColdIndex serves the segment index blobs (BuildSegmentIndex) kept in
+	// the tier. A store restored on an empty disk (Restore) reads the
+	// consumequeue entries below its local consumequeues from them, lazily.
+	ColdIndex ColdIndex
+
+	// ColdIndexCacheBytes bounds the cache of index directories and entry
+	// blocks; default 32 MiB.
+	ColdIndexCacheBytes int64
+
+	// Restore starts the store from the tier when its directory holds no
+	// commitlog segment (an empty disk); ignored, with a log line,
+	// otherwise. See Restore.
+	Restore *Restore
 }
 
 // ColdReader serves commitlog bytes whose local segment has been dropped
@@ -112,6 +126,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.CQEntriesPerFile == 0 {
 		c.CQEntriesPerFile = DefaultCQEntriesPerFile
+	}
+	if c.ColdIndexCacheBytes <= 0 {
+		c.ColdIndexCacheBytes = DefaultColdIndexCacheBytes
 	}
 	switch {
 	case c.MaxMessageSize < RecordOverhead+32:

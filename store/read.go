@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -54,6 +55,10 @@ func (s *Store) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 		res.Status, res.NextBeginOffset = OffsetOverflowBadly, mx
 		return res, nil
 	}
+	if off < q.coldEnd {
+		q.mu.RUnlock()
+		return s.getCold(ctx, q, req, res, scan, maxMsgs, maxBytes)
+	}
 	n := int(min(int64(scan), mx-off))
 	if cap(*bp) < n*cqEntrySize {
 		*bp = make([]byte, n*cqEntrySize)
@@ -70,10 +75,6 @@ func (s *Store) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 	}
 
 	minPhys := s.MinPhysOffset()
-	type span struct {
-		phys int64
-		size int32
-	}
 	var spansArr [64]span
 	spans := spansArr[:0]
 	scanned, removing, total := 0, 0, 0
@@ -107,6 +108,16 @@ func (s *Store) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 		}
 		return res, nil
 	}
+	return s.readSpans(ctx, req, res, spans, total)
+}
+
+type span struct {
+	phys int64
+	size int32
+}
+
+// readSpans fills res with the records spans name (total bytes).
+func (s *Store) readSpans(ctx context.Context, req GetRequest, res GetResult, spans []span, total int) (GetResult, error) {
 	// One buffer for all records; adjacent records are read with one pread
 	// (or one cold read below the local log).
 	data := make([]byte, total)
@@ -139,6 +150,75 @@ func (s *Store) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 	}
 	res.Status, res.Bytes = Found, total
 	return res, nil
+}
+
+// getCold is Get for an offset below the local consumequeue of a restored
+// queue: entries come from the cold index a block at a time, and the same
+// limits as for local entries apply, so the result is the one the original
+// store gave (never crossing into the local consumequeue).
+func (s *Store) getCold(ctx context.Context, q *cqueue, req GetRequest, res GetResult, scan, maxMsgs, maxBytes int) (GetResult, error) {
+	off := req.Offset
+	n := int(min(int64(scan), res.MaxOffset-off, q.coldEnd-off))
+	bp := entryBufPool.Get().(*[]byte)
+	defer entryBufPool.Put(bp)
+	if cap(*bp) < n*cqEntrySize {
+		*bp = make([]byte, n*cqEntrySize)
+	}
+	ents := (*bp)[:n*cqEntrySize]
+	minPhys := s.MinPhysOffset()
+	var spansArr [64]span
+	spans := spansArr[:0]
+	scanned, removing, total := 0, 0, 0
+	done := false
+	for !done && scanned < n {
+		got, hole, next, err := s.coldEntries(ctx, q, ents, off+int64(scanned), n-scanned)
+		if err != nil {
+			return GetResult{}, err
+		}
+		if hole && scanned == 0 {
+			res.Status, res.NextBeginOffset = OffsetFoundNull, next
+			return res, nil
+		}
+		if hole || got == 0 {
+			break
+		}
+		for i := 0; i < got; i++ {
+			e := getEntry(ents[i*cqEntrySize:])
+			if e.size == 0 {
+				scanned++
+				continue
+			}
+			if e.phys < minPhys {
+				removing++
+				scanned++
+				continue
+			}
+			if req.Filter != nil && !req.Filter(e.tags) {
+				scanned++
+				continue
+			}
+			if len(spans) > 0 && total+int(e.size) > maxBytes {
+				done = true
+				break
+			}
+			spans = append(spans, span{e.phys, e.size})
+			total += int(e.size)
+			scanned++
+			if len(spans) == maxMsgs {
+				done = true
+				break
+			}
+		}
+	}
+	res.NextBeginOffset = off + int64(scanned)
+	if len(spans) == 0 {
+		res.Status = NoMatchedMessage
+		if removing > 0 && removing == scanned {
+			res.Status = MessageWasRemoving
+		}
+		return res, nil
+	}
+	return s.readSpans(ctx, req, res, spans, total)
 }
 
 // ReadRecord is ReadRecordContext without a deadline.
@@ -176,7 +256,15 @@ func (s *Store) ReadRecordContext(ctx context.Context, physOffset int64) ([]byte
 	}
 	buf := make([]byte, min(avail, 4096))
 	if err := s.readLog(ctx, buf, physOffset); err != nil {
-		return nil, err
+		// The tier may end before the local log starts (a store restored
+		// on an empty disk starts its log past the tier): size first.
+		if !errors.Is(err, ErrNotFound) || len(buf) <= 8 {
+			return nil, err
+		}
+		buf = buf[:8]
+		if err := s.readLog(ctx, buf, physOffset); err != nil {
+			return nil, err
+		}
 	}
 	size := int64(int32(binary.BigEndian.Uint32(buf)))
 	if binary.BigEndian.Uint32(buf[4:]) != MagicV1 || size < RecordOverhead || size > avail {
@@ -230,18 +318,8 @@ func (s *Store) EarliestStoreTimeContext(ctx context.Context, topic string, queu
 	if q == nil {
 		return -1, fmt.Errorf("store: %s/%d: %w", topic, queueID, ErrNotFound)
 	}
-	q.mu.RLock()
-	var e cqEntry
-	ok := false
-	var err error
-	for i := q.min; i < q.max && !ok; i++ {
-		e, ok, err = q.entryLocked(i)
-		if err != nil || (ok && e.size > 0) {
-			break
-		}
-		ok = false
-	}
-	q.mu.RUnlock()
+	mn, _ := q.bounds()
+	_, e, ok, err := s.firstEntryFrom(ctx, q, mn)
 	if err != nil {
 		return -1, err
 	}
@@ -286,9 +364,7 @@ func (s *Store) OffsetByTimeContext(ctx context.Context, topic string, queueID i
 		if rerr != nil {
 			return 0, false
 		}
-		q.mu.RLock()
-		e, ok, err := q.entryLocked(i)
-		q.mu.RUnlock()
+		e, ok, err := s.entryAt(ctx, q, i)
 		if err != nil {
 			rerr = err
 			return 0, false

@@ -167,32 +167,63 @@ func (s *Store) recover() error {
 	if err != nil {
 		return err
 	}
-	s.segs.Store(&segs)
 	ck, err := s.readCheckpoint()
 	if err != nil {
+		segs.close()
 		return err
 	}
+	rs, err := s.readRestoreState()
+	if err != nil {
+		segs.close()
+		return err
+	}
+	switch {
+	case s.opts.Restore != nil && len(segs) == 0:
+		if rs, err = s.restoreFromTier(ck); err != nil {
+			return err
+		}
+		ck = nil // removed: it described a log that is gone
+		if segs, err = s.loadSegments(); err != nil {
+			return err
+		}
+	case s.opts.Restore != nil:
+		s.log.Info("store: Options.Restore ignored: the store already has a commitlog", "dir", s.opts.Dir)
+	}
+	s.segs.Store(&segs)
 	if err := s.loadQueues(); err != nil {
 		return err
+	}
+	if rs != nil {
+		s.installRestored(rs)
 	}
 
 	minPhys, end := int64(0), int64(0)
 	if len(segs) > 0 {
 		minPhys, end = segs[0].base, segs[len(segs)-1].end()
-	} else if ck != nil && ck.dispatched > 0 {
+	} else if ck != nil && ck.dispatched > 0 || rs != nil && rs.logStart > 0 {
 		// No local segment at all, yet the checkpoint says the log reached
 		// ck.dispatched (everything dropped to the tier, or the files were
 		// lost): continue there; offsets are never reused.
 		s.log.Warn("store: no local commitlog segment; the log continues at the checkpoint", "offset", ck.dispatched)
-		minPhys, end = ck.dispatched, ck.dispatched
+		minPhys = 0
+		if ck != nil {
+			minPhys = ck.dispatched
+		}
+		if rs != nil {
+			minPhys = max(minPhys, rs.logStart)
+		}
+		end = minPhys
 	}
 	if minPhys > 0 {
 		s.log.Info("store: local commitlog starts above 0; older bytes are read from the cold tier", "local_min", minPhys,
 			"cold_tier", s.opts.Cold != nil)
 	}
 	from := minPhys
+	if rs != nil {
+		s.floor.Store(min(rs.floor, end))
+	}
 	if ck != nil {
-		s.floor.Store(min(ck.floor, end))
+		s.floor.Store(max(s.floor.Load(), min(ck.floor, end)))
 		from = max(ck.dispatched, minPhys)
 		if from > end {
 			// The log lost checkpointed bytes: find record boundaries again
@@ -245,7 +276,7 @@ func (s *Store) recover() error {
 	if err := s.trimQueues(valid); err != nil {
 		return err
 	}
-	if err := s.applyFloor(s.floor.Load()); err != nil {
+	if err := s.applyFloor(s.floor.Load(), false); err != nil {
 		return err
 	}
 	s.writePos.Store(valid)
@@ -349,7 +380,7 @@ func (s *Store) trimQueues(end int64) error {
 		for _, q := range qs {
 			q.mu.Lock()
 			n := q.max
-			for n > q.min {
+			for n > max(q.min, q.coldEnd) {
 				e, ok, err := q.entryLocked(n - 1)
 				if err != nil {
 					q.mu.Unlock()

@@ -55,6 +55,9 @@ type Store struct {
 	notify   notifier     // broadcast when flushed advances or a sticky error is set
 	sticky   atomic.Pointer[error]
 
+	cidx     *coldIdx      // Options.ColdIndex with its cache; nil without
+	restored *restoreState // the restore this store started from; guarded by flushMu after Open
+
 	ckSeq     uint64 // guarded by flushMu
 	ckWritten int64  // dispatch offset of the last checkpoint; guarded by flushMu
 
@@ -126,6 +129,9 @@ func Open(opts Options) (*Store, error) {
 		quit:    make(chan struct{}),
 	}
 	s.segs.Store(&segTable{})
+	if o.ColdIndex != nil {
+		s.cidx = newColdIdx(o.ColdIndex, o.ColdIndexCacheBytes)
+	}
 	if err := s.recover(); err != nil {
 		s.closeFiles()
 		return nil, err
@@ -725,7 +731,12 @@ func (s *Store) SetMinPhysOffset(off int64) error {
 		return nil
 	}
 	s.floor.Store(off)
-	if err := s.applyFloor(off); err != nil {
+	if err := s.applyFloor(off, true); err != nil {
+		return err
+	}
+	// Restored queues' mins live in <Dir>/restored: written before the
+	// checkpoint carrying the floor.
+	if err := s.saveRestoredLocked(); err != nil {
 		return err
 	}
 	s.ckWritten = -1 // force a checkpoint carrying the floor
@@ -733,7 +744,10 @@ func (s *Store) SetMinPhysOffset(off int64) error {
 }
 
 // applyFloor advances every queue's min offset past entries below floor.
-func (s *Store) applyFloor(floor int64) error {
+// A restored queue whose min is still in its cold range is searched through
+// the cold index only with cold (SetMinPhysOffset); at Open its min comes
+// from <Dir>/restored, which SetMinPhysOffset kept up to date.
+func (s *Store) applyFloor(floor int64, cold bool) error {
 	if floor <= 0 {
 		return nil
 	}
@@ -746,6 +760,15 @@ func (s *Store) applyFloor(floor int64) error {
 	}
 	s.qmu.RUnlock()
 	for _, q := range qs {
+		if mn, _ := q.bounds(); mn < q.coldEnd {
+			if !cold {
+				continue
+			}
+			if err := s.advanceMin(context.Background(), q, floor); err != nil {
+				return fmt.Errorf("store: advance %s/%d to commitlog offset %d: %w", q.topic, q.id, floor, err)
+			}
+			continue
+		}
 		q.mu.Lock()
 		err := q.advanceMinLocked(floor)
 		q.mu.Unlock()
@@ -804,6 +827,9 @@ func (s *Store) DeleteTopic(topic string) error {
 		return fmt.Errorf("store: delete topic %q: %w", topic, err)
 	}
 	if err := syncDir(s.fs, s.cqDir); err != nil {
+		return err
+	}
+	if err := s.saveRestoredLocked(); err != nil {
 		return err
 	}
 	// A checkpoint past the deletion keeps recovery from re-dispatching.

@@ -1,0 +1,279 @@
+package store
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"sync"
+)
+
+// ColdIndex lists and reads the segment index blobs kept in the tier.
+type ColdIndex interface {
+	Segments(ctx context.Context) ([]int64, error)             // bases of segments that have an index blob, ascending
+	ReadIndex(ctx context.Context, base int64) ([]byte, error) // the blob BuildSegmentIndex produced for that segment
+}
+
+// DefaultColdIndexCacheBytes bounds the cache of segment index directories
+// and entry blocks.
+const DefaultColdIndexCacheBytes = 32 << 20
+
+// coldBlockEntries is the size, in entries, of a cached block of one
+// queue's entries in one segment index.
+const coldBlockEntries = 4096
+
+// coldIdx serves the consumequeue entries of restored queues below their
+// local consumequeue from segment index blobs. Which segment holds queue
+// offset x of a queue is found by binary search over the segments: every
+// directory carries each known queue's next offset at the end of its
+// segment, which grows with the segment, so each probe reads one directory
+// and a lookup costs O(log #segments) blob reads, cached.
+type coldIdx struct {
+	src      ColdIndex
+	maxBytes int64
+
+	segMu  sync.Mutex
+	limit  int64   // only segments below this base (the restored log's start)
+	segs   []int64 // nil until listed
+	listed bool
+
+	mu    sync.Mutex
+	lru   list.List // of *coldItem, most recent first
+	items map[coldKey]*list.Element
+	bytes int64
+}
+
+type coldKey struct {
+	base  int64
+	topic string
+	id    int32
+	block int64 // -1: the directory
+}
+
+type coldItem struct {
+	key   coldKey
+	dir   *SegmentIndex
+	block []byte
+	size  int64
+}
+
+func newColdIdx(src ColdIndex, maxBytes int64) *coldIdx {
+	return &coldIdx{src: src, maxBytes: maxBytes, items: map[coldKey]*list.Element{}}
+}
+
+func (c *coldIdx) get(k coldKey) *coldItem {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el := c.items[k]; el != nil {
+		c.lru.MoveToFront(el)
+		return el.Value.(*coldItem)
+	}
+	return nil
+}
+
+func (c *coldIdx) put(it *coldItem) {
+	if it.size > c.maxBytes/4 {
+		return // too big to keep
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el := c.items[it.key]; el != nil {
+		c.lru.MoveToFront(el)
+		return
+	}
+	c.items[it.key] = c.lru.PushFront(it)
+	c.bytes += it.size
+	for c.bytes > c.maxBytes {
+		el := c.lru.Back()
+		old := el.Value.(*coldItem)
+		c.lru.Remove(el)
+		delete(c.items, old.key)
+		c.bytes -= old.size
+	}
+}
+
+// segments returns the bases of the indexed segments that may hold entries
+// at or above floor (a segment lies below floor when the next one starts at
+// or below it), listing them once.
+func (c *coldIdx) segments(ctx context.Context, floor int64) ([]int64, error) {
+	c.segMu.Lock()
+	defer c.segMu.Unlock()
+	if !c.listed {
+		bases, err := c.src.Segments(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%w: list segment indexes: %w", ErrColdRead, err)
+		}
+		bases = slices.Clone(bases)
+		slices.Sort(bases)
+		bases = slices.Compact(bases)
+		i, _ := slices.BinarySearch(bases, c.limit)
+		c.segs, c.listed = bases[:i:i], true
+	}
+	t := c.segs
+	for len(t) > 1 && t[1] <= floor {
+		t = t[1:]
+	}
+	c.segs = t
+	return t, nil
+}
+
+func (c *coldIdx) setLimit(limit int64) {
+	c.segMu.Lock()
+	defer c.segMu.Unlock()
+	c.limit = limit
+	if c.listed {
+		i, _ := slices.BinarySearch(c.segs, limit)
+		c.segs = c.segs[:i:i]
+	}
+}
+
+// want names the queue offset a directory is read for: the block holding
+// it is cached from the same blob read.
+type want struct {
+	topic string
+	id    int32
+	x     int64
+}
+
+// dir returns the directory of segment base, reading its blob on a miss.
+func (c *coldIdx) dir(ctx context.Context, base int64, w *want) (*SegmentIndex, error) {
+	if it := c.get(coldKey{base: base, block: -1}); it != nil {
+		return it.dir, nil
+	}
+	x, err := c.read(ctx, base, w)
+	if err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// read fetches and verifies the blob of segment base, caches its directory
+// and, for w, the block holding w.x when this segment holds it.
+func (c *coldIdx) read(ctx context.Context, base int64, w *want) (*SegmentIndex, error) {
+	b, err := c.src.ReadIndex(ctx, base)
+	if err != nil {
+		return nil, fmt.Errorf("%w: segment index %d: %w", ErrColdRead, base, err)
+	}
+	x, err := DecodeSegmentIndexDirectory(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: segment index %d: %w", ErrColdRead, base, err)
+	}
+	if x.Base != base {
+		return nil, fmt.Errorf("%w: segment index %d: %w", ErrColdRead, base, corruptf("blob is for segment %d", x.Base))
+	}
+	if want := int64(SegmentIndexHeaderSize) + x.dirLen + x.nEntries*cqEntrySize; int64(len(b)) != want {
+		return nil, fmt.Errorf("%w: segment index %d: %w", ErrColdRead, base, corruptf("%d bytes, want %d", len(b), want))
+	}
+	size := int64(64)
+	for _, q := range x.Queues {
+		size += int64(len(q.Topic)) + 48
+	}
+	c.put(&coldItem{key: coldKey{base: base, block: -1}, dir: x, size: size})
+	if w != nil {
+		if i, ok := x.Find(w.topic, w.id); ok {
+			q := x.Queues[i]
+			if w.x >= q.FirstOffset && w.x < q.End() {
+				if _, err := c.cacheBlock(b, x, q, (w.x-q.FirstOffset)/coldBlockEntries); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return x, nil
+}
+
+// cacheBlock verifies q's entries in blob b and caches block k of them.
+func (c *coldIdx) cacheBlock(b []byte, x *SegmentIndex, q SegmentIndexQueue, k int64) ([]byte, error) {
+	run := b[q.EntryPos : q.EntryPos+q.Count*cqEntrySize]
+	if crc32.ChecksumIEEE(run) != q.crc {
+		return nil, fmt.Errorf("%w: segment index %d: %w", ErrColdRead, x.Base,
+			corruptf("entries of %s/%d: CRC mismatch", q.Topic, q.QueueID))
+	}
+	lo, hi := k*coldBlockEntries, min((k+1)*coldBlockEntries, q.Count)
+	blk := slices.Clone(run[lo*cqEntrySize : hi*cqEntrySize])
+	c.put(&coldItem{key: coldKey{base: x.Base, topic: q.Topic, id: q.QueueID, block: k}, block: blk, size: int64(len(blk)) + 64})
+	return blk, nil
+}
+
+// block returns block k of queue q's entries in segment base.
+func (c *coldIdx) block(ctx context.Context, base int64, q SegmentIndexQueue, k int64) ([]byte, error) {
+	if it := c.get(coldKey{base: base, topic: q.Topic, id: q.QueueID, block: k}); it != nil {
+		return it.block, nil
+	}
+	b, err := c.src.ReadIndex(ctx, base)
+	if err != nil {
+		return nil, fmt.Errorf("%w: segment index %d: %w", ErrColdRead, base, err)
+	}
+	x, err := DecodeSegmentIndexDirectory(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: segment index %d: %w", ErrColdRead, base, err)
+	}
+	i, ok := x.Find(q.Topic, q.QueueID)
+	if !ok || x.Base != base || x.Queues[i] != q || q.EntryPos+q.Count*cqEntrySize > int64(len(b)) {
+		return nil, fmt.Errorf("%w: segment index %d: %w", ErrColdRead, base, corruptf("blob changed under the cache"))
+	}
+	return c.cacheBlock(b, x, q, k)
+}
+
+// locate finds the segment holding queue offset x of topic/id: the first
+// segment whose directory says the queue's next offset at its end is
+// above x. ok is false when no indexed segment holds it.
+func (c *coldIdx) locate(ctx context.Context, floor int64, topic string, id int32, x int64) (base int64, q SegmentIndexQueue, ok bool, err error) {
+	segs, err := c.segments(ctx, floor)
+	if err != nil {
+		return 0, q, false, err
+	}
+	w := &want{topic, id, x}
+	lo, hi := 0, len(segs)
+	for lo < hi {
+		m := lo + (hi-lo)/2
+		d, err := c.dir(ctx, segs[m], w)
+		if err != nil {
+			return 0, q, false, err
+		}
+		end := int64(0)
+		if i, found := d.Find(topic, id); found {
+			end = d.Queues[i].End()
+		}
+		if end > x {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	if lo == len(segs) {
+		return 0, q, false, nil
+	}
+	d, err := c.dir(ctx, segs[lo], w)
+	if err != nil {
+		return 0, q, false, err
+	}
+	i, _ := d.Find(topic, id)
+	return segs[lo], d.Queues[i], true, nil
+}
+
+// entries copies up to n entries of topic/id from queue offset x into dst
+// (all from one block of one segment: callers loop). Offsets in a gap
+// before the segment's first entry come back blank. hole: no indexed
+// segment holds x.
+func (c *coldIdx) entries(ctx context.Context, floor int64, topic string, id int32, dst []byte, x int64, n int) (got int, hole bool, err error) {
+	base, q, ok, err := c.locate(ctx, floor, topic, id, x)
+	if err != nil || !ok {
+		return 0, !ok && err == nil, err
+	}
+	if x < q.FirstOffset {
+		got = int(min(int64(n), q.FirstOffset-x))
+		clear(dst[:got*cqEntrySize])
+		return got, false, nil
+	}
+	rel := x - q.FirstOffset
+	k := rel / coldBlockEntries
+	blk, err := c.block(ctx, base, q, k)
+	if err != nil {
+		return 0, false, err
+	}
+	from := rel - k*coldBlockEntries
+	got = copy(dst[:n*cqEntrySize], blk[from*cqEntrySize:]) / cqEntrySize
+	return got, false, nil
+}

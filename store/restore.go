@@ -1,0 +1,431 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// Restore starts a store on an empty disk from what the tier holds: the
+// commitlog's sealed segments (Options.Cold) and their index blobs
+// (Options.ColdIndex). Nothing is downloaded at Open beyond the directories
+// of the few index blobs past IndexedFrom.
+type Restore struct {
+	// CommitLogStart is the new log's first offset (its first segment is
+	// named by it): past every offset ever handed out. Raised to the local
+	// checkpoint's end if one is left over.
+	CommitLogStart int64
+	// Floor is the retention floor (as SetMinPhysOffset).
+	Floor int64
+	// IndexedFrom is the commitlog high-water mark of the checkpoint Queues
+	// come from: entries of records at or above it are not in Queues. The
+	// index blobs of the segments from the one holding IndexedFrom on (at
+	// most restoreScanBlobs of them, the newest) raise each queue's Max and
+	// add queues the checkpoint did not know.
+	IndexedFrom int64
+	// Queues is each queue's Min (first offset still retained) and Max (next
+	// offset) at the checkpoint.
+	Queues map[string]map[int32]QueueRange
+}
+
+// QueueRange is a queue's [Min, Max) in a Restore.
+type QueueRange struct {
+	Min, Max int64
+}
+
+// restoreScanBlobs bounds the index blobs read at a restore.
+const restoreScanBlobs = 4
+
+const (
+	restoreName  = "restored"
+	restoreMagic = "SMQRST01"
+)
+
+// restoreState is what a restore decided, kept in <Dir>/restored for the
+// store's lifetime: the log's start, the floor, and per restored queue its
+// min and coldEnd (entries below coldEnd are read through the cold index).
+type restoreState struct {
+	logStart int64
+	floor    int64
+	queues   []restoredQueue // sorted by topic, id
+}
+
+type restoredQueue struct {
+	topic   string
+	id      int32
+	min     int64
+	coldEnd int64
+}
+
+// encode: "SMQRST01" logStart:i64 floor:i64 n:u32
+// n × (topicLen:u16 topic id:i32 min:i64 coldEnd:i64) crc32:u32
+func (r *restoreState) encode() []byte {
+	be := binary.BigEndian
+	b := append([]byte(nil), restoreMagic...)
+	b = be.AppendUint64(b, uint64(r.logStart))
+	b = be.AppendUint64(b, uint64(r.floor))
+	b = be.AppendUint32(b, uint32(len(r.queues)))
+	for _, q := range r.queues {
+		b = be.AppendUint16(b, uint16(len(q.topic)))
+		b = append(b, q.topic...)
+		b = be.AppendUint32(b, uint32(q.id))
+		b = be.AppendUint64(b, uint64(q.min))
+		b = be.AppendUint64(b, uint64(q.coldEnd))
+	}
+	return be.AppendUint32(b, crc32.ChecksumIEEE(b))
+}
+
+func parseRestoreState(b []byte) (*restoreState, error) {
+	be := binary.BigEndian
+	if len(b) < 32 || string(b[:8]) != restoreMagic {
+		return nil, corruptf("restore state header")
+	}
+	body := b[:len(b)-4]
+	if crc32.ChecksumIEEE(body) != be.Uint32(b[len(b)-4:]) {
+		return nil, corruptf("restore state CRC")
+	}
+	r := &restoreState{logStart: int64(be.Uint64(body[8:])), floor: int64(be.Uint64(body[16:]))}
+	n := int(be.Uint32(body[24:]))
+	p := body[28:]
+	for range n {
+		if len(p) < 2 {
+			return nil, corruptf("restore state queue table")
+		}
+		tl := int(be.Uint16(p))
+		if len(p) < 2+tl+20 {
+			return nil, corruptf("restore state queue table")
+		}
+		r.queues = append(r.queues, restoredQueue{
+			topic:   string(p[2 : 2+tl]),
+			id:      int32(be.Uint32(p[2+tl:])),
+			min:     int64(be.Uint64(p[6+tl:])),
+			coldEnd: int64(be.Uint64(p[14+tl:])),
+		})
+		p = p[22+tl:]
+	}
+	if len(p) != 0 {
+		return nil, corruptf("restore state trailing bytes")
+	}
+	return r, nil
+}
+
+// writeRestoreState replaces <Dir>/restored atomically (temp, fsync,
+// rename, dir fsync).
+func (s *Store) writeRestoreState(r *restoreState) error {
+	final := filepath.Join(s.opts.Dir, restoreName)
+	tmp := final + ".tmp"
+	f, err := s.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("store: write restore state: %w", err)
+	}
+	_, err = f.Write(r.encode())
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.fs.Rename(tmp, final)
+	}
+	if err != nil {
+		return fmt.Errorf("store: write restore state: %w", err)
+	}
+	return syncDir(s.fs, s.opts.Dir)
+}
+
+// readRestoreState returns nil when the store was never restored. A
+// damaged file is an error: without it old offsets would be lost silently.
+func (s *Store) readRestoreState() (*restoreState, error) {
+	f, err := s.fs.OpenFile(filepath.Join(s.opts.Dir, restoreName), os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: open restore state: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("store: read restore state: %w", err)
+	}
+	r, err := parseRestoreState(b)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: %w", filepath.Join(s.opts.Dir, restoreName), err)
+	}
+	return r, nil
+}
+
+// restoreFromTier runs on an empty commitlog with Options.Restore set: it
+// decides each queue's range, records it in <Dir>/restored, removes stale
+// consumequeues and checkpoint, and creates the first segment at the
+// log's start (its durable name marks the restore as done; a crash before
+// it repeats the restore).
+func (s *Store) restoreFromTier(ck *checkpoint) (*restoreState, error) {
+	r := s.opts.Restore
+	start := max(r.CommitLogStart, 0)
+	if ck != nil && ck.dispatched > start {
+		s.log.Warn("store: restore: a local checkpoint says the log reached further; starting there",
+			"commit_log_start", start, "checkpoint", ck.dispatched)
+		start = ck.dispatched
+	}
+	qs := map[qkey]*restoredQueue{}
+	for topic, m := range r.Queues {
+		if topic == "" || len(topic) > MaxTopicLen {
+			return nil, fmt.Errorf("store: restore: bad topic %q", topic)
+		}
+		for id, qr := range m {
+			if id < 0 || qr.Max <= 0 {
+				continue
+			}
+			qs[qkey{topic, id}] = &restoredQueue{topic: topic, id: id, min: min(max(qr.Min, 0), qr.Max), coldEnd: qr.Max}
+		}
+	}
+	blobs := 0
+	if s.opts.ColdIndex != nil {
+		s.cidx.setLimit(start)
+		ctx := context.Background()
+		bases, err := s.cidx.segments(ctx, 0)
+		if err != nil {
+			return nil, fmt.Errorf("store: restore: %w", err)
+		}
+		// From the segment holding IndexedFrom (the last base <= it) on.
+		i, found := slices.BinarySearch(bases, r.IndexedFrom)
+		if !found && i > 0 {
+			i--
+		}
+		all := i >= len(bases)-restoreScanBlobs // every blob past the checkpoint is read
+		i = max(i, len(bases)-restoreScanBlobs)
+		for _, base := range bases[i:] {
+			x, err := s.cidx.dir(ctx, base, nil)
+			if err != nil {
+				return nil, fmt.Errorf("store: restore: %w", err)
+			}
+			blobs++
+			for _, dq := range x.Queues {
+				k := qkey{dq.Topic, dq.QueueID}
+				rq := qs[k]
+				if rq == nil {
+					// Unknown to the checkpoint: created after it, so it
+					// starts where its first record past the checkpoint is
+					// when that was read, else at 0.
+					rq = &restoredQueue{topic: dq.Topic, id: dq.QueueID}
+					if all && dq.Count > 0 {
+						rq.min = dq.FirstOffset
+					}
+					qs[k] = rq
+				}
+				rq.coldEnd = max(rq.coldEnd, dq.End())
+			}
+		}
+	}
+	st := &restoreState{logStart: start, floor: min(max(r.Floor, 0), start)}
+	for _, q := range qs {
+		if q.coldEnd > 0 {
+			st.queues = append(st.queues, *q)
+		}
+	}
+	slices.SortFunc(st.queues, func(a, b restoredQueue) int {
+		return compareQKey(qkey{a.topic, a.id}, qkey{b.topic, b.id})
+	})
+
+	// Leftovers describe a log that is gone: the tier is the record now.
+	if names, err := s.fs.ReadDir(s.cqDir); err != nil {
+		return nil, fmt.Errorf("store: restore: list consumequeues: %w", err)
+	} else if len(names) > 0 {
+		s.log.Warn("store: restore: removing consumequeues left without a commitlog", "topics", len(names))
+		for _, n := range names {
+			if err := s.fs.RemoveAll(filepath.Join(s.cqDir, n)); err != nil {
+				return nil, fmt.Errorf("store: restore: %w", err)
+			}
+		}
+		if err := syncDir(s.fs, s.cqDir); err != nil {
+			return nil, err
+		}
+	}
+	if ck != nil {
+		if err := s.fs.Remove(filepath.Join(s.opts.Dir, checkpointName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("store: restore: remove stale checkpoint: %w", err)
+		}
+	}
+	if err := s.writeRestoreState(st); err != nil {
+		return nil, err
+	}
+	f, err := s.fs.OpenFile(filepath.Join(s.clDir, segmentName(start)), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("store: restore: create segment: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("store: restore: create segment: %w", err)
+	}
+	if err := syncDir(s.fs, s.clDir); err != nil {
+		return nil, err
+	}
+	s.log.Info("store: restored from the tier", "commit_log_start", start, "floor", st.floor,
+		"queues", len(st.queues), "index_blobs_read", blobs)
+	return st, nil
+}
+
+// installRestored gives every restored queue its cold range: entries below
+// coldEnd come from the cold index, local files start at coldEnd.
+func (s *Store) installRestored(rs *restoreState) {
+	s.restored = rs
+	if s.cidx != nil {
+		s.cidx.setLimit(rs.logStart)
+	}
+	for _, r := range rs.queues {
+		q := s.queueOrCreate([]byte(r.topic), r.id)
+		q.mu.Lock()
+		q.coldEnd = r.coldEnd
+		if len(q.files) == 0 && q.max <= r.coldEnd {
+			q.pending = nil
+			q.min, q.max, q.written = r.min, r.coldEnd, r.coldEnd
+		} else if r.min < r.coldEnd {
+			q.min = r.min
+		} else {
+			q.min = max(q.min, r.min)
+		}
+		q.next = q.max
+		q.mu.Unlock()
+	}
+}
+
+// saveRestoredLocked rewrites <Dir>/restored with the current min of each
+// restored queue (deleted topics dropped). Caller holds flushMu.
+func (s *Store) saveRestoredLocked() error {
+	rs := s.restored
+	if rs == nil {
+		return nil
+	}
+	nr := &restoreState{logStart: rs.logStart, floor: max(rs.floor, s.floor.Load())}
+	changed := nr.floor != rs.floor
+	for _, r := range rs.queues {
+		q := s.queue(r.topic, r.id)
+		if q == nil {
+			changed = true
+			continue
+		}
+		q.mu.RLock()
+		deleted, mn := q.deleted, q.min
+		q.mu.RUnlock()
+		if deleted {
+			changed = true
+			continue
+		}
+		if mn > r.min {
+			r.min = mn
+			changed = true
+		}
+		nr.queues = append(nr.queues, r)
+	}
+	if !changed {
+		return nil
+	}
+	if err := s.writeRestoreState(nr); err != nil {
+		return err
+	}
+	s.restored = nr
+	return nil
+}
+
+// coldEntries reads up to n entries of q from idx (< q.coldEnd) through the
+// cold index, from one block of one segment (callers loop). hole: no
+// indexed segment holds idx; next is then q.coldEnd.
+func (s *Store) coldEntries(ctx context.Context, q *cqueue, dst []byte, idx int64, n int) (got int, hole bool, next int64, err error) {
+	n = int(min(int64(n), q.coldEnd-idx))
+	if n <= 0 {
+		return 0, false, 0, nil
+	}
+	if s.cidx == nil {
+		return 0, true, q.coldEnd, nil
+	}
+	got, hole, err = s.cidx.entries(ctx, s.floor.Load(), q.topic, q.id, dst, idx, n)
+	if hole {
+		next = q.coldEnd
+	}
+	return got, hole, next, err
+}
+
+// entryAt returns q's entry at idx, cold below q.coldEnd; ok is false in a
+// hole.
+func (s *Store) entryAt(ctx context.Context, q *cqueue, idx int64) (cqEntry, bool, error) {
+	if idx < q.coldEnd {
+		var b [cqEntrySize]byte
+		n, _, _, err := s.coldEntries(ctx, q, b[:], idx, 1)
+		if err != nil || n == 0 {
+			return cqEntry{}, false, err
+		}
+		return getEntry(b[:]), true, nil
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	return q.entryLocked(idx)
+}
+
+// firstEntryFrom returns the first non-blank entry of q at an index >= i
+// (cold, then local), skipping blanks and holes; ok is false when there is
+// none before q.max.
+func (s *Store) firstEntryFrom(ctx context.Context, q *cqueue, i int64) (idx int64, e cqEntry, ok bool, err error) {
+	const chunk = 64
+	var buf [chunk * cqEntrySize]byte
+	for i < q.coldEnd {
+		n, hole, next, err := s.coldEntries(ctx, q, buf[:], i, chunk)
+		if err != nil {
+			return 0, cqEntry{}, false, err
+		}
+		if hole {
+			i = next
+			break
+		}
+		if n == 0 {
+			break
+		}
+		for k := range n {
+			if e := getEntry(buf[k*cqEntrySize:]); e.size > 0 {
+				return i + int64(k), e, true, nil
+			}
+		}
+		i += int64(n)
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	return q.firstEntryFromLocked(max(i, q.coldEnd))
+}
+
+// advanceMin moves the min of a restored queue whose min is below its
+// coldEnd past the entries below floor, searching cold and local entries
+// without holding the queue's lock (entries below the floor never change).
+func (s *Store) advanceMin(ctx context.Context, q *cqueue, floor int64) error {
+	lo, hi := q.bounds()
+	for lo < hi {
+		m := lo + (hi-lo)/2
+		j, e, ok, err := s.firstEntryFrom(ctx, q, m)
+		if err != nil {
+			return err
+		}
+		if !ok || e.phys >= floor {
+			hi = m
+		} else {
+			lo = j + 1
+		}
+	}
+	j, _, ok, err := s.firstEntryFrom(ctx, q, lo)
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !ok {
+		j = q.max
+	}
+	if j > q.min {
+		q.min = j
+	}
+	return nil
+}
