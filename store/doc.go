@@ -69,7 +69,8 @@
 //	+---------------+-------+---------------+
 //
 // An entry with size 0 is blank (before the first entry of a queue that
-// starts past 0). Entries are built by dispatch — one code path for Put,
+// starts past 0). A queue restored from the tier keeps no local entries
+// below its cold range's end; its first file starts there (see Restore). Entries are built by dispatch — one code path for Put,
 // AppendRaw (replication) and recovery — and are visible to Get as soon as
 // the writer has written the record; new entries are kept in memory and
 // written to their files by the flush service.
@@ -158,6 +159,88 @@
 // rebuild starts at the first local segment and keeps the entries a queue
 // still has (entries of dropped records that were lost cannot be rebuilt
 // locally).
+//
+// # Segment index blobs
+//
+// BuildSegmentIndex(base) turns a sealed local segment into a blob the
+// broker uploads next to it: the consumequeue entries of every record in
+// the segment (found with the recovery scanner), grouped per queue, plus
+// one zero-count directory entry for every other queue the store knows,
+// carrying that queue's next offset at the end of the segment. The blob is
+// deterministic for a segment (sorted directory; an entry's tags code comes
+// from the local consumequeue when it holds the entry, else TagsCode; a
+// topic deleted meanwhile drops out). All integers big-endian:
+//
+//	header, SegmentIndexHeaderSize = 40 bytes
+//	 0  "SMQSIX01"
+//	 8  i64  segment base
+//	16  i64  segment length (bytes)
+//	24  u32  N, directory entries
+//	28  u32  D, directory bytes
+//	32  u32  E, entries
+//	36  u32  CRC32-IEEE of bytes [0,36) followed by the directory
+//	directory, D bytes: N entries sorted by topic (bytes), then queue id
+//	    u8 topicLen, topic, i32 queueId,
+//	    i64 firstOffset  queue offset of its first entry; with count 0: the
+//	                     queue's next offset at the end of the segment
+//	    u32 count        entries (gaps in the queue are blank entries)
+//	    u32 firstEntry   index of its first entry in the entry section
+//	    u32 crc          CRC32-IEEE of its count*20 entry bytes
+//	entries, E*20 bytes at 40+D: per directory entry, in directory order,
+//	    its entries in queue order, in the consumequeue layout above
+//
+// A queue's entries sit at 40+D+20*firstEntry, so a reader with ranged
+// reads can fetch the header, then the directory, then one queue's
+// entries. DecodeSegmentIndex verifies a whole blob;
+// DecodeSegmentIndexDirectory only the header and directory (a prefix of
+// 40+D bytes is enough).
+//
+// # Restore on an empty disk, cold queue index
+//
+// With Options.Restore and a commitlog directory holding no segment, Open
+// restores instead of recovering: the new log starts at
+// Restore.CommitLogStart (its first, empty segment is named by it: offsets
+// are never reused), the floor is Restore.Floor, and every queue gets
+// min = the checkpoint's Min and max = the larger of the checkpoint's Max
+// and what the index blobs of the segments from the one holding
+// Restore.IndexedFrom on say (only the newest few of those are read: the
+// zero-count directory entries make the newest blob alone enough). Queues
+// the checkpoint did not know start at 0. Leftover consumequeues and
+// checkpoint are removed. The decision is kept in <Dir>/restored
+// (temp + fsync + rename):
+//
+//	"SMQRST01" logStart:i64 floor:i64 n:u32
+//	n × (topicLen:u16 topic id:i32 min:i64 coldEnd:i64) crc32:u32
+//
+// written before the first segment, whose durable name marks the restore
+// done (a crash before it restores again). Every later Open reads it; a
+// damaged file fails Open. SetMinPhysOffset and DeleteTopic rewrite it
+// (mins advanced by the floor, deleted topics gone) before the checkpoint.
+//
+// A restored queue's entries below its coldEnd (the max it was restored
+// with) are read through Options.ColdIndex by Get, QueueEntry,
+// EarliestStoreTime, OffsetByTime and SetMinPhysOffset; the records then
+// through Options.Cold as for any dropped segment. Nothing is read at Open.
+// The segment holding queue offset x is the first indexed segment (below
+// the restored log's start, above the floor) whose directory says the
+// queue's next offset at its end is above x: a binary search, one
+// directory per probe, so a cold lookup costs O(log #segments) blob reads.
+// Directories and 4096-entry blocks of one queue's entries are cached in an
+// LRU bounded by ColdIndexCacheBytes; the probe that lands in the right
+// segment caches the block it needs. A cold Get reads block after block,
+// then on into the local consumequeue, with the limits of a local Get, so
+// its result is the one the original store gave. ReadRecord of a cold
+// record near the tier's end reads its size first (the restored log
+// starts past the tier, so [tier end, log start) does not exist). No indexed
+// segment for x (blobs never uploaded): OffsetFoundNull with
+// NextBeginOffset = coldEnd. Local consumequeue files of such a queue
+// start at coldEnd: the first file is named by coldEnd*20 and ends at the
+// next multiple of CQEntriesPerFile (it is never listed by
+// SealedQueueFiles).
+//
+// Assumed: a queue's offsets grow with commitlog offsets across segments.
+// A topic deleted and re-created restarts at 0, and a restore then serves
+// its newest incarnation only where the offsets do not overlap.
 //
 // # Lock order
 //

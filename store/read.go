@@ -153,12 +153,12 @@ func (s *Store) readSpans(ctx context.Context, req GetRequest, res GetResult, sp
 }
 
 // getCold is Get for an offset below the local consumequeue of a restored
-// queue: entries come from the cold index a block at a time, and the same
-// limits as for local entries apply, so the result is the one the original
-// store gave (never crossing into the local consumequeue).
+// queue: entries come from the cold index a block at a time, then from the
+// local consumequeue, with the same limits as a local Get, so the result
+// is the one the original store gave.
 func (s *Store) getCold(ctx context.Context, q *cqueue, req GetRequest, res GetResult, scan, maxMsgs, maxBytes int) (GetResult, error) {
 	off := req.Offset
-	n := int(min(int64(scan), res.MaxOffset-off, q.coldEnd-off))
+	n := int(min(int64(scan), res.MaxOffset-off))
 	bp := entryBufPool.Get().(*[]byte)
 	defer entryBufPool.Put(bp)
 	if cap(*bp) < n*cqEntrySize {
@@ -170,18 +170,7 @@ func (s *Store) getCold(ctx context.Context, q *cqueue, req GetRequest, res GetR
 	spans := spansArr[:0]
 	scanned, removing, total := 0, 0, 0
 	done := false
-	for !done && scanned < n {
-		got, hole, next, err := s.coldEntries(ctx, q, ents, off+int64(scanned), n-scanned)
-		if err != nil {
-			return GetResult{}, err
-		}
-		if hole && scanned == 0 {
-			res.Status, res.NextBeginOffset = OffsetFoundNull, next
-			return res, nil
-		}
-		if hole || got == 0 {
-			break
-		}
+	feed := func(got int) {
 		for i := 0; i < got; i++ {
 			e := getEntry(ents[i*cqEntrySize:])
 			if e.size == 0 {
@@ -199,16 +188,41 @@ func (s *Store) getCold(ctx context.Context, q *cqueue, req GetRequest, res GetR
 			}
 			if len(spans) > 0 && total+int(e.size) > maxBytes {
 				done = true
-				break
+				return
 			}
 			spans = append(spans, span{e.phys, e.size})
 			total += int(e.size)
 			scanned++
 			if len(spans) == maxMsgs {
 				done = true
-				break
+				return
 			}
 		}
+	}
+	for !done && scanned < n && off+int64(scanned) < q.coldEnd {
+		got, hole, next, err := s.coldEntries(ctx, q, ents, off+int64(scanned), n-scanned)
+		if err != nil {
+			return GetResult{}, err
+		}
+		if hole && scanned == 0 {
+			res.Status, res.NextBeginOffset = OffsetFoundNull, next
+			return res, nil
+		}
+		if hole || got == 0 {
+			done = true
+			break
+		}
+		feed(got)
+	}
+	if !done && scanned < n {
+		// On into the local consumequeue.
+		q.mu.RLock()
+		got, _, _, err := q.readEntriesLocked(ents, off+int64(scanned), n-scanned)
+		q.mu.RUnlock()
+		if err != nil {
+			return GetResult{}, err
+		}
+		feed(got)
 	}
 	res.NextBeginOffset = off + int64(scanned)
 	if len(spans) == 0 {
@@ -256,9 +270,10 @@ func (s *Store) ReadRecordContext(ctx context.Context, physOffset int64) ([]byte
 	}
 	buf := make([]byte, min(avail, 4096))
 	if err := s.readLog(ctx, buf, physOffset); err != nil {
-		// The tier may end before the local log starts (a store restored
-		// on an empty disk starts its log past the tier): size first.
-		if !errors.Is(err, ErrNotFound) || len(buf) <= 8 {
+		// The tier may end, or have a gap, before the record's end plus
+		// 4 KiB (a store restored on an empty disk starts its log past
+		// the tier): read the size first.
+		if len(buf) <= 8 || ctx.Err() != nil || errors.Is(err, ErrClosed) {
 			return nil, err
 		}
 		buf = buf[:8]

@@ -276,7 +276,7 @@ func (s *Store) recover() error {
 	if err := s.trimQueues(valid); err != nil {
 		return err
 	}
-	if err := s.applyFloor(s.floor.Load(), false); err != nil {
+	if err := s.applyFloor(s.floor.Load()); err != nil {
 		return err
 	}
 	s.writePos.Store(valid)

@@ -721,6 +721,17 @@ func (s *Store) LocalMinPhysOffset() int64 {
 // capped at MaxPhysOffset. It is durable (in the checkpoint) on return; call
 // it before deleting the objects.
 func (s *Store) SetMinPhysOffset(off int64) error {
+	if s.isClosed() {
+		return ErrClosed
+	}
+	// Restored queues whose min is in their cold range search it through
+	// the cold index: first, without flushMu, so that a slow tier does not
+	// stall flushes (it only raises mins; a failure changes no floor).
+	if c := min(off, s.writePos.Load()); c > s.floor.Load() {
+		if err := s.applyColdFloor(c); err != nil {
+			return err
+		}
+	}
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	if s.isClosed() {
@@ -731,7 +742,7 @@ func (s *Store) SetMinPhysOffset(off int64) error {
 		return nil
 	}
 	s.floor.Store(off)
-	if err := s.applyFloor(off, true); err != nil {
+	if err := s.applyFloor(off); err != nil {
 		return err
 	}
 	// Restored queues' mins live in <Dir>/restored: written before the
@@ -743,30 +754,41 @@ func (s *Store) SetMinPhysOffset(off int64) error {
 	return s.flushAllLocked()
 }
 
-// applyFloor advances every queue's min offset past entries below floor.
-// A restored queue whose min is still in its cold range is searched through
-// the cold index only with cold (SetMinPhysOffset); at Open its min comes
-// from <Dir>/restored, which SetMinPhysOffset kept up to date.
-func (s *Store) applyFloor(floor int64, cold bool) error {
-	if floor <= 0 {
-		return nil
-	}
+func (s *Store) allQueues() []*cqueue {
 	s.qmu.RLock()
+	defer s.qmu.RUnlock()
 	var qs []*cqueue
 	for _, m := range s.topics {
 		for _, q := range m {
 			qs = append(qs, q)
 		}
 	}
-	s.qmu.RUnlock()
-	for _, q := range qs {
+	return qs
+}
+
+// applyColdFloor advances the min of every restored queue whose min is in
+// its cold range past entries below floor, reading the cold index.
+func (s *Store) applyColdFloor(floor int64) error {
+	for _, q := range s.allQueues() {
 		if mn, _ := q.bounds(); mn < q.coldEnd {
-			if !cold {
-				continue
-			}
 			if err := s.advanceMin(context.Background(), q, floor); err != nil {
 				return fmt.Errorf("store: advance %s/%d to commitlog offset %d: %w", q.topic, q.id, floor, err)
 			}
+		}
+	}
+	return nil
+}
+
+// applyFloor advances every queue's min offset past entries below floor,
+// from its local entries. A restored queue whose min is still in its cold
+// range is skipped: applyColdFloor handled it, and at Open its min comes
+// from <Dir>/restored, which SetMinPhysOffset keeps up to date.
+func (s *Store) applyFloor(floor int64) error {
+	if floor <= 0 {
+		return nil
+	}
+	for _, q := range s.allQueues() {
+		if mn, _ := q.bounds(); mn < q.coldEnd {
 			continue
 		}
 		q.mu.Lock()
