@@ -273,7 +273,8 @@ func (s *Store) ReadRecordContext(ctx context.Context, physOffset int64) ([]byte
 		// The tier may end, or have a gap, before the record's end plus
 		// 4 KiB (a store restored on an empty disk starts its log past
 		// the tier): read the size first.
-		if len(buf) <= 8 || ctx.Err() != nil || errors.Is(err, ErrClosed) {
+		cold := len(t) == 0 || physOffset < t[0].base
+		if !cold || len(buf) <= 8 || ctx.Err() != nil || !(errors.Is(err, ErrColdRead) || errors.Is(err, ErrNotFound)) {
 			return nil, err
 		}
 		buf = buf[:8]
