@@ -27,6 +27,7 @@ type fakeCold struct {
 	mu    sync.Mutex
 	objs  map[int64][]byte
 	reads atomic.Int64
+	bases []int64 // sorted keys of objs, rebuilt when it grows
 }
 
 var errNotTiered = errors.New("fake cold: offset not tiered")
@@ -40,13 +41,19 @@ func (c *fakeCold) ReadAt(ctx context.Context, off int64, p []byte) (int, error)
 	c.reads.Add(1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	bases := make([]int64, 0, len(c.objs))
-	end := int64(0)
-	for b, d := range c.objs {
-		bases = append(bases, b)
-		end = max(end, b+int64(len(d)))
+	if len(c.bases) != len(c.objs) { // objs only grow
+		c.bases = c.bases[:0]
+		for b := range c.objs {
+			c.bases = append(c.bases, b)
+		}
+		slices.Sort(c.bases)
 	}
-	slices.Sort(bases)
+	bases := c.bases
+	if len(bases) == 0 {
+		return 0, io.EOF
+	}
+	last := bases[len(bases)-1]
+	end := last + int64(len(c.objs[last]))
 	n := 0
 	for n < len(p) {
 		pos := off + int64(n)

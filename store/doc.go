@@ -250,7 +250,8 @@
 // mu is held across the commitlog write(2) but never across an fsync
 // (except the directory sync that makes a new segment's name durable);
 // cqueue.mu is held across consumequeue preads and writes, never fsync.
-// Readers (Get, ReadRecord) take no store-wide lock: the segment table is an
+// Cold index reads (ColdIndex) run under no store lock; its cache locks
+// are leaves. Readers (Get, ReadRecord) take no store-wide lock: the segment table is an
 // atomically swapped immutable slice; DropSegment swaps a table without the
 // segment, marks it dropped, and only then closes and removes its file.
 package store
