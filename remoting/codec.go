@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -138,6 +140,11 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 	dst = append(dst, `,"remark":`...)
 	dst = appendJSONString(dst, c.Remark)
 	dst = append(dst, `,"extFields":{`...)
+	if c.Header != nil {
+		w := ExtWriter{dst: dst, ser: SerializeJSON}
+		c.Header.AppendExt(&w)
+		return append(w.dst, "}}"...)
+	}
 	for i, k := range sortedKeys(c.ExtFields) {
 		if i > 0 {
 			dst = append(dst, ',')
@@ -207,6 +214,10 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+func errExtKeyTooLong(n int) error {
+	return fmt.Errorf("remoting: ext key of %d bytes does not fit the binary header", n)
+}
+
 func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 	if c.Code < math.MinInt16 || c.Code > math.MaxInt16 {
 		return dst, fmt.Errorf("remoting: code %d does not fit the binary header", c.Code)
@@ -227,10 +238,20 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 	dst = append(dst, c.Remark...)
 	extAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
+	if c.Header != nil {
+		w := ExtWriter{dst: dst, ser: SerializeRocketMQ}
+		c.Header.AppendExt(&w)
+		if w.err != nil {
+			return w.dst, w.err
+		}
+		dst = w.dst
+		binary.BigEndian.PutUint32(dst[extAt:], uint32(len(dst)-extAt-4))
+		return dst, nil
+	}
 	for _, k := range sortedKeys(c.ExtFields) {
 		v := c.ExtFields[k]
 		if len(k) > math.MaxInt16 {
-			return dst, fmt.Errorf("remoting: ext key of %d bytes does not fit the binary header", len(k))
+			return dst, errExtKeyTooLong(len(k))
 		}
 		dst = binary.BigEndian.AppendUint16(dst, uint16(len(k)))
 		dst = append(dst, k...)
@@ -239,6 +260,92 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 	}
 	binary.BigEndian.PutUint32(dst[extAt:], uint32(len(dst)-extAt-4))
 	return dst, nil
+}
+
+// Frame buffers are pooled in power-of-two classes from 2 KiB to 4 MiB;
+// bigger frames are allocated each time.
+const (
+	minFrameShift = 11
+	maxFrameShift = 22
+)
+
+var framePools [maxFrameShift - minFrameShift + 1]sync.Pool
+
+func frameClass(n int) int {
+	if n <= 1<<minFrameShift {
+		return 0
+	}
+	return bits.Len(uint(n-1)) - minFrameShift
+}
+
+// getFrame returns a pooled buffer of length n, or nil when n is too big
+// to pool.
+func getFrame(n int) *[]byte {
+	cl := frameClass(n)
+	if cl >= len(framePools) {
+		return nil
+	}
+	if p, _ := framePools[cl].Get().(*[]byte); p != nil {
+		*p = (*p)[:n]
+		return p
+	}
+	b := make([]byte, n, 1<<(cl+minFrameShift))
+	return &b
+}
+
+// putFrame gives a buffer from getFrame back to its pool.
+func putFrame(p *[]byte) {
+	cl := frameClass(cap(*p))
+	if cl < len(framePools) && cap(*p) == 1<<(cl+minFrameShift) {
+		framePools[cl].Put(p)
+	}
+}
+
+// readFramePooled is ReadFrame into a pooled buffer; the second result is
+// that buffer (nil when the frame was too big to pool, or pool is false).
+// lenBuf is 4 bytes of scratch that does not escape per call.
+func readFramePooled(r io.Reader, lenBuf []byte, max int, pool bool) ([]byte, *[]byte, error) {
+	if _, err := io.ReadFull(r, lenBuf[:4]); err != nil {
+		return nil, nil, err
+	}
+	n := int64(int32(binary.BigEndian.Uint32(lenBuf)))
+	if n < 4 {
+		return nil, nil, malformed("frame length %d", n)
+	}
+	if n > int64(max) {
+		return nil, nil, fmt.Errorf("%w: %d bytes, max %d", ErrFrameTooLarge, n, max)
+	}
+	var buf []byte
+	var p *[]byte
+	if pool {
+		p = getFrame(int(n))
+	}
+	if p != nil {
+		buf = *p
+	} else {
+		buf = make([]byte, n)
+	}
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		if p != nil {
+			putFrame(p)
+		}
+		return nil, nil, err
+	}
+	return buf, p, nil
+}
+
+// releaseFrame gives the command's pooled frame back: Body (which aliases
+// it) is cleared first, so a later use of it reads nothing rather than
+// another request's bytes.
+func (c *Command) releaseFrame() {
+	if p := c.frame; p != nil {
+		c.frame = nil
+		c.Body = nil
+		putFrame(p)
+	}
 }
 
 // ReadFrame reads one frame from r and returns it without its 4-byte total
@@ -274,8 +381,19 @@ func ReadFrame(r io.Reader, buf []byte, max int) ([]byte, error) {
 }
 
 // DecodeFrame decodes a frame given without its 4-byte total length (as
-// ReadFrame returns it). The command's Body aliases frame.
+// ReadFrame returns it). The command's Body aliases frame; its header
+// strings do not.
 func DecodeFrame(frame []byte) (*Command, error) {
+	c, err := decodeFrame(frame)
+	if err == nil {
+		c.ExtMap()
+	}
+	return c, err
+}
+
+// decodeFrame is DecodeFrame that leaves a JSON header's extFields as
+// pairs (Command.Ext) without building the ExtFields map.
+func decodeFrame(frame []byte) (*Command, error) {
 	if len(frame) < 4 {
 		return nil, malformed("frame of %d bytes has no header length", len(frame))
 	}
@@ -292,7 +410,10 @@ func DecodeFrame(frame []byte) (*Command, error) {
 	)
 	switch st {
 	case SerializeJSON:
-		c, err = decodeJSONHeader(header)
+		var ok bool
+		if c, ok = fastJSONHeaderPairs(string(header)); !ok {
+			c, err = decodeJSONHeaderSlow(header)
+		}
 	case SerializeRocketMQ:
 		c, err = decodeBinaryHeader(header)
 	default:
@@ -429,16 +550,23 @@ func decodeBinaryHeader(b []byte) (*Command, error) {
 	if len(r.b) != 0 {
 		return nil, malformed("binary header: %d trailing bytes", len(r.b))
 	}
+	// Keys and values are substrings of one copy of the ext bytes.
+	extStr := string(ext.b)
+	at := func() int { return len(extStr) - len(ext.b) }
 	for len(ext.b) > 0 && ext.err == nil {
-		k := ext.take(int(ext.i16("ext key length")), "ext key")
-		v := ext.take(int(ext.i32("ext value length")), "ext value")
+		kl := int(ext.i16("ext key length"))
+		ko := at()
+		k := ext.take(kl, "ext key")
+		vl := int(ext.i32("ext value length"))
+		vo := at()
+		v := ext.take(vl, "ext value")
 		if ext.err != nil {
 			break
 		}
 		if c.ExtFields == nil {
 			c.ExtFields = make(map[string]string)
 		}
-		c.ExtFields[string(k)] = string(v)
+		c.ExtFields[extStr[ko:ko+len(k)]] = extStr[vo : vo+len(v)]
 	}
 	if ext.err != nil {
 		return nil, ext.err

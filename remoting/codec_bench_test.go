@@ -74,6 +74,42 @@ func BenchmarkRemotingDecodeSendMessage(b *testing.B) {
 	}
 }
 
+// BenchmarkRemotingDecodeSendMessageServer decodes as a server conn does
+// for a handler that reads headers with Command.Ext and lets its frame be
+// recycled (RequestHinter): pooled frame, extFields as pairs, no map.
+func BenchmarkRemotingDecodeSendMessageServer(b *testing.B) {
+	for _, st := range []SerializeType{SerializeJSON, SerializeRocketMQ} {
+		for _, size := range benchSizes {
+			b.Run(fmt.Sprintf("ser=%d/size=%d", st, size), func(b *testing.B) {
+				c := benchSendCommand(size)
+				c.Serialize = st
+				frame, _ := AppendFrame(nil, c)
+				b.SetBytes(int64(len(frame)))
+				b.ReportAllocs()
+				r := bytes.NewReader(frame)
+				var lenBuf [4]byte
+				for b.Loop() {
+					r.Reset(frame)
+					raw, pooled, err := readFramePooled(r, lenBuf[:], len(frame), true)
+					if err != nil {
+						b.Fatal(err)
+					}
+					d, err := decodeFrame(raw)
+					if err != nil {
+						b.Fatal(err)
+					}
+					d.frame = pooled
+					var h SendMessageRequestHeader
+					if err := h.DecodeCommand(d); err != nil {
+						b.Fatal(err)
+					}
+					d.releaseFrame()
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkRemotingInvoke measures one SEND_MESSAGE-sized request and its
 // response over a loopback conn, both ends ours, with parallel callers.
 func BenchmarkRemotingInvoke(b *testing.B) {

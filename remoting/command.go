@@ -36,6 +36,49 @@ type Command struct {
 	// further body bytes without copying them (vectored write of log
 	// slices). The codec counts them in the frame length.
 	BodyParts [][]byte
+	// Header, when set on a command to be written, writes its extFields in
+	// place of ExtFields (which is then ignored): a typed header encodes
+	// without building a map or a string per value. Decoding never sets it.
+	Header ExtAppender
+
+	// ext holds the decoded extFields in wire order. Keys and values are
+	// substrings of one copy of the header, never of the frame buffer.
+	ext []ExtField
+	// frame is the pooled buffer that Body aliases, when the server may
+	// recycle it after the handler returns (see RequestHinter).
+	frame *[]byte
+}
+
+// ExtField is one extFields entry.
+type ExtField struct{ Key, Value string }
+
+// Ext returns the extFields value of key. It reads ExtFields when that map
+// is set and the decoded pairs otherwise, so it works on commands decoded
+// without the map (see RequestHinter) and on commands built by hand.
+func (c *Command) Ext(key string) (string, bool) {
+	if c.ExtFields != nil || c.ext == nil {
+		v, ok := c.ExtFields[key]
+		return v, ok
+	}
+	for i := range c.ext {
+		if c.ext[i].Key == key {
+			return c.ext[i].Value, true
+		}
+	}
+	return "", false
+}
+
+// ExtMap returns ExtFields, first building it from the decoded pairs when
+// the command was decoded without it.
+func (c *Command) ExtMap() map[string]string {
+	if c.ExtFields == nil && len(c.ext) > 0 {
+		m := make(map[string]string, len(c.ext))
+		for _, f := range c.ext {
+			m[f.Key] = f.Value
+		}
+		c.ExtFields = m
+	}
+	return c.ExtFields
 }
 
 // IsResponse reports whether the response bit is set.

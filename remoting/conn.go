@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,10 @@ type connOwner interface {
 	// connClosed runs once, after the conn's goroutines have finished
 	// with the socket.
 	connClosed(c *Conn)
+	// requestHints says how to decode an inbound request: build the
+	// ExtFields map or not, and whether its frame buffer may be recycled
+	// after it is served (see RequestHinter).
+	requestHints(code RequestCode) (extMap, reuseFrame bool)
 }
 
 // Conn is one remoting connection, accepted by a Server or dialled by a
@@ -65,15 +70,30 @@ type Conn struct {
 
 	opaque atomic.Int32
 
+	lenBuf     [4]byte // the reader's scratch for frame lengths
+	poolFrames bool    // read request frames into pooled buffers (server conns)
+
 	// mu guards the write queue and the pending invocations. It is never
 	// held across I/O.
+	//
+	// The queue is buf, the encoded frames (headers and small bodies)
+	// back to back, plus parts: bodies written without copying, each to go
+	// out after buf[:at]. The writer swaps both for its spares, so in
+	// steady state queuing a frame allocates nothing.
 	mu struct {
 		sync.Mutex
 		closed   bool
-		out      [][]byte
+		buf      []byte
+		parts    []outPart
 		outBytes int
 		pending  map[int32]chan *Command
 	}
+}
+
+// outPart is a body queued without copying: it goes out after buf[:at].
+type outPart struct {
+	at int
+	p  []byte
 }
 
 func newConn(nc net.Conn, owner connOwner, parent context.Context, log *slog.Logger, maxFrame int, idle time.Duration) *Conn {
@@ -144,28 +164,7 @@ func (c *Conn) isClosed() bool {
 func (c *Conn) WriteResponse(resp *Command) error { return c.enqueue(resp) }
 
 func (c *Conn) enqueue(cmd *Command) error {
-	hdr, err := AppendFrameHeader(make([]byte, 0, 256+min(cmd.bodyLen(), inlineBodyMax)), cmd)
-	if err != nil {
-		return err
-	}
-	bufs := [][]byte{hdr}
-	n := len(hdr)
-	for i := -1; i < len(cmd.BodyParts); i++ {
-		p := cmd.Body
-		if i >= 0 {
-			p = cmd.BodyParts[i]
-		}
-		if len(p) == 0 {
-			continue
-		}
-		n += len(p)
-		if len(p) <= inlineBodyMax && len(bufs) == 1 && cap(hdr)-len(hdr) >= len(p) {
-			hdr = append(hdr, p...)
-			bufs[0] = hdr
-			continue
-		}
-		bufs = append(bufs, p)
-	}
+	n := cmd.bodyLen()
 	c.mu.Lock()
 	if c.mu.closed {
 		c.mu.Unlock()
@@ -177,8 +176,32 @@ func (c *Conn) enqueue(cmd *Command) error {
 		c.Close()
 		return ErrConnClosed
 	}
-	c.mu.out = append(c.mu.out, bufs...)
-	c.mu.outBytes += n
+	// Encoding under the lock keeps the queue one contiguous buffer; a
+	// header encodes in well under a microsecond.
+	start := len(c.mu.buf)
+	buf, err := AppendFrameHeader(c.mu.buf, cmd)
+	if err != nil {
+		c.mu.buf = buf[:start]
+		c.mu.Unlock()
+		return err
+	}
+	hdrLen := len(buf) - start
+	for i := -1; i < len(cmd.BodyParts); i++ {
+		p := cmd.Body
+		if i >= 0 {
+			p = cmd.BodyParts[i]
+		}
+		if len(p) == 0 {
+			continue
+		}
+		if len(p) <= inlineBodyMax {
+			buf = append(buf, p...)
+			continue
+		}
+		c.mu.parts = append(c.mu.parts, outPart{at: len(buf), p: p})
+	}
+	c.mu.buf = buf
+	c.mu.outBytes += hdrLen + n
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
@@ -270,19 +293,31 @@ func (c *Conn) readLoop() {
 		if c.idle > 0 {
 			_ = c.nc.SetReadDeadline(time.Now().Add(c.idle))
 		}
-		frame, err := ReadFrame(br, nil, c.maxFrame)
+		frame, pooled, err := readFramePooled(br, c.lenBuf[:], c.maxFrame, c.poolFrames)
 		if err != nil {
 			c.logReadError(err)
 			return
 		}
-		cmd, err := DecodeFrame(frame)
+		cmd, err := decodeFrame(frame)
 		if err != nil {
+			if pooled != nil {
+				putFrame(pooled)
+			}
 			c.log.Warn("remoting: closing connection on bad frame", "err", err)
 			return
 		}
 		if cmd.IsResponse() {
+			// Responses go to whoever invoked; they keep them.
+			cmd.ExtMap()
 			c.complete(cmd)
 			continue
+		}
+		extMap, reuse := c.owner.requestHints(RequestCode(cmd.Code))
+		if extMap {
+			cmd.ExtMap()
+		}
+		if reuse {
+			cmd.frame = pooled
 		}
 		c.owner.dispatch(c, cmd)
 	}
@@ -316,10 +351,17 @@ func (c *Conn) finish() {
 	c.owner.connClosed(c)
 }
 
+// maxSpareBuf is the largest queue buffer the writer keeps for reuse.
+const maxSpareBuf = 1 << 20
+
 func (c *Conn) writeLoop() {
 	defer close(c.writerDone)
 	defer c.nc.Close()
-	var spare [][]byte
+	var (
+		spareBuf   []byte
+		spareParts []outPart
+		iov        [][]byte
+	)
 	for {
 		closing := false
 		select {
@@ -327,25 +369,55 @@ func (c *Conn) writeLoop() {
 		case <-c.closing:
 			closing = true
 		}
-		// Swap the queue for the spare slice. spare and c.mu.out are always
-		// distinct arrays: only a non-empty queue is swapped.
+		// Gather: let the handlers that are runnable now finish and queue
+		// their responses, so that one writev carries them all instead of
+		// one syscall per response. With nothing else to run this
+		// returns at once.
+		if !closing {
+			runtime.Gosched()
+		}
+		// Swap the queue for the spares. They are always distinct arrays:
+		// only a non-empty queue is swapped.
 		c.mu.Lock()
-		bufs := c.mu.out
-		if len(bufs) > 0 {
-			c.mu.out = spare
+		buf, parts := c.mu.buf, c.mu.parts
+		if len(buf) > 0 {
+			c.mu.buf, c.mu.parts = spareBuf[:0], spareParts[:0]
 			c.mu.outBytes = 0
 		}
 		c.mu.Unlock()
-		if len(bufs) > 0 {
+		if len(buf) > 0 {
 			d := writeTimeout
 			if closing {
 				d = closeFlushTimeout
 			}
 			_ = c.nc.SetWriteDeadline(time.Now().Add(d))
-			nb := net.Buffers(bufs)
-			_, err := nb.WriteTo(c.nc)
-			clear(bufs)
-			spare = bufs[:0]
+			var err error
+			if len(parts) == 0 {
+				_, err = c.nc.Write(buf)
+			} else {
+				iov = iov[:0]
+				prev := 0
+				for _, p := range parts {
+					if p.at > prev {
+						iov = append(iov, buf[prev:p.at])
+					}
+					iov = append(iov, p.p)
+					prev = p.at
+				}
+				if prev < len(buf) {
+					iov = append(iov, buf[prev:])
+				}
+				nb := net.Buffers(iov)
+				_, err = nb.WriteTo(c.nc)
+				clear(iov[:cap(iov)])
+			}
+			clear(parts)
+			spareParts = parts[:0]
+			if cap(buf) <= maxSpareBuf {
+				spareBuf = buf[:0]
+			} else {
+				spareBuf = nil
+			}
 			if err != nil {
 				if !c.isClosed() {
 					c.log.Info("remoting: write failed, closing connection", "err", err)

@@ -37,14 +37,23 @@ func (e *HeaderFieldError) Unwrap() []error {
 // unparsable mandatory field is reported, later calls return zero values.
 type extReader struct {
 	ext map[string]string
+	cmd *Command // when set, fields are read with cmd.Ext instead of ext
 	err error
+}
+
+func (r *extReader) get(key string) (string, bool) {
+	if r.cmd != nil {
+		return r.cmd.Ext(key)
+	}
+	v, ok := r.ext[key]
+	return v, ok
 }
 
 func (r *extReader) lookup(key string, required bool) (string, bool) {
 	if r.err != nil {
 		return "", false
 	}
-	v, ok := r.ext[key]
+	v, ok := r.get(key)
 	if !ok && required {
 		r.err = &HeaderFieldError{Field: key}
 	}
@@ -124,12 +133,24 @@ func IsSendMessageV2(ext map[string]string) bool {
 // Decode reads either key style: one-letter keys when "a" or "b" is
 // present, long keys otherwise.
 func (h *SendMessageRequestHeader) Decode(ext map[string]string) error {
+	return h.decode(extReader{ext: ext})
+}
+
+// DecodeCommand is Decode reading req's fields with req.Ext, so it works
+// on requests decoded without the ExtFields map (see RequestHinter) and
+// allocates nothing.
+func (h *SendMessageRequestHeader) DecodeCommand(req *Command) error {
+	return h.decode(extReader{cmd: req})
+}
+
+func (h *SendMessageRequestHeader) decode(r extReader) error {
+	_, a := r.get("a")
+	_, b := r.get("b")
 	idx := 0
-	if IsSendMessageV2(ext) {
+	if a || b {
 		idx = 1
 	}
 	k := func(i int) string { return sendKeys[i][idx] }
-	r := extReader{ext: ext}
 	h.ProducerGroup = r.str(k(0), true)
 	h.Topic = r.str(k(1), true)
 	h.DefaultTopic = r.str(k(2), true)
@@ -141,7 +162,7 @@ func (h *SendMessageRequestHeader) Decode(ext map[string]string) error {
 	h.Properties = r.str(k(8), false)
 	h.ReconsumeTimes = r.i32(k(9), false)
 	h.UnitMode = r.boolean(k(10), false)
-	_, h.MaxReconsumeTimesSet = ext[k(11)]
+	_, h.MaxReconsumeTimesSet = r.get(k(11))
 	h.MaxReconsumeTimes = r.i32(k(11), false)
 	h.Batch = r.boolean(k(12), false)
 	h.BrokerName = r.str(k(13), false)

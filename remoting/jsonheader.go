@@ -3,6 +3,8 @@ package remoting
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
+	"unsafe"
 )
 
 // fastJSONHeader decodes the JSON headers clients actually send without
@@ -13,16 +15,44 @@ import (
 // and the caller decodes with encoding/json, which has the last word on
 // both results and errors. FuzzJSONHeaderFastPath checks that the two
 // agree whenever the fast path answers.
+//
+// The extFields map is built from the decoded pairs; decodeJSONHeaderPairs
+// leaves it out.
 func fastJSONHeader(b []byte) (c *Command, ok bool) {
-	p := jsonScanner{b: b}
+	c, ok = fastJSONHeaderPairs(string(b))
+	if ok {
+		c.ExtMap()
+	}
+	return c, ok
+}
+
+// maxFastExt is the most extFields entries the fast path takes; more go
+// the slow way (its duplicate check is quadratic).
+const maxFastExt = 64
+
+// decodedCommand puts a decoded command and room for its extFields pairs
+// in one allocation.
+type decodedCommand struct {
+	cmd   Command
+	pairs [16]ExtField
+}
+
+// fastJSONHeaderPairs is fastJSONHeader over a copy of the header made
+// once: every key and value without escapes is a substring of hs, and the
+// extFields are left as pairs (c.ext), without a map.
+func fastJSONHeaderPairs(hs string) (c *Command, ok bool) {
+	p := jsonScanner{s: hs}
 	p.ws()
 	if !p.eat('{') {
 		return nil, false
 	}
-	c = &Command{}
+	d := new(decodedCommand)
+	c = &d.cmd
+	c.ext = d.pairs[:0]
 	var seen uint8
 	p.ws()
 	if p.eat('}') {
+		c.ext = nil
 		return c, p.end()
 	}
 	for {
@@ -69,6 +99,9 @@ func fastJSONHeader(b []byte) (c *Command, ok bool) {
 			continue
 		}
 		if p.eat('}') {
+			if len(c.ext) == 0 {
+				c.ext = nil
+			}
 			return c, p.end()
 		}
 		return nil, false
@@ -76,13 +109,13 @@ func fastJSONHeader(b []byte) (c *Command, ok bool) {
 }
 
 type jsonScanner struct {
-	b []byte
+	s string
 	i int
 }
 
 func (p *jsonScanner) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
+	for p.i < len(p.s) {
+		switch p.s[p.i] {
 		case ' ', '\t', '\n', '\r':
 			p.i++
 		default:
@@ -92,7 +125,7 @@ func (p *jsonScanner) ws() {
 }
 
 func (p *jsonScanner) eat(c byte) bool {
-	if p.i < len(p.b) && p.b[p.i] == c {
+	if p.i < len(p.s) && p.s[p.i] == c {
 		p.i++
 		return true
 	}
@@ -101,11 +134,11 @@ func (p *jsonScanner) eat(c byte) bool {
 
 func (p *jsonScanner) end() bool {
 	p.ws()
-	return p.i == len(p.b)
+	return p.i == len(p.s)
 }
 
 func (p *jsonScanner) lit(s string) bool {
-	if strings.HasPrefix(string(p.b[p.i:]), s) {
+	if strings.HasPrefix(p.s[p.i:], s) {
 		p.i += len(s)
 		return true
 	}
@@ -118,11 +151,11 @@ func (p *jsonScanner) str() (string, bool) {
 		return "", false
 	}
 	start := p.i
-	for p.i < len(p.b) {
-		c := p.b[p.i]
+	for p.i < len(p.s) {
+		c := p.s[p.i]
 		switch {
 		case c == '"':
-			s := string(p.b[start:p.i])
+			s := p.s[start:p.i]
 			p.i++
 			return s, true
 		case c == '\\':
@@ -136,13 +169,28 @@ func (p *jsonScanner) str() (string, bool) {
 }
 
 func (p *jsonScanner) strSlow(start int) (string, bool) {
-	out := append([]byte(nil), p.b[start:p.i]...)
-	for p.i < len(p.b) {
-		c := p.b[p.i]
+	// The decoded text is never longer than the quoted text (an escape is
+	// at least 2 bytes for 1, \uXXXX 6 for at most 3), so one buffer sized
+	// to the closing quote holds it.
+	end := p.i
+	for end < len(p.s) && p.s[end] != '"' {
+		if p.s[end] == '\\' {
+			end++
+		}
+		end++
+	}
+	out := make([]byte, 0, min(end, len(p.s))-start)
+	out = append(out, p.s[start:p.i]...)
+	for p.i < len(p.s) {
+		c := p.s[p.i]
 		switch {
 		case c == '"':
 			p.i++
-			return string(out), true
+			if len(out) == 0 {
+				return "", true
+			}
+			// out is not written again: the string can share it.
+			return unsafe.String(&out[0], len(out)), true
 		case c < 0x20 || c >= 0x80:
 			return "", false
 		case c != '\\':
@@ -150,10 +198,10 @@ func (p *jsonScanner) strSlow(start int) (string, bool) {
 			p.i++
 			continue
 		}
-		if p.i+1 >= len(p.b) {
+		if p.i+1 >= len(p.s) {
 			return "", false
 		}
-		e := p.b[p.i+1]
+		e := p.s[p.i+1]
 		p.i += 2
 		switch e {
 		case '"', '\\', '/':
@@ -169,24 +217,20 @@ func (p *jsonScanner) strSlow(start int) (string, bool) {
 		case 't':
 			out = append(out, '\t')
 		case 'u':
-			if p.i+4 > len(p.b) {
+			if p.i+4 > len(p.s) {
 				return "", false
 			}
-			v, err := strconv.ParseUint(string(p.b[p.i:p.i+4]), 16, 32)
+			v, err := strconv.ParseUint(p.s[p.i:p.i+4], 16, 32)
 			if err != nil || (v >= 0xD800 && v < 0xE000) {
 				return "", false
 			}
 			p.i += 4
-			out = utf8Append(out, rune(v))
+			out = utf8.AppendRune(out, rune(v))
 		default:
 			return "", false
 		}
 	}
 	return "", false
-}
-
-func utf8Append(b []byte, r rune) []byte {
-	return append(b, string(r)...)
 }
 
 func (p *jsonScanner) strOrNull(dst *string) bool {
@@ -204,8 +248,8 @@ func (p *jsonScanner) number() (string, bool) {
 	p.eat('-')
 	switch {
 	case p.eat('0'):
-	case p.i < len(p.b) && p.b[p.i] >= '1' && p.b[p.i] <= '9':
-		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+	case p.i < len(p.s) && p.s[p.i] >= '1' && p.s[p.i] <= '9':
+		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
 			p.i++
 		}
 	default:
@@ -224,12 +268,12 @@ func (p *jsonScanner) number() (string, bool) {
 			return "", false
 		}
 	}
-	return string(p.b[start:p.i]), true
+	return p.s[start:p.i], true
 }
 
 func (p *jsonScanner) digits() bool {
 	start := p.i
-	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+	for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
 		p.i++
 	}
 	return p.i > start
@@ -252,10 +296,10 @@ func (p *jsonScanner) int32(dst *int32) bool {
 }
 
 func (p *jsonScanner) skipScalar() bool {
-	if p.i >= len(p.b) {
+	if p.i >= len(p.s) {
 		return false
 	}
-	switch p.b[p.i] {
+	switch p.s[p.i] {
 	case '"':
 		_, ok := p.str()
 		return ok
@@ -270,8 +314,9 @@ func (p *jsonScanner) skipScalar() bool {
 	return ok
 }
 
-// ext reads the extFields object (or null): string values as they are,
-// numbers and booleans as their text, null values dropped.
+// ext reads the extFields object (or null) into c.ext: string values as
+// they are, numbers and booleans as their text, null values dropped.
+// Duplicate keys (encoding/json: the last wins) go the slow way, as before.
 func (p *jsonScanner) ext(c *Command) bool {
 	if p.lit("null") {
 		return true
@@ -283,61 +328,62 @@ func (p *jsonScanner) ext(c *Command) bool {
 	if p.eat('}') {
 		return true
 	}
-	m := make(map[string]string, 16)
 	for {
 		p.ws()
 		k, ok := p.str()
 		if !ok {
 			return false
 		}
-		if _, dup := m[k]; dup {
+		if len(c.ext) >= maxFastExt {
 			return false
+		}
+		for i := range c.ext {
+			if c.ext[i].Key == k {
+				return false
+			}
 		}
 		p.ws()
 		if !p.eat(':') {
 			return false
 		}
 		p.ws()
-		if p.i >= len(p.b) {
+		if p.i >= len(p.s) {
 			return false
 		}
-		switch p.b[p.i] {
+		var v string
+		switch p.s[p.i] {
 		case '"':
-			v, ok := p.str()
-			if !ok {
+			if v, ok = p.str(); !ok {
 				return false
 			}
-			m[k] = v
 		case 't':
 			if !p.lit("true") {
 				return false
 			}
-			m[k] = "true"
+			v = "true"
 		case 'f':
 			if !p.lit("false") {
 				return false
 			}
-			m[k] = "false"
+			v = "false"
 		case 'n':
 			if !p.lit("null") {
 				return false
 			}
+			goto next // a null value is dropped
 		default:
-			v, ok := p.number()
-			if !ok {
+			if v, ok = p.number(); !ok {
 				return false
 			}
-			m[k] = v
 		}
+		c.ext = append(c.ext, ExtField{Key: k, Value: v})
+	next:
 		p.ws()
 		if p.eat(',') {
 			continue
 		}
 		if !p.eat('}') {
 			return false
-		}
-		if len(m) > 0 {
-			c.ExtFields = m
 		}
 		return true
 	}

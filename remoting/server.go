@@ -26,6 +26,27 @@ type Handler interface {
 	ServeRemoting(ctx context.Context, c *Conn, req *Command) *Command
 }
 
+// RequestHinter is an optional interface of a Handler that lets the server
+// decode and buffer some requests more cheaply. Without it every request
+// gets its ExtFields map and its own frame buffer.
+//
+// Ownership of a request frame: a decoded request's Body aliases the frame
+// buffer it was read into (its header strings never do). When RequestHints
+// reports reuseFrame for a code, the server recycles that buffer as soon as
+// ServeRemoting returns (after the response is queued; queuing copies
+// bodies up to 4 KiB, and a larger response body must not alias
+// req.Body). The handler, and everything it calls, must then not keep
+// req.Body or any slice of it past its return; Body is set to nil when the
+// buffer is recycled. Copying the bytes (as the store's Put does into the
+// log, and string conversions do) is fine.
+type RequestHinter interface {
+	// RequestHints reports, for one request code, whether the handler
+	// reads Command.ExtFields (false: it reads Command.Ext or ExtMap, and
+	// ExtFields is left nil until ExtMap builds it), and whether the frame
+	// may be recycled once ServeRemoting returns.
+	RequestHints(code RequestCode) (extMap, reuseFrame bool)
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, c *Conn, req *Command) *Command
 
@@ -284,6 +305,7 @@ func (s *Server) startConn(nc net.Conn) {
 		return
 	}
 	c := newConn(nc, s, s.ctx, s.log, s.cfg.MaxFrameSize, s.cfg.IdleTimeout)
+	c.poolFrames = true
 	s.mu.conns[c.id] = c
 	s.wg.Add(2)
 	s.mu.Unlock()
@@ -309,6 +331,9 @@ func (s *Server) dispatch(c *Conn, req *Command) {
 	}
 	s.mu.Unlock()
 	if fn != nil {
+		// A test hook sees the usual request and may keep it.
+		req.ExtMap()
+		req.frame = nil
 		if resp, handled := fn(c, req); handled {
 			s.reply(c, req, resp)
 			return
@@ -392,6 +417,14 @@ func (s *Server) serve(t task) {
 	// at once, and those must not be lost. Only the reply is dropped.
 	resp := s.h.ServeRemoting(t.c.ctx, t.c, t.req)
 	s.reply(t.c, t.req, resp)
+	t.req.releaseFrame()
+}
+
+func (s *Server) requestHints(code RequestCode) (extMap, reuseFrame bool) {
+	if h, ok := s.h.(RequestHinter); ok {
+		return h.RequestHints(code)
+	}
+	return true, false
 }
 
 func (s *Server) connClosed(c *Conn) {

@@ -1,0 +1,90 @@
+package remoting
+
+import (
+	"encoding/binary"
+	"math"
+	"strconv"
+)
+
+// ExtAppender is a typed header that writes a command's extFields itself
+// (Command.Header), without a map and without a string per value.
+type ExtAppender interface {
+	// AppendExt writes every field with w, keys in ascending byte order
+	// (the order the map-based encoder uses).
+	AppendExt(w *ExtWriter)
+}
+
+// ExtWriter appends extFields entries in a frame's header encoding.
+type ExtWriter struct {
+	dst []byte
+	ser SerializeType
+	n   int
+	err error
+}
+
+// String writes key = value.
+func (w *ExtWriter) String(key, value string) {
+	if !w.key(key, len(value)) {
+		return
+	}
+	if w.ser == SerializeJSON {
+		w.dst = appendJSONString(w.dst, value)
+	} else {
+		w.dst = append(w.dst, value...)
+	}
+}
+
+// Bytes writes key = string(value) without converting it.
+func (w *ExtWriter) Bytes(key string, value []byte) {
+	if !w.key(key, len(value)) {
+		return
+	}
+	if w.ser == SerializeJSON {
+		w.dst = appendJSONBytes(w.dst, value)
+	} else {
+		w.dst = append(w.dst, value...)
+	}
+}
+
+// Int writes key = the decimal text of value.
+func (w *ExtWriter) Int(key string, value int64) {
+	var b [20]byte
+	w.Bytes(key, strconv.AppendInt(b[:0], value, 10))
+}
+
+// key writes the key and what precedes the value.
+func (w *ExtWriter) key(k string, valueLen int) bool {
+	if w.err != nil {
+		return false
+	}
+	if w.ser == SerializeJSON {
+		if w.n > 0 {
+			w.dst = append(w.dst, ',')
+		}
+		w.dst = appendJSONString(w.dst, k)
+		w.dst = append(w.dst, ':')
+	} else {
+		if len(k) > math.MaxInt16 {
+			w.err = errExtKeyTooLong(len(k))
+			return false
+		}
+		w.dst = binary.BigEndian.AppendUint16(w.dst, uint16(len(k)))
+		w.dst = append(w.dst, k...)
+		w.dst = binary.BigEndian.AppendUint32(w.dst, uint32(valueLen))
+	}
+	w.n++
+	return true
+}
+
+// appendJSONBytes is appendJSONString for a byte slice; plain ASCII (ids,
+// numbers) is copied as is.
+func appendJSONBytes(dst []byte, b []byte) []byte {
+	for _, c := range b {
+		if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			return appendJSONString(dst, string(b))
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, b...)
+	return append(dst, '"')
+}
