@@ -3,11 +3,14 @@ package broker
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
 )
 
 // BenchmarkBrokerProduce measures whole-broker SEND_MESSAGE throughput over
@@ -88,4 +91,31 @@ func benchProduce(b *testing.B, flush string, inflight, size int) {
 		b.Fatal(firstErr)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// TestSendResponseEncodings checks the allocation-free encoders of the send
+// path against the reference ones.
+func TestSendResponseEncodings(t *testing.T) {
+	for _, host := range []string{"10.1.2.3:10911", "[2001:db8::1]:10911", "[::ffff:10.0.0.1]:9876", "0.0.0.0:0"} {
+		ap := netip.MustParseAddrPort(host)
+		for _, off := range []int64{0, 1, 1 << 40, 123456789} {
+			if got, want := string(appendMessageID(nil, ap, off)), store.EncodeMessageID(ap, off); got != want {
+				t.Errorf("appendMessageID(%s, %d) = %s, want %s", host, off, got, want)
+			}
+		}
+	}
+	u := newUniqIDs()
+	id := u.next()
+	if len(id) != uniqLen || strings.ToUpper(id) != id || !strings.HasPrefix(id, string(u.prefix[:])) {
+		t.Errorf("uniq id %q", id)
+	}
+	for _, props := range []string{"", "TAGS\x01a\x02", "TAGS\x01a"} {
+		out, id := u.appendNextProp(props)
+		if v, ok := propValue(out, PropUniqKey); !ok || v != id || len(id) != uniqLen {
+			t.Errorf("appendNextProp(%q) = %q, %q", props, out, id)
+		}
+		if tags, _ := propValue(out, PropTags); props != "" && tags != "a" {
+			t.Errorf("appendNextProp(%q) lost TAGS: %q", props, out)
+		}
+	}
 }

@@ -80,6 +80,20 @@ func (b *Broker) ServeRemoting(ctx context.Context, c *remoting.Conn, req *remot
 	return resp
 }
 
+// RequestHints implements remoting.RequestHinter. The send handlers read
+// their header with Command.Ext (no ExtFields map) and keep nothing of
+// req.Body once they return: store.Put copies each body into the log
+// before it returns, and neither the store (OnDispatch gets topic, queue,
+// offset and tags code) nor the metrics keep it. So their frame buffers
+// are recycled. Every other handler gets the map and its own buffer.
+func (b *Broker) RequestHints(code remoting.RequestCode) (extMap, reuseFrame bool) {
+	switch code {
+	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage:
+		return false, true
+	}
+	return true, false
+}
+
 // errResponse builds a response with code and remark.
 func errResponse(req *remoting.Command, code remoting.ResponseCode, remark string) *remoting.Command {
 	return remoting.NewResponse(req, code, remark)

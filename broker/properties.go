@@ -3,7 +3,6 @@ package broker
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -90,23 +89,64 @@ func encodeProps(m map[string]string) string {
 // uniqIDs makes UNIQ_KEYs for messages that arrive without one, in
 // RocketMQ's 16-byte layout: a 10-byte per-process prefix (IP-like random
 // bytes, pid, random) then 4 bytes of ms since process start and a 2-byte
-// counter.
+// counter, as 32 upper-case hex digits.
 type uniqIDs struct {
-	prefix  string
+	prefix  [20]byte // the prefix in upper-case hex
 	start   time.Time
 	counter atomic.Uint32
+}
+
+const upperHex = "0123456789ABCDEF"
+
+// appendUpperHex appends src as upper-case hex.
+func appendUpperHex(dst, src []byte) []byte {
+	for _, b := range src {
+		dst = append(dst, upperHex[b>>4], upperHex[b&0xF])
+	}
+	return dst
 }
 
 func newUniqIDs() *uniqIDs {
 	var p [10]byte
 	_, _ = rand.Read(p[:])
 	binary.BigEndian.PutUint16(p[4:6], uint16(os.Getpid()))
-	return &uniqIDs{prefix: strings.ToUpper(hex.EncodeToString(p[:])), start: time.Now()}
+	u := &uniqIDs{start: time.Now()}
+	appendUpperHex(u.prefix[:0], p[:])
+	return u
 }
 
-func (u *uniqIDs) next() string {
+// uniqLen is the length of a UNIQ_KEY.
+const uniqLen = 32
+
+// appendNext appends a new id to dst.
+func (u *uniqIDs) appendNext(dst []byte) []byte {
 	var s [6]byte
 	binary.BigEndian.PutUint32(s[:4], uint32(time.Since(u.start).Milliseconds()))
 	binary.BigEndian.PutUint16(s[4:], uint16(u.counter.Add(1)))
-	return u.prefix + strings.ToUpper(hex.EncodeToString(s[:]))
+	dst = append(dst, u.prefix[:]...)
+	return appendUpperHex(dst, s[:])
+}
+
+func (u *uniqIDs) next() string {
+	var b [uniqLen]byte
+	return string(u.appendNext(b[:0]))
+}
+
+// appendNextProp returns props with UNIQ_KEY=<a new id> appended (as
+// appendProp does) and the id, a substring of it: one allocation.
+func (u *uniqIDs) appendNextProp(props string) (string, string) {
+	var sb strings.Builder
+	sb.Grow(len(props) + len(PropUniqKey) + uniqLen + 3)
+	sb.WriteString(props)
+	if props != "" && props[len(props)-1] != propertySep {
+		sb.WriteByte(propertySep)
+	}
+	sb.WriteString(PropUniqKey)
+	sb.WriteByte(nameValueSep)
+	at := sb.Len()
+	var b [uniqLen]byte
+	sb.Write(u.appendNext(b[:0]))
+	sb.WriteByte(propertySep)
+	out := sb.String()
+	return out, out[at : at+uniqLen]
 }

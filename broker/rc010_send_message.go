@@ -2,12 +2,12 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"github.com/stratamq/stratamq/remoting"
@@ -26,7 +26,7 @@ const (
 // message, stored and acknowledged per the flush mode.
 func (b *Broker) sendMessage(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var h remoting.SendMessageRequestHeader
-	if err := h.Decode(req.ExtFields); err != nil {
+	if err := h.DecodeCommand(req); err != nil {
 		return errResponse(req, remoting.MessageIllegal, err.Error())
 	}
 	tc, resp := b.prepareSend(req, &h)
@@ -45,8 +45,7 @@ func (b *Broker) sendMessage(ctx context.Context, c *remoting.Conn, req *remotin
 	props := h.Properties
 	uniq, ok := propValue(props, PropUniqKey)
 	if !ok || uniq == "" {
-		uniq = b.uniq.next()
-		props = appendProp(props, PropUniqKey, uniq)
+		props, uniq = b.uniq.appendNextProp(props)
 	}
 	topic, queueID := tc.TopicName, h.QueueID
 	if strings.HasPrefix(topic, RetryGroupTopicPrefix) {
@@ -67,16 +66,90 @@ func (b *Broker) sendMessage(ctx context.Context, c *remoting.Conn, req *remotin
 		return b.putError(req, err)
 	}
 	b.metrics.messagesIn(topic, 1, len(req.Body))
-	resp = remoting.NewResponse(req, remoting.Success, "")
-	resp.ExtFields = map[string]string{
-		"msgId":         store.EncodeMessageID(b.storeHost, res[0].PhysOffset),
-		"queueId":       strconv.Itoa(int(queueID)),
-		"queueOffset":   strconv.FormatInt(res[0].QueueOffset, 10),
-		"transactionId": uniq,
-		"MSG_REGION":    "DefaultRegion",
-		"TRACE_ON":      "true",
+	r := newSendResponse(req)
+	r.hdr = sendResponseHeader{storeHost: b.storeHost, phys: res[0].PhysOffset, queueID: queueID,
+		queueOffset: res[0].QueueOffset, txID: uniq, hasTxID: true}
+	return &r.cmd
+}
+
+// sendResponse is a successful send's response and its typed header in
+// one allocation; the header is encoded straight into the frame (no map,
+// no string per value).
+type sendResponse struct {
+	cmd remoting.Command
+	hdr sendResponseHeader
+}
+
+func newSendResponse(req *remoting.Command) *sendResponse {
+	r := &sendResponse{cmd: remoting.Command{
+		Code: int32(remoting.Success), Language: remoting.LanguageGo, Version: remoting.Version,
+		Opaque: req.Opaque, Flag: remoting.FlagResponse, Serialize: req.Serialize,
+	}}
+	r.cmd.Header = &r.hdr
+	return r
+}
+
+// sendResponseHeader is SendMessageResponseHeader as the broker writes it:
+// msgId (for a batch, the ids of batch joined by commas), queueId,
+// queueOffset (of the first message), transactionId (single sends),
+// MSG_REGION=DefaultRegion, TRACE_ON=true.
+type sendResponseHeader struct {
+	storeHost   netip.AddrPort
+	phys        int64
+	batch       []store.PutResult // when set, msgId lists these
+	queueID     int32
+	queueOffset int64
+	txID        string
+	hasTxID     bool
+}
+
+// AppendExt implements remoting.ExtAppender; keys in ascending byte order.
+func (h *sendResponseHeader) AppendExt(w *remoting.ExtWriter) {
+	w.String("MSG_REGION", "DefaultRegion")
+	w.String("TRACE_ON", "true")
+	var buf [64]byte
+	ids := buf[:0]
+	if h.batch != nil {
+		if n := len(h.batch) * 57; n > cap(ids) {
+			ids = make([]byte, 0, n)
+		}
+		for i, r := range h.batch {
+			if i > 0 {
+				ids = append(ids, ',')
+			}
+			ids = appendMessageID(ids, h.storeHost, r.PhysOffset)
+		}
+	} else {
+		ids = appendMessageID(ids, h.storeHost, h.phys)
 	}
-	return resp
+	w.Bytes("msgId", ids)
+	w.Int("queueId", int64(h.queueID))
+	w.Int("queueOffset", h.queueOffset)
+	if h.hasTxID {
+		w.String("transactionId", h.txID)
+	}
+}
+
+// appendMessageID appends store.EncodeMessageID(host, phys) without
+// building strings: the store host (4 bytes of IPv4, or 16 of IPv6), the
+// port as 4 bytes and the offset as 8, in upper-case hex.
+func appendMessageID(dst []byte, host netip.AddrPort, phys int64) []byte {
+	var raw [28]byte
+	b := raw[:0]
+	a := host.Addr()
+	if a.Is6() && !a.Is4In6() {
+		s := a.As16()
+		b = append(b, s[:]...)
+	} else {
+		var s [4]byte
+		if a.Is4() || a.Is4In6() {
+			s = a.Unmap().As4()
+		}
+		b = append(b, s[:]...)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(host.Port()))
+	b = binary.BigEndian.AppendUint64(b, uint64(phys))
+	return appendUpperHex(dst, b)
 }
 
 // prepareSend validates the header, finds or auto-creates the topic and

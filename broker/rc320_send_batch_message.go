@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/stratamq/stratamq/remoting"
@@ -16,7 +15,7 @@ import (
 // queue offsets, all in one store append.
 func (b *Broker) sendBatchMessage(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var h remoting.SendMessageRequestHeader
-	if err := h.Decode(req.ExtFields); err != nil {
+	if err := h.DecodeCommand(req); err != nil {
 		return errResponse(req, remoting.MessageIllegal, err.Error())
 	}
 	tc, resp := b.prepareSend(req, &h)
@@ -43,20 +42,11 @@ func (b *Broker) sendBatchMessage(ctx context.Context, c *remoting.Conn, req *re
 	if err != nil {
 		return b.putError(req, err)
 	}
-	ids := make([]string, len(res))
-	for i, r := range res {
-		ids[i] = store.EncodeMessageID(b.storeHost, r.PhysOffset)
-	}
 	b.metrics.messagesIn(tc.TopicName, len(msgs), len(req.Body))
-	resp = remoting.NewResponse(req, remoting.Success, "")
-	resp.ExtFields = map[string]string{
-		"msgId":       strings.Join(ids, ","),
-		"queueId":     strconv.Itoa(int(h.QueueID)),
-		"queueOffset": strconv.FormatInt(res[0].QueueOffset, 10),
-		"MSG_REGION":  "DefaultRegion",
-		"TRACE_ON":    "true",
-	}
-	return resp
+	r := newSendResponse(req)
+	r.hdr = sendResponseHeader{storeHost: b.storeHost, batch: res, queueID: h.QueueID,
+		queueOffset: res[0].QueueOffset}
+	return &r.cmd
 }
 
 // decodeBatch splits a batch body: entries of
