@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -11,6 +13,21 @@ type Metrics struct {
 	outMsgs  *prometheus.CounterVec
 	inBytes  *prometheus.CounterVec
 	outBytes *prometheus.CounterVec
+
+	// in and out cache each topic's children (topic → *topicCounters), so
+	// a send does not hash its label on every message.
+	in, out sync.Map
+}
+
+type topicCounters struct{ msgs, bytes prometheus.Counter }
+
+func (m *Metrics) counters(cache *sync.Map, msgs, bytes *prometheus.CounterVec, topic string) *topicCounters {
+	if v, ok := cache.Load(topic); ok {
+		return v.(*topicCounters)
+	}
+	tc := &topicCounters{msgs: msgs.WithLabelValues(topic), bytes: bytes.WithLabelValues(topic)}
+	v, _ := cache.LoadOrStore(topic, tc)
+	return v.(*topicCounters)
 }
 
 // NewMetrics registers the broker's series with reg.
@@ -33,14 +50,16 @@ func (m *Metrics) messagesIn(topic string, n, bytes int) {
 	if m == nil {
 		return
 	}
-	m.inMsgs.WithLabelValues(topic).Add(float64(n))
-	m.inBytes.WithLabelValues(topic).Add(float64(bytes))
+	tc := m.counters(&m.in, m.inMsgs, m.inBytes, topic)
+	tc.msgs.Add(float64(n))
+	tc.bytes.Add(float64(bytes))
 }
 
 func (m *Metrics) messagesOut(topic string, n, bytes int) {
 	if m == nil {
 		return
 	}
-	m.outMsgs.WithLabelValues(topic).Add(float64(n))
-	m.outBytes.WithLabelValues(topic).Add(float64(bytes))
+	tc := m.counters(&m.out, m.outMsgs, m.outBytes, topic)
+	tc.msgs.Add(float64(n))
+	tc.bytes.Add(float64(bytes))
 }
