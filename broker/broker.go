@@ -152,6 +152,9 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		if b.dur, err = newDurability(b, scoped); err != nil {
 			return fail(err)
 		}
+		if err := b.setAsideStaleData(); err != nil {
+			return fail(err)
+		}
 		if err := b.restoreMetadata(configDir); err != nil {
 			return fail(err)
 		}
@@ -166,11 +169,17 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		return fail(err)
 	}
 	var cold store.ColdReader
+	var coldIndex store.ColdIndex
+	var restore *store.Restore
 	if scoped != nil {
+		fresh := b.storeIsFresh()
 		if b.tier, err = newTiering(b, scoped, deps.Registerer); err != nil {
 			return fail(fmt.Errorf("broker: tiering: %w", err))
 		}
-		cold = b.tier.cold
+		cold, coldIndex = b.tier.cold, b.tier
+		if fresh {
+			restore = b.restorePoint()
+		}
 	}
 	flush := store.FlushAsync
 	if cfg.Flush == "sync" {
@@ -187,10 +196,15 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		Logger:           b.log,
 		OnDispatch:       b.hold.notify,
 		Cold:             cold,
+		ColdIndex:        coldIndex,
+		Restore:          restore,
 		CQEntriesPerFile: cfg.CQEntriesPerFile,
 	})
 	if err != nil {
 		return fail(fmt.Errorf("broker: open store: %w", err))
+	}
+	if restore != nil {
+		b.afterRestore(restore)
 	}
 	b.nsClient = remoting.NewClient(remoting.ClientConfig{DialTimeout: 3 * time.Second, Logger: b.log})
 	b.handlers = b.handlerTable()
@@ -258,7 +272,12 @@ func (b *Broker) Run(ctx context.Context) error {
 	if b.tier != nil {
 		// Seal and upload the active segment, so a replacement broker on
 		// a fresh disk has every acknowledged message.
-		if e := b.tier.drain(shutdownCtx); e != nil {
+		// The drain gets three quarters of the budget: the final
+		// checkpoint and the lease release need the rest.
+		drainCtx, dc := context.WithTimeout(shutdownCtx, b.cfg.ShutdownTimeout*3/4)
+		e := b.tier.drain(drainCtx)
+		dc()
+		if e != nil {
 			b.log.Warn("shutdown upload incomplete", "err", e)
 		}
 	}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/coldread"
+	"github.com/stratamq/stratamq/tier/segfile"
 	"github.com/stratamq/stratamq/tier/upload"
 )
 
@@ -43,8 +45,10 @@ type tiering struct {
 
 	mu struct {
 		sync.Mutex
-		uploaded   map[int64]upload.Object // local commitlog segment base → its object
-		uploadedCQ map[string]bool         // consumequeue file path → uploaded
+		uploaded    map[int64]upload.Object // local commitlog segment base → its object
+		uploadedCQ  map[string]bool         // consumequeue file path → uploaded
+		uploadedIdx map[int64]bool          // segment base → its queue index object is uploaded
+		idxBlobs    map[int64][]byte        // queue index blobs built, awaiting upload
 	}
 }
 
@@ -54,6 +58,8 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer) (*tier
 	t := &tiering{b: b, bucket: bucket}
 	t.mu.uploaded = map[int64]upload.Object{}
 	t.mu.uploadedCQ = map[string]bool{}
+	t.mu.uploadedIdx = map[int64]bool{}
+	t.mu.idxBlobs = map[int64][]byte{}
 	var objs []coldread.Object
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	m, _, err := upload.LoadManifest(ctx, bucket, upload.ManifestKey(""))
@@ -64,6 +70,11 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer) (*tier
 		b.log.Warn("bucket manifest not readable at start; tiering will catch up", "err", err)
 	} else {
 		objs = coldread.CommitLogObjects(m)
+		for _, o := range m.Objects {
+			if o.Kind == upload.KindQueueIndex.String() {
+				t.mu.uploadedIdx[o.Base] = true
+			}
+		}
 	}
 	t.cold, err = coldread.New(coldread.Config{Bucket: bucket, CacheBytes: int64(b.cfg.CacheSize)}, objs)
 	if err != nil {
@@ -96,14 +107,36 @@ func (t *tiering) Sealed(ctx context.Context) ([]upload.Segment, error) {
 	}
 	segs := t.b.store.SealedSegments()
 	cqs := t.b.store.SealedQueueFiles()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]upload.Segment, 0, len(segs))
+	// Build the queue index of every sealed segment that lacks one (once:
+	// it is kept until uploaded). Not under t.mu: it reads the segment.
 	for _, s := range segs {
-		if _, ok := t.mu.uploaded[s.Base]; ok {
+		t.mu.Lock()
+		_, built := t.mu.idxBlobs[s.Base]
+		need := !built && !t.mu.uploadedIdx[s.Base]
+		t.mu.Unlock()
+		if !need {
 			continue
 		}
-		out = append(out, upload.Segment{Kind: upload.KindCommitLog, Name: s.Path, Base: s.Base, Length: s.Length, SealedAt: s.Created})
+		blob, err := t.b.store.BuildSegmentIndex(s.Base)
+		if err != nil {
+			t.b.log.Warn("queue index of a sealed segment not built; retrying at the next scan", "base", s.Base, "err", err)
+			continue
+		}
+		t.mu.Lock()
+		t.mu.idxBlobs[s.Base] = blob
+		t.mu.Unlock()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]upload.Segment, 0, 2*len(segs))
+	for _, s := range segs {
+		if _, ok := t.mu.uploaded[s.Base]; !ok {
+			out = append(out, upload.Segment{Kind: upload.KindCommitLog, Name: s.Path, Base: s.Base, Length: s.Length, SealedAt: s.Created})
+		}
+		if blob, ok := t.mu.idxBlobs[s.Base]; ok && !t.mu.uploadedIdx[s.Base] {
+			out = append(out, upload.Segment{Kind: upload.KindQueueIndex, Name: indexName(s.Base), Base: s.Base,
+				Length: int64(len(blob)), SealedAt: s.Created})
+		}
 	}
 	for _, q := range cqs {
 		if t.mu.uploadedCQ[q.Path] {
@@ -125,8 +158,26 @@ func (s *segmentFile) ReadAt(p []byte, off int64) (int, error) { return s.f.Read
 func (s *segmentFile) Size() int64                             { return s.size }
 func (s *segmentFile) Close() error                            { return s.f.Close() }
 
-// Open implements upload.SegmentSource.
+func indexName(base int64) string { return fmt.Sprintf("queueindex:%020d", base) }
+
+// blobReader serves an in-memory queue index blob to the uploader.
+type blobReader struct{ *bytes.Reader }
+
+func (r blobReader) Size() int64  { return r.Reader.Size() }
+func (r blobReader) Close() error { return nil }
+
+// Open implements upload.SegmentSource. A queue index is built from the
+// sealed segment on first open and kept until it is uploaded.
 func (t *tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentReader, error) {
+	if s.Kind == upload.KindQueueIndex {
+		t.mu.Lock()
+		blob, ok := t.mu.idxBlobs[s.Base]
+		t.mu.Unlock()
+		if !ok {
+			return nil, fmt.Errorf("broker: queue index of segment %d not built", s.Base)
+		}
+		return blobReader{bytes.NewReader(blob)}, nil
+	}
 	f, err := t.b.fs.OpenFile(s.Name, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("broker: open segment %s: %w", s.Name, err)
@@ -138,11 +189,18 @@ func (t *tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentRea
 // bucket and listed, so the cold reader learns it and local retention may
 // drop it.
 func (t *tiering) MarkUploaded(ctx context.Context, s upload.Segment, obj upload.Object) error {
-	if s.Kind == upload.KindConsumeQueue {
+	switch s.Kind {
+	case upload.KindConsumeQueue:
 		t.mu.Lock()
 		t.mu.uploadedCQ[s.Name] = true
 		t.mu.Unlock()
 		return nil
+	case upload.KindQueueIndex:
+		t.mu.Lock()
+		t.mu.uploadedIdx[s.Base] = true
+		delete(t.mu.idxBlobs, s.Base)
+		t.mu.Unlock()
+		return t.enforceLocalRetention()
 	}
 	t.mu.Lock()
 	t.mu.uploaded[s.Base] = obj
@@ -172,6 +230,7 @@ func (t *tiering) enforceLocalRetention() error {
 	prefix := true
 	for _, s := range segs {
 		_, up := t.mu.uploaded[s.Base]
+		up = up && t.mu.uploadedIdx[s.Base] // both the bytes and their queue index
 		if up {
 			kept += s.Length
 		}
@@ -193,6 +252,7 @@ func (t *tiering) enforceLocalRetention() error {
 		kept -= s.Length
 		t.mu.Lock()
 		delete(t.mu.uploaded, s.Base)
+		delete(t.mu.uploadedIdx, s.Base)
 		t.mu.Unlock()
 		t.b.log.Debug("local segment dropped after upload", "base", s.Base, "bytes", s.Length)
 	}
@@ -323,3 +383,53 @@ func (t *tiering) drain(ctx context.Context) error {
 }
 
 func (t *tiering) close() error { return t.cold.Close() }
+
+// ColdIndex implements store.ColdIndex over the queue index objects listed
+// in the manifest: how a broker restored on a fresh disk finds the
+// consumequeue entries of history it never had locally.
+func (t *tiering) Segments(ctx context.Context) ([]int64, error) {
+	m := t.uploader.Manifest()
+	if m == nil {
+		var err error
+		if m, _, err = upload.LoadManifest(ctx, t.bucket, upload.ManifestKey("")); err != nil {
+			return nil, err
+		}
+	}
+	var out []int64
+	for _, o := range m.Objects {
+		if o.Kind == upload.KindQueueIndex.String() {
+			out = append(out, o.Base)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+// ReadIndex implements store.ColdIndex: the whole queue index object of the
+// segment at base, every frame verified by its checksum.
+func (t *tiering) ReadIndex(ctx context.Context, base int64) ([]byte, error) {
+	key, err := upload.Key("", upload.Segment{Kind: upload.KindQueueIndex, Base: base})
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := t.bucket.Stat(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	f, err := segfile.ReadFooter(ctx, t.bucket.ReadAt, key, attrs.Size)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.Frames) == 0 {
+		return nil, nil
+	}
+	frames, err := segfile.ReadFrames(ctx, t.bucket.ReadAt, key, f, 0, len(f.Frames)-1)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, f.LogicalSize)
+	for _, fr := range frames {
+		out = append(out, fr...)
+	}
+	return out, nil
+}

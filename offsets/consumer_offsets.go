@@ -188,3 +188,27 @@ func (c *ConsumerOffsets) Save() error {
 	c.mu.Unlock()
 	return nil
 }
+
+// Clamp moves every committed offset above maxOf(topic, queue) down to it
+// and returns how many moved (after a restore lost a queue's unsealed tail).
+func (c *ConsumerOffsets) Clamp(maxOf func(topic string, queueID int32) int64) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k, queues := range c.mu.table {
+		topic, _, ok := strings.Cut(k, "@")
+		if !ok {
+			continue
+		}
+		for q, off := range queues {
+			if mx := maxOf(topic, q); off > mx {
+				queues[q] = mx
+				n++
+			}
+		}
+	}
+	if n > 0 {
+		c.mu.version++
+	}
+	return n
+}

@@ -146,6 +146,14 @@ func New(cfg Config, objects []Object) (*Reader, error) {
 	return r, nil
 }
 
+// Objects returns the current object table, sorted by base.
+func (r *Reader) Objects() []Object {
+	if t := r.table.Load(); t != nil {
+		return append([]Object(nil), (*t)...)
+	}
+	return nil
+}
+
 // SetObjects replaces the object table, e.g. after the manifest grew.
 // Objects must not overlap; they are sorted by Base.
 func (r *Reader) SetObjects(objects []Object) error {
