@@ -586,7 +586,8 @@ func (u *Uploader) Flush() {
 }
 
 // Trim removes from the manifest every commitlog object that ends at or
-// below floor (bucket retention) and returns them; the caller deletes the
+// below floor (bucket retention), and the queue index of each, and returns
+// them; the caller deletes the
 // objects after Trim returns, so the manifest never lists a missing object.
 // A crash in between leaves unlisted objects behind, which are harmless.
 func (u *Uploader) Trim(ctx context.Context, floor int64) ([]Object, error) {
@@ -598,9 +599,16 @@ func (u *Uploader) Trim(ctx context.Context, floor int64) ([]Object, error) {
 	var removed []Object
 	err := u.writeManifest(ctx, func(cur []Object) []Object {
 		removed = removed[:0]
-		kept := cur[:0]
+		gone := map[int64]bool{} // bases of removed commitlog objects
 		for _, o := range cur {
 			if o.Kind == KindCommitLog.String() && o.End() <= floor {
+				gone[o.Base] = true
+			}
+		}
+		kept := cur[:0]
+		for _, o := range cur {
+			// A segment's queue index goes with it.
+			if (o.Kind == KindCommitLog.String() || o.Kind == KindQueueIndex.String()) && gone[o.Base] {
 				removed = append(removed, o)
 				continue
 			}
