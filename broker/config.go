@@ -32,6 +32,7 @@ type Config struct {
 	CacheSize          bytesize.Size `env:"CACHE_SIZE" envDefault:"256MiB" help:"cold-read cache of decompressed frames, bytes"`
 	SegmentMaxAge      time.Duration `env:"SEGMENT_MAX_AGE" envDefault:"10m" help:"seal (and upload) the active segment after this long"`
 	Retention          time.Duration `env:"RETENTION" help:"delete bucket objects uploaded longer ago than this (0 = keep forever)"`
+	LeaseTTL           time.Duration `env:"LEASE_TTL" help:"lifetime of the bucket lease (default 3 × checkpoint interval, at least 30s); a crashed broker's replacement waits this long"`
 	CheckpointInterval time.Duration `env:"CHECKPOINT_INTERVAL" envDefault:"10s" help:"how often offsets, topics, groups and the log's high-water mark are checkpointed to the bucket (and the lease renewed)"`
 
 	// Not from the environment: set by tests and by serve.
@@ -40,7 +41,6 @@ type Config struct {
 	ConfigFlush      time.Duration `env:"-"` // config files persisted this often when dirty; default 5s
 	MaxHold          time.Duration `env:"-"` // cap on a long-poll hold; default 25s
 	CQEntriesPerFile int           `env:"-"` // consumequeue file size in entries; default 300,000
-	LeaseTTL         time.Duration `env:"-"` // bucket lease lifetime; default offsets.LeaseTTL(CheckpointInterval)
 }
 
 func (c Config) withDefaults() Config {
