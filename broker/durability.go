@@ -33,11 +33,18 @@ type commitLogState struct {
 	Reserved int64                                `json:"reserved"`
 	Floor    int64                                `json:"floor"`
 	Queues   map[string]map[string]queueRangeJSON `json:"queues"`
+	// Clean: written at a graceful shutdown, after the last write; the
+	// ranges are exact and no reservation is needed.
+	Clean bool `json:"clean,omitempty"`
 }
 
+// queueRangeJSON is one queue's range; Reserved is past every queue offset
+// that may be handed out before the next checkpoint (no queue offset is
+// reused after an unclean loss).
 type queueRangeJSON struct {
-	Min int64 `json:"min"`
-	Max int64 `json:"max"`
+	Min      int64 `json:"min"`
+	Max      int64 `json:"max"`
+	Reserved int64 `json:"reserved,omitempty"`
 }
 
 // durability makes the bucket the system of record for the broker's
@@ -52,9 +59,16 @@ type durability struct {
 	loaded *offsets.Checkpoint // read at start; nil on a new prefix
 	fenced atomic.Bool
 
-	mu      sync.Mutex // serializes save
-	prevHWM int64
+	pending  pendingReservation // reservations of the checkpoint being written
+	mu       sync.Mutex         // serializes save; guards the fields below
+	prevHWM  int64
+	reserved int64              // commitlog reservation of the last checkpoint written
+	prevMax  map[queueKey]int64 // queue max at the previous checkpoint
+	qres     map[queueKey]int64 // queue reservations of the last checkpoint written
 }
+
+// queueReserveMin is the least headroom a queue reservation leaves.
+const queueReserveMin = 1024
 
 // newDurability takes the lease on the broker's prefix and reads the last
 // checkpoint. A live lease held by another broker is an error naming it.
@@ -97,13 +111,14 @@ func newDurability(b *Broker, bucket tier.Bucket) (*durability, error) {
 		_ = lease.Release(ctx)
 		return nil, fmt.Errorf("broker: read the bucket checkpoint: %w", err)
 	}
-	d := &durability{b: b, id: id, lease: lease, cp: cp, loaded: loaded}
+	d := &durability{b: b, id: id, lease: lease, cp: cp, loaded: loaded, prevMax: map[queueKey]int64{}, qres: map[queueKey]int64{}}
 	b.log.Info("holding the bucket lease", "instance", id.Instance, "expires", lease.ExpiresAt(), "checkpointVersion", cp.Version())
 	return d, nil
 }
 
-// sections gathers the checkpoint.
-func (d *durability) sections() (map[string]json.RawMessage, error) {
+// sections gathers the checkpoint. clean marks the final one of a graceful
+// shutdown.
+func (d *durability) sections(clean bool) (map[string]json.RawMessage, error) {
 	b := d.b
 	offsetsJSON, _, err := b.offsets.Encode()
 	if err != nil {
@@ -119,17 +134,20 @@ func (d *durability) sections() (map[string]json.RawMessage, error) {
 	}
 	hwm := b.store.MaxPhysOffset()
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	grew := max(hwm-d.prevHWM, 0)
 	d.prevHWM = hwm
-	d.mu.Unlock()
 	cl := commitLogState{
 		HWM: hwm,
 		// Room for what may be written before the next checkpoint lands:
-		// two segments plus twice what the last interval wrote.
+		// two segments plus twice what the last interval wrote. The
+		// watcher checkpoints early when the log gets near it.
 		Reserved: hwm + 2*int64(b.cfg.SegmentSize) + 2*grew,
 		Floor:    b.store.MinPhysOffset(),
 		Queues:   map[string]map[string]queueRangeJSON{},
+		Clean:    clean,
 	}
+	qres := map[queueKey]int64{}
 	for _, topic := range b.topics.Names() {
 		tc, ok := b.topics.Get(topic)
 		if !ok {
@@ -144,13 +162,18 @@ func (d *durability) sections() (map[string]json.RawMessage, error) {
 			if cl.Queues[topic] == nil {
 				cl.Queues[topic] = map[string]queueRangeJSON{}
 			}
-			cl.Queues[topic][strconv.Itoa(int(q))] = queueRangeJSON{Min: b.store.MinQueueOffset(topic, q), Max: mx}
+			k := queueKey{topic, q}
+			res := mx + max(queueReserveMin, 2*max(mx-d.prevMax[k], 0))
+			d.prevMax[k] = mx
+			qres[k] = res
+			cl.Queues[topic][strconv.Itoa(int(q))] = queueRangeJSON{Min: b.store.MinQueueOffset(topic, q), Max: mx, Reserved: res}
 		}
 	}
 	clJSON, err := json.Marshal(cl)
 	if err != nil {
 		return nil, err
 	}
+	d.pending = pendingReservation{log: cl.Reserved, queues: qres}
 	return map[string]json.RawMessage{
 		sectionConsumerOffsets:    offsetsJSON,
 		sectionTopics:             topicsJSON,
@@ -160,23 +183,58 @@ func (d *durability) sections() (map[string]json.RawMessage, error) {
 	}, nil
 }
 
+type pendingReservation struct {
+	log    int64
+	queues map[queueKey]int64
+}
+
 // checkpoint renews the lease and writes a checkpoint. Once fenced it
 // writes nothing, ever.
-func (d *durability) checkpoint(ctx context.Context) error {
+func (d *durability) checkpoint(ctx context.Context) error { return d.save(ctx, false) }
+
+func (d *durability) save(ctx context.Context, clean bool) error {
 	if d.fenced.Load() {
 		return offsets.ErrFenced
 	}
 	if err := d.lease.Renew(ctx); err != nil {
 		return d.maybeFenced(err)
 	}
-	secs, err := d.sections()
+	secs, err := d.sections(clean)
 	if err != nil {
 		return err
 	}
 	if err := d.cp.Save(ctx, secs); err != nil {
 		return d.maybeFenced(err)
 	}
+	d.mu.Lock()
+	d.reserved, d.qres = d.pending.log, d.pending.queues
+	d.mu.Unlock()
 	return nil
+}
+
+// nearReservation reports whether the log or a queue has used more than
+// half of the headroom the last checkpoint reserved: then the next
+// checkpoint is written now rather than at the interval.
+func (d *durability) nearReservation() bool {
+	d.mu.Lock()
+	reserved, qres, prevHWM := d.reserved, d.qres, d.prevHWM
+	d.mu.Unlock()
+	if reserved == 0 {
+		return false
+	}
+	if hwm := d.b.store.MaxPhysOffset(); hwm-prevHWM > (reserved-prevHWM)/2 {
+		return true
+	}
+	for k, res := range qres {
+		mx := d.b.store.MaxQueueOffset(k.topic, k.queue)
+		d.mu.Lock()
+		prev := d.prevMax[k]
+		d.mu.Unlock()
+		if mx-prev > (res-prev)/2 {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *durability) maybeFenced(err error) error {
@@ -186,14 +244,27 @@ func (d *durability) maybeFenced(err error) error {
 	return err
 }
 
-// run checkpoints every interval until ctx ends.
+// run checkpoints every interval, and early when the log or a queue nears
+// its reservation, until ctx ends.
 func (d *durability) run(ctx context.Context) {
 	t := time.NewTicker(d.b.cfg.CheckpointInterval)
 	defer t.Stop()
+	watch := time.NewTicker(100 * time.Millisecond)
+	defer watch.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-watch.C:
+			if d.fenced.Load() || !d.nearReservation() {
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, d.b.cfg.CheckpointInterval)
+			if err := d.checkpoint(cctx); err != nil && ctx.Err() == nil && !d.fenced.Load() {
+				d.b.log.Warn("early checkpoint (reservation nearly used) failed", "err", err)
+			}
+			cancel()
+			t.Reset(d.b.cfg.CheckpointInterval)
 		case <-t.C:
 			cctx, cancel := context.WithTimeout(ctx, d.b.cfg.CheckpointInterval)
 			if err := d.checkpoint(cctx); err != nil && ctx.Err() == nil && !d.fenced.Load() {
@@ -206,7 +277,7 @@ func (d *durability) run(ctx context.Context) {
 
 // final writes the last checkpoint and releases the lease (shutdown).
 func (d *durability) final(ctx context.Context) error {
-	err := d.checkpoint(ctx)
+	err := d.save(ctx, true)
 	if !d.fenced.Load() {
 		err = errors.Join(err, d.lease.Release(ctx))
 	}

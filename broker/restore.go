@@ -85,8 +85,12 @@ func (b *Broker) restorePoint() *store.Restore {
 	if !haveCP && objectsEnd == 0 {
 		return nil
 	}
+	start := max(cl.Reserved, cl.HWM, objectsEnd)
+	if cl.Clean {
+		start = max(cl.HWM, objectsEnd) // nothing was written after it
+	}
 	r := &store.Restore{
-		CommitLogStart: max(cl.Reserved, cl.HWM, objectsEnd),
+		CommitLogStart: start,
 		Floor:          cl.Floor,
 		IndexedFrom:    cl.HWM,
 		Queues:         map[string]map[int32]store.QueueRange{},
@@ -100,7 +104,13 @@ func (b *Broker) restorePoint() *store.Restore {
 			if r.Queues[topic] == nil {
 				r.Queues[topic] = map[int32]store.QueueRange{}
 			}
-			r.Queues[topic][int32(id)] = store.QueueRange{Min: rg.Min, Max: rg.Max}
+			mx := rg.Max
+			if !cl.Clean {
+				// Unclean loss: resume past every queue offset that may have
+				// been handed out, so none is reused.
+				mx = max(mx, rg.Reserved)
+			}
+			r.Queues[topic][int32(id)] = store.QueueRange{Min: rg.Min, Max: mx}
 		}
 	}
 	b.log.Info("fresh data dir: the commitlog resumes from the bucket", "logStart", r.CommitLogStart,
