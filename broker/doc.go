@@ -22,6 +22,11 @@
 //	ProducerManager            live producer clients per group
 //	pullHold                   long-polled pulls, woken by the store's dispatch
 //	registrar                  REGISTER_BROKER to every name server every 30 s and on topic change
+//	tiering (tiering.go)       uploads sealed segments and their queue indexes, serves dropped
+//	                           ranges from the bucket, local and bucket retention, age sealing
+//	durability (durability.go) the bucket lease (fencing) and the checkpoints of offsets, topics,
+//	                           groups and the commitlog's reservation
+//	restore.go                 a fresh data dir resumes from the bucket's checkpoint and manifest
 //
 // # Goroutines
 //
@@ -31,9 +36,13 @@
 //
 // # Shutdown order
 //
-// Stop accepting (listener closed) → drain in-flight requests under the
-// shutdown deadline → answer held pulls → unregister from the name servers →
-// flush the store and the config files → close the store.
+// Answer held pulls → stop accepting (listener closed) and drain in-flight
+// requests under STRATAMQ_SHUTDOWN_TIMEOUT → seal the active segment and
+// upload everything sealed (three quarters of the budget) → final, clean
+// checkpoint and lease release → stop the broker's goroutines → unregister
+// from the name servers → persist the config files, flush and close the
+// store and the cold reader. The goroutines run on a context detached from
+// Run's, so the uploader works through the drain.
 //
 // # Lock order
 //
