@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"path/filepath"
 	"sync"
 	"time"
@@ -75,7 +76,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 	ready.set()
 
 	if cfg.HTTPListen != "" {
-		stopHTTP := serveHTTP(cfg.HTTPListen, reg, &ready, log)
+		stopHTTP := serveHTTP(cfg.HTTPListen, reg, &ready, cfg.Pprof, log)
 		defer stopHTTP()
 	}
 
@@ -115,8 +116,15 @@ func openBucket(ctx context.Context, cfg Config) (tier.Bucket, error) {
 }
 
 // serveHTTP serves /metrics, /healthz and /readyz; it returns the stop func.
-func serveHTTP(addr string, reg *prometheus.Registry, ready *readiness, log *slog.Logger) func() {
+func serveHTTP(addr string, reg *prometheus.Registry, ready *readiness, withPprof bool, log *slog.Logger) func() {
 	mux := http.NewServeMux()
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
