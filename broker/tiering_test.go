@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,5 +344,42 @@ func TestBrokerTierSealsByAge(t *testing.T) {
 	waitCond(t, 30*time.Second, "the aged segment uploaded", func() bool {
 		_, err := bucket.Stat(context.Background(), "DefaultCluster/broker-a/commitlog/00000000000000000000.seg")
 		return err == nil
+	})
+}
+
+// outageBucket refuses every segment upload (503) while down is set.
+type outageBucket struct {
+	tier.Bucket
+	down     atomic.Bool
+	refusals atomic.Int64
+}
+
+func (o *outageBucket) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if o.down.Load() && strings.HasSuffix(key, ".seg") {
+		o.refusals.Add(1)
+		return &tier.ServerError{Op: "put", Key: key, Status: 503, Code: "SlowDown", Err: errors.New("outage")}
+	}
+	return o.Bucket.Put(ctx, key, r, size)
+}
+
+// TestBrokerTierNeverDropsUnuploaded: with STRATAMQ_LOCAL_RETENTION=0 and
+// the bucket refusing uploads, sealed segments stay on local disk and every
+// message stays readable; once the bucket is back they upload and go.
+func TestBrokerTierNeverDropsUnuploaded(t *testing.T) {
+	bucket := &outageBucket{Bucket: tier.NewMem()}
+	bucket.down.Store(true)
+	b, cl, _ := startTieredBroker(t, t.TempDir(), bucket)
+	bodies := produceTiered(t, b, cl, "Hold", 400)
+	waitCond(t, 30*time.Second, "uploads attempted and refused", func() bool { return bucket.refusals.Load() >= 3 })
+	if got := len(b.store.SealedSegments()); got < 3 || b.store.LocalMinPhysOffset() != 0 {
+		t.Fatalf("during the outage: %d sealed segments local, local log starts at %d; nothing may be dropped", got, b.store.LocalMinPhysOffset())
+	}
+	got, bad := readAll(t, b, cl, "Hold", len(bodies))
+	if bad != nil || len(got) != len(bodies) {
+		t.Fatalf("read during the outage: %v (%d of %d)", bad, len(got), len(bodies))
+	}
+	bucket.down.Store(false)
+	waitCond(t, 60*time.Second, "uploaded and dropped after the outage", func() bool {
+		return len(b.store.SealedSegments()) == 0 && b.store.LocalMinPhysOffset() > 0
 	})
 }
