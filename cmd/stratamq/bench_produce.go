@@ -108,16 +108,13 @@ func (p *sendLoad) sender(ctx context.Context, w int) {
 	h := p.hists[w]
 	hdr := remoting.SendMessageRequestHeader{ProducerGroup: benchProducerGroup, Topic: o.topic, DefaultTopic: "TBW102",
 		DefaultTopicQueueNums: 4, BornTimestamp: time.Now().UnixMilli(), Batch: o.batch > 1, BrokerName: b.brokerName}
-	// The header map is reused: Invoke encodes it before returning.
-	code, ext, qKey, tKey := remoting.SendMessage, hdr.Encode(), "queueId", "bornTimestamp"
+	// The header is written straight into each frame (no map); Invoke
+	// encodes it before returning, so it is reused.
+	code := remoting.SendMessage
 	if o.batch > 1 {
-		code, ext, qKey, tKey = remoting.SendBatchMessage, hdr.EncodeV2(), "e", "g"
+		code = remoting.SendBatchMessage
 	}
-	qids := make([]string, b.writeQ)
-	for i := range qids {
-		qids[i] = strconv.Itoa(i)
-	}
-	var lastMs int64
+	ext := remoting.SendHeaderExt{H: &hdr, V2: o.batch > 1}
 	body := p.newBody()
 	es := p.entrySize()
 	for {
@@ -131,15 +128,13 @@ func (p *sendLoad) sender(ctx context.Context, w int) {
 				return
 			}
 		}
-		ext[qKey] = qids[int(p.rr.Add(1)-1)%len(qids)]
+		hdr.QueueID = int32(int(p.rr.Add(1)-1) % b.writeQ)
 		payload := body
 		if o.batch > 1 {
 			payload = body[:cnt*es]
 		}
 		now := time.Now()
-		if ms := now.UnixMilli(); ms != lastMs {
-			ext[tKey], lastMs = strconv.FormatInt(ms, 10), ms
-		}
+		hdr.BornTimestamp = now.UnixMilli()
 		if p.stamp {
 			ns := uint64(now.UnixNano())
 			if o.batch == 1 {
@@ -150,7 +145,7 @@ func (p *sendLoad) sender(ctx context.Context, w int) {
 				}
 			}
 		}
-		req := &remoting.Command{Code: int32(code), Language: remoting.LanguageGo, Version: remoting.Version, ExtFields: ext, Body: payload}
+		req := &remoting.Command{Code: int32(code), Language: remoting.LanguageGo, Version: remoting.Version, Header: ext, Body: payload}
 		resp, err := b.invoke(ctx, cl, b.addr, req)
 		lat := time.Since(now)
 		if err != nil {

@@ -1,0 +1,54 @@
+package remoting
+
+// SendHeaderExt writes a SendMessageRequestHeader's extFields straight into
+// the frame (Command.Header), without a map: long keys for SEND_MESSAGE,
+// one-letter keys for SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (V2). The result
+// decodes exactly like Encode / EncodeV2.
+type SendHeaderExt struct {
+	H  *SendMessageRequestHeader
+	V2 bool
+}
+
+// AppendExt implements ExtAppender; keys go in ascending byte order.
+func (s SendHeaderExt) AppendExt(w *ExtWriter) {
+	h := s.H
+	if s.V2 {
+		w.String("a", h.ProducerGroup)
+		w.String("b", h.Topic)
+		w.String("c", h.DefaultTopic)
+		w.Int("d", int64(h.DefaultTopicQueueNums))
+		w.Int("e", int64(h.QueueID))
+		w.Int("f", int64(h.SysFlag))
+		w.Int("g", h.BornTimestamp)
+		w.Int("h", int64(h.Flag))
+		w.String("i", h.Properties)
+		w.Int("j", int64(h.ReconsumeTimes))
+		w.String("k", fmtBool(h.UnitMode))
+		if h.MaxReconsumeTimesSet {
+			w.Int("l", int64(h.MaxReconsumeTimes))
+		}
+		w.String("m", fmtBool(h.Batch))
+		if h.BrokerName != "" {
+			w.String("n", h.BrokerName)
+		}
+		return
+	}
+	w.String("batch", fmtBool(h.Batch))
+	if h.BrokerName != "" {
+		w.String("bname", h.BrokerName)
+	}
+	w.Int("bornTimestamp", h.BornTimestamp)
+	w.String("defaultTopic", h.DefaultTopic)
+	w.Int("defaultTopicQueueNums", int64(h.DefaultTopicQueueNums))
+	w.Int("flag", int64(h.Flag))
+	if h.MaxReconsumeTimesSet {
+		w.Int("maxReconsumeTimes", int64(h.MaxReconsumeTimes))
+	}
+	w.String("producerGroup", h.ProducerGroup)
+	w.String("properties", h.Properties)
+	w.Int("queueId", int64(h.QueueID))
+	w.Int("reconsumeTimes", int64(h.ReconsumeTimes))
+	w.Int("sysFlag", int64(h.SysFlag))
+	w.String("topic", h.Topic)
+	w.String("unitMode", fmtBool(h.UnitMode))
+}
