@@ -22,7 +22,15 @@ func startBroker(t *testing.T, mod func(*Config)) (*Broker, *remoting.Client) {
 	if mod != nil {
 		mod(&cfg)
 	}
-	b, err := New(cfg, Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	b, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger()})
+	return b, cl
+}
+
+// runBroker starts a broker with cfg and deps and returns it, a client and
+// a stop function (graceful; also run at cleanup, idempotent).
+func runBroker(t *testing.T, cfg Config, deps Deps) (*Broker, *remoting.Client, func()) {
+	t.Helper()
+	b, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +38,12 @@ func startBroker(t *testing.T, mod func(*Config)) (*Broker, *remoting.Client) {
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
 	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
-	t.Cleanup(func() {
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		cl.Close()
 		cancel()
 		select {
@@ -38,11 +51,12 @@ func startBroker(t *testing.T, mod func(*Config)) (*Broker, *remoting.Client) {
 			if err != nil {
 				t.Errorf("Run: %v", err)
 			}
-		case <-time.After(30 * time.Second):
+		case <-time.After(60 * time.Second):
 			t.Errorf("broker did not stop")
 		}
-	})
-	return b, cl
+	}
+	t.Cleanup(stop)
+	return b, cl, stop
 }
 
 func invoke(t *testing.T, cl *remoting.Client, addr string, req *remoting.Command) *remoting.Command {

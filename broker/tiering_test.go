@@ -38,33 +38,7 @@ func startTieredBroker(t *testing.T, dir string, bucket tier.Bucket) (*Broker, *
 	t.Helper()
 	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 0}
-	b, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cl.Close()
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Errorf("broker did not stop")
-		}
-	}
-	t.Cleanup(stop)
-	return b, cl, stop
+	return runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
 }
 
 // produceTiered sends n messages of ~8 KiB to topic queue 0 and returns
@@ -206,21 +180,7 @@ func TestBrokerTierBucketRetention(t *testing.T) {
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 0, Retention: 1500 * time.Millisecond}
-	b, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
-	defer func() {
-		cl.Close()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	b, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
 	bodies := produceTiered(t, b, cl, "Old", 400)
 	countObjects := func() int {
 		n := 0
@@ -263,21 +223,7 @@ func TestBrokerTierUploadsConsumeQueues(t *testing.T) {
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 1 << 30, CQEntriesPerFile: 10}
-	b, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
-	defer func() {
-		cl.Close()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	b, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
 	for i := 0; i < 25; i++ {
 		if r := invoke(t, cl, b.Addr().String(), sendReq("CQ", 2, []byte("m"+strconv.Itoa(i)), "")); r.Code != 0 {
 			t.Fatalf("send: %d %s", r.Code, r.Remark)
@@ -323,21 +269,7 @@ func TestBrokerTierSealsByAge(t *testing.T) {
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 64 << 20,
 		LocalRetention: 1 << 30, SegmentMaxAge: time.Second}
-	b, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
-	defer func() {
-		cl.Close()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	b, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
 	if r := invoke(t, cl, b.Addr().String(), sendReq("Quiet", 0, []byte("only one"), "")); r.Code != 0 {
 		t.Fatalf("send: %d %s", r.Code, r.Remark)
 	}
