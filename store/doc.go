@@ -247,6 +247,12 @@
 //	dropMu -> flushMu -> mu (writer) -> qmu -> cqueue.mu
 //	flushMu -> clSyncMu
 //
+// Puts reach mu through a commit queue (commitQueue.mu is a leaf, never
+// held with mu): the first Put to arrive while no write is in progress
+// leads; Puts arriving meanwhile queue, and the leader's next round encodes
+// all of them, in queue order, into one buffer written with one pwrite and
+// dispatched in one pass, then wakes each with its own result or error.
+//
 // mu is held across the commitlog write(2) but never across an fsync
 // (except the directory sync that makes a new segment's name durable);
 // cqueue.mu is held across consumequeue preads and writes, never fsync.

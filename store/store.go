@@ -30,15 +30,15 @@ type Store struct {
 	// held across the commitlog write(2) but never across fsync.
 	mu struct {
 		sync.Mutex
-		closed    bool
-		active    *segment // nil: the next write starts a new segment
-		buf       []byte   // reusable encode buffer
-		lastTS    int64    // store timestamps never go backwards
-		freeEst   uint64   // free bytes estimate; refreshed by statfs
-		freeAt    int64    // when freeEst was measured (unix ms)
-		touched   []*cqueue
-		dispQueue []*cqueue
+		closed  bool
+		active  *segment    // nil: the next write starts a new segment
+		buf     []byte      // reusable encode buffer
+		lastTS  int64       // store timestamps never go backwards
+		freeEst uint64      // free bytes estimate; refreshed by statfs
+		freeAt  int64       // when freeEst was measured (unix ms)
+		disp    []dispEntry // reusable dispatch list of a commit round
 	}
+	cq commitQueue // Puts waiting for the writer
 
 	writePos atomic.Int64 // end of the log; published after dispatch
 	segs     atomic.Pointer[segTable]
@@ -204,6 +204,10 @@ func (s *Store) validate(m *Message) (int, int32, error) {
 // Put stores a batch as consecutive records with consecutive queue offsets
 // per queue. In FlushSync mode it returns after an fdatasync covering the
 // batch (ErrFlushTimeout after SyncFlushTimeout; the records are stored).
+//
+// Concurrent Puts are combined (see commit): one writer encodes every
+// waiting Put into one buffer and writes it with one pwrite, in the order
+// the Puts were queued; each Put still gets its own result or error.
 func (s *Store) Put(ctx context.Context, msgs []Message) ([]PutResult, error) {
 	if len(msgs) == 0 {
 		return nil, nil
@@ -223,7 +227,7 @@ func (s *Store) Put(ctx context.Context, msgs []Message) ([]PutResult, error) {
 		total += size
 	}
 	res := make([]PutResult, len(msgs))
-	end, err := s.put(msgs, res, total)
+	end, err := s.commit(msgs, res, total)
 	if err != nil {
 		return nil, err
 	}
@@ -242,108 +246,292 @@ func (s *Store) Put(ctx context.Context, msgs []Message) ([]PutResult, error) {
 	return res, nil
 }
 
-func (s *Store) put(msgs []Message, res []PutResult, total int) (int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.closed {
-		return 0, ErrClosed
-	}
-	if err := s.stickyErr(); err != nil {
-		return 0, fmt.Errorf("store: refusing write after earlier failure: %w", err)
-	}
-	now := time.Now().UnixMilli()
-	if err := s.checkSpaceLocked(total, now); err != nil {
-		return 0, err
-	}
-	ts := max(now, s.mu.lastTS)
-	s.mu.lastTS = ts
-
-	pos := s.writePos.Load()
-	// A batch goes in one segment (one write) unless it is bigger than one.
-	if sg := s.mu.active; sg == nil || (pos+int64(total) > sg.base+s.opts.SegmentSize && int64(total) <= s.opts.SegmentSize) {
-		if err := s.rollLocked(pos); err != nil {
-			return 0, err
-		}
-	}
-	buf := s.mu.buf[:0]
-	first, chunkStart := pos, pos
-	touched := s.mu.touched[:0]
-	var lastQ *cqueue
-	queues := s.mu.dispQueue[:0]
-	for i := range msgs {
-		m := &msgs[i]
-		size, sys := encodedSize(m, s.storeV6)
-		if pos+int64(size) > s.mu.active.base+s.opts.SegmentSize {
-			if err := s.writeLocked(buf, chunkStart, chunkStart != first); err != nil {
-				s.undoOffsetsLocked(touched)
-				return 0, err
-			}
-			if len(buf) > 0 {
-				s.mu.active.noteTS(ts)
-			}
-			buf = buf[:0]
-			if err := s.rollLocked(pos); err != nil {
-				if pos != first {
-					return 0, s.setSticky(err)
-				}
-				s.undoOffsetsLocked(touched)
-				return 0, err
-			}
-			chunkStart = pos
-		}
-		q := lastQ
-		if q == nil || q.id != m.QueueID || q.topic != m.Topic {
-			q = s.queueOrCreate([]byte(m.Topic), m.QueueID)
-			lastQ = q
-			if len(touched) == 0 || touched[len(touched)-1] != q {
-				touched = append(touched, q)
-			}
-		}
-		var qoff int64
-		if !notDispatched(sys) {
-			qoff = q.next
-			q.next++
-		}
-		buf = appendRecord(buf, m, size, sys, qoff, pos, ts, s.opts.StoreHost)
-		res[i] = PutResult{PhysOffset: pos, QueueOffset: qoff, Size: int32(size), StoreTimestamp: ts}
-		queues = append(queues, q)
-		pos += int64(size)
-	}
-	if err := s.writeLocked(buf, chunkStart, chunkStart != first); err != nil {
-		s.undoOffsetsLocked(touched)
-		return 0, err
-	}
-	s.mu.active.noteTS(ts)
-	if cap(buf) <= 8<<20 {
-		s.mu.buf = buf[:0]
-	}
-	// Dispatch: visible to Get once the queue lock is released.
-	for i := 0; i < len(msgs); {
-		q := queues[i]
-		q.mu.Lock()
-		for ; i < len(msgs) && queues[i] == q; i++ {
-			if !notDispatched(msgs[i].SysFlag) {
-				q.appendLocked(cqEntry{phys: res[i].PhysOffset, size: res[i].Size, tags: msgs[i].TagsCode})
-			}
-		}
-		q.mu.Unlock()
-	}
-	clear(queues)
-	s.mu.dispQueue = queues[:0]
-	clear(touched)
-	s.mu.touched = touched[:0]
-	s.writePos.Store(pos)
-	return pos, nil
+// putReq is one Put waiting in the commit queue.
+type putReq struct {
+	msgs  []Message // a copy of the caller's; the buffer is reused
+	res   []PutResult
+	total int
+	end   int64 // end of its last record, once written
+	err   error
+	wake  chan bool // true: lead the next round; false: done
 }
 
-// undoOffsetsLocked forgets queue offsets assigned to a batch that was not
-// written.
-func (s *Store) undoOffsetsLocked(touched []*cqueue) {
-	for _, q := range touched {
-		q.mu.RLock()
-		q.next = q.max
-		q.mu.RUnlock()
+var putReqPool = sync.Pool{New: func() any { return &putReq{wake: make(chan bool, 1)} }}
+
+// maxLeadRounds bounds how many commit rounds one leader runs before it
+// hands the queue to the next waiting Put (its own caller waits meanwhile).
+const maxLeadRounds = 2
+
+// commit writes msgs, combined with the Puts queued alongside it, and
+// fills res; it returns the end of the last record. The first Put to
+// arrive while no write is in progress leads: it writes its own records
+// at once (no queue round trip: this is the single-writer path), then
+// serves whoever queued meanwhile (lead). Puts that find a leader queue and
+// sleep until a round wrote them or they are handed the lead.
+func (s *Store) commit(msgs []Message, res []PutResult, total int) (int64, error) {
+	c := &s.cq
+	c.mu.Lock()
+	if !c.leading {
+		c.leading = true
+		c.mu.Unlock()
+		end, err := s.writeRound(msgs, res, total, nil)
+		c.mu.Lock()
+		if len(c.q) == 0 {
+			c.leading = false
+			c.mu.Unlock()
+		} else {
+			s.lead(nil)
+		}
+		return end, err
 	}
+	r := putReqPool.Get().(*putReq)
+	// A copy: the caller's slice (often a one-element literal) stays on its
+	// stack instead of escaping through the queue.
+	r.msgs = append(r.msgs[:0], msgs...)
+	r.res, r.total = res, total
+	c.q = append(c.q, r)
+	c.mu.Unlock()
+	if <-r.wake {
+		c.mu.Lock() // r is c.q[0]
+		s.lead(r)
+	}
+	end, err := r.end, r.err
+	clear(r.msgs)
+	if cap(r.msgs) > 1024 {
+		r.msgs = nil
+	}
+	r.msgs, r.res, r.err = r.msgs[:0], nil, nil
+	putReqPool.Put(r)
+	return end, err
+}
+
+// lead runs commit rounds: each takes every queued Put, writes them all
+// under s.mu with one pwrite (writeRound) and wakes them. After
+// maxLeadRounds it hands the lead to the first Put still queued. self is
+// the leader's own request, if queued (it is not woken). Called with
+// s.cq.mu held and s.cq.q non-empty; returns without it.
+func (s *Store) lead(self *putReq) {
+	c := &s.cq
+	for round := 0; ; round++ {
+		batch := c.q
+		if n := len(c.free); n > 0 {
+			c.q = c.free[n-1]
+			c.free = c.free[:n-1]
+		} else {
+			c.q = nil
+		}
+		c.mu.Unlock()
+		s.writeRound(nil, nil, 0, batch)
+		for _, b := range batch {
+			if b != self {
+				b.wake <- false
+			}
+		}
+		clear(batch)
+		c.mu.Lock()
+		c.free = append(c.free, batch[:0])
+		if len(c.q) == 0 {
+			c.leading = false
+			c.mu.Unlock()
+			return
+		}
+		if round+1 >= maxLeadRounds {
+			next := c.q[0]
+			c.mu.Unlock()
+			next.wake <- true
+			return
+		}
+		self = nil
+	}
+}
+
+// commitQueue is the queue of Puts waiting for the writer (see commit).
+type commitQueue struct {
+	mu      sync.Mutex
+	leading bool        // a goroutine is running commit rounds
+	q       []*putReq   // waiting, in arrival order
+	free    [][]*putReq // spare queue slices
+	errs    []error     // the leader's scratch for writeRound
+}
+
+// writeRound writes the records of batch, in order, and dispatches them.
+// Each request gets its own outcome: validation already happened, a
+// request refused for space (ErrDiskFull) fails alone, a failed write fails
+// the requests whose records it carried (and is cut off the file), and a
+// sticky error fails everything from there on.
+//
+// With own != nil (the single-writer path) it writes own alone instead
+// and returns its outcome. own is passed apart from any putReq so that
+// the caller's slice does not escape.
+func (s *Store) writeRound(own []Message, ownRes []PutResult, ownTotal int, batch []*putReq) (int64, error) {
+	// Errors go to errs, not to the requests: the escape analysis would
+	// otherwise let own's backing array escape through a returned error.
+	if own != nil {
+		ownReq := putReq{msgs: own, res: ownRes, total: ownTotal}
+		one := [1]*putReq{&ownReq}
+		var errs [1]error
+		s.writeRoundLocked(one[:], errs[:])
+		return ownReq.end, errs[0]
+	}
+	c := &s.cq
+	errs := slices.Grow(c.errs[:0], len(batch))[:len(batch)]
+	s.writeRoundLocked(batch, errs)
+	for i, r := range batch {
+		r.err = errs[i]
+	}
+	clear(errs)
+	c.errs = errs[:0]
+	return 0, nil
+}
+
+// writeRoundLocked does writeRound; errs[i] receives batch[i]'s error.
+func (s *Store) writeRoundLocked(batch []*putReq, errs []error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var fatal error
+	if s.mu.closed {
+		fatal = ErrClosed
+	}
+	now := time.Now().UnixMilli()
+	ts := max(now, s.mu.lastTS)
+	s.mu.lastTS = ts
+	w := chunkWriter{s: s, ts: ts, pos: s.writePos.Load(), buf: s.mu.buf[:0], disp: s.mu.disp[:0]}
+	w.chunkStart = w.pos
+	var lastQ *cqueue
+	for ri, r := range batch {
+		if fatal == nil {
+			if err := s.stickyErr(); err != nil {
+				fatal = fmt.Errorf("store: refusing write after earlier failure: %w", err)
+			}
+		}
+		if fatal != nil {
+			errs[ri] = fatal
+			continue
+		}
+		if err := s.checkSpaceLocked(r.total, now); err != nil {
+			errs[ri] = err
+			continue
+		}
+		// A request goes in one segment (one write) unless it is bigger than one.
+		if sg := s.mu.active; sg == nil || (w.pos+int64(r.total) > sg.base+s.opts.SegmentSize && int64(r.total) <= s.opts.SegmentSize) {
+			w.flush(errs, ri, false)
+			if err := s.rollLocked(w.pos); err != nil {
+				errs[ri] = err
+				continue
+			}
+		}
+		first := w.pos
+		if len(w.buf) == 0 {
+			w.reqFrom, w.partial = ri, false
+		}
+		for i := range r.msgs {
+			m := &r.msgs[i]
+			size, sys := encodedSize(m, s.storeV6)
+			if w.pos+int64(size) > s.mu.active.base+s.opts.SegmentSize {
+				w.flush(errs, ri+1, w.pos != first)
+				if errs[ri] != nil {
+					break
+				}
+				if err := s.rollLocked(w.pos); err != nil {
+					if w.pos != first {
+						err = s.setSticky(err)
+					}
+					errs[ri] = err
+					break
+				}
+			}
+			q := lastQ
+			if q == nil || q.id != m.QueueID || q.topic != m.Topic {
+				q = s.queueOrCreate([]byte(m.Topic), m.QueueID)
+				lastQ = q
+			}
+			var qoff int64
+			if !notDispatched(sys) {
+				qoff = q.next
+				q.next++
+			}
+			w.buf = appendRecord(w.buf, m, size, sys, qoff, w.pos, ts, s.opts.StoreHost)
+			r.res[i] = PutResult{PhysOffset: w.pos, QueueOffset: qoff, Size: int32(size), StoreTimestamp: ts}
+			w.disp = append(w.disp, dispEntry{q: q, e: cqEntry{phys: w.pos, size: int32(size), tags: m.TagsCode}, skip: notDispatched(sys)})
+			w.pos += int64(size)
+		}
+		if errs[ri] == nil {
+			r.end = w.pos
+		}
+	}
+	w.flush(errs, len(errs), false)
+	if cap(w.buf) <= 8<<20 {
+		s.mu.buf = w.buf[:0]
+	}
+	clear(w.disp)
+	s.mu.disp = w.disp[:0]
+}
+
+// dispEntry is a consumequeue entry waiting for its record's write.
+type dispEntry struct {
+	q    *cqueue
+	e    cqEntry
+	skip bool // not dispatched (transaction prepared/rolled back)
+}
+
+// chunkWriter accumulates the records of consecutive requests of one
+// round in one segment, then writes and dispatches them (flush).
+type chunkWriter struct {
+	s          *Store
+	ts         int64
+	pos        int64 // end of the encoded records
+	chunkStart int64 // log offset of buf[0]
+	reqFrom    int   // first request with records in buf
+	partial    bool  // reqFrom's first records were written by an earlier chunk
+	buf        []byte
+	disp       []dispEntry
+	dispFrom   int // first entry of disp not yet dispatched
+}
+
+// flush writes the encoded chunk (requests [w.reqFrom, upTo)); on success it
+// dispatches its entries and publishes the new end of the log, on failure
+// it fails those requests (errs, per request of the round) and forgets their queue offsets. cont says
+// request upTo-1 has records in the chunk and continues in the next one.
+func (w *chunkWriter) flush(errs []error, upTo int, cont bool) {
+	s := w.s
+	if len(w.buf) == 0 {
+		return
+	}
+	err := s.writeLocked(w.buf, w.chunkStart, w.partial)
+	if err != nil {
+		for i := w.reqFrom; i < upTo; i++ {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		for _, d := range w.disp[w.dispFrom:] {
+			d.q.next = d.q.max
+		}
+		clear(w.disp[w.dispFrom:])
+		w.disp = w.disp[:w.dispFrom]
+		w.pos = w.chunkStart
+	} else {
+		s.mu.active.noteTS(w.ts)
+		// Dispatch: visible to Get once the queue lock is released.
+		ents := w.disp[w.dispFrom:]
+		for i := 0; i < len(ents); {
+			q := ents[i].q
+			q.mu.Lock()
+			for ; i < len(ents) && ents[i].q == q; i++ {
+				if !ents[i].skip {
+					q.appendLocked(ents[i].e)
+				}
+			}
+			q.mu.Unlock()
+		}
+		w.dispFrom = len(w.disp)
+		s.writePos.Store(w.pos)
+	}
+	w.buf = w.buf[:0]
+	w.chunkStart = w.pos
+	// A request continuing past a roll starts the next chunk partly written;
+	// otherwise the next request resets these.
+	w.reqFrom, w.partial = max(upTo-1, 0), cont && err == nil
 }
 
 // checkSpaceLocked refuses a write of n bytes when free space would drop

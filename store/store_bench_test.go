@@ -73,6 +73,31 @@ func BenchmarkStorePutAsync(b *testing.B) {
 	}
 }
 
+// BenchmarkStorePutAsyncParallel: 64 concurrent single-message writers
+// (the broker's send workers), which the commit queue combines.
+func BenchmarkStorePutAsyncParallel(b *testing.B) {
+	for _, writers := range []int{64} {
+		b.Run(fmt.Sprintf("size=1024/batch=1/writers=%d", writers), func(b *testing.B) {
+			s := benchStore(b, FlushAsync)
+			ctx := context.Background()
+			b.SetBytes(1024)
+			b.ReportAllocs()
+			b.SetParallelism(max(1, writers/runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				msgs := benchBatch(1024, 1)
+				for pb.Next() {
+					if _, err := s.Put(ctx, msgs); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}
+
 func BenchmarkStorePutSync(b *testing.B) {
 	for _, size := range []int{1024} {
 		for _, batch := range []int{1, 32} {
