@@ -40,8 +40,11 @@ func (b *Broker) handlerTable() map[remoting.RequestCode]handlerFunc {
 // admin each have their own, so a flood of one cannot starve the others.
 func classify(code remoting.RequestCode) remoting.PoolClass {
 	switch code {
-	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage, remoting.ConsumerSendMsgBack:
+	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage:
 		return remoting.PoolSend
+	case remoting.ConsumerSendMsgBack:
+		// It may read the original from the bucket: never inline.
+		return remoting.PoolDefault
 	case remoting.PullMessage:
 		return remoting.PoolPull
 	case remoting.HeartBeat, remoting.UnregisterClient:
@@ -57,9 +60,18 @@ func classify(code remoting.RequestCode) remoting.PoolClass {
 // commit in sync mode, so there are enough of them for 64+ concurrent
 // producers to share one fdatasync; pulls never block a worker (long polls
 // are parked in pullHold).
-func defaultPools() map[remoting.PoolClass]remoting.PoolConfig {
+//
+// With flush=async a send never waits for the disk (Put returns once the
+// record is in the page cache), so sends run inline on the connection's
+// reader: no goroutine hand-off per message, and a connection's sends are
+// stored in the order they arrived.
+func defaultPools(flush string) map[remoting.PoolClass]remoting.PoolConfig {
+	send := remoting.PoolConfig{Workers: 128, Queue: 10000}
+	if flush == "async" {
+		send = remoting.PoolConfig{Inline: true}
+	}
 	return map[remoting.PoolClass]remoting.PoolConfig{
-		remoting.PoolSend:      {Workers: 128, Queue: 10000},
+		remoting.PoolSend:      send,
 		remoting.PoolPull:      {Workers: 16, Queue: 10000},
 		remoting.PoolHeartbeat: {Workers: 4, Queue: 5000},
 		remoting.PoolAdmin:     {Workers: 4, Queue: 1000},

@@ -86,8 +86,14 @@ func (p PoolClass) String() string {
 
 // PoolConfig sizes one worker pool: Workers goroutines take requests from
 // a queue of Queue slots. Zero values mean the defaults (Workers 16,
-// Queue 1024).
-type PoolConfig struct{ Workers, Queue int }
+// Queue 1024). Inline pools have no workers: their requests run on the
+// connection's reader goroutine, which saves a goroutine hand-off per
+// request but stops that connection's reading while the handler runs —
+// only for handlers that never block for long.
+type PoolConfig struct {
+	Workers, Queue int
+	Inline         bool
+}
 
 const (
 	defaultPoolWorkers = 16
@@ -114,6 +120,7 @@ type pool struct {
 	class   PoolClass
 	workers int
 	q       chan task
+	inline  bool
 }
 
 // ControlFunc is a test hook; see Server.Control.
@@ -190,6 +197,10 @@ func NewServer(cfg ServerConfig, h Handler) *Server {
 		}
 		if pc.Queue <= 0 {
 			pc.Queue = defaultPoolQueue
+		}
+		if pc.Inline {
+			s.pools[cl] = &pool{class: cl, inline: true}
+			continue
 		}
 		s.pools[cl] = &pool{class: cl, workers: pc.Workers, q: make(chan task, pc.Queue)}
 	}
@@ -350,6 +361,10 @@ func (s *Server) dispatch(c *Conn, req *Command) {
 	s.mu.Unlock()
 
 	p := s.pool(code)
+	if p.inline {
+		s.serve(task{c: c, req: req})
+		return
+	}
 	select {
 	case p.q <- task{c: c, req: req}:
 	default:
