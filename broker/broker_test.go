@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
 )
 
 // startBroker runs a broker without name servers on a loopback port.
@@ -230,4 +231,51 @@ func discardLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// TestBrokerSyncFlushDeferredAcks: with flush=sync the send handler returns
+// at once and the ack is written after the group commit: concurrent sends
+// on one connection are all acknowledged, each after its record is durable.
+func TestBrokerSyncFlushDeferredAcks(t *testing.T) {
+	b, cl := startBroker(t, func(c *Config) { c.Flush = "sync" })
+	addr := b.Addr().String()
+	const n = 64
+	type result struct {
+		resp *remoting.Command
+		err  error
+	}
+	out := make(chan result, n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			r, err := cl.Invoke(ctx, addr, sendReq("Durable", i%4, []byte("m"+strconv.Itoa(i)), ""))
+			out <- result{r, err}
+		}(i)
+	}
+	seen := map[string]bool{}
+	for i := 0; i < n; i++ {
+		r := <-out
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.resp.Code != int32(remoting.Success) {
+			t.Fatalf("sync send: %d %s", r.resp.Code, r.resp.Remark)
+		}
+		id := r.resp.ExtFields["msgId"]
+		if seen[id] {
+			t.Fatalf("msgId %s acknowledged twice", id)
+		}
+		seen[id] = true
+		_, off, err := store.DecodeMessageID(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec, err := b.store.ReadRecord(off); err != nil || len(rec) == 0 {
+			t.Fatalf("acked record at %d not readable: %v", off, err)
+		}
+	}
+	if b.store.MaxPhysOffset() == 0 {
+		t.Fatal("nothing stored")
+	}
 }

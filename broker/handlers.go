@@ -61,15 +61,15 @@ func classify(code remoting.RequestCode) remoting.PoolClass {
 // producers to share one fdatasync; pulls never block a worker (long polls
 // are parked in pullHold).
 //
-// With flush=async a send never waits for the disk (Put returns once the
-// record is in the page cache), so sends run inline on the connection's
-// reader: no goroutine hand-off per message, and a connection's sends are
-// stored in the order they arrived.
+// A send never waits for the disk on a worker: with flush=async Put returns
+// once the record is in the page cache, and with flush=sync the handler
+// returns at once and the store acknowledges after the group commit
+// (storeAndAck). So sends run inline on the connection's reader: no
+// goroutine hand-off per message, and a connection's sends are stored in
+// the order they arrived.
 func defaultPools(flush string) map[remoting.PoolClass]remoting.PoolConfig {
-	send := remoting.PoolConfig{Workers: 128, Queue: 10000}
-	if flush == "async" {
-		send = remoting.PoolConfig{Inline: true}
-	}
+	send := remoting.PoolConfig{Inline: true}
+	_ = flush
 	return map[remoting.PoolClass]remoting.PoolConfig{
 		remoting.PoolSend:      send,
 		remoting.PoolPull:      {Workers: 16, Queue: 10000},

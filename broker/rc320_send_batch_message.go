@@ -38,15 +38,14 @@ func (b *Broker) sendBatchMessage(ctx context.Context, c *remoting.Conn, req *re
 	if err != nil {
 		return errResponse(req, remoting.MessageIllegal, err.Error())
 	}
-	res, err := b.store.Put(ctx, msgs)
-	if err != nil {
-		return b.putError(req, err)
-	}
-	b.metrics.messagesIn(tc.TopicName, len(msgs), len(req.Body))
-	r := newSendResponse(req)
-	r.hdr = sendResponseHeader{storeHost: b.storeHost, batch: res, queueID: h.QueueID,
-		queueOffset: res[0].QueueOffset}
-	return &r.cmd
+	bodyLen := len(req.Body)
+	return b.storeAndAck(ctx, c, req, msgs, func(res []store.PutResult) *remoting.Command {
+		b.metrics.messagesIn(tc.TopicName, len(msgs), bodyLen)
+		r := newSendResponse(req)
+		r.hdr = sendResponseHeader{storeHost: b.storeHost, batch: res, queueID: h.QueueID,
+			queueOffset: res[0].QueueOffset}
+		return &r.cmd
+	})
 }
 
 // decodeBatch splits a batch body: entries of

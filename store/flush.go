@@ -70,6 +70,7 @@ func (s *Store) syncCommitlog(target int64) error {
 	s.nsyncs.Add(1)
 	s.flushed.Store(target)
 	s.notify.broadcast()
+	s.fireWaiters(false)
 	return nil
 }
 

@@ -54,6 +54,7 @@ type Store struct {
 	nsyncs   atomic.Int64 // commitlog fdatasync rounds (for benchmarks)
 	notify   notifier     // broadcast when flushed advances or a sticky error is set
 	sticky   atomic.Pointer[error]
+	waiters  flushWaiters // PutNotify callbacks waiting for an fdatasync
 
 	cidx     *coldIdx      // Options.ColdIndex with its cache; nil without
 	restored *restoreState // the restore this store started from; guarded by flushMu after Open
@@ -107,6 +108,7 @@ func (s *Store) setSticky(err error) error {
 		s.log.Error("store: write path failed; refusing further writes", "err", err)
 	}
 	s.notify.broadcast()
+	s.fireWaiters(false)
 	return s.stickyErr()
 }
 
@@ -1080,6 +1082,7 @@ func (s *Store) Close() error {
 			err = s.stickyErr()
 		}
 		s.notify.broadcast()
+		s.fireWaiters(true)
 		if err == nil {
 			if rerr := s.fs.Remove(filepath.Join(s.opts.Dir, abortName)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 				err = fmt.Errorf("store: remove abort marker: %w", rerr)

@@ -416,3 +416,50 @@ func TestE2EResumeAfterRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestE2ESyncFlushSends: with STRATAMQ_FLUSH=sync (acks written after the
+// group commit's fdatasync, off the request goroutine) the official client's
+// sync, async and batch sends are acknowledged and every message is consumed.
+func TestE2ESyncFlushSends(t *testing.T) {
+	s := startServe(t, t.TempDir(), map[string]string{"STRATAMQ_FLUSH": "sync"})
+	topic := uniqueName(t, "T")
+	s.createTopic(topic, 4)
+	p := newClientProducer(t, s.nsAddr)
+	id := 0
+	for i := 0; i < 50; i++ {
+		if _, err := p.SendSync(context.Background(), msgWithID(topic, id, []byte("sync"))); err != nil {
+			t.Fatal(err)
+		}
+		id++
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		err := p.SendAsync(context.Background(), func(ctx context.Context, res *primitive.SendResult, err error) {
+			defer wg.Done()
+			if err != nil {
+				failed.Store(err)
+			}
+		}, msgWithID(topic, id, []byte("async")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id++
+	}
+	wg.Wait()
+	if e := failed.Load(); e != nil {
+		t.Fatal(e)
+	}
+	batch := make([]*primitive.Message, 20)
+	for i := range batch {
+		batch[i] = msgWithID(topic, id, []byte("batch"))
+		id++
+	}
+	if _, err := p.SendSync(context.Background(), batch...); err != nil {
+		t.Fatal(err)
+	}
+	r := newReceived()
+	newPushConsumer(t, s.nsAddr, uniqueName(t, "cg"), topic, rmqconsumer.MessageSelector{}, r, "c1")
+	waitFor(t, 60*time.Second, "all sync-flushed messages consumed", func() bool { return r.distinct() >= id })
+}
