@@ -106,7 +106,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	}
 	b.server = remoting.NewServer(remoting.ServerConfig{
 		Addr:     cfg.Listen,
-		Pools:    defaultPools(cfg.Flush),
+		Pools:    defaultPools(),
 		Classify: classify,
 		Logger:   b.log,
 		OnClose:  b.connClosed,

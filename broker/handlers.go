@@ -67,11 +67,9 @@ func classify(code remoting.RequestCode) remoting.PoolClass {
 // (storeAndAck). So sends run inline on the connection's reader: no
 // goroutine hand-off per message, and a connection's sends are stored in
 // the order they arrived.
-func defaultPools(flush string) map[remoting.PoolClass]remoting.PoolConfig {
-	send := remoting.PoolConfig{Inline: true}
-	_ = flush
+func defaultPools() map[remoting.PoolClass]remoting.PoolConfig {
 	return map[remoting.PoolClass]remoting.PoolConfig{
-		remoting.PoolSend:      send,
+		remoting.PoolSend:      {Inline: true},
 		remoting.PoolPull:      {Workers: 16, Queue: 10000},
 		remoting.PoolHeartbeat: {Workers: 4, Queue: 5000},
 		remoting.PoolAdmin:     {Workers: 4, Queue: 1000},
