@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,11 +27,12 @@ const (
 	// (Java servers and client-go both use 120 s).
 	DefaultIdleTimeout = 120 * time.Second
 
-	writeTimeout      = 30 * time.Second        // one batched write to a peer that stopped reading
-	closeFlushTimeout = time.Second             // flushing queued frames when a conn closes
-	maxQueuedBytes    = 2 * DefaultMaxFrameSize // more queued than this: the peer is too slow, close
-	inlineBodyMax     = 4 << 10                 // bodies up to this are copied next to the header
-	readBufferSize    = 32 << 10
+	writeTimeout       = 30 * time.Second        // one batched write to a peer that stopped reading
+	closeFlushTimeout  = time.Second             // flushing queued frames when a conn closes
+	maxQueuedBytes     = 2 * DefaultMaxFrameSize // more queued than this: the peer is too slow, close
+	inlineBodyMax      = 4 << 10                 // bodies up to this are copied next to the header
+	inlineBodyTotalMax = 64 << 10                // ... unless the whole body is larger: then nothing is copied
+	readBufferSize     = 32 << 10
 )
 
 var connIDs atomic.Uint64
@@ -186,6 +188,13 @@ func (c *Conn) enqueue(cmd *Command) error {
 		return err
 	}
 	hdrLen := len(buf) - start
+	// A large body (a pull response: many records) is never copied: every
+	// part goes out by reference in the writev. Small parts of a small body
+	// are copied into the queue buffer, grown once for all of them.
+	inline := n <= inlineBodyTotalMax
+	if inline {
+		buf = slices.Grow(buf, n)
+	}
 	for i := -1; i < len(cmd.BodyParts); i++ {
 		p := cmd.Body
 		if i >= 0 {
@@ -194,7 +203,7 @@ func (c *Conn) enqueue(cmd *Command) error {
 		if len(p) == 0 {
 			continue
 		}
-		if len(p) <= inlineBodyMax {
+		if inline && len(p) <= inlineBodyMax {
 			buf = append(buf, p...)
 			continue
 		}
