@@ -3,11 +3,13 @@ package broker
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stratamq/stratamq/offsets"
+	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
 )
 
@@ -53,5 +55,61 @@ func TestBrokerFencingLease(t *testing.T) {
 	}
 	if err := second.dur.checkpoint(context.Background()); err != nil {
 		t.Fatalf("the new holder cannot checkpoint: %v", err)
+	}
+}
+
+// TestBrokerUncleanRestoreSkipsReservedOffsets: after an unclean loss the
+// restored queues resume past their reservation, leaving a hole; a consumer
+// pulling at the old end is sent past the hole at once (not held), and new
+// messages get queue offsets past everything handed out.
+func TestBrokerUncleanRestoreSkipsReservedOffsets(t *testing.T) {
+	bucket := tier.NewMem()
+	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
+		MaxMessageSize: 256 << 10, LeaseTTL: time.Second, CheckpointInterval: 200 * time.Millisecond}
+	first, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	produceTiered(t, first, cl, "Gap", 300) // two sealed segments and an active one
+	oldMax := first.store.MaxQueueOffset("Gap", 0)
+	waitCond(t, 30*time.Second, "segments and queue indexes uploaded, and a checkpoint past them", func() bool {
+		first.tier.uploader.Flush()
+		m := first.tier.uploader.Manifest()
+		if m == nil {
+			return false
+		}
+		idx := 0
+		for _, o := range m.Objects {
+			if o.Kind == "queueindex" {
+				idx++
+			}
+		}
+		return idx >= 2 && first.dur.cp.Version() >= 3
+	})
+	// The machine dies: no final checkpoint, no lease release.
+	first.dur.fenced.Store(true) // stop its checkpoints, as a dead process would
+	cfg2 := cfg
+	cfg2.DataDir = t.TempDir()
+	expires := first.dur.lease.ExpiresAt()
+	waitCond(t, 20*time.Second, "the dead broker's lease expired", func() bool { return time.Now().After(expires.Add(100 * time.Millisecond)) })
+	second, cl2, _ := runBroker(t, cfg2, Deps{Logger: discardLogger(), Bucket: bucket})
+	newMax := second.store.MaxQueueOffset("Gap", 0)
+	if newMax <= oldMax {
+		t.Fatalf("restored queue max %d does not skip past the old end %d", newMax, oldMax)
+	}
+	start := time.Now()
+	resp := invoke(t, cl2, second.Addr().String(), pullReq("late", "Gap", 0, oldMax, 20000, "*"))
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("a pull into the reserved hole was held for %v", took)
+	}
+	if resp.Code != int32(remoting.PullNotFound) && resp.Code != int32(remoting.PullOffsetMoved) {
+		t.Fatalf("pull into the hole: %d %s", resp.Code, resp.Remark)
+	}
+	if next := resp.ExtFields["nextBeginOffset"]; next != strconv.FormatInt(newMax, 10) {
+		t.Fatalf("pull into the hole moved to %s, want %d", next, newMax)
+	}
+	r := invoke(t, cl2, second.Addr().String(), sendReq("Gap", 0, []byte("after"), ""))
+	if r.Code != int32(remoting.Success) {
+		t.Fatalf("send after restore: %d %s", r.Code, r.Remark)
+	}
+	if off, _ := strconv.ParseInt(r.ExtFields["queueOffset"], 10, 64); off < newMax {
+		t.Fatalf("new message got queue offset %d, inside the reserved range (< %d)", off, newMax)
 	}
 }

@@ -93,18 +93,20 @@ func (p *pullHold) wakeQueue(k queueKey, pick func(*heldPull) bool) {
 	p.wg.Add(len(woken))
 	p.mu.Unlock()
 	for _, h := range woken {
-		go p.rerun(h, false)
+		go p.rerun(h)
 	}
 }
 
-// rerun executes a held pull again and writes its response. A pull that
-// still finds nothing before its deadline is parked again (doPull does it).
-func (p *pullHold) rerun(h *heldPull, final bool) {
+// rerun executes a held pull again and writes its response, whatever it
+// finds, as RocketMQ's hold service does: a woken pull is never parked
+// again (the client pulls again at once), so a pull can neither spin
+// between wake-ups nor wait out its hold behind something that will not
+// change.
+func (p *pullHold) rerun(h *heldPull) {
 	defer p.wg.Done()
-	allowHold := !final && time.Now().Before(h.deadline)
-	resp := p.b.doPull(context.Background(), h.c, h.req, allowHold)
+	resp := p.b.doPull(context.Background(), h.c, h.req, false)
 	if resp == nil {
-		return // parked again
+		return
 	}
 	resp.Version = Version
 	_ = h.c.WriteResponse(resp)
@@ -150,7 +152,7 @@ func (p *pullHold) expire(now time.Time) {
 	p.wg.Add(len(due))
 	p.mu.Unlock()
 	for _, h := range due {
-		go p.rerun(h, true)
+		go p.rerun(h)
 	}
 }
 
@@ -170,7 +172,7 @@ func (p *pullHold) releaseAll() {
 	p.wg.Add(len(all))
 	p.mu.Unlock()
 	for _, h := range all {
-		go p.rerun(h, true)
+		go p.rerun(h)
 	}
 }
 

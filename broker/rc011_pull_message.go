@@ -81,7 +81,11 @@ func (b *Broker) doPull(ctx context.Context, c *remoting.Conn, req *remoting.Com
 		return errResponse(req, remoting.SystemError, "store get failed: "+err.Error())
 	}
 	code := pullCode(res.Status, h.QueueOffset)
-	if code == remoting.PullNotFound && allowHold && h.SysFlag&pullFlagSuspend != 0 && !b.closing.Load() {
+	// Park only at the end of the queue: a hole in it (OffsetFoundNull,
+	// e.g. queue offsets reserved across an unclean restore) will not fill
+	// up, so the client is sent past it at once.
+	atEnd := res.Status == store.OffsetOverflowOne || res.Status == store.NoMessageInQueue
+	if code == remoting.PullNotFound && atEnd && allowHold && h.SysFlag&pullFlagSuspend != 0 && !b.closing.Load() {
 		hold := time.Duration(h.SuspendTimeoutMillis) * time.Millisecond
 		if hold <= 0 || hold > b.cfg.MaxHold {
 			hold = b.cfg.MaxHold
