@@ -59,6 +59,8 @@ type durability struct {
 	loaded *offsets.Checkpoint // read at start; nil on a new prefix
 	fenced atomic.Bool
 
+	saveMu   sync.Mutex         // serializes save
+	finished bool               // the final checkpoint was attempted; guarded by saveMu
 	pending  pendingReservation // reservations of the checkpoint being written
 	mu       sync.Mutex         // serializes save; guards the fields below
 	prevHWM  int64
@@ -193,6 +195,16 @@ type pendingReservation struct {
 func (d *durability) checkpoint(ctx context.Context) error { return d.save(ctx, false) }
 
 func (d *durability) save(ctx context.Context, clean bool) error {
+	// One save at a time, and none after the final (clean) one: a periodic
+	// checkpoint landing after it would make a clean stop look like a crash.
+	d.saveMu.Lock()
+	defer d.saveMu.Unlock()
+	if d.finished {
+		return nil
+	}
+	if clean {
+		d.finished = true
+	}
 	if d.fenced.Load() {
 		return offsets.ErrFenced
 	}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -112,4 +113,38 @@ func TestBrokerUncleanRestoreSkipsReservedOffsets(t *testing.T) {
 	if off, _ := strconv.ParseInt(r.ExtFields["queueOffset"], 10, 64); off < newMax {
 		t.Fatalf("new message got queue offset %d, inside the reserved range (< %d)", off, newMax)
 	}
+}
+
+// TestBrokerFinalCheckpointIsClean: a graceful stop leaves a clean
+// checkpoint as the last one, even with periodic checkpoints running fast
+// (a later unclean one would make the next start reserve offsets as after
+// a crash).
+func TestBrokerFinalCheckpointIsClean(t *testing.T) {
+	bucket := tier.NewMem()
+	for i := 0; i < 5; i++ {
+		cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, CheckpointInterval: 5 * time.Millisecond}
+		b, cl, stop := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+		invoke(t, cl, b.Addr().String(), sendReq("Clean", 0, []byte("m"), ""))
+		stop()
+		cp, err := offsets.ReadCheckpoint(context.Background(), newCheckpointStore(mustPrefix(t, bucket)))
+		if err != nil || cp == nil {
+			t.Fatalf("read checkpoint: %v", err)
+		}
+		var cl2 commitLogState
+		if err := json.Unmarshal(cp.Sections[sectionCommitLog], &cl2); err != nil {
+			t.Fatal(err)
+		}
+		if !cl2.Clean {
+			t.Fatalf("round %d: the last checkpoint after a graceful stop is not clean (version %d)", i, cp.Version)
+		}
+	}
+}
+
+func mustPrefix(t *testing.T, b tier.Bucket) tier.Bucket {
+	t.Helper()
+	p, err := tier.WithPrefix(b, "DefaultCluster/broker-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
