@@ -229,8 +229,8 @@ func (d *durability) save(ctx context.Context, clean bool) error {
 // checkpoint is written now rather than at the interval.
 func (d *durability) nearReservation() bool {
 	d.mu.Lock()
-	reserved, qres, prevHWM := d.reserved, d.qres, d.prevHWM
-	d.mu.Unlock()
+	reserved, qres, prevHWM, prevMax := d.reserved, d.qres, d.prevHWM, d.prevMax
+	defer d.mu.Unlock() // sections replaces prevMax's entries under mu
 	if reserved == 0 {
 		return false
 	}
@@ -238,11 +238,8 @@ func (d *durability) nearReservation() bool {
 		return true
 	}
 	for k, res := range qres {
-		mx := d.b.store.MaxQueueOffset(k.topic, k.queue)
-		d.mu.Lock()
-		prev := d.prevMax[k]
-		d.mu.Unlock()
-		if mx-prev > (res-prev)/2 {
+		prev := prevMax[k]
+		if mx := d.b.store.MaxQueueOffset(k.topic, k.queue); mx-prev > (res-prev)/2 {
 			return true
 		}
 	}

@@ -5,53 +5,18 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 
 	"github.com/stratamq/stratamq/infra/vfs"
 )
 
-// WriteFileAtomic replaces path with data: write a temp file beside it,
-// fsync it, rename it over path, fsync the directory. A crash at any point
-// leaves either the old contents or the new ones.
-func WriteFileAtomic(fs vfs.FS, path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("offsets: mkdir %s: %w", dir, err)
+// WriteFileAtomic replaces path with data, crash-safely (vfs.WriteFileAtomic:
+// temp → fsync → rename → fsync of the directory).
+func WriteFileAtomic(fs vfs.FS, path string, data []byte) error {
+	if err := vfs.WriteFileAtomic(fs, path, data); err != nil {
+		return fmt.Errorf("offsets: write %s: %w", path, err)
 	}
-	tmp := path + ".tmp"
-	f, err := fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("offsets: create %s: %w", tmp, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = fs.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("offsets: write %s: %w", tmp, err)
-	}
-	if err = f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("offsets: sync %s: %w", tmp, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("offsets: close %s: %w", tmp, err)
-	}
-	if err = fs.Rename(tmp, path); err != nil {
-		return fmt.Errorf("offsets: rename %s: %w", tmp, err)
-	}
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return fmt.Errorf("offsets: open dir %s: %w", dir, err)
-	}
-	if err = d.Sync(); err != nil {
-		_ = d.Close()
-		return fmt.Errorf("offsets: sync dir %s: %w", dir, err)
-	}
-	return d.Close()
+	return nil
 }
 
 // ReadFile returns the contents of path, or (nil, nil) when it does not exist.

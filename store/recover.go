@@ -57,26 +57,10 @@ func (s *Store) writeCheckpoint(dispatched int64, marks []queueMark) error {
 	}
 	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
 
-	final := filepath.Join(s.opts.Dir, checkpointName)
-	tmp := final + ".tmp"
-	f, err := s.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
+	if err := vfs.WriteFileAtomic(s.fs, filepath.Join(s.opts.Dir, checkpointName), b); err != nil {
 		return fmt.Errorf("store: write checkpoint: %w", err)
 	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = s.fs.Rename(tmp, final)
-	}
-	if err != nil {
-		return fmt.Errorf("store: write checkpoint: %w", err)
-	}
-	return syncDir(s.fs, s.opts.Dir)
+	return nil
 }
 
 // readCheckpoint returns nil when there is no valid checkpoint.

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/stratamq/stratamq/infra/vfs"
 )
 
 // Restore starts a store on an empty disk from what the tier holds: the
@@ -118,26 +120,10 @@ func parseRestoreState(b []byte) (*restoreState, error) {
 // writeRestoreState replaces <Dir>/restored atomically (temp, fsync,
 // rename, dir fsync).
 func (s *Store) writeRestoreState(r *restoreState) error {
-	final := filepath.Join(s.opts.Dir, restoreName)
-	tmp := final + ".tmp"
-	f, err := s.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
+	if err := vfs.WriteFileAtomic(s.fs, filepath.Join(s.opts.Dir, restoreName), r.encode()); err != nil {
 		return fmt.Errorf("store: write restore state: %w", err)
 	}
-	_, err = f.Write(r.encode())
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = s.fs.Rename(tmp, final)
-	}
-	if err != nil {
-		return fmt.Errorf("store: write restore state: %w", err)
-	}
-	return syncDir(s.fs, s.opts.Dir)
+	return nil
 }
 
 // readRestoreState returns nil when the store was never restored. A
