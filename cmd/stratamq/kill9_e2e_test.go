@@ -106,7 +106,36 @@ func TestE2EKill9FreshDiskNoReuse(t *testing.T) {
 	}
 	_ = p.Shutdown()
 
+	// Group G consumes everything and commits; its offsets reach a checkpoint.
+	group := uniqueName(t, "G")
+	rg := newReceived()
+	g := newPushConsumer(t, ns, group, topic, rmqconsumer.MessageSelector{}, rg, "g")
+	waitFor(t, 60*time.Second, "G consumed everything", func() bool { return rg.distinct() >= len(msgs) })
+	if err := g.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
 	prefix := filepath.Join(bucketDir, "DefaultCluster", "broker-a")
+	checkpointOffsets := func() map[string]int64 {
+		var cp struct {
+			Sections struct {
+				ConsumerOffsets struct {
+					OffsetTable map[string]map[string]int64 `json:"offsetTable"`
+				} `json:"consumerOffsets"`
+			}
+		}
+		c, err := os.ReadFile(filepath.Join(prefix, "meta", "checkpoint.json"))
+		if err != nil || json.Unmarshal(c, &cp) != nil {
+			return nil
+		}
+		return cp.Sections.ConsumerOffsets.OffsetTable[topic+"@"+group]
+	}
+	waitFor(t, 30*time.Second, "G's offsets checkpointed", func() bool {
+		var sum int64
+		for _, o := range checkpointOffsets() {
+			sum += o
+		}
+		return sum == int64(len(msgs))
+	})
 	var uploadedEnd int64
 	waitFor(t, 60*time.Second, "two segments and their queue indexes uploaded, and a checkpoint past them", func() bool {
 		var m struct {
@@ -175,6 +204,18 @@ func TestE2EKill9FreshDiskNoReuse(t *testing.T) {
 		<-b.exited
 		return false
 	})
+
+	// G's offsets are those of the last checkpoint.
+	last := checkpointOffsets()
+	if len(last) == 0 {
+		t.Fatal("no offsets of G in the last checkpoint")
+	}
+	for q, want := range last {
+		qi, _ := strconv.Atoi(q)
+		if got := committedOffset(t, br, group, topic, qi); got != want {
+			t.Fatalf("after the loss G's offset on queue %d is %d, the last checkpoint says %d", qi, got, want)
+		}
+	}
 
 	r := newReceived()
 	newPushConsumer(t, ns, uniqueName(t, "F"), topic, rmqconsumer.MessageSelector{}, r, "f")
