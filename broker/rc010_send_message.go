@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
@@ -62,63 +61,8 @@ func (b *Broker) sendMessage(ctx context.Context, c *remoting.Conn, req *remotin
 		ReconsumeTimes: h.ReconsumeTimes, Body: req.Body, Properties: props,
 		TagsCode: tagsCode(tags),
 	}
-	bodyLen := len(req.Body)
-	return b.storeAndAck(ctx, c, req, []store.Message{msg}, func(res []store.PutResult) *remoting.Command {
-		b.metrics.messagesIn(topic, 1, bodyLen)
-		r := newSendResponse(req)
-		r.hdr = sendResponseHeader{storeHost: b.storeHost, phys: res[0].PhysOffset, queueID: queueID,
-			queueOffset: res[0].QueueOffset, txID: uniq, hasTxID: true}
-		return &r.cmd
-	})
-}
-
-// storeAndAck stores msgs and acknowledges them per the flush mode. With
-// flush=async the response is returned at once. With flush=sync the store
-// calls back after the group commit's fdatasync covers the records and the
-// response is written then (nil is returned now): no goroutine is parked per
-// request, so one connection's reader keeps reading while its earlier sends
-// wait for the disk, and more of them share each fdatasync. ok builds the
-// success response; it must not use req.Body (the request buffer may be
-// recycled once the handler returns).
-func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, req *remoting.Command, msgs []store.Message, ok func([]store.PutResult) *remoting.Command) *remoting.Command {
-	if b.cfg.Flush != "sync" {
-		res, err := b.store.Put(ctx, msgs)
-		if err != nil {
-			return b.putError(req, err)
-		}
-		return ok(res)
-	}
-	// The callback runs either before PutNotify returns (on this goroutine:
-	// an early error, or already durable) or later on the flusher's; mu
-	// decides which of the two answers.
-	var mu sync.Mutex
-	var immediate *remoting.Command
-	returned := false
-	b.store.PutNotify(msgs, func(res []store.PutResult, err error) {
-		var resp *remoting.Command
-		if err != nil {
-			resp = b.putError(req, err)
-		} else {
-			resp = ok(res)
-		}
-		mu.Lock()
-		if !returned {
-			immediate = resp
-			mu.Unlock()
-			return
-		}
-		mu.Unlock()
-		if req.IsOneway() || c == nil {
-			return
-		}
-		resp.Version = Version
-		_ = c.WriteResponse(resp)
-	})
-	mu.Lock()
-	returned = true
-	resp := immediate
-	mu.Unlock()
-	return resp
+	return b.storeAndAck(ctx, c, []store.Message{msg}, sendAck{req: req, topic: topic, queueID: queueID, n: 1,
+		bodyLen: len(req.Body), txID: uniq})
 }
 
 // sendResponse is a successful send's response and its typed header in

@@ -38,14 +38,8 @@ func (b *Broker) sendBatchMessage(ctx context.Context, c *remoting.Conn, req *re
 	if err != nil {
 		return errResponse(req, remoting.MessageIllegal, err.Error())
 	}
-	bodyLen := len(req.Body)
-	return b.storeAndAck(ctx, c, req, msgs, func(res []store.PutResult) *remoting.Command {
-		b.metrics.messagesIn(tc.TopicName, len(msgs), bodyLen)
-		r := newSendResponse(req)
-		r.hdr = sendResponseHeader{storeHost: b.storeHost, batch: res, queueID: h.QueueID,
-			queueOffset: res[0].QueueOffset}
-		return &r.cmd
-	})
+	return b.storeAndAck(ctx, c, msgs, sendAck{req: req, topic: tc.TopicName, queueID: h.QueueID, n: len(msgs),
+		bodyLen: len(req.Body), batch: true})
 }
 
 // decodeBatch splits a batch body: entries of

@@ -183,6 +183,8 @@ func (cl *Client) reply(c *Conn, req, resp *Command) {
 
 func (cl *Client) connClosed(*Conn) {}
 
+func (cl *Client) endReadBatch(*Conn) {}
+
 // requestHints: requests a server sends to a client (rare: transaction
 // checks) keep the map and their own frame.
 func (cl *Client) requestHints(RequestCode) (bool, bool) { return true, false }

@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -145,27 +146,153 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 		c.Header.AppendExt(&w)
 		return append(w.dst, "}}"...)
 	}
-	for i, k := range sortedKeys(c.ExtFields) {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendJSONString(dst, k)
-		dst = append(dst, ':')
-		dst = appendJSONString(dst, c.ExtFields[k])
+	var buf sortedExtBuf
+	for i, f := range buf.sorted(c.ExtFields) {
+		dst = appendJSONField(dst, i > 0, f.Key, f.Value)
 	}
 	return append(dst, "}}"...)
 }
 
-func sortedKeys(m map[string]string) []string {
+// appendJSONField appends "key":"value", after a comma unless first.
+// Keys and values that need no escaping (nearly all) are checked and
+// copied in one pass, into room made once.
+func appendJSONField(dst []byte, comma bool, k, v string) []byte {
+	n := len(dst)
+	if comma {
+		dst = append(dst, ',')
+	}
+	at := len(dst)
+	dst = slices.Grow(dst, len(k)+len(v)+5)[:at+len(k)+len(v)+5]
+	dst[at] = '"'
+	at++
+	if putPlainJSON(dst[at:at+len(k)], k) {
+		at += len(k)
+		dst[at], dst[at+1], dst[at+2] = '"', ':', '"'
+		at += 3
+		if putPlainJSON(dst[at:at+len(v)], v) {
+			dst[at+len(v)] = '"'
+			return dst
+		}
+	}
+	dst = dst[:n]
+	if comma {
+		dst = append(dst, ',')
+	}
+	dst = appendJSONString(dst, k)
+	dst = append(dst, ':')
+	return appendJSONString(dst, v)
+}
+
+// putPlainJSON copies s to b (of the same length) if s needs no escaping
+// in a JSON string, and reports whether it did; b is garbage otherwise.
+// Header strings are short: words are checked and stored as they are
+// loaded, the last partial group by loading the last bytes again.
+func putPlainJSON(b []byte, s string) bool {
+	n := len(s)
+	b = b[:n]
+	switch {
+	case n >= 8:
+		for i := 0; i+8 <= n; i += 8 {
+			x := load64(s[i:])
+			if jsonSpecial(x) != 0 {
+				return false
+			}
+			binary.LittleEndian.PutUint64(b[i:], x)
+		}
+		if n%8 != 0 {
+			x := load64(s[n-8:])
+			if jsonSpecial(x) != 0 {
+				return false
+			}
+			binary.LittleEndian.PutUint64(b[n-8:], x)
+		}
+		return true
+	case n >= 4:
+		lo := binary.LittleEndian.Uint32([]byte(s[:4]))
+		hi := binary.LittleEndian.Uint32([]byte(s[n-4:]))
+		if jsonSpecial(uint64(lo)|uint64(hi)<<32) != 0 {
+			return false
+		}
+		binary.LittleEndian.PutUint32(b, lo)
+		binary.LittleEndian.PutUint32(b[n-4:], hi)
+		return true
+	}
+	for i := range n {
+		c := s[i]
+		if c-0x20 >= 0x60 || c == '"' || c == '\\' {
+			return false
+		}
+		b[i] = c
+	}
+	return true
+}
+
+// sortedExtBuf is room on the caller's stack for the extFields of a
+// typical header (a send header has 14), so encoding one allocates nothing.
+type sortedExtBuf struct {
+	pairs [16]ExtField
+	order [16]uint64
+}
+
+// sorted returns m's entries in ascending byte order of their keys,
+// taken in one pass over the map (no lookup per key). What is sorted is
+// one integer per entry: the key's first 7 bytes, big-endian, over the
+// entry's index, so comparing two is comparing those bytes (zero-padded);
+// only keys that share them are compared as strings.
+func (b *sortedExtBuf) sorted(m map[string]string) []ExtField {
 	if len(m) == 0 {
 		return nil
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	if len(m) > len(b.pairs) {
+		pairs := make([]ExtField, 0, len(m))
+		for k, v := range m {
+			pairs = append(pairs, ExtField{Key: k, Value: v})
+		}
+		slices.SortFunc(pairs, func(a, b ExtField) int { return strings.Compare(a.Key, b.Key) })
+		return pairs
 	}
-	slices.Sort(keys)
-	return keys
+	n := 0
+	for k, v := range m {
+		b.pairs[n] = ExtField{Key: k, Value: v}
+		b.order[n] = keyPrefix7(k)<<8 | uint64(n)
+		n++
+	}
+	order := b.order[:n]
+	for i := 1; i < n; i++ {
+		o := order[i]
+		j := i
+		for ; j > 0; j-- {
+			p := order[j-1]
+			if o>>8 != p>>8 {
+				if o > p {
+					break
+				}
+			} else if b.pairs[o&0xff].Key >= b.pairs[p&0xff].Key {
+				break
+			}
+			order[j] = p
+		}
+		order[j] = o
+	}
+	var out [16]ExtField
+	for i, o := range order {
+		out[i] = b.pairs[o&0xff]
+	}
+	b.pairs = out
+	return b.pairs[:n]
+}
+
+// keyPrefix7 is the first 7 bytes of k, zero-padded, as a big-endian
+// integer: keyPrefix7(a) < keyPrefix7(b) implies a < b.
+func keyPrefix7(k string) uint64 {
+	if len(k) >= 8 {
+		return binary.BigEndian.Uint64([]byte(k[:8])) >> 8
+	}
+	var v uint64
+	for i := range len(k) {
+		v = v<<8 | uint64(k[i])
+	}
+	return v << (8 * (7 - len(k)))
 }
 
 const hexDigits = "0123456789abcdef"
@@ -174,15 +301,24 @@ const hexDigits = "0123456789abcdef"
 // escaped (\u0001 and \u0002, the property separators, are common), and
 // invalid UTF-8 becomes U+FFFD as encoding/json does.
 func appendJSONString(dst []byte, s string) []byte {
+	i := plainJSONLen(s)
 	dst = append(dst, '"')
+	if i == len(s) {
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
 	start := 0
-	for i := 0; i < len(s); {
+	for {
 		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
+		if b >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, `\ufffd`...)
+				start = i + 1
 			}
+			i += size
+		} else {
 			dst = append(dst, s[start:i]...)
 			switch b {
 			case '"', '\\':
@@ -198,20 +334,73 @@ func appendJSONString(dst []byte, s string) []byte {
 			}
 			i++
 			start = i
-			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
+		if i += plainJSONLen(s[i:]); i >= len(s) {
+			break
 		}
-		i += size
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// plainJSONLen is the length of the longest prefix of s that a JSON
+// string holds as is: printable ASCII other than '"' and '\\'. Both the
+// encoder and the decoder stop at the first other byte. Bytes are tested
+// eight at a time, the last (partial) group by loading the last eight
+// bytes of s again: header strings are mostly short and plain.
+func plainJSONLen(s string) int {
+	n := len(s)
+	switch {
+	case n >= 8:
+		i := 0
+		for ; i+8 <= n; i += 8 {
+			if m := jsonSpecial(load64(s[i:])); m != 0 {
+				return i + bits.TrailingZeros64(m)>>3
+			}
+		}
+		if i < n {
+			// The bytes of this group before i are plain, so its lowest
+			// mark is at i or after.
+			if m := jsonSpecial(load64(s[n-8:])); m != 0 {
+				return n - 8 + bits.TrailingZeros64(m)>>3
+			}
+		}
+		return n
+	case n >= 4:
+		// s[:4] in the low half, s[n-4:] in the high half (they overlap
+		// when n < 8): byte k of the high half is s[n-8+k].
+		x := uint64(binary.LittleEndian.Uint32([]byte(s[:4]))) |
+			uint64(binary.LittleEndian.Uint32([]byte(s[n-4:])))<<32
+		if m := jsonSpecial(x); m != 0 {
+			k := bits.TrailingZeros64(m) >> 3
+			if k >= 4 {
+				k += n - 8
+			}
+			return k
+		}
+		return n
+	}
+	for i := range n {
+		if b := s[i]; b-0x20 >= 0x60 || b == '"' || b == '\\' {
+			return i
+		}
+	}
+	return n
+}
+
+func load64(s string) uint64 { return binary.LittleEndian.Uint64([]byte(s[:8])) }
+
+// jsonSpecial sets the high bit of each byte of x (little-endian) that is
+// below 0x20, is '"' or '\\' (x^c has a zero byte there), or is not ASCII.
+// A borrow can mark a byte above a marked one but never below it, so the
+// lowest mark is exact.
+func jsonSpecial(x uint64) uint64 {
+	const (
+		lsb = 0x0101010101010101
+		msb = 0x8080808080808080
+	)
+	q, bs := x^(lsb*'"'), x^(lsb*'\\')
+	return (((x - lsb*0x20) & ^x) | ((q - lsb) & ^q) | ((bs - lsb) & ^bs) | x) & msb
 }
 
 func errExtKeyTooLong(n int) error {
@@ -248,8 +437,9 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 		binary.BigEndian.PutUint32(dst[extAt:], uint32(len(dst)-extAt-4))
 		return dst, nil
 	}
-	for _, k := range sortedKeys(c.ExtFields) {
-		v := c.ExtFields[k]
+	var buf sortedExtBuf
+	for _, f := range buf.sorted(c.ExtFields) {
+		k, v := f.Key, f.Value
 		if len(k) > math.MaxInt16 {
 			return dst, errExtKeyTooLong(len(k))
 		}

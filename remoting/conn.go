@@ -32,7 +32,7 @@ const (
 	maxQueuedBytes     = 2 * DefaultMaxFrameSize // more queued than this: the peer is too slow, close
 	inlineBodyMax      = 4 << 10                 // bodies up to this are copied next to the header
 	inlineBodyTotalMax = 64 << 10                // ... unless the whole body is larger: then nothing is copied
-	readBufferSize     = 32 << 10
+	readBufferSize     = 64 << 10
 )
 
 var connIDs atomic.Uint64
@@ -49,6 +49,9 @@ type connOwner interface {
 	// ExtFields map or not, and whether its frame buffer may be recycled
 	// after it is served (see RequestHinter).
 	requestHints(code RequestCode) (extMap, reuseFrame bool)
+	// endReadBatch runs on the reader goroutine before it may wait on
+	// the socket, and when it exits (see BatchHandler).
+	endReadBatch(c *Conn)
 }
 
 // Conn is one remoting connection, accepted by a Server or dialled by a
@@ -72,8 +75,9 @@ type Conn struct {
 
 	opaque atomic.Int32
 
-	lenBuf     [4]byte // the reader's scratch for frame lengths
-	poolFrames bool    // read request frames into pooled buffers (server conns)
+	lenBuf     [4]byte    // the reader's scratch for frame lengths
+	poolFrames bool       // read request frames into pooled buffers (server conns)
+	batch      *ReadBatch // the reader's current read batch (BatchHandler); nil until used
 
 	// mu guards the write queue and the pending invocations. It is never
 	// held across I/O.
@@ -299,8 +303,14 @@ func (c *Conn) readLoop() {
 	defer c.finish()
 	br := bufio.NewReaderSize(c.nc, readBufferSize)
 	for {
-		if c.idle > 0 {
-			_ = c.nc.SetReadDeadline(time.Now().Add(c.idle))
+		if !frameBuffered(br, c.maxFrame) {
+			// The next read may wait on the socket: first finish the
+			// batch served from what arrived so far, and (re)arm the
+			// idle deadline only now, not once per frame.
+			c.owner.endReadBatch(c)
+			if c.idle > 0 {
+				_ = c.nc.SetReadDeadline(time.Now().Add(c.idle))
+			}
 		}
 		frame, pooled, err := readFramePooled(br, c.lenBuf[:], c.maxFrame, c.poolFrames)
 		if err != nil {
@@ -348,6 +358,9 @@ func (c *Conn) logReadError(err error) {
 // finish runs when the reader exits: close, wait for the writer to let go
 // of the socket, fail waiting invocations, tell the owner.
 func (c *Conn) finish() {
+	// Requests served but deferred to the batch's end are finished even
+	// though the conn is going: they arrived whole.
+	c.owner.endReadBatch(c)
 	c.Close()
 	<-c.writerDone
 	c.mu.Lock()

@@ -362,6 +362,10 @@ func (s *Server) dispatch(c *Conn, req *Command) {
 
 	p := s.pool(code)
 	if p.inline {
+		if _, ok := s.h.(BatchHandler); ok {
+			s.serveInBatch(c, req)
+			return
+		}
 		s.serve(task{c: c, req: req})
 		return
 	}
@@ -397,9 +401,11 @@ func (s *Server) reply(c *Conn, req, resp *Command) {
 	}
 }
 
-func (s *Server) doneInflight() {
+func (s *Server) doneInflight() { s.doneInflightN(1) }
+
+func (s *Server) doneInflightN(n int) {
 	s.mu.Lock()
-	s.mu.inflight--
+	s.mu.inflight -= n
 	if s.mu.inflight == 0 && s.mu.drained != nil {
 		close(s.mu.drained)
 		s.mu.drained = nil
@@ -441,6 +447,8 @@ func (s *Server) requestHints(code RequestCode) (extMap, reuseFrame bool) {
 	}
 	return true, false
 }
+
+func (s *Server) endReadBatch(c *Conn) { s.endBatch(c) }
 
 func (s *Server) connClosed(c *Conn) {
 	s.mu.Lock()

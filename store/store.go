@@ -182,6 +182,15 @@ func (s *Store) queueOrCreate(topic []byte, id int32) *cqueue {
 	return q
 }
 
+// Validate reports the error Put would return for m alone (empty or
+// over-long topic, properties or record over the limits, negative queue):
+// a caller combining many independent messages into one Put checks each
+// first, so that one bad message does not fail the others.
+func (s *Store) Validate(m *Message) error {
+	_, _, err := s.validate(m)
+	return err
+}
+
 func (s *Store) validate(m *Message) (int, int32, error) {
 	if len(m.Topic) == 0 {
 		return 0, 0, errors.New("store: empty topic")

@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"sync"
@@ -60,6 +62,7 @@ type benchOpts struct {
 	maxErrors int64
 	progress  time.Duration
 	drain     time.Duration
+	cpuProf   string
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
@@ -101,6 +104,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
 	fs.Int64Var(&o.maxErrors, "max-errors", 1000, "stop after this many errors")
 	fs.DurationVar(&o.progress, "progress", time.Second, "progress line period on stderr (0: none)")
 	fs.DurationVar(&o.drain, "drain", 10*time.Second, "e2e: how long the consumer may lag behind the producer's end")
+	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write the load generator's own CPU profile to this file")
 	if err := fs.Parse(args[1:]); err != nil {
 		return nil, err
 	}
@@ -197,6 +201,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		fmt.Fprintf(stderr, "stratamq bench: %v\n", err)
 		return 2
+	}
+	if o.cpuProf != "" {
+		f, err := os.Create(o.cpuProf)
+		if err != nil {
+			fmt.Fprintf(stderr, "stratamq bench: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "stratamq bench: cpu profile: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
 	}
 	b := newBench(o, stderr)
 	defer b.close()

@@ -7,17 +7,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/stratamq/stratamq/remoting"
 )
 
 // benchProducerGroup is the producerGroup of every bench send.
 const benchProducerGroup = "stratamq_bench_producer"
 
-// sendLoad runs conns × inflight senders. Each sender claims the next
-// message (or batch) index, waits for its slot when --rate is set, sends
-// one request and waits for the ack: so there are never more than
-// conns × inflight requests in flight and no goroutine per message.
+// sendLoad runs one pipeline per connection (bench_pipeline.go), each with
+// up to --inflight requests in flight. Senders claim the next message (or
+// batch) index and wait for its time when --rate is set; there are never
+// more than conns × inflight requests in flight and no goroutine per
+// message.
 type sendLoad struct {
 	b        *bench
 	stamp    bool      // e2e: put the send time (unix ns) in the first 8 body bytes
@@ -83,7 +82,7 @@ func (p *sendLoad) claim(n int) (first int64, cnt int) {
 // run sends until the count, the duration or the error budget is used up.
 func (p *sendLoad) run(ctx context.Context) {
 	o := p.b.o
-	workers := o.conns * o.inflight
+	workers := o.conns
 	p.hists = make([]*histogram, workers)
 	p.start = time.Now()
 	if o.duration > 0 {
@@ -95,77 +94,11 @@ func (p *sendLoad) run(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.sender(ctx, w)
+			p.runPipeline(ctx, w)
 		}()
 	}
 	wg.Wait()
 	p.end = time.Now()
-}
-
-func (p *sendLoad) sender(ctx context.Context, w int) {
-	b, o := p.b, p.b.o
-	cl := b.clients[w%len(b.clients)]
-	h := p.hists[w]
-	hdr := remoting.SendMessageRequestHeader{ProducerGroup: benchProducerGroup, Topic: o.topic, DefaultTopic: "TBW102",
-		DefaultTopicQueueNums: 4, BornTimestamp: time.Now().UnixMilli(), Batch: o.batch > 1, BrokerName: b.brokerName}
-	// The header is written straight into each frame (no map); Invoke
-	// encodes it before returning, so it is reused.
-	code := remoting.SendMessage
-	if o.batch > 1 {
-		code = remoting.SendBatchMessage
-	}
-	ext := remoting.SendHeaderExt{H: &hdr, V2: o.batch > 1}
-	body := p.newBody()
-	es := p.entrySize()
-	for {
-		first, cnt := p.claim(o.batch)
-		if cnt == 0 || ctx.Err() != nil {
-			return
-		}
-		if o.rate > 0 {
-			at := p.start.Add(time.Duration(float64(first) / o.rate * float64(time.Second)))
-			if sleepCtx(ctx, time.Until(at)) != nil {
-				return
-			}
-		}
-		hdr.QueueID = int32(int(p.rr.Add(1)-1) % b.writeQ)
-		payload := body
-		if o.batch > 1 {
-			payload = body[:cnt*es]
-		}
-		now := time.Now()
-		hdr.BornTimestamp = now.UnixMilli()
-		if p.stamp {
-			ns := uint64(now.UnixNano())
-			if o.batch == 1 {
-				binary.BigEndian.PutUint64(payload, ns)
-			} else {
-				for off := 20; off < len(payload); off += es {
-					binary.BigEndian.PutUint64(payload[off:], ns)
-				}
-			}
-		}
-		req := &remoting.Command{Code: int32(code), Language: remoting.LanguageGo, Version: remoting.Version, Header: ext, Body: payload}
-		resp, err := b.invoke(ctx, cl, b.addr, req)
-		lat := time.Since(now)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			b.fail("transport", err.Error())
-			// The failed frame may still sit in the conn's queue holding
-			// body: never write into it again.
-			body = p.newBody()
-			continue
-		}
-		if resp.Code != int32(remoting.Success) {
-			b.fail(remoting.ResponseCode(resp.Code).String(), resp.Remark)
-			continue
-		}
-		h.record(lat)
-		p.okMsgs.Add(int64(cnt))
-		p.okReqs.Add(1)
-	}
 }
 
 func (p *sendLoad) latency() *histogram {

@@ -1,0 +1,166 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
+)
+
+// sendAck is what the response to a send needs once its messages are
+// stored: it waits with them for the end of the read batch (EndBatch) and,
+// with flush=sync, for the fdatasync.
+type sendAck struct {
+	req     *remoting.Command
+	topic   string
+	queueID int32
+	n       int // messages of the request
+	bodyLen int
+	txID    string // single sends: the transactionId (the message's UNIQ_KEY)
+	batch   bool   // SEND_BATCH_MESSAGE: msgId lists every message
+}
+
+// response builds the success response for a's messages, stored as res.
+func (b *Broker) ackResponse(a *sendAck, res []store.PutResult) *remoting.Command {
+	b.metrics.messagesIn(a.topic, a.n, a.bodyLen)
+	r := newSendResponse(a.req)
+	r.hdr = sendResponseHeader{storeHost: b.storeHost, phys: res[0].PhysOffset, queueID: a.queueID,
+		queueOffset: res[0].QueueOffset}
+	if a.batch {
+		r.hdr.batch = res
+	} else {
+		r.hdr.txID, r.hdr.hasTxID = a.txID, true
+	}
+	r.cmd.Version = Version
+	return &r.cmd
+}
+
+// storeAndAck stores msgs and acknowledges them per the flush mode.
+//
+// Served inline within a connection's read batch (the usual case), the
+// messages only join the batch and nil is returned: EndBatch stores every
+// send that arrived together with one store call (one pwrite, one
+// dispatch pass) and answers each. Otherwise, with flush=async the
+// response is returned once the records are written; with flush=sync the
+// store calls back after the group commit's fdatasync covers them and the
+// response is written then (nil is returned now), so no goroutine is
+// parked per request.
+//
+// msgs may alias req.Body: the store copies them into the log before the
+// request's frame is recycled (after EndBatch, or when the handler
+// returns), and the response never refers to the body.
+func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store.Message, a sendAck) *remoting.Command {
+	if rb := remoting.ReadBatchFrom(ctx); rb != nil {
+		for i := range msgs {
+			if err := b.store.Validate(&msgs[i]); err != nil {
+				return b.putError(a.req, err)
+			}
+		}
+		sb, _ := rb.Value.(*sendBatch)
+		if sb == nil {
+			sb = &sendBatch{}
+			rb.Value = sb
+		}
+		sb.msgs = append(sb.msgs, msgs...)
+		sb.acks = append(sb.acks, a)
+		return nil
+	}
+	if b.cfg.Flush != "sync" {
+		res, err := b.store.Put(ctx, msgs)
+		if err != nil {
+			return b.putError(a.req, err)
+		}
+		return b.ackResponse(&a, res)
+	}
+	// The callback runs either before PutNotify returns (on this goroutine:
+	// an early error, or already durable) or later on the flusher's; mu
+	// decides which of the two answers.
+	var mu sync.Mutex
+	var immediate *remoting.Command
+	returned := false
+	b.store.PutNotify(msgs, func(res []store.PutResult, err error) {
+		var resp *remoting.Command
+		if err != nil {
+			resp = b.putError(a.req, err)
+		} else {
+			resp = b.ackResponse(&a, res)
+		}
+		mu.Lock()
+		if !returned {
+			immediate = resp
+			mu.Unlock()
+			return
+		}
+		mu.Unlock()
+		if c != nil {
+			_ = c.Reply(a.req, resp)
+		}
+	})
+	mu.Lock()
+	returned = true
+	resp := immediate
+	mu.Unlock()
+	return resp
+}
+
+// sendBatch is a connection's sends of one read batch, waiting for
+// EndBatch; it lives in the batch's Value and its slices are reused.
+type sendBatch struct {
+	msgs []store.Message
+	acks []sendAck
+}
+
+// EndBatch implements remoting.BatchHandler: the sends served from one read
+// batch are stored together, in arrival order, and each is answered (with
+// flush=sync after the fdatasync that covers them all). The store call is
+// not canceled with the connection: the requests arrived whole.
+func (b *Broker) EndBatch(rb *remoting.ReadBatch) {
+	sb, _ := rb.Value.(*sendBatch)
+	if sb == nil || len(sb.acks) == 0 {
+		return
+	}
+	c := rb.Conn
+	if b.cfg.Flush != "sync" {
+		res, err := b.store.Put(context.Background(), sb.msgs)
+		b.answerBatch(c, sb.acks, res, err)
+	} else {
+		acks := slices.Clone(sb.acks)
+		b.store.PutNotify(sb.msgs, func(res []store.PutResult, err error) {
+			b.answerBatch(c, acks, res, err)
+		})
+	}
+	clear(sb.msgs)
+	clear(sb.acks)
+	sb.msgs, sb.acks = sb.msgs[:0], sb.acks[:0]
+	if cap(sb.msgs) > 4*maxBatchSends {
+		sb.msgs = nil
+	}
+}
+
+// maxBatchSends is a send batch's usual size bound (remoting ends a read
+// batch after 256 requests); larger message slices are not kept.
+const maxBatchSends = 256
+
+// answerBatch answers every send of a batch stored as res (or failed with
+// err).
+func (b *Broker) answerBatch(c *remoting.Conn, acks []sendAck, res []store.PutResult, err error) {
+	var failed *remoting.Command
+	i := 0
+	for k := range acks {
+		a := &acks[k]
+		var resp *remoting.Command
+		if err != nil {
+			if failed == nil {
+				failed = b.putError(a.req, err) // logs once per batch
+			}
+			resp = remoting.NewResponse(a.req, remoting.ResponseCode(failed.Code), failed.Remark)
+			resp.Version = Version
+		} else {
+			resp = b.ackResponse(a, res[i:i+a.n])
+		}
+		i += a.n
+		_ = c.Reply(a.req, resp)
+	}
+}
