@@ -61,7 +61,7 @@ func (b *Broker) sendMessage(ctx context.Context, c *remoting.Conn, req *remotin
 		ReconsumeTimes: h.ReconsumeTimes, Body: req.Body, Properties: props,
 		TagsCode: tagsCode(tags),
 	}
-	return b.storeAndAck(ctx, c, []store.Message{msg}, sendAck{req: req, topic: topic, queueID: queueID, n: 1,
+	return b.storeOne(ctx, c, &msg, sendAck{req: req, topic: topic, queueID: queueID, n: 1,
 		bodyLen: len(req.Body), txID: uniq})
 }
 
@@ -74,12 +74,16 @@ type sendResponse struct {
 }
 
 func newSendResponse(req *remoting.Command) *sendResponse {
-	r := &sendResponse{cmd: remoting.Command{
-		Code: int32(remoting.Success), Language: remoting.LanguageGo, Version: remoting.Version,
-		Opaque: req.Opaque, Flag: remoting.FlagResponse, Serialize: req.Serialize,
-	}}
+	r := &sendResponse{cmd: sendResponseCmd(req)}
 	r.cmd.Header = &r.hdr
 	return r
+}
+
+func sendResponseCmd(req *remoting.Command) remoting.Command {
+	return remoting.Command{
+		Code: int32(remoting.Success), Language: remoting.LanguageGo, Version: remoting.Version,
+		Opaque: req.Opaque, Flag: remoting.FlagResponse, Serialize: req.Serialize,
+	}
 }
 
 // sendResponseHeader is SendMessageResponseHeader as the broker writes it:

@@ -24,8 +24,12 @@ type sendAck struct {
 
 // response builds the success response for a's messages, stored as res.
 func (b *Broker) ackResponse(a *sendAck, res []store.PutResult) *remoting.Command {
+	return b.fillAck(newSendResponse(a.req), a, res)
+}
+
+// fillAck makes r the success response for a's messages, stored as res.
+func (b *Broker) fillAck(r *sendResponse, a *sendAck, res []store.PutResult) *remoting.Command {
 	b.metrics.messagesIn(a.topic, a.n, a.bodyLen)
-	r := newSendResponse(a.req)
 	r.hdr = sendResponseHeader{storeHost: b.storeHost, phys: res[0].PhysOffset, queueID: a.queueID,
 		queueOffset: res[0].QueueOffset}
 	if a.batch {
@@ -58,11 +62,7 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 				return b.putError(a.req, err)
 			}
 		}
-		sb, _ := rb.Value.(*sendBatch)
-		if sb == nil {
-			sb = &sendBatch{}
-			rb.Value = sb
-		}
+		sb := batchOf(rb)
 		sb.msgs = append(sb.msgs, msgs...)
 		sb.acks = append(sb.acks, a)
 		return nil
@@ -110,6 +110,32 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 type sendBatch struct {
 	msgs []store.Message
 	acks []sendAck
+	resp sendResponse // async answers are built here one at a time (queuing encodes them)
+}
+
+// storeOne is storeAndAck for one message; within a read batch it joins
+// the batch without a slice of its own.
+func (b *Broker) storeOne(ctx context.Context, c *remoting.Conn, msg *store.Message, a sendAck) *remoting.Command {
+	rb := remoting.ReadBatchFrom(ctx)
+	if rb == nil {
+		return b.storeAndAck(ctx, c, []store.Message{*msg}, a)
+	}
+	if err := b.store.Validate(msg); err != nil {
+		return b.putError(a.req, err)
+	}
+	sb := batchOf(rb)
+	sb.msgs = append(sb.msgs, *msg)
+	sb.acks = append(sb.acks, a)
+	return nil
+}
+
+func batchOf(rb *remoting.ReadBatch) *sendBatch {
+	sb, _ := rb.Value.(*sendBatch)
+	if sb == nil {
+		sb = &sendBatch{}
+		rb.Value = sb
+	}
+	return sb
 }
 
 // EndBatch implements remoting.BatchHandler: the sends served from one read
@@ -124,11 +150,11 @@ func (b *Broker) EndBatch(rb *remoting.ReadBatch) {
 	c := rb.Conn
 	if b.cfg.Flush != "sync" {
 		res, err := b.store.Put(context.Background(), sb.msgs)
-		b.answerBatch(c, sb.acks, res, err)
+		b.answerBatch(c, sb.acks, res, err, &sb.resp)
 	} else {
 		acks := slices.Clone(sb.acks)
 		b.store.PutNotify(sb.msgs, func(res []store.PutResult, err error) {
-			b.answerBatch(c, acks, res, err)
+			b.answerBatch(c, acks, res, err, nil)
 		})
 	}
 	clear(sb.msgs)
@@ -144,8 +170,10 @@ func (b *Broker) EndBatch(rb *remoting.ReadBatch) {
 const maxBatchSends = 256
 
 // answerBatch answers every send of a batch stored as res (or failed with
-// err).
-func (b *Broker) answerBatch(c *remoting.Conn, acks []sendAck, res []store.PutResult, err error) {
+// err). With scratch, every success response is built in it in turn (the
+// conn encodes a response when it is queued, so it can be reused at once);
+// otherwise each gets its own.
+func (b *Broker) answerBatch(c *remoting.Conn, acks []sendAck, res []store.PutResult, err error, scratch *sendResponse) {
 	var failed *remoting.Command
 	i := 0
 	for k := range acks {
@@ -157,6 +185,10 @@ func (b *Broker) answerBatch(c *remoting.Conn, acks []sendAck, res []store.PutRe
 			}
 			resp = remoting.NewResponse(a.req, remoting.ResponseCode(failed.Code), failed.Remark)
 			resp.Version = Version
+		} else if scratch != nil {
+			*scratch = sendResponse{cmd: sendResponseCmd(a.req)}
+			scratch.cmd.Header = &scratch.hdr
+			resp = b.fillAck(scratch, a, res[i:i+a.n])
 		} else {
 			resp = b.ackResponse(a, res[i:i+a.n])
 		}

@@ -164,9 +164,10 @@ func (c *Conn) isClosed() bool {
 }
 
 // WriteResponse queues a frame. It is safe from any goroutine; the frame
-// goes out with the writer's next batch. Body and BodyParts must not be
-// modified until the conn is done with them (they are written without
-// copying when large).
+// goes out with the writer's next batch. The header is encoded before it
+// returns, so the Command itself may be reused at once; Body and BodyParts
+// must not be modified until the conn is done with them (they are written
+// without copying when large).
 func (c *Conn) WriteResponse(resp *Command) error { return c.enqueue(resp) }
 
 func (c *Conn) enqueue(cmd *Command) error {

@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,6 +101,14 @@ func (pl *pipeline) writeLoop(ctx context.Context) {
 	es := p.entrySize()
 	var out []byte
 	gen := int32(0)
+	// Like the official clients, every single send carries a UNIQ_KEY (the
+	// client-side message id): 32 upper-case hex digits, here a random
+	// per-connection prefix and a counter.
+	var uniq []byte
+	if o.batch == 1 {
+		uniq = fmt.Appendf(nil, "UNIQ_KEY\x01%016X%08X%08X\x02", rand.Uint64(), uint32(os.Getpid()), 0)
+	}
+	counter := uint32(0)
 	for {
 		// One slot (waiting for it), then every other free one: all go
 		// out in one write.
@@ -147,6 +157,14 @@ func (pl *pipeline) writeLoop(ctx context.Context) {
 						binary.BigEndian.PutUint64(payload[off:], ns)
 					}
 				}
+			}
+			if uniq != nil {
+				counter++
+				hexAt := len(uniq) - 1 - 8
+				for i, v := 7, counter; i >= 0; i, v = i-1, v>>4 {
+					uniq[hexAt+i] = "0123456789ABCDEF"[v&15]
+				}
+				hdr.Properties = string(uniq)
 			}
 			gen++
 			req.Opaque = int32(slot) + int32(o.inflight)*(gen&0xFFFF)
