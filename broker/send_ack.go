@@ -174,6 +174,8 @@ const maxBatchSends = 256
 // conn encodes a response when it is queued, so it can be reused at once);
 // otherwise each gets its own.
 func (b *Broker) answerBatch(c *remoting.Conn, acks []sendAck, res []store.PutResult, err error, scratch *sendResponse) {
+	c.HoldWrites()
+	defer c.ReleaseWrites()
 	var failed *remoting.Command
 	i := 0
 	for k := range acks {

@@ -92,6 +92,7 @@ type Conn struct {
 		buf      []byte
 		parts    []outPart
 		outBytes int
+		held     int // HoldWrites nesting: while > 0 queuing does not wake the writer
 		pending  map[int32]chan *Command
 	}
 }
@@ -216,12 +217,40 @@ func (c *Conn) enqueue(cmd *Command) error {
 	}
 	c.mu.buf = buf
 	c.mu.outBytes += hdrLen + n
+	held := c.mu.held > 0
 	c.mu.Unlock()
+	if !held {
+		c.wakeWriter()
+	}
+	return nil
+}
+
+func (c *Conn) wakeWriter() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
-	return nil
+}
+
+// HoldWrites keeps the writer from sending what is queued until the
+// matching ReleaseWrites: responses queued in between go out together,
+// in one syscall, instead of the writer waking for the first one. Calls
+// nest; every HoldWrites needs its ReleaseWrites, soon.
+func (c *Conn) HoldWrites() {
+	c.mu.Lock()
+	c.mu.held++
+	c.mu.Unlock()
+}
+
+// ReleaseWrites ends a HoldWrites; the last one wakes the writer.
+func (c *Conn) ReleaseWrites() {
+	c.mu.Lock()
+	c.mu.held--
+	wake := c.mu.held == 0 && len(c.mu.buf) > 0
+	c.mu.Unlock()
+	if wake {
+		c.wakeWriter()
+	}
 }
 
 // Invoke sends req and waits for the response with the same opaque, until
@@ -384,6 +413,7 @@ func (c *Conn) writeLoop() {
 		spareBuf   []byte
 		spareParts []outPart
 		iov        [][]byte
+		deadline   time.Time // the write deadline set last
 	)
 	for {
 		closing := false
@@ -409,11 +439,14 @@ func (c *Conn) writeLoop() {
 		}
 		c.mu.Unlock()
 		if len(buf) > 0 {
-			d := writeTimeout
-			if closing {
-				d = closeFlushTimeout
+			// The deadline is re-armed when half of it is used up, not
+			// per write; closing shortens it (Close sets its own).
+			if now := time.Now(); closing {
+				_ = c.nc.SetWriteDeadline(now.Add(closeFlushTimeout))
+			} else if deadline.Sub(now) < writeTimeout/2 {
+				deadline = now.Add(writeTimeout)
+				_ = c.nc.SetWriteDeadline(deadline)
 			}
-			_ = c.nc.SetWriteDeadline(time.Now().Add(d))
 			var err error
 			if len(parts) == 0 {
 				_, err = c.nc.Write(buf)

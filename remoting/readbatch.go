@@ -125,6 +125,9 @@ func (s *Server) endBatch(c *Conn) {
 					"stack", string(debug.Stack()))
 			}
 		}()
+		// The batch's answers go out together.
+		c.HoldWrites()
+		defer c.ReleaseWrites()
 		s.h.(BatchHandler).EndBatch(b)
 	}()
 	n := len(b.held)
