@@ -67,6 +67,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 			return err
 		}
 		defer bucket.Close()
+		tuneGC(int64(cfg.CacheSize), log)
 		b, err := broker.New(cfg.Config, broker.Deps{Logger: log, Metrics: broker.NewMetrics(reg), Bucket: bucket, Registerer: reg})
 		if err != nil {
 			return err
