@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -214,6 +215,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 2
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if _, set := os.LookupEnv("GOGC"); !set {
+		// A small live heap: as for the broker (gc.go), fewer collections
+		// leave more of the shared cores to what is measured.
+		debug.SetGCPercent(defaultGCPercent)
 	}
 	b := newBench(o, stderr)
 	defer b.close()

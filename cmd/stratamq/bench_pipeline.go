@@ -236,7 +236,7 @@ func (pl *pipeline) readLoop() {
 			pl.stop()
 			return
 		}
-		resp, err := remoting.DecodeFrame(frame)
+		resp, err := remoting.DecodeFramePairs(frame)
 		if err != nil {
 			b.fail("transport", err.Error())
 			pl.stop()
