@@ -153,8 +153,9 @@ func (b *Broker) EndBatch(rb *remoting.ReadBatch) {
 		b.answerBatch(c, sb.acks, res, err, &sb.resp)
 	} else {
 		acks := slices.Clone(sb.acks)
+		scratch := new(sendResponse) // this batch's own: answered later, on the flusher's goroutine
 		b.store.PutNotify(sb.msgs, func(res []store.PutResult, err error) {
-			b.answerBatch(c, acks, res, err, nil)
+			b.answerBatch(c, acks, res, err, scratch)
 		})
 	}
 	clear(sb.msgs)
