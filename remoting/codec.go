@@ -142,9 +142,8 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 	dst = appendJSONString(dst, c.Remark)
 	dst = append(dst, `,"extFields":{`...)
 	if c.Header != nil {
-		w := ExtWriter{dst: dst, ser: SerializeJSON}
-		c.Header.AppendExt(&w)
-		return append(w.dst, "}}"...)
+		dst, _ = appendExt(dst, c.Header, SerializeJSON) // no JSON errors
+		return append(dst, "}}"...)
 	}
 	var buf sortedExtBuf
 	for i, f := range buf.sorted(c.ExtFields) {
@@ -154,33 +153,35 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 }
 
 // appendJSONField appends "key":"value", after a comma unless first.
-// Keys and values that need no escaping (nearly all) are checked and
-// copied in one pass, into room made once.
 func appendJSONField(dst []byte, comma bool, k, v string) []byte {
-	n := len(dst)
+	return appendJSONValue(appendJSONKey(dst, comma, k), v)
+}
+
+// appendJSONKey appends "key": after a comma unless first. Keys and
+// values that need no escaping (nearly all) are checked and copied in
+// one pass (putPlainJSON).
+func appendJSONKey(dst []byte, comma bool, k string) []byte {
 	if comma {
 		dst = append(dst, ',')
 	}
 	at := len(dst)
-	dst = slices.Grow(dst, len(k)+len(v)+5)[:at+len(k)+len(v)+5]
-	dst[at] = '"'
-	at++
-	if putPlainJSON(dst[at:at+len(k)], k) {
-		at += len(k)
-		dst[at], dst[at+1], dst[at+2] = '"', ':', '"'
-		at += 3
-		if putPlainJSON(dst[at:at+len(v)], v) {
-			dst[at+len(v)] = '"'
-			return dst
-		}
+	dst = slices.Grow(dst, len(k)+3)[:at+len(k)+3]
+	if putPlainJSON(dst[at+1:at+1+len(k)], k) {
+		dst[at], dst[at+1+len(k)], dst[at+2+len(k)] = '"', '"', ':'
+		return dst
 	}
-	dst = dst[:n]
-	if comma {
-		dst = append(dst, ',')
+	return append(appendJSONString(dst[:at], k), ':')
+}
+
+// appendJSONValue is appendJSONString made for short plain strings.
+func appendJSONValue(dst []byte, v string) []byte {
+	at := len(dst)
+	dst = slices.Grow(dst, len(v)+2)[:at+len(v)+2]
+	if putPlainJSON(dst[at+1:at+1+len(v)], v) {
+		dst[at], dst[at+1+len(v)] = '"', '"'
+		return dst
 	}
-	dst = appendJSONString(dst, k)
-	dst = append(dst, ':')
-	return appendJSONString(dst, v)
+	return appendJSONString(dst[:at], v)
 }
 
 // putPlainJSON copies s to b (of the same length) if s needs no escaping
@@ -428,12 +429,10 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 	extAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
 	if c.Header != nil {
-		w := ExtWriter{dst: dst, ser: SerializeRocketMQ}
-		c.Header.AppendExt(&w)
-		if w.err != nil {
-			return w.dst, w.err
+		var err error
+		if dst, err = appendExt(dst, c.Header, SerializeRocketMQ); err != nil {
+			return dst, err
 		}
-		dst = w.dst
 		binary.BigEndian.PutUint32(dst[extAt:], uint32(len(dst)-extAt-4))
 		return dst, nil
 	}

@@ -42,6 +42,35 @@ func BenchmarkRemotingEncodeSendMessage(b *testing.B) {
 	}
 }
 
+// BenchmarkRemotingEncodeSendMessageTyped is BenchmarkRemotingEncodeSendMessage
+// with the header written by SendHeaderExt (Command.Header), as the
+// producer bench and other map-free senders do.
+func BenchmarkRemotingEncodeSendMessageTyped(b *testing.B) {
+	for _, st := range []SerializeType{SerializeJSON, SerializeRocketMQ} {
+		for _, size := range benchSizes {
+			b.Run(fmt.Sprintf("ser=%d/size=%d", st, size), func(b *testing.B) {
+				c := benchSendCommand(size)
+				var h SendMessageRequestHeader
+				if err := h.Decode(c.ExtFields); err != nil {
+					b.Fatal(err)
+				}
+				c.ExtFields, c.Header = nil, SendHeaderExt{H: &h}
+				c.Serialize = st
+				buf, _ := AppendFrame(nil, c)
+				b.SetBytes(int64(len(buf)))
+				b.ReportAllocs()
+				for b.Loop() {
+					var err error
+					buf, err = AppendFrame(buf[:0], c)
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
 func BenchmarkRemotingDecodeSendMessage(b *testing.B) {
 	for _, st := range []SerializeType{SerializeJSON, SerializeRocketMQ} {
 		for _, size := range benchSizes {

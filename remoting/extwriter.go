@@ -4,14 +4,30 @@ import (
 	"encoding/binary"
 	"math"
 	"strconv"
+	"sync"
 )
 
 // ExtAppender is a typed header that writes a command's extFields itself
 // (Command.Header), without a map and without a string per value.
 type ExtAppender interface {
 	// AppendExt writes every field with w, keys in ascending byte order
-	// (the order the map-based encoder uses).
+	// (the order the map-based encoder uses). It must not keep w.
 	AppendExt(w *ExtWriter)
+}
+
+// extWriters recycles writers: handed to an interface method, a writer
+// escapes to the heap, which would be one allocation per frame.
+var extWriters = sync.Pool{New: func() any { return new(ExtWriter) }}
+
+// appendExt appends h's extFields to dst in ser's encoding.
+func appendExt(dst []byte, h ExtAppender, ser SerializeType) ([]byte, error) {
+	w := extWriters.Get().(*ExtWriter)
+	*w = ExtWriter{dst: dst, ser: ser}
+	h.AppendExt(w)
+	dst, err := w.dst, w.err
+	*w = ExtWriter{} // no frame buffer kept alive in the pool
+	extWriters.Put(w)
+	return dst, err
 }
 
 // ExtWriter appends extFields entries in a frame's header encoding.
@@ -28,7 +44,7 @@ func (w *ExtWriter) String(key, value string) {
 		return
 	}
 	if w.ser == SerializeJSON {
-		w.dst = appendJSONString(w.dst, value)
+		w.dst = appendJSONValue(w.dst, value)
 	} else {
 		w.dst = append(w.dst, value...)
 	}
@@ -48,8 +64,16 @@ func (w *ExtWriter) Bytes(key string, value []byte) {
 
 // Int writes key = the decimal text of value.
 func (w *ExtWriter) Int(key string, value int64) {
-	var b [20]byte
-	w.Bytes(key, strconv.AppendInt(b[:0], value, 10))
+	if w.ser != SerializeJSON {
+		var b [20]byte
+		w.Bytes(key, strconv.AppendInt(b[:0], value, 10))
+		return
+	}
+	if w.key(key, 0) { // digits need no escaping
+		w.dst = append(w.dst, '"')
+		w.dst = strconv.AppendInt(w.dst, value, 10)
+		w.dst = append(w.dst, '"')
+	}
 }
 
 // key writes the key and what precedes the value.
@@ -58,11 +82,7 @@ func (w *ExtWriter) key(k string, valueLen int) bool {
 		return false
 	}
 	if w.ser == SerializeJSON {
-		if w.n > 0 {
-			w.dst = append(w.dst, ',')
-		}
-		w.dst = appendJSONString(w.dst, k)
-		w.dst = append(w.dst, ':')
+		w.dst = appendJSONKey(w.dst, w.n > 0, k)
 	} else {
 		if len(k) > math.MaxInt16 {
 			w.err = errExtKeyTooLong(len(k))

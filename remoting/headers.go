@@ -70,12 +70,37 @@ func (r *extReader) int(key string, required bool, bits int) int64 {
 	if !ok {
 		return 0
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, bits)
+	n, err := parseExtInt(v, bits)
 	if err != nil {
 		r.err = &HeaderFieldError{Field: key, Value: v, Err: err}
 		return 0
 	}
 	return n
+}
+
+// parseExtInt is strconv.ParseInt of v without surrounding spaces.
+func parseExtInt(v string, bits int) (int64, error) {
+	// Plain decimals of up to 18 digits (every header number but a rare
+	// huge one) are parsed here: they cannot overflow an int64, and only
+	// need a range check for 32 bits.
+	if d := strings.TrimPrefix(v, "-"); len(d) > 0 && len(d) <= 18 {
+		var n int64
+		for i := range len(d) {
+			c := d[i] - '0'
+			if c > 9 {
+				goto slow
+			}
+			n = n*10 + int64(c)
+		}
+		if len(d) < len(v) {
+			n = -n
+		}
+		if bits == 64 || n == int64(int32(n)) {
+			return n, nil
+		}
+	}
+slow:
+	return strconv.ParseInt(strings.TrimSpace(v), 10, bits)
 }
 
 func (r *extReader) i32(key string, required bool) int32 { return int32(r.int(key, required, 32)) }
@@ -85,8 +110,10 @@ func (r *extReader) i64(key string, required bool) int64 { return r.int(key, req
 // true, anything else false.
 func (r *extReader) boolean(key string, required bool) bool {
 	v, _ := r.lookup(key, required)
-	return strings.EqualFold(v, "true")
+	return parseBool(v)
 }
+
+func parseBool(v string) bool { return v == "true" || len(v) == 4 && strings.EqualFold(v, "true") }
 
 func fmtI32(v int32) string { return strconv.FormatInt(int64(v), 10) }
 func fmtI64(v int64) string { return strconv.FormatInt(v, 10) }
@@ -133,41 +160,134 @@ func IsSendMessageV2(ext map[string]string) bool {
 // Decode reads either key style: one-letter keys when "a" or "b" is
 // present, long keys otherwise.
 func (h *SendMessageRequestHeader) Decode(ext map[string]string) error {
-	return h.decode(extReader{ext: ext})
+	var f sendFields
+	for k, v := range ext {
+		f.add(k, v)
+	}
+	return h.decode(&f)
 }
 
 // DecodeCommand is Decode reading req's fields with req.Ext, so it works
 // on requests decoded without the ExtFields map (see RequestHinter) and
 // allocates nothing.
 func (h *SendMessageRequestHeader) DecodeCommand(req *Command) error {
-	return h.decode(extReader{cmd: req})
+	if req.ExtFields != nil || req.ext == nil {
+		return h.Decode(req.ExtFields)
+	}
+	var f sendFields
+	for _, e := range req.ext {
+		f.add(e.Key, e.Value)
+	}
+	return h.decode(&f)
 }
 
-func (h *SendMessageRequestHeader) decode(r extReader) error {
-	_, a := r.get("a")
-	_, b := r.get("b")
-	idx := 0
-	if a || b {
-		idx = 1
+// sendFields holds a send header's extFields by their sendKeys slot,
+// gathered in one pass over the fields (instead of a search per key):
+// val[0] by long key, val[1] by one-letter key.
+type sendFields struct {
+	val [2][len(sendKeys)]string
+	has [2]uint16
+}
+
+// add records k = v unless k is not a send key or was seen before (as
+// Command.Ext, the first of a repeated key wins).
+func (f *sendFields) add(k, v string) {
+	style, i := 0, -1
+	if len(k) == 1 {
+		if c := int(k[0]) - 'a'; c >= 0 && c < len(sendKeys) {
+			style, i = 1, c
+		}
+	} else if j := sendKeySlot[extKeyHash(k)]; j >= 0 && sendKeys[j][0] == k {
+		i = int(j)
 	}
-	k := func(i int) string { return sendKeys[i][idx] }
-	h.ProducerGroup = r.str(k(0), true)
-	h.Topic = r.str(k(1), true)
-	h.DefaultTopic = r.str(k(2), true)
-	h.DefaultTopicQueueNums = r.i32(k(3), true)
-	h.QueueID = r.i32(k(4), true)
-	h.SysFlag = r.i32(k(5), true)
-	h.BornTimestamp = r.i64(k(6), true)
-	h.Flag = r.i32(k(7), true)
-	h.Properties = r.str(k(8), false)
-	h.ReconsumeTimes = r.i32(k(9), false)
-	h.UnitMode = r.boolean(k(10), false)
-	_, h.MaxReconsumeTimesSet = r.get(k(11))
-	h.MaxReconsumeTimes = r.i32(k(11), false)
-	h.Batch = r.boolean(k(12), false)
-	h.BrokerName = r.str(k(13), false)
-	if h.BrokerName == "" && idx == 1 {
-		h.BrokerName = r.str("bname", false)
+	if i >= 0 && f.has[style]&(1<<i) == 0 {
+		f.val[style][i] = v
+		f.has[style] |= 1 << i
+	}
+}
+
+// sendKeySlot finds a long send key's slot with one hash and one compare:
+// the 14 keys hash to different values (TestRemotingSendKeySlots).
+var sendKeySlot = func() (t [64]int8) {
+	for i := range t {
+		t[i] = -1
+	}
+	for i, k := range sendKeys {
+		t[extKeyHash(k[0])] = int8(i)
+	}
+	return t
+}()
+
+// sendReader is extReader over one key style of sendFields: fields are
+// named by slot, errors by key. It holds a copy of the values, not a
+// pointer, so that returning its error does not make the sendFields
+// escape to the heap.
+type sendReader struct {
+	val   [len(sendKeys)]string
+	has   uint16
+	style int
+	err   error
+}
+
+func (r *sendReader) lookup(i int, required bool) (string, bool) {
+	if r.err != nil {
+		return "", false
+	}
+	if r.has&(1<<i) == 0 {
+		if required {
+			r.err = &HeaderFieldError{Field: sendKeys[i][r.style]}
+		}
+		return "", false
+	}
+	return r.val[i], true
+}
+
+func (r *sendReader) str(i int, required bool) string {
+	v, _ := r.lookup(i, required)
+	return v
+}
+
+func (r *sendReader) int(i int, required bool, bits int) int64 {
+	v, ok := r.lookup(i, required)
+	if !ok {
+		return 0
+	}
+	n, err := parseExtInt(v, bits)
+	if err != nil {
+		r.err = &HeaderFieldError{Field: sendKeys[i][r.style], Value: v, Err: err}
+		return 0
+	}
+	return n
+}
+
+func (r *sendReader) boolean(i int, required bool) bool {
+	v, _ := r.lookup(i, required)
+	return parseBool(v)
+}
+
+func (h *SendMessageRequestHeader) decode(f *sendFields) error {
+	style := 0
+	if f.has[1]&(1<<0|1<<1) != 0 { // "a" or "b"
+		style = 1
+	}
+	r := sendReader{val: f.val[style], has: f.has[style], style: style}
+	h.ProducerGroup = r.str(0, true)
+	h.Topic = r.str(1, true)
+	h.DefaultTopic = r.str(2, true)
+	h.DefaultTopicQueueNums = int32(r.int(3, true, 32))
+	h.QueueID = int32(r.int(4, true, 32))
+	h.SysFlag = int32(r.int(5, true, 32))
+	h.BornTimestamp = r.int(6, true, 64)
+	h.Flag = int32(r.int(7, true, 32))
+	h.Properties = r.str(8, false)
+	h.ReconsumeTimes = int32(r.int(9, false, 32))
+	h.UnitMode = r.boolean(10, false)
+	h.MaxReconsumeTimesSet = f.has[style]&(1<<11) != 0 // whatever came before
+	h.MaxReconsumeTimes = int32(r.int(11, false, 32))
+	h.Batch = r.boolean(12, false)
+	h.BrokerName = r.str(13, false)
+	if h.BrokerName == "" && style == 1 && r.err == nil {
+		h.BrokerName = f.val[0][13] // "bname"
 	}
 	return r.err
 }

@@ -114,7 +114,8 @@ type jsonScanner struct {
 }
 
 func (p *jsonScanner) ws() {
-	for p.i < len(p.s) {
+	// One compare for the usual case: compact JSON, no space at all.
+	for p.i < len(p.s) && p.s[p.i] <= ' ' {
 		switch p.s[p.i] {
 		case ' ', '\t', '\n', '\r':
 			p.i++
@@ -151,52 +152,63 @@ func (p *jsonScanner) str() (string, bool) {
 		return "", false
 	}
 	start := p.i
-	for p.i < len(p.s) {
-		c := p.s[p.i]
-		switch {
-		case c == '"':
-			s := p.s[start:p.i]
-			p.i++
-			return s, true
-		case c == '\\':
-			return p.strSlow(start)
-		case c < 0x20 || c >= 0x80:
-			return "", false
-		}
-		p.i++
+	p.i += plainJSONLen(p.s[p.i:])
+	if p.i >= len(p.s) {
+		return "", false
 	}
-	return "", false
+	switch p.s[p.i] {
+	case '"':
+		s := p.s[start:p.i]
+		p.i++
+		return s, true
+	case '\\':
+		return p.strSlow(start)
+	}
+	return "", false // a control character or non-ASCII text
 }
 
 func (p *jsonScanner) strSlow(start int) (string, bool) {
 	// The decoded text is never longer than the quoted text (an escape is
 	// at least 2 bytes for 1, \uXXXX 6 for at most 3), so one buffer sized
-	// to the closing quote holds it.
+	// to the closing quote holds it: the first '"' after p.i (where the
+	// first backslash is) with an even run of backslashes before it.
 	end := p.i
-	for end < len(p.s) && p.s[end] != '"' {
-		if p.s[end] == '\\' {
-			end++
+	for {
+		j := strings.IndexByte(p.s[end:], '"')
+		if j < 0 {
+			end = len(p.s)
+			break
+		}
+		end += j
+		k := end
+		for k > p.i && p.s[k-1] == '\\' {
+			k--
+		}
+		if (end-k)%2 == 0 {
+			break
 		}
 		end++
 	}
-	out := make([]byte, 0, min(end, len(p.s))-start)
+	out := make([]byte, 0, end-start)
 	out = append(out, p.s[start:p.i]...)
-	for p.i < len(p.s) {
-		c := p.s[p.i]
-		switch {
-		case c == '"':
+	for {
+		n := plainJSONLen(p.s[p.i:])
+		out = append(out, p.s[p.i:p.i+n]...)
+		p.i += n
+		if p.i >= len(p.s) {
+			return "", false
+		}
+		switch p.s[p.i] {
+		case '"':
 			p.i++
 			if len(out) == 0 {
 				return "", true
 			}
 			// out is not written again: the string can share it.
 			return unsafe.String(&out[0], len(out)), true
-		case c < 0x20 || c >= 0x80:
+		case '\\':
+		default: // a control character or non-ASCII text
 			return "", false
-		case c != '\\':
-			out = append(out, c)
-			p.i++
-			continue
 		}
 		if p.i+1 >= len(p.s) {
 			return "", false
@@ -220,8 +232,8 @@ func (p *jsonScanner) strSlow(start int) (string, bool) {
 			if p.i+4 > len(p.s) {
 				return "", false
 			}
-			v, err := strconv.ParseUint(p.s[p.i:p.i+4], 16, 32)
-			if err != nil || (v >= 0xD800 && v < 0xE000) {
+			v, ok := hex4(p.s[p.i : p.i+4])
+			if !ok || (v >= 0xD800 && v < 0xE000) {
 				return "", false
 			}
 			p.i += 4
@@ -230,7 +242,26 @@ func (p *jsonScanner) strSlow(start int) (string, bool) {
 			return "", false
 		}
 	}
-	return "", false
+}
+
+// hex4 parses exactly four hex digits of either case.
+func hex4(s string) (uint32, bool) {
+	var v uint32
+	for i := range 4 {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint32(c)
+	}
+	return v, true
 }
 
 func (p *jsonScanner) strOrNull(dst *string) bool {
@@ -287,12 +318,41 @@ func (p *jsonScanner) int32(dst *int32) bool {
 	if !ok {
 		return false
 	}
+	if v, ok := smallDecimal(s); ok {
+		*dst = int32(v)
+		return true
+	}
 	v, err := strconv.ParseInt(s, 10, 32)
 	if err != nil { // fractions, exponents and overflow go the slow way
 		return false
 	}
 	*dst = int32(v)
 	return true
+}
+
+// smallDecimal parses an optional '-' and 1 to 9 decimal digits, which
+// always fit an int32; anything else is left to strconv.
+func smallDecimal(s string) (int64, bool) {
+	neg := len(s) > 0 && s[0] == '-'
+	d := s
+	if neg {
+		d = s[1:]
+	}
+	if len(d) == 0 || len(d) > 9 {
+		return 0, false
+	}
+	var v int64
+	for i := range len(d) {
+		c := d[i] - '0'
+		if c > 9 {
+			return 0, false
+		}
+		v = v*10 + int64(c)
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
 }
 
 func (p *jsonScanner) skipScalar() bool {
@@ -328,6 +388,7 @@ func (p *jsonScanner) ext(c *Command) bool {
 	if p.eat('}') {
 		return true
 	}
+	var seen uint64 // extKeyHash bits of the keys so far
 	for {
 		p.ws()
 		k, ok := p.str()
@@ -337,9 +398,15 @@ func (p *jsonScanner) ext(c *Command) bool {
 		if len(c.ext) >= maxFastExt {
 			return false
 		}
-		for i := range c.ext {
-			if c.ext[i].Key == k {
-				return false
+		// A key whose hash bit is new cannot be a duplicate, so the keys
+		// are compared only on a (rare) shared bit.
+		if bit := uint64(1) << extKeyHash(k); seen&bit == 0 {
+			seen |= bit
+		} else {
+			for i := range c.ext {
+				if c.ext[i].Key == k {
+					return false
+				}
 			}
 		}
 		p.ws()
@@ -387,4 +454,13 @@ func (p *jsonScanner) ext(c *Command) bool {
 		}
 		return true
 	}
+}
+
+// extKeyHash spreads keys over 64 bits by their end bytes; the send
+// header's keys, long or one-letter, each take a different bit.
+func extKeyHash(k string) uint {
+	if len(k) == 0 {
+		return 0
+	}
+	return (uint(k[0]) + 2*uint(k[len(k)-1])) & 63
 }
