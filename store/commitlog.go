@@ -20,7 +20,15 @@ import (
 // grows while the segment is active and is final once sealed. dropped is set
 // (after the segment left the table, before its file is closed) by
 // DropSegment: a reader that still held it retries through the cold tier.
+//
+// While a segment is active its file may be longer than size: zeroEnd is
+// the end of the zeros the zero-filler wrote ahead of the records (see
+// zero.go). A segment is trimmed to size before it is sealed, so a sealed
+// segment's file is exactly its records.
 type segment struct {
+	zeroEnd   int64 // file offset where the zero-filled tail ends; guarded by Store.mu
+	tailDirty bool  // the file may be longer than max(size, zeroEnd) (a failed cut); guarded by Store.mu
+
 	base    int64
 	path    string
 	f       vfs.File

@@ -23,9 +23,30 @@
 // store therefore locates an offset with a sorted segment table, never with
 // offset/SegmentSize. A record never spans segments; instead of an 8-byte
 // filler the writer simply starts the next segment at the end of the last
-// record, so a segment's length is its file size (readers still skip a
-// filler — TOTALSIZE=remaining bytes, MAGIC 0xCBD43194 — written by others).
-// Global offsets are forever: message ids carry them.
+// record, so a sealed segment's length is its file size (readers still skip
+// a filler — TOTALSIZE=remaining bytes, MAGIC 0xCBD43194 — written by
+// others). Global offsets are forever: message ids carry them.
+//
+// Zeroed tail (Options.ZeroAhead, default 8 MiB, negative disables): the
+// active segment's file may be longer than its records. A background
+// goroutine keeps up to ZeroAhead bytes of zeros, written and fdatasynced,
+// after the last record (never past SegmentSize-MaxMessageSize), one 1 MiB
+// chunk per round, woken by the writer when at least a chunk (or half of
+// ZeroAhead) is missing. Records then overwrite allocated blocks: the pwrite
+// does not grow the file and the next fdatasync commits no new size or
+// extents (on ext4 on virtio that halves its latency). A writer that catches
+// up writes on past the zeros; it never waits for them. The filler writes
+// under mu, only after the last record, and holds clSyncMu across its write
+// and fdatasync, so a group commit's fdatasync never writes zeros out. Before
+// a segment is sealed (roll, SealActive, Close) its file is cut to its
+// records and fdatasynced, before the next segment is created: only the last
+// segment can have a zero tail after a crash, and recovery cuts it as the
+// clean end of the log (logged at info). Readers, LocalSegments and
+// SealedSegments always use the records' length. The filler never eats into
+// MinFreeBytes; ENOSPC while filling cuts its zeros back and pauses it for a
+// second (not sticky); any other error of its write, cut or fdatasync is
+// sticky (an fdatasync error could be the lost writeback of records). Bytes
+// of a Put that land in zeros need no free space (checkSpaceLocked).
 //
 // Each record is RocketMQ's MESSAGE_VERSION_V1 stored message, byte for byte
 // what a PULL_MESSAGE body carries (big-endian; IPv4 hosts shown, an IPv6
@@ -245,7 +266,7 @@
 // # Lock order
 //
 //	dropMu -> flushMu -> mu (writer) -> qmu -> cqueue.mu
-//	flushMu -> clSyncMu
+//	flushMu -> clSyncMu -> mu (the zero-filler only)
 //
 // Puts reach mu through a commit queue (commitQueue.mu is a leaf, never
 // held with mu): the first Put to arrive while no write is in progress
@@ -254,7 +275,8 @@
 // dispatched in one pass, then wakes each with its own result or error.
 //
 // mu is held across the commitlog write(2) but never across an fsync
-// (except the directory sync that makes a new segment's name durable);
+// (except the directory sync that makes a new segment's name durable, and
+// the fdatasync after cutting a zero tail before a seal);
 // cqueue.mu is held across consumequeue preads and writes, never fsync.
 // Cold index reads (ColdIndex) run under no store lock; its cache locks
 // are leaves. Readers (Get, ReadRecord) take no store-wide lock: the segment table is an

@@ -64,9 +64,11 @@ func (s *Store) syncCommitlog(target int64) error {
 			}
 		}
 	}
-	if d := time.Since(start); d > time.Second {
+	d := time.Since(start)
+	if d > time.Second {
 		s.log.Warn("store: slow fdatasync", "took", d, "bytes", target-from)
 	}
+	s.syncNs.Add(int64(d))
 	s.nsyncs.Add(1)
 	s.flushed.Store(target)
 	s.notify.broadcast()

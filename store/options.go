@@ -40,6 +40,7 @@ const (
 	DefaultCQEntriesPerFile = 300_000
 	DefaultGetMaxMsgs       = 32
 	DefaultGetMaxBytes      = 256 << 10
+	DefaultZeroAhead        = 8 << 20
 )
 
 // Options configure a Store. Zero values mean the default.
@@ -87,6 +88,15 @@ type Options struct {
 	// commitlog segment (an empty disk); ignored, with a log line,
 	// otherwise. See Restore.
 	Restore *Restore
+
+	// ZeroAhead is how many bytes of zeros, written and fdatasynced, a
+	// background goroutine keeps ahead of the write position in the active
+	// commitlog segment, so that the writes and fdatasyncs of the hot path
+	// overwrite allocated blocks instead of growing the file (an fdatasync
+	// that must also commit a new file size costs about twice as much).
+	// Default 8 MiB (DefaultZeroAhead); negative disables it. Zeros are
+	// kept only up to SegmentSize-MaxMessageSize. See the package doc.
+	ZeroAhead int64
 }
 
 // ColdReader serves commitlog bytes whose local segment has been dropped
@@ -129,6 +139,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.ColdIndexCacheBytes <= 0 {
 		c.ColdIndexCacheBytes = DefaultColdIndexCacheBytes
+	}
+	if c.ZeroAhead == 0 {
+		c.ZeroAhead = DefaultZeroAhead
 	}
 	switch {
 	case c.MaxMessageSize < RecordOverhead+32:

@@ -252,7 +252,13 @@ func (s *Store) recover() error {
 		return err
 	}
 	if valid < end {
-		s.log.Warn("store: truncating commitlog after the last valid record", "at", valid, "dropped_bytes", end-valid)
+		if s.zeroTail(segs, valid, end) {
+			// The zero-filled tail of the active segment (Options.ZeroAhead)
+			// at a crash: the clean end of the log.
+			s.log.Info("store: cutting the zero-filled tail of the commitlog", "at", valid, "bytes", end-valid)
+		} else {
+			s.log.Warn("store: truncating commitlog after the last valid record", "at", valid, "dropped_bytes", end-valid)
+		}
 		if err := s.truncateLog(valid); err != nil {
 			return err
 		}
@@ -319,6 +325,29 @@ func (s *Store) loadQueues() error {
 		}
 	}
 	return nil
+}
+
+// zeroTail reports whether the log bytes [from, end) are all zeros and in
+// one segment (only the last segment can have a zero tail).
+func (s *Store) zeroTail(t segTable, from, end int64) bool {
+	sg := t.find(from)
+	if sg == nil || sg.end() != end {
+		return false
+	}
+	buf := make([]byte, min(end-from, 1<<20))
+	for off := from; off < end; {
+		b := buf[:min(int64(len(buf)), end-off)]
+		if readFull(sg.f, b, off-sg.base) != nil {
+			return false
+		}
+		for _, c := range b {
+			if c != 0 {
+				return false
+			}
+		}
+		off += int64(len(b))
+	}
+	return true
 }
 
 // truncateLog cuts the commitlog at end: the segment holding it is

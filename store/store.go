@@ -26,8 +26,10 @@ type Store struct {
 	cqDir   string
 	storeV6 bool
 
-	// mu is the writer lock: Put, AppendRaw, SealActive, DeleteTopic. It is
-	// held across the commitlog write(2) but never across fsync.
+	// mu is the writer lock: Put, AppendRaw, SealActive, DeleteTopic, the
+	// zero-filler's writes. It is held across the commitlog write(2) but
+	// never across fsync (except to make a new segment's name, or a sealed
+	// segment's cut zero tail, durable).
 	mu struct {
 		sync.Mutex
 		closed  bool
@@ -48,13 +50,16 @@ type Store struct {
 	qmu    sync.RWMutex // guards topics (the map, not the queues)
 	topics map[string]map[int32]*cqueue
 
-	flushMu  sync.Mutex   // serializes flushAll and DeleteTopic
-	clSyncMu sync.Mutex   // serializes commitlog fsyncs; guards syncedTo
-	flushed  atomic.Int64 // commitlog bytes known durable
-	nsyncs   atomic.Int64 // commitlog fdatasync rounds (for benchmarks)
-	notify   notifier     // broadcast when flushed advances or a sticky error is set
-	sticky   atomic.Pointer[error]
-	waiters  flushWaiters // PutNotify callbacks waiting for an fdatasync
+	flushMu   sync.Mutex    // serializes flushAll and DeleteTopic
+	clSyncMu  sync.Mutex    // serializes commitlog fsyncs; guards syncedTo
+	flushed   atomic.Int64  // commitlog bytes known durable
+	nsyncs    atomic.Int64  // commitlog fdatasync rounds (for benchmarks)
+	syncNs    atomic.Int64  // time spent in them (for benchmarks)
+	zeroReq   chan struct{} // wakes the zero-filler (zero.go)
+	zeroBytes atomic.Int64  // bytes zero-filled ahead of the writer
+	notify    notifier      // broadcast when flushed advances or a sticky error is set
+	sticky    atomic.Pointer[error]
+	waiters   flushWaiters // PutNotify callbacks waiting for an fdatasync
 
 	cidx     *coldIdx      // Options.ColdIndex with its cache; nil without
 	restored *restoreState // the restore this store started from; guarded by flushMu after Open
@@ -128,6 +133,7 @@ func Open(opts Options) (*Store, error) {
 		storeV6: is6(o.StoreHost),
 		topics:  map[string]map[int32]*cqueue{},
 		syncReq: make(chan struct{}, 1),
+		zeroReq: make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 	}
 	s.segs.Store(&segTable{})
@@ -143,6 +149,13 @@ func Open(opts Options) (*Store, error) {
 	if o.Flush == FlushSync {
 		s.wg.Add(1)
 		go s.groupCommitLoop()
+	}
+	if o.ZeroAhead > 0 {
+		s.wg.Add(1)
+		go s.zeroLoop()
+		s.mu.Lock()
+		s.wakeZeroLocked()
+		s.mu.Unlock()
 	}
 	return s, nil
 }
@@ -419,7 +432,7 @@ func (s *Store) writeRoundLocked(batch []*putReq, errs []error) {
 			errs[ri] = fatal
 			continue
 		}
-		if err := s.checkSpaceLocked(r.total, now); err != nil {
+		if err := s.checkSpaceLocked(s.newBytesLocked(w.pos, r.total), now); err != nil {
 			errs[ri] = err
 			continue
 		}
@@ -545,8 +558,10 @@ func (w *chunkWriter) flush(errs []error, upTo int, cont bool) {
 	w.reqFrom, w.partial = max(upTo-1, 0), cont && err == nil
 }
 
-// checkSpaceLocked refuses a write of n bytes when free space would drop
-// below MinFreeBytes. statfs runs at most once a second while there is room.
+// checkSpaceLocked refuses a write that grows the commitlog by n bytes
+// (newBytesLocked: bytes landing in the zeroed tail take no space) when
+// free space would drop below MinFreeBytes. statfs runs at most once a
+// second while there is room.
 func (s *Store) checkSpaceLocked(n int, now int64) error {
 	need := s.opts.MinFreeBytes + uint64(n)
 	if s.mu.freeEst < need || now-s.mu.freeAt >= 1000 {
@@ -572,11 +587,13 @@ func (s *Store) writeLocked(b []byte, off int64, partial bool) error {
 		return nil
 	}
 	sg := s.mu.active
-	if _, err := sg.f.WriteAt(b, off-sg.base); err != nil {
+	if _, err := writeSplit(sg.f, b, off-sg.base, sg.zeroEnd); err != nil {
 		werr := fmt.Errorf("store: write commitlog %s: %w", sg.path, err)
 		if terr := sg.f.Truncate(off - sg.base); terr != nil {
+			sg.tailDirty = true
 			return s.setSticky(errors.Join(werr, terr))
 		}
+		sg.zeroEnd = min(sg.zeroEnd, off-sg.base) // the cut took the zeros after off too
 		if errors.Is(err, syscall.ENOSPC) {
 			s.mu.freeEst = 0
 			if !partial {
@@ -586,15 +603,36 @@ func (s *Store) writeLocked(b []byte, off int64, partial bool) error {
 		return s.setSticky(werr)
 	}
 	sg.size.Store(off + int64(len(b)) - sg.base)
+	s.wakeZeroLocked()
 	return nil
 }
 
+// writeSplit writes b at off in f as two writes when it straddles the end
+// of the zeroed tail at z: one into the zeros, one growing the file. (The
+// in-memory vfs.Mem mishandles one write that starts before its end of
+// file and ends after it; on a real filesystem one write would do.)
+func writeSplit(f vfs.File, b []byte, off, z int64) (int, error) {
+	if off < z && off+int64(len(b)) > z {
+		n, err := f.WriteAt(b[:z-off], off)
+		if err != nil {
+			return n, err
+		}
+		m, err := f.WriteAt(b[z-off:], z)
+		return n + m, err
+	}
+	return f.WriteAt(b, off)
+}
+
 // rollLocked seals the active segment and starts a new one at base. The new
-// name is made durable (commitlog dir synced) before any record goes in it.
+// name is made durable (commitlog dir synced) before any record goes in it,
+// and the old segment's zero tail is cut durably before that.
 func (s *Store) rollLocked(base int64) error {
 	if sg := s.mu.active; sg != nil {
 		if sg.size.Load() == 0 {
 			return nil // empty active segment: keep using it
+		}
+		if err := s.trimTailLocked(sg); err != nil {
+			return err
 		}
 		sg.sealed.Store(true)
 		s.mu.active = nil
@@ -615,6 +653,7 @@ func (s *Store) rollLocked(base int64) error {
 	copy(t, old)
 	s.segs.Store(ptr(append(t, sg)))
 	s.mu.active = sg
+	s.wakeZeroLocked()
 	return nil
 }
 
@@ -695,7 +734,7 @@ func (s *Store) AppendRaw(physOffset int64, b []byte) error {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: AppendRaw at %d, log ends at %d", ErrOffsetMismatch, physOffset, pos)
 	}
-	if err := s.checkSpaceLocked(len(b), time.Now().UnixMilli()); err != nil {
+	if err := s.checkSpaceLocked(s.newBytesLocked(pos, len(b)), time.Now().UnixMilli()); err != nil {
 		s.mu.Unlock()
 		return err
 	}
@@ -773,6 +812,9 @@ func (s *Store) SealActive() error {
 		return ErrClosed
 	}
 	if sg := s.mu.active; sg != nil && sg.size.Load() > 0 {
+		if err := s.trimTailLocked(sg); err != nil {
+			return err
+		}
 		sg.sealed.Store(true)
 		s.mu.active = nil
 	}
@@ -1084,6 +1126,13 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		close(s.quit)
 		s.wg.Wait()
+		// The active segment's file ends at its last record after a clean
+		// Close (a failure is sticky: the abort marker stays).
+		s.mu.Lock()
+		if sg := s.mu.active; sg != nil {
+			s.trimTailLocked(sg)
+		}
+		s.mu.Unlock()
 		s.flushMu.Lock()
 		err := s.flushAllLocked()
 		s.flushMu.Unlock()

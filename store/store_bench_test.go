@@ -9,8 +9,11 @@ package store
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"runtime"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +21,10 @@ import (
 )
 
 var benchFlushInterval time.Duration
+
+// -zeroahead sets Options.ZeroAhead for the benchmarks (-1: no zeroed
+// tail), to compare both on one machine in one run.
+var benchZeroAhead = flag.Int64("zeroahead", 0, "Options.ZeroAhead for benchmarks (0 default, -1 off)")
 
 func benchStore(b *testing.B, mode FlushMode) *Store {
 	b.Helper()
@@ -27,6 +34,7 @@ func benchStore(b *testing.B, mode FlushMode) *Store {
 		Flush:     mode,
 		StoreHost: testStoreHost,
 		Logger:    quietLog,
+		ZeroAhead: *benchZeroAhead,
 	}
 	if benchFlushInterval > 0 {
 		o.FlushInterval = benchFlushInterval
@@ -107,33 +115,72 @@ func BenchmarkStorePutSync(b *testing.B) {
 					ctx := context.Background()
 					b.SetBytes(int64(size * batch))
 					b.ReportAllocs()
+					var lat latencies
+					syncs0, syncNs0 := s.nsyncs.Load(), s.syncNs.Load()
 					if writers == 1 {
 						msgs := benchBatch(size, batch)
 						b.ResetTimer()
+						syncs0, syncNs0 = s.nsyncs.Load(), s.syncNs.Load()
+						var ds []time.Duration
 						for b.Loop() {
+							t0 := time.Now()
 							if _, err := s.Put(ctx, msgs); err != nil {
 								b.Fatal(err)
 							}
+							ds = append(ds, time.Since(t0))
 						}
+						lat.add(ds)
 					} else {
 						b.SetParallelism(max(1, writers/runtime.GOMAXPROCS(0)))
 						b.ResetTimer()
+						syncs0, syncNs0 = s.nsyncs.Load(), s.syncNs.Load()
 						b.RunParallel(func(pb *testing.PB) {
 							msgs := benchBatch(size, batch)
+							var ds []time.Duration
+							defer func() { lat.add(ds) }()
 							for pb.Next() {
+								t0 := time.Now()
 								if _, err := s.Put(ctx, msgs); err != nil {
 									b.Error(err)
 									return
 								}
+								ds = append(ds, time.Since(t0))
 							}
 						})
 					}
+					syncs := s.nsyncs.Load() - syncs0
 					b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "msgs/s")
-					b.ReportMetric(float64(b.N*batch)/float64(max(1, s.nsyncs.Load())), "msgs/sync")
+					b.ReportMetric(float64(b.N*batch)/float64(max(1, syncs)), "msgs/sync")
+					b.ReportMetric(float64(s.syncNs.Load()-syncNs0)/1e3/float64(max(1, syncs)), "us/fdatasync")
+					b.ReportMetric(lat.pct(0.50), "p50-ack-us")
+					b.ReportMetric(lat.pct(0.99), "p99-ack-us")
 				})
 			}
 		}
 	}
+}
+
+// latencies collects Put latencies from many goroutines.
+type latencies struct {
+	mu sync.Mutex
+	ds []time.Duration
+}
+
+func (l *latencies) add(ds []time.Duration) {
+	l.mu.Lock()
+	l.ds = append(l.ds, ds...)
+	l.mu.Unlock()
+}
+
+// pct is the q-quantile in microseconds.
+func (l *latencies) pct(q float64) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.ds) == 0 {
+		return 0
+	}
+	slices.Sort(l.ds)
+	return float64(l.ds[min(len(l.ds)-1, int(q*float64(len(l.ds))))]) / 1e3
 }
 
 func BenchmarkStoreGetHot(b *testing.B) {

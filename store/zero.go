@@ -1,0 +1,200 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+)
+
+// The zero-filler keeps a region of zeros, written and fdatasynced, ahead of
+// the write position in the active commitlog segment (Options.ZeroAhead).
+// Records written there overwrite allocated, already-written blocks: the
+// pwrite does not grow the file and the group commit's fdatasync has no new
+// file size or extents to commit (on ext4 that halves its latency). When
+// the writer catches up with the zeros it simply writes past them, growing
+// the file as without the filler; it never waits for it.
+//
+// Invariants:
+//   - zeros are written only under s.mu, at or after the end of the records
+//     (max(size, zeroEnd)), so a record is never overwritten by zeros;
+//   - zeros stop at SegmentSize-MaxMessageSize, so a segment that rolls
+//     because its next record does not fit has normally run past them;
+//   - a segment is cut to its records (trimTailLocked: truncate + fdatasync)
+//     before it is sealed, and so before a next segment is created: only the
+//     last segment of the log can have a zero tail after a crash, and
+//     recovery cuts it as the clean end of the log.
+//
+// Errors: ENOSPC while filling is not an error of the store (the zeros are
+// cut back off, the filler pauses); any other failure of a write, truncate
+// or fdatasync of the commitlog file is sticky like a failure of the write
+// path (an fdatasync error reported to the filler might have been the
+// writeback failure of records).
+
+const (
+	zeroChunk      = 1 << 20 // zeros written and synced per round
+	zeroNoSpaceFor = time.Second
+)
+
+var errZeroNoSpace = errors.New("store: no space to zero-fill")
+
+// zeroLimit is the offset in a segment up to which zeros are kept.
+func (s *Store) zeroLimit() int64 {
+	return s.opts.SegmentSize - int64(s.opts.MaxMessageSize)
+}
+
+// zeroWantLocked returns where the records or zeros of sg end now (from),
+// and how many bytes of zeros after from are wanted: none until at least a
+// chunk (or half of ZeroAhead) is missing, or the rest up to the limit.
+// Caller holds s.mu.
+func (s *Store) zeroWantLocked(sg *segment) (from, n int64) {
+	size := sg.size.Load()
+	from = max(sg.zeroEnd, size)
+	limit := s.zeroLimit()
+	want := min(size+s.opts.ZeroAhead, limit)
+	gap := want - from
+	if gap <= 0 || gap < min(s.opts.ZeroAhead/2, zeroChunk) && want < limit {
+		return from, 0
+	}
+	return from, gap
+}
+
+// wakeZeroLocked wakes the zero-filler when zeros are wanted ahead of the
+// records of the active segment. Caller holds s.mu.
+func (s *Store) wakeZeroLocked() {
+	sg := s.mu.active
+	if s.opts.ZeroAhead <= 0 || sg == nil {
+		return
+	}
+	if _, n := s.zeroWantLocked(sg); n > 0 {
+		select {
+		case s.zeroReq <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// zeroLoop is the zero-filler goroutine.
+func (s *Store) zeroLoop() {
+	defer s.wg.Done()
+	buf := make([]byte, min(zeroChunk, s.opts.ZeroAhead))
+	var pausedUntil time.Time
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-s.zeroReq:
+		}
+		if time.Now().Before(pausedUntil) {
+			continue // the next write wakes it again
+		}
+		for {
+			more, err := s.zeroStep(buf)
+			if errors.Is(err, errZeroNoSpace) {
+				pausedUntil = time.Now().Add(zeroNoSpaceFor)
+			}
+			if !more || err != nil {
+				break
+			}
+			select {
+			case <-s.quit:
+				return
+			default:
+			}
+		}
+	}
+}
+
+// zeroStep writes and fdatasyncs one chunk of zeros after the records of
+// the active segment. It holds clSyncMu across both, so that the group
+// commit's fdatasync never has to write the zeros out, and s.mu across the
+// write only. more says another chunk is wanted.
+func (s *Store) zeroStep(buf []byte) (more bool, err error) {
+	s.clSyncMu.Lock()
+	defer s.clSyncMu.Unlock()
+	if s.stickyErr() != nil {
+		return false, nil
+	}
+	s.mu.Lock()
+	sg := s.mu.active
+	if s.mu.closed || sg == nil {
+		s.mu.Unlock()
+		return false, nil
+	}
+	from, gap := s.zeroWantLocked(sg)
+	n := min(gap, int64(len(buf)))
+	if n <= 0 || sg.tailDirty {
+		s.mu.Unlock()
+		return false, nil
+	}
+	// Never eat into the reserve: writes refuse below MinFreeBytes, zeros
+	// stop before. freeEst is the writer's estimate (statfs at most once a
+	// second while it writes; not yet made before the first write, which
+	// wakes the filler again).
+	if s.mu.freeEst < s.opts.MinFreeBytes+uint64(n) {
+		measured := s.mu.freeAt != 0
+		s.mu.Unlock()
+		if !measured {
+			return false, nil
+		}
+		return false, errZeroNoSpace
+	}
+	if _, werr := sg.f.WriteAt(buf[:n], from); werr != nil {
+		werr = fmt.Errorf("store: zero-fill commitlog %s: %w", sg.path, werr)
+		// Cut off what was written: the file ends at the records or the
+		// zeros written before, as the writer expects.
+		if terr := sg.f.Truncate(from); terr != nil {
+			sg.tailDirty = true
+			s.mu.Unlock()
+			return false, s.setSticky(errors.Join(werr, terr))
+		}
+		if errors.Is(werr, syscall.ENOSPC) {
+			s.mu.freeEst = 0
+			s.mu.Unlock()
+			s.log.Info("store: disk full; zero-filling ahead of the commitlog paused", "segment", sg.path)
+			return false, errZeroNoSpace
+		}
+		s.mu.Unlock()
+		return false, s.setSticky(werr)
+	}
+	sg.zeroEnd = from + n
+	s.mu.freeEst -= min(s.mu.freeEst, uint64(n))
+	more = gap > n
+	s.mu.Unlock()
+
+	if err := sg.f.Sync(); err != nil && !sg.dropped.Load() {
+		return false, s.setSticky(fmt.Errorf("store: fdatasync zero-filled commitlog %s: %w", sg.path, err))
+	}
+	s.zeroBytes.Add(n)
+	return more, nil
+}
+
+// trimTailLocked cuts sg's file back to its records (its zero tail) and
+// makes that durable, before sg is sealed. A failure is sticky. Caller
+// holds s.mu.
+func (s *Store) trimTailLocked(sg *segment) error {
+	size := sg.size.Load()
+	if sg.zeroEnd <= size && !sg.tailDirty {
+		return nil
+	}
+	if err := sg.f.Truncate(size); err != nil {
+		return s.setSticky(fmt.Errorf("store: cut zero tail of %s: %w", sg.path, err))
+	}
+	if err := sg.f.Sync(); err != nil {
+		return s.setSticky(fmt.Errorf("store: fdatasync %s after cutting its zero tail: %w", sg.path, err))
+	}
+	sg.zeroEnd, sg.tailDirty = size, false
+	return nil
+}
+
+// newBytesLocked is how many of n bytes written at pos grow the file: the
+// part of them that lands in the zeroed tail of the active segment takes
+// no space. Caller holds s.mu.
+func (s *Store) newBytesLocked(pos int64, n int) int {
+	sg := s.mu.active
+	if sg == nil || pos < sg.base || pos+int64(n) > sg.base+s.opts.SegmentSize {
+		return n // in a new segment
+	}
+	z := sg.base + sg.zeroEnd
+	return n - int(min(max(z-pos, 0), int64(n)))
+}
