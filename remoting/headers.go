@@ -160,9 +160,21 @@ func IsSendMessageV2(ext map[string]string) bool {
 // Decode reads either key style: one-letter keys when "a" or "b" is
 // present, long keys otherwise.
 func (h *SendMessageRequestHeader) Decode(ext map[string]string) error {
+	// A lookup per key: iterating a freshly decoded map (as the binary
+	// header decoder makes) costs more than looking the keys up.
 	var f sendFields
-	for k, v := range ext {
-		f.add(k, v)
+	style := 0
+	if IsSendMessageV2(ext) {
+		style = 1
+		if v, ok := ext["bname"]; ok {
+			f.val[0][13], f.has[0] = v, 1<<13
+		}
+	}
+	for i, k := range sendKeys {
+		if v, ok := ext[k[style]]; ok {
+			f.val[style][i] = v
+			f.has[style] |= 1 << i
+		}
 	}
 	return h.decode(&f)
 }

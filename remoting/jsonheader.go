@@ -37,6 +37,15 @@ type decodedCommand struct {
 	pairs [16]ExtField
 }
 
+// decodedCommandText adds room for the decoded text of escaped strings,
+// for headers that have escapes (a send header's properties always do:
+// \u0001 and \u0002 separate them). 192 bytes fill the allocation's size
+// class (896).
+type decodedCommandText struct {
+	decodedCommand
+	text [192]byte
+}
+
 // fastJSONHeaderPairs is fastJSONHeader over a copy of the header made
 // once: every key and value without escapes is a substring of hs, and the
 // extFields are left as pairs (c.ext), without a map.
@@ -46,7 +55,13 @@ func fastJSONHeaderPairs(hs string) (c *Command, ok bool) {
 	if !p.eat('{') {
 		return nil, false
 	}
-	d := new(decodedCommand)
+	var d *decodedCommand
+	if strings.IndexByte(hs, '\\') >= 0 {
+		dt := new(decodedCommandText)
+		d, p.text = &dt.decodedCommand, dt.text[:0]
+	} else {
+		d = new(decodedCommand)
+	}
 	c = &d.cmd
 	c.ext = d.pairs[:0]
 	var seen uint8
@@ -111,6 +126,9 @@ func fastJSONHeaderPairs(hs string) (c *Command, ok bool) {
 type jsonScanner struct {
 	s string
 	i int
+	// text is where strSlow puts decoded strings while they fit, one
+	// after another: each is written once, then only read.
+	text []byte
 }
 
 func (p *jsonScanner) ws() {
@@ -189,7 +207,13 @@ func (p *jsonScanner) strSlow(start int) (string, bool) {
 		}
 		end++
 	}
-	out := make([]byte, 0, end-start)
+	var out []byte
+	inText := end-start <= cap(p.text)-len(p.text)
+	if inText {
+		out = p.text[len(p.text):len(p.text)]
+	} else {
+		out = make([]byte, 0, end-start)
+	}
 	out = append(out, p.s[start:p.i]...)
 	for {
 		n := plainJSONLen(p.s[p.i:])
@@ -203,6 +227,10 @@ func (p *jsonScanner) strSlow(start int) (string, bool) {
 			p.i++
 			if len(out) == 0 {
 				return "", true
+			}
+			// (Had out outgrown the room, append would have moved it.)
+			if inText && len(p.text)+len(out) <= cap(p.text) {
+				p.text = p.text[:len(p.text)+len(out)]
 			}
 			// out is not written again: the string can share it.
 			return unsafe.String(&out[0], len(out)), true

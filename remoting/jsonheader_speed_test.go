@@ -336,3 +336,25 @@ func BenchmarkRemotingJSONHeaderSendServer(b *testing.B) {
 		}
 	}
 }
+
+// TestRemotingJSONEscapedStringsShareText: decoded escaped strings are
+// laid one after another in the command's text room, or in their own
+// buffer once it is full; none overwrites another.
+func TestRemotingJSONEscapedStringsShareText(t *testing.T) {
+	ext := map[string]string{}
+	for i := range 12 {
+		ext[fmt.Sprintf("k%02d\n", i)] = strings.Repeat(fmt.Sprintf("v%d\x01\"", i), i*3)
+	}
+	c := &Command{Code: 10, Language: "GO", Remark: "a\tb", ExtFields: ext}
+	frame, err := AppendFrame(nil, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := fastJSONHeaderPairs(string(frame[8:]))
+	if !ok {
+		t.Fatal("slow path")
+	}
+	if got.Remark != c.Remark || !maps.Equal(got.ExtMap(), ext) {
+		t.Fatalf("got %q %q", got.Remark, got.ExtMap())
+	}
+}
