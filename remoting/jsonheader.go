@@ -418,24 +418,14 @@ func (p *jsonScanner) ext(c *Command) bool {
 	}
 	var seen uint64 // extKeyHash bits of the keys so far
 	for {
+		if p.extCompact(c, &seen) {
+			return true
+		}
+		// One pair the general way, then back to the compact loop.
 		p.ws()
 		k, ok := p.str()
-		if !ok {
+		if !ok || len(c.ext) >= maxFastExt || dupExt(c, &seen, k) {
 			return false
-		}
-		if len(c.ext) >= maxFastExt {
-			return false
-		}
-		// A key whose hash bit is new cannot be a duplicate, so the keys
-		// are compared only on a (rare) shared bit.
-		if bit := uint64(1) << extKeyHash(k); seen&bit == 0 {
-			seen |= bit
-		} else {
-			for i := range c.ext {
-				if c.ext[i].Key == k {
-					return false
-				}
-			}
 		}
 		p.ws()
 		if !p.eat(':') {
@@ -477,11 +467,78 @@ func (p *jsonScanner) ext(c *Command) bool {
 		if p.eat(',') {
 			continue
 		}
-		if !p.eat('}') {
+		return p.eat('}')
+	}
+}
+
+// extCompact reads "key":"value" pairs written without spaces, the way
+// every client writes them, and reports whether it read the closing
+// brace. It stops at the start of the first pair it does not take (any
+// other form, a duplicate key, bad syntax), which ext's general loop then
+// reads or rejects.
+func (p *jsonScanner) extCompact(c *Command, seen *uint64) bool {
+	s := p.s
+	for {
+		start, i := p.i, p.i
+		if i >= len(s) || s[i] != '"' {
 			return false
 		}
-		return true
+		i++
+		k0 := i
+		i += plainJSONLen(s[i:])
+		if i+2 >= len(s) || s[i] != '"' || s[i+1] != ':' || s[i+2] != '"' {
+			return false
+		}
+		k := s[k0:i]
+		i += 3
+		v0 := i
+		i += plainJSONLen(s[i:])
+		if i >= len(s) {
+			return false
+		}
+		var v string
+		switch s[i] {
+		case '"':
+			v = s[v0:i]
+			i++
+		case '\\':
+			p.i = i
+			var ok bool
+			if v, ok = p.strSlow(v0); !ok {
+				p.i = start
+				return false
+			}
+			i = p.i
+		default:
+			return false
+		}
+		if i >= len(s) || s[i] != ',' && s[i] != '}' || len(c.ext) >= maxFastExt || dupExt(c, seen, k) {
+			p.i = start
+			return false
+		}
+		c.ext = append(c.ext, ExtField{Key: k, Value: v})
+		p.i = i + 1
+		if s[i] == '}' {
+			return true
+		}
 	}
+}
+
+// dupExt reports whether c.ext has key k. seen holds the extKeyHash bits
+// of the keys so far, and gets k's: a key whose bit is new cannot be a
+// duplicate, so keys are compared only on a (rare) shared bit.
+func dupExt(c *Command, seen *uint64, k string) bool {
+	bit := uint64(1) << extKeyHash(k)
+	if *seen&bit == 0 {
+		*seen |= bit
+		return false
+	}
+	for i := range c.ext {
+		if c.ext[i].Key == k {
+			return true
+		}
+	}
+	return false
 }
 
 // extKeyHash spreads keys over 64 bits by their end bytes; the send

@@ -358,3 +358,27 @@ func TestRemotingJSONEscapedStringsShareText(t *testing.T) {
 		t.Fatalf("got %q %q", got.Remark, got.ExtMap())
 	}
 }
+
+// TestRemotingJSONExtCompactHandover: extFields mixing the compact form
+// with everything the general loop takes over (spaces, numbers, nulls,
+// escaped keys, duplicates, bad endings) decode as encoding/json does, or
+// go the slow way.
+func TestRemotingJSONExtCompactHandover(t *testing.T) {
+	for _, ext := range []string{
+		`{"a":"1","b":"2"}`, `{"a":"1", "b":"2"}`, `{"a":"1" ,"b":"2"}`, `{"a" :"1","b":"2"}`, `{"a": "1","b":"2"}`,
+		`{"a":1,"b":"2","c":true,"d":null,"e":"x\u0001y"}`, `{"a":"x\u0001y","b":"2"}`, `{"a":"x\u0001y" ,"b":"2"}`,
+		`{"k\n":"1","b":"2"}`, `{"a":"1","a":"2"}`, `{"a":"1","b":"2","a":null}`, `{"a":null,"a":"2"}`,
+		`{"a":"1",}`, `{"a":"1"`, `{"a":"1"]`, `{"a":"1","b"}`, `{"a":"1","b":}`, `{"a":"\"","b":"\\"}`,
+		`{"a":"1"} `, `{ "a":"1"}`, `{"a":"é"}`, `{"a":"x\ud800"}`,
+	} {
+		b := []byte(`{"code":10,"extFields":` + ext + `,"flag":0}`)
+		fast, ok := fastJSONHeader(b)
+		slow, err := decodeJSONHeaderSlow(b)
+		if !ok {
+			continue
+		}
+		if err != nil || !equalCommands(fast, slow) {
+			t.Fatalf("%s: fast %+v, slow %+v (%v)", ext, fast, slow, err)
+		}
+	}
+}
