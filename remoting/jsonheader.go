@@ -47,8 +47,10 @@ type decodedCommandText struct {
 }
 
 // fastJSONHeaderPairs is fastJSONHeader over a copy of the header made
-// once: every key and value without escapes is a substring of hs, and the
-// extFields are left as pairs (c.ext), without a map.
+// once: every key and value without escapes is a substring of hs (one
+// with escapes is decoded into the command's own allocation, or a buffer
+// of its own), and the extFields are left as pairs (c.ext), without a
+// map.
 func fastJSONHeaderPairs(hs string) (c *Command, ok bool) {
 	p := jsonScanner{s: hs}
 	p.ws()
