@@ -30,11 +30,14 @@
 // Zeroed tail (Options.ZeroAhead, default 8 MiB, negative disables): the
 // active segment's file may be longer than its records. A background
 // goroutine keeps up to ZeroAhead bytes of zeros, written and fdatasynced,
-// after the last record (never past SegmentSize-MaxMessageSize), one 1 MiB
+// after the last record (never past SegmentSize-MaxMessageSize), one 256 KiB
 // chunk per round, woken by the writer when at least a chunk (or half of
 // ZeroAhead) is missing. Records then overwrite allocated blocks: the pwrite
 // does not grow the file and the next fdatasync commits no new size or
-// extents (on ext4 on virtio that halves its latency). A writer that catches
+// extents (on ext4 on virtio that halves its latency). Zeros cost as much
+// disk bandwidth as the records, so the filler idles while the average
+// commitlog fdatasync covers more than 128 KiB (large group commits, the
+// async flusher), where that saving is small. A writer that catches
 // up writes on past the zeros; it never waits for them. The filler writes
 // under mu, only after the last record, and holds clSyncMu across its write
 // and fdatasync, so a group commit's fdatasync never writes zeros out. Before

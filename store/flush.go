@@ -70,6 +70,8 @@ func (s *Store) syncCommitlog(target int64) error {
 	}
 	s.syncNs.Add(int64(d))
 	s.nsyncs.Add(1)
+	avg := s.syncBytes.Load()
+	s.syncBytes.Store(avg + (target-from-avg)/8) // under clSyncMu
 	s.flushed.Store(target)
 	s.notify.broadcast()
 	s.fireWaiters(false)

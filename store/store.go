@@ -55,6 +55,7 @@ type Store struct {
 	flushed   atomic.Int64  // commitlog bytes known durable
 	nsyncs    atomic.Int64  // commitlog fdatasync rounds (for benchmarks)
 	syncNs    atomic.Int64  // time spent in them (for benchmarks)
+	syncBytes atomic.Int64  // moving average of the bytes a commitlog fdatasync covers
 	zeroReq   chan struct{} // wakes the zero-filler (zero.go)
 	zeroBytes atomic.Int64  // bytes zero-filled ahead of the writer
 	notify    notifier      // broadcast when flushed advances or a sticky error is set

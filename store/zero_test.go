@@ -17,9 +17,13 @@ import (
 )
 
 // fillZeros runs the zero-filler until it wants no more (the background
-// goroutine may run alongside; clSyncMu serializes them).
+// goroutine may run alongside; clSyncMu serializes them), whatever the
+// size of the fdatasyncs so far.
 func fillZeros(t *testing.T, s *Store) {
 	t.Helper()
+	s.clSyncMu.Lock()
+	s.syncBytes.Store(0)
+	s.clSyncMu.Unlock()
 	buf := make([]byte, zeroChunk)
 	for {
 		more, err := s.zeroStep(buf)
@@ -299,7 +303,7 @@ func TestZeroTailHotPathDoesNotGrowFile(t *testing.T) {
 	if before != zeroEnd {
 		t.Fatalf("file %d bytes after zero-filling to %d", before, zeroEnd)
 	}
-	put(400) // ~450 KiB: below a chunk, the filler is not even woken
+	put(200) // ~220 KiB: below a chunk, the filler is not even woken
 	if after := fileSize(t, mem, path); after != before {
 		t.Fatalf("puts within the zeroed tail changed the file size %d -> %d", before, after)
 	}
@@ -419,4 +423,31 @@ func TestZeroTailDiskFull(t *testing.T) {
 	defer mustClose(t, s2)
 	checkAcked(t, s2, "D", acks)
 	checkConsistent(t, s2, "D", 1)
+}
+
+// The filler idles while fdatasyncs are large: zeros would double the disk
+// bandwidth for a small saving per fdatasync.
+func TestZeroTailIdlesOnLargeSyncs(t *testing.T) {
+	o := testOpts(vfs.NewMem())
+	o.Flush = FlushSync
+	o.SegmentSize, o.MaxMessageSize, o.ZeroAhead = 1<<20, 64<<10, 256<<10
+	s := mustOpen(t, o)
+	defer mustClose(t, s)
+	big := make([]Message, 8)
+	for i := range big {
+		big[i] = msg("L", 0, string(bytes.Repeat([]byte("l"), 60<<10)))
+	}
+	for range 12 { // ~480 KiB per fdatasync: the average passes 128 KiB
+		mustPut(t, s, big...)
+	}
+	if avg := s.syncBytes.Load(); avg <= zeroMaxSyncBytes {
+		t.Fatalf("average fdatasync %d bytes", avg)
+	}
+	mustPut(t, s, big[:1]...) // the active segment was started well after the average passed 128 KiB
+	if more, err := s.zeroStep(make([]byte, zeroChunk)); more || err != nil {
+		t.Fatalf("zero step: %v %v", more, err)
+	}
+	if _, size, zeroEnd := activeTail(t, s); zeroEnd > size {
+		t.Fatalf("zero-filled to %d past records ending at %d while fdatasyncs are large", zeroEnd, size)
+	}
 }
