@@ -226,8 +226,24 @@ func (pl *pipeline) readLoop() {
 	b, o := p.b, p.b.o
 	br := bufio.NewReaderSize(pl.nc, 64<<10)
 	buf := make([]byte, 0, 4<<10)
+	// Slots of acks read are handed back together, when no whole ack is
+	// left in the buffer: the writer then wakes once per read and sends
+	// them all in one write, instead of racing the reader one slot (and
+	// one write syscall) at a time.
+	freed := make([]int, 0, o.inflight)
+	defer func() {
+		for _, s := range freed {
+			pl.free <- s
+		}
+	}()
 	for {
-		_ = pl.nc.SetReadDeadline(time.Now().Add(o.timeout))
+		if !wholeFrameBuffered(br) {
+			for _, s := range freed {
+				pl.free <- s // never blocks: free has room for every slot
+			}
+			freed = freed[:0]
+			_ = pl.nc.SetReadDeadline(time.Now().Add(o.timeout))
+		}
 		frame, err := remoting.ReadFrame(br, buf, pipelineMaxFrame)
 		if err != nil {
 			if !pl.failed() && !errors.Is(err, net.ErrClosed) {
@@ -263,6 +279,16 @@ func (pl *pipeline) readLoop() {
 			p.okMsgs.Add(int64(n))
 			p.okReqs.Add(1)
 		}
-		pl.free <- slot
+		freed = append(freed, slot)
 	}
+}
+
+// wholeFrameBuffered reports whether br already holds a whole frame.
+func wholeFrameBuffered(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n < 4 {
+		return false
+	}
+	h, _ := br.Peek(4)
+	return int64(n) >= 4+int64(binary.BigEndian.Uint32(h))
 }
