@@ -588,7 +588,7 @@ func (s *Store) writeLocked(b []byte, off int64, partial bool) error {
 		return nil
 	}
 	sg := s.mu.active
-	if _, err := writeSplit(sg.f, b, off-sg.base, sg.zeroEnd); err != nil {
+	if _, err := sg.f.WriteAt(b, off-sg.base); err != nil {
 		werr := fmt.Errorf("store: write commitlog %s: %w", sg.path, err)
 		if terr := sg.f.Truncate(off - sg.base); terr != nil {
 			sg.tailDirty = true
@@ -606,22 +606,6 @@ func (s *Store) writeLocked(b []byte, off int64, partial bool) error {
 	sg.size.Store(off + int64(len(b)) - sg.base)
 	s.wakeZeroLocked()
 	return nil
-}
-
-// writeSplit writes b at off in f as two writes when it straddles the end
-// of the zeroed tail at z: one into the zeros, one growing the file. (The
-// in-memory vfs.Mem mishandles one write that starts before its end of
-// file and ends after it; on a real filesystem one write would do.)
-func writeSplit(f vfs.File, b []byte, off, z int64) (int, error) {
-	if off < z && off+int64(len(b)) > z {
-		n, err := f.WriteAt(b[:z-off], off)
-		if err != nil {
-			return n, err
-		}
-		m, err := f.WriteAt(b[z-off:], z)
-		return n + m, err
-	}
-	return f.WriteAt(b, off)
 }
 
 // rollLocked seals the active segment and starts a new one at base. The new

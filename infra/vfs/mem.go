@@ -370,7 +370,9 @@ func (m *Mem) writeAtLocked(n *memNode, p []byte, off int64) (int, error) {
 		m.free -= end - cur
 		if end <= int64(cap(n.data)) {
 			n.data = n.data[:end]
-			clear(n.data[cur:min(off, end)])
+			if off > cur {
+				clear(n.data[cur:off]) // the hole between the old end and off
+			}
 		} else {
 			n.data = append(n.data, make([]byte, end-cur)...)
 		}

@@ -316,3 +316,36 @@ func testBasics(t *testing.T, fs vfs.FS, dir string) {
 		t.Fatalf("stat removed: %v", err)
 	}
 }
+
+// TestVFSMemWriteAcrossEOF: one WriteAt that starts inside the file and ends
+// past its end (with spare capacity behind the data, as after a truncate)
+// overwrites the tail and grows the file, like the OS file does.
+func TestVFSMemWriteAcrossEOF(t *testing.T) {
+	for _, fs := range []vfs.FS{vfs.NewMem(), vfs.OS()} {
+		dir := t.TempDir()
+		if err := fs.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Join(dir, "f")
+		f := mustWrite(t, fs, name, bytes.Repeat([]byte{'a'}, 64), false)
+		if err := f.Truncate(32); err != nil { // leaves capacity behind the data in Mem
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(bytes.Repeat([]byte{'b'}, 16), 24); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte{'c'}, 48); err != nil { // past the end: a hole of zeros
+			t.Fatal(err)
+		}
+		f.Close()
+		got, err := readAll(t, fs, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append(append(bytes.Repeat([]byte{'a'}, 24), bytes.Repeat([]byte{'b'}, 16)...), make([]byte, 8)...)
+		want = append(want, 'c')
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%T: file is %q, want %q", fs, got, want)
+		}
+	}
+}
