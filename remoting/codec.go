@@ -600,7 +600,7 @@ func decodeFrame(frame []byte) (*Command, error) {
 	switch st {
 	case SerializeJSON:
 		var ok bool
-		if c, ok = fastJSONHeaderPairs(string(header)); !ok {
+		if c, ok = decodeJSONFrameHeader(header); !ok {
 			c, err = decodeJSONHeaderSlow(header)
 		}
 	case SerializeRocketMQ:

@@ -1,0 +1,50 @@
+package remoting
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRemotingSendPathAllocations guards the send path's allocation budget
+// (issue 5: nothing per message beyond the request's own buffer): a JSON
+// SEND_MESSAGE frame as the official clients write it decodes, header
+// included, with one allocation (the decoded request, which holds the
+// header copy its strings alias), and a typed send response encodes with
+// none.
+func TestRemotingSendPathAllocations(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("allocation counts differ under -race and -cover")
+	}
+	c := benchSendCommand(1024)
+	frame, _ := AppendFrame(nil, c)
+	raw := frame[4:]
+	var h SendMessageRequestHeader
+	decode := testing.AllocsPerRun(200, func() {
+		d, err := decodeFrame(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.DecodeCommand(d); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if decode != 1 {
+		t.Errorf("decoding a SEND_MESSAGE frame (header %d bytes) allocates %.0f times, want 1", len(frame)-4-1024, decode)
+	}
+	if !strings.Contains(h.Properties, "UNIQ_KEY") || h.Topic != "TopicA" {
+		t.Fatalf("decoded header %+v", h)
+	}
+
+	resp := &Command{Code: int32(Success), Language: LanguageGo, Version: Version, Opaque: 42, Flag: FlagResponse,
+		Header: SendHeaderExt{H: &h}}
+	buf := make([]byte, 0, 4096)
+	encode := testing.AllocsPerRun(200, func() {
+		var err error
+		if buf, err = AppendFrameHeader(buf[:0], resp); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if encode != 0 {
+		t.Errorf("encoding a typed header allocates %.0f times, want 0", encode)
+	}
+}
