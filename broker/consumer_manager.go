@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -239,12 +241,7 @@ func (m *ConsumerManager) Subscription(group, topic string) (Subscription, bool)
 func (m *ConsumerManager) Groups() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.mu.groups))
-	for n := range m.mu.groups {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(m.mu.groups))
 }
 
 // ProducerManager is RocketMQ's ProducerManager: live producer clients per
@@ -326,10 +323,5 @@ func (m *ProducerManager) Conn(group string) *remoting.Conn {
 func (m *ProducerManager) Groups() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.mu.groups))
-	for n := range m.mu.groups {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(m.mu.groups))
 }

@@ -4,9 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"sort"
-	"sync"
-	"time"
 
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
@@ -17,16 +14,7 @@ import (
 // group settings, persisted as config/subscriptionGroup.json. Groups are
 // auto-created on first heartbeat or pull.
 type SubscriptionGroupManager struct {
-	fs   vfs.FS
-	path string
-
-	// mu guards the fields below; never held across I/O.
-	mu struct {
-		sync.Mutex
-		table   map[string]*remoting.SubscriptionGroupConfig
-		version remoting.DataVersion
-		saved   int64
-	}
+	configTable[remoting.SubscriptionGroupConfig] // Get, Delete, Names
 }
 
 const subscriptionGroupFile = "subscriptionGroup.json"
@@ -38,8 +26,8 @@ type subscriptionGroupJSON struct {
 
 // OpenSubscriptionGroupManager loads dir/subscriptionGroup.json.
 func OpenSubscriptionGroupManager(fs vfs.FS, dir string) (*SubscriptionGroupManager, error) {
-	m := &SubscriptionGroupManager{fs: fs, path: filepath.Join(dir, subscriptionGroupFile)}
-	m.mu.table = map[string]*remoting.SubscriptionGroupConfig{}
+	m := &SubscriptionGroupManager{}
+	m.init(fs, filepath.Join(dir, subscriptionGroupFile))
 	b, err := offsets.ReadFile(fs, m.path)
 	if err != nil {
 		return nil, err
@@ -83,17 +71,6 @@ func (m *SubscriptionGroupManager) GetOrCreate(name string) remoting.Subscriptio
 	return g
 }
 
-// Get returns the group's config.
-func (m *SubscriptionGroupManager) Get(name string) (remoting.SubscriptionGroupConfig, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	g, ok := m.mu.table[name]
-	if !ok {
-		return remoting.SubscriptionGroupConfig{}, false
-	}
-	return *g, true
-}
-
 // Put creates or replaces a group.
 func (m *SubscriptionGroupManager) Put(g remoting.SubscriptionGroupConfig) {
 	m.mu.Lock()
@@ -103,66 +80,21 @@ func (m *SubscriptionGroupManager) Put(g remoting.SubscriptionGroupConfig) {
 	m.bumpLocked()
 }
 
-// Delete removes a group.
-func (m *SubscriptionGroupManager) Delete(name string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.mu.table[name]; !ok {
-		return false
-	}
-	delete(m.mu.table, name)
-	m.bumpLocked()
-	return true
-}
-
-// Names returns the group names, sorted.
-func (m *SubscriptionGroupManager) Names() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.mu.table))
-	for n := range m.mu.table {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (m *SubscriptionGroupManager) bumpLocked() {
-	m.mu.version.Counter++
-	m.mu.version.Timestamp = time.Now().UnixMilli()
-}
-
 // Encode returns subscriptionGroup.json bytes (also the body of
 // GET_ALL_SUBSCRIPTIONGROUP_CONFIG) and the version they hold.
 func (m *SubscriptionGroupManager) Encode() ([]byte, int64, error) {
-	m.mu.Lock()
-	f := subscriptionGroupJSON{SubscriptionGroupTable: make(map[string]*remoting.SubscriptionGroupConfig, len(m.mu.table)), DataVersion: m.mu.version}
-	for n, g := range m.mu.table {
-		c := *g
-		f.SubscriptionGroupTable[n] = &c
+	t, v := m.snapshot()
+	b, err := encodeSubscriptionGroups(t, v)
+	return b, v.Counter, err
+}
+
+func encodeSubscriptionGroups(t map[string]remoting.SubscriptionGroupConfig, v remoting.DataVersion) ([]byte, error) {
+	f := subscriptionGroupJSON{SubscriptionGroupTable: make(map[string]*remoting.SubscriptionGroupConfig, len(t)), DataVersion: v}
+	for n, g := range t {
+		f.SubscriptionGroupTable[n] = &g
 	}
-	m.mu.Unlock()
-	b, err := json.MarshalIndent(f, "", "\t")
-	return b, f.DataVersion.Counter, err
+	return json.MarshalIndent(f, "", "\t")
 }
 
 // Save writes the file when something changed since the last Save.
-func (m *SubscriptionGroupManager) Save() error {
-	b, v, err := m.Encode()
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	dirty := v != m.mu.saved
-	m.mu.Unlock()
-	if !dirty {
-		return nil
-	}
-	if err := offsets.WriteFileAtomic(m.fs, m.path, b); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	m.mu.saved = v
-	m.mu.Unlock()
-	return nil
-}
+func (m *SubscriptionGroupManager) Save() error { return m.save(encodeSubscriptionGroups) }

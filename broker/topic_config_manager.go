@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/stratamq/stratamq/infra/vfs"
@@ -34,16 +32,7 @@ const (
 // TopicConfigManager is RocketMQ's TopicConfigManager: the topic table,
 // persisted as config/topics.json. Safe for concurrent use.
 type TopicConfigManager struct {
-	fs   vfs.FS
-	path string
-
-	// mu guards the fields below; never held across I/O.
-	mu struct {
-		sync.Mutex
-		table   map[string]*remoting.TopicConfig
-		version remoting.DataVersion
-		saved   int64 // version.Counter last written
-	}
+	configTable[remoting.TopicConfig] // Get, Delete, Names
 }
 
 const topicsFile = "topics.json"
@@ -56,8 +45,8 @@ type topicsJSON struct {
 // OpenTopicConfigManager loads dir/topics.json (missing = empty) and makes
 // sure TBW102 exists when autoCreate is on.
 func OpenTopicConfigManager(fs vfs.FS, dir string, autoCreate bool) (*TopicConfigManager, error) {
-	m := &TopicConfigManager{fs: fs, path: filepath.Join(dir, topicsFile)}
-	m.mu.table = map[string]*remoting.TopicConfig{}
+	m := &TopicConfigManager{}
+	m.init(fs, filepath.Join(dir, topicsFile))
 	b, err := offsets.ReadFile(fs, m.path)
 	if err != nil {
 		return nil, err
@@ -89,11 +78,6 @@ func OpenTopicConfigManager(fs vfs.FS, dir string, autoCreate bool) (*TopicConfi
 	return m, nil
 }
 
-func (m *TopicConfigManager) bumpLocked() {
-	m.mu.version.Counter++
-	m.mu.version.Timestamp = time.Now().UnixMilli()
-}
-
 func (m *TopicConfigManager) putLocked(tc *remoting.TopicConfig) {
 	if tc.TopicFilterType == "" {
 		tc.TopicFilterType = "SINGLE_TAG"
@@ -103,17 +87,6 @@ func (m *TopicConfigManager) putLocked(tc *remoting.TopicConfig) {
 	}
 	m.mu.table[tc.TopicName] = tc
 	m.bumpLocked()
-}
-
-// Get returns a copy of the topic's config.
-func (m *TopicConfigManager) Get(topic string) (remoting.TopicConfig, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	tc, ok := m.mu.table[topic]
-	if !ok {
-		return remoting.TopicConfig{}, false
-	}
-	return *tc, true
 }
 
 // Put creates or replaces a topic; it reports whether anything changed.
@@ -176,61 +149,17 @@ func (m *TopicConfigManager) CreateSystemTopic(topic string, queueNums int32, pe
 	return *nc, true
 }
 
-// Delete removes a topic; it reports whether it existed.
-func (m *TopicConfigManager) Delete(topic string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.mu.table[topic]; !ok {
-		return false
-	}
-	delete(m.mu.table, topic)
-	m.bumpLocked()
-	return true
-}
-
-// Names returns every topic name, sorted.
-func (m *TopicConfigManager) Names() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.mu.table))
-	for n := range m.mu.table {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // Wrapper returns the table as sent in REGISTER_BROKER and GET_ALL_TOPIC_CONFIG.
 func (m *TopicConfigManager) Wrapper() remoting.TopicConfigSerializeWrapper {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t := make(map[string]remoting.TopicConfig, len(m.mu.table))
-	for n, tc := range m.mu.table {
-		t[n] = *tc
-	}
-	return remoting.TopicConfigSerializeWrapper{TopicConfigTable: t, DataVersion: m.mu.version}
+	t, v := m.snapshot()
+	return remoting.TopicConfigSerializeWrapper{TopicConfigTable: t, DataVersion: v}
 }
 
 // Save writes topics.json when something changed since the last Save.
 func (m *TopicConfigManager) Save() error {
-	w := m.Wrapper()
-	m.mu.Lock()
-	dirty := w.DataVersion.Counter != m.mu.saved
-	m.mu.Unlock()
-	if !dirty {
-		return nil
-	}
-	b, err := json.MarshalIndent(topicsJSON{TopicConfigTable: w.TopicConfigTable, DataVersion: w.DataVersion}, "", "\t")
-	if err != nil {
-		return err
-	}
-	if err := offsets.WriteFileAtomic(m.fs, m.path, b); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	m.mu.saved = w.DataVersion.Counter
-	m.mu.Unlock()
-	return nil
+	return m.save(func(t map[string]remoting.TopicConfig, v remoting.DataVersion) ([]byte, error) {
+		return json.MarshalIndent(topicsJSON{TopicConfigTable: t, DataVersion: v}, "", "\t")
+	})
 }
 
 // validTopicName applies RocketMQ's rules: [%|a-zA-Z0-9_-]+, at most 127

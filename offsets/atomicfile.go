@@ -1,10 +1,7 @@
 package offsets
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"regexp"
 
 	"github.com/stratamq/stratamq/infra/vfs"
@@ -21,15 +18,7 @@ func WriteFileAtomic(fs vfs.FS, path string, data []byte) error {
 
 // ReadFile returns the contents of path, or (nil, nil) when it does not exist.
 func ReadFile(fs vfs.FS, path string) ([]byte, error) {
-	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("offsets: open %s: %w", path, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(f)
+	b, err := vfs.ReadFile(fs, path)
 	if err != nil {
 		return nil, fmt.Errorf("offsets: read %s: %w", path, err)
 	}

@@ -170,13 +170,7 @@ func (cl *Client) dispatch(c *Conn, req *Command) {
 }
 
 func (cl *Client) reply(c *Conn, req, resp *Command) {
-	if resp == nil || req.IsOneway() {
-		return
-	}
-	resp.Opaque = req.Opaque
-	resp.Flag |= FlagResponse
-	resp.Serialize = req.Serialize
-	if err := c.WriteResponse(resp); err != nil && !errors.Is(err, ErrConnClosed) {
+	if err := c.Reply(req, resp); err != nil && !errors.Is(err, ErrConnClosed) {
 		cl.log.Error("remoting: cannot encode response", "code", resp.Code, "err", err)
 	}
 }

@@ -333,7 +333,7 @@ func (c *Conn) readLoop() {
 	defer c.finish()
 	br := bufio.NewReaderSize(c.nc, readBufferSize)
 	for {
-		if !frameBuffered(br, c.maxFrame) {
+		if !FrameBuffered(br, c.maxFrame) {
 			// The next read may wait on the socket: first finish the
 			// batch served from what arrived so far, and (re)arm the
 			// idle deadline only now, not once per frame.

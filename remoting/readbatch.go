@@ -75,10 +75,11 @@ func (c *Conn) Reply(req, resp *Command) error {
 	return c.WriteResponse(resp)
 }
 
-// frameBuffered reports whether br holds a whole frame, so reading it will
-// not wait on the socket. A length that cannot be a frame counts as
-// buffered: reading it fails at once.
-func frameBuffered(br *bufio.Reader, max int) bool {
+// FrameBuffered reports whether br holds a whole frame, so reading it will
+// not wait on the socket (a reader that batches work by read uses it). A
+// length that cannot be a frame counts as buffered: reading it fails at
+// once.
+func FrameBuffered(br *bufio.Reader, max int) bool {
 	n := br.Buffered()
 	if n < 4 {
 		return false

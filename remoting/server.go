@@ -390,13 +390,7 @@ func (s *Server) pool(code RequestCode) *pool {
 
 // reply sends resp for req unless resp is nil or req is oneway.
 func (s *Server) reply(c *Conn, req, resp *Command) {
-	if resp == nil || req.IsOneway() {
-		return
-	}
-	resp.Opaque = req.Opaque
-	resp.Flag |= FlagResponse
-	resp.Serialize = req.Serialize
-	if err := c.WriteResponse(resp); err != nil && !errors.Is(err, ErrConnClosed) {
+	if err := c.Reply(req, resp); err != nil && !errors.Is(err, ErrConnClosed) {
 		s.log.Error("remoting: cannot encode response", "code", resp.Code, "err", err, "conn", c.id)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -65,17 +64,12 @@ func (s *Store) writeCheckpoint(dispatched int64, marks []queueMark) error {
 
 // readCheckpoint returns nil when there is no valid checkpoint.
 func (s *Store) readCheckpoint() (*checkpoint, error) {
-	f, err := s.fs.OpenFile(filepath.Join(s.opts.Dir, checkpointName), os.O_RDONLY, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: open checkpoint: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(f)
+	b, err := vfs.ReadFile(s.fs, filepath.Join(s.opts.Dir, checkpointName))
 	if err != nil {
 		return nil, fmt.Errorf("store: read checkpoint: %w", err)
+	}
+	if b == nil {
+		return nil, nil
 	}
 	ck, err := parseCheckpoint(b)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -129,17 +128,12 @@ func (s *Store) writeRestoreState(r *restoreState) error {
 // readRestoreState returns nil when the store was never restored. A
 // damaged file is an error: without it old offsets would be lost silently.
 func (s *Store) readRestoreState() (*restoreState, error) {
-	f, err := s.fs.OpenFile(filepath.Join(s.opts.Dir, restoreName), os.O_RDONLY, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: open restore state: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(f)
+	b, err := vfs.ReadFile(s.fs, filepath.Join(s.opts.Dir, restoreName))
 	if err != nil {
 		return nil, fmt.Errorf("store: read restore state: %w", err)
+	}
+	if b == nil {
+		return nil, nil
 	}
 	r, err := parseRestoreState(b)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -196,4 +197,44 @@ func CheckRange(key string, off int64, n int, size int64) error {
 		return fmt.Errorf("%w: %q [%d, %d) of %d bytes", ErrRange, key, off, off+int64(n), size)
 	}
 	return nil
+}
+
+// readAtAttempts bounds how often ReadAtRetrying fetches a range again
+// after its body was cut short.
+const readAtAttempts = 3
+
+// ReadAtRetrying is the part of Bucket.ReadAt that HTTP providers share:
+// key and context checks, the empty or negative range answered from Stat
+// (ErrRange or nil), and one ranged read (read) repeated up to three times,
+// with a short backoff, while its body is cut short (io.ErrUnexpectedEOF).
+func ReadAtRetrying(ctx context.Context, key string, p []byte, off int64,
+	stat func(ctx context.Context, key string) (Attrs, error),
+	read func(ctx context.Context, key string, p []byte, off int64) error) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(p) == 0 || off < 0 {
+		a, err := stat(ctx, key)
+		if err != nil {
+			return err
+		}
+		return CheckRange(key, off, len(p), a.Size)
+	}
+	var err error
+	for attempt := range readAtAttempts {
+		if err = read(ctx, key, p, off); err == nil || !errors.Is(err, io.ErrUnexpectedEOF) {
+			return err
+		}
+		t := time.NewTimer(time.Duration(10<<attempt) * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	return err
 }

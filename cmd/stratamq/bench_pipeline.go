@@ -237,7 +237,7 @@ func (pl *pipeline) readLoop() {
 		}
 	}()
 	for {
-		if !wholeFrameBuffered(br) {
+		if !remoting.FrameBuffered(br, pipelineMaxFrame) {
 			for _, s := range freed {
 				pl.free <- s // never blocks: free has room for every slot
 			}
@@ -281,14 +281,4 @@ func (pl *pipeline) readLoop() {
 		}
 		freed = append(freed, slot)
 	}
-}
-
-// wholeFrameBuffered reports whether br already holds a whole frame.
-func wholeFrameBuffered(br *bufio.Reader) bool {
-	n := br.Buffered()
-	if n < 4 {
-		return false
-	}
-	h, _ := br.Peek(4)
-	return int64(n) >= 4+int64(binary.BigEndian.Uint32(h))
 }

@@ -1,6 +1,8 @@
 package vfs
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -47,4 +49,19 @@ func WriteFileAtomic(fs FS, path string, data []byte) (err error) {
 		return err
 	}
 	return d.Close()
+}
+
+// ReadFile returns the contents of path, or (nil, nil) when it does not
+// exist (the counterpart of WriteFileAtomic for small state files). Errors
+// are the FS's, unwrapped: callers add their context.
+func ReadFile(fs FS, path string) ([]byte, error) {
+	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }

@@ -202,13 +202,7 @@ func open(ctx context.Context, s Spec, opts Options) (tier.Bucket, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !opts.NoCreate {
-			if err := b.EnsureBucket(ctx); err != nil {
-				_ = b.Close()
-				return nil, err
-			}
-		}
-		return b, nil
+		return ensure(ctx, b, opts)
 	case "minio":
 		b, err := minio.New(minio.Config{
 			Endpoint: s.Endpoint, Bucket: s.Bucket, Region: s.Region, Secure: s.Secure, CAFile: s.CAFile,
@@ -218,15 +212,24 @@ func open(ctx context.Context, s Spec, opts Options) (tier.Bucket, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !opts.NoCreate {
-			if err := b.EnsureBucket(ctx); err != nil {
-				_ = b.Close()
-				return nil, err
-			}
-		}
-		return b, nil
+		return ensure(ctx, b, opts)
 	}
 	return nil, errors.New("unreachable: unknown scheme")
+}
+
+// ensure creates the bucket of an S3-style provider unless NoCreate; the
+// provider is closed when that fails.
+func ensure(ctx context.Context, b interface {
+	tier.Bucket
+	EnsureBucket(context.Context) error
+}, opts Options) (tier.Bucket, error) {
+	if !opts.NoCreate {
+		if err := b.EnsureBucket(ctx); err != nil {
+			_ = b.Close()
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // sensitive reports whether a query parameter may carry a secret.

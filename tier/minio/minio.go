@@ -26,7 +26,6 @@ const (
 	MinPartSize        = 5 << 20
 	DefaultConcurrency = 4
 	DefaultMaxRetries  = 5
-	readAttempts       = 3 // ReadAt retries of a body cut short
 )
 
 // Config configures a Bucket. Zero values mean the documented default.
@@ -275,33 +274,7 @@ func (b *Bucket) precheck(ctx context.Context, key string, cond *tier.Cond) erro
 // ReadAt implements tier.Bucket with one ranged GET. A body cut short by
 // the connection is fetched again, up to three times.
 func (b *Bucket) ReadAt(ctx context.Context, key string, p []byte, off int64) error {
-	if err := tier.ValidateKey(key); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if len(p) == 0 || off < 0 {
-		a, err := b.Stat(ctx, key)
-		if err != nil {
-			return err
-		}
-		return tier.CheckRange(key, off, len(p), a.Size)
-	}
-	var err error
-	for attempt := range readAttempts {
-		if err = b.readAt(ctx, key, p, off); err == nil || !errors.Is(err, io.ErrUnexpectedEOF) {
-			return err
-		}
-		t := time.NewTimer(time.Duration(10<<attempt) * time.Millisecond)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-	}
-	return err
+	return tier.ReadAtRetrying(ctx, key, p, off, b.Stat, b.readAt)
 }
 
 func (b *Bucket) readAt(ctx context.Context, key string, p []byte, off int64) error {

@@ -32,7 +32,6 @@ const (
 	DefaultMaxAttempts = 5
 	DefaultMaxBackoff  = 5 * time.Second
 	maxParts           = 10000 // S3's limit per multipart upload
-	readAttempts       = 3     // ReadAt retries of a body cut short
 )
 
 // Config configures a Bucket. Zero values mean the documented default.
@@ -382,29 +381,7 @@ func forEach(ctx context.Context, n, workers int, fn func(ctx context.Context, i
 // ReadAt implements tier.Bucket with one ranged GET. A body cut short by
 // the connection is fetched again, up to three times.
 func (b *Bucket) ReadAt(ctx context.Context, key string, p []byte, off int64) error {
-	if err := tier.ValidateKey(key); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if len(p) == 0 || off < 0 {
-		a, err := b.Stat(ctx, key)
-		if err != nil {
-			return err
-		}
-		return tier.CheckRange(key, off, len(p), a.Size)
-	}
-	var err error
-	for attempt := range readAttempts {
-		if err = b.readAt(ctx, key, p, off); err == nil || !errors.Is(err, io.ErrUnexpectedEOF) {
-			return err
-		}
-		if err := sleep(ctx, time.Duration(10<<attempt)*time.Millisecond); err != nil {
-			return err
-		}
-	}
-	return err
+	return tier.ReadAtRetrying(ctx, key, p, off, b.Stat, b.readAt)
 }
 
 func (b *Bucket) readAt(ctx context.Context, key string, p []byte, off int64) error {
@@ -575,15 +552,4 @@ func (s *source) part(off, n int64) (io.ReadSeeker, error) {
 		return nil, fmt.Errorf("read body at %d (+%d of %d bytes): %w", off, k, n, err)
 	}
 	return bytes.NewReader(buf), nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
