@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -99,8 +101,11 @@ func TestSendResponseEncodings(t *testing.T) {
 	for _, host := range []string{"10.1.2.3:10911", "[2001:db8::1]:10911", "[::ffff:10.0.0.1]:9876", "0.0.0.0:0"} {
 		ap := netip.MustParseAddrPort(host)
 		for _, off := range []int64{0, 1, 1 << 40, 123456789} {
-			if got, want := string(appendMessageID(nil, ap, off)), store.EncodeMessageID(ap, off); got != want {
-				t.Errorf("appendMessageID(%s, %d) = %s, want %s", host, off, got, want)
+			if got, want := string(store.AppendMessageID(nil, ap, off)), refMessageID(ap, off); got != want {
+				t.Errorf("AppendMessageID(%s, %d) = %s, want %s", host, off, got, want)
+			}
+			if got, want := store.EncodeMessageID(ap, off), refMessageID(ap, off); got != want {
+				t.Errorf("EncodeMessageID(%s, %d) = %s, want %s", host, off, got, want)
 			}
 		}
 	}
@@ -118,4 +123,21 @@ func TestSendResponseEncodings(t *testing.T) {
 			t.Errorf("appendNextProp(%q) lost TAGS: %q", props, out)
 		}
 	}
+}
+
+// refMessageID is the message id spelled out: IPv4 (4 bytes, also for
+// IPv4-mapped addresses) or IPv6 (16), the port as 4 bytes and the commitlog
+// offset as 8, in upper-case hex.
+func refMessageID(ap netip.AddrPort, off int64) string {
+	var b []byte
+	if a := ap.Addr(); a.Is6() && !a.Is4In6() {
+		s := a.As16()
+		b = append(b, s[:]...)
+	} else {
+		s := a.Unmap().As4()
+		b = append(b, s[:]...)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(ap.Port()))
+	b = binary.BigEndian.AppendUint64(b, uint64(off))
+	return strings.ToUpper(hex.EncodeToString(b))
 }

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -114,10 +113,10 @@ func (h *sendResponseHeader) AppendExt(w *remoting.ExtWriter) {
 			if i > 0 {
 				ids = append(ids, ',')
 			}
-			ids = appendMessageID(ids, h.storeHost, r.PhysOffset)
+			ids = store.AppendMessageID(ids, h.storeHost, r.PhysOffset)
 		}
 	} else {
-		ids = appendMessageID(ids, h.storeHost, h.phys)
+		ids = store.AppendMessageID(ids, h.storeHost, h.phys)
 	}
 	w.Bytes("msgId", ids)
 	w.Int("queueId", int64(h.queueID))
@@ -125,28 +124,6 @@ func (h *sendResponseHeader) AppendExt(w *remoting.ExtWriter) {
 	if h.hasTxID {
 		w.String("transactionId", h.txID)
 	}
-}
-
-// appendMessageID appends store.EncodeMessageID(host, phys) without
-// building strings: the store host (4 bytes of IPv4, or 16 of IPv6), the
-// port as 4 bytes and the offset as 8, in upper-case hex.
-func appendMessageID(dst []byte, host netip.AddrPort, phys int64) []byte {
-	var raw [28]byte
-	b := raw[:0]
-	a := host.Addr()
-	if a.Is6() && !a.Is4In6() {
-		s := a.As16()
-		b = append(b, s[:]...)
-	} else {
-		var s [4]byte
-		if a.Is4() || a.Is4In6() {
-			s = a.Unmap().As4()
-		}
-		b = append(b, s[:]...)
-	}
-	b = binary.BigEndian.AppendUint32(b, uint32(host.Port()))
-	b = binary.BigEndian.AppendUint64(b, uint64(phys))
-	return appendUpperHex(dst, b)
 }
 
 // prepareSend validates the header, finds or auto-creates the topic and

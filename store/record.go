@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"net/netip"
-	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -273,11 +272,23 @@ const storeTSEnd = offBornHost + 20 + 8
 // at physOffset: storehost IP, port (int32) and offset (int64), upper-case
 // hex — 32 characters for IPv4, 56 for IPv6.
 func EncodeMessageID(storeHost netip.AddrPort, physOffset int64) string {
+	var b [56]byte
+	return string(AppendMessageID(b[:0], storeHost, physOffset))
+}
+
+// AppendMessageID appends EncodeMessageID's text to dst without building
+// a string (the send path writes ids straight into its responses).
+func AppendMessageID(dst []byte, storeHost netip.AddrPort, physOffset int64) []byte {
 	var b [28]byte
 	n := putHost(b[:0], storeHost, is6(storeHost))
 	n = binary.BigEndian.AppendUint64(n, uint64(physOffset))
-	return strings.ToUpper(hex.EncodeToString(n))
+	for _, c := range n {
+		dst = append(dst, upperHex[c>>4], upperHex[c&0xF])
+	}
+	return dst
 }
+
+const upperHex = "0123456789ABCDEF"
 
 // DecodeMessageID parses an id made by EncodeMessageID.
 func DecodeMessageID(id string) (netip.AddrPort, int64, error) {
