@@ -95,7 +95,8 @@ type Options struct {
 	// overwrite allocated blocks instead of growing the file (an fdatasync
 	// that must also commit a new file size costs about twice as much).
 	// Default 8 MiB (DefaultZeroAhead); negative disables it. Zeros are
-	// kept only up to SegmentSize-MaxMessageSize. See the package doc.
+	// kept only up to SegmentSize-MaxMessageSize, and only in FlushSync
+	// (where acks wait for fdatasync). See the package doc.
 	ZeroAhead int64
 }
 

@@ -151,7 +151,9 @@ func Open(opts Options) (*Store, error) {
 		s.wg.Add(1)
 		go s.groupCommitLoop()
 	}
-	if o.ZeroAhead > 0 {
+	// Zeros pay off only where acks wait for fdatasync: in FlushAsync the
+	// filler would only write every byte twice.
+	if o.ZeroAhead > 0 && o.Flush == FlushSync {
 		s.wg.Add(1)
 		go s.zeroLoop()
 		s.mu.Lock()
