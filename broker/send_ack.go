@@ -57,15 +57,7 @@ func (b *Broker) fillAck(r *sendResponse, a *sendAck, res []store.PutResult) *re
 // returns), and the response never refers to the body.
 func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store.Message, a sendAck) *remoting.Command {
 	if rb := remoting.ReadBatchFrom(ctx); rb != nil {
-		for i := range msgs {
-			if err := b.store.Validate(&msgs[i]); err != nil {
-				return b.putError(a.req, err)
-			}
-		}
-		sb := batchOf(rb)
-		sb.msgs = append(sb.msgs, msgs...)
-		sb.acks = append(sb.acks, a)
-		return nil
+		return b.joinBatch(rb, a, msgs...)
 	}
 	if b.cfg.Flush != "sync" {
 		res, err := b.store.Put(ctx, msgs)
@@ -116,15 +108,23 @@ type sendBatch struct {
 // storeOne is storeAndAck for one message; within a read batch it joins
 // the batch without a slice of its own.
 func (b *Broker) storeOne(ctx context.Context, c *remoting.Conn, msg *store.Message, a sendAck) *remoting.Command {
-	rb := remoting.ReadBatchFrom(ctx)
-	if rb == nil {
-		return b.storeAndAck(ctx, c, []store.Message{*msg}, a)
+	if rb := remoting.ReadBatchFrom(ctx); rb != nil {
+		return b.joinBatch(rb, a, *msg)
 	}
-	if err := b.store.Validate(msg); err != nil {
-		return b.putError(a.req, err)
+	return b.storeAndAck(ctx, c, []store.Message{*msg}, a)
+}
+
+// joinBatch adds a send to its connection's read batch (stored and
+// answered by EndBatch), or answers at once when the store would refuse
+// one of its messages.
+func (b *Broker) joinBatch(rb *remoting.ReadBatch, a sendAck, msgs ...store.Message) *remoting.Command {
+	for i := range msgs {
+		if err := b.store.Validate(&msgs[i]); err != nil {
+			return b.putError(a.req, err)
+		}
 	}
 	sb := batchOf(rb)
-	sb.msgs = append(sb.msgs, *msg)
+	sb.msgs = append(sb.msgs, msgs...)
 	sb.acks = append(sb.acks, a)
 	return nil
 }
