@@ -68,6 +68,12 @@ func (r *received) distinct() int {
 	return len(r.msgs)
 }
 
+// newPushConsumer starts an official push consumer, shut down in Cleanup.
+// Tests must have received every message sent to it before Cleanup runs:
+// rocketmq-client-go's Shutdown closes each process queue's channel while a
+// pull that just returned messages may still be sending on it (an unguarded
+// close in the client, reported by -race), so shutting a consumer down while
+// messages still arrive makes the test fail on the client's race.
 func newPushConsumer(t *testing.T, ns, group, topic string, sel rmqconsumer.MessageSelector, r *received, who string, opts ...rmqconsumer.Option) rocketmq.PushConsumer {
 	t.Helper()
 	all := append([]rmqconsumer.Option{
@@ -409,11 +415,6 @@ func TestE2EResumeAfterRestart(t *testing.T) {
 	}
 	if len(redelivered) > 0 {
 		t.Fatalf("redelivered after restart (group did not resume at its committed offset): %v", redelivered)
-	}
-	for id, ms := range r2.msgs {
-		if string(ms[0].Body) != "second" {
-			t.Fatalf("message %s (%q) redelivered after restart: group did not resume at its committed offset", id, ms[0].Body)
-		}
 	}
 }
 
