@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
+	"github.com/stratamq/stratamq/infra/loopback"
 	"github.com/stratamq/stratamq/remoting"
 )
 
@@ -55,14 +55,15 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// freePort is a loopback port for a server started by address (see
+// infra/loopback: a port of 127.0.0.1:0 may be handed out twice).
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := loopback.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // startServe runs `stratamq serve` in-process on dir with extra env, and
