@@ -71,17 +71,38 @@ func (p *pullHold) notify(topic string, queue int32, queueOffset int64, tagsCode
 
 func (p *pullHold) wakeQueue(k queueKey, pick func(*heldPull) bool) {
 	p.mu.Lock()
-	list := p.mu.waiting[k]
-	if len(list) == 0 {
+	if len(p.mu.waiting[k]) == 0 {
 		p.mu.Unlock()
 		return
 	}
-	var woken []*heldPull
+	woken := p.sortLocked(k, nil, func(h *heldPull) holdVerdict {
+		if pick(h) {
+			return answerNow
+		}
+		return keepHeld
+	})
+	p.answerAndUnlock(woken)
+}
+
+// holdVerdict is what a sweep of the held pulls does with one of them.
+type holdVerdict int8
+
+const (
+	keepHeld  holdVerdict = iota
+	answerNow             // run it again and answer
+	dropHeld              // forget it: its connection is gone
+)
+
+// sortLocked applies verdict to every pull held on k, keeps those it says
+// to keep and returns due with those to answer now appended. p.mu is held.
+func (p *pullHold) sortLocked(k queueKey, due []*heldPull, verdict func(*heldPull) holdVerdict) []*heldPull {
+	list := p.mu.waiting[k]
 	kept := list[:0]
 	for _, h := range list {
-		if pick(h) {
-			woken = append(woken, h)
-		} else {
+		switch verdict(h) {
+		case answerNow:
+			due = append(due, h)
+		case keepHeld:
 			kept = append(kept, h)
 		}
 	}
@@ -90,9 +111,15 @@ func (p *pullHold) wakeQueue(k queueKey, pick func(*heldPull) bool) {
 	} else {
 		p.mu.waiting[k] = kept
 	}
-	p.wg.Add(len(woken))
+	return due
+}
+
+// answerAndUnlock counts due as re-runs in flight, releases p.mu and runs
+// each again on its own goroutine (a re-run may read the tier).
+func (p *pullHold) answerAndUnlock(due []*heldPull) {
+	p.wg.Add(len(due))
 	p.mu.Unlock()
-	for _, h := range woken {
+	for _, h := range due {
 		go p.rerun(h)
 	}
 }
@@ -131,29 +158,18 @@ func (p *pullHold) run(ctx context.Context) {
 func (p *pullHold) expire(now time.Time) {
 	var due []*heldPull
 	p.mu.Lock()
-	for k, list := range p.mu.waiting {
-		kept := list[:0]
-		for _, h := range list {
+	for k := range p.mu.waiting {
+		due = p.sortLocked(k, due, func(h *heldPull) holdVerdict {
 			switch {
 			case !now.Before(h.deadline):
-				due = append(due, h)
+				return answerNow
 			case isClosed(h.c):
-				// dropped: nobody to answer
-			default:
-				kept = append(kept, h)
+				return dropHeld
 			}
-		}
-		if len(kept) == 0 {
-			delete(p.mu.waiting, k)
-		} else {
-			p.mu.waiting[k] = kept
-		}
+			return keepHeld
+		})
 	}
-	p.wg.Add(len(due))
-	p.mu.Unlock()
-	for _, h := range due {
-		go p.rerun(h)
-	}
+	p.answerAndUnlock(due)
 }
 
 // releaseAll answers every held pull now and refuses new holds.
@@ -169,11 +185,7 @@ func (p *pullHold) releaseAll() {
 		all = append(all, list...)
 	}
 	p.mu.waiting = map[queueKey][]*heldPull{}
-	p.wg.Add(len(all))
-	p.mu.Unlock()
-	for _, h := range all {
-		go p.rerun(h)
-	}
+	p.answerAndUnlock(all)
 }
 
 // count reports the number of held pulls (tests, metrics).
