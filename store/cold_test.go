@@ -69,6 +69,25 @@ func (c *fakeCold) ReadAt(ctx context.Context, off int64, p []byte) (int, error)
 	return n, nil
 }
 
+// upload copies the file of segment sg into c, as the uploader does before
+// the segment is dropped.
+func (c *fakeCold) upload(fs vfs.FS, sg SegmentInfo) error {
+	f, err := fs.OpenFile(sg.Path, os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("open for upload: %w", err)
+	}
+	b := make([]byte, sg.Length)
+	err = readFull(f, b, 0)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("read for upload: %w", err)
+	}
+	c.mu.Lock()
+	c.objs[sg.Base] = b
+	c.mu.Unlock()
+	return nil
+}
+
 // erringCold fails every read; garbage makes it return junk bytes instead.
 type erringCold struct {
 	err     error
@@ -94,18 +113,9 @@ func (c *erringCold) ReadAt(ctx context.Context, off int64, p []byte) (int, erro
 // copyAndDrop copies the oldest sealed segment into cold and drops it.
 func copyAndDrop(t *testing.T, s *Store, fs vfs.FS, cold *fakeCold, sg SegmentInfo) {
 	t.Helper()
-	f, err := fs.OpenFile(sg.Path, os.O_RDONLY, 0)
-	if err != nil {
+	if err := cold.upload(fs, sg); err != nil {
 		t.Fatal(err)
 	}
-	b := make([]byte, sg.Length)
-	if err := readFull(f, b, 0); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	cold.mu.Lock()
-	cold.objs[sg.Base] = b
-	cold.mu.Unlock()
 	if err := s.DropSegment(sg.Base); err != nil {
 		t.Fatalf("drop %d: %v", sg.Base, err)
 	}
@@ -242,6 +252,16 @@ func fillTiered(t *testing.T, s *Store, n int) []PutResult {
 	return puts
 }
 
+// openTiered opens a store with tieredOpts over a new in-memory file system
+// and a new fake cold tier, and fills it with n records (fillTiered).
+func openTiered(t *testing.T, n int) (*vfs.Mem, *fakeCold, Options, *Store, []PutResult) {
+	t.Helper()
+	fs, cold := vfs.NewMem(), newFakeCold()
+	o := tieredOpts(fs, cold)
+	s := mustOpen(t, o)
+	return fs, cold, o, s, fillTiered(t, s, n)
+}
+
 // boundaryDrop picks k, the number of oldest segments to drop, such that
 // the records on either side of the boundary are adjacent records of A/0.
 func boundaryDrop(t *testing.T, segs []SegmentInfo, puts []PutResult, s *Store) int {
@@ -265,11 +285,7 @@ func boundaryDrop(t *testing.T, segs []SegmentInfo, puts []PutResult, s *Store) 
 }
 
 func TestStoreColdFallbackByteIdentical(t *testing.T) {
-	fs := vfs.NewMem()
-	cold := newFakeCold()
-	o := tieredOpts(fs, cold)
-	s := mustOpen(t, o)
-	puts := fillTiered(t, s, 150)
+	fs, cold, o, s, puts := openTiered(t, 150)
 	queues := []qref{{"A", 0}, {"B", 1}}
 	before := takeSnapshot(t, s, queues, puts)
 
@@ -369,21 +385,13 @@ func TestStoreColdFallbackByteIdentical(t *testing.T) {
 	compareSnapshots(t, before, takeSnapshot(t, s, queues, puts))
 
 	// New writes continue at the end with the next queue offsets.
-	end := s.MaxPhysOffset()
-	r := mustPut(t, s, msg("A", 0, "after"))
-	if r[0].PhysOffset != end || r[0].QueueOffset != s.MaxQueueOffset("A", 0)-1 {
-		t.Fatalf("put after reopen: %+v, end was %d", r[0], end)
-	}
+	checkPutAtEnd(t, s, "A", 0, "after")
 	checkConsistent(t, s, "A", 1)
 	mustClose(t, s)
 }
 
 func TestStoreDropAllSegments(t *testing.T) {
-	fs := vfs.NewMem()
-	cold := newFakeCold()
-	o := tieredOpts(fs, cold)
-	s := mustOpen(t, o)
-	puts := fillTiered(t, s, 60)
+	fs, cold, o, s, puts := openTiered(t, 60)
 	queues := []qref{{"A", 0}, {"B", 1}}
 	before := takeSnapshot(t, s, queues, puts)
 	end := s.MaxPhysOffset()
@@ -425,10 +433,7 @@ func TestStoreDropAllSegments(t *testing.T) {
 		t.Fatalf("log restarts at %d, was at %d", s.MaxPhysOffset(), end)
 	}
 	compareSnapshots(t, before, takeSnapshot(t, s, queues, puts))
-	r := mustPut(t, s, msg("B", 1, "next"))
-	if r[0].PhysOffset != end || r[0].QueueOffset != s.MaxQueueOffset("B", 1)-1 {
-		t.Fatalf("put after dropping all: %+v", r[0])
-	}
+	checkPutAtEnd(t, s, "B", 1, "next")
 	checkConsistent(t, s, "B", 2)
 }
 
@@ -574,11 +579,7 @@ func (w *switchCold) ReadAt(ctx context.Context, off int64, p []byte) (int, erro
 }
 
 func TestStoreMinPhysOffsetFloor(t *testing.T) {
-	fs := vfs.NewMem()
-	cold := newFakeCold()
-	o := tieredOpts(fs, cold)
-	s := mustOpen(t, o)
-	puts := fillTiered(t, s, 120)
+	fs, cold, o, s, puts := openTiered(t, 120)
 	segs := s.SealedSegments()
 	for _, sg := range segs[:4] {
 		copyAndDrop(t, s, fs, cold, sg)
@@ -716,37 +717,10 @@ func TestStoreCrashWithDroppedSegments(t *testing.T) {
 			o.FlushInterval = 5 * time.Millisecond
 			s := mustOpen(t, o)
 
-			const writers, queues = 4, 3
-			var mu sync.Mutex
-			var acks []acked
+			const queues = 3
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
-			for w := range writers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					r := rand.New(rand.NewPCG(seed, uint64(w)))
-					for i := 0; i < 3000 && ctx.Err() == nil; i++ {
-						var batch []Message
-						for j := range 1 + r.IntN(3) {
-							body := fmt.Sprintf("w%d-%d-%d-%s", w, i, j, bytes.Repeat([]byte("x"), r.IntN(1200)))
-							batch = append(batch, msg("D", int32(w%queues), body))
-						}
-						res, err := s.Put(ctx, batch)
-						if err != nil {
-							if !errors.Is(err, context.Canceled) && !errors.Is(err, ErrClosed) {
-								t.Errorf("put: %v", err)
-							}
-							return
-						}
-						mu.Lock()
-						for k, pr := range res {
-							acks = append(acks, acked{batch[k].QueueID, pr.QueueOffset, string(batch[k].Body)})
-						}
-						mu.Unlock()
-					}
-				}()
-			}
+			load := putLoad{topic: "D", writers: 4, queues: queues, puts: 3000, maxBatch: 3, maxPad: 1200}.start(ctx, t, s, &wg, seed)
 			var dropped atomic.Int64
 			wg.Add(1)
 			go func() { // keep at most two sealed segments local
@@ -761,21 +735,10 @@ func TestStoreCrashWithDroppedSegments(t *testing.T) {
 						continue
 					}
 					sg := segs[0]
-					f, err := fs.OpenFile(sg.Path, os.O_RDONLY, 0)
-					if err != nil {
-						t.Errorf("open for upload: %v", err)
+					if err := cold.upload(fs, sg); err != nil {
+						t.Error(err)
 						return
 					}
-					b := make([]byte, sg.Length)
-					err = readFull(f, b, 0)
-					f.Close()
-					if err != nil {
-						t.Errorf("read for upload: %v", err)
-						return
-					}
-					cold.mu.Lock()
-					cold.objs[sg.Base] = b
-					cold.mu.Unlock()
 					if err := s.DropSegment(sg.Base); err != nil {
 						if !errors.Is(err, ErrClosed) {
 							t.Errorf("drop: %v", err)
@@ -786,19 +749,7 @@ func TestStoreCrashWithDroppedSegments(t *testing.T) {
 				}
 			}()
 			target := 300 + rng.IntN(400)
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				mu.Lock()
-				n := len(acks)
-				mu.Unlock()
-				if (n >= target && dropped.Load() >= 3) || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
-			mu.Lock()
-			snapshot := append([]acked(nil), acks...)
-			mu.Unlock()
+			snapshot := load.snapshotWhen(30*time.Second, func(n int) bool { return n >= target && dropped.Load() >= 3 })
 			crashed := fs.CrashClone()
 			cancel()
 			wg.Wait()
@@ -808,12 +759,10 @@ func TestStoreCrashWithDroppedSegments(t *testing.T) {
 			}
 
 			o.FS = crashed
-			s2 := mustOpen(t, o)
+			s2 := openRecovered(t, o, "D", snapshot, queues)
 			if s2.LocalMinPhysOffset() == 0 {
 				t.Fatal("no segment was dropped in the crashed copy")
 			}
-			checkAcked(t, s2, "D", snapshot)
-			checkConsistent(t, s2, "D", queues)
 			mustClose(t, s2)
 			s3 := mustOpen(t, o)
 			checkAcked(t, s3, "D", snapshot)
@@ -826,11 +775,8 @@ func TestStoreCrashWithDroppedSegments(t *testing.T) {
 // reader that picked a segment just before it went retries cold and never
 // sees an error or different bytes.
 func TestStoreDropWhileReading(t *testing.T) {
-	fs := vfs.NewMem()
-	cold := newFakeCold()
-	s := mustOpen(t, tieredOpts(fs, cold))
+	fs, cold, _, s, puts := openTiered(t, 150)
 	defer mustClose(t, s)
-	puts := fillTiered(t, s, 150)
 	want := map[int64][]byte{}
 	for _, p := range puts {
 		raw, err := s.ReadRecord(p.PhysOffset)

@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,58 +12,6 @@ import (
 
 	"github.com/stratamq/stratamq/infra/vfs"
 )
-
-type acked struct {
-	qid  int32
-	qoff int64
-	body string
-}
-
-// checkAcked asserts every acked message is in s at its queue offset.
-func checkAcked(t *testing.T, s *Store, topic string, acks []acked) {
-	t.Helper()
-	for _, a := range acks {
-		r, err := s.Get(context.Background(), GetRequest{Topic: topic, QueueID: a.qid, Offset: a.qoff, MaxMsgs: 1})
-		if err != nil {
-			t.Fatalf("get %d@%d: %v", a.qid, a.qoff, err)
-		}
-		if r.Status != Found {
-			t.Fatalf("acked %d@%d (%.20s) lost: %v (max %d)", a.qid, a.qoff, a.body, r.Status, r.MaxOffset)
-		}
-		rec, _, err := DecodeRecord(r.Records[0])
-		if err != nil || string(rec.Body) != a.body {
-			t.Fatalf("acked %d@%d: got %.20q, want %.20q (%v)", a.qid, a.qoff, rec.Body, a.body, err)
-		}
-	}
-}
-
-// checkConsistent asserts the recovered log is a clean prefix: every queue
-// reads back without error, queue offsets are dense, and a new Put lands at
-// the end.
-func checkConsistent(t *testing.T, s *Store, topic string, queues int32) {
-	t.Helper()
-	n := 0
-	for q := range queues {
-		recs := readQueue(t, s, topic, q)
-		for i, r := range recs {
-			if r.QueueOffset != int64(i) {
-				t.Fatalf("queue %d: record %d has queue offset %d", q, i, r.QueueOffset)
-			}
-			if r.PhysOffset+int64(r.Size) > s.MaxPhysOffset() {
-				t.Fatalf("record past the end of the log")
-			}
-		}
-		if int64(len(recs)) != s.MaxQueueOffset(topic, q) {
-			t.Fatalf("queue %d: %d records, max offset %d", q, len(recs), s.MaxQueueOffset(topic, q))
-		}
-		n += len(recs)
-	}
-	end := s.MaxPhysOffset()
-	res := mustPut(t, s, msg(topic, 0, "after-recovery"))
-	if res[0].PhysOffset != end || res[0].QueueOffset != s.MaxQueueOffset(topic, 0)-1 {
-		t.Fatalf("put after recovery: %+v (end was %d)", res[0], end)
-	}
-}
 
 func TestStoreCrashLosesOnlyUnsynced(t *testing.T) {
 	for seed := range uint64(6) {
@@ -79,51 +26,12 @@ func TestStoreCrashLosesOnlyUnsynced(t *testing.T) {
 			o.CQEntriesPerFile = 16
 			s := mustOpen(t, o)
 
-			const writers, queues = 8, 4
-			var mu sync.Mutex
-			var acks []acked
+			const queues = 4
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
-			for w := range writers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					r := rand.New(rand.NewPCG(seed, uint64(w)))
-					for i := 0; i < 2000 && ctx.Err() == nil; i++ {
-						var batch []Message
-						for j := range 1 + r.IntN(4) {
-							body := fmt.Sprintf("w%d-%d-%d-%s", w, i, j, bytes.Repeat([]byte("x"), r.IntN(1500)))
-							batch = append(batch, msg("C", int32(w%queues), body))
-						}
-						res, err := s.Put(ctx, batch)
-						if err != nil {
-							if !errors.Is(err, context.Canceled) && !errors.Is(err, ErrClosed) {
-								t.Errorf("put: %v", err)
-							}
-							return
-						}
-						mu.Lock()
-						for k, pr := range res {
-							acks = append(acks, acked{batch[k].QueueID, pr.QueueOffset, string(batch[k].Body)})
-						}
-						mu.Unlock()
-					}
-				}()
-			}
+			load := putLoad{topic: "C", writers: 8, queues: queues, puts: 2000, maxBatch: 4, maxPad: 1500}.start(ctx, t, s, &wg, seed)
 			target := 50 + rng.IntN(400)
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				mu.Lock()
-				n := len(acks)
-				mu.Unlock()
-				if n >= target || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
-			mu.Lock()
-			snapshot := append([]acked(nil), acks...)
-			mu.Unlock()
+			snapshot := load.snapshotWhen(20*time.Second, func(n int) bool { return n >= target })
 			crashed := fs.CrashClone()
 			cancel()
 			wg.Wait()
@@ -133,70 +41,42 @@ func TestStoreCrashLosesOnlyUnsynced(t *testing.T) {
 			}
 
 			o.FS = crashed
-			s2 := mustOpen(t, o)
-			checkAcked(t, s2, "C", snapshot)
-			checkConsistent(t, s2, "C", queues)
-			mustClose(t, s2)
+			mustClose(t, openRecovered(t, o, "C", snapshot, queues))
 			s3 := mustOpen(t, o)
 			checkAcked(t, s3, "C", snapshot)
 			mustClose(t, s3)
 		})
 	}
 	t.Run("async/flushed-survives", func(t *testing.T) {
-		fs := vfs.NewMem()
-		o := testOpts(fs)
+		o := testOpts(vfs.NewMem())
 		o.SegmentSize = 16 << 10
 		o.MaxMessageSize = 4 << 10
-		s := mustOpen(t, o)
-		var acks []acked
+		var flushed, unflushed []Message
 		for i := range 200 {
-			m := msg("A", int32(i%3), fmt.Sprintf("m%d-%s", i, bytes.Repeat([]byte("y"), i*7)))
-			res := mustPut(t, s, m)
-			acks = append(acks, acked{m.QueueID, res[0].QueueOffset, string(m.Body)})
-		}
-		if err := s.Flush(); err != nil {
-			t.Fatal(err)
+			flushed = append(flushed, msg("A", int32(i%3), fmt.Sprintf("m%d-%s", i, bytes.Repeat([]byte("y"), i*7))))
 		}
 		for i := range 50 {
-			mustPut(t, s, msg("A", int32(i%3), "unflushed"))
+			unflushed = append(unflushed, msg("A", int32(i%3), "unflushed"))
 		}
-		crashed := fs.CrashClone()
-		mustClose(t, s)
-		o.FS = crashed
-		s2 := mustOpen(t, o)
-		defer mustClose(t, s2)
-		checkAcked(t, s2, "A", acks)
-		checkConsistent(t, s2, "A", 3)
+		mustClose(t, recoverFlushed(t, o, (*vfs.Mem).CrashClone, "A", 3, flushed, unflushed))
 	})
 }
 
 func TestStoreRecoverTornTail(t *testing.T) {
 	for seed := range uint64(40) {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		fs := vfs.NewMem()
-		o := testOpts(fs)
+		o := testOpts(vfs.NewMem())
 		o.SegmentSize = 8 << 10
 		o.MaxMessageSize = 2 << 10
-		s := mustOpen(t, o)
-		var acks []acked
+		var flushed, unflushed []Message
 		for i := range 30 {
-			m := msg("T", int32(i%2), fmt.Sprintf("%d-%s", i, bytes.Repeat([]byte("z"), rng.IntN(900))))
-			res := mustPut(t, s, m)
-			acks = append(acks, acked{m.QueueID, res[0].QueueOffset, string(m.Body)})
-		}
-		if err := s.Flush(); err != nil {
-			t.Fatal(err)
+			flushed = append(flushed, msg("T", int32(i%2), fmt.Sprintf("%d-%s", i, bytes.Repeat([]byte("z"), rng.IntN(900)))))
 		}
 		for i := range 1 + rng.IntN(20) {
-			mustPut(t, s, msg("T", int32(i%2), string(bytes.Repeat([]byte("u"), rng.IntN(900)))))
+			unflushed = append(unflushed, msg("T", int32(i%2), string(bytes.Repeat([]byte("u"), rng.IntN(900)))))
 		}
-		crashed := fs.CrashCloneTorn(rng)
-		mustClose(t, s)
-		o.FS = crashed
-		s2 := mustOpen(t, o)
-		checkAcked(t, s2, "T", acks)
-		checkConsistent(t, s2, "T", 2)
-		mustClose(t, s2)
+		torn := func(m *vfs.Mem) *vfs.Mem { return m.CrashCloneTorn(rng) }
+		mustClose(t, recoverFlushed(t, o, torn, "T", 2, flushed, unflushed))
 	}
 }
 
@@ -215,9 +95,7 @@ func testRepair(t *testing.T, corrupt func(t *testing.T, fs *vfs.Mem, res []PutR
 	var acks []acked
 	for i := range 30 {
 		m := msg("P", 0, fmt.Sprintf("%02d-%s", i, bytes.Repeat([]byte("r"), 300+i*10)))
-		r := mustPut(t, s, m)
-		res = append(res, r...)
-		acks = append(acks, acked{0, r[0].QueueOffset, string(m.Body)})
+		res = append(res, putAcked(t, s, &acks, m)...)
 	}
 	if n := len(s.SealedSegments()); n < 2 {
 		t.Fatalf("want several segments, have %d sealed", n)

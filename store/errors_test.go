@@ -54,9 +54,7 @@ func errorWorkload(fs vfs.FS) (acks []acked, err error) {
 		if err != nil {
 			return err
 		}
-		for k, r := range res {
-			acks = append(acks, acked{batch[k].QueueID, r.QueueOffset, string(batch[k].Body)})
-		}
+		acks = appendAcked(acks, batch, res)
 		return nil
 	}
 	for i := range 12 {

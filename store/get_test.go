@@ -108,8 +108,7 @@ func TestStoreGetFilterAndLimits(t *testing.T) {
 }
 
 func TestStoreOffsetFoundNullAndBlanks(t *testing.T) {
-	fs := vfs.NewMem()
-	o := testOpts(fs)
+	o := testOpts(vfs.NewMem())
 	o.CQEntriesPerFile = 4
 	s := mustOpen(t, o)
 	// A queue whose first record has queue offset 6 (replicated from a master

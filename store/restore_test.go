@@ -101,18 +101,9 @@ func tierFrom(t *testing.T, s *Store, fs vfs.FS, cold *fakeCold, idx *fakeIndex)
 		if err != nil || !bytes.Equal(blob, again) {
 			t.Fatalf("BuildSegmentIndex(%d) is not deterministic (%v)", sg.Base, err)
 		}
-		f, err := fs.OpenFile(sg.Path, os.O_RDONLY, 0)
-		if err != nil {
+		if err := cold.upload(fs, sg); err != nil {
 			t.Fatal(err)
 		}
-		b := make([]byte, sg.Length)
-		if err := readFull(f, b, 0); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-		cold.mu.Lock()
-		cold.objs[sg.Base] = b
-		cold.mu.Unlock()
 		idx.mu.Lock()
 		idx.blobs[sg.Base] = blob
 		idx.mu.Unlock()

@@ -36,6 +36,15 @@ func fillZeros(t *testing.T, s *Store) {
 	}
 }
 
+// zeroOpts is testOpts with the flush mode, segment and message size
+// limits and ZeroAhead of a zero-filler test.
+func zeroOpts(fs vfs.FS, mode FlushMode, segSize int64, maxMsg int, zeroAhead int64) Options {
+	o := testOpts(fs)
+	o.Flush = mode
+	o.SegmentSize, o.MaxMessageSize, o.ZeroAhead = segSize, maxMsg, zeroAhead
+	return o
+}
+
 // activeTail returns the active segment's path, logical size and zeroEnd.
 func activeTail(t *testing.T, s *Store) (string, int64, int64) {
 	t.Helper()
@@ -112,17 +121,11 @@ func TestZeroTailCrash(t *testing.T) {
 	for _, mode := range []FlushMode{FlushSync, FlushAsync} {
 		t.Run(mode.String(), func(t *testing.T) {
 			fs := vfs.NewMem()
-			o := testOpts(fs)
-			o.Flush = mode
-			o.SegmentSize = 256 << 10
-			o.MaxMessageSize = 8 << 10
-			o.ZeroAhead = 64 << 10
+			o := zeroOpts(fs, mode, 256<<10, 8<<10, 64<<10)
 			s := mustOpen(t, o)
 			var acks []acked
 			put := func(i int) {
-				m := msg("Z", int32(i%3), fmt.Sprintf("z%d-%s", i, bytes.Repeat([]byte("q"), i%700)))
-				res := mustPut(t, s, m)
-				acks = append(acks, acked{m.QueueID, res[0].QueueOffset, string(m.Body)})
+				putAcked(t, s, &acks, msg("Z", int32(i%3), fmt.Sprintf("z%d-%s", i, bytes.Repeat([]byte("q"), i%700))))
 			}
 			for i := range 20 {
 				put(i)
@@ -191,10 +194,7 @@ func TestZeroTailTrimmedOnSeal(t *testing.T) {
 		for i := range n {
 			batch = append(batch, msg("S", int32(i%2), fmt.Sprintf("%d-%d-%s", len(acks), i, body)))
 		}
-		res := mustPut(t, s, batch...)
-		for i, r := range res {
-			acks = append(acks, acked{batch[i].QueueID, r.QueueOffset, string(batch[i].Body)})
-		}
+		putAcked(t, s, &acks, batch...)
 	}
 	checkSealed := func(when string, wantSealed int) {
 		t.Helper()
@@ -277,12 +277,7 @@ func (f growFile) WriteAt(p []byte, off int64) (int, error) {
 func TestZeroTailHotPathDoesNotGrowFile(t *testing.T) {
 	mem := vfs.NewMem()
 	g := &growFS{FS: mem}
-	o := testOpts(g)
-	o.Flush = FlushSync
-	o.SegmentSize = 16 << 20
-	o.MaxMessageSize = 64 << 10
-	o.ZeroAhead = 4 << 20
-	s := mustOpen(t, o)
+	s := mustOpen(t, zeroOpts(g, FlushSync, 16<<20, 64<<10, 4<<20))
 	var acks []acked
 	put := func(n int) { // in Puts of 10 records
 		for ; n > 0; n -= 10 {
@@ -290,10 +285,7 @@ func TestZeroTailHotPathDoesNotGrowFile(t *testing.T) {
 			for i := range min(n, 10) {
 				batch = append(batch, msg("H", int32(i%4), fmt.Sprintf("h%d-%01000d", len(acks)+i, 0)))
 			}
-			res := mustPut(t, s, batch...)
-			for i, r := range res {
-				acks = append(acks, acked{batch[i].QueueID, r.QueueOffset, string(batch[i].Body)})
-			}
+			putAcked(t, s, &acks, batch...)
 		}
 	}
 	put(1) // the first record of a new file grows it
@@ -317,10 +309,8 @@ func TestZeroTailHotPathDoesNotGrowFile(t *testing.T) {
 
 	// The writer outruns the filler (held off by clSyncMu): it writes on
 	// past the zeros, through the straddling write, and loses nothing.
-	o2 := testOpts(mem)
-	o2.SegmentSize, o2.MaxMessageSize, o2.ZeroAhead = 16<<20, 64<<10, 256<<10
 	mustClose(t, s)
-	s = mustOpen(t, o2)
+	s = mustOpen(t, zeroOpts(mem, FlushAsync, 16<<20, 64<<10, 256<<10))
 	put(1)
 	fillZeros(t, s)
 	s.clSyncMu.Lock()
@@ -344,10 +334,7 @@ func TestZeroTailHotPathDoesNotGrowFile(t *testing.T) {
 // keep today's behaviour (ErrDiskFull, refused cleanly).
 func TestZeroTailDiskFull(t *testing.T) {
 	fs := vfs.NewMem()
-	o := testOpts(fs)
-	o.SegmentSize = 256 << 10
-	o.MaxMessageSize = 8 << 10
-	o.ZeroAhead = -1 // no background filler: the test runs zeroStep itself
+	o := zeroOpts(fs, FlushAsync, 256<<10, 8<<10, -1) // no background filler: the test runs zeroStep itself
 	s := mustOpen(t, o)
 	defer mustClose(t, s)
 	s.opts.ZeroAhead = 64 << 10
@@ -417,21 +404,15 @@ func TestZeroTailDiskFull(t *testing.T) {
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	crashed := fs.CrashClone()
-	o.FS = crashed
-	s2 := mustOpen(t, o)
+	o.FS = fs.CrashClone()
+	s2 := openRecovered(t, o, "D", acks, 1)
 	defer mustClose(t, s2)
-	checkAcked(t, s2, "D", acks)
-	checkConsistent(t, s2, "D", 1)
 }
 
 // The filler idles while fdatasyncs are large: zeros would double the disk
 // bandwidth for a small saving per fdatasync.
 func TestZeroTailIdlesOnLargeSyncs(t *testing.T) {
-	o := testOpts(vfs.NewMem())
-	o.Flush = FlushSync
-	o.SegmentSize, o.MaxMessageSize, o.ZeroAhead = 1<<20, 64<<10, 256<<10
-	s := mustOpen(t, o)
+	s := mustOpen(t, zeroOpts(vfs.NewMem(), FlushSync, 1<<20, 64<<10, 256<<10))
 	defer mustClose(t, s)
 	big := make([]Message, 8)
 	for i := range big {
