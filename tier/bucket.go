@@ -133,6 +133,18 @@ func (c Cond) Validate() error {
 	return nil
 }
 
+// Check returns nil if c holds for the current state of key: exists says
+// whether an object is stored there, and etag is its ETag (ignored when
+// exists is false). Otherwise it returns an error matching
+// ErrPreconditionFailed. Providers that evaluate a condition themselves,
+// rather than sending it to a server, call it.
+func (c Cond) Check(key string, exists bool, etag string) error {
+	if c.absent && !exists || !c.absent && exists && etag == c.etag {
+		return nil
+	}
+	return fmt.Errorf("%w: put %q %s", ErrPreconditionFailed, key, c)
+}
+
 // String describes the condition for error messages.
 func (c Cond) String() string {
 	if c.absent {
@@ -188,6 +200,41 @@ func CheckPut(key string, r io.Reader, size int64) error {
 		return fmt.Errorf("tier: put %q: negative size %d", key, size)
 	}
 	return nil
+}
+
+// PutFunc is the one write path behind a provider's Put and PutIf: it
+// stores size bytes read from r under key, under cond unless cond is nil,
+// and returns the new object's ETag. Its methods check the arguments and
+// implement the Bucket methods of the same names, so a provider writes
+//
+//	func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+//		return tier.PutFunc(b.put).Put(ctx, key, r, size)
+//	}
+//
+// and the same for PutIf. The function may assume that CheckPut passed and
+// that cond, if not nil, is valid.
+type PutFunc func(ctx context.Context, key string, r io.Reader, size int64, cond *Cond) (etag string, err error)
+
+// Put is Bucket.Put: it checks the arguments with CheckPut and calls f
+// without a condition.
+func (f PutFunc) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if err := CheckPut(key, r, size); err != nil {
+		return err
+	}
+	_, err := f(ctx, key, r, size, nil)
+	return err
+}
+
+// PutIf is Bucket.PutIf: it rejects an invalid cond (Cond.Validate), checks
+// the other arguments with CheckPut and calls f with cond.
+func (f PutFunc) PutIf(ctx context.Context, key string, r io.Reader, size int64, cond Cond) (string, error) {
+	if err := cond.Validate(); err != nil {
+		return "", err
+	}
+	if err := CheckPut(key, r, size); err != nil {
+		return "", err
+	}
+	return f(ctx, key, r, size, &cond)
 }
 
 // CheckRange returns ErrRange unless [off, off+n) lies within an object of

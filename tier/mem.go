@@ -35,21 +35,14 @@ type memBucket struct {
 func (m *memObj) etag() string { return strconv.FormatUint(m.version, 10) }
 
 func (b *memBucket) Put(ctx context.Context, key string, r io.Reader, size int64) error {
-	_, err := b.put(ctx, key, r, size, nil)
-	return err
+	return PutFunc(b.put).Put(ctx, key, r, size)
 }
 
 func (b *memBucket) PutIf(ctx context.Context, key string, r io.Reader, size int64, cond Cond) (string, error) {
-	if err := cond.Validate(); err != nil {
-		return "", err
-	}
-	return b.put(ctx, key, r, size, &cond)
+	return PutFunc(b.put).PutIf(ctx, key, r, size, cond)
 }
 
 func (b *memBucket) put(ctx context.Context, key string, r io.Reader, size int64, cond *Cond) (string, error) {
-	if err := CheckPut(key, r, size); err != nil {
-		return "", err
-	}
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -64,8 +57,8 @@ func (b *memBucket) put(ctx context.Context, key string, r io.Reader, size int64
 	defer b.mu.Unlock()
 	cur, exists := b.mu.objs[key]
 	if cond != nil {
-		if cond.Absent() && exists || !cond.Absent() && (!exists || cur.etag() != cond.ETag()) {
-			return "", fmt.Errorf("%w: put %q %s", ErrPreconditionFailed, key, cond)
+		if err := cond.Check(key, exists, cur.etag()); err != nil {
+			return "", err
 		}
 	}
 	b.mu.next++

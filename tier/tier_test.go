@@ -43,6 +43,61 @@ func TestTierCheckRange(t *testing.T) {
 	f(1<<62, 1<<30, 1<<62+1, false) // no overflow
 }
 
+func TestTierCondCheck(t *testing.T) {
+	for _, c := range []struct {
+		cond   tier.Cond
+		exists bool
+		etag   string
+		ok     bool
+	}{
+		{tier.IfAbsent(), false, "", true},
+		{tier.IfAbsent(), false, "e1", true}, // etag ignored without an object
+		{tier.IfAbsent(), true, "e1", false},
+		{tier.IfMatch("e1"), true, "e1", true},
+		{tier.IfMatch("e1"), true, "e2", false},
+		{tier.IfMatch("e1"), false, "e1", false},
+		{tier.IfMatch("e1"), false, "", false},
+	} {
+		err := c.cond.Check("k", c.exists, c.etag)
+		if (err == nil) != c.ok || err != nil && !errors.Is(err, tier.ErrPreconditionFailed) {
+			t.Errorf("%s.Check(exists %t, etag %q) = %v, want ok=%t", c.cond, c.exists, c.etag, err, c.ok)
+		}
+	}
+}
+
+// PutFunc checks the arguments before calling the provider's put, and
+// passes PutIf's condition on.
+func TestTierPutFunc(t *testing.T) {
+	var calls []*tier.Cond
+	f := tier.PutFunc(func(ctx context.Context, key string, r io.Reader, size int64, cond *tier.Cond) (string, error) {
+		calls = append(calls, cond)
+		return "etag", nil
+	})
+	ctx := t.Context()
+	if err := f.Put(ctx, "k", strings.NewReader("v"), 1); err != nil || len(calls) != 1 || calls[0] != nil {
+		t.Fatalf("Put: %v, calls %v; want one call without a condition", err, calls)
+	}
+	if etag, err := f.PutIf(ctx, "k", strings.NewReader("v"), 1, tier.IfMatch("e1")); err != nil || etag != "etag" ||
+		len(calls) != 2 || calls[1] == nil || calls[1].ETag() != "e1" {
+		t.Fatalf("PutIf: %q, %v, calls %v; want one more call with if-match e1", etag, err, calls)
+	}
+	if err := f.Put(ctx, "/k", strings.NewReader("v"), 1); !errors.Is(err, tier.ErrInvalidKey) {
+		t.Errorf("Put with an invalid key: %v", err)
+	}
+	if err := f.Put(ctx, "k", nil, 1); err == nil {
+		t.Error("Put with a nil reader succeeded")
+	}
+	if _, err := f.PutIf(ctx, "k", strings.NewReader("v"), 1, tier.Cond{}); err == nil {
+		t.Error("PutIf with the zero Cond succeeded")
+	}
+	if _, err := f.PutIf(ctx, "k", strings.NewReader("v"), -1, tier.IfAbsent()); err == nil {
+		t.Error("PutIf with a negative size succeeded")
+	}
+	if len(calls) != 2 {
+		t.Errorf("put called %d times, want 2: rejected arguments reached it", len(calls))
+	}
+}
+
 // WithPrefix stores keys under the prefix in the inner bucket and hides it
 // in List.
 func TestTierWithPrefixLayout(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/internal/body"
 )
 
 // tmpDir is the reserved top-level directory that holds uploads in progress.
@@ -100,22 +101,15 @@ func isNotExist(err error) bool {
 
 // Put implements tier.Bucket.
 func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, size int64) error {
-	_, err := b.put(ctx, key, r, size, nil)
-	return err
+	return tier.PutFunc(b.put).Put(ctx, key, r, size)
 }
 
 // PutIf implements tier.Bucket.
 func (b *Bucket) PutIf(ctx context.Context, key string, r io.Reader, size int64, cond tier.Cond) (string, error) {
-	if err := cond.Validate(); err != nil {
-		return "", err
-	}
-	return b.put(ctx, key, r, size, &cond)
+	return tier.PutFunc(b.put).PutIf(ctx, key, r, size, cond)
 }
 
 func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, cond *tier.Cond) (etag string, err error) {
-	if err := tier.CheckPut(key, r, size); err != nil {
-		return "", err
-	}
 	final, err := b.path(key)
 	if err != nil {
 		return "", err
@@ -139,7 +133,7 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 			_ = b.fs.Remove(tmp)
 		}
 	}()
-	n, err := io.CopyN(f, ctxReader{ctx, r}, size)
+	n, err := io.CopyN(f, body.CtxReader{Ctx: ctx, R: r}, size)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			err = fmt.Errorf("reader ended after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
@@ -191,12 +185,15 @@ func (b *Bucket) commit(key, tmp, final string, cond *tier.Cond) error {
 	defer unlock()
 	if cond != nil {
 		fi, err := b.fs.Stat(final)
-		exists := err == nil && !fi.IsDir()
 		if err != nil && !isNotExist(err) {
 			return fmt.Errorf("localfs: put %q: %w", key, err)
 		}
-		if cond.Absent() && exists || !cond.Absent() && (!exists || etagOf(fi) != cond.ETag()) {
-			return fmt.Errorf("%w: put %q %s", tier.ErrPreconditionFailed, key, cond)
+		exists, etag := err == nil && !fi.IsDir(), ""
+		if exists {
+			etag = etagOf(fi)
+		}
+		if err := cond.Check(key, exists, etag); err != nil {
+			return err
 		}
 	}
 	if err := b.fs.Rename(tmp, final); err != nil {
@@ -431,17 +428,4 @@ func etagOf(fi os.FileInfo) string {
 		ino = st.Ino
 	}
 	return fmt.Sprintf("%x-%x-%x", fi.Size(), fi.ModTime().UnixNano(), ino)
-}
-
-// ctxReader fails reads once ctx is done, so a cancelled Put stops copying.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

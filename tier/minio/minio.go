@@ -182,22 +182,15 @@ func (b *Bucket) EnsureBucket(ctx context.Context) error {
 
 // Put implements tier.Bucket.
 func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, size int64) error {
-	_, err := b.put(ctx, key, r, size, nil)
-	return err
+	return tier.PutFunc(b.put).Put(ctx, key, r, size)
 }
 
 // PutIf implements tier.Bucket.
 func (b *Bucket) PutIf(ctx context.Context, key string, r io.Reader, size int64, cond tier.Cond) (string, error) {
-	if err := cond.Validate(); err != nil {
-		return "", err
-	}
-	return b.put(ctx, key, r, size, &cond)
+	return tier.PutFunc(b.put).PutIf(ctx, key, r, size, cond)
 }
 
 func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, cond *tier.Cond) (string, error) {
-	if err := tier.CheckPut(key, r, size); err != nil {
-		return "", err
-	}
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}

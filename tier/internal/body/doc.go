@@ -1,4 +1,5 @@
-// Package body adapts the readers handed to tier.Bucket.Put for the S3
-// SDKs, which need seekable bodies to sign and retry, and must never
-// upload fewer bytes than the caller promised.
+// Package body adapts the readers handed to tier.Bucket.Put for the
+// providers: the S3 SDKs need seekable bodies to sign and retry, no
+// provider may store fewer bytes than the caller promised, and a cancelled
+// Put must stop consuming its reader.
 package body
