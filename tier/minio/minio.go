@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,13 +17,14 @@ import (
 
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/internal/body"
+	"github.com/stratamq/stratamq/tier/internal/s3proto"
 )
 
 // Defaults for zero Config fields.
 const (
-	DefaultPartSize    = 128 << 20
-	MinPartSize        = 5 << 20
-	DefaultConcurrency = 4
+	DefaultPartSize    = s3proto.DefaultPartSize    // 128 MiB
+	MinPartSize        = s3proto.MinPartSize        // 5 MiB
+	DefaultConcurrency = s3proto.DefaultConcurrency // 4
 	DefaultMaxRetries  = 5
 )
 
@@ -58,12 +58,7 @@ type Config struct {
 
 // String describes the config without its secrets.
 func (c Config) String() string {
-	redact := func(s string) string {
-		if s == "" {
-			return ""
-		}
-		return "REDACTED"
-	}
+	redact := s3proto.Redact
 	return fmt.Sprintf("minio.Config{Endpoint:%q Bucket:%q Region:%q Secure:%t CAFile:%q AccessKey:%s SecretKey:%s SessionToken:%s PartSize:%d}",
 		c.Endpoint, c.Bucket, c.Region, c.Secure, c.CAFile, redact(c.AccessKey), redact(c.SecretKey), redact(c.SessionToken), c.PartSize)
 }
@@ -95,14 +90,9 @@ func New(cfg Config) (*Bucket, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
-	if cfg.PartSize == 0 {
-		cfg.PartSize = DefaultPartSize
-	}
-	if cfg.PartSize < MinPartSize {
-		return nil, fmt.Errorf("minio: PartSize %d is below S3's minimum %d", cfg.PartSize, MinPartSize)
-	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = DefaultConcurrency
+	var err error
+	if cfg.PartSize, cfg.Concurrency, err = s3proto.UploadDefaults("minio", cfg.PartSize, cfg.Concurrency); err != nil {
+		return nil, err
 	}
 	if cfg.MaxRetries <= 0 {
 		cfg.MaxRetries = DefaultMaxRetries
@@ -212,7 +202,8 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 			opts.SetMatchETag(cond.ETag())
 		}
 		if size > b.partSize {
-			if err := b.precheck(ctx, key, cond); err != nil {
+			// Fail a doomed multipart upload early.
+			if err := s3proto.Precheck(ctx, b.Stat, key, cond); err != nil {
 				return "", err
 			}
 		}
@@ -232,12 +223,7 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 			// minio-go may report the aborted body rather than the cause.
 			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
 		}
-		err = b.mapErr("put", key, err)
-		// If-Match on a missing key is answered 404 NoSuchKey.
-		if cond != nil && errors.Is(err, tier.ErrNotExist) {
-			return "", fmt.Errorf("%w: put %q %s: %w", tier.ErrPreconditionFailed, key, cond, err)
-		}
-		return "", err
+		return "", s3proto.PutError(key, cond, b.mapErr("put", key, err))
 	}
 	if info.Size != size {
 		// Defensive: never report success for fewer bytes than promised.
@@ -245,23 +231,6 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 		return "", fmt.Errorf("minio: put %q: stored %d of %d bytes: %w", key, info.Size, size, io.ErrUnexpectedEOF)
 	}
 	return info.ETag, nil
-}
-
-// precheck fails a conditional multipart upload early if its condition
-// already does not hold; CompleteMultipartUpload checks it again, atomically.
-func (b *Bucket) precheck(ctx context.Context, key string, cond *tier.Cond) error {
-	a, err := b.Stat(ctx, key)
-	switch {
-	case errors.Is(err, tier.ErrNotExist):
-		if cond.Absent() {
-			return nil
-		}
-	case err != nil:
-		return err
-	case !cond.Absent() && a.ETag == cond.ETag():
-		return nil
-	}
-	return fmt.Errorf("%w: put %q %s", tier.ErrPreconditionFailed, key, cond)
 }
 
 // ReadAt implements tier.Bucket with one ranged GET. A body cut short by
@@ -282,27 +251,12 @@ func (b *Bucket) readAt(ctx context.Context, key string, p []byte, off int64) er
 		return b.mapErr("get", key, err)
 	}
 	defer rc.Close()
-	// S3 clamps a range that runs past the end; a shorter answer means the
-	// object is shorter than off+len(p).
-	if n, err := strconv.ParseInt(hdr.Get("Content-Length"), 10, 64); err != nil || n != int64(len(p)) {
-		return fmt.Errorf("%w: %q [%d, %d): server sent %s bytes (Content-Range %s)",
-			tier.ErrRange, key, off, off+int64(len(p)), hdr.Get("Content-Length"), hdr.Get("Content-Range"))
-	}
-	if _, err := io.ReadFull(rc, p); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return fmt.Errorf("minio: get %q: body: %w", key, err)
-	}
-	return nil
+	return s3proto.ReadRange("minio", key, off, p, hdr.Get("Content-Length"), hdr.Get("Content-Range"), rc)
 }
 
 // Stat implements tier.Bucket.
 func (b *Bucket) Stat(ctx context.Context, key string) (tier.Attrs, error) {
-	if err := tier.ValidateKey(key); err != nil {
-		return tier.Attrs{}, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s3proto.CheckKey(ctx, key); err != nil {
 		return tier.Attrs{}, err
 	}
 	info, err := b.client.StatObject(ctx, b.bucket, key, minio.StatObjectOptions{})
@@ -339,53 +293,29 @@ func (b *Bucket) List(ctx context.Context, prefix string, fn func(string, int64)
 
 // Delete implements tier.Bucket.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
-	if err := tier.ValidateKey(key); err != nil {
+	if err := s3proto.CheckKey(ctx, key); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return err
+	err := b.mapErr("delete", key, b.client.RemoveObject(ctx, b.bucket, key, minio.RemoveObjectOptions{}))
+	if errors.Is(err, tier.ErrNotExist) {
+		return nil
 	}
-	err := b.client.RemoveObject(ctx, b.bucket, key, minio.RemoveObjectOptions{})
-	if err != nil {
-		if err := b.mapErr("delete", key, err); !errors.Is(err, tier.ErrNotExist) {
-			return err
-		}
-	}
-	return nil
+	return err
 }
 
 // Close releases idle connections.
 func (b *Bucket) Close() error {
-	if c, ok := b.transport.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
+	s3proto.CloseIdle(b.transport)
 	return nil
 }
 
-// mapErr maps a minio-go error to the tier sentinels, wrapping it in a
-// tier.ServerError when the server answered.
+// mapErr maps a minio-go error to the tier sentinels (s3proto.MapError),
+// wrapping it in a tier.ServerError when the server answered.
 func (b *Bucket) mapErr(op, key string, err error) error {
 	if err == nil {
 		return nil
 	}
 	var er minio.ErrorResponse
-	if !errors.As(err, &er) || er.StatusCode == 0 && er.Code == "" {
-		return fmt.Errorf("minio: %s %q: %w", op, key, err) // transport error or cancellation
-	}
-	se := &tier.ServerError{Op: "minio " + op, Key: key, Status: er.StatusCode, Code: er.Code, Err: err}
-	switch {
-	case er.Code == "NoSuchKey", er.Code == "NotFound",
-		er.StatusCode == http.StatusNotFound && er.Code != "NoSuchBucket" && er.Code != "NoSuchUpload":
-		return fmt.Errorf("%w: %w", tier.ErrNotExist, se)
-	case er.StatusCode == http.StatusPreconditionFailed, er.Code == "PreconditionFailed",
-		// A concurrent conditional write to the same key won.
-		er.Code == "ConditionalRequestConflict":
-		return fmt.Errorf("%w: %w", tier.ErrPreconditionFailed, se)
-	case er.StatusCode == http.StatusRequestedRangeNotSatisfiable, er.Code == "InvalidRange":
-		return fmt.Errorf("%w: %w", tier.ErrRange, se)
-	case er.StatusCode == http.StatusForbidden, er.Code == "AccessDenied", er.Code == "InvalidAccessKeyId",
-		er.Code == "SignatureDoesNotMatch":
-		return fmt.Errorf("%w (check the bucket's credentials): %w", tier.ErrAccessDenied, se)
-	}
-	return se
+	errors.As(err, &er) // else er is zero: a transport error or cancellation
+	return s3proto.MapError("minio", op, key, er.StatusCode, er.Code, er.Code == "NotFound", err)
 }

@@ -22,13 +22,14 @@ import (
 
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/internal/body"
+	"github.com/stratamq/stratamq/tier/internal/s3proto"
 )
 
 // Defaults for zero Config fields.
 const (
-	DefaultPartSize    = 128 << 20
-	MinPartSize        = 5 << 20 // S3's minimum for all parts but the last
-	DefaultConcurrency = 4
+	DefaultPartSize    = s3proto.DefaultPartSize    // 128 MiB
+	MinPartSize        = s3proto.MinPartSize        // 5 MiB, S3's minimum for all parts but the last
+	DefaultConcurrency = s3proto.DefaultConcurrency // 4
 	DefaultMaxAttempts = 5
 	DefaultMaxBackoff  = 5 * time.Second
 	maxParts           = 10000 // S3's limit per multipart upload
@@ -69,12 +70,7 @@ type Config struct {
 
 // String describes the config without its secrets.
 func (c Config) String() string {
-	redact := func(s string) string {
-		if s == "" {
-			return ""
-		}
-		return "REDACTED"
-	}
+	redact := s3proto.Redact
 	return fmt.Sprintf("s3.Config{Bucket:%q Region:%q Endpoint:%q AccessKey:%s SecretKey:%s SessionToken:%s PartSize:%d Concurrency:%d}",
 		c.Bucket, c.Region, c.Endpoint, redact(c.AccessKey), redact(c.SecretKey), redact(c.SessionToken), c.PartSize, c.Concurrency)
 }
@@ -97,14 +93,9 @@ func New(ctx context.Context, cfg Config) (*Bucket, error) {
 	if cfg.Bucket == "" {
 		return nil, errors.New("s3: Config.Bucket is required")
 	}
-	if cfg.PartSize == 0 {
-		cfg.PartSize = DefaultPartSize
-	}
-	if cfg.PartSize < MinPartSize {
-		return nil, fmt.Errorf("s3: PartSize %d is below S3's minimum %d", cfg.PartSize, MinPartSize)
-	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = DefaultConcurrency
+	var err error
+	if cfg.PartSize, cfg.Concurrency, err = s3proto.UploadDefaults("s3", cfg.PartSize, cfg.Concurrency); err != nil {
+		return nil, err
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
@@ -221,14 +212,7 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 	if err != nil {
 		return "", fmt.Errorf("s3: put %q: %w", key, err)
 	}
-	mapPut := func(err error) error {
-		err = b.mapErr("put", key, err)
-		// S3 answers If-Match on a missing key with 404 NoSuchKey.
-		if cond != nil && errors.Is(err, tier.ErrNotExist) {
-			return fmt.Errorf("%w: put %q %s: %w", tier.ErrPreconditionFailed, key, cond, err)
-		}
-		return err
-	}
+	mapPut := func(err error) error { return s3proto.PutError(key, cond, b.mapErr("put", key, err)) }
 	ifNoneMatch, ifMatch := condHeaders(cond)
 	if size <= b.partSize {
 		body, err := src.part(0, size)
@@ -245,28 +229,11 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 		return aws.ToString(out.ETag), nil
 	}
 	if cond != nil {
-		if err := b.precheck(ctx, key, cond); err != nil {
+		if err := s3proto.Precheck(ctx, b.Stat, key, cond); err != nil {
 			return "", err
 		}
 	}
 	return b.multipart(ctx, key, src, size, ifNoneMatch, ifMatch, mapPut)
-}
-
-// precheck fails a conditional multipart upload early if its condition
-// already does not hold. CompleteMultipartUpload checks it again, atomically.
-func (b *Bucket) precheck(ctx context.Context, key string, cond *tier.Cond) error {
-	a, err := b.Stat(ctx, key)
-	switch {
-	case errors.Is(err, tier.ErrNotExist):
-		if cond.Absent() {
-			return nil
-		}
-	case err != nil:
-		return err
-	case !cond.Absent() && a.ETag == cond.ETag():
-		return nil
-	}
-	return fmt.Errorf("%w: put %q %s", tier.ErrPreconditionFailed, key, cond)
 }
 
 func (b *Bucket) multipart(ctx context.Context, key string, src *source, size int64,
@@ -386,27 +353,13 @@ func (b *Bucket) readAt(ctx context.Context, key string, p []byte, off int64) er
 		return b.mapErr("get", key, err)
 	}
 	defer out.Body.Close()
-	// S3 clamps a range that runs past the end; a shorter answer means the
-	// object is shorter than off+len(p).
-	if got := aws.ToInt64(out.ContentLength); got != int64(len(p)) {
-		return fmt.Errorf("%w: %q [%d, %d): server sent %d bytes (Content-Range %s)",
-			tier.ErrRange, key, off, off+int64(len(p)), got, aws.ToString(out.ContentRange))
-	}
-	if _, err := io.ReadFull(out.Body, p); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return fmt.Errorf("s3: get %q: body: %w", key, err)
-	}
-	return nil
+	return s3proto.ReadRange("s3", key, off, p,
+		fmt.Sprint(aws.ToInt64(out.ContentLength)), aws.ToString(out.ContentRange), out.Body)
 }
 
 // Stat implements tier.Bucket with a HEAD request.
 func (b *Bucket) Stat(ctx context.Context, key string) (tier.Attrs, error) {
-	if err := tier.ValidateKey(key); err != nil {
-		return tier.Attrs{}, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s3proto.CheckKey(ctx, key); err != nil {
 		return tier.Attrs{}, err
 	}
 	out, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.bucket, Key: &key})
@@ -439,26 +392,19 @@ func (b *Bucket) List(ctx context.Context, prefix string, fn func(string, int64)
 
 // Delete implements tier.Bucket. S3 answers 204 for a missing key.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
-	if err := tier.ValidateKey(key); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s3proto.CheckKey(ctx, key); err != nil {
 		return err
 	}
 	_, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: &key})
-	if err != nil {
-		if err := b.mapErr("delete", key, err); !errors.Is(err, tier.ErrNotExist) {
-			return err
-		}
+	if err := b.mapErr("delete", key, err); !errors.Is(err, tier.ErrNotExist) {
+		return err
 	}
 	return nil
 }
 
 // Close releases idle connections.
 func (b *Bucket) Close() error {
-	if c, ok := b.http.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
+	s3proto.CloseIdle(b.http)
 	return nil
 }
 
@@ -475,35 +421,17 @@ func statusCode(err error) (status int, code string) {
 	return status, code
 }
 
-// mapErr maps an SDK error to the tier sentinels, wrapping it in a
-// tier.ServerError when the server answered.
+// mapErr maps an SDK error to the tier sentinels (s3proto.MapError),
+// wrapping it in a tier.ServerError when the server answered.
 func (b *Bucket) mapErr(op, key string, err error) error {
 	if err == nil {
 		return nil
 	}
 	status, code := statusCode(err)
-	if status == 0 && code == "" {
-		return fmt.Errorf("s3: %s %q: %w", op, key, err) // transport error or cancellation
-	}
-	se := &tier.ServerError{Op: "s3 " + op, Key: key, Status: status, Code: code, Err: err}
 	var nsk *types.NoSuchKey
 	var nf *types.NotFound
-	switch {
-	case errors.As(err, &nsk), errors.As(err, &nf), code == "NoSuchKey",
-		status == http.StatusNotFound && code != "NoSuchBucket" && code != "NoSuchUpload":
-		return fmt.Errorf("%w: %w", tier.ErrNotExist, se)
-	case status == http.StatusPreconditionFailed, code == "PreconditionFailed",
-		// 409 ConditionalRequestConflict: a concurrent conditional write to
-		// the same key won; the precondition no longer holds.
-		code == "ConditionalRequestConflict":
-		return fmt.Errorf("%w: %w", tier.ErrPreconditionFailed, se)
-	case status == http.StatusRequestedRangeNotSatisfiable, code == "InvalidRange":
-		return fmt.Errorf("%w: %w", tier.ErrRange, se)
-	case status == http.StatusForbidden, code == "AccessDenied", code == "InvalidAccessKeyId",
-		code == "SignatureDoesNotMatch":
-		return fmt.Errorf("%w (check the bucket's credentials): %w", tier.ErrAccessDenied, se)
-	}
-	return se
+	notFound := errors.As(err, &nsk) || errors.As(err, &nf)
+	return s3proto.MapError("s3", op, key, status, code, notFound, err)
 }
 
 // source hands out the parts of a Put's reader as seekable bodies, which
