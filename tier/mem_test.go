@@ -20,11 +20,5 @@ func TestTierMemSuite(t *testing.T) {
 }
 
 func TestTierMemPrefixedSuite(t *testing.T) {
-	tiertest.RunBucketSuite(t, func(t *testing.T) tier.Bucket {
-		b, err := tier.WithPrefix(tier.NewMem(), "cluster/a/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	})
+	tiertest.RunPrefixedBucketSuite(t, "cluster/a/", func(t *testing.T) tier.Bucket { return tier.NewMem() })
 }

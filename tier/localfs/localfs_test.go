@@ -35,13 +35,7 @@ func TestTierLocalFSSuite(t *testing.T) {
 }
 
 func TestTierLocalFSPrefixedSuite(t *testing.T) {
-	tiertest.RunBucketSuite(t, func(t *testing.T) tier.Bucket {
-		b, err := tier.WithPrefix(newBucket(t), "cluster-a/broker-0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	})
+	tiertest.RunPrefixedBucketSuite(t, tiertest.SuitePrefix, newBucket)
 }
 
 // Objects are plain files at DIR/<key>, no temp files survive a Put, and

@@ -2,7 +2,6 @@ package minio_test
 
 import (
 	"bytes"
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/minio"
 	"github.com/stratamq/stratamq/tier/s3fake"
 	"github.com/stratamq/stratamq/tier/tiertest"
@@ -20,7 +18,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func testConfig(t *testing.T, endpoint, ak, sk, bucket string) minio.Config {
+// testConfig is a Config for a loopback server with small parts (so the
+// suite's large object takes the multipart path) and few retries.
+func testConfig(t testing.TB, endpoint, ak, sk, bucket string) minio.Config {
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		t.Fatal(err)
@@ -31,80 +31,25 @@ func testConfig(t *testing.T, endpoint, ak, sk, bucket string) minio.Config {
 	}
 }
 
-func open(t *testing.T, cfg minio.Config) *minio.Bucket {
+// newBucket is the minio provider with testConfig, for tiertest's S3 runs;
+// it makes no request.
+func newBucket(t testing.TB, endpoint, ak, sk, bucket string) tiertest.S3Bucket {
 	t.Helper()
-	b, err := minio.New(cfg)
+	b, err := minio.New(testConfig(t, endpoint, ak, sk, bucket))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.EnsureBucket(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
 	return b
 }
 
-func prefixed(t *testing.T, b tier.Bucket) tier.Bucket {
-	p, err := tier.WithPrefix(b, "cluster-a/broker-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func TestTierMinioOnFakeSuite(t *testing.T) {
-	fake := s3fake.New(t, s3fake.Options{})
-	tiertest.RunBucketSuite(t, func(t *testing.T) tier.Bucket {
-		return open(t, testConfig(t, fake.URL(), "ak", "sk", tiertest.BucketName(t)))
-	})
-	t.Run("prefixed", func(t *testing.T) {
-		tiertest.RunBucketSuite(t, func(t *testing.T) tier.Bucket {
-			return prefixed(t, open(t, testConfig(t, fake.URL(), "ak", "sk", tiertest.BucketName(t))))
-		})
-	})
-	if n := fake.PendingUploads(); n != 0 {
-		t.Errorf("%d multipart uploads were neither completed nor aborted", n)
-	}
-}
-
-func TestTierMinioOnVersityGWSuite(t *testing.T) {
-	endpoint, ak, sk := tiertest.StartVersityGW(t)
-	tiertest.RunBucketSuite(t, func(t *testing.T) tier.Bucket {
-		return open(t, testConfig(t, endpoint, ak, sk, tiertest.BucketName(t)))
-	})
-	t.Run("prefixed", func(t *testing.T) {
-		tiertest.RunBucketSuite(t, func(t *testing.T) tier.Bucket {
-			return prefixed(t, open(t, testConfig(t, endpoint, ak, sk, tiertest.BucketName(t))))
-		})
-	})
-}
-
-func TestTierMinioOnVersityGWWrongCredentials(t *testing.T) {
-	endpoint, ak, _ := tiertest.StartVersityGW(t)
-	const wrongSecret = "wrong-secret-0123456789"
-	b, err := minio.New(testConfig(t, endpoint, ak, wrongSecret, "any-bucket"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	for name, err := range map[string]error{
-		"EnsureBucket": b.EnsureBucket(t.Context()),
-		"Put":          b.Put(t.Context(), "k", strings.NewReader("x"), 1),
-		"ReadAt":       b.ReadAt(t.Context(), "k", make([]byte, 1), 0),
-	} {
-		if !errors.Is(err, tier.ErrAccessDenied) || tier.IsRetryable(err) {
-			t.Errorf("%s with a wrong secret: %v; want non-retryable ErrAccessDenied", name, err)
-		}
-		if err != nil && strings.Contains(err.Error(), wrongSecret) {
-			t.Errorf("%s: error reveals the secret: %v", name, err)
-		}
-	}
-}
+// The acceptance suite on s3fake and on versitygw, and wrong credentials
+// against versitygw.
+func TestTierMinioProvider(t *testing.T) { tiertest.RunS3ProviderTests(t, newBucket) }
 
 // minio-go retries 503 SlowDown, and a truncated GET body is read again.
 func TestTierMinioRetries(t *testing.T) {
 	fake := s3fake.New(t, s3fake.Options{})
-	b := open(t, testConfig(t, fake.URL(), "ak", "sk", "bkt"))
+	b := tiertest.EnsureBucket(t, newBucket(t, fake.URL(), "ak", "sk", "bkt"))
 	ctx := t.Context()
 	fake.Fail("PutObject", 2, http.StatusServiceUnavailable, "SlowDown")
 	if err := b.Put(ctx, "k", strings.NewReader("hello"), 5); err != nil {

@@ -31,77 +31,30 @@ func testConfig(endpoint, ak, sk, bucket string) s3.Config {
 	}
 }
 
-func open(t testing.TB, cfg s3.Config) *s3.Bucket {
+// create returns a Bucket for cfg; it makes no request.
+func create(t testing.TB, cfg s3.Config) *s3.Bucket {
 	t.Helper()
 	b, err := s3.New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.EnsureBucket(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
 	return b
 }
 
-func prefixed(t *testing.T, b tier.Bucket) tier.Bucket {
-	p, err := tier.WithPrefix(b, "cluster-a/broker-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+// open returns a Bucket for cfg whose bucket exists; it is closed when the
+// test ends.
+func open(t testing.TB, cfg s3.Config) *s3.Bucket {
+	return tiertest.EnsureBucket(t, create(t, cfg))
 }
 
-func TestTierS3OnFakeSuite(t *testing.T) {
-	fake := s3fake.New(t, s3fake.Options{})
-	tiertest.RunBucketSuite(t, func(t *testing.T) tier.Bucket {
-		return open(t, testConfig(fake.URL(), "ak", "sk", tiertest.BucketName(t)))
-	})
-	t.Run("prefixed", func(t *testing.T) {
-		tiertest.RunBucketSuite(t, func(t *testing.T) tier.Bucket {
-			return prefixed(t, open(t, testConfig(fake.URL(), "ak", "sk", tiertest.BucketName(t))))
-		})
-	})
-	if n := fake.PendingUploads(); n != 0 {
-		t.Errorf("%d multipart uploads were neither completed nor aborted", n)
-	}
+// newBucket is the s3 provider with testConfig, for tiertest's S3 runs.
+func newBucket(t testing.TB, endpoint, ak, sk, bucket string) tiertest.S3Bucket {
+	return create(t, testConfig(endpoint, ak, sk, bucket))
 }
 
-func TestTierS3OnVersityGWSuite(t *testing.T) {
-	endpoint, ak, sk := tiertest.StartVersityGW(t)
-	tiertest.RunBucketSuite(t, func(t *testing.T) tier.Bucket {
-		return open(t, testConfig(endpoint, ak, sk, tiertest.BucketName(t)))
-	})
-	t.Run("prefixed", func(t *testing.T) {
-		tiertest.RunBucketSuite(t, func(t *testing.T) tier.Bucket {
-			return prefixed(t, open(t, testConfig(endpoint, ak, sk, tiertest.BucketName(t))))
-		})
-	})
-}
-
-// Wrong credentials against a real server give a clear, non-retryable
-// ErrAccessDenied that does not contain the secret.
-func TestTierS3OnVersityGWWrongCredentials(t *testing.T) {
-	endpoint, ak, _ := tiertest.StartVersityGW(t)
-	const wrongSecret = "wrong-secret-0123456789"
-	b, err := s3.New(t.Context(), testConfig(endpoint, ak, wrongSecret, "any-bucket"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	for name, err := range map[string]error{
-		"EnsureBucket": b.EnsureBucket(t.Context()),
-		"Put":          b.Put(t.Context(), "k", strings.NewReader("x"), 1),
-		"ReadAt":       b.ReadAt(t.Context(), "k", make([]byte, 1), 0),
-	} {
-		if !errors.Is(err, tier.ErrAccessDenied) || tier.IsRetryable(err) {
-			t.Errorf("%s with a wrong secret: %v; want non-retryable ErrAccessDenied", name, err)
-		}
-		if err != nil && strings.Contains(err.Error(), wrongSecret) {
-			t.Errorf("%s: error reveals the secret: %v", name, err)
-		}
-	}
-}
+// The acceptance suite on s3fake and on versitygw, and wrong credentials
+// against versitygw.
+func TestTierS3Provider(t *testing.T) { tiertest.RunS3ProviderTests(t, newBucket) }
 
 // The SDK retries 503 SlowDown (and a dropped connection) and the call
 // succeeds; the fake saw the extra attempts.

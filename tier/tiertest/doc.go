@@ -9,5 +9,8 @@
 //	}
 //
 // The suite is the contract: every sentence of the tier.Bucket doc comments
-// that can be observed has a subtest here.
+// that can be observed has a subtest here. RunPrefixedBucketSuite runs it
+// behind tier.WithPrefix. The S3 providers share their runs against
+// tier/s3fake and versitygw, RunS3ProviderTests: they pass a NewS3Bucket
+// that builds their Bucket for an endpoint, credentials and a bucket name.
 package tiertest

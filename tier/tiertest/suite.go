@@ -63,6 +63,24 @@ func RunBucketSuite(t *testing.T, newBucket func(t *testing.T) tier.Bucket) {
 	}
 }
 
+// SuitePrefix is the prefix RunPrefixedBucketSuite's callers use unless
+// they test a particular one.
+const SuitePrefix = "cluster-a/broker-0"
+
+// RunPrefixedBucketSuite runs RunBucketSuite on newBucket's buckets seen
+// through tier.WithPrefix(b, prefix), as one of several users sharing a
+// bucket sees them.
+func RunPrefixedBucketSuite(t *testing.T, prefix string, newBucket func(t *testing.T) tier.Bucket) {
+	t.Helper()
+	RunBucketSuite(t, func(t *testing.T) tier.Bucket {
+		p, err := tier.WithPrefix(newBucket(t), prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	})
+}
+
 // --- helpers ---
 
 func put(t *testing.T, ctx context.Context, b tier.Bucket, key string, data []byte) {
