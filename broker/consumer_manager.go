@@ -100,7 +100,11 @@ type ConsumerRegistration struct {
 }
 
 // Register records a heartbeat. It returns the conns to notify with
-// NOTIFY_CONSUMER_IDS_CHANGED when the group's client set changed.
+// NOTIFY_CONSUMER_IDS_CHANGED when the group's client set changed: the
+// other clients of the group. (Java brokers notify the registering client
+// too; it rebalances by itself once started, and the redundant notice
+// reaches rocketmq-client-go while a short-lived consumer may already be
+// shutting down, where the client races on its own state.)
 func (m *ConsumerManager) Register(r ConsumerRegistration) (changed bool, notify []*remoting.Conn) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -138,15 +142,16 @@ func (m *ConsumerManager) Register(r ConsumerRegistration) (changed bool, notify
 		}
 	}
 	if changed {
-		notify = g.connsLocked()
+		notify = g.connsLocked(r.Conn)
 	}
 	return changed, notify
 }
 
-func (g *consumerGroup) connsLocked() []*remoting.Conn {
+// connsLocked returns the conns of the group's clients but except.
+func (g *consumerGroup) connsLocked(except *remoting.Conn) []*remoting.Conn {
 	out := make([]*remoting.Conn, 0, len(g.clients))
 	for _, c := range g.clients {
-		if c.conn != nil {
+		if c.conn != nil && c.conn != except {
 			out = append(out, c.conn)
 		}
 	}
@@ -170,7 +175,7 @@ func (m *ConsumerManager) Unregister(group, clientID string) []*remoting.Conn {
 		delete(m.mu.groups, group)
 		return nil
 	}
-	return g.connsLocked()
+	return g.connsLocked(nil)
 }
 
 // removeWhere drops clients for which drop returns true and returns, per
@@ -194,7 +199,7 @@ func (m *ConsumerManager) removeWhere(drop func(*consumerClient) bool) map[strin
 			delete(m.mu.groups, name)
 			continue
 		}
-		out[name] = g.connsLocked()
+		out[name] = g.connsLocked(nil)
 	}
 	return out
 }
