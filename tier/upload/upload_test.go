@@ -280,23 +280,44 @@ func newS3(t *testing.T, f *s3fake.Fake, bucket string) *s3.Bucket {
 	return b
 }
 
+// startOnFake starts an uploader of the test segments (addSegments) into
+// bucket "b" of f through the s3 provider, with its config changed by tweak
+// if it is not nil.
+func startOnFake(t *testing.T, f *s3fake.Fake, tweak func(*upload.Config)) (*upload.Uploader, *memSource) {
+	t.Helper()
+	src := newSource()
+	addSegments(src)
+	cfg := fastConfig(newS3(t, f, "b"), src)
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	u, _ := upload.New(cfg)
+	startRun(t, u)
+	return u, src
+}
+
+// checkUploadedDespite waits until all of src is uploaded, then checks that
+// every fault hook of f fired, that u counted at least minErrors failed
+// attempts, and that bucket "b" holds the segments and their manifest.
+func checkUploadedDespite(t *testing.T, f *s3fake.Fake, u *upload.Uploader, src *memSource, minErrors int64) {
+	t.Helper()
+	waitFor(t, "all uploaded", 30*time.Second, src.allUploaded)
+	if f.PendingHooks() != 0 || u.Stats().Errors < minErrors {
+		t.Fatalf("hooks left %d, errors %d", f.PendingHooks(), u.Stats().Errors)
+	}
+	checkUploaded(t, newS3(t, f, "b"), "c1/broker-a", src)
+}
+
 // TestS3Faults runs the uploader through the real s3 provider against the
-// in-process fake: SlowDown, a hung PUT, and a bucket that does not exist
-// for a while.
+// in-process fake: SlowDown, a hung PUT, a bucket that does not exist for a
+// while, and dropped connections.
 func TestS3Faults(t *testing.T) {
 	t.Run("slowdown", func(t *testing.T) {
 		f := s3fake.New(t, s3fake.Options{})
 		f.CreateBucket("b")
 		f.Fail("PUT", 8, http.StatusServiceUnavailable, "SlowDown")
-		src := newSource()
-		addSegments(src)
-		u, _ := upload.New(fastConfig(newS3(t, f, "b"), src))
-		startRun(t, u)
-		waitFor(t, "all uploaded", 30*time.Second, src.allUploaded)
-		if f.PendingHooks() != 0 || u.Stats().Errors < 8 {
-			t.Fatalf("hooks left %d, errors %d", f.PendingHooks(), u.Stats().Errors)
-		}
-		checkUploaded(t, newS3(t, f, "b"), "c1/broker-a", src)
+		u, src := startOnFake(t, f, nil)
+		checkUploadedDespite(t, f, u, src, 8)
 	})
 	t.Run("timeout", func(t *testing.T) {
 		f := s3fake.New(t, s3fake.Options{})
@@ -306,26 +327,12 @@ func TestS3Faults(t *testing.T) {
 			// whose body it has not read, so keep the delay short.
 			f.Next("PUT", s3fake.Delay(2*time.Second))
 		}
-		src := newSource()
-		addSegments(src)
-		cfg := fastConfig(newS3(t, f, "b"), src)
-		cfg.AttemptTimeout = 300 * time.Millisecond
-		u, _ := upload.New(cfg)
-		startRun(t, u)
-		waitFor(t, "all uploaded", 30*time.Second, src.allUploaded)
-		if f.PendingHooks() != 0 || u.Stats().Errors < 3 {
-			t.Fatalf("hooks left %d, errors %d", f.PendingHooks(), u.Stats().Errors)
-		}
-		checkUploaded(t, newS3(t, f, "b"), "c1/broker-a", src)
+		u, src := startOnFake(t, f, func(cfg *upload.Config) { cfg.AttemptTimeout = 300 * time.Millisecond })
+		checkUploadedDespite(t, f, u, src, 3)
 	})
 	t.Run("bucket-gone", func(t *testing.T) {
 		f := s3fake.New(t, s3fake.Options{})
-		src := newSource()
-		addSegments(src)
-		cfg := fastConfig(newS3(t, f, "b"), src)
-		cfg.MaxHardAttempts = 1
-		u, _ := upload.New(cfg)
-		startRun(t, u)
+		u, src := startOnFake(t, f, func(cfg *upload.Config) { cfg.MaxHardAttempts = 1 })
 		waitFor(t, "failures while the bucket is missing", 10*time.Second, func() bool { return u.Stats().Errors >= 5 })
 		if src.allUploaded() || u.Stats().Objects != 0 {
 			t.Fatal("uploaded into a missing bucket?")
@@ -340,12 +347,8 @@ func TestS3Faults(t *testing.T) {
 		for range 4 {
 			f.Next("", s3fake.GoAway())
 		}
-		src := newSource()
-		addSegments(src)
-		u, _ := upload.New(fastConfig(newS3(t, f, "b"), src))
-		startRun(t, u)
-		waitFor(t, "all uploaded", 30*time.Second, src.allUploaded)
-		checkUploaded(t, newS3(t, f, "b"), "c1/broker-a", src)
+		u, src := startOnFake(t, f, nil)
+		checkUploadedDespite(t, f, u, src, 0)
 	})
 }
 
