@@ -15,6 +15,7 @@ import (
 
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/coldread"
+	"github.com/stratamq/stratamq/tier/internal/testwait"
 	"github.com/stratamq/stratamq/tier/segfile"
 )
 
@@ -461,13 +462,8 @@ func TestCanceledRead(t *testing.T) {
 	}()
 	<-cb.arrived
 	cancel()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("err %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("ReadAt ignored cancel")
+	if err := testwait.Canceled(errc, 10*time.Second); err != nil {
+		t.Fatalf("ReadAt %v", err)
 	}
 	close(cb.gate)
 	cb.mu.Lock()

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/internal/testwait"
 	"github.com/stratamq/stratamq/tier/segfile"
 	"github.com/stratamq/stratamq/tier/upload"
 )
@@ -144,13 +145,8 @@ func startRun(t testing.TB, u *upload.Uploader) (stop func()) {
 	stop = func() {
 		once.Do(func() {
 			cancel()
-			select {
-			case err := <-errc:
-				if !errors.Is(err, context.Canceled) {
-					t.Errorf("Run returned %v, want context.Canceled", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Errorf("Run did not return after cancel")
+			if err := testwait.Canceled(errc, 10*time.Second); err != nil {
+				t.Errorf("Run %v", err)
 			}
 		})
 	}
