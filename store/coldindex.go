@@ -148,22 +148,38 @@ func (c *coldIdx) dir(ctx context.Context, base int64, w *want) (*SegmentIndex, 
 	return x, nil
 }
 
-// read fetches and verifies the blob of segment base, caches its directory
-// and, for w, the block holding w.x when this segment holds it.
-func (c *coldIdx) read(ctx context.Context, base int64, w *want) (*SegmentIndex, error) {
+// readBlob fetches the index blob of segment base and decodes its header
+// and directory.
+func (c *coldIdx) readBlob(ctx context.Context, base int64) ([]byte, *SegmentIndex, error) {
 	b, err := c.src.ReadIndex(ctx, base)
 	if err != nil {
-		return nil, fmt.Errorf("%w: segment index %d: %w", ErrColdRead, base, err)
+		return nil, nil, coldIndexErr(base, err)
 	}
 	x, err := DecodeSegmentIndexDirectory(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w: segment index %d: %w", ErrColdRead, base, err)
+		return nil, nil, coldIndexErr(base, err)
+	}
+	return b, x, nil
+}
+
+// coldIndexErr is err, met reading the index blob of segment base: an
+// ErrColdRead.
+func coldIndexErr(base int64, err error) error {
+	return fmt.Errorf("%w: segment index %d: %w", ErrColdRead, base, err)
+}
+
+// read fetches and verifies the blob of segment base, caches its directory
+// and, for w, the block holding w.x when this segment holds it.
+func (c *coldIdx) read(ctx context.Context, base int64, w *want) (*SegmentIndex, error) {
+	b, x, err := c.readBlob(ctx, base)
+	if err != nil {
+		return nil, err
 	}
 	if x.Base != base {
-		return nil, fmt.Errorf("%w: segment index %d: %w", ErrColdRead, base, corruptf("blob is for segment %d", x.Base))
+		return nil, coldIndexErr(base, corruptf("blob is for segment %d", x.Base))
 	}
 	if want := int64(SegmentIndexHeaderSize) + x.dirLen + x.nEntries*cqEntrySize; int64(len(b)) != want {
-		return nil, fmt.Errorf("%w: segment index %d: %w", ErrColdRead, base, corruptf("%d bytes, want %d", len(b), want))
+		return nil, coldIndexErr(base, corruptf("%d bytes, want %d", len(b), want))
 	}
 	size := int64(64)
 	for _, q := range x.Queues {
@@ -187,8 +203,7 @@ func (c *coldIdx) read(ctx context.Context, base int64, w *want) (*SegmentIndex,
 func (c *coldIdx) cacheBlock(b []byte, x *SegmentIndex, q SegmentIndexQueue, k int64) ([]byte, error) {
 	run := b[q.EntryPos : q.EntryPos+q.Count*cqEntrySize]
 	if crc32.ChecksumIEEE(run) != q.crc {
-		return nil, fmt.Errorf("%w: segment index %d: %w", ErrColdRead, x.Base,
-			corruptf("entries of %s/%d: CRC mismatch", q.Topic, q.QueueID))
+		return nil, coldIndexErr(x.Base, corruptf("entries of %s/%d: CRC mismatch", q.Topic, q.QueueID))
 	}
 	lo, hi := k*coldBlockEntries, min((k+1)*coldBlockEntries, q.Count)
 	blk := slices.Clone(run[lo*cqEntrySize : hi*cqEntrySize])
@@ -201,17 +216,13 @@ func (c *coldIdx) block(ctx context.Context, base int64, q SegmentIndexQueue, k 
 	if it := c.get(coldKey{base: base, topic: q.Topic, id: q.QueueID, block: k}); it != nil {
 		return it.block, nil
 	}
-	b, err := c.src.ReadIndex(ctx, base)
+	b, x, err := c.readBlob(ctx, base)
 	if err != nil {
-		return nil, fmt.Errorf("%w: segment index %d: %w", ErrColdRead, base, err)
-	}
-	x, err := DecodeSegmentIndexDirectory(b)
-	if err != nil {
-		return nil, fmt.Errorf("%w: segment index %d: %w", ErrColdRead, base, err)
+		return nil, err
 	}
 	i, ok := x.Find(q.Topic, q.QueueID)
 	if !ok || x.Base != base || x.Queues[i] != q || q.EntryPos+q.Count*cqEntrySize > int64(len(b)) {
-		return nil, fmt.Errorf("%w: segment index %d: %w", ErrColdRead, base, corruptf("blob changed under the cache"))
+		return nil, coldIndexErr(base, corruptf("blob changed under the cache"))
 	}
 	return c.cacheBlock(b, x, q, k)
 }
