@@ -256,6 +256,7 @@ func op(r *http.Request, bucketName, key string) string {
 			return "ListObjects"
 		}
 	default:
+		// Object requests: the same methods as for a bucket, other operations.
 		switch r.Method {
 		case http.MethodPut:
 			if has("uploadId") {
