@@ -431,14 +431,7 @@ type QueueFileInfo struct {
 // first index. The last, partly filled file of a queue is never listed.
 func (s *Store) SealedQueueFiles() []QueueFileInfo {
 	per := int64(s.opts.CQEntriesPerFile)
-	s.qmu.RLock()
-	var qs []*cqueue
-	for _, m := range s.topics {
-		for _, q := range m {
-			qs = append(qs, q)
-		}
-	}
-	s.qmu.RUnlock()
+	qs := s.allQueues()
 	var out []QueueFileInfo
 	for _, q := range qs {
 		q.mu.RLock()

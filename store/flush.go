@@ -89,14 +89,7 @@ func (s *Store) flushAllLocked() error {
 	if err := s.syncCommitlog(w); err != nil {
 		return err
 	}
-	s.qmu.RLock()
-	var qs []*cqueue
-	for _, m := range s.topics {
-		for _, q := range m {
-			qs = append(qs, q)
-		}
-	}
-	s.qmu.RUnlock()
+	qs := s.allQueues()
 
 	perFile := int64(s.opts.CQEntriesPerFile)
 	var files []*cqFile

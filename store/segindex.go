@@ -227,14 +227,7 @@ func (s *Store) BuildSegmentIndex(base int64) ([]byte, error) {
 	}
 	// Tags codes as the consumequeue has them (Put takes Message.TagsCode as
 	// given); and the next offset of every queue without a record here.
-	s.qmu.RLock()
-	var qs []*cqueue
-	for _, m := range s.topics {
-		for _, q := range m {
-			qs = append(qs, q)
-		}
-	}
-	s.qmu.RUnlock()
+	qs := s.allQueues()
 	type dirEnt struct {
 		k   qkey
 		run *idxRun

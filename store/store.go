@@ -847,10 +847,8 @@ func (s *Store) DropSegment(base int64) error {
 	}
 	s.dropMu.Lock()
 	defer s.dropMu.Unlock()
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return ErrClosed
+	if err := s.lockOpen(); err != nil {
+		return err
 	}
 	t := *s.segs.Load()
 	i := slices.IndexFunc(t, func(sg *segment) bool { return sg.base == base })
@@ -884,10 +882,8 @@ func (s *Store) DropSegment(base int64) error {
 		return fmt.Errorf("store: drop segment %d: flush first: %w", base, err)
 	}
 
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return ErrClosed
+	if err := s.lockOpen(); err != nil {
+		return err
 	}
 	// Only DropSegment removes segments and dropMu is held: sg is still first.
 	t = *s.segs.Load()
@@ -982,6 +978,19 @@ func (s *Store) SetMinPhysOffset(off int64) error {
 	return s.flushAllLocked()
 }
 
+// lockOpen locks s.mu and returns nil, or, when the store is closed,
+// returns ErrClosed with s.mu unlocked.
+func (s *Store) lockOpen() error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+// allQueues returns every queue of every topic, in no particular order,
+// as they are now (qmu is held only while they are listed).
 func (s *Store) allQueues() []*cqueue {
 	s.qmu.RLock()
 	defer s.qmu.RUnlock()
@@ -1054,10 +1063,8 @@ func (s *Store) MinQueueOffset(topic string, queueID int32) int64 {
 func (s *Store) DeleteTopic(topic string) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return ErrClosed
+	if err := s.lockOpen(); err != nil {
+		return err
 	}
 	s.qmu.Lock()
 	qs := s.topics[topic]
