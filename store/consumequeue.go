@@ -141,10 +141,32 @@ func (q *cqueue) fileForLocked(idx int64) (*cqFile, int64) {
 	return nil, q.max
 }
 
+// entrySource is where a scan reads a queue's entries: the local
+// consumequeue (the zero value; the caller holds q.mu) or, with cold set,
+// the cold index of a restored queue (below q.coldEnd; no lock needed),
+// with ctx.
+type entrySource struct {
+	cold *Store
+	ctx  context.Context
+}
+
+// readEntries is readEntriesLocked, or coldEntries for a cold source.
+func (q *cqueue) readEntries(src entrySource, dst []byte, from int64, n int) (copied int, hole bool, next int64, err error) {
+	if src.cold != nil {
+		return src.cold.coldEntries(src.ctx, q, dst, from, n)
+	}
+	return q.readEntriesLocked(dst, from, n)
+}
+
 // entryLocked returns the entry at idx (min <= idx < max).
 func (q *cqueue) entryLocked(idx int64) (cqEntry, bool, error) {
+	return q.entryFrom(entrySource{}, idx)
+}
+
+// entryFrom returns the entry at idx, read from src; ok is false in a hole.
+func (q *cqueue) entryFrom(src entrySource, idx int64) (cqEntry, bool, error) {
 	var b [cqEntrySize]byte
-	n, _, _, err := q.readEntriesLocked(b[:], idx, 1)
+	n, _, _, err := q.readEntries(src, b[:], idx, 1)
 	if err != nil || n == 0 {
 		return cqEntry{}, false, err
 	}
@@ -154,10 +176,21 @@ func (q *cqueue) entryLocked(idx int64) (cqEntry, bool, error) {
 // firstEntryFromLocked returns the first non-blank entry at an index >= i,
 // skipping blanks and holes; ok is false (and idx q.max) when there is none.
 func (q *cqueue) firstEntryFromLocked(i int64) (idx int64, e cqEntry, ok bool, err error) {
+	idx, e, ok, err = q.firstEntryIn(entrySource{}, i, q.max)
+	if !ok && err == nil {
+		idx = q.max
+	}
+	return idx, e, ok, err
+}
+
+// firstEntryIn returns the first non-blank entry at an index in [i, end),
+// read from src, skipping blanks and holes; ok is false when there is none
+// (idx is then where the scan stopped: end, or the end of what src has).
+func (q *cqueue) firstEntryIn(src entrySource, i, end int64) (idx int64, e cqEntry, ok bool, err error) {
 	const chunk = 64
 	var buf [chunk * cqEntrySize]byte
-	for i < q.max {
-		n, hole, next, err := q.readEntriesLocked(buf[:], i, int(min(chunk, q.max-i)))
+	for i < end {
+		n, hole, next, err := q.readEntries(src, buf[:], i, int(min(chunk, end-i)))
 		if err != nil {
 			return 0, cqEntry{}, false, err
 		}
@@ -175,7 +208,7 @@ func (q *cqueue) firstEntryFromLocked(i int64) (idx int64, e cqEntry, ok bool, e
 		}
 		i += int64(n)
 	}
-	return q.max, cqEntry{}, false, nil
+	return i, cqEntry{}, false, nil
 }
 
 // advanceMinLocked moves min to the first entry whose commitlog offset is
@@ -183,20 +216,7 @@ func (q *cqueue) firstEntryFromLocked(i int64) (idx int64, e cqEntry, ok bool, e
 // commitlog order, so this is a binary search over "the next non-blank entry
 // from i is at or above floor".
 func (q *cqueue) advanceMinLocked(floor int64) error {
-	lo, hi := q.min, q.max
-	for lo < hi {
-		m := lo + (hi-lo)/2
-		j, e, ok, err := q.firstEntryFromLocked(m)
-		if err != nil {
-			return err
-		}
-		if !ok || e.phys >= floor {
-			hi = m
-		} else {
-			lo = j + 1
-		}
-	}
-	j, _, _, err := q.firstEntryFromLocked(lo)
+	j, _, err := searchFloor(q.min, q.max, floor, q.firstEntryFromLocked)
 	if err != nil {
 		return err
 	}
@@ -204,6 +224,28 @@ func (q *cqueue) advanceMinLocked(floor int64) error {
 		q.min = j
 	}
 	return nil
+}
+
+// searchFloor finds the first entry in [lo, hi) whose commitlog offset is
+// >= floor, given first(i), the first non-blank entry at an index >= i (a
+// queue's entries are in commitlog order, so this is a binary search over
+// "first(i) is at or above floor"). It returns first's idx and ok for the
+// lowest such i; ok is false when every entry is below floor.
+func searchFloor(lo, hi, floor int64, first func(i int64) (int64, cqEntry, bool, error)) (idx int64, ok bool, err error) {
+	for lo < hi {
+		m := lo + (hi-lo)/2
+		j, e, ok, err := first(m)
+		if err != nil {
+			return 0, false, err
+		}
+		if !ok || e.phys >= floor {
+			hi = m
+		} else {
+			lo = j + 1
+		}
+	}
+	idx, _, ok, err = first(lo)
+	return idx, ok, err
 }
 
 // truncateLocked drops entries at index n and above.

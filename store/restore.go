@@ -336,12 +336,7 @@ func (s *Store) coldEntries(ctx context.Context, q *cqueue, dst []byte, idx int6
 // hole.
 func (s *Store) entryAt(ctx context.Context, q *cqueue, idx int64) (cqEntry, bool, error) {
 	if idx < q.coldEnd {
-		var b [cqEntrySize]byte
-		n, _, _, err := s.coldEntries(ctx, q, b[:], idx, 1)
-		if err != nil || n == 0 {
-			return cqEntry{}, false, err
-		}
-		return getEntry(b[:]), true, nil
+		return q.entryFrom(entrySource{cold: s, ctx: ctx}, idx)
 	}
 	q.mu.RLock()
 	defer q.mu.RUnlock()
@@ -352,30 +347,13 @@ func (s *Store) entryAt(ctx context.Context, q *cqueue, idx int64) (cqEntry, boo
 // (cold, then local), skipping blanks and holes; ok is false when there is
 // none before q.max.
 func (s *Store) firstEntryFrom(ctx context.Context, q *cqueue, i int64) (idx int64, e cqEntry, ok bool, err error) {
-	const chunk = 64
-	var buf [chunk * cqEntrySize]byte
-	for i < q.coldEnd {
-		n, hole, next, err := s.coldEntries(ctx, q, buf[:], i, chunk)
-		if err != nil {
-			return 0, cqEntry{}, false, err
-		}
-		if hole {
-			i = next
-			break
-		}
-		if n == 0 {
-			break
-		}
-		for k := range n {
-			if e := getEntry(buf[k*cqEntrySize:]); e.size > 0 {
-				return i + int64(k), e, true, nil
-			}
-		}
-		i += int64(n)
+	idx, e, ok, err = q.firstEntryIn(entrySource{cold: s, ctx: ctx}, i, q.coldEnd)
+	if ok || err != nil {
+		return idx, e, ok, err
 	}
 	q.mu.RLock()
 	defer q.mu.RUnlock()
-	return q.firstEntryFromLocked(max(i, q.coldEnd))
+	return q.firstEntryFromLocked(max(idx, q.coldEnd))
 }
 
 // advanceMin moves the min of a restored queue whose min is below its
@@ -383,19 +361,9 @@ func (s *Store) firstEntryFrom(ctx context.Context, q *cqueue, i int64) (idx int
 // without holding the queue's lock (entries below the floor never change).
 func (s *Store) advanceMin(ctx context.Context, q *cqueue, floor int64) error {
 	lo, hi := q.bounds()
-	for lo < hi {
-		m := lo + (hi-lo)/2
-		j, e, ok, err := s.firstEntryFrom(ctx, q, m)
-		if err != nil {
-			return err
-		}
-		if !ok || e.phys >= floor {
-			hi = m
-		} else {
-			lo = j + 1
-		}
-	}
-	j, _, ok, err := s.firstEntryFrom(ctx, q, lo)
+	j, ok, err := searchFloor(lo, hi, floor, func(i int64) (int64, cqEntry, bool, error) {
+		return s.firstEntryFrom(ctx, q, i)
+	})
 	if err != nil {
 		return err
 	}
