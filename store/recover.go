@@ -49,27 +49,18 @@ func (s *Store) writeCheckpoint(dispatched int64, marks []queueMark) error {
 	b = binary.BigEndian.AppendUint64(b, uint64(s.floor.Load()))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(marks)))
 	for _, m := range marks {
-		b = binary.BigEndian.AppendUint16(b, uint16(len(m.topic)))
-		b = append(b, m.topic...)
-		b = binary.BigEndian.AppendUint32(b, uint32(m.id))
+		b = appendQueueKey(b, m.topic, m.id)
 		b = binary.BigEndian.AppendUint64(b, uint64(m.max))
 	}
 	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
-
-	if err := vfs.WriteFileAtomic(s.fs, filepath.Join(s.opts.Dir, checkpointName), b); err != nil {
-		return fmt.Errorf("store: write checkpoint: %w", err)
-	}
-	return nil
+	return s.writeStateFile(checkpointName, "checkpoint", b)
 }
 
 // readCheckpoint returns nil when there is no valid checkpoint.
 func (s *Store) readCheckpoint() (*checkpoint, error) {
-	b, err := vfs.ReadFile(s.fs, filepath.Join(s.opts.Dir, checkpointName))
-	if err != nil {
-		return nil, fmt.Errorf("store: read checkpoint: %w", err)
-	}
-	if b == nil {
-		return nil, nil
+	b, err := s.readStateFile(checkpointName, "checkpoint")
+	if b == nil || err != nil {
+		return nil, err
 	}
 	ck, err := parseCheckpoint(b)
 	if err != nil {
@@ -108,21 +99,57 @@ func parseCheckpoint(b []byte) (*checkpoint, error) {
 	n := int(binary.BigEndian.Uint32(body[hdr-4:]))
 	p := body[hdr:]
 	for range n {
-		if len(p) < 2 {
+		topic, id, f, rest, ok := cutQueueRow(p, 8)
+		if !ok {
 			return nil, corruptf("checkpoint queue table")
 		}
-		tl := int(binary.BigEndian.Uint16(p))
-		if len(p) < 2+tl+12 {
-			return nil, corruptf("checkpoint queue table")
-		}
-		ck.queues = append(ck.queues, queueMark{
-			topic: string(p[2 : 2+tl]),
-			id:    int32(binary.BigEndian.Uint32(p[2+tl:])),
-			max:   int64(binary.BigEndian.Uint64(p[6+tl:])),
-		})
-		p = p[14+tl:]
+		ck.queues = append(ck.queues, queueMark{topic: topic, id: id, max: int64(binary.BigEndian.Uint64(f))})
+		p = rest
 	}
 	return ck, nil
+}
+
+// appendQueueKey appends the start of a row of the queue tables of the
+// checkpoint and of the restore state (restore.go), topicLen:u16 topic
+// id:i32, to b.
+func appendQueueKey(b []byte, topic string, id int32) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(topic)))
+	b = append(b, topic...)
+	return binary.BigEndian.AppendUint32(b, uint32(id))
+}
+
+// cutQueueRow splits the row at the start of p, topicLen:u16 topic id:i32
+// followed by size bytes of fields, off p: it returns the row's topic, id
+// and fields and the rest of p; ok is false when p is too short for it.
+func cutQueueRow(p []byte, size int) (topic string, id int32, fields, rest []byte, ok bool) {
+	if len(p) < 2 {
+		return "", 0, nil, nil, false
+	}
+	tl := int(binary.BigEndian.Uint16(p))
+	if len(p) < 2+tl+4+size {
+		return "", 0, nil, nil, false
+	}
+	end := 6 + tl + size
+	return string(p[2 : 2+tl]), int32(binary.BigEndian.Uint32(p[2+tl:])), p[6+tl : end], p[end:], true
+}
+
+// writeStateFile replaces <Dir>/name with b atomically: temp file, fsync,
+// rename, fsync of the directory. what names the file in errors.
+func (s *Store) writeStateFile(name, what string, b []byte) error {
+	if err := vfs.WriteFileAtomic(s.fs, filepath.Join(s.opts.Dir, name), b); err != nil {
+		return fmt.Errorf("store: write %s: %w", what, err)
+	}
+	return nil
+}
+
+// readStateFile returns the bytes of <Dir>/name, nil when there is no such
+// file. what names the file in errors.
+func (s *Store) readStateFile(name, what string) ([]byte, error) {
+	b, err := vfs.ReadFile(s.fs, filepath.Join(s.opts.Dir, name))
+	if err != nil {
+		return nil, fmt.Errorf("store: read %s: %w", what, err)
+	}
+	return b, nil
 }
 
 // recover brings the store to a consistent state: the commitlog ends after

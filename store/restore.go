@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-
-	"github.com/stratamq/stratamq/infra/vfs"
 )
 
 // Restore starts a store on an empty disk from what the tier holds: the
@@ -73,9 +71,7 @@ func (r *restoreState) encode() []byte {
 	b = be.AppendUint64(b, uint64(r.floor))
 	b = be.AppendUint32(b, uint32(len(r.queues)))
 	for _, q := range r.queues {
-		b = be.AppendUint16(b, uint16(len(q.topic)))
-		b = append(b, q.topic...)
-		b = be.AppendUint32(b, uint32(q.id))
+		b = appendQueueKey(b, q.topic, q.id)
 		b = be.AppendUint64(b, uint64(q.min))
 		b = be.AppendUint64(b, uint64(q.coldEnd))
 	}
@@ -95,20 +91,12 @@ func parseRestoreState(b []byte) (*restoreState, error) {
 	n := int(be.Uint32(body[24:]))
 	p := body[28:]
 	for range n {
-		if len(p) < 2 {
+		topic, id, f, rest, ok := cutQueueRow(p, 16)
+		if !ok {
 			return nil, corruptf("restore state queue table")
 		}
-		tl := int(be.Uint16(p))
-		if len(p) < 2+tl+20 {
-			return nil, corruptf("restore state queue table")
-		}
-		r.queues = append(r.queues, restoredQueue{
-			topic:   string(p[2 : 2+tl]),
-			id:      int32(be.Uint32(p[2+tl:])),
-			min:     int64(be.Uint64(p[6+tl:])),
-			coldEnd: int64(be.Uint64(p[14+tl:])),
-		})
-		p = p[22+tl:]
+		r.queues = append(r.queues, restoredQueue{topic: topic, id: id, min: int64(be.Uint64(f)), coldEnd: int64(be.Uint64(f[8:]))})
+		p = rest
 	}
 	if len(p) != 0 {
 		return nil, corruptf("restore state trailing bytes")
@@ -119,21 +107,17 @@ func parseRestoreState(b []byte) (*restoreState, error) {
 // writeRestoreState replaces <Dir>/restored atomically (temp, fsync,
 // rename, dir fsync).
 func (s *Store) writeRestoreState(r *restoreState) error {
-	if err := vfs.WriteFileAtomic(s.fs, filepath.Join(s.opts.Dir, restoreName), r.encode()); err != nil {
-		return fmt.Errorf("store: write restore state: %w", err)
-	}
-	return nil
+	return s.writeStateFile(restoreName, "restore state", r.encode())
 }
 
 // readRestoreState returns nil when the store was never restored. A
-// damaged file is an error: without it old offsets would be lost silently.
+// damaged file is an error: without it old offsets would be lost silently
+// (unlike a damaged checkpoint, which readCheckpoint ignores: recovery
+// rebuilds what it held from the log).
 func (s *Store) readRestoreState() (*restoreState, error) {
-	b, err := vfs.ReadFile(s.fs, filepath.Join(s.opts.Dir, restoreName))
-	if err != nil {
-		return nil, fmt.Errorf("store: read restore state: %w", err)
-	}
-	if b == nil {
-		return nil, nil
+	b, err := s.readStateFile(restoreName, "restore state")
+	if b == nil || err != nil {
+		return nil, err
 	}
 	r, err := parseRestoreState(b)
 	if err != nil {
