@@ -5,16 +5,18 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stratamq/stratamq/infra/loopback"
 )
 
 // VersityGWVersion is the versitygw release the tests are written against;
@@ -74,8 +76,8 @@ func StartVersityGW(t testing.TB) (endpoint, accessKey, secretKey string) {
 	secretKey = randHex(t, 20)
 	root := t.TempDir()
 
-	// The port is picked by listening on :0 and closing; another process may
-	// grab it before versitygw binds, so try a few times.
+	// Another process may still take the port before versitygw binds it,
+	// so try a few times.
 	var lastErr error
 	for range 3 {
 		port, err := freePort()
@@ -140,14 +142,10 @@ func startVersityGW(t testing.TB, bin, port, ak, sk, root, endpoint string) erro
 	}
 }
 
+// freePort is a loopback port for versitygw (see infra/loopback).
 func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	_, port, err := net.SplitHostPort(l.Addr().String())
-	return port, err
+	p, err := loopback.Port()
+	return strconv.Itoa(p), err
 }
 
 func randHex(t testing.TB, n int) string {
