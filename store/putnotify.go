@@ -36,30 +36,10 @@ func (s *Store) PutNotify(msgs []Message, done func([]PutResult, error)) {
 		done(nil, nil)
 		return
 	}
-	total := 0
-	for i := range msgs {
-		size, _, err := s.validate(&msgs[i])
-		if err != nil {
-			if len(msgs) > 1 {
-				err = fmt.Errorf("message %d of %d: %w", i, len(msgs), err)
-			}
-			done(nil, err)
-			return
-		}
-		total += size
-	}
-	res := make([]PutResult, len(msgs))
-	end, err := s.commit(msgs, res, total)
+	res, end, err := s.appendBatch(msgs)
 	if err != nil {
 		done(nil, err)
 		return
-	}
-	if cb := s.opts.OnDispatch; cb != nil {
-		for i := range msgs {
-			if !notDispatched(msgs[i].SysFlag) {
-				cb(msgs[i].Topic, msgs[i].QueueID, res[i].QueueOffset, msgs[i].TagsCode)
-			}
-		}
 	}
 	if s.opts.Flush != FlushSync || s.flushed.Load() >= end {
 		done(res, nil)

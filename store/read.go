@@ -100,15 +100,7 @@ func (s *Store) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 			break
 		}
 	}
-	res.NextBeginOffset = off + int64(scanned)
-	if len(spans) == 0 {
-		res.Status = NoMatchedMessage
-		if removing > 0 && removing == scanned {
-			res.Status = MessageWasRemoving
-		}
-		return res, nil
-	}
-	return s.readSpans(ctx, req, res, spans, total)
+	return s.finishGet(ctx, req, res, scanned, removing, spans, total)
 }
 
 type span struct {
@@ -116,8 +108,19 @@ type span struct {
 	size int32
 }
 
-// readSpans fills res with the records spans name (total bytes).
-func (s *Store) readSpans(ctx context.Context, req GetRequest, res GetResult, spans []span, total int) (GetResult, error) {
+// finishGet completes a Get (local or cold) that scanned entries from
+// req.Offset on, removing of them below the retention floor, and picked
+// spans (total bytes): NextBeginOffset is past the scanned entries, and res
+// gets the records the spans name or, with no span, says why there is none.
+func (s *Store) finishGet(ctx context.Context, req GetRequest, res GetResult, scanned, removing int, spans []span, total int) (GetResult, error) {
+	res.NextBeginOffset = req.Offset + int64(scanned)
+	if len(spans) == 0 {
+		res.Status = NoMatchedMessage
+		if removing > 0 && removing == scanned {
+			res.Status = MessageWasRemoving
+		}
+		return res, nil
+	}
 	// One buffer for all records; adjacent records are read with one pread
 	// (or one cold read below the local log).
 	data := make([]byte, total)
@@ -224,15 +227,7 @@ func (s *Store) getCold(ctx context.Context, q *cqueue, req GetRequest, res GetR
 		}
 		feed(got)
 	}
-	res.NextBeginOffset = off + int64(scanned)
-	if len(spans) == 0 {
-		res.Status = NoMatchedMessage
-		if removing > 0 && removing == scanned {
-			res.Status = MessageWasRemoving
-		}
-		return res, nil
-	}
-	return s.readSpans(ctx, req, res, spans, total)
+	return s.finishGet(ctx, req, res, scanned, removing, spans, total)
 }
 
 // ReadRecord is ReadRecordContext without a deadline.

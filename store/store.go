@@ -228,6 +228,37 @@ func (s *Store) validate(m *Message) (int, int32, error) {
 	return size, sys, nil
 }
 
+// appendBatch is Put and PutNotify up to the wait for the flush mode: it
+// validates msgs, writes them through the commit queue (commit) and passes
+// them to Options.OnDispatch. It returns their results and the end of the
+// last record.
+func (s *Store) appendBatch(msgs []Message) ([]PutResult, int64, error) {
+	total := 0
+	for i := range msgs {
+		size, _, err := s.validate(&msgs[i])
+		if err != nil {
+			if len(msgs) > 1 {
+				err = fmt.Errorf("message %d of %d: %w", i, len(msgs), err)
+			}
+			return nil, 0, err
+		}
+		total += size
+	}
+	res := make([]PutResult, len(msgs))
+	end, err := s.commit(msgs, res, total)
+	if err != nil {
+		return nil, 0, err
+	}
+	if cb := s.opts.OnDispatch; cb != nil {
+		for i := range msgs {
+			if !notDispatched(msgs[i].SysFlag) {
+				cb(msgs[i].Topic, msgs[i].QueueID, res[i].QueueOffset, msgs[i].TagsCode)
+			}
+		}
+	}
+	return res, end, nil
+}
+
 // Put stores a batch as consecutive records with consecutive queue offsets
 // per queue. In FlushSync mode it returns after an fdatasync covering the
 // batch (ErrFlushTimeout after SyncFlushTimeout; the records are stored).
@@ -242,28 +273,9 @@ func (s *Store) Put(ctx context.Context, msgs []Message) ([]PutResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	total := 0
-	for i := range msgs {
-		size, _, err := s.validate(&msgs[i])
-		if err != nil {
-			if len(msgs) > 1 {
-				err = fmt.Errorf("message %d of %d: %w", i, len(msgs), err)
-			}
-			return nil, err
-		}
-		total += size
-	}
-	res := make([]PutResult, len(msgs))
-	end, err := s.commit(msgs, res, total)
+	res, end, err := s.appendBatch(msgs)
 	if err != nil {
 		return nil, err
-	}
-	if cb := s.opts.OnDispatch; cb != nil {
-		for i := range msgs {
-			if !notDispatched(msgs[i].SysFlag) {
-				cb(msgs[i].Topic, msgs[i].QueueID, res[i].QueueOffset, msgs[i].TagsCode)
-			}
-		}
 	}
 	if s.opts.Flush == FlushSync {
 		if err := s.waitFlushed(ctx, end); err != nil {
