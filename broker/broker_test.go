@@ -181,6 +181,52 @@ func TestBrokerLongPollWakesOnSend(t *testing.T) {
 	}
 }
 
+// TestBrokerHeldPullDoesNotCommitAgain: a held pull's commit offset is
+// applied when it arrives only. When it is run again (here: woken by a
+// send) the group may have committed further; re-applying the old value
+// would move the group back, and it would re-read messages after a restart.
+func TestBrokerHeldPullDoesNotCommitAgain(t *testing.T) {
+	b, cl := startBroker(t, nil)
+	addr := b.Addr().String()
+	for i := range 3 {
+		if r := invoke(t, cl, addr, sendReq("HC", 0, []byte("m"+strconv.Itoa(i)), "")); r.Code != 0 {
+			t.Fatalf("send: %d %s", r.Code, r.Remark)
+		}
+	}
+	h := remoting.PullMessageRequestHeader{ConsumerGroup: "g", Topic: "HC", QueueID: 0, QueueOffset: 3,
+		MaxMsgNums: 32, SysFlag: pullFlagSuspend | pullFlagSubscription | pullFlagCommitOffset, CommitOffset: 1,
+		SuspendTimeoutMillis: 20000, Subscription: "*", ExpressionType: "TAG"}
+	got := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := cl.Invoke(ctx, addr, remoting.NewRequest(remoting.PullMessage, h.Encode(), nil))
+		got <- err
+	}()
+	waitCond(t, 10*time.Second, "pull parked", func() bool { return b.hold.count() == 1 })
+	if off, ok := b.offsets.Query("g", "HC", 0); !ok || off != 1 {
+		t.Fatalf("the pull's commit offset: %d %v, want 1", off, ok)
+	}
+	u := remoting.UpdateConsumerOffsetRequestHeader{ConsumerGroup: "g", Topic: "HC", QueueID: 0, CommitOffset: 3}
+	if r := invoke(t, cl, addr, remoting.NewRequest(remoting.UpdateConsumerOffset, u.Encode(), nil)); r.Code != 0 {
+		t.Fatalf("update offset: %d %s", r.Code, r.Remark)
+	}
+	if r := invoke(t, cl, addr, sendReq("HC", 0, []byte("m3"), "")); r.Code != 0 {
+		t.Fatalf("send: %d %s", r.Code, r.Remark)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("held pull not woken by the new message")
+	}
+	if off, _ := b.offsets.Query("g", "HC", 0); off != 3 {
+		t.Fatalf("after the held pull ran again the group's offset is %d, want 3 (the later commit)", off)
+	}
+}
+
 // TestBrokerPullFiltersTagsOnBroker: only matching records travel.
 func TestBrokerPullFiltersTagsOnBroker(t *testing.T) {
 	b, cl := startBroker(t, nil)

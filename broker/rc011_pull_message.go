@@ -63,7 +63,11 @@ func (b *Broker) doPull(ctx context.Context, c *remoting.Conn, req *remoting.Com
 		}
 		sub = s
 	}
-	if h.SysFlag&pullFlagCommitOffset != 0 && b.cfg.BrokerID == 0 && h.CommitOffset >= 0 {
+	// The offset a pull carries is committed when the pull arrives, never
+	// when a held pull is run again (allowHold false): by then the client
+	// may have committed past it, and the old value would move the group
+	// back (RocketMQ commits only when the broker may still suspend).
+	if allowHold && h.SysFlag&pullFlagCommitOffset != 0 && b.cfg.BrokerID == 0 && h.CommitOffset >= 0 {
 		b.offsets.Commit(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
 	}
 	maxMsgs := int(h.MaxMsgNums)
