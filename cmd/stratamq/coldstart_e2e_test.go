@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -62,16 +63,10 @@ func TestE2EColdStartFromBucketAfterSIGTERM(t *testing.T) {
 	r := newReceived()
 	c := newPushConsumer(t, s.nsAddr, group, topic, rmqconsumer.MessageSelector{}, r, "g1")
 	waitFor(t, 60*time.Second, "G consumed everything", func() bool { return r.distinct() >= n })
+	waitCommitted(t, s.brokAddr, group, topic, 4, n)
 	if err := c.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "G's offsets committed", func() bool {
-		var sum int64
-		for q := 0; q < 4; q++ {
-			sum += max(committedOffset(t, s.brokAddr, group, topic, q), 0)
-		}
-		return sum == n
-	})
 	_ = p.Shutdown()
 
 	s.stop() // SIGTERM path: drain, seal, upload, checkpoint, release the lease
@@ -106,11 +101,15 @@ func TestE2EColdStartFromBucketAfterSIGTERM(t *testing.T) {
 	newPushConsumer(t, s.nsAddr, group, topic, rmqconsumer.MessageSelector{}, r2, "g2")
 	waitFor(t, 60*time.Second, "G got the new messages", func() bool { return r2.distinct() >= m })
 	r2.mu.Lock()
-	for id := range r2.msgs {
+	var old []string // id@queue/offset
+	for id, ms := range r2.msgs {
 		if i, _ := strconv.Atoi(id); i < n {
-			r2.mu.Unlock()
-			t.Fatalf("G re-received old message %s: it did not resume at its committed offset", id)
+			old = append(old, fmt.Sprintf("%s@q%d/%d", id, ms[0].Queue.QueueId, ms[0].QueueOffset))
 		}
+	}
+	if len(old) > 0 {
+		r2.mu.Unlock()
+		t.Fatalf("G re-received old messages %v (of %d): it did not resume at its committed offset", old, len(r2.msgs))
 	}
 	r2.mu.Unlock()
 	// A fresh group reads everything, old messages from the bucket.

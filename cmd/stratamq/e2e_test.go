@@ -380,20 +380,11 @@ func TestE2EResumeAfterRestart(t *testing.T) {
 	r1 := newReceived()
 	c1 := newPushConsumer(t, s.nsAddr, group, topic, rmqconsumer.MessageSelector{}, r1, "c1")
 	waitFor(t, 60*time.Second, "first 100 consumed", func() bool { return r1.distinct() >= 100 })
-	// Shutdown persists the consumed offsets to the broker.
+	waitCommitted(t, s.brokAddr, group, topic, 4, 100)
 	if err := c1.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
 	_ = p.Shutdown()
-	// The final commits are oneway requests: wait until the broker has them
-	// all before restarting it.
-	waitFor(t, 30*time.Second, "committed offsets to reach 100", func() bool {
-		var sum int64
-		for q := 0; q < 4; q++ {
-			sum += committedOffset(t, s.brokAddr, group, topic, q)
-		}
-		return sum == 100
-	})
 	s.restart()
 
 	p2 := newClientProducer(t, s.nsAddr)

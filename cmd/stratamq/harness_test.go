@@ -192,6 +192,23 @@ func consumerIDs(t *testing.T, brokerAddr, group string) []string {
 }
 
 // committedOffset asks the broker for a group's committed offset (-1: none).
+// waitCommitted waits until group's committed offsets on the first queues
+// queues of topic add up to n. A push consumer commits every 5 s, and on
+// Shutdown only what its offset store holds: the last messages' callbacks
+// may have returned before their offsets got there. So tests wait for
+// this, not for deliveries, before shutting down a consumer whose
+// offsets they check.
+func waitCommitted(t *testing.T, brokerAddr, group, topic string, queues int, n int64) {
+	t.Helper()
+	waitFor(t, 30*time.Second, fmt.Sprintf("%s's offsets on %s to add up to %d", group, topic, n), func() bool {
+		var sum int64
+		for q := range queues {
+			sum += max(committedOffset(t, brokerAddr, group, topic, q), 0)
+		}
+		return sum == n
+	})
+}
+
 func committedOffset(t *testing.T, brokerAddr, group, topic string, queue int) int64 {
 	t.Helper()
 	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})

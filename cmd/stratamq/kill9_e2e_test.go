@@ -111,6 +111,11 @@ func TestE2EKill9FreshDiskNoReuse(t *testing.T) {
 	rg := newReceived()
 	g := newPushConsumer(t, ns, group, topic, rmqconsumer.MessageSelector{}, rg, "g")
 	waitFor(t, 60*time.Second, "G consumed everything", func() bool { return rg.distinct() >= len(msgs) })
+	queues := 0
+	for q := range maxQ {
+		queues = max(queues, q+1)
+	}
+	waitCommitted(t, br, group, topic, queues, int64(len(msgs)))
 	if err := g.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
