@@ -161,10 +161,10 @@ func (p *pullHold) expire(now time.Time) {
 	for k := range p.mu.waiting {
 		due = p.sortLocked(k, due, func(h *heldPull) holdVerdict {
 			switch {
+			case isClosed(h.c):
+				return dropHeld // nobody to answer
 			case !now.Before(h.deadline):
 				return answerNow
-			case isClosed(h.c):
-				return dropHeld
 			}
 			return keepHeld
 		})
