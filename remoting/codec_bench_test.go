@@ -21,122 +21,106 @@ func benchSendCommand(size int) *Command {
 
 var benchSizes = []int{128, 1024, 4096}
 
-func BenchmarkRemotingEncodeSendMessage(b *testing.B) {
+// benchEachSend runs body as a sub-benchmark for each serialize type and
+// body size, on a SEND_MESSAGE command of that type and size.
+func benchEachSend(b *testing.B, body func(b *testing.B, c *Command)) {
 	for _, st := range []SerializeType{SerializeJSON, SerializeRocketMQ} {
 		for _, size := range benchSizes {
 			b.Run(fmt.Sprintf("ser=%d/size=%d", st, size), func(b *testing.B) {
 				c := benchSendCommand(size)
 				c.Serialize = st
-				buf, _ := AppendFrame(nil, c)
-				b.SetBytes(int64(len(buf)))
-				b.ReportAllocs()
-				for b.Loop() {
-					var err error
-					buf, err = AppendFrame(buf[:0], c)
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
+				body(b, c)
 			})
 		}
 	}
 }
+
+// benchAppendFrame measures encoding c into a reused buffer.
+func benchAppendFrame(b *testing.B, c *Command) {
+	buf, _ := AppendFrame(nil, c)
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		buf, err = AppendFrame(buf[:0], c)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchFrame is c's frame and a reader of it, for the decode benchmarks.
+func benchFrame(b *testing.B, c *Command) ([]byte, *bytes.Reader) {
+	frame, _ := AppendFrame(nil, c)
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	return frame, bytes.NewReader(frame)
+}
+
+func BenchmarkRemotingEncodeSendMessage(b *testing.B) { benchEachSend(b, benchAppendFrame) }
 
 // BenchmarkRemotingEncodeSendMessageTyped is BenchmarkRemotingEncodeSendMessage
 // with the header written by SendHeaderExt (Command.Header), as the
 // producer bench and other map-free senders do.
 func BenchmarkRemotingEncodeSendMessageTyped(b *testing.B) {
-	for _, st := range []SerializeType{SerializeJSON, SerializeRocketMQ} {
-		for _, size := range benchSizes {
-			b.Run(fmt.Sprintf("ser=%d/size=%d", st, size), func(b *testing.B) {
-				c := benchSendCommand(size)
-				var h SendMessageRequestHeader
-				if err := h.Decode(c.ExtFields); err != nil {
-					b.Fatal(err)
-				}
-				c.ExtFields, c.Header = nil, SendHeaderExt{H: &h}
-				c.Serialize = st
-				buf, _ := AppendFrame(nil, c)
-				b.SetBytes(int64(len(buf)))
-				b.ReportAllocs()
-				for b.Loop() {
-					var err error
-					buf, err = AppendFrame(buf[:0], c)
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+	benchEachSend(b, func(b *testing.B, c *Command) {
+		var h SendMessageRequestHeader
+		if err := h.Decode(c.ExtFields); err != nil {
+			b.Fatal(err)
 		}
-	}
+		c.ExtFields, c.Header = nil, SendHeaderExt{H: &h}
+		benchAppendFrame(b, c)
+	})
 }
 
 func BenchmarkRemotingDecodeSendMessage(b *testing.B) {
-	for _, st := range []SerializeType{SerializeJSON, SerializeRocketMQ} {
-		for _, size := range benchSizes {
-			b.Run(fmt.Sprintf("ser=%d/size=%d", st, size), func(b *testing.B) {
-				c := benchSendCommand(size)
-				c.Serialize = st
-				frame, _ := AppendFrame(nil, c)
-				b.SetBytes(int64(len(frame)))
-				b.ReportAllocs()
-				r := bytes.NewReader(frame)
-				var buf []byte
-				for b.Loop() {
-					r.Reset(frame)
-					raw, err := ReadFrame(r, buf, len(frame))
-					if err != nil {
-						b.Fatal(err)
-					}
-					buf = raw
-					d, err := DecodeFrame(raw)
-					if err != nil {
-						b.Fatal(err)
-					}
-					var h SendMessageRequestHeader
-					if err := h.Decode(d.ExtFields); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+	benchEachSend(b, func(b *testing.B, c *Command) {
+		frame, r := benchFrame(b, c)
+		var buf []byte
+		for b.Loop() {
+			r.Reset(frame)
+			raw, err := ReadFrame(r, buf, len(frame))
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf = raw
+			d, err := DecodeFrame(raw)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var h SendMessageRequestHeader
+			if err := h.Decode(d.ExtFields); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
+	})
 }
 
 // BenchmarkRemotingDecodeSendMessageServer decodes as a server conn does
 // for a handler that reads headers with Command.Ext and lets its frame be
 // recycled (RequestHinter): pooled frame, extFields as pairs, no map.
 func BenchmarkRemotingDecodeSendMessageServer(b *testing.B) {
-	for _, st := range []SerializeType{SerializeJSON, SerializeRocketMQ} {
-		for _, size := range benchSizes {
-			b.Run(fmt.Sprintf("ser=%d/size=%d", st, size), func(b *testing.B) {
-				c := benchSendCommand(size)
-				c.Serialize = st
-				frame, _ := AppendFrame(nil, c)
-				b.SetBytes(int64(len(frame)))
-				b.ReportAllocs()
-				r := bytes.NewReader(frame)
-				var lenBuf [4]byte
-				for b.Loop() {
-					r.Reset(frame)
-					raw, pooled, err := readFramePooled(r, lenBuf[:], len(frame), true)
-					if err != nil {
-						b.Fatal(err)
-					}
-					d, err := decodeFrame(raw)
-					if err != nil {
-						b.Fatal(err)
-					}
-					d.frame = pooled
-					var h SendMessageRequestHeader
-					if err := h.DecodeCommand(d); err != nil {
-						b.Fatal(err)
-					}
-					d.releaseFrame()
-				}
-			})
+	benchEachSend(b, func(b *testing.B, c *Command) {
+		frame, r := benchFrame(b, c)
+		var lenBuf [4]byte
+		for b.Loop() {
+			r.Reset(frame)
+			raw, pooled, err := readFramePooled(r, lenBuf[:], len(frame), true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			d, err := decodeFrame(raw)
+			if err != nil {
+				b.Fatal(err)
+			}
+			d.frame = pooled
+			var h SendMessageRequestHeader
+			if err := h.DecodeCommand(d); err != nil {
+				b.Fatal(err)
+			}
+			d.releaseFrame()
 		}
-	}
+	})
 }
 
 // BenchmarkRemotingInvoke measures one SEND_MESSAGE-sized request and its
@@ -173,3 +157,44 @@ func BenchmarkRemotingInvoke(b *testing.B) {
 
 // benchLog is the benchmarks' logger.
 var benchLog = quiet
+
+// BenchmarkRemotingPullHeader decodes and encodes the two headers every
+// PULL_MESSAGE carries (the request's and the response's), as a broker and
+// a client do once per pull.
+func BenchmarkRemotingPullHeader(b *testing.B) {
+	req := PullMessageRequestHeader{ConsumerGroup: "cg", Topic: "TopicA", QueueID: 3, QueueOffset: 1234567,
+		MaxMsgNums: 32, SysFlag: PullFlagSuspend | PullFlagSubscription, CommitOffset: 1234500,
+		SuspendTimeoutMillis: 20000, Subscription: "tagA || tagB", SubVersion: 1700000000000, ExpressionType: "TAG",
+		BrokerName: "broker-a"}
+	resp := PullMessageResponseHeader{NextBeginOffset: 1234599, MinOffset: 0, MaxOffset: 7654321}
+	reqExt, respExt := req.Encode(), resp.Encode()
+	benchHeaderCodec(b, "request", func() bool {
+		var h PullMessageRequestHeader
+		return h.Decode(reqExt) == nil && h == req
+	}, req.Encode)
+	benchHeaderCodec(b, "response", func() bool {
+		var h PullMessageResponseHeader
+		return h.Decode(respExt) == nil && h == resp
+	}, resp.Encode)
+}
+
+// benchHeaderCodec runs name/decode, calling decode (which reports whether
+// it decoded the expected header), and name/encode, calling encode.
+func benchHeaderCodec(b *testing.B, name string, decode func() bool, encode func() map[string]string) {
+	b.Run(name+"/decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if !decode() {
+				b.Fatal("decoded a different header")
+			}
+		}
+	})
+	b.Run(name+"/encode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if len(encode()) == 0 {
+				b.Fatal("encoded nothing")
+			}
+		}
+	})
+}

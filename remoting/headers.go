@@ -7,6 +7,11 @@ import (
 	"strings"
 )
 
+// The custom headers (extFields) of the commands this package knows, a Go
+// type each, with Decode to read one from extFields and Encode to write it.
+// SendMessageRequestHeader, on the send path, has a codec of its own; the
+// others list their fields in a walk method that header_fields.go runs.
+
 // ErrHeaderField marks a request whose custom header misses a mandatory
 // field or has one that does not parse. The full error names the field.
 var ErrHeaderField = errors.New("remoting: bad header field")
@@ -31,51 +36,6 @@ func (e *HeaderFieldError) Unwrap() []error {
 		return []error{ErrHeaderField}
 	}
 	return []error{ErrHeaderField, e.Err}
-}
-
-// extReader decodes extFields with a sticky error: the first missing or
-// unparsable mandatory field is reported, later calls return zero values.
-type extReader struct {
-	ext map[string]string
-	cmd *Command // when set, fields are read with cmd.Ext instead of ext
-	err error
-}
-
-func (r *extReader) get(key string) (string, bool) {
-	if r.cmd != nil {
-		return r.cmd.Ext(key)
-	}
-	v, ok := r.ext[key]
-	return v, ok
-}
-
-func (r *extReader) lookup(key string, required bool) (string, bool) {
-	if r.err != nil {
-		return "", false
-	}
-	v, ok := r.get(key)
-	if !ok && required {
-		r.err = &HeaderFieldError{Field: key}
-	}
-	return v, ok
-}
-
-func (r *extReader) str(key string, required bool) string {
-	v, _ := r.lookup(key, required)
-	return v
-}
-
-func (r *extReader) int(key string, required bool, bits int) int64 {
-	v, ok := r.lookup(key, required)
-	if !ok {
-		return 0
-	}
-	n, err := parseExtInt(v, bits)
-	if err != nil {
-		r.err = &HeaderFieldError{Field: key, Value: v, Err: err}
-		return 0
-	}
-	return n
 }
 
 // parseExtInt is strconv.ParseInt of v without surrounding spaces.
@@ -103,16 +63,8 @@ slow:
 	return strconv.ParseInt(strings.TrimSpace(v), 10, bits)
 }
 
-func (r *extReader) i32(key string, required bool) int32 { return int32(r.int(key, required, 32)) }
-func (r *extReader) i64(key string, required bool) int64 { return r.int(key, required, 64) }
-
-// boolean parses like Java's Boolean.parseBoolean: "true" in any case is
-// true, anything else false.
-func (r *extReader) boolean(key string, required bool) bool {
-	v, _ := r.lookup(key, required)
-	return parseBool(v)
-}
-
+// parseBool parses like Java's Boolean.parseBoolean: "true" in any case
+// is true, anything else false.
 func parseBool(v string) bool { return v == "true" || len(v) == 4 && strings.EqualFold(v, "true") }
 
 func fmtI32(v int32) string { return strconv.FormatInt(int64(v), 10) }
@@ -230,8 +182,9 @@ var sendKeySlot = func() (t [64]int8) {
 	return t
 }()
 
-// sendReader is extReader over one key style of sendFields: fields are
-// named by slot, errors by key. It holds a copy of the values, not a
+// sendReader reads one key style of sendFields with a sticky error (the
+// first missing or unparsable field is reported, later reads return zero
+// values): fields are named by slot, errors by key. It holds a copy of the values, not a
 // pointer, so that returning its error does not make the sendFields
 // escape to the heap.
 type sendReader struct {
@@ -343,28 +296,21 @@ type SendMessageResponseHeader struct {
 }
 
 func (h *SendMessageResponseHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.MsgID = r.str("msgId", true)
-	h.QueueID = r.i32("queueId", true)
-	h.QueueOffset = r.i64("queueOffset", true)
-	h.TransactionID = r.str("transactionId", false)
-	h.MsgRegion = r.str("MSG_REGION", false)
-	h.TraceOn = r.str("TRACE_ON", false)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *SendMessageResponseHeader) Encode() map[string]string {
-	m := map[string]string{"msgId": h.MsgID, "queueId": fmtI32(h.QueueID), "queueOffset": fmtI64(h.QueueOffset)}
-	if h.TransactionID != "" {
-		m["transactionId"] = h.TransactionID
-	}
-	if h.MsgRegion != "" {
-		m["MSG_REGION"] = h.MsgRegion
-	}
-	if h.TraceOn != "" {
-		m["TRACE_ON"] = h.TraceOn
-	}
-	return m
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *SendMessageResponseHeader) walk(w *headerWalk) *headerWalk {
+	w.str("msgId", &h.MsgID, fieldRequired)
+	w.i32("queueId", &h.QueueID, fieldRequired)
+	w.i64("queueOffset", &h.QueueOffset, fieldRequired)
+	w.str("transactionId", &h.TransactionID, fieldOmitEmpty)
+	w.str("MSG_REGION", &h.MsgRegion, fieldOmitEmpty)
+	w.str("TRACE_ON", &h.TraceOn, fieldOmitEmpty)
+	return w
 }
 
 // EndTransactionRequestHeader is the header of END_TRANSACTION (37).
@@ -380,31 +326,23 @@ type EndTransactionRequestHeader struct {
 }
 
 func (h *EndTransactionRequestHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.ProducerGroup = r.str("producerGroup", true)
-	h.TranStateTableOffset = r.i64("tranStateTableOffset", true)
-	h.CommitLogOffset = r.i64("commitLogOffset", true)
-	h.CommitOrRollback = r.i32("commitOrRollback", true)
-	h.FromTransactionCheck = r.boolean("fromTransactionCheck", false)
-	h.MsgID = r.str("msgId", true)
-	h.TransactionID = r.str("transactionId", false)
-	h.BrokerName = r.str("bname", false)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *EndTransactionRequestHeader) Encode() map[string]string {
-	m := map[string]string{
-		"producerGroup": h.ProducerGroup, "tranStateTableOffset": fmtI64(h.TranStateTableOffset),
-		"commitLogOffset": fmtI64(h.CommitLogOffset), "commitOrRollback": fmtI32(h.CommitOrRollback),
-		"fromTransactionCheck": fmtBool(h.FromTransactionCheck), "msgId": h.MsgID,
-	}
-	if h.TransactionID != "" {
-		m["transactionId"] = h.TransactionID
-	}
-	if h.BrokerName != "" {
-		m["bname"] = h.BrokerName
-	}
-	return m
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *EndTransactionRequestHeader) walk(w *headerWalk) *headerWalk {
+	w.str("producerGroup", &h.ProducerGroup, fieldRequired)
+	w.i64("tranStateTableOffset", &h.TranStateTableOffset, fieldRequired)
+	w.i64("commitLogOffset", &h.CommitLogOffset, fieldRequired)
+	w.i32("commitOrRollback", &h.CommitOrRollback, fieldRequired)
+	w.boolean("fromTransactionCheck", &h.FromTransactionCheck, fieldOptional)
+	w.str("msgId", &h.MsgID, fieldRequired)
+	w.str("transactionId", &h.TransactionID, fieldOmitEmpty)
+	w.str("bname", &h.BrokerName, fieldOmitEmpty)
+	return w
 }
 
 // CheckTransactionStateRequestHeader is the header of the broker → producer
@@ -419,25 +357,21 @@ type CheckTransactionStateRequestHeader struct {
 }
 
 func (h *CheckTransactionStateRequestHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.TranStateTableOffset = r.i64("tranStateTableOffset", true)
-	h.CommitLogOffset = r.i64("commitLogOffset", true)
-	h.MsgID = r.str("msgId", false)
-	h.TransactionID = r.str("transactionId", false)
-	h.OffsetMsgID = r.str("offsetMsgId", false)
-	h.Topic = r.str("topic", false)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *CheckTransactionStateRequestHeader) Encode() map[string]string {
-	m := map[string]string{
-		"tranStateTableOffset": fmtI64(h.TranStateTableOffset), "commitLogOffset": fmtI64(h.CommitLogOffset),
-		"msgId": h.MsgID, "transactionId": h.TransactionID, "offsetMsgId": h.OffsetMsgID,
-	}
-	if h.Topic != "" {
-		m["topic"] = h.Topic
-	}
-	return m
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *CheckTransactionStateRequestHeader) walk(w *headerWalk) *headerWalk {
+	w.i64("tranStateTableOffset", &h.TranStateTableOffset, fieldRequired)
+	w.i64("commitLogOffset", &h.CommitLogOffset, fieldRequired)
+	w.str("msgId", &h.MsgID, fieldOptional)
+	w.str("transactionId", &h.TransactionID, fieldOptional)
+	w.str("offsetMsgId", &h.OffsetMsgID, fieldOptional)
+	w.str("topic", &h.Topic, fieldOmitEmpty)
+	return w
 }
 
 // ---- consumer ----
@@ -469,36 +403,27 @@ const (
 )
 
 func (h *PullMessageRequestHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.ConsumerGroup = r.str("consumerGroup", true)
-	h.Topic = r.str("topic", true)
-	h.QueueID = r.i32("queueId", true)
-	h.QueueOffset = r.i64("queueOffset", true)
-	h.MaxMsgNums = r.i32("maxMsgNums", true)
-	h.SysFlag = r.i32("sysFlag", true)
-	h.CommitOffset = r.i64("commitOffset", true)
-	h.SuspendTimeoutMillis = r.i64("suspendTimeoutMillis", true)
-	h.Subscription = r.str("subscription", false)
-	h.SubVersion = r.i64("subVersion", true)
-	h.ExpressionType = r.str("expressionType", false)
-	h.BrokerName = r.str("bname", false)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *PullMessageRequestHeader) Encode() map[string]string {
-	m := map[string]string{
-		"consumerGroup": h.ConsumerGroup, "topic": h.Topic, "queueId": fmtI32(h.QueueID),
-		"queueOffset": fmtI64(h.QueueOffset), "maxMsgNums": fmtI32(h.MaxMsgNums), "sysFlag": fmtI32(h.SysFlag),
-		"commitOffset": fmtI64(h.CommitOffset), "suspendTimeoutMillis": fmtI64(h.SuspendTimeoutMillis),
-		"subscription": h.Subscription, "subVersion": fmtI64(h.SubVersion),
-	}
-	if h.ExpressionType != "" {
-		m["expressionType"] = h.ExpressionType
-	}
-	if h.BrokerName != "" {
-		m["bname"] = h.BrokerName
-	}
-	return m
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *PullMessageRequestHeader) walk(w *headerWalk) *headerWalk {
+	w.str("consumerGroup", &h.ConsumerGroup, fieldRequired)
+	w.str("topic", &h.Topic, fieldRequired)
+	w.i32("queueId", &h.QueueID, fieldRequired)
+	w.i64("queueOffset", &h.QueueOffset, fieldRequired)
+	w.i32("maxMsgNums", &h.MaxMsgNums, fieldRequired)
+	w.i32("sysFlag", &h.SysFlag, fieldRequired)
+	w.i64("commitOffset", &h.CommitOffset, fieldRequired)
+	w.i64("suspendTimeoutMillis", &h.SuspendTimeoutMillis, fieldRequired)
+	w.str("subscription", &h.Subscription, fieldOptional)
+	w.i64("subVersion", &h.SubVersion, fieldRequired)
+	w.str("expressionType", &h.ExpressionType, fieldOmitEmpty)
+	w.str("bname", &h.BrokerName, fieldOmitEmpty)
+	return w
 }
 
 // PullMessageResponseHeader is the header of every pull response, whatever
@@ -512,19 +437,19 @@ type PullMessageResponseHeader struct {
 }
 
 func (h *PullMessageResponseHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.SuggestWhichBrokerID = r.i64("suggestWhichBrokerId", true)
-	h.NextBeginOffset = r.i64("nextBeginOffset", true)
-	h.MinOffset = r.i64("minOffset", true)
-	h.MaxOffset = r.i64("maxOffset", true)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *PullMessageResponseHeader) Encode() map[string]string {
-	return map[string]string{
-		"suggestWhichBrokerId": fmtI64(h.SuggestWhichBrokerID), "nextBeginOffset": fmtI64(h.NextBeginOffset),
-		"minOffset": fmtI64(h.MinOffset), "maxOffset": fmtI64(h.MaxOffset),
-	}
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *PullMessageResponseHeader) walk(w *headerWalk) *headerWalk {
+	w.i64("suggestWhichBrokerId", &h.SuggestWhichBrokerID, fieldRequired)
+	w.i64("nextBeginOffset", &h.NextBeginOffset, fieldRequired)
+	w.i64("minOffset", &h.MinOffset, fieldRequired)
+	w.i64("maxOffset", &h.MaxOffset, fieldRequired)
+	return w
 }
 
 // QueryConsumerOffsetRequestHeader is the header of QUERY_CONSUMER_OFFSET (14).
@@ -537,24 +462,19 @@ type QueryConsumerOffsetRequestHeader struct {
 }
 
 func (h *QueryConsumerOffsetRequestHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.ConsumerGroup = r.str("consumerGroup", true)
-	h.Topic = r.str("topic", true)
-	h.QueueID = r.i32("queueId", true)
-	h.SetZeroIfNotFound = nil
-	if _, ok := ext["setZeroIfNotFound"]; ok {
-		v := r.boolean("setZeroIfNotFound", false)
-		h.SetZeroIfNotFound = &v
-	}
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *QueryConsumerOffsetRequestHeader) Encode() map[string]string {
-	m := map[string]string{"consumerGroup": h.ConsumerGroup, "topic": h.Topic, "queueId": fmtI32(h.QueueID)}
-	if h.SetZeroIfNotFound != nil {
-		m["setZeroIfNotFound"] = fmtBool(*h.SetZeroIfNotFound)
-	}
-	return m
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *QueryConsumerOffsetRequestHeader) walk(w *headerWalk) *headerWalk {
+	w.str("consumerGroup", &h.ConsumerGroup, fieldRequired)
+	w.str("topic", &h.Topic, fieldRequired)
+	w.i32("queueId", &h.QueueID, fieldRequired)
+	w.boolPtr("setZeroIfNotFound", &h.SetZeroIfNotFound)
+	return w
 }
 
 // OffsetResponseHeader is the response header of QUERY_CONSUMER_OFFSET (14),
@@ -564,13 +484,16 @@ type OffsetResponseHeader struct {
 }
 
 func (h *OffsetResponseHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.Offset = r.i64("offset", true)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *OffsetResponseHeader) Encode() map[string]string {
-	return map[string]string{"offset": fmtI64(h.Offset)}
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *OffsetResponseHeader) walk(w *headerWalk) *headerWalk {
+	w.i64("offset", &h.Offset, fieldRequired)
+	return w
 }
 
 // UpdateConsumerOffsetRequestHeader is the header of UPDATE_CONSUMER_OFFSET (15).
@@ -582,19 +505,19 @@ type UpdateConsumerOffsetRequestHeader struct {
 }
 
 func (h *UpdateConsumerOffsetRequestHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.ConsumerGroup = r.str("consumerGroup", true)
-	h.Topic = r.str("topic", true)
-	h.QueueID = r.i32("queueId", true)
-	h.CommitOffset = r.i64("commitOffset", true)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *UpdateConsumerOffsetRequestHeader) Encode() map[string]string {
-	return map[string]string{
-		"consumerGroup": h.ConsumerGroup, "topic": h.Topic,
-		"queueId": fmtI32(h.QueueID), "commitOffset": fmtI64(h.CommitOffset),
-	}
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *UpdateConsumerOffsetRequestHeader) walk(w *headerWalk) *headerWalk {
+	w.str("consumerGroup", &h.ConsumerGroup, fieldRequired)
+	w.str("topic", &h.Topic, fieldRequired)
+	w.i32("queueId", &h.QueueID, fieldRequired)
+	w.i64("commitOffset", &h.CommitOffset, fieldRequired)
+	return w
 }
 
 // QueueRequestHeader is the header of requests about one queue:
@@ -605,14 +528,17 @@ type QueueRequestHeader struct {
 }
 
 func (h *QueueRequestHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.Topic = r.str("topic", true)
-	h.QueueID = r.i32("queueId", true)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *QueueRequestHeader) Encode() map[string]string {
-	return map[string]string{"topic": h.Topic, "queueId": fmtI32(h.QueueID)}
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *QueueRequestHeader) walk(w *headerWalk) *headerWalk {
+	w.str("topic", &h.Topic, fieldRequired)
+	w.i32("queueId", &h.QueueID, fieldRequired)
+	return w
 }
 
 // Named forms of QueueRequestHeader, one per code.
@@ -629,13 +555,16 @@ type GetEarliestMsgStoretimeResponseHeader struct {
 }
 
 func (h *GetEarliestMsgStoretimeResponseHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.Timestamp = r.i64("timestamp", true)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *GetEarliestMsgStoretimeResponseHeader) Encode() map[string]string {
-	return map[string]string{"timestamp": fmtI64(h.Timestamp)}
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *GetEarliestMsgStoretimeResponseHeader) walk(w *headerWalk) *headerWalk {
+	w.i64("timestamp", &h.Timestamp, fieldRequired)
+	return w
 }
 
 // SearchOffsetRequestHeader is the header of SEARCH_OFFSET_BY_TIMESTAMP (29).
@@ -647,20 +576,19 @@ type SearchOffsetRequestHeader struct {
 }
 
 func (h *SearchOffsetRequestHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.Topic = r.str("topic", true)
-	h.QueueID = r.i32("queueId", true)
-	h.Timestamp = r.i64("timestamp", true)
-	h.BoundaryType = r.str("boundaryType", false)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *SearchOffsetRequestHeader) Encode() map[string]string {
-	m := map[string]string{"topic": h.Topic, "queueId": fmtI32(h.QueueID), "timestamp": fmtI64(h.Timestamp)}
-	if h.BoundaryType != "" {
-		m["boundaryType"] = h.BoundaryType
-	}
-	return m
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *SearchOffsetRequestHeader) walk(w *headerWalk) *headerWalk {
+	w.str("topic", &h.Topic, fieldRequired)
+	w.i32("queueId", &h.QueueID, fieldRequired)
+	w.i64("timestamp", &h.Timestamp, fieldRequired)
+	w.str("boundaryType", &h.BoundaryType, fieldOmitEmpty)
+	return w
 }
 
 // ViewMessageRequestHeader is the header of VIEW_MESSAGE_BY_ID (33).
@@ -670,18 +598,17 @@ type ViewMessageRequestHeader struct {
 }
 
 func (h *ViewMessageRequestHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.Offset = r.i64("offset", true)
-	h.Topic = r.str("topic", false)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *ViewMessageRequestHeader) Encode() map[string]string {
-	m := map[string]string{"offset": fmtI64(h.Offset)}
-	if h.Topic != "" {
-		m["topic"] = h.Topic
-	}
-	return m
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *ViewMessageRequestHeader) walk(w *headerWalk) *headerWalk {
+	w.i64("offset", &h.Offset, fieldRequired)
+	w.str("topic", &h.Topic, fieldOmitEmpty)
+	return w
 }
 
 // QueryMessageRequestHeader is the header of QUERY_MESSAGE (12). A query by
@@ -696,25 +623,21 @@ type QueryMessageRequestHeader struct {
 }
 
 func (h *QueryMessageRequestHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.Topic = r.str("topic", true)
-	h.Key = r.str("key", true)
-	h.MaxNum = r.i32("maxNum", true)
-	h.BeginTimestamp = r.i64("beginTimestamp", true)
-	h.EndTimestamp = r.i64("endTimestamp", true)
-	h.UniqueKeyQuery = r.boolean("_UNIQUE_KEY_QUERY", false)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *QueryMessageRequestHeader) Encode() map[string]string {
-	m := map[string]string{
-		"topic": h.Topic, "key": h.Key, "maxNum": fmtI32(h.MaxNum),
-		"beginTimestamp": fmtI64(h.BeginTimestamp), "endTimestamp": fmtI64(h.EndTimestamp),
-	}
-	if h.UniqueKeyQuery {
-		m["_UNIQUE_KEY_QUERY"] = "true"
-	}
-	return m
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *QueryMessageRequestHeader) walk(w *headerWalk) *headerWalk {
+	w.str("topic", &h.Topic, fieldRequired)
+	w.str("key", &h.Key, fieldRequired)
+	w.i32("maxNum", &h.MaxNum, fieldRequired)
+	w.i64("beginTimestamp", &h.BeginTimestamp, fieldRequired)
+	w.i64("endTimestamp", &h.EndTimestamp, fieldRequired)
+	w.boolean("_UNIQUE_KEY_QUERY", &h.UniqueKeyQuery, fieldOmitEmpty)
+	return w
 }
 
 // QueryMessageResponseHeader is the response header of QUERY_MESSAGE (12).
@@ -724,17 +647,17 @@ type QueryMessageResponseHeader struct {
 }
 
 func (h *QueryMessageResponseHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.IndexLastUpdateTimestamp = r.i64("indexLastUpdateTimestamp", true)
-	h.IndexLastUpdatePhyoffset = r.i64("indexLastUpdatePhyoffset", true)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *QueryMessageResponseHeader) Encode() map[string]string {
-	return map[string]string{
-		"indexLastUpdateTimestamp": fmtI64(h.IndexLastUpdateTimestamp),
-		"indexLastUpdatePhyoffset": fmtI64(h.IndexLastUpdatePhyoffset),
-	}
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *QueryMessageResponseHeader) walk(w *headerWalk) *headerWalk {
+	w.i64("indexLastUpdateTimestamp", &h.IndexLastUpdateTimestamp, fieldRequired)
+	w.i64("indexLastUpdatePhyoffset", &h.IndexLastUpdatePhyoffset, fieldRequired)
+	return w
 }
 
 // UnregisterClientRequestHeader is the header of UNREGISTER_CLIENT (35).
@@ -745,22 +668,18 @@ type UnregisterClientRequestHeader struct {
 }
 
 func (h *UnregisterClientRequestHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.ClientID = r.str("clientID", true)
-	h.ProducerGroup = r.str("producerGroup", false)
-	h.ConsumerGroup = r.str("consumerGroup", false)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *UnregisterClientRequestHeader) Encode() map[string]string {
-	m := map[string]string{"clientID": h.ClientID}
-	if h.ProducerGroup != "" {
-		m["producerGroup"] = h.ProducerGroup
-	}
-	if h.ConsumerGroup != "" {
-		m["consumerGroup"] = h.ConsumerGroup
-	}
-	return m
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *UnregisterClientRequestHeader) walk(w *headerWalk) *headerWalk {
+	w.str("clientID", &h.ClientID, fieldRequired)
+	w.str("producerGroup", &h.ProducerGroup, fieldOmitEmpty)
+	w.str("consumerGroup", &h.ConsumerGroup, fieldOmitEmpty)
+	return w
 }
 
 // ConsumerGroupHeader is the header of GET_CONSUMER_LIST_BY_GROUP (38) and
@@ -770,13 +689,16 @@ type ConsumerGroupHeader struct {
 }
 
 func (h *ConsumerGroupHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.ConsumerGroup = r.str("consumerGroup", true)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *ConsumerGroupHeader) Encode() map[string]string {
-	return map[string]string{"consumerGroup": h.ConsumerGroup}
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *ConsumerGroupHeader) walk(w *headerWalk) *headerWalk {
+	w.str("consumerGroup", &h.ConsumerGroup, fieldRequired)
+	return w
 }
 
 // Named forms of ConsumerGroupHeader, one per code.
@@ -800,31 +722,23 @@ type ConsumerSendMsgBackRequestHeader struct {
 }
 
 func (h *ConsumerSendMsgBackRequestHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.Offset = r.i64("offset", true)
-	h.Group = r.str("group", true)
-	h.DelayLevel = r.i32("delayLevel", true)
-	h.OriginMsgID = r.str("originMsgId", false)
-	h.OriginTopic = r.str("originTopic", false)
-	h.UnitMode = r.boolean("unitMode", false)
-	_, h.MaxReconsumeTimesSet = ext["maxReconsumeTimes"]
-	h.MaxReconsumeTimes = r.i32("maxReconsumeTimes", false)
-	h.BrokerName = r.str("bname", false)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *ConsumerSendMsgBackRequestHeader) Encode() map[string]string {
-	m := map[string]string{
-		"offset": fmtI64(h.Offset), "group": h.Group, "delayLevel": fmtI32(h.DelayLevel),
-		"originMsgId": h.OriginMsgID, "originTopic": h.OriginTopic, "unitMode": fmtBool(h.UnitMode),
-	}
-	if h.MaxReconsumeTimesSet {
-		m["maxReconsumeTimes"] = fmtI32(h.MaxReconsumeTimes)
-	}
-	if h.BrokerName != "" {
-		m["bname"] = h.BrokerName
-	}
-	return m
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *ConsumerSendMsgBackRequestHeader) walk(w *headerWalk) *headerWalk {
+	w.i64("offset", &h.Offset, fieldRequired)
+	w.str("group", &h.Group, fieldRequired)
+	w.i32("delayLevel", &h.DelayLevel, fieldRequired)
+	w.str("originMsgId", &h.OriginMsgID, fieldOptional)
+	w.str("originTopic", &h.OriginTopic, fieldOptional)
+	w.boolean("unitMode", &h.UnitMode, fieldOptional)
+	w.flaggedI32("maxReconsumeTimes", &h.MaxReconsumeTimes, &h.MaxReconsumeTimesSet)
+	w.str("bname", &h.BrokerName, fieldOmitEmpty)
+	return w
 }
 
 // ---- admin ----
@@ -843,29 +757,24 @@ type CreateTopicRequestHeader struct {
 }
 
 func (h *CreateTopicRequestHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.Topic = r.str("topic", true)
-	h.DefaultTopic = r.str("defaultTopic", true)
-	h.ReadQueueNums = r.i32("readQueueNums", true)
-	h.WriteQueueNums = r.i32("writeQueueNums", true)
-	h.Perm = r.i32("perm", true)
-	h.TopicFilterType = r.str("topicFilterType", true)
-	h.TopicSysFlag = r.i32("topicSysFlag", false)
-	h.Order = r.boolean("order", true)
-	h.Attributes = r.str("attributes", false)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *CreateTopicRequestHeader) Encode() map[string]string {
-	m := map[string]string{
-		"topic": h.Topic, "defaultTopic": h.DefaultTopic, "readQueueNums": fmtI32(h.ReadQueueNums),
-		"writeQueueNums": fmtI32(h.WriteQueueNums), "perm": fmtI32(h.Perm), "topicFilterType": h.TopicFilterType,
-		"topicSysFlag": fmtI32(h.TopicSysFlag), "order": fmtBool(h.Order),
-	}
-	if h.Attributes != "" {
-		m["attributes"] = h.Attributes
-	}
-	return m
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *CreateTopicRequestHeader) walk(w *headerWalk) *headerWalk {
+	w.str("topic", &h.Topic, fieldRequired)
+	w.str("defaultTopic", &h.DefaultTopic, fieldRequired)
+	w.i32("readQueueNums", &h.ReadQueueNums, fieldRequired)
+	w.i32("writeQueueNums", &h.WriteQueueNums, fieldRequired)
+	w.i32("perm", &h.Perm, fieldRequired)
+	w.str("topicFilterType", &h.TopicFilterType, fieldRequired)
+	w.i32("topicSysFlag", &h.TopicSysFlag, fieldOptional)
+	w.boolean("order", &h.Order, fieldRequired)
+	w.str("attributes", &h.Attributes, fieldOmitEmpty)
+	return w
 }
 
 // TopicRequestHeader is the header of DELETE_TOPIC_IN_BROKER (215),
@@ -879,22 +788,18 @@ type TopicRequestHeader struct {
 }
 
 func (h *TopicRequestHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.Topic = r.str("topic", true)
-	h.ClusterName = r.str("clusterName", false)
-	h.AcceptStandardJSONOnly = r.boolean("acceptStandardJsonOnly", false)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *TopicRequestHeader) Encode() map[string]string {
-	m := map[string]string{"topic": h.Topic}
-	if h.ClusterName != "" {
-		m["clusterName"] = h.ClusterName
-	}
-	if h.AcceptStandardJSONOnly {
-		m["acceptStandardJsonOnly"] = "true"
-	}
-	return m
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *TopicRequestHeader) walk(w *headerWalk) *headerWalk {
+	w.str("topic", &h.Topic, fieldRequired)
+	w.str("clusterName", &h.ClusterName, fieldOmitEmpty)
+	w.boolean("acceptStandardJsonOnly", &h.AcceptStandardJSONOnly, fieldOmitEmpty)
+	return w
 }
 
 // Named forms of TopicRequestHeader, one per code.
@@ -919,29 +824,24 @@ type RegisterBrokerRequestHeader struct {
 }
 
 func (h *RegisterBrokerRequestHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.BrokerName = r.str("brokerName", true)
-	h.BrokerAddr = r.str("brokerAddr", true)
-	h.ClusterName = r.str("clusterName", true)
-	h.HAServerAddr = r.str("haServerAddr", true)
-	h.BrokerID = r.i64("brokerId", true)
-	h.HeartbeatTimeoutMillis = r.i64("heartbeatTimeoutMillis", false)
-	h.EnableActingMaster = r.boolean("enableActingMaster", false)
-	h.Compressed = r.boolean("compressed", false)
-	h.BodyCrc32 = r.i32("bodyCrc32", false)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *RegisterBrokerRequestHeader) Encode() map[string]string {
-	m := map[string]string{
-		"brokerName": h.BrokerName, "brokerAddr": h.BrokerAddr, "clusterName": h.ClusterName,
-		"haServerAddr": h.HAServerAddr, "brokerId": fmtI64(h.BrokerID), "compressed": fmtBool(h.Compressed),
-		"bodyCrc32": fmtI32(h.BodyCrc32), "enableActingMaster": fmtBool(h.EnableActingMaster),
-	}
-	if h.HeartbeatTimeoutMillis != 0 {
-		m["heartbeatTimeoutMillis"] = fmtI64(h.HeartbeatTimeoutMillis)
-	}
-	return m
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *RegisterBrokerRequestHeader) walk(w *headerWalk) *headerWalk {
+	w.str("brokerName", &h.BrokerName, fieldRequired)
+	w.str("brokerAddr", &h.BrokerAddr, fieldRequired)
+	w.str("clusterName", &h.ClusterName, fieldRequired)
+	w.str("haServerAddr", &h.HAServerAddr, fieldRequired)
+	w.i64("brokerId", &h.BrokerID, fieldRequired)
+	w.i64("heartbeatTimeoutMillis", &h.HeartbeatTimeoutMillis, fieldOmitEmpty)
+	w.boolean("enableActingMaster", &h.EnableActingMaster, fieldOptional)
+	w.boolean("compressed", &h.Compressed, fieldOptional)
+	w.i32("bodyCrc32", &h.BodyCrc32, fieldOptional)
+	return w
 }
 
 // RegisterBrokerResponseHeader is the response header of REGISTER_BROKER:
@@ -952,21 +852,17 @@ type RegisterBrokerResponseHeader struct {
 }
 
 func (h *RegisterBrokerResponseHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.HAServerAddr = r.str("haServerAddr", false)
-	h.MasterAddr = r.str("masterAddr", false)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *RegisterBrokerResponseHeader) Encode() map[string]string {
-	m := map[string]string{}
-	if h.HAServerAddr != "" {
-		m["haServerAddr"] = h.HAServerAddr
-	}
-	if h.MasterAddr != "" {
-		m["masterAddr"] = h.MasterAddr
-	}
-	return m
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *RegisterBrokerResponseHeader) walk(w *headerWalk) *headerWalk {
+	w.str("haServerAddr", &h.HAServerAddr, fieldOmitEmpty)
+	w.str("masterAddr", &h.MasterAddr, fieldOmitEmpty)
+	return w
 }
 
 // BrokerIdentityHeader is the header of UNREGISTER_BROKER (104) and
@@ -979,19 +875,19 @@ type BrokerIdentityHeader struct {
 }
 
 func (h *BrokerIdentityHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.BrokerName = r.str("brokerName", true)
-	h.BrokerAddr = r.str("brokerAddr", true)
-	h.ClusterName = r.str("clusterName", true)
-	h.BrokerID = r.i64("brokerId", true)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *BrokerIdentityHeader) Encode() map[string]string {
-	return map[string]string{
-		"brokerName": h.BrokerName, "brokerAddr": h.BrokerAddr,
-		"clusterName": h.ClusterName, "brokerId": fmtI64(h.BrokerID),
-	}
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *BrokerIdentityHeader) walk(w *headerWalk) *headerWalk {
+	w.str("brokerName", &h.BrokerName, fieldRequired)
+	w.str("brokerAddr", &h.BrokerAddr, fieldRequired)
+	w.str("clusterName", &h.ClusterName, fieldRequired)
+	w.i64("brokerId", &h.BrokerID, fieldRequired)
+	return w
 }
 
 // Named forms of BrokerIdentityHeader, one per code.
@@ -1006,13 +902,16 @@ type QueryDataVersionResponseHeader struct {
 }
 
 func (h *QueryDataVersionResponseHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.Changed = r.boolean("changed", true)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *QueryDataVersionResponseHeader) Encode() map[string]string {
-	return map[string]string{"changed": fmtBool(h.Changed)}
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *QueryDataVersionResponseHeader) walk(w *headerWalk) *headerWalk {
+	w.boolean("changed", &h.Changed, fieldRequired)
+	return w
 }
 
 // KVConfigHeader is the header of PUT_KV_CONFIG (100, Value mandatory),
@@ -1024,11 +923,18 @@ type KVConfigHeader struct {
 }
 
 func (h *KVConfigHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.Namespace = r.str("namespace", true)
-	h.Key = r.str("key", true)
-	h.Value = r.str("value", false)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
+}
+
+func (h *KVConfigHeader) Encode() map[string]string {
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *KVConfigHeader) walk(w *headerWalk) *headerWalk {
+	w.str("namespace", &h.Namespace, fieldRequired)
+	w.str("key", &h.Key, fieldRequired)
+	w.str("value", &h.Value, fieldOmitEmpty)
+	return w
 }
 
 // DecodePut decodes PUT_KV_CONFIG, where value is mandatory.
@@ -1036,17 +942,10 @@ func (h *KVConfigHeader) DecodePut(ext map[string]string) error {
 	if err := h.Decode(ext); err != nil {
 		return err
 	}
-	r := extReader{ext: ext}
-	r.str("value", true)
-	return r.err
-}
-
-func (h *KVConfigHeader) Encode() map[string]string {
-	m := map[string]string{"namespace": h.Namespace, "key": h.Key}
-	if h.Value != "" {
-		m["value"] = h.Value
+	if _, ok := ext["value"]; !ok {
+		return &HeaderFieldError{Field: "value"}
 	}
-	return m
+	return nil
 }
 
 // GetKVConfigResponseHeader is the response header of GET_KV_CONFIG.
@@ -1055,13 +954,16 @@ type GetKVConfigResponseHeader struct {
 }
 
 func (h *GetKVConfigResponseHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.Value = r.str("value", false)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *GetKVConfigResponseHeader) Encode() map[string]string {
-	return map[string]string{"value": h.Value}
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *GetKVConfigResponseHeader) walk(w *headerWalk) *headerWalk {
+	w.str("value", &h.Value, fieldOptional)
+	return w
 }
 
 // NamespaceHeader is the header of GET_KVLIST_BY_NAMESPACE (219).
@@ -1070,13 +972,16 @@ type NamespaceHeader struct {
 }
 
 func (h *NamespaceHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.Namespace = r.str("namespace", true)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *NamespaceHeader) Encode() map[string]string {
-	return map[string]string{"namespace": h.Namespace}
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *NamespaceHeader) walk(w *headerWalk) *headerWalk {
+	w.str("namespace", &h.Namespace, fieldRequired)
+	return w
 }
 
 // ClusterHeader is the header of GET_TOPICS_BY_CLUSTER (224).
@@ -1085,11 +990,14 @@ type ClusterHeader struct {
 }
 
 func (h *ClusterHeader) Decode(ext map[string]string) error {
-	r := extReader{ext: ext}
-	h.Cluster = r.str("cluster", true)
-	return r.err
+	return h.walk(&headerWalk{ext: ext}).err
 }
 
 func (h *ClusterHeader) Encode() map[string]string {
-	return map[string]string{"cluster": h.Cluster}
+	return h.walk(h.walk(&headerWalk{encode: true}).sized()).ext
+}
+
+func (h *ClusterHeader) walk(w *headerWalk) *headerWalk {
+	w.str("cluster", &h.Cluster, fieldRequired)
+	return w
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -104,5 +106,108 @@ func TestRemotingHeadersRoundTrip(t *testing.T) {
 		if string(a) != string(b) {
 			t.Fatalf("%T round trip\n got %s\nwant %s", pair[0], b, a)
 		}
+	}
+}
+
+// TestRemotingHeadersEncodeZero pins which keys each header writes when
+// every field is zero: required and optional fields always, omit-empty
+// ones (and an unset flag or nil *bool) never.
+func TestRemotingHeadersEncodeZero(t *testing.T) {
+	for _, c := range []struct {
+		h    interface{ Encode() map[string]string }
+		want string
+	}{
+		{&SendMessageResponseHeader{}, "msgId= queueId=0 queueOffset=0"},
+		{&EndTransactionRequestHeader{}, "commitLogOffset=0 commitOrRollback=0 fromTransactionCheck=false msgId= producerGroup= tranStateTableOffset=0"},
+		{&CheckTransactionStateRequestHeader{}, "commitLogOffset=0 msgId= offsetMsgId= tranStateTableOffset=0 transactionId="},
+		{&PullMessageRequestHeader{}, "commitOffset=0 consumerGroup= maxMsgNums=0 queueId=0 queueOffset=0 subVersion=0 subscription= suspendTimeoutMillis=0 sysFlag=0 topic="},
+		{&PullMessageResponseHeader{}, "maxOffset=0 minOffset=0 nextBeginOffset=0 suggestWhichBrokerId=0"},
+		{&QueryConsumerOffsetRequestHeader{}, "consumerGroup= queueId=0 topic="},
+		{&OffsetResponseHeader{}, "offset=0"},
+		{&UpdateConsumerOffsetRequestHeader{}, "commitOffset=0 consumerGroup= queueId=0 topic="},
+		{&QueueRequestHeader{}, "queueId=0 topic="},
+		{&GetEarliestMsgStoretimeResponseHeader{}, "timestamp=0"},
+		{&SearchOffsetRequestHeader{}, "queueId=0 timestamp=0 topic="},
+		{&ViewMessageRequestHeader{}, "offset=0"},
+		{&QueryMessageRequestHeader{}, "beginTimestamp=0 endTimestamp=0 key= maxNum=0 topic="},
+		{&QueryMessageResponseHeader{}, "indexLastUpdatePhyoffset=0 indexLastUpdateTimestamp=0"},
+		{&UnregisterClientRequestHeader{}, "clientID="},
+		{&ConsumerGroupHeader{}, "consumerGroup="},
+		{&ConsumerSendMsgBackRequestHeader{}, "delayLevel=0 group= offset=0 originMsgId= originTopic= unitMode=false"},
+		{&CreateTopicRequestHeader{}, "defaultTopic= order=false perm=0 readQueueNums=0 topic= topicFilterType= topicSysFlag=0 writeQueueNums=0"},
+		{&TopicRequestHeader{}, "topic="},
+		{&RegisterBrokerRequestHeader{}, "bodyCrc32=0 brokerAddr= brokerId=0 brokerName= clusterName= compressed=false enableActingMaster=false haServerAddr="},
+		{&RegisterBrokerResponseHeader{}, ""},
+		{&BrokerIdentityHeader{}, "brokerAddr= brokerId=0 brokerName= clusterName="},
+		{&QueryDataVersionResponseHeader{}, "changed=false"},
+		{&KVConfigHeader{}, "key= namespace="},
+		{&GetKVConfigResponseHeader{}, "value="},
+		{&NamespaceHeader{}, "namespace="},
+		{&ClusterHeader{}, "cluster="},
+	} {
+		m := c.h.Encode()
+		var got []string
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			got = append(got, k+"="+m[k])
+		}
+		if m == nil || strings.Join(got, " ") != c.want {
+			t.Errorf("%T: Encode() = %q, want %q", c.h, got, c.want)
+		}
+	}
+}
+
+// TestRemotingHeaderDecodeEdges: a bad number names its field and text,
+// fields after the first error are zero, a present but empty number is
+// bad, and presence flags are kept even after an error.
+func TestRemotingHeaderDecodeEdges(t *testing.T) {
+	pull := PullMessageRequestHeader{SubVersion: 5, BrokerName: "b"}
+	err := pull.Decode(map[string]string{"consumerGroup": "g", "topic": "t", "queueId": "x", "queueOffset": "7",
+		"subVersion": "9", "bname": "b2"})
+	var fe *HeaderFieldError
+	if !errors.As(err, &fe) || fe.Field != "queueId" || fe.Value != "x" || !errors.Is(err, strconv.ErrSyntax) ||
+		err.Error() != `the custom field queueId="x" is invalid: strconv.ParseInt: parsing "x": invalid syntax` {
+		t.Fatalf("bad queueId: %v", err)
+	}
+	if pull != (PullMessageRequestHeader{ConsumerGroup: "g", Topic: "t"}) {
+		t.Fatalf("fields after the error not zeroed: %+v", pull)
+	}
+	var q QueueRequestHeader
+	if err := q.Decode(map[string]string{"topic": "t", "queueId": ""}); !errors.As(err, &fe) || fe.Field != "queueId" || fe.Err == nil {
+		t.Fatalf("empty queueId: %v", err)
+	}
+	if err := q.Decode(map[string]string{"topic": "t"}); err == nil || err.Error() != "the custom field queueId is null" {
+		t.Fatalf("missing queueId: %v", err)
+	}
+
+	var back ConsumerSendMsgBackRequestHeader
+	if err := back.Decode(map[string]string{"offset": "1", "maxReconsumeTimes": "3"}); err == nil ||
+		!back.MaxReconsumeTimesSet || back.MaxReconsumeTimes != 0 {
+		t.Fatalf("flag after an error: %+v %v", back, err)
+	}
+	if err := back.Decode(map[string]string{"offset": "1", "group": "g", "delayLevel": "2"}); err != nil ||
+		back.MaxReconsumeTimesSet || back.Encode()["maxReconsumeTimes"] != "" {
+		t.Fatalf("absent flag: %+v %v", back, err)
+	}
+
+	var qo QueryConsumerOffsetRequestHeader
+	ext := map[string]string{"consumerGroup": "g", "topic": "t", "queueId": "1", "setZeroIfNotFound": "TRUE"}
+	if err := qo.Decode(ext); err != nil || qo.SetZeroIfNotFound == nil || !*qo.SetZeroIfNotFound {
+		t.Fatalf("setZeroIfNotFound: %+v %v", qo, err)
+	}
+	delete(ext, "queueId")
+	if err := qo.Decode(ext); err == nil || qo.SetZeroIfNotFound == nil || *qo.SetZeroIfNotFound {
+		t.Fatalf("setZeroIfNotFound after an error: %+v %v", qo, err)
+	}
+	delete(ext, "setZeroIfNotFound")
+	if err := qo.Decode(ext); err == nil || qo.SetZeroIfNotFound != nil {
+		t.Fatalf("absent setZeroIfNotFound: %+v %v", qo, err)
+	}
+
+	var kv KVConfigHeader
+	if err := kv.DecodePut(map[string]string{"namespace": "n", "key": "k"}); !errors.As(err, &fe) || fe.Field != "value" {
+		t.Fatalf("DecodePut without value: %v", err)
+	}
+	if err := kv.DecodePut(map[string]string{"namespace": "n", "key": "k", "value": ""}); err != nil {
+		t.Fatalf("DecodePut with empty value: %v", err)
 	}
 }
