@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -187,66 +188,39 @@ type TopicRouteData struct {
 // the first ':'), so whitespace there would corrupt addresses.
 func (r *TopicRouteData) Encode() []byte {
 	b := make([]byte, 0, 128+96*len(r.BrokerDatas)+96*len(r.QueueDatas))
-	b = append(b, `{"brokerDatas":[`...)
-	for i, bd := range r.BrokerDatas {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = bd.appendJSON(b)
-	}
-	b = append(b, `],"filterServerTable":{`...)
-	fkeys := make([]string, 0, len(r.FilterServerTable))
-	for k := range r.FilterServerTable {
-		fkeys = append(fkeys, k)
-	}
-	slices.Sort(fkeys)
-	for i, k := range fkeys {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendJSONString(b, k)
-		b = append(b, ":["...)
-		for j, s := range r.FilterServerTable[k] {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, s)
-		}
-		b = append(b, ']')
-	}
-	b = append(b, '}')
+	b = append(b, `{"brokerDatas":`...)
+	b = appendJSONArray(b, r.BrokerDatas, appendBrokerData)
+	b = append(b, `,"filterServerTable":`...)
+	b = appendJSONObject(b, r.FilterServerTable, appendJSONStrings)
 	if r.OrderTopicConf != "" {
 		b = append(b, `,"orderTopicConf":`...)
 		b = appendJSONString(b, r.OrderTopicConf)
 	}
-	b = append(b, `,"queueDatas":[`...)
-	for i, q := range r.QueueDatas {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"brokerName":`...)
-		b = appendJSONString(b, q.BrokerName)
-		b = append(b, `,"perm":`...)
-		b = strconv.AppendInt(b, int64(q.Perm), 10)
-		b = append(b, `,"readQueueNums":`...)
-		b = strconv.AppendInt(b, int64(q.ReadQueueNums), 10)
-		b = append(b, `,"topicSysFlag":`...)
-		b = strconv.AppendInt(b, int64(q.TopicSysFlag), 10)
-		b = append(b, `,"writeQueueNums":`...)
-		b = strconv.AppendInt(b, int64(q.WriteQueueNums), 10)
-		b = append(b, '}')
-	}
-	return append(b, "]}"...)
+	b = append(b, `,"queueDatas":`...)
+	b = appendJSONArray(b, r.QueueDatas, appendQueueData)
+	return append(b, '}')
 }
 
-func (bd *BrokerData) appendJSON(b []byte) []byte {
+// appendQueueData appends q as a route's queueDatas entry.
+func appendQueueData(b []byte, q QueueData) []byte {
+	b = append(b, `{"brokerName":`...)
+	b = appendJSONString(b, q.BrokerName)
+	b = append(b, `,"perm":`...)
+	b = strconv.AppendInt(b, int64(q.Perm), 10)
+	b = append(b, `,"readQueueNums":`...)
+	b = strconv.AppendInt(b, int64(q.ReadQueueNums), 10)
+	b = append(b, `,"topicSysFlag":`...)
+	b = strconv.AppendInt(b, int64(q.TopicSysFlag), 10)
+	b = append(b, `,"writeQueueNums":`...)
+	b = strconv.AppendInt(b, int64(q.WriteQueueNums), 10)
+	return append(b, '}')
+}
+
+// appendBrokerData appends bd in the compact form of routes and cluster
+// info, brokerAddrs in ascending id order.
+func appendBrokerData(b []byte, bd BrokerData) []byte {
 	b = append(b, `{"brokerAddrs":{`...)
-	ids := make([]int64, 0, len(bd.BrokerAddrs))
-	for id := range bd.BrokerAddrs {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for i, id := range ids {
+	for i, id := range sortedKeys(bd.BrokerAddrs) {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -260,6 +234,46 @@ func (bd *BrokerData) appendJSON(b []byte) []byte {
 	b = append(b, `,"cluster":`...)
 	b = appendJSONString(b, bd.Cluster)
 	return append(b, '}')
+}
+
+// appendJSONArray appends s as a JSON array, each element written by elem.
+func appendJSONArray[E any](b []byte, s []E, elem func([]byte, E) []byte) []byte {
+	b = append(b, '[')
+	for i, e := range s {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = elem(b, e)
+	}
+	return append(b, ']')
+}
+
+// appendJSONObject appends m as a JSON object with its keys in ascending
+// order, each value written by value.
+func appendJSONObject[V any](b []byte, m map[string]V, value func([]byte, V) []byte) []byte {
+	b = append(b, '{')
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		b = value(b, m[k])
+	}
+	return append(b, '}')
+}
+
+// appendJSONStrings appends s as a JSON array of strings.
+func appendJSONStrings(b []byte, s []string) []byte { return appendJSONArray(b, s, appendJSONString) }
+
+// sortedKeys returns m's keys in ascending order.
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // DecodeTopicRouteData parses a route body in the standard form or in
@@ -345,42 +359,11 @@ type ClusterInfo struct {
 // Encode writes compact JSON with sorted keys (brokerAddrs in the same
 // compact form as routes).
 func (ci *ClusterInfo) Encode() []byte {
-	b := []byte(`{"brokerAddrTable":{`)
-	names := make([]string, 0, len(ci.BrokerAddrTable))
-	for n := range ci.BrokerAddrTable {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for i, n := range names {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendJSONString(b, n)
-		b = append(b, ':')
-		bd := ci.BrokerAddrTable[n]
-		b = bd.appendJSON(b)
-	}
-	b = append(b, `},"clusterAddrTable":{`...)
-	clusters := make([]string, 0, len(ci.ClusterAddrTable))
-	for c := range ci.ClusterAddrTable {
-		clusters = append(clusters, c)
-	}
-	slices.Sort(clusters)
-	for i, c := range clusters {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendJSONString(b, c)
-		b = append(b, ":["...)
-		for j, n := range ci.ClusterAddrTable[c] {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, n)
-		}
-		b = append(b, ']')
-	}
-	return append(b, "}}"...)
+	b := []byte(`{"brokerAddrTable":`)
+	b = appendJSONObject(b, ci.BrokerAddrTable, appendBrokerData)
+	b = append(b, `,"clusterAddrTable":`...)
+	b = appendJSONObject(b, ci.ClusterAddrTable, appendJSONStrings)
+	return append(b, '}')
 }
 
 // DecodeClusterInfo parses a cluster-info body in standard or legacy form.

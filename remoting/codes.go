@@ -153,12 +153,7 @@ var requestCodeNames = map[RequestCode]string{
 
 // String returns RocketMQ's name for the code (SEND_MESSAGE), or
 // RequestCode(N) for codes outside the table.
-func (c RequestCode) String() string {
-	if n, ok := requestCodeNames[c]; ok {
-		return n
-	}
-	return "RequestCode(" + strconv.Itoa(int(c)) + ")"
-}
+func (c RequestCode) String() string { return codeName(requestCodeNames, "RequestCode", c) }
 
 // Retriable reports whether a request with this code may be sent again
 // after a transport error or a timeout without changing the outcome: reads,
@@ -270,11 +265,14 @@ var responseCodeNames = map[ResponseCode]string{
 
 // String returns RocketMQ's name for the code (SYSTEM_BUSY), or
 // ResponseCode(N) for codes outside the table.
-func (c ResponseCode) String() string {
-	if n, ok := responseCodeNames[c]; ok {
+func (c ResponseCode) String() string { return codeName(responseCodeNames, "ResponseCode", c) }
+
+// codeName is c's name in names, or typeName(N) for a code outside it.
+func codeName[C ~int32](names map[C]string, typeName string, c C) string {
+	if n, ok := names[c]; ok {
 		return n
 	}
-	return "ResponseCode(" + strconv.Itoa(int(c)) + ")"
+	return typeName + "(" + strconv.Itoa(int(c)) + ")"
 }
 
 // Retriable reports whether the condition is transient, so that the same
