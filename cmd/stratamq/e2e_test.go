@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -13,6 +14,8 @@ import (
 	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/stratamq/stratamq/remoting"
 )
 
 func newClientProducer(t *testing.T, ns string, opts ...rmqproducer.Option) rocketmq.Producer {
@@ -73,7 +76,8 @@ func (r *received) distinct() int {
 // rocketmq-client-go's Shutdown closes each process queue's channel while a
 // pull that just returned messages may still be sending on it (an unguarded
 // close in the client, reported by -race), so shutting a consumer down while
-// messages still arrive makes the test fail on the client's race.
+// messages still arrive makes the test fail on the client's race. Cleanup
+// also quiets the group first (see quietGroup).
 func newPushConsumer(t *testing.T, ns, group, topic string, sel rmqconsumer.MessageSelector, r *received, who string, opts ...rmqconsumer.Option) rocketmq.PushConsumer {
 	t.Helper()
 	all := append([]rmqconsumer.Option{
@@ -98,8 +102,44 @@ func newPushConsumer(t *testing.T, ns, group, topic string, sel rmqconsumer.Mess
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Shutdown() })
+	t.Cleanup(func() {
+		quietGroup(ns, topic, group)
+		_ = c.Shutdown()
+	})
 	return c
+}
+
+// quietGroup turns NOTIFY_CONSUMER_IDS_CHANGED off for group on the
+// brokers that serve topic, best effort (a broker may already be gone).
+// Cleanup calls it before each Shutdown: when one consumer of a group
+// leaves, the broker tells the others, and rocketmq-client-go reads its
+// closed flag while handling that notice without synchronising with its
+// own Shutdown, which writes it. A notice arriving while the next consumer
+// shuts down then fails the test under -race.
+func quietGroup(ns, topic, group string) {
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	resp, err := cl.Invoke(ctx, ns, remoting.NewRequest(remoting.GetRouteinfoByTopic, map[string]string{"topic": topic}, nil))
+	if err != nil || resp.Code != int32(remoting.Success) {
+		return
+	}
+	route, err := remoting.DecodeTopicRouteData(resp.Body)
+	if err != nil {
+		return
+	}
+	g := remoting.DefaultSubscriptionGroupConfig(group)
+	g.NotifyConsumerIdsChangedEnable = false
+	body, err := json.Marshal(g)
+	if err != nil {
+		return
+	}
+	for _, bd := range route.BrokerDatas {
+		if addr, ok := bd.BrokerAddrs[0]; ok {
+			_, _ = cl.Invoke(ctx, addr, remoting.NewRequest(remoting.UpdateAndCreateSubscriptionGroup, nil, body))
+		}
+	}
 }
 
 func msgWithID(topic string, id int, body []byte) *primitive.Message {
