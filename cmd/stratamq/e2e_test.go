@@ -117,12 +117,8 @@ func newPushConsumer(t *testing.T, ns, group, topic string, sel rmqconsumer.Mess
 // own Shutdown, which writes it. A notice arriving while the next consumer
 // shuts down then fails the test under -race.
 func quietGroup(ns, topic, group string) {
-	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	resp, err := cl.Invoke(ctx, ns, remoting.NewRequest(remoting.GetRouteinfoByTopic, map[string]string{"topic": topic}, nil))
-	if err != nil || resp.Code != int32(remoting.Success) {
+	resp, ok := ask(ns, remoting.NewRequest(remoting.GetRouteinfoByTopic, map[string]string{"topic": topic}, nil), time.Second)
+	if !ok {
 		return
 	}
 	route, err := remoting.DecodeTopicRouteData(resp.Body)
@@ -137,7 +133,7 @@ func quietGroup(ns, topic, group string) {
 	}
 	for _, bd := range route.BrokerDatas {
 		if addr, ok := bd.BrokerAddrs[0]; ok {
-			_, _ = cl.Invoke(ctx, addr, remoting.NewRequest(remoting.UpdateAndCreateSubscriptionGroup, nil, body))
+			ask(addr, remoting.NewRequest(remoting.UpdateAndCreateSubscriptionGroup, nil, body), 2*time.Second)
 		}
 	}
 }

@@ -128,13 +128,20 @@ func (s *testServe) restart() {
 	s.start()
 }
 
-func routeExists(ns, topic string) bool {
+// ask sends req to addr on a connection of its own and returns the
+// response if it came within d with code SUCCESS.
+func ask(addr string, req *remoting.Command, d time.Duration) (*remoting.Command, bool) {
 	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	resp, err := cl.Invoke(ctx, ns, remoting.NewRequest(remoting.GetRouteinfoByTopic, map[string]string{"topic": topic}, nil))
-	return err == nil && resp.Code == int32(remoting.Success) && len(resp.Body) > 0
+	resp, err := cl.Invoke(ctx, addr, req)
+	return resp, err == nil && resp.Code == int32(remoting.Success)
+}
+
+func routeExists(ns, topic string) bool {
+	resp, ok := ask(ns, remoting.NewRequest(remoting.GetRouteinfoByTopic, map[string]string{"topic": topic}, nil), time.Second)
+	return ok && len(resp.Body) > 0
 }
 
 // waitFor polls cond until it holds or the deadline passes.
@@ -176,12 +183,8 @@ func uniqueName(t *testing.T, prefix string) string {
 // consumerIDs asks the broker for a group's live client ids.
 func consumerIDs(t *testing.T, brokerAddr, group string) []string {
 	t.Helper()
-	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	resp, err := cl.Invoke(ctx, brokerAddr, remoting.NewRequest(remoting.GetConsumerListByGroup, map[string]string{"consumerGroup": group}, nil))
-	if err != nil || resp.Code != int32(remoting.Success) {
+	resp, ok := ask(brokerAddr, remoting.NewRequest(remoting.GetConsumerListByGroup, map[string]string{"consumerGroup": group}, nil), 2*time.Second)
+	if !ok {
 		return nil
 	}
 	var body remoting.ConsumerListBody
@@ -191,7 +194,6 @@ func consumerIDs(t *testing.T, brokerAddr, group string) []string {
 	return body.ConsumerIDList
 }
 
-// committedOffset asks the broker for a group's committed offset (-1: none).
 // waitCommitted waits until group's committed offsets on the first queues
 // queues of topic add up to n. A push consumer commits every 5 s, and on
 // Shutdown only what its offset store holds: the last messages' callbacks
@@ -209,15 +211,12 @@ func waitCommitted(t *testing.T, brokerAddr, group, topic string, queues int, n 
 	})
 }
 
+// committedOffset asks the broker for a group's committed offset (-1: none).
 func committedOffset(t *testing.T, brokerAddr, group, topic string, queue int) int64 {
 	t.Helper()
-	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
 	h := remoting.QueryConsumerOffsetRequestHeader{ConsumerGroup: group, Topic: topic, QueueID: int32(queue)}
-	resp, err := cl.Invoke(ctx, brokerAddr, remoting.NewRequest(remoting.QueryConsumerOffset, h.Encode(), nil))
-	if err != nil || resp.Code != int32(remoting.Success) {
+	resp, ok := ask(brokerAddr, remoting.NewRequest(remoting.QueryConsumerOffset, h.Encode(), nil), 2*time.Second)
+	if !ok {
 		return -1
 	}
 	n, err := strconv.ParseInt(resp.ExtFields["offset"], 10, 64)
