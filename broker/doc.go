@@ -20,7 +20,8 @@
 //	offsets.ConsumerOffsets    consumerOffset.json
 //	ConsumerManager            live consumer clients per group, their subscriptions (from heartbeats)
 //	ProducerManager            live producer clients per group
-//	pullHold                   long-polled pulls, woken by the store's dispatch
+//	pullHold                   long-polled pulls, woken by the store's dispatch; a pull's
+//	                           commit offset is applied when it arrives, never when re-run
 //	registrar                  REGISTER_BROKER to every name server every 30 s and on topic change
 //	tiering (tiering.go)       uploads sealed segments and their queue indexes, serves dropped
 //	                           ranges from the bucket, local and bucket retention, age sealing
