@@ -3,10 +3,8 @@ package remoting
 import (
 	"bufio"
 	"context"
-	"net"
 	"sync"
 	"testing"
-	"time"
 )
 
 // TestRemotingInlinePoolServesInArrivalOrder: an inline pool runs its
@@ -23,15 +21,8 @@ func TestRemotingInlinePoolServesInArrivalOrder(t *testing.T) {
 		}
 		return NewResponse(req, Success, "")
 	})
-	s := startServer(t, ServerConfig{
-		Pools:    map[PoolClass]PoolConfig{PoolSend: {Inline: true}},
-		Classify: func(code RequestCode) PoolClass { return map[bool]PoolClass{true: PoolSend}[code == SendMessage] },
-	}, h)
-	nc, err := net.Dial("tcp", s.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	s := startServer(t, inlineSendConfig(), h)
+	nc := dialRaw(t, s)
 	const n = 200
 	var out []byte
 	for i := 1; i <= n; i++ {
@@ -41,6 +32,7 @@ func TestRemotingInlinePoolServesInArrivalOrder(t *testing.T) {
 		}
 		req := NewRequest(code, map[string]string{"k": "v"}, []byte("x"))
 		req.Opaque = int32(i)
+		var err error
 		if out, err = AppendFrame(out, req); err != nil {
 			t.Fatal(err)
 		}
@@ -48,20 +40,7 @@ func TestRemotingInlinePoolServesInArrivalOrder(t *testing.T) {
 	if _, err := nc.Write(out); err != nil {
 		t.Fatal(err)
 	}
-	br := bufio.NewReader(nc)
-	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	seen := map[int32]bool{}
-	for len(seen) < n {
-		f, err := ReadFrame(br, nil, 1<<20)
-		if err != nil {
-			t.Fatalf("after %d responses: %v", len(seen), err)
-		}
-		resp, err := DecodeFrame(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen[resp.Opaque] = true
-	}
+	readAnswers(t, bufio.NewReader(nc), nc, n)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(order) != n-n/10 {

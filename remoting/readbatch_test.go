@@ -103,11 +103,7 @@ func inlineSendConfig() ServerConfig {
 func TestRemotingReadBatchDefersToEndBatch(t *testing.T) {
 	h := &batchRecorder{}
 	s := startServer(t, inlineSendConfig(), h)
-	nc, err := net.Dial("tcp", s.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialRaw(t, s)
 	br := bufio.NewReader(nc)
 	const n = 40 // ~37 KiB: fits the reader's buffer, so usually one or two batches
 	sendFrames(t, nc, 1, n)
@@ -141,10 +137,7 @@ func TestRemotingReadBatchDefersToEndBatch(t *testing.T) {
 func TestRemotingReadBatchEndsWhenConnCloses(t *testing.T) {
 	h := &batchRecorder{}
 	s := startServer(t, inlineSendConfig(), h)
-	nc, err := net.Dial("tcp", s.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := dialRaw(t, s)
 	const n = 10
 	sendFrames(t, nc, 1, n)
 	nc.Close()
@@ -171,11 +164,7 @@ func TestRemotingReadBatchEndsWhenConnCloses(t *testing.T) {
 func TestRemotingReadBatchShutdownWaits(t *testing.T) {
 	h := &batchRecorder{block: make(chan struct{})}
 	s := startServer(t, inlineSendConfig(), h)
-	nc, err := net.Dial("tcp", s.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialRaw(t, s)
 	sendFrames(t, nc, 1, 3)
 	// Wait until the reader is inside EndBatch (blocked).
 	deadline := time.Now().Add(10 * time.Second)
