@@ -628,19 +628,12 @@ type jsonHeader struct {
 	ExtFields map[string]json.RawMessage `json:"extFields"`
 }
 
-// decodeJSONHeader accepts what client-go, Java (fastjson) and we send:
-// remark absent or null, serializeTypeCurrentRPC present (ignored), and
-// extFields values that are numbers or booleans (Java 4.9 may send them),
-// which become their JSON text. A null extFields value is dropped.
-func decodeJSONHeader(b []byte) (*Command, error) {
-	if c, ok := fastJSONHeader(b); ok {
-		return c, nil
-	}
-	return decodeJSONHeaderSlow(b)
-}
-
 // decodeJSONHeaderSlow decodes with encoding/json; it is the reference
-// for the fast path.
+// for the fast path (decodeJSONFrameHeader) and takes what that declines.
+// It accepts what client-go, Java (fastjson) and we send: remark absent or
+// null, serializeTypeCurrentRPC present (ignored), and extFields values
+// that are numbers or booleans (Java 4.9 may send them), which become
+// their JSON text. A null extFields value is dropped.
 func decodeJSONHeaderSlow(b []byte) (*Command, error) {
 	var h jsonHeader
 	if err := json.Unmarshal(b, &h); err != nil {

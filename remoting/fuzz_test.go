@@ -138,7 +138,7 @@ func FuzzJSONHeaderFastPath(f *testing.F) {
 	}
 	f.Add([]byte(`{"code":1,"extFields":{"a":1.5e3,"b":null,"c":"\u00e9\n"},"remark":null,"x":[1]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fast, ok := fastJSONHeader(b)
+		fast, ok := fastHeader(b)
 		if !ok {
 			return
 		}
@@ -150,4 +150,14 @@ func FuzzJSONHeaderFastPath(f *testing.F) {
 			t.Fatalf("fast path differs on %q\nfast %+v\nslow %+v", b, fast, slow)
 		}
 	})
+}
+
+// fastHeader is the production fast path, decodeJSONFrameHeader, with the
+// extFields map built, for comparing with decodeJSONHeaderSlow.
+func fastHeader(b []byte) (*Command, bool) {
+	c, ok := decodeJSONFrameHeader(b)
+	if ok {
+		c.ExtMap()
+	}
+	return c, ok
 }

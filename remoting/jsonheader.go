@@ -7,25 +7,6 @@ import (
 	"unsafe"
 )
 
-// fastJSONHeader decodes the JSON headers clients actually send without
-// encoding/json's reflection. It handles ASCII strings with escapes,
-// integers, null, and an extFields object of scalars. Whenever it meets
-// anything else (non-ASCII text, surrogate escapes, fractions, nested
-// values, duplicate or case-folded keys, bad syntax) it returns ok=false
-// and the caller decodes with encoding/json, which has the last word on
-// both results and errors. FuzzJSONHeaderFastPath checks that the two
-// agree whenever the fast path answers.
-//
-// The extFields map is built from the decoded pairs; decodeJSONHeaderPairs
-// leaves it out.
-func fastJSONHeader(b []byte) (c *Command, ok bool) {
-	c, ok = fastJSONHeaderPairs(string(b))
-	if ok {
-		c.ExtMap()
-	}
-	return c, ok
-}
-
 // maxFastExt is the most extFields entries the fast path takes; more go
 // the slow way (its duplicate check is quadratic).
 const maxFastExt = 64
@@ -46,11 +27,20 @@ type decodedCommandText struct {
 	text [192]byte
 }
 
-// fastJSONHeaderPairs is fastJSONHeader over a copy of the header made
-// once: every key and value without escapes is a substring of hs (one
-// with escapes is decoded into the command's own allocation, or a buffer
-// of its own), and the extFields are left as pairs (c.ext), without a
-// map.
+// fastJSONHeaderPairs decodes the JSON headers clients actually send
+// without encoding/json's reflection. It handles ASCII strings with
+// escapes, integers, null, and an extFields object of scalars. Whenever it
+// meets anything else (non-ASCII text, surrogate escapes, fractions,
+// nested values, duplicate or case-folded keys, bad syntax) it returns
+// ok=false and the caller decodes with decodeJSONHeaderSlow (encoding/json),
+// which has the last word on both results and errors.
+// FuzzJSONHeaderFastPath checks that the two agree whenever the fast path
+// answers.
+//
+// hs is a copy of the header made once: every key and value without
+// escapes is a substring of it (one with escapes is decoded into the
+// command's own allocation, or a buffer of its own), and the extFields are
+// left as pairs (c.ext), without a map (Command.ExtMap builds it).
 func fastJSONHeaderPairs(hs string) (c *Command, ok bool) {
 	var d *decodedCommand
 	var text []byte

@@ -396,7 +396,7 @@ func TestRemotingJSONExtCompactHandover(t *testing.T) {
 		`{"a":"1"} `, `{ "a":"1"}`, `{"a":"é"}`, `{"a":"x\ud800"}`,
 	} {
 		b := []byte(`{"code":10,"extFields":` + ext + `,"flag":0}`)
-		fast, ok := fastJSONHeader(b)
+		fast, ok := fastHeader(b)
 		slow, err := decodeJSONHeaderSlow(b)
 		if !ok {
 			continue
