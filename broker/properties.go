@@ -48,21 +48,6 @@ func propValue(props, key string) (string, bool) {
 	return "", false
 }
 
-// appendProp adds key=value to an encoded properties string.
-func appendProp(props, key, value string) string {
-	var sb strings.Builder
-	sb.Grow(len(props) + len(key) + len(value) + 3)
-	sb.WriteString(props)
-	if props != "" && props[len(props)-1] != propertySep {
-		sb.WriteByte(propertySep)
-	}
-	sb.WriteString(key)
-	sb.WriteByte(nameValueSep)
-	sb.WriteString(value)
-	sb.WriteByte(propertySep)
-	return sb.String()
-}
-
 // parseProps decodes a properties string into a map.
 func parseProps(props string) map[string]string {
 	m := map[string]string{}
@@ -132,8 +117,9 @@ func (u *uniqIDs) next() string {
 	return string(u.appendNext(b[:0]))
 }
 
-// appendNextProp returns props with UNIQ_KEY=<a new id> appended (as
-// appendProp does) and the id, a substring of it: one allocation.
+// appendNextProp returns props with UNIQ_KEY=<a new id> appended (a
+// separator first unless props is empty or ends with one) and the id, a
+// substring of it: one allocation.
 func (u *uniqIDs) appendNextProp(props string) (string, string) {
 	var sb strings.Builder
 	sb.Grow(len(props) + len(PropUniqKey) + uniqLen + 3)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/stratamq/stratamq/infra/vfs"
@@ -178,8 +177,4 @@ func validTopicName(t string) error {
 		}
 	}
 	return nil
-}
-
-func isRetryOrDLQ(topic string) bool {
-	return strings.HasPrefix(topic, RetryGroupTopicPrefix) || strings.HasPrefix(topic, DLQGroupTopicPrefix)
 }

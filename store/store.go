@@ -163,10 +163,6 @@ func Open(opts Options) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) queueLocked(topic []byte, id int32) *cqueue {
-	return s.topics[string(topic)][id]
-}
-
 // queue returns the consumequeue of topic/id, or nil.
 func (s *Store) queue(topic string, id int32) *cqueue {
 	s.qmu.RLock()

@@ -29,15 +29,6 @@ var process Ports
 // Port returns a loopback port from this process's Ports.
 func Port() (int, error) { return process.Port() }
 
-// Addr is Port as "127.0.0.1:port".
-func Addr() (string, error) {
-	p, err := Port()
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("127.0.0.1:%d", p), nil
-}
-
 // Port returns a port of 127.0.0.1 that was free a moment ago and that p
 // has not returned before. The search starts at a random place in the
 // range, so that test processes running side by side rarely try the same
