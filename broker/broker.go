@@ -159,6 +159,10 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			return fail(err)
 		}
 	}
+	// Made durably before any handler saves into it (issue 9 item 11).
+	if err := vfs.MkdirAllDurable(deps.FS, configDir); err != nil {
+		return fail(fmt.Errorf("broker: make %s: %w", configDir, err))
+	}
 	if b.topics, err = OpenTopicConfigManager(deps.FS, configDir, cfg.AutoCreateTopic); err != nil {
 		return fail(err)
 	}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -19,6 +20,11 @@ type configTable[T any] struct {
 	fs   vfs.FS
 	path string
 
+	// saveMu serializes saves of path, held across snapshot, encode and
+	// write: concurrent saves could otherwise write an older snapshot
+	// last and mark the newer one saved.
+	saveMu sync.Mutex
+
 	// mu guards the fields below; never held across I/O.
 	mu struct {
 		sync.Mutex
@@ -28,9 +34,15 @@ type configTable[T any] struct {
 	}
 }
 
-func (t *configTable[T]) init(fs vfs.FS, path string) {
+// init sets the file and removes the temp files a crashed save left
+// beside it.
+func (t *configTable[T]) init(fs vfs.FS, path string) error {
 	t.fs, t.path = fs, path
 	t.mu.table = map[string]*T{}
+	if _, err := vfs.RemoveTemps(fs, path); err != nil {
+		return fmt.Errorf("broker: remove stale temp files of %s: %w", path, err)
+	}
+	return nil
 }
 
 // Get returns a copy of name's config.
@@ -81,8 +93,10 @@ func (t *configTable[T]) snapshot() (map[string]T, remoting.DataVersion) {
 }
 
 // save writes encode's bytes for the current snapshot when the version
-// moved since the last save.
+// moved since the last save. Saves of one table run one at a time.
 func (t *configTable[T]) save(encode func(map[string]T, remoting.DataVersion) ([]byte, error)) error {
+	t.saveMu.Lock()
+	defer t.saveMu.Unlock()
 	table, v := t.snapshot()
 	t.mu.Lock()
 	dirty := v.Counter != t.mu.saved

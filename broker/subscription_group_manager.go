@@ -27,7 +27,9 @@ type subscriptionGroupJSON struct {
 // OpenSubscriptionGroupManager loads dir/subscriptionGroup.json.
 func OpenSubscriptionGroupManager(fs vfs.FS, dir string) (*SubscriptionGroupManager, error) {
 	m := &SubscriptionGroupManager{}
-	m.init(fs, filepath.Join(dir, subscriptionGroupFile))
+	if err := m.init(fs, filepath.Join(dir, subscriptionGroupFile)); err != nil {
+		return nil, err
+	}
 	b, err := offsets.ReadFile(fs, m.path)
 	if err != nil {
 		return nil, err

@@ -45,7 +45,9 @@ type topicsJSON struct {
 // sure TBW102 exists when autoCreate is on.
 func OpenTopicConfigManager(fs vfs.FS, dir string, autoCreate bool) (*TopicConfigManager, error) {
 	m := &TopicConfigManager{}
-	m.init(fs, filepath.Join(dir, topicsFile))
+	if err := m.init(fs, filepath.Join(dir, topicsFile)); err != nil {
+		return nil, err
+	}
 	b, err := offsets.ReadFile(fs, m.path)
 	if err != nil {
 		return nil, err

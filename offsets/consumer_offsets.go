@@ -18,6 +18,10 @@ type ConsumerOffsets struct {
 	fs   vfs.FS
 	path string
 
+	// saveMu serializes Save, held across encode and write, so an older
+	// table is never written after a newer one.
+	saveMu sync.Mutex
+
 	// mu guards the fields below; it is never held across I/O.
 	mu struct {
 		sync.Mutex
@@ -34,6 +38,9 @@ const ConsumerOffsetsFile = "consumerOffset.json"
 func OpenConsumerOffsets(fs vfs.FS, dir string) (*ConsumerOffsets, error) {
 	c := &ConsumerOffsets{fs: fs, path: filepath.Join(dir, ConsumerOffsetsFile)}
 	c.mu.table = map[string]map[int32]int64{}
+	if _, err := vfs.RemoveTemps(fs, c.path); err != nil {
+		return nil, fmt.Errorf("offsets: remove stale temp files of %s: %w", c.path, err)
+	}
 	b, err := ReadFile(fs, c.path)
 	if err != nil {
 		return nil, err
@@ -168,6 +175,8 @@ func (c *ConsumerOffsets) Replace(b []byte) error {
 
 // Save writes the file if anything changed since the last Save.
 func (c *ConsumerOffsets) Save() error {
+	c.saveMu.Lock()
+	defer c.saveMu.Unlock()
 	c.mu.Lock()
 	dirty := c.mu.version != c.mu.saved
 	c.mu.Unlock()

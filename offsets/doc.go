@@ -10,9 +10,12 @@
 // RocketMQ (fastjson) writes integer map keys unquoted ({0:12}); Load accepts
 // both forms, Save writes standard JSON, which RocketMQ also reads.
 //
-// Every write goes temp file → fsync → rename → fsync of the directory
-// (WriteFileAtomic), through infra/vfs, so a crash leaves either the old or
-// the new file, never a torn one, and the store's crash tests apply here too.
+// Every write goes temp file (a unique name per write) → fsync → rename →
+// fsync of the directory (WriteFileAtomic; a directory it creates is made
+// durable too), through infra/vfs, so a crash leaves either the old or the
+// new file, never a torn one, and the store's crash tests apply here too.
+// Saves of one file are serialized (ConsumerOffsets.Save holds a mutex
+// across encode and write), and Open removes temp files a crash left.
 //
 // # Checkpoints in the bucket
 //

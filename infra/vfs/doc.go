@@ -19,7 +19,12 @@
 //   - File data is durable after File.Sync.
 //   - A created, renamed or removed name is durable after its parent
 //     directory is synced: d, _ := fs.OpenDir(parent); d.Sync(); d.Close().
-//   - A new directory made by MkdirAll is itself a name in its parent.
+//   - A new directory made by MkdirAll is itself a name in its parent
+//     (MkdirAllDurable syncs the parent of each directory it creates).
+//
+// WriteFileAtomic replaces a small file crash-safely (unique temp name →
+// fsync → rename → fsync of the directory, which it creates durably if
+// needed); RemoveTemps clears the temp files a crash left behind.
 //
 // The package never knows about topics, messages or buckets; keep the
 // interfaces small and add a method only when a caller needs it.
