@@ -47,8 +47,9 @@
 // clean end of the log (logged at info). Readers, LocalSegments and
 // SealedSegments always use the records' length. The filler never eats into
 // MinFreeBytes; ENOSPC while filling cuts its zeros back and pauses it for a
-// second (not sticky); any other error of its write, cut or fdatasync is
-// sticky (an fdatasync error could be the lost writeback of records). Bytes
+// second (not sticky); its fdatasync failing for space is a commitlog
+// fdatasync failure (see Flush policy: it could be the lost writeback of
+// records); any other error of its write, cut or fdatasync is sticky. Bytes
 // of a Put that land in zeros need no free space (checkSpaceLocked).
 //
 // Each record is RocketMQ's MESSAGE_VERSION_V1 stored message, byte for byte
@@ -112,10 +113,44 @@
 //     SyncFlushTimeout. Consumequeues and the checkpoint follow the interval,
 //     as in async mode (recovery rebuilds them from the commitlog).
 //   - A write or flush error is sticky: later Puts fail with it (wrapped),
-//     Close returns it. ENOSPC is the exception: the partial write is cut off
-//     and Put returns ErrDiskFull; later Puts succeed once space is freed.
-//     Put also refuses with ErrDiskFull while free space is below
-//     MinFreeBytes.
+//     Close returns it. Running out of space or quota (ENOSPC, EDQUOT) is
+//     never sticky (diskfull.go): it puts the store in a disk-full state,
+//     logged once when it starts and once when it ends, in which Put
+//     returns ErrDiskFull with a remark naming the free space and the
+//     reserve. Put refuses so while free space is below MinFreeBytes
+//     (default 5% of the volume, at most 256 MiB), after its own write
+//     (cut off the file) or segment roll failed for space, and while flush
+//     work that failed for space is owed: a consumequeue write, create,
+//     directory or sync, a directory sync, the checkpoint or restore-state
+//     write, a commitlog or zero-filler fdatasync. The failed work is
+//     remembered (files and directories not yet synced, the checkpoint
+//     owed) and redone by every later flush round; the first round that
+//     does all of it ends the refusal, and the state ends once a write
+//     succeeds or a round finds room above the reserve. Recovery, out of
+//     space at Open, opens the store disk full. A Put bigger than a segment
+//     may have stored its first records when a later roll fails for
+//     space: they are whole records, the Put fails, and a retry stores
+//     them again (at least once).
+//   - fdatasync failing for space on the commitlog ("fsyncgate"): Linux may
+//     mark the pages of a failed writeback clean (or drop them), so a later
+//     fdatasync that succeeds proves nothing about them. The store never
+//     trusts one: after such a failure (of the group commit, the flusher,
+//     the zero-filler or a seal), flushed stays where it was and writes are
+//     refused; the next sync first re-writes [flushed, target) from the
+//     segment files (dirtying the pages again), fdatasyncs, and then
+//     verifies that the range reads back as whole valid records (magic,
+//     sizes, PHYSICALOFFSET, body CRC) ending exactly at target before
+//     flushed moves and FlushSync Puts are acknowledged (meanwhile they
+//     get ErrFlushTimeout: written, maybe durable later). Records whose
+//     bytes the kernel dropped fail that check: a sticky ErrCorrupt, never
+//     a false acknowledgement of durability (in FlushAsync those records
+//     were acknowledged: the loss is the kernel's, and is reported). A
+//     consumequeue fdatasync failing for space is repaired from the
+//     commitlog instead: every entry of the records after the last
+//     checkpoint is written again at its place before the files are synced
+//     and the next checkpoint names them. A seal's fdatasync and the group
+//     commit's are ordered (trimSyncing) so that an error reported to one
+//     of two concurrent callers is seen.
 //   - A new file's name is made durable by syncing its directory before the
 //     checkpoint (or, for a commitlog segment, before the first record goes
 //     in it).
@@ -270,6 +305,8 @@
 //
 //	dropMu -> flushMu -> mu (writer) -> qmu -> cqueue.mu
 //	flushMu -> clSyncMu -> mu (the zero-filler only)
+//
+// diskFull.mu is a leaf (taken under mu, clSyncMu and flushMu).
 //
 // Puts reach mu through a commit queue (commitQueue.mu is a leaf, never
 // held with mu): the first Put to arrive while no write is in progress

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -9,7 +11,8 @@ import (
 
 // flushLoop runs every FlushInterval: in FlushAsync it makes the commitlog
 // durable; in both modes it writes and syncs consumequeue entries and then
-// the checkpoint.
+// the checkpoint. Work that failed for space is redone here (not sticky),
+// and the disk-full state ends here once it succeeded and there is room.
 func (s *Store) flushLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opts.FlushInterval)
@@ -22,9 +25,10 @@ func (s *Store) flushLoop() {
 		}
 		s.flushMu.Lock()
 		if s.stickyErr() == nil {
-			s.flushAllLocked() // a failure is sticky and reaches the next Put
+			s.flushAllLocked() // a failure is sticky, or owed work for space, and reaches the next Put
 		}
 		s.flushMu.Unlock()
+		s.checkDiskFull()
 	}
 }
 
@@ -45,7 +49,10 @@ func (s *Store) groupCommitLoop() {
 	}
 }
 
-// syncCommitlog makes the commitlog durable up to target.
+// syncCommitlog makes the commitlog durable up to target. An fdatasync
+// that fails for space is not sticky, but the range it covered is not
+// trusted again until it was re-written, synced and verified (diskFull's
+// clRewrite).
 func (s *Store) syncCommitlog(target int64) error {
 	s.clSyncMu.Lock()
 	defer s.clSyncMu.Unlock()
@@ -56,13 +63,38 @@ func (s *Store) syncCommitlog(target int64) error {
 	if target <= from {
 		return nil
 	}
+	rewrite := s.df.clRewrite.Load()
+	if rewrite {
+		if err := s.rewriteLog(from, target); err != nil {
+			return s.writeFailed(err)
+		}
+	}
 	start := time.Now()
 	for _, sg := range *s.segs.Load() {
 		if sg.end() > from && sg.base < target {
 			if err := sg.f.Sync(); err != nil && !sg.dropped.Load() {
-				return s.setSticky(fmt.Errorf("store: fdatasync %s: %w", sg.path, err))
+				if isNoSpace(err) {
+					s.df.clRewrite.Store(true)
+				}
+				return s.writeFailed(fmt.Errorf("store: fdatasync %s: %w", sg.path, err))
 			}
 		}
+	}
+	if s.df.trimSyncing.Load() {
+		s.mu.Lock() // a seal's fdatasync is running: wait for its outcome
+		s.mu.Unlock()
+	}
+	if !rewrite && s.df.clRewrite.Load() {
+		// Another fdatasync of the commitlog failed meanwhile: ours may have
+		// found the pages it failed to write marked clean.
+		return s.writeFailed(fmt.Errorf("store: fdatasync of the commitlog failed concurrently: %w", errConcurrentNoSpace))
+	}
+	if rewrite {
+		if err := s.verifyLog(from, target); err != nil {
+			return s.setSticky(err)
+		}
+		s.df.clRewrite.Store(false)
+		s.log.Info("store: commitlog re-written and synced after a failed fdatasync", "from", from, "to", target)
 	}
 	d := time.Since(start)
 	if d > time.Second {
@@ -80,20 +112,43 @@ func (s *Store) syncCommitlog(target int64) error {
 
 // flushAllLocked makes the commitlog, then the consumequeues, durable up to
 // the current end of the log, and then records that in the checkpoint.
-// Caller holds flushMu.
+// Failing for space it returns ErrDiskFull and owes the work: the next
+// round (any caller) redoes it. Any other failure is sticky. Caller holds
+// flushMu.
 func (s *Store) flushAllLocked() error {
 	if err := s.stickyErr(); err != nil {
 		return err
 	}
+	if err := s.flushRoundLocked(); err != nil {
+		return s.writeFailed(err)
+	}
+	s.flushSucceeded()
+	return nil
+}
+
+// flushRoundLocked is one round of flushAllLocked. Everything it leaves
+// undone on an error (files and directories to sync, the restore state,
+// the checkpoint) is remembered in s.df, so that a later round finishes
+// it.
+func (s *Store) flushRoundLocked() error {
 	w := s.writePos.Load() // every record before w is already dispatched
 	if err := s.syncCommitlog(w); err != nil {
 		return err
 	}
+	if s.df.dirs == nil {
+		s.df.dirs, s.df.files = map[string]bool{}, map[*cqFile]*cqueue{}
+	}
+	if s.df.cqRewrite {
+		// From the last checkpoint: every entry after it was written since.
+		if err := s.rewriteQueues(max(s.ckWritten, 0), w); err != nil {
+			return err
+		}
+		s.df.cqRewrite = false
+		s.df.ckDue = true
+	}
 	qs := s.allQueues()
 
 	perFile := int64(s.opts.CQEntriesPerFile)
-	var files []*cqFile
-	dirs := map[string]bool{}
 	marks := make([]queueMark, 0, len(qs))
 	for _, q := range qs {
 		q.mu.Lock()
@@ -104,44 +159,71 @@ func (s *Store) flushAllLocked() error {
 		hadDir := q.dirMade
 		touched, newNames, err := q.flushLocked(s.fs, perFile)
 		if !hadDir && q.dirMade {
-			dirs[s.cqDir] = true
-			dirs[filepath.Dir(q.dir)] = true
+			s.df.dirs[s.cqDir] = true
+			s.df.dirs[filepath.Dir(q.dir)] = true
 		}
 		if newNames {
-			dirs[q.dir] = true
+			s.df.dirs[q.dir] = true
 		}
 		if q.max > 0 {
 			marks = append(marks, queueMark{topic: q.topic, id: q.id, max: q.max})
 		}
+		for _, f := range touched {
+			s.df.files[f] = q
+		}
 		q.mu.Unlock()
 		if err != nil {
-			return s.setSticky(err)
+			s.df.ckDue = true
+			return err
 		}
-		files = append(files, touched...)
 	}
-	for _, f := range files {
-		if err := f.f.Sync(); err != nil && !f.removed.Load() {
-			return s.setSticky(fmt.Errorf("store: sync consumequeue %s: %w", f.path, err))
+	synced := len(s.df.files) + len(s.df.dirs)
+	for f, q := range s.df.files {
+		q.mu.RLock()
+		gone := q.deleted || f.removed.Load()
+		q.mu.RUnlock()
+		if !gone {
+			if err := f.f.Sync(); err != nil && !f.removed.Load() {
+				s.df.ckDue = true
+				if isNoSpace(err) {
+					s.df.cqRewrite = true
+				}
+				return fmt.Errorf("store: sync consumequeue %s: %w", f.path, err)
+			}
 		}
+		delete(s.df.files, f)
 	}
 	// Deepest first is not required for correctness: all are synced before
 	// the checkpoint names their entries.
-	sorted := make([]string, 0, len(dirs))
-	for d := range dirs {
+	sorted := make([]string, 0, len(s.df.dirs))
+	for d := range s.df.dirs {
 		sorted = append(sorted, d)
 	}
 	slices.Sort(sorted)
 	for _, d := range sorted {
 		if err := syncDir(s.fs, d); err != nil {
-			return s.setSticky(err)
+			if _, serr := s.fs.Stat(d); serr == nil || !errors.Is(serr, os.ErrNotExist) {
+				s.df.ckDue = true
+				return err
+			}
+			// Removed since (DeleteTopic): nothing of it to make durable.
 		}
+		delete(s.df.dirs, d)
 	}
-	if w == s.ckWritten && len(files) == 0 && len(dirs) == 0 {
+	if s.df.restoredDue {
+		if err := s.saveRestoredLocked(); err != nil {
+			s.df.ckDue = true
+			return err
+		}
+		s.df.restoredDue = false
+	}
+	if w == s.ckWritten && synced == 0 && !s.df.ckDue {
 		return nil
 	}
 	if err := s.writeCheckpoint(w, marks); err != nil {
-		return s.setSticky(err)
+		s.df.ckDue = true
+		return err
 	}
-	s.ckWritten = w
+	s.ckWritten, s.df.ckDue = w, false
 	return nil
 }

@@ -36,7 +36,7 @@ const (
 	DefaultFlushInterval    = 500 * time.Millisecond
 	DefaultSyncFlushTimeout = 5 * time.Second
 	DefaultMaxMessageSize   = 4 << 20
-	DefaultMinFreeBytes     = 256 << 20
+	DefaultMinFreeBytes     = defaultMinFreeCap // the most MinFreeBytes defaults to (5% of the volume)
 	DefaultCQEntriesPerFile = 300_000
 	DefaultGetMaxMsgs       = 32
 	DefaultGetMaxBytes      = 256 << 10
@@ -53,7 +53,7 @@ type Options struct {
 	SyncFlushTimeout time.Duration  // default 5s → ErrFlushTimeout
 	MaxMessageSize   int            // whole record, default 4 MiB → ErrMessageTooLarge
 	StoreHost        netip.AddrPort // written in each record's STOREHOST
-	MinFreeBytes     uint64         // refuse writes (ErrDiskFull) below this; default 256 MiB
+	MinFreeBytes     uint64         // refuse writes (ErrDiskFull) below this; default 5% of the volume, at most 256 MiB
 	Logger           *slog.Logger   // default slog.Default()
 
 	// OnDispatch is called after a record is visible to Get (it wakes held
@@ -130,7 +130,7 @@ func (o *Options) withDefaults() (Options, error) {
 		c.MaxMessageSize = DefaultMaxMessageSize
 	}
 	if c.MinFreeBytes == 0 {
-		c.MinFreeBytes = DefaultMinFreeBytes
+		c.MinFreeBytes = defaultMinFree(c.FS, c.Dir)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

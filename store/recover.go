@@ -208,8 +208,8 @@ func (s *Store) recover() error {
 	} else if ck != nil && ck.dispatched > 0 || rs != nil && rs.logStart > 0 {
 		// No local segment at all, yet the checkpoint says the log reached
 		// ck.dispatched (everything dropped to the tier, or the files were
-		// lost): continue there; offsets are never reused.
-		s.log.Warn("store: no local commitlog segment; the log continues at the checkpoint", "offset", ck.dispatched)
+		// lost): continue there; offsets are never reused. The checkpoint
+		// may be gone while the restore state says where the log started.
 		minPhys = 0
 		if ck != nil {
 			minPhys = ck.dispatched
@@ -217,6 +217,8 @@ func (s *Store) recover() error {
 		if rs != nil {
 			minPhys = max(minPhys, rs.logStart)
 		}
+		s.log.Warn("store: no local commitlog segment; the log continues at the checkpoint or the restore point",
+			"offset", minPhys, "checkpoint", ck != nil)
 		end = minPhys
 	}
 	if minPhys > 0 {
@@ -315,7 +317,12 @@ func (s *Store) recover() error {
 	s.ckWritten = -1 // force a checkpoint of the recovered state
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
-	return s.flushAllLocked()
+	if err := s.flushAllLocked(); err != nil && !errors.Is(err, ErrDiskFull) {
+		return err
+	}
+	// Out of space, the store opens disk full: the flusher writes the
+	// checkpoint once there is room, and Puts are refused until then.
+	return nil
 }
 
 // loadQueues opens every consumequeue under consumequeue/<topic>/<queueId>/.

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/stratamq/stratamq/infra/vfs"
@@ -60,6 +59,7 @@ type Store struct {
 	zeroBytes atomic.Int64  // bytes zero-filled ahead of the writer
 	notify    notifier      // broadcast when flushed advances or a sticky error is set
 	sticky    atomic.Pointer[error]
+	df        diskFull     // the disk-full state and the flush work owed to it (diskfull.go)
 	waiters   flushWaiters // PutNotify callbacks waiting for an fdatasync
 
 	cidx     *coldIdx      // Options.ColdIndex with its cache; nil without
@@ -468,7 +468,7 @@ func (s *Store) writeRoundLocked(batch []*putReq, errs []error) {
 					break
 				}
 				if err := s.rollLocked(w.pos); err != nil {
-					if w.pos != first {
+					if w.pos != first && !errors.Is(err, ErrDiskFull) {
 						err = s.setSticky(err)
 					}
 					errs[ri] = err
@@ -571,9 +571,13 @@ func (w *chunkWriter) flush(errs []error, upTo int, cont bool) {
 
 // checkSpaceLocked refuses a write that grows the commitlog by n bytes
 // (newBytesLocked: bytes landing in the zeroed tail take no space) when
-// free space would drop below MinFreeBytes. statfs runs at most once a
+// free space would drop below MinFreeBytes, and any write while flush work
+// that failed for space is owed (diskfull.go). statfs runs at most once a
 // second while there is room.
 func (s *Store) checkSpaceLocked(n int, now int64) error {
+	if s.DiskFull() {
+		s.mu.freeEst = 0 // measure now
+	}
 	need := s.opts.MinFreeBytes + uint64(n)
 	if s.mu.freeEst < need || now-s.mu.freeAt >= 1000 {
 		free, err := s.fs.FreeSpace(s.opts.Dir)
@@ -581,8 +585,14 @@ func (s *Store) checkSpaceLocked(n int, now int64) error {
 			return fmt.Errorf("store: free space: %w", err)
 		}
 		s.mu.freeEst, s.mu.freeAt = free, now
+		if err := s.owedErr(free); err != nil {
+			return err
+		}
 		if free < need {
-			return fmt.Errorf("%w: %d bytes free, %d needed plus a reserve of %d", ErrDiskFull, free, n, s.opts.MinFreeBytes)
+			err := fmt.Errorf("%w: %s free, %s needed (%s for the write plus the reserve of %s)", ErrDiskFull,
+				humanBytes(free), humanBytes(need), humanBytes(uint64(n)), humanBytes(s.opts.MinFreeBytes))
+			s.putFailed(err, free)
+			return err
 		}
 	}
 	s.mu.freeEst -= uint64(n)
@@ -590,9 +600,9 @@ func (s *Store) checkSpaceLocked(n int, now int64) error {
 }
 
 // writeLocked writes b at global offset off in the active segment. A failed
-// write is cut back off the file; ENOSPC after a clean cut is ErrDiskFull
-// and not sticky, anything else is sticky. partial says part of the batch
-// is already written, which makes any failure sticky.
+// write is cut back off the file; ENOSPC or EDQUOT after a clean cut is
+// ErrDiskFull and not sticky, anything else is sticky. partial says part of
+// the batch is already written.
 func (s *Store) writeLocked(b []byte, off int64, partial bool) error {
 	if len(b) == 0 {
 		return nil
@@ -605,15 +615,20 @@ func (s *Store) writeLocked(b []byte, off int64, partial bool) error {
 			return s.setSticky(errors.Join(werr, terr))
 		}
 		sg.zeroEnd = min(sg.zeroEnd, off-sg.base) // the cut took the zeros after off too
-		if errors.Is(err, syscall.ENOSPC) {
+		if isNoSpace(err) {
+			// Not sticky, even with part of the batch written before (a
+			// request bigger than a segment): that part is whole records,
+			// and the caller, told the batch failed, may send it again.
 			s.mu.freeEst = 0
-			if !partial {
-				return fmt.Errorf("%w: %w", ErrDiskFull, werr)
-			}
+			werr = fmt.Errorf("%w: %w", ErrDiskFull, werr)
+			free, _ := s.fs.FreeSpace(s.opts.Dir)
+			s.putFailed(werr, free)
+			return werr
 		}
 		return s.setSticky(werr)
 	}
 	sg.size.Store(off + int64(len(b)) - sg.base)
+	s.wroteOK()
 	s.wakeZeroLocked()
 	return nil
 }
@@ -635,12 +650,12 @@ func (s *Store) rollLocked(base int64) error {
 	path := filepath.Join(s.clDir, segmentName(base))
 	f, err := s.fs.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 	if err != nil {
-		return fmt.Errorf("store: create segment: %w", err)
+		return s.rollFailed(fmt.Errorf("store: create segment: %w", err))
 	}
 	if err := syncDir(s.fs, s.clDir); err != nil {
 		f.Close()
 		s.fs.Remove(path)
-		return err
+		return s.rollFailed(err)
 	}
 	sg := &segment{base: base, path: path, f: f, created: time.Now()}
 	old := *s.segs.Load()
@@ -650,6 +665,18 @@ func (s *Store) rollLocked(base int64) error {
 	s.mu.active = sg
 	s.wakeZeroLocked()
 	return nil
+}
+
+// rollFailed is the error of a roll that could not create the next
+// segment: ErrDiskFull when out of space (the next write tries again).
+func (s *Store) rollFailed(err error) error {
+	if !isNoSpace(err) {
+		return err
+	}
+	err = fmt.Errorf("%w: %w", ErrDiskFull, err)
+	free, _ := s.fs.FreeSpace(s.opts.Dir)
+	s.putFailed(err, free)
+	return err
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -742,7 +769,7 @@ func (s *Store) AppendRaw(physOffset int64, b []byte) error {
 			}
 			start = int(pos - physOffset)
 			if err := s.rollLocked(pos); err != nil {
-				if i > 0 {
+				if i > 0 && !errors.Is(err, ErrDiskFull) {
 					s.setSticky(err)
 				}
 				s.mu.Unlock()
@@ -980,7 +1007,8 @@ func (s *Store) SetMinPhysOffset(off int64) error {
 	// Restored queues' mins live in <Dir>/restored: written before the
 	// checkpoint carrying the floor.
 	if err := s.saveRestoredLocked(); err != nil {
-		return err
+		s.df.restoredDue = true // the flusher writes it, then the checkpoint
+		return s.writeFailed(err)
 	}
 	s.ckWritten = -1 // force a checkpoint carrying the floor
 	return s.flushAllLocked()
@@ -1095,7 +1123,9 @@ func (s *Store) DeleteTopic(topic string) error {
 		return err
 	}
 	if err := s.saveRestoredLocked(); err != nil {
-		return err
+		s.df.restoredDue = true // the flusher writes it, then the checkpoint
+		s.df.ckDue = true
+		return s.writeFailed(err)
 	}
 	// A checkpoint past the deletion keeps recovery from re-dispatching.
 	return s.flushAllLocked()

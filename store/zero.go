@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"syscall"
 	"time"
 )
 
@@ -26,10 +25,12 @@ import (
 //     recovery cuts it as the clean end of the log.
 //
 // Errors: ENOSPC while filling is not an error of the store (the zeros are
-// cut back off, the filler pauses); any other failure of a write, truncate
-// or fdatasync of the commitlog file is sticky like a failure of the write
-// path (an fdatasync error reported to the filler might have been the
-// writeback failure of records).
+// cut back off, the filler pauses); an fdatasync that fails for space puts
+// the store in the disk-full state and the commitlog range it covered is
+// re-written before it is trusted (diskfull.go: it might have been the
+// writeback failure of records); any other failure of a write, truncate or
+// fdatasync of the commitlog file is sticky like a failure of the write
+// path. The filler idles while flush work failed for space is owed.
 
 // zeroChunk is the zeros written and fdatasynced per round. A round holds
 // clSyncMu (a group commit waits for it) and its write holds mu: on ext4 on
@@ -110,7 +111,7 @@ func (s *Store) zeroLoop() {
 		}
 		for {
 			more, err := s.zeroStep(buf)
-			if errors.Is(err, errZeroNoSpace) {
+			if errors.Is(err, errZeroNoSpace) || errors.Is(err, ErrDiskFull) {
 				pausedUntil = time.Now().Add(zeroNoSpaceFor)
 			}
 			if !more || err != nil {
@@ -132,7 +133,7 @@ func (s *Store) zeroLoop() {
 func (s *Store) zeroStep(buf []byte) (more bool, err error) {
 	s.clSyncMu.Lock()
 	defer s.clSyncMu.Unlock()
-	if s.stickyErr() != nil {
+	if s.stickyErr() != nil || s.owing() {
 		return false, nil
 	}
 	s.mu.Lock()
@@ -168,7 +169,7 @@ func (s *Store) zeroStep(buf []byte) (more bool, err error) {
 			s.mu.Unlock()
 			return false, s.setSticky(errors.Join(werr, terr))
 		}
-		if errors.Is(werr, syscall.ENOSPC) {
+		if isNoSpace(werr) {
 			s.mu.freeEst = 0
 			s.mu.Unlock()
 			s.log.Info("store: disk full; zero-filling ahead of the commitlog paused", "segment", sg.path)
@@ -183,25 +184,35 @@ func (s *Store) zeroStep(buf []byte) (more bool, err error) {
 	s.mu.Unlock()
 
 	if err := sg.f.Sync(); err != nil && !sg.dropped.Load() {
-		return false, s.setSticky(fmt.Errorf("store: fdatasync zero-filled commitlog %s: %w", sg.path, err))
+		if isNoSpace(err) {
+			s.df.clRewrite.Store(true) // under clSyncMu: no group commit trusted a sync meanwhile
+		}
+		return false, s.writeFailed(fmt.Errorf("store: fdatasync zero-filled commitlog %s: %w", sg.path, err))
 	}
 	s.zeroBytes.Add(n)
 	return more, nil
 }
 
 // trimTailLocked cuts sg's file back to its records (its zero tail) and
-// makes that durable, before sg is sealed. A failure is sticky. Caller
-// holds s.mu.
+// makes that durable, before sg is sealed. A failure is sticky, except
+// for space (ErrDiskFull; the seal is tried again, and the records'
+// range is re-written before it is trusted). Caller holds s.mu.
 func (s *Store) trimTailLocked(sg *segment) error {
 	size := sg.size.Load()
 	if sg.zeroEnd <= size && !sg.tailDirty {
 		return nil
 	}
 	if err := sg.f.Truncate(size); err != nil {
-		return s.setSticky(fmt.Errorf("store: cut zero tail of %s: %w", sg.path, err))
+		return s.writeFailed(fmt.Errorf("store: cut zero tail of %s: %w", sg.path, err))
 	}
-	if err := sg.f.Sync(); err != nil {
-		return s.setSticky(fmt.Errorf("store: fdatasync %s after cutting its zero tail: %w", sg.path, err))
+	s.df.trimSyncing.Store(true)
+	err := sg.f.Sync()
+	if err != nil && isNoSpace(err) {
+		s.df.clRewrite.Store(true) // before trimSyncing clears: see syncCommitlog
+	}
+	s.df.trimSyncing.Store(false)
+	if err != nil {
+		return s.writeFailed(fmt.Errorf("store: fdatasync %s after cutting its zero tail: %w", sg.path, err))
 	}
 	sg.zeroEnd, sg.tailDirty = size, false
 	return nil

@@ -5,12 +5,14 @@
 // It owns three implementations of FS:
 //
 //   - OS() — the real filesystem. File.Sync is fdatasync(2) on Linux; a
-//     directory opened with OpenDir syncs with fsync(2). FreeSpace is statfs.
+//     directory opened with OpenDir syncs with fsync(2). FreeSpace and
+//     TotalSpace are statfs.
 //   - NewMem() — an in-memory filesystem that remembers, for every file, the
 //     contents as of its last Sync, and for every directory, the entries as
 //     of its last Sync. Mem.CrashClone returns what a machine would find after
 //     losing power at that instant: only synced data and synced directory
-//     entries survive. Free space is settable, for disk-full tests.
+//     entries survive. Free space and the total size are settable, for
+//     disk-full tests.
 //   - errorfs.Wrap(fs, injector) — any FS with an error injected where the
 //     injector says so (errorfs.OnIndex(i) fails the i-th operation).
 //

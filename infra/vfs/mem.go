@@ -26,9 +26,10 @@ import (
 // Paths are slash-separated; relative and absolute paths name the same tree.
 // Mem is safe for concurrent use (one mutex guards everything).
 type Mem struct {
-	mu   sync.Mutex
-	root *memNode
-	free int64 // bytes a write may still add; see SetFreeSpace
+	mu    sync.Mutex
+	root  *memNode
+	free  int64  // bytes a write may still add; see SetFreeSpace
+	total uint64 // the size TotalSpace reports; see SetTotalSpace
 }
 
 type memNode struct {
@@ -49,7 +50,7 @@ var _ FS = (*Mem)(nil)
 
 // NewMem returns an empty in-memory FS with practically unlimited free space.
 func NewMem() *Mem {
-	return &Mem{root: newDirNode(), free: math.MaxInt64 / 2}
+	return &Mem{root: newDirNode(), free: math.MaxInt64 / 2, total: math.MaxInt64 / 2}
 }
 
 func newDirNode() *memNode {
@@ -65,6 +66,14 @@ func (m *Mem) SetFreeSpace(n uint64) {
 		n = math.MaxInt64 / 2
 	}
 	m.free = int64(n)
+}
+
+// SetTotalSpace sets the filesystem size TotalSpace reports (default
+// practically unlimited). It does not change the free space.
+func (m *Mem) SetTotalSpace(n uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.total = n
 }
 
 // CrashClone returns a new Mem holding only what was durable in m: synced
@@ -111,7 +120,7 @@ func (m *Mem) crashClone(rng *rand.Rand) *Mem {
 	}
 	root := clone(m.root)
 	// The root directory itself always exists; its entries follow the rules.
-	return &Mem{root: root, free: m.free}
+	return &Mem{root: root, free: m.free, total: m.total}
 }
 
 func splitPath(name string) []string {
@@ -320,6 +329,12 @@ func (m *Mem) FreeSpace(string) (uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return uint64(max(m.free, 0)), nil
+}
+
+func (m *Mem) TotalSpace(string) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.total, nil
 }
 
 // detachLocked gives synced its own array before bytes at or after from are

@@ -55,3 +55,5 @@ func (osFS) ReadDir(dir string) ([]string, error) {
 func (osFS) Stat(name string) (os.FileInfo, error) { return os.Stat(name) }
 
 func (osFS) FreeSpace(path string) (uint64, error) { return freeSpace(filepath.Clean(path)) }
+
+func (osFS) TotalSpace(path string) (uint64, error) { return totalSpace(filepath.Clean(path)) }

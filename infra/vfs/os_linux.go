@@ -26,3 +26,11 @@ func freeSpace(path string) (uint64, error) {
 	}
 	return st.Bavail * uint64(st.Bsize), nil
 }
+
+func totalSpace(path string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, &os.PathError{Op: "statfs", Path: path, Err: err}
+	}
+	return st.Blocks * uint64(st.Bsize), nil
+}

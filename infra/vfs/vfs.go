@@ -46,4 +46,7 @@ type FS interface {
 	// FreeSpace reports bytes available to an unprivileged writer on the
 	// filesystem holding path (statfs); Mem reports a configurable value.
 	FreeSpace(path string) (uint64, error)
+	// TotalSpace reports the size in bytes of the filesystem holding path
+	// (statfs); Mem reports a configurable value.
+	TotalSpace(path string) (uint64, error)
 }

@@ -32,10 +32,11 @@ const (
 	OpFileSync
 	OpFileStat
 	OpFileTruncate
+	OpTotalSpace
 )
 
 var opNames = [...]string{"open", "opendir", "rename", "remove", "removeall", "mkdirall", "readdir", "stat",
-	"freespace", "read", "readat", "write", "writeat", "close", "sync", "fstat", "truncate"}
+	"freespace", "read", "readat", "write", "writeat", "close", "sync", "fstat", "truncate", "totalspace"}
 
 func (o Op) String() string {
 	if o >= 0 && int(o) < len(opNames) {
@@ -191,6 +192,13 @@ func (e *FS) FreeSpace(path string) (uint64, error) {
 		return 0, err
 	}
 	return e.fs.FreeSpace(path)
+}
+
+func (e *FS) TotalSpace(path string) (uint64, error) {
+	if err := e.maybe(OpTotalSpace, path); err != nil {
+		return 0, err
+	}
+	return e.fs.TotalSpace(path)
 }
 
 type file struct {
