@@ -7,8 +7,11 @@ import (
 	"github.com/stratamq/stratamq/remoting"
 )
 
-// queryConsumerOffset handles QUERY_CONSUMER_OFFSET (14). With nothing
-// committed it follows RocketMQ 4.9: offset 0 when the queue still starts at
+// queryConsumerOffset handles QUERY_CONSUMER_OFFSET (14). It answers only
+// a committed offset >= 0 (RocketMQ 4.9: a stored -1, from a file written
+// by 4.9 or an older StrataMQ, counts as nothing committed; answered back,
+// it made a CONSUME_FROM_LAST_OFFSET client skip the queue). With nothing
+// committed it follows RocketMQ 4.9 (ConsumerManageProcessor.queryConsumerOffset): offset 0 when the queue still starts at
 // 0 and is empty or its first message is still on local disk (a young topic:
 // a new group replays it from the start), else QUERY_NOT_FOUND so the client
 // applies its ConsumeFromWhere (FIRST → 0, LAST → the max offset). A new
@@ -19,7 +22,7 @@ func (b *Broker) queryConsumerOffset(ctx context.Context, c *remoting.Conn, req 
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
 	off, ok := b.offsets.Query(h.ConsumerGroup, h.Topic, h.QueueID)
-	if !ok {
+	if !ok || off < 0 {
 		if !b.queueStartsHot(h.Topic, h.QueueID) {
 			return errResponse(req, remoting.QueryNotFound, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
 		}
