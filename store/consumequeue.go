@@ -3,9 +3,12 @@ package store
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -18,33 +21,60 @@ import (
 // record size (int32), tags code (int64). An entry with size 0 is blank.
 const cqEntrySize = 20
 
+// cqFile is one consumequeue file. Its descriptor is opened on first use
+// and may be closed when idle (fdCache): h is nil while it is closed.
 type cqFile struct {
-	start   int64 // index of its first entry; the name is start*20
-	path    string
-	f       vfs.File
-	n       int64 // entries in the file, blanks included
-	removed atomic.Bool
+	start int64 // index of its first entry; the name is start*20
+	path  string
+	n     int64 // entries in the file, blanks included; guarded by cqueue.mu
+	// needCut: the file holds stale entries after n (a truncation); the
+	// flusher cuts them. Guarded by cqueue.mu.
+	needCut bool
+
+	h       *cqHandle   // guarded by fdCache.mu
+	removed atomic.Bool // retired: removed, topic deleted or store closed
 }
 
 // cqueue is one topic/queue's consumequeue. Entries [min, written) are in
 // files (page cache, maybe not synced); entries [written, max) are in pending,
 // waiting for the flusher.
+//
+// mu is never held across I/O. Readers plan a read under mu (which files,
+// which ranges; pending entries are copied), then pread without it, and
+// retry when gen moved meanwhile. The flusher copies pending under mu,
+// writes without it, and publishes the new written under mu. A truncation
+// (truncateLocked) changes only memory: files describes the valid entries
+// only, and the flusher removes (stale) or cuts (needCut) the files' stale
+// entries on its next round, before it writes after them.
 type cqueue struct {
 	topic string
 	id    int32
 	dir   string
+	fds   *fdCache
 
 	// next is the queue offset the writer assigns next; guarded by Store.mu.
 	next int64
 
-	mu      sync.RWMutex // not held across fsync
+	mu      sync.RWMutex
 	files   []*cqFile
 	min     int64
 	max     int64
 	written int64
 	pending []byte
-	dirMade bool // dir exists (new dirs are synced by the flusher)
 	deleted bool
+	// stale are files taken off files by a truncation, for the flusher to
+	// retire and remove.
+	stale []*cqFile
+	// cutLow is the lowest index truncated to since the flusher's last
+	// snapshot of this queue (math.MaxInt64: none).
+	cutLow int64
+	// gen counts truncations (written under mu): a reader that planned a
+	// read before one retries.
+	gen atomic.Uint64
+
+	// dirMade: dir exists (new dirs are synced by the flusher). Owned by
+	// the flusher (flushMu) after Open.
+	dirMade bool
 
 	// coldEnd is set (at Open, fixed after) for a queue restored from the
 	// tier on an empty disk: entries below it are read through the cold
@@ -86,15 +116,27 @@ func (q *cqueue) appendLocked(e cqEntry) {
 	q.max++
 }
 
-// readEntriesLocked copies entries [from, from+n) into dst (n*20 bytes) and
-// returns how many it copied. It stops early at a hole (a missing file);
-// copied == 0 with hole set means from itself is in a hole, and next is the
-// first index after it.
-func (q *cqueue) readEntriesLocked(dst []byte, from int64, n int) (copied int, hole bool, next int64, err error) {
+// fileRead is the part of an entry read that a file serves: entries
+// [idx, idx+cnt) of f, into the destination from entry at.
+type fileRead struct {
+	f   *cqFile
+	idx int64
+	cnt int64
+	at  int
+}
+
+// planLocked plans reading entries [from, from+n) into dst (n*20 bytes):
+// entries still pending are copied now, the file parts are appended to
+// reads (for runPlan, without mu). It returns how many entries the read
+// covers and gen. It stops early at a hole (a missing file); copied == 0
+// with hole set means from itself is in a hole, and next is the first index
+// after it. Caller holds q.mu (read or write).
+func (q *cqueue) planLocked(reads []fileRead, dst []byte, from int64, n int) (_ []fileRead, copied int, hole bool, next int64, gen uint64) {
+	gen = q.gen.Load()
 	for copied < n {
 		idx := from + int64(copied)
 		if idx >= q.max {
-			return copied, false, 0, nil
+			return reads, copied, false, 0, gen
 		}
 		if idx >= q.written {
 			off := (idx - q.written) * cqEntrySize
@@ -105,18 +147,65 @@ func (q *cqueue) readEntriesLocked(dst []byte, from int64, n int) (copied int, h
 		f, nextStart := q.fileForLocked(idx)
 		if f == nil {
 			if copied > 0 {
-				return copied, false, 0, nil
+				return reads, copied, false, 0, gen
 			}
-			return 0, true, min(nextStart, q.written), nil
+			return reads, 0, true, min(nextStart, q.written), gen
 		}
 		cnt := min(int64(n-copied), f.start+f.n-idx, q.written-idx)
-		b := dst[copied*cqEntrySize : (int64(copied)+cnt)*cqEntrySize]
-		if err := readFull(f.f, b, (idx-f.start)*cqEntrySize); err != nil {
-			return copied, false, 0, fmt.Errorf("store: read consumequeue %s: %w", f.path, err)
-		}
+		reads = append(reads, fileRead{f: f, idx: idx, cnt: cnt, at: copied})
 		copied += int(cnt)
 	}
-	return copied, false, 0, nil
+	return reads, copied, false, 0, gen
+}
+
+// runPlan does the file reads of a plan made at gen, holding no queue
+// lock. retry: the queue was truncated (or a file retired) since the plan;
+// plan again.
+func (q *cqueue) runPlan(reads []fileRead, dst []byte, gen uint64) (retry bool, err error) {
+	for _, r := range reads {
+		h, err := q.fds.acquire(r.f)
+		if err == nil {
+			b := dst[r.at*cqEntrySize : (int64(r.at)+r.cnt)*cqEntrySize]
+			if err = readFull(h.f, b, (r.idx-r.f.start)*cqEntrySize); err != nil {
+				err = fmt.Errorf("store: read consumequeue %s: %w", r.f.path, err)
+			}
+			q.fds.release(h)
+		}
+		if err != nil {
+			switch {
+			case q.gen.Load() != gen:
+				return true, nil
+			case errors.Is(err, errFileGone):
+				// Retired without a truncation: the store closed.
+				return false, fmt.Errorf("store: read consumequeue %s/%d: %w", q.topic, q.id, ErrClosed)
+			}
+			return false, err
+		}
+	}
+	return q.gen.Load() != gen, nil
+}
+
+// maxReadTries bounds the plans of one read (each retry follows a
+// truncation of the queue: replication rewriting it, or its deletion).
+const maxReadTries = 100
+
+// readEntriesLocal copies entries [from, from+n) of the local consumequeue
+// into dst (n*20 bytes) and returns how many it copied, as planLocked
+// says. It takes q.mu only to plan; the caller must not hold it.
+func (q *cqueue) readEntriesLocal(dst []byte, from int64, n int) (copied int, hole bool, next int64, err error) {
+	var arr [4]fileRead
+	for try := 0; ; try++ {
+		q.mu.RLock()
+		reads, copied, hole, next, gen := q.planLocked(arr[:0], dst, from, n)
+		q.mu.RUnlock()
+		retry, err := q.runPlan(reads, dst, gen)
+		if !retry {
+			return copied, hole, next, err
+		}
+		if try >= maxReadTries {
+			return 0, false, 0, fmt.Errorf("store: consumequeue %s/%d kept changing under a read", q.topic, q.id)
+		}
+	}
 }
 
 // fileForLocked returns the file holding index idx, or nil and the start of
@@ -142,25 +231,20 @@ func (q *cqueue) fileForLocked(idx int64) (*cqFile, int64) {
 }
 
 // entrySource is where a scan reads a queue's entries: the local
-// consumequeue (the zero value; the caller holds q.mu) or, with cold set,
-// the cold index of a restored queue (below q.coldEnd; no lock needed),
-// with ctx.
+// consumequeue (the zero value) or, with cold set, the cold index of a
+// restored queue (below q.coldEnd), with ctx. Neither needs q.mu held (the
+// caller must not hold it).
 type entrySource struct {
 	cold *Store
 	ctx  context.Context
 }
 
-// readEntries is readEntriesLocked, or coldEntries for a cold source.
+// readEntries is readEntriesLocal, or coldEntries for a cold source.
 func (q *cqueue) readEntries(src entrySource, dst []byte, from int64, n int) (copied int, hole bool, next int64, err error) {
 	if src.cold != nil {
 		return src.cold.coldEntries(src.ctx, q, dst, from, n)
 	}
-	return q.readEntriesLocked(dst, from, n)
-}
-
-// entryLocked returns the entry at idx (min <= idx < max).
-func (q *cqueue) entryLocked(idx int64) (cqEntry, bool, error) {
-	return q.entryFrom(entrySource{}, idx)
+	return q.readEntriesLocal(dst, from, n)
 }
 
 // entryFrom returns the entry at idx, read from src; ok is false in a hole.
@@ -173,14 +257,11 @@ func (q *cqueue) entryFrom(src entrySource, idx int64) (cqEntry, bool, error) {
 	return getEntry(b[:]), true, nil
 }
 
-// firstEntryFromLocked returns the first non-blank entry at an index >= i,
-// skipping blanks and holes; ok is false (and idx q.max) when there is none.
-func (q *cqueue) firstEntryFromLocked(i int64) (idx int64, e cqEntry, ok bool, err error) {
-	idx, e, ok, err = q.firstEntryIn(entrySource{}, i, q.max)
-	if !ok && err == nil {
-		idx = q.max
-	}
-	return idx, e, ok, err
+// firstEntryLocal returns the first non-blank local entry at an index >= i,
+// skipping blanks and holes; ok is false (and idx where the scan stopped,
+// the queue's max) when there is none.
+func (q *cqueue) firstEntryLocal(i int64) (idx int64, e cqEntry, ok bool, err error) {
+	return q.firstEntryIn(entrySource{}, i, math.MaxInt64)
 }
 
 // firstEntryIn returns the first non-blank entry at an index in [i, end),
@@ -211,21 +292,6 @@ func (q *cqueue) firstEntryIn(src entrySource, i, end int64) (idx int64, e cqEnt
 	return i, cqEntry{}, false, nil
 }
 
-// advanceMinLocked moves min to the first entry whose commitlog offset is
-// >= floor (q.max when every entry is below it). Entries of a queue are in
-// commitlog order, so this is a binary search over "the next non-blank entry
-// from i is at or above floor".
-func (q *cqueue) advanceMinLocked(floor int64) error {
-	j, _, err := searchFloor(q.min, q.max, floor, q.firstEntryFromLocked)
-	if err != nil {
-		return err
-	}
-	if j > q.min {
-		q.min = j
-	}
-	return nil
-}
-
 // searchFloor finds the first entry in [lo, hi) whose commitlog offset is
 // >= floor, given first(i), the first non-blank entry at an index >= i (a
 // queue's entries are in commitlog order, so this is a binary search over
@@ -248,48 +314,74 @@ func searchFloor(lo, hi, floor int64, first func(i int64) (int64, cqEntry, bool,
 	return idx, ok, err
 }
 
-// truncateLocked drops entries at index n and above.
-func (q *cqueue) truncateLocked(fs vfs.FS, n int64) error {
+// truncateLocked drops entries at index n and above, in memory: files (or
+// their parts) at or after n move off the queue's file list, and the
+// flusher removes or cuts them (flushQueue) before it writes there.
+// Readers that planned a read before it retry (gen).
+func (q *cqueue) truncateLocked(n int64) {
 	if n >= q.max {
-		return nil
+		return
 	}
+	q.gen.Add(1)
+	q.cutLow = min(q.cutLow, n)
 	if n >= q.written {
 		q.pending = q.pending[:(n-q.written)*cqEntrySize]
-		q.max = n
-		return nil
+	} else {
+		q.pending = q.pending[:0]
+		q.written = n
+		q.staleFromLocked(n)
 	}
-	q.pending = q.pending[:0]
-	for len(q.files) > 0 {
-		f := q.files[len(q.files)-1]
-		if f.start < n {
-			if keep := n - f.start; keep < f.n {
-				if err := f.f.Truncate(keep * cqEntrySize); err != nil {
-					return fmt.Errorf("store: truncate consumequeue %s: %w", f.path, err)
-				}
-				f.n = keep
-			}
-			break
-		}
-		f.removed.Store(true)
-		f.f.Close()
-		if err := fs.Remove(f.path); err != nil {
-			return fmt.Errorf("store: remove consumequeue file: %w", err)
-		}
-		q.files = q.files[:len(q.files)-1]
-	}
-	q.written, q.max = n, n
+	q.max = n
 	if q.min > n {
 		q.min = n
 	}
-	return nil
 }
 
-// dispatchLocked records the entry for queue offset qoff, the one code path
-// for Put, AppendRaw and recovery. Normally qoff == max. A lower qoff that
-// matches the stored entry is a repeat (recovery replaying records already
-// dispatched); one that does not match replaces everything from qoff on. A
-// higher qoff leaves blank entries before it (or starts an empty queue there).
-func (q *cqueue) dispatchLocked(fs vfs.FS, qoff int64, e cqEntry) error {
+// staleFromLocked takes the file entries at index n and above off the
+// file list: whole files go to stale (removed by the flusher), the file
+// holding n is cut short (needCut: the flusher truncates it).
+func (q *cqueue) staleFromLocked(n int64) {
+	for len(q.files) > 0 {
+		f := q.files[len(q.files)-1]
+		if f.start >= n {
+			q.stale = append(q.stale, f)
+			q.files = q.files[:len(q.files)-1]
+			continue
+		}
+		if f.start+f.n > n {
+			f.n = n - f.start
+			f.needCut = true
+		}
+		return
+	}
+}
+
+// dispatch records the entry for queue offset qoff, the one code path for
+// Put, AppendRaw and recovery (the writer: the caller holds Store.mu or is
+// recovering), and returns the queue's new max. Normally qoff == max. A
+// lower qoff that matches the stored entry is a repeat (recovery replaying
+// records already dispatched); one that does not match replaces everything
+// from qoff on. A higher qoff leaves blank entries before it (or starts an
+// empty queue there). The stored entry is read without q.mu (only the
+// writer changes entries).
+func (q *cqueue) dispatch(qoff int64, e cqEntry) (int64, error) {
+	q.mu.Lock()
+	if qoff < q.max && qoff >= q.min && qoff >= q.coldEnd {
+		q.mu.Unlock()
+		old, ok, err := q.entryFrom(entrySource{}, qoff)
+		q.mu.Lock()
+		if err != nil {
+			q.mu.Unlock()
+			return 0, err
+		}
+		if ok && old == e {
+			mx := q.max
+			q.mu.Unlock()
+			return mx, nil
+		}
+		q.truncateLocked(qoff)
+	}
+	defer q.mu.Unlock()
 	switch {
 	case qoff == q.max:
 	case qoff > q.max:
@@ -299,77 +391,158 @@ func (q *cqueue) dispatchLocked(fs vfs.FS, qoff int64, e cqEntry) error {
 			q.pending = append(q.pending, make([]byte, (qoff-q.max)*cqEntrySize)...)
 			q.max = qoff
 		}
-	case qoff < q.min || qoff < q.coldEnd:
-		return nil // below the retained range, or in the cold range of a restored queue
 	default:
-		old, ok, err := q.entryLocked(qoff)
-		if err != nil {
-			return err
-		}
-		if ok && old == e {
-			return nil
-		}
-		if err := q.truncateLocked(fs, qoff); err != nil {
-			return err
-		}
+		return q.max, nil // below the retained range, or in the cold range of a restored queue
 	}
 	q.appendLocked(e)
-	return nil
+	return q.max, nil
 }
 
-// flushLocked writes pending entries to files, creating files as needed, and
-// returns the files written (to sync) and whether new names need dir syncs.
-func (q *cqueue) flushLocked(fs vfs.FS, perFile int64) (touched []*cqFile, newNames bool, err error) {
-	for len(q.pending) > 0 {
-		idx := q.written
-		var f *cqFile
-		if len(q.files) > 0 {
-			if last := q.files[len(q.files)-1]; idx < fileLimit(last.start, perFile) && idx >= last.start {
-				f = last
-			}
+// cqWrite is a file write of one flushQueue round.
+type cqWrite struct {
+	f   *cqFile
+	end int64 // entries in the file after the write
+}
+
+// flushQueue writes the queue's pending entries to its files, creating
+// files as needed and first cutting the stale entries a truncation left,
+// holding q.mu only to take a copy of pending and to publish the result:
+// the writer's dispatch never waits for this I/O. It returns the files
+// written (to sync), whether new names need dir syncs, and the queue's max
+// that the files will hold once synced (0 for a deleted queue). buf is
+// scratch, returned for reuse. Caller holds flushMu.
+func (q *cqueue) flushQueue(fs vfs.FS, perFile int64, buf []byte) (touched []*cqFile, newNames bool, mark int64, _ []byte, err error) {
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return nil, false, 0, buf, nil
+	}
+	from := q.written
+	buf = append(buf[:0], q.pending...)
+	q.cutLow = math.MaxInt64
+	mark = q.max
+	drop := q.stale
+	q.stale = nil
+	var last, cut *cqFile
+	var cutTo int64
+	if len(q.files) > 0 {
+		last = q.files[len(q.files)-1]
+		if last.needCut {
+			cut, cutTo = last, last.n
+			last.needCut = false
 		}
-		if f == nil {
-			if !q.dirMade {
-				if err := fs.MkdirAll(q.dir, 0o755); err != nil {
-					return touched, newNames, fmt.Errorf("store: make consumequeue dir: %w", err)
-				}
-				q.dirMade = true
+	}
+	q.mu.Unlock()
+	if len(buf) == 0 && cut == nil && len(drop) == 0 {
+		return nil, false, mark, buf, nil
+	}
+
+	var created []*cqFile
+	var writes []cqWrite
+	done := int64(0) // entries of buf written
+	err = func() error {
+		for _, f := range drop {
+			if err := q.fds.retire(f); err != nil {
+				return err
 			}
-			// Files hold the aligned ranges [k*perFile, (k+1)*perFile); a
-			// restored queue's first file starts at its coldEnd instead.
-			start := max(idx/perFile*perFile, min(q.coldEnd, idx))
-			path := filepath.Join(q.dir, segmentName(start*cqEntrySize))
-			file, err := fs.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
-			if err != nil {
-				return touched, newNames, fmt.Errorf("store: create consumequeue file: %w", err)
+			if err := fs.Remove(f.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("store: remove consumequeue file: %w", err)
 			}
-			f = &cqFile{start: start, path: path, f: file}
-			q.files = append(q.files, f)
 			newNames = true
 		}
-		cnt := min(int64(len(q.pending)/cqEntrySize), fileLimit(f.start, perFile)-idx)
-		b := q.pending[:cnt*cqEntrySize]
-		if _, err := f.f.WriteAt(b, (idx-f.start)*cqEntrySize); err != nil {
-			return touched, newNames, fmt.Errorf("store: write consumequeue %s: %w", f.path, err)
+		if cut != nil {
+			h, err := q.fds.acquire(cut)
+			if err != nil {
+				return err
+			}
+			err = h.f.Truncate(cutTo * cqEntrySize)
+			q.fds.release(h)
+			if err != nil {
+				return fmt.Errorf("store: truncate consumequeue %s: %w", cut.path, err)
+			}
+			touched = append(touched, cut)
 		}
-		f.n = idx - f.start + cnt
-		q.written += cnt
-		q.pending = q.pending[cnt*cqEntrySize:]
-		if len(touched) == 0 || touched[len(touched)-1] != f {
-			touched = append(touched, f)
+		total := int64(len(buf) / cqEntrySize)
+		for done < total {
+			idx := from + done
+			f := last
+			if f != nil && !(idx < fileLimit(f.start, perFile) && idx >= f.start) {
+				f = nil
+			}
+			var h *cqHandle
+			if f == nil {
+				if !q.dirMade {
+					if err := fs.MkdirAll(q.dir, 0o755); err != nil {
+						return fmt.Errorf("store: make consumequeue dir: %w", err)
+					}
+					q.dirMade = true
+				}
+				// Files hold the aligned ranges [k*perFile, (k+1)*perFile); a
+				// restored queue's first file starts at its coldEnd instead.
+				start := max(idx/perFile*perFile, min(q.coldEnd, idx))
+				f = &cqFile{start: start, path: filepath.Join(q.dir, segmentName(start*cqEntrySize))}
+				var err error
+				if h, err = q.fds.create(f); err != nil {
+					return err
+				}
+				created = append(created, f)
+				last = f
+				newNames = true
+			} else {
+				var err error
+				if h, err = q.fds.acquire(f); err != nil {
+					return err
+				}
+			}
+			cnt := min(total-done, fileLimit(f.start, perFile)-idx)
+			_, err := h.f.WriteAt(buf[done*cqEntrySize:(done+cnt)*cqEntrySize], (idx-f.start)*cqEntrySize)
+			q.fds.release(h)
+			if err != nil {
+				return fmt.Errorf("store: write consumequeue %s: %w", f.path, err)
+			}
+			done += cnt
+			writes = append(writes, cqWrite{f: f, end: idx - f.start + cnt})
+			if len(touched) == 0 || touched[len(touched)-1] != f {
+				touched = append(touched, f)
+			}
 		}
+		return nil
+	}()
+
+	q.mu.Lock()
+	q.files = append(q.files, created...)
+	for _, w := range writes {
+		w.f.n = w.end
 	}
-	if cap(q.pending) > 64<<10 {
+	// Publish what was written, unless a truncation meanwhile made it stale
+	// (its entries then stay pending, or are gone).
+	end := from + done
+	var moved int64
+	switch c := q.cutLow; {
+	case c >= end:
+		q.written, moved = end, done
+	case c >= from:
+		q.written, moved = c, c-from
+	}
+	if moved > 0 {
+		n := copy(q.pending, q.pending[moved*cqEntrySize:])
+		q.pending = q.pending[:n]
+	}
+	if len(q.pending) == 0 && cap(q.pending) > 64<<10 {
 		q.pending = nil // do not pin a burst's buffer
-	} else {
-		q.pending = q.pending[:0:cap(q.pending)]
 	}
-	return touched, newNames, nil
+	// Files written past a truncation made meanwhile are stale.
+	q.staleFromLocked(q.written)
+	q.cutLow = math.MaxInt64
+	q.mu.Unlock()
+	return touched, newNames, mark, buf, err
 }
 
-// loadQueue opens the files of one queue directory.
-func loadQueue(fs vfs.FS, topic string, id int32, dir string) (*cqueue, error) {
-	q := &cqueue{topic: topic, id: id, dir: dir, dirMade: true}
+// loadQueue lists the files of one queue directory. No file is opened
+// except to cut a torn entry and to find the queue's min (the first
+// non-blank entry, through fds): the rest open on first use.
+func loadQueue(fs vfs.FS, fds *fdCache, topic string, id int32, dir string) (*cqueue, error) {
+	q := &cqueue{topic: topic, id: id, dir: dir, fds: fds, dirMade: true, cutLow: math.MaxInt64}
 	names, err := fs.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("store: list consumequeue: %w", err)
@@ -380,26 +553,17 @@ func loadQueue(fs vfs.FS, topic string, id int32, dir string) (*cqueue, error) {
 			continue
 		}
 		path := filepath.Join(dir, name)
-		f, err := fs.OpenFile(path, os.O_RDWR, 0)
+		fi, err := fs.Stat(path)
 		if err != nil {
-			q.closeFiles()
-			return nil, fmt.Errorf("store: open consumequeue: %w", err)
-		}
-		fi, err := f.Stat()
-		if err != nil {
-			f.Close()
-			q.closeFiles()
 			return nil, fmt.Errorf("store: stat consumequeue: %w", err)
 		}
 		n := fi.Size() / cqEntrySize
 		if fi.Size()%cqEntrySize != 0 {
-			if err := f.Truncate(n * cqEntrySize); err != nil {
-				f.Close()
-				q.closeFiles()
+			if err := truncateFile(fs, path, n*cqEntrySize); err != nil {
 				return nil, fmt.Errorf("store: truncate torn consumequeue entry: %w", err)
 			}
 		}
-		cf := &cqFile{start: off / cqEntrySize, path: path, f: f, n: n}
+		cf := &cqFile{start: off / cqEntrySize, path: path, n: n}
 		if len(q.files) > 0 {
 			if last := q.files[len(q.files)-1]; last.start+last.n > cf.start {
 				last.n = cf.start - last.start // overlapping files: the later one wins
@@ -410,7 +574,6 @@ func loadQueue(fs vfs.FS, topic string, id int32, dir string) (*cqueue, error) {
 	// Drop empty trailing files; they carry no entries.
 	for len(q.files) > 0 && q.files[len(q.files)-1].n == 0 {
 		f := q.files[len(q.files)-1]
-		f.f.Close()
 		if err := fs.Remove(f.path); err != nil {
 			return nil, fmt.Errorf("store: remove empty consumequeue file: %w", err)
 		}
@@ -424,36 +587,49 @@ func loadQueue(fs vfs.FS, topic string, id int32, dir string) (*cqueue, error) {
 	q.written = q.max
 	// min: the first non-blank entry.
 	q.min = q.files[0].start
-	buf := make([]byte, 4096*cqEntrySize)
-	for q.min < q.max {
-		n, hole, next, err := q.readEntriesLocked(buf, q.min, len(buf)/cqEntrySize)
-		if err != nil {
-			q.closeFiles()
-			return nil, err
-		}
-		if hole {
-			q.min = next
-			continue
-		}
-		i := 0
-		for i < n && getEntry(buf[i*cqEntrySize:]).size == 0 {
-			i++
-		}
-		q.min += int64(i)
-		if i < n {
-			break
-		}
+	idx, _, ok, err := q.firstEntryLocal(q.min)
+	if err != nil {
+		q.closeFiles()
+		return nil, err
+	}
+	if ok {
+		q.min = idx
+	} else {
+		q.min = q.max
 	}
 	return q, nil
+}
+
+// truncateFile cuts the file at path to size bytes.
+func truncateFile(fs vfs.FS, path string, size int64) error {
+	f, err := fs.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // fileLimit is the end (exclusive index) of the file starting at start.
 func fileLimit(start, perFile int64) int64 { return (start/perFile + 1) * perFile }
 
-func (q *cqueue) closeFiles() {
-	for _, f := range q.files {
-		f.f.Close()
+// closeFiles retires every file of the queue (closing their descriptors,
+// at once or at the release of their last reader) and returns the first
+// close error.
+func (q *cqueue) closeFiles() error {
+	q.mu.RLock()
+	files := append(slices.Clip(q.files), q.stale...)
+	q.mu.RUnlock()
+	var first error
+	for _, f := range files {
+		if err := q.fds.retire(f); err != nil && first == nil {
+			first = err
+		}
 	}
+	return first
 }
 
 func queueDirName(id int32) string { return strconv.FormatInt(int64(id), 10) }

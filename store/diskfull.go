@@ -276,19 +276,32 @@ func (s *Store) rewriteQueues(from, to int64) error {
 			lastQ = q
 		}
 		e := cqEntry{phys: m.physOffset, size: m.size, tags: s.tagsCode(m)}
-		q.mu.Lock()
-		defer q.mu.Unlock()
 		idx := m.queueOffset
-		if q.deleted || idx < q.min || idx >= q.written {
-			return nil
+		q.mu.RLock()
+		var f *cqFile
+		if !q.deleted && idx >= q.min && idx < q.written {
+			f, _ = q.fileForLocked(idx)
 		}
-		f, _ := q.fileForLocked(idx)
+		q.mu.RUnlock()
 		if f == nil {
 			return nil
 		}
+		// Written without the queue's lock (the writer's dispatch never
+		// waits for I/O); a truncation meanwhile only makes the entry stale,
+		// and the flusher (not concurrent: flushMu) cuts stale entries
+		// before it writes there.
+		h, err := s.fds.acquire(f)
+		if errors.Is(err, errFileGone) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 		var b [cqEntrySize]byte
 		putEntry(b[:], e)
-		if _, err := f.f.WriteAt(b[:], (idx-f.start)*cqEntrySize); err != nil {
+		_, err = h.f.WriteAt(b[:], (idx-f.start)*cqEntrySize)
+		s.fds.release(h)
+		if err != nil {
 			return fmt.Errorf("store: re-write consumequeue %s: %w", f.path, err)
 		}
 		s.df.files[f] = q

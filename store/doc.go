@@ -100,6 +100,27 @@
 // the writer has written the record; new entries are kept in memory and
 // written to their files by the flush service.
 //
+// Consumequeue files are opened lazily, on first read, write, sync or cut
+// (recovery only lists and stats them, and opens a queue's first file to
+// find its min), and closed when idle: an LRU of at most
+// Options.MaxOpenQueueFiles (default 1024) descriptors; a file in use (a
+// pread, the flusher's write) is never closed under its user, so the bound
+// may be exceeded briefly by the files in use. A file removed meanwhile is
+// closed by its last user and never reopened by path, so a read never uses
+// a closed descriptor or a newer file of the same name.
+//
+// A truncation (dispatch replacing entries, recovery's trim) changes only
+// memory: the files past the new end leave the queue's file list and the
+// flusher removes or cuts them on its next round, before it writes there.
+// Readers plan a read under the queue's lock (which file ranges; pending
+// entries are copied), pread without it, and plan again when a truncation
+// or DeleteTopic happened meanwhile (a per-queue generation).
+//
+// Get scans at most max(800, MaxMsgs) entries (RocketMQ's 16,000 bytes of
+// consumequeue per pull) and returns at most MaxGetMsgs (1024) records:
+// with a filter that matches nothing, NextBeginOffset moves past the
+// scanned entries, so each pull costs a bounded read and makes progress.
+//
 // # Flush policy
 //
 //   - FlushAsync (default): Put returns once the record is written (page
@@ -316,8 +337,15 @@
 //
 // mu is held across the commitlog write(2) but never across an fsync
 // (except the directory sync that makes a new segment's name durable, and
-// the fdatasync after cutting a zero tail before a seal);
-// cqueue.mu is held across consumequeue preads and writes, never fsync.
+// the fdatasync after cutting a zero tail before a seal).
+// cqueue.mu is never held across I/O: readers (Get, QueueEntry,
+// OffsetByTime, BuildSegmentIndex, SetMinPhysOffset's search) hold it only
+// to plan a read, the flusher only to copy pending entries and to publish
+// what it wrote, so the writer's dispatch, which takes each queue's lock
+// under mu, never waits for a pread or a consumequeue write. The writer
+// itself reads a stored entry only when a replicated or recovered record
+// repeats a queue offset, without the queue's lock. fdCache.mu (open
+// consumequeue files) is a leaf, never held across I/O.
 // Cold index reads (ColdIndex) run under no store lock; its cache locks
 // are leaves. Readers (Get, ReadRecord) take no store-wide lock: the segment table is an
 // atomically swapped immutable slice; DropSegment swaps a table without the

@@ -150,14 +150,13 @@ func (s *Store) flushRoundLocked() error {
 
 	perFile := int64(s.opts.CQEntriesPerFile)
 	marks := make([]queueMark, 0, len(qs))
+	var buf []byte
 	for _, q := range qs {
-		q.mu.Lock()
-		if q.deleted {
-			q.mu.Unlock()
-			continue
-		}
+		// No queue lock is held across the writes (the writer's dispatch
+		// never waits for them).
 		hadDir := q.dirMade
-		touched, newNames, err := q.flushLocked(s.fs, perFile)
+		touched, newNames, mark, b, err := q.flushQueue(s.fs, perFile, buf)
+		buf = b
 		if !hadDir && q.dirMade {
 			s.df.dirs[s.cqDir] = true
 			s.df.dirs[filepath.Dir(q.dir)] = true
@@ -165,13 +164,12 @@ func (s *Store) flushRoundLocked() error {
 		if newNames {
 			s.df.dirs[q.dir] = true
 		}
-		if q.max > 0 {
-			marks = append(marks, queueMark{topic: q.topic, id: q.id, max: q.max})
+		if mark > 0 {
+			marks = append(marks, queueMark{topic: q.topic, id: q.id, max: mark})
 		}
 		for _, f := range touched {
 			s.df.files[f] = q
 		}
-		q.mu.Unlock()
 		if err != nil {
 			s.df.ckDue = true
 			return err
@@ -183,12 +181,12 @@ func (s *Store) flushRoundLocked() error {
 		gone := q.deleted || f.removed.Load()
 		q.mu.RUnlock()
 		if !gone {
-			if err := f.f.Sync(); err != nil && !f.removed.Load() {
+			if err := s.fds.sync(f); err != nil {
 				s.df.ckDue = true
 				if isNoSpace(err) {
 					s.df.cqRewrite = true
 				}
-				return fmt.Errorf("store: sync consumequeue %s: %w", f.path, err)
+				return err
 			}
 		}
 		delete(s.df.files, f)

@@ -70,6 +70,12 @@ type Options struct {
 	// file; default 300,000. Small values are for tests.
 	CQEntriesPerFile int
 
+	// MaxOpenQueueFiles bounds the consumequeue files open at once
+	// (default DefaultMaxOpenQueueFiles, 1024): files open on first use
+	// and the least recently used idle one is closed past the bound. Files
+	// in use at that moment (a pread, the flusher) may exceed it briefly.
+	MaxOpenQueueFiles int
+
 	// Cold serves commitlog bytes below the first local segment (segments
 	// removed by DropSegment after upload). nil: no tier; DropSegment is
 	// refused and offsets below the local log are not found.
@@ -143,6 +149,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.ZeroAhead == 0 {
 		c.ZeroAhead = DefaultZeroAhead
+	}
+	if c.MaxOpenQueueFiles <= 0 {
+		c.MaxOpenQueueFiles = DefaultMaxOpenQueueFiles
 	}
 	switch {
 	case c.MaxMessageSize < RecordOverhead+32:

@@ -10,9 +10,22 @@ import (
 
 var entryBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024*cqEntrySize); return &b }}
 
+// MaxGetMsgs caps GetRequest.MaxMsgs: one Get returns at most this many
+// records, whatever a pull asks for (clients send at most 1024, their
+// largest pull batch).
+const MaxGetMsgs = 1024
+
+// getScanMin is the fewest consumequeue entries one Get scans when its
+// filter matches nothing: RocketMQ's 16,000 bytes of consumequeue per
+// pull. A Get scans max(getScanMin, MaxMsgs) entries at most, so a pull
+// with a filter that matches nothing costs a bounded read and still moves
+// NextBeginOffset past everything it scanned.
+const getScanMin = 16000 / cqEntrySize
+
 // Get reads records of one queue from req.Offset on, with the statuses and
 // nextBeginOffset rules of docs/rocketmq-protocol.md §4.3. Records are byte
-// slices of the log, one whole V1 record each.
+// slices of the log, one whole V1 record each. It returns at most
+// MaxGetMsgs records and scans at most max(800, MaxMsgs) entries.
 func (s *Store) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 	if err := ctx.Err(); err != nil {
 		return GetResult{}, err
@@ -25,53 +38,70 @@ func (s *Store) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 	if maxMsgs <= 0 {
 		maxMsgs = DefaultGetMaxMsgs
 	}
+	maxMsgs = min(maxMsgs, MaxGetMsgs)
 	if maxBytes <= 0 {
 		maxBytes = DefaultGetMaxBytes
 	}
 	// Entries scanned per pull: max(16000 bytes of entries, maxMsgs).
-	scan := max(16000/cqEntrySize, maxMsgs)
+	scan := max(getScanMin, maxMsgs)
 
 	bp := entryBufPool.Get().(*[]byte)
 	defer entryBufPool.Put(bp)
-	q.mu.RLock()
-	mn, mx := q.min, q.max
-	res := GetResult{MinOffset: mn, MaxOffset: mx}
-	off := req.Offset
-	switch {
-	case mx == 0:
+	var res GetResult
+	var ents []byte
+	var got int
+	var arr [4]fileRead
+	// The queue lock is held only to plan the read: the consumequeue preads
+	// run without it, so a slow read never holds up the writer's dispatch.
+	for try := 0; ; try++ {
+		q.mu.RLock()
+		mn, mx := q.min, q.max
+		res = GetResult{MinOffset: mn, MaxOffset: mx}
+		off := req.Offset
+		switch {
+		case mx == 0:
+			q.mu.RUnlock()
+			res.Status, res.NextBeginOffset = NoMessageInQueue, 0
+			return res, nil
+		case off < mn:
+			q.mu.RUnlock()
+			res.Status, res.NextBeginOffset = OffsetTooSmall, mn
+			return res, nil
+		case off == mx:
+			q.mu.RUnlock()
+			res.Status, res.NextBeginOffset = OffsetOverflowOne, off
+			return res, nil
+		case off > mx:
+			q.mu.RUnlock()
+			res.Status, res.NextBeginOffset = OffsetOverflowBadly, mx
+			return res, nil
+		}
+		if off < q.coldEnd {
+			q.mu.RUnlock()
+			return s.getCold(ctx, q, req, res, scan, maxMsgs, maxBytes)
+		}
+		n := int(min(int64(scan), mx-off))
+		if cap(*bp) < n*cqEntrySize {
+			*bp = make([]byte, n*cqEntrySize)
+		}
+		ents = (*bp)[:n*cqEntrySize]
+		reads, c, hole, next, gen := q.planLocked(arr[:0], ents, off, n)
 		q.mu.RUnlock()
-		res.Status, res.NextBeginOffset = NoMessageInQueue, 0
-		return res, nil
-	case off < mn:
-		q.mu.RUnlock()
-		res.Status, res.NextBeginOffset = OffsetTooSmall, mn
-		return res, nil
-	case off == mx:
-		q.mu.RUnlock()
-		res.Status, res.NextBeginOffset = OffsetOverflowOne, off
-		return res, nil
-	case off > mx:
-		q.mu.RUnlock()
-		res.Status, res.NextBeginOffset = OffsetOverflowBadly, mx
-		return res, nil
-	}
-	if off < q.coldEnd {
-		q.mu.RUnlock()
-		return s.getCold(ctx, q, req, res, scan, maxMsgs, maxBytes)
-	}
-	n := int(min(int64(scan), mx-off))
-	if cap(*bp) < n*cqEntrySize {
-		*bp = make([]byte, n*cqEntrySize)
-	}
-	ents := (*bp)[:n*cqEntrySize]
-	got, hole, next, err := q.readEntriesLocked(ents, off, n)
-	q.mu.RUnlock()
-	if err != nil {
-		return GetResult{}, err
-	}
-	if hole {
-		res.Status, res.NextBeginOffset = OffsetFoundNull, next
-		return res, nil
+		retry, err := q.runPlan(reads, ents, gen)
+		if err != nil {
+			return GetResult{}, err
+		}
+		if !retry {
+			if hole {
+				res.Status, res.NextBeginOffset = OffsetFoundNull, next
+				return res, nil
+			}
+			got = c
+			break
+		}
+		if try >= maxReadTries {
+			return GetResult{}, fmt.Errorf("store: consumequeue %s/%d kept changing under a read", q.topic, q.id)
+		}
 	}
 
 	minPhys := s.MinPhysOffset()
@@ -219,9 +249,7 @@ func (s *Store) getCold(ctx context.Context, q *cqueue, req GetRequest, res GetR
 	}
 	if !done && scanned < n {
 		// On into the local consumequeue.
-		q.mu.RLock()
-		got, _, _, err := q.readEntriesLocked(ents, off+int64(scanned), n-scanned)
-		q.mu.RUnlock()
+		got, _, _, err := q.readEntriesLocal(ents, off+int64(scanned), n-scanned)
 		if err != nil {
 			return GetResult{}, err
 		}

@@ -325,7 +325,8 @@ func (s *Store) recover() error {
 	return nil
 }
 
-// loadQueues opens every consumequeue under consumequeue/<topic>/<queueId>/.
+// loadQueues loads every consumequeue under consumequeue/<topic>/<queueId>/
+// (listing and stat'ing its files; they open on first use).
 func (s *Store) loadQueues() error {
 	topics, err := s.fs.ReadDir(s.cqDir)
 	if err != nil {
@@ -342,7 +343,7 @@ func (s *Store) loadQueues() error {
 			if err != nil || id < 0 {
 				continue
 			}
-			q, err := loadQueue(s.fs, topic, int32(id), filepath.Join(tdir, name))
+			q, err := loadQueue(s.fs, s.fds, topic, int32(id), filepath.Join(tdir, name))
 			if err != nil {
 				return err
 			}
@@ -419,12 +420,10 @@ func (s *Store) truncateLog(end int64) error {
 func (s *Store) trimQueues(end int64) error {
 	for _, qs := range s.topics {
 		for _, q := range qs {
-			q.mu.Lock()
-			n := q.max
-			for n > max(q.min, q.coldEnd) {
-				e, ok, err := q.entryLocked(n - 1)
+			mn, n := q.bounds()
+			for n > max(mn, q.coldEnd) {
+				e, ok, err := q.entryFrom(entrySource{}, n-1)
 				if err != nil {
-					q.mu.Unlock()
 					return err
 				}
 				if ok && e.size > 0 && e.phys+int64(e.size) <= end {
@@ -432,12 +431,10 @@ func (s *Store) trimQueues(end int64) error {
 				}
 				n--
 			}
-			err := q.truncateLocked(s.fs, n)
+			q.mu.Lock()
+			q.truncateLocked(n) // the files are cut by the flush that ends recovery
 			q.next = q.max
 			q.mu.Unlock()
-			if err != nil {
-				return err
-			}
 		}
 	}
 	return nil

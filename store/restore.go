@@ -322,9 +322,7 @@ func (s *Store) entryAt(ctx context.Context, q *cqueue, idx int64) (cqEntry, boo
 	if idx < q.coldEnd {
 		return q.entryFrom(entrySource{cold: s, ctx: ctx}, idx)
 	}
-	q.mu.RLock()
-	defer q.mu.RUnlock()
-	return q.entryLocked(idx)
+	return q.entryFrom(entrySource{}, idx)
 }
 
 // firstEntryFrom returns the first non-blank entry of q at an index >= i
@@ -335,14 +333,13 @@ func (s *Store) firstEntryFrom(ctx context.Context, q *cqueue, i int64) (idx int
 	if ok || err != nil {
 		return idx, e, ok, err
 	}
-	q.mu.RLock()
-	defer q.mu.RUnlock()
-	return q.firstEntryFromLocked(max(idx, q.coldEnd))
+	return q.firstEntryLocal(max(idx, q.coldEnd))
 }
 
-// advanceMin moves the min of a restored queue whose min is below its
-// coldEnd past the entries below floor, searching cold and local entries
-// without holding the queue's lock (entries below the floor never change).
+// advanceMin moves the min of a queue (a restored one whose min is below
+// its coldEnd too) past the entries below floor, searching cold and local
+// entries without holding the queue's lock (entries below the floor never
+// change).
 func (s *Store) advanceMin(ctx context.Context, q *cqueue, floor int64) error {
 	lo, hi := q.bounds()
 	j, ok, err := searchFloor(lo, hi, floor, func(i int64) (int64, cqEntry, bool, error) {

@@ -240,19 +240,21 @@ func (s *Store) BuildSegmentIndex(base int64) ([]byte, error) {
 	for _, q := range qs {
 		k := qkey{q.topic, q.id}
 		q.mu.RLock()
-		if q.deleted {
-			q.mu.RUnlock()
+		deleted := q.deleted
+		q.mu.RUnlock()
+		if deleted {
 			continue
 		}
+		// No queue lock is held across the reads: the writer's dispatch
+		// never waits for them.
 		if r := runs[k]; r != nil {
-			err = q.overlayTagsLocked(r)
+			err = q.overlayTags(r)
 		} else {
 			var nxt int64
-			if nxt, err = q.nextAtLocked(end); err == nil && nxt > 0 {
+			if nxt, err = q.nextAt(end); err == nil && nxt > 0 {
 				dir = append(dir, dirEnt{k: k, nxt: nxt})
 			}
 		}
-		q.mu.RUnlock()
 		if err != nil {
 			return nil, fmt.Errorf("store: segment index %d: %w", base, err)
 		}
@@ -305,17 +307,19 @@ func (s *Store) BuildSegmentIndex(base int64) ([]byte, error) {
 	return b, nil
 }
 
-// overlayTagsLocked replaces the tags codes of r's entries by those of the
+// overlayTags replaces the tags codes of r's entries by those of the
 // same entries in the local consumequeue (where it holds them).
-func (q *cqueue) overlayTagsLocked(r *idxRun) error {
+func (q *cqueue) overlayTags(r *idxRun) error {
+	q.mu.RLock()
 	lo := max(r.first, q.localLowLocked())
 	hi := min(r.end(), q.max)
+	q.mu.RUnlock()
 	if lo >= hi {
 		return nil
 	}
 	buf := make([]byte, (hi-lo)*cqEntrySize)
 	for at := lo; at < hi; {
-		n, hole, next, err := q.readEntriesLocked(buf[(at-lo)*cqEntrySize:], at, int(hi-at))
+		n, hole, next, err := q.readEntriesLocal(buf[(at-lo)*cqEntrySize:], at, int(hi-at))
 		if err != nil {
 			return err
 		}
@@ -349,21 +353,23 @@ func (q *cqueue) localLowLocked() int64 {
 	return max(lo, q.coldEnd)
 }
 
-// nextAtLocked is the queue's next offset at commitlog offset end: the
-// first index whose next non-blank entry is at or above end. Entries below
-// the local consumequeue (cold) are all below any local segment's end.
-func (q *cqueue) nextAtLocked(end int64) (int64, error) {
-	return q.searchPhysLocked(q.localLowLocked(), end)
+// nextAt is the queue's next offset at commitlog offset end: the first
+// index whose next non-blank entry is at or above end. Entries below the
+// local consumequeue (cold) are all below any local segment's end.
+func (q *cqueue) nextAt(end int64) (int64, error) {
+	q.mu.RLock()
+	lo, hi := q.localLowLocked(), q.max
+	q.mu.RUnlock()
+	return q.searchPhys(lo, hi, end)
 }
 
-// searchPhysLocked returns the first index j >= lo such that the first
-// non-blank entry at or after j has a commitlog offset >= phys (q.max when
+// searchPhys returns the first index j in [lo, hi] such that the first
+// non-blank entry at or after j has a commitlog offset >= phys (hi when
 // there is none). Entries of a queue are in commitlog order.
-func (q *cqueue) searchPhysLocked(lo, phys int64) (int64, error) {
-	hi := q.max
+func (q *cqueue) searchPhys(lo, hi, phys int64) (int64, error) {
 	for lo < hi {
 		m := lo + (hi-lo)/2
-		j, e, ok, err := q.firstEntryFromLocked(m)
+		j, e, ok, err := q.firstEntryLocal(m)
 		if err != nil {
 			return 0, err
 		}

@@ -48,6 +48,7 @@ type Store struct {
 
 	qmu    sync.RWMutex // guards topics (the map, not the queues)
 	topics map[string]map[int32]*cqueue
+	fds    *fdCache // open consumequeue files (Options.MaxOpenQueueFiles)
 
 	flushMu   sync.Mutex    // serializes flushAll and DeleteTopic
 	clSyncMu  sync.Mutex    // serializes commitlog fsyncs; guards syncedTo
@@ -138,6 +139,7 @@ func Open(opts Options) (*Store, error) {
 		quit:    make(chan struct{}),
 	}
 	s.segs.Store(&segTable{})
+	s.fds = newFDCache(o.FS, o.MaxOpenQueueFiles)
 	if o.ColdIndex != nil {
 		s.cidx = newColdIdx(o.ColdIndex, o.ColdIndexCacheBytes)
 	}
@@ -188,7 +190,7 @@ func (s *Store) queueOrCreate(topic []byte, id int32) *cqueue {
 	}
 	if q = qs[id]; q == nil {
 		t := string(topic)
-		q = &cqueue{topic: t, id: id, dir: filepath.Join(s.cqDir, t, queueDirName(id))}
+		q = &cqueue{topic: t, id: id, dir: filepath.Join(s.cqDir, t, queueDirName(id)), fds: s.fds}
 		qs[id] = q
 	}
 	return q
@@ -816,12 +818,11 @@ func (s *Store) dispatchMeta(m *recordMeta, tags int64) error {
 		return nil
 	}
 	q := s.queueOrCreate(m.topic, m.queueID)
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if err := q.dispatchLocked(s.fs, m.queueOffset, cqEntry{phys: m.physOffset, size: m.size, tags: tags}); err != nil {
+	mx, err := q.dispatch(m.queueOffset, cqEntry{phys: m.physOffset, size: m.size, tags: tags})
+	if err != nil {
 		return err
 	}
-	q.next = q.max
+	q.next = mx
 	return nil
 }
 
@@ -1064,10 +1065,7 @@ func (s *Store) applyFloor(floor int64) error {
 		if mn, _ := q.bounds(); mn < q.coldEnd {
 			continue
 		}
-		q.mu.Lock()
-		err := q.advanceMinLocked(floor)
-		q.mu.Unlock()
-		if err != nil {
+		if err := s.advanceMin(context.Background(), q, floor); err != nil {
 			return fmt.Errorf("store: advance %s/%d to commitlog offset %d: %w", q.topic, q.id, floor, err)
 		}
 	}
@@ -1106,15 +1104,22 @@ func (s *Store) DeleteTopic(topic string) error {
 	qs := s.topics[topic]
 	delete(s.topics, topic)
 	s.qmu.Unlock()
+	var files []*cqFile
 	for _, q := range qs {
 		q.mu.Lock()
 		q.deleted = true
-		q.closeFiles()
-		q.files, q.pending = nil, nil
+		q.gen.Add(1) // readers that planned a read retry and see an empty queue
+		files = append(append(files, q.files...), q.stale...)
+		q.files, q.stale, q.pending = nil, nil, nil
 		q.min, q.max, q.written = 0, 0, 0 // readers holding q see an empty queue
 		q.mu.Unlock()
 	}
 	s.mu.Unlock()
+	for _, f := range files {
+		if err := s.fds.retire(f); err != nil {
+			s.log.Warn("store: delete topic", "topic", topic, "err", err)
+		}
+	}
 	dir := filepath.Join(s.cqDir, topic)
 	if err := s.fs.RemoveAll(dir); err != nil {
 		return fmt.Errorf("store: delete topic %q: %w", topic, err)
@@ -1194,14 +1199,9 @@ func (s *Store) closeFiles() error {
 	defer s.qmu.Unlock()
 	for _, qs := range s.topics {
 		for _, q := range qs {
-			q.mu.Lock()
-			for _, f := range q.files {
-				if cerr := f.f.Close(); cerr != nil && err == nil {
-					err = cerr
-				}
+			if cerr := q.closeFiles(); cerr != nil && err == nil {
+				err = cerr
 			}
-			q.files = nil
-			q.mu.Unlock()
 		}
 	}
 	return err
