@@ -55,6 +55,7 @@ type Broker struct {
 	hold      *pullHold
 	tier      *tiering    // nil without a bucket
 	dur       *durability // nil without a bucket
+	scoped    tier.Bucket // the bucket under <cluster>/<brokerName>/; nil without one
 	locks     queueLocks
 	uniq      *uniqIDs
 
@@ -149,10 +150,11 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		if scoped, err = tier.WithPrefix(deps.Bucket, cfg.Cluster+"/"+cfg.BrokerName); err != nil {
 			return fail(err)
 		}
+		b.scoped = scoped
 		if b.dur, err = newDurability(b, scoped); err != nil {
 			return fail(err)
 		}
-		if err := b.setAsideStaleData(); err != nil {
+		if err := b.checkLocalData(); err != nil {
 			return fail(err)
 		}
 		if err := b.restoreMetadata(configDir); err != nil {
@@ -182,7 +184,12 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		}
 		cold, coldIndex = b.tier.cold, b.tier
 		if fresh {
-			restore = b.restorePoint()
+			if restore, err = b.restorePoint(); err != nil {
+				return fail(err)
+			}
+		}
+		if err := b.dur.recordWriter(); err != nil {
+			return fail(err)
 		}
 	}
 	flush := store.FlushAsync
@@ -209,6 +216,22 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	}
 	if restore != nil {
 		b.afterRestore(restore)
+	}
+	if b.dur != nil {
+		// No write before the first checkpoint of this run reserves
+		// offsets for it; write that checkpoint now (the bucket answered
+		// for the lease a moment ago). If it fails, the durability loop
+		// retries and sends are refused meanwhile.
+		b.dur.blockWrites()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := b.dur.checkpoint(ctx); err != nil {
+			if errors.Is(err, offsets.ErrFenced) {
+				cancel()
+				return fail(fmt.Errorf("broker: first checkpoint: %w", err))
+			}
+			b.log.Warn("first checkpoint failed; sends are refused until one succeeds", "err", err)
+		}
+		cancel()
 	}
 	b.nsClient = remoting.NewClient(remoting.ClientConfig{DialTimeout: 3 * time.Second, Logger: b.log})
 	b.handlers = b.handlerTable()
@@ -273,6 +296,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	if e := b.server.Shutdown(shutdownCtx); e != nil && err == nil && !errors.Is(e, context.Canceled) {
 		err = e
 	}
+	var drainFailed *offsetRange
 	if b.tier != nil {
 		// Seal and upload the active segment, so a replacement broker on
 		// a fresh disk has every acknowledged message.
@@ -282,13 +306,29 @@ func (b *Broker) Run(ctx context.Context) error {
 		e := b.tier.drain(drainCtx)
 		dc()
 		if e != nil {
-			b.log.Warn("shutdown upload incomplete", "err", e)
+			// Only a complete drain is clean: the rest stays on local disk
+			// (a restart on it uploads it), the final checkpoint names the
+			// range, and the broker exits with an error.
+			drainFailed = b.tier.pendingRange()
+			b.log.Error("shutdown upload incomplete: messages stay on the local disk only; restart on this data dir to upload them",
+				"err", e, "from", drainFailed.From, "to", drainFailed.To)
+			if err == nil {
+				err = fmt.Errorf("broker: shutdown incomplete: commitlog offsets [%d, %d) not uploaded: %w", drainFailed.From, drainFailed.To, e)
+			}
 		}
 	}
 	if b.dur != nil {
 		// The last checkpoint, then hand the prefix over.
-		if e := b.dur.final(shutdownCtx); e != nil {
+		if b.store != nil {
+			if e := b.store.Flush(); e != nil {
+				b.log.Warn("final flush failed", "err", e)
+			}
+		}
+		if e := b.dur.final(shutdownCtx, drainFailed); e != nil {
 			b.log.Warn("final checkpoint or lease release failed", "err", e)
+			if err == nil && drainFailed != nil {
+				err = e
+			}
 		}
 	}
 	cancel()

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/stratamq/stratamq/offsets"
+	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
 )
 
@@ -24,18 +26,36 @@ const (
 )
 
 // commitLogState is the "commitlog" checkpoint section: how far the log
-// got, how far it may have got before the next checkpoint (Reserved: a
+// got durably, how far it may get before the next checkpoint (Reserved: a
 // broker restored after an unclean loss starts its log there, so no offset
-// or msgId handed out is ever reused), the retention floor and every
-// queue's range.
+// or msgId handed out is ever reused; the store refuses writes past it),
+// the retention floor and every queue's range.
 type commitLogState struct {
+	// HWM is the durable (fdatasynced) end of the log when the checkpoint
+	// was taken: what a power loss cannot take back.
 	HWM      int64                                `json:"hwm"`
 	Reserved int64                                `json:"reserved"`
 	Floor    int64                                `json:"floor"`
 	Queues   map[string]map[string]queueRangeJSON `json:"queues"`
-	// Clean: written at a graceful shutdown, after the last write; the
-	// ranges are exact and no reservation is needed.
+	// NewQueueReserved is the reservation of every queue of a checkpointed
+	// topic that Queues does not list (no message yet): after an unclean
+	// loss such queues resume there.
+	NewQueueReserved int64 `json:"newQueueReserved,omitempty"`
+	// Clean: written at a graceful shutdown after a complete drain: every
+	// message is in the bucket, the ranges are exact and no reservation is
+	// needed.
 	Clean bool `json:"clean,omitempty"`
+	// DrainFailed: written at a graceful shutdown whose drain did not
+	// finish: these commitlog offsets are only on that broker's disk. A
+	// broker on an empty disk refuses to start over them unless
+	// STRATAMQ_ACCEPT_LOSS is set.
+	DrainFailed *offsetRange `json:"drainFailed,omitempty"`
+}
+
+// offsetRange is [From, To) of the commitlog.
+type offsetRange struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
 }
 
 // queueRangeJSON is one queue's range; Reserved is past every queue offset
@@ -48,49 +68,96 @@ type queueRangeJSON struct {
 }
 
 // durability makes the bucket the system of record for the broker's
-// metadata: it holds the prefix's lease (fencing a second broker), writes a
-// checkpoint every STRATAMQ_CHECKPOINT_INTERVAL and at shutdown, and keeps
-// the checkpoint read at start for the restore.
+// metadata and fences the broker: it holds the prefix's lease (one writer
+// per prefix; the epoch of the lease is stamped into every checkpoint and
+// manifest write), refuses acknowledgements once the lease may have
+// lapsed (monotonic clock, offsets.Lease.Check), writes a checkpoint
+// every STRATAMQ_CHECKPOINT_INTERVAL and at shutdown, and gives the store
+// the offset reservation of the last checkpoint written.
 type durability struct {
 	b      *Broker
-	id     offsets.Identity
+	id     offsets.Identity     // this run: instance and lease epoch
+	prev   *offsets.WriterState // what the data dir said at start; nil: a new (or pre-epoch) data dir
 	lease  *offsets.Lease
 	cp     *offsets.Checkpointer
 	loaded *offsets.Checkpoint // read at start; nil on a new prefix
 	fenced atomic.Bool
 
+	// covered is the topics of the last checkpoint written, with their
+	// queue counts: a send to a queue beyond it waits for a checkpoint
+	// that lists it (awaitCovered), so a restore after an unclean loss
+	// knows every queue that may have been written.
+	covered atomic.Pointer[map[string]int32]
+
 	saveMu   sync.Mutex         // serializes save
 	finished bool               // the final checkpoint was attempted; guarded by saveMu
-	pending  pendingReservation // reservations of the checkpoint being written
-	mu       sync.Mutex         // serializes save; guards the fields below
+	pending  pendingReservation // reservations of the checkpoint being written; guarded by mu
+	mu       sync.Mutex         // guards the fields below
 	prevHWM  int64
 	reserved int64              // commitlog reservation of the last checkpoint written
 	prevMax  map[queueKey]int64 // queue max at the previous checkpoint
 	qres     map[queueKey]int64 // queue reservations of the last checkpoint written
+	lastTry  time.Time          // of the last checkpoint attempt while none is written yet
 }
 
-// queueReserveMin is the least headroom a queue reservation leaves.
-const queueReserveMin = 1024
+// Reservation headroom. Generous on purpose: a reservation costs nothing
+// but a jump in offsets after an unclean loss (a restore starts past it),
+// while one used up refuses sends until the next checkpoint lands. The
+// lease (TTL minus margin) stops sends in an outage long before these do
+// at any realistic rate.
+const (
+	// queueReserveMin is the least headroom a queue reservation leaves,
+	// and the reservation of a checkpointed queue without messages.
+	queueReserveMin = 1 << 16
+	// logReserveMin is the least commitlog headroom.
+	logReserveMin = 1 << 30
+)
+
+// errNotCheckpointed: a send to a queue no durable checkpoint lists yet,
+// and the checkpoint that would list it did not succeed.
+var errNotCheckpointed = errors.New("broker: the bucket checkpoint does not list this queue yet")
+
+// writerStatePath is the data dir's writer identity file.
+func (b *Broker) writerStatePath() string {
+	return filepath.Join(b.cfg.DataDir, offsets.WriterStateFile)
+}
 
 // newDurability takes the lease on the broker's prefix and reads the last
-// checkpoint. A live lease held by another broker is an error naming it.
+// checkpoint. A lease another live broker keeps renewing is an error
+// naming it; one that stays unchanged for a full TTL is taken over.
 func newDurability(b *Broker, bucket tier.Bucket) (*durability, error) {
-	id, err := offsets.NewIdentity(b.cfg.BrokerName)
+	prev, err := offsets.ReadWriterState(b.fs, b.writerStatePath())
 	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	inst := ""
+	var minEpoch int64
+	if prev != nil {
+		inst, minEpoch = prev.Instance, prev.Epoch
+	} else if inst, err = offsets.NewInstanceID(); err != nil {
 		return nil, err
 	}
-	store := newCheckpointStore(bucket)
+	id := offsets.IdentityFor(b.cfg.BrokerName, inst)
+	cs := newCheckpointStore(bucket)
+	ttl := b.cfg.LeaseTTL
+	if ttl <= 0 {
+		ttl = offsets.LeaseTTL(b.cfg.CheckpointInterval)
+	}
 	// The bucket must answer at start: without the lease two brokers could
-	// write one prefix. Transient errors are retried for a while.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// write one prefix. Transient errors are retried for a while; a lease
+	// held by another instance is watched for up to one TTL.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+2*ttl)
 	defer cancel()
 	var lease *offsets.Lease
+	opts := offsets.AcquireOptions{
+		MinEpoch: minEpoch,
+		OnWait: func(held offsets.LeaseRecord, wait time.Duration) {
+			b.log.Warn("another broker instance holds the bucket lease; waiting one TTL for it to renew or lapse",
+				"holder", held.Identity().String(), "renewedAt", held.RenewedAt, "wait", wait)
+		},
+	}
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 3*time.Second) {
-		ttl := b.cfg.LeaseTTL
-		if ttl <= 0 {
-			ttl = offsets.LeaseTTL(b.cfg.CheckpointInterval)
-		}
-		lease, err = offsets.AcquireLease(ctx, store, id, ttl, time.Now)
+		lease, err = offsets.AcquireLease(ctx, cs, id, ttl, opts)
 		if err == nil {
 			break
 		}
@@ -104,8 +171,9 @@ func newDurability(b *Broker, bucket tier.Bucket) (*durability, error) {
 		case <-time.After(wait):
 		}
 	}
-	cp, err := offsets.NewCheckpointer(store, id, offsets.CheckpointOptions{})
+	cp, err := offsets.NewCheckpointer(cs, lease.Identity(), offsets.CheckpointOptions{})
 	if err != nil {
+		_ = lease.Release(ctx)
 		return nil, err
 	}
 	loaded, err := cp.Load(ctx)
@@ -113,20 +181,54 @@ func newDurability(b *Broker, bucket tier.Bucket) (*durability, error) {
 		_ = lease.Release(ctx)
 		return nil, fmt.Errorf("broker: read the bucket checkpoint: %w", err)
 	}
-	d := &durability{b: b, id: id, lease: lease, cp: cp, loaded: loaded, prevMax: map[queueKey]int64{}, qres: map[queueKey]int64{}}
-	b.log.Info("holding the bucket lease", "instance", id.Instance, "expires", lease.ExpiresAt(), "checkpointVersion", cp.Version())
+	d := &durability{b: b, id: lease.Identity(), prev: prev, lease: lease, cp: cp, loaded: loaded,
+		prevMax: map[queueKey]int64{}, qres: map[queueKey]int64{}}
+	d.covered.Store(&map[string]int32{})
+	b.log.Info("holding the bucket lease", "instance", d.id.Instance, "epoch", d.id.Epoch,
+		"ttl", ttl, "checkpointVersion", cp.Version())
 	return d, nil
 }
 
+// recordWriter makes the data dir say that this run (instance, epoch)
+// writes it. Called once the local data is judged ours, before the store
+// opens: anything written locally from now on is under the new epoch.
+func (d *durability) recordWriter() error {
+	err := offsets.WriteWriterState(d.b.fs, d.b.writerStatePath(),
+		offsets.WriterState{Broker: d.id.Broker, Instance: d.id.Instance, Epoch: d.id.Epoch})
+	if err != nil {
+		return fmt.Errorf("broker: record the writer of the data dir: %w", err)
+	}
+	return nil
+}
+
+// writable reports whether this broker may acknowledge writes and write to
+// the bucket now, and under which epoch: not once another broker took the
+// prefix, and not while the lease may have lapsed (its last renewal began
+// more than TTL minus a margin ago on the monotonic clock). No I/O, no lock.
+func (d *durability) writable() (int64, error) {
+	if d.fenced.Load() {
+		return 0, offsets.ErrFenced
+	}
+	if err := d.lease.Check(); err != nil {
+		if errors.Is(err, offsets.ErrFenced) {
+			d.maybeFenced(err)
+		}
+		return 0, err
+	}
+	return d.id.Epoch, nil
+}
+
 // sections gathers the checkpoint. clean marks the final one of a graceful
-// shutdown.
-func (d *durability) sections(clean bool) (map[string]json.RawMessage, error) {
+// shutdown after a complete drain; drainFailed the final one after an
+// incomplete drain.
+func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]json.RawMessage, error) {
 	b := d.b
 	offsetsJSON, _, err := b.offsets.Encode()
 	if err != nil {
 		return nil, err
 	}
-	topicsJSON, err := json.Marshal(b.topics.Wrapper())
+	tw := b.topics.Wrapper()
+	topicsJSON, err := json.Marshal(tw)
 	if err != nil {
 		return nil, err
 	}
@@ -134,28 +236,32 @@ func (d *durability) sections(clean bool) (map[string]json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	hwm := b.store.MaxPhysOffset()
+	covered := make(map[string]int32, len(tw.TopicConfigTable))
+	for name, tc := range tw.TopicConfigTable {
+		covered[name] = max(tc.ReadQueueNums, tc.WriteQueueNums)
+	}
+	// The durable end first, then the writer's end: durable <= end.
+	durable := b.store.FlushedPhysOffset()
+	end := b.store.MaxPhysOffset()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	grew := max(hwm-d.prevHWM, 0)
-	d.prevHWM = hwm
+	grew := max(end-d.prevHWM, 0)
+	d.prevHWM = end
 	cl := commitLogState{
-		HWM: hwm,
+		HWM: durable,
 		// Room for what may be written before the next checkpoint lands:
-		// two segments plus twice what the last interval wrote. The
-		// watcher checkpoints early when the log gets near it.
-		Reserved: hwm + 2*int64(b.cfg.SegmentSize) + 2*grew,
-		Floor:    b.store.MinPhysOffset(),
-		Queues:   map[string]map[string]queueRangeJSON{},
-		Clean:    clean,
+		// the most of two segments, four times what the last interval
+		// wrote, and logReserveMin. The watcher checkpoints early when
+		// half of it is used.
+		Reserved:         end + max(2*int64(b.cfg.SegmentSize), 4*grew, logReserveMin),
+		Floor:            b.store.MinPhysOffset(),
+		Queues:           map[string]map[string]queueRangeJSON{},
+		NewQueueReserved: queueReserveMin,
+		Clean:            clean,
+		DrainFailed:      drainFailed,
 	}
 	qres := map[queueKey]int64{}
-	for _, topic := range b.topics.Names() {
-		tc, ok := b.topics.Get(topic)
-		if !ok {
-			continue
-		}
-		n := max(tc.ReadQueueNums, tc.WriteQueueNums)
+	for topic, n := range covered {
 		for q := int32(0); q < n; q++ {
 			mx := b.store.MaxQueueOffset(topic, q)
 			if mx == 0 {
@@ -165,7 +271,7 @@ func (d *durability) sections(clean bool) (map[string]json.RawMessage, error) {
 				cl.Queues[topic] = map[string]queueRangeJSON{}
 			}
 			k := queueKey{topic, q}
-			res := mx + max(queueReserveMin, 2*max(mx-d.prevMax[k], 0))
+			res := mx + max(queueReserveMin, 4*max(mx-d.prevMax[k], 0))
 			d.prevMax[k] = mx
 			qres[k] = res
 			cl.Queues[topic][strconv.Itoa(int(q))] = queueRangeJSON{Min: b.store.MinQueueOffset(topic, q), Max: mx, Reserved: res}
@@ -175,7 +281,7 @@ func (d *durability) sections(clean bool) (map[string]json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.pending = pendingReservation{log: cl.Reserved, queues: qres}
+	d.pending = pendingReservation{log: cl.Reserved, queues: qres, covered: covered}
 	return map[string]json.RawMessage{
 		sectionConsumerOffsets:    offsetsJSON,
 		sectionTopics:             topicsJSON,
@@ -186,59 +292,109 @@ func (d *durability) sections(clean bool) (map[string]json.RawMessage, error) {
 }
 
 type pendingReservation struct {
-	log    int64
-	queues map[queueKey]int64
+	log     int64
+	queues  map[queueKey]int64
+	covered map[string]int32
 }
 
 // checkpoint renews the lease and writes a checkpoint. Once fenced it
 // writes nothing, ever.
-func (d *durability) checkpoint(ctx context.Context) error { return d.save(ctx, false) }
+func (d *durability) checkpoint(ctx context.Context) error { return d.save(ctx, false, nil) }
 
-func (d *durability) save(ctx context.Context, clean bool) error {
-	// One save at a time, and none after the final (clean) one: a periodic
+func (d *durability) save(ctx context.Context, clean bool, drainFailed *offsetRange) error {
+	// One save at a time, and none after the final one: a periodic
 	// checkpoint landing after it would make a clean stop look like a crash.
 	d.saveMu.Lock()
 	defer d.saveMu.Unlock()
 	if d.finished {
 		return nil
 	}
-	if clean {
+	if clean || drainFailed != nil {
 		d.finished = true
 	}
 	if d.fenced.Load() {
 		return offsets.ErrFenced
 	}
+	// A renewal first: the checkpoint is written only while we hold the
+	// lease (Check is nil right after a successful Renew).
 	if err := d.lease.Renew(ctx); err != nil {
 		return d.maybeFenced(err)
 	}
-	secs, err := d.sections(clean)
+	secs, err := d.sections(clean, drainFailed)
 	if err != nil {
+		return err
+	}
+	if _, err := d.writable(); err != nil {
 		return err
 	}
 	if err := d.cp.Save(ctx, secs); err != nil {
 		return d.maybeFenced(err)
 	}
 	d.mu.Lock()
-	d.reserved, d.qres = d.pending.log, d.pending.queues
+	p := d.pending
+	d.reserved, d.qres = p.log, p.queues
 	d.mu.Unlock()
+	// The store may now hand out offsets up to what this checkpoint
+	// reserved, and sends may go to every queue it lists.
+	r := &store.Reservation{Log: p.log, Queues: map[string]map[int32]int64{}, Default: queueReserveMin}
+	for k, v := range p.queues {
+		if r.Queues[k.topic] == nil {
+			r.Queues[k.topic] = map[int32]int64{}
+		}
+		r.Queues[k.topic][k.queue] = v
+	}
+	d.b.store.SetReservation(r)
+	d.covered.Store(&p.covered)
 	return nil
 }
 
+// blockWrites makes the store refuse every write until a checkpoint sets a
+// reservation (called once the store is open, before the first one).
+func (d *durability) blockWrites() {
+	d.b.store.SetReservation(&store.Reservation{Log: d.b.store.MaxPhysOffset()})
+}
+
+// awaitCovered returns once the last durable checkpoint lists topic's
+// queue queueID, writing one if it does not (a new topic or a new queue:
+// after an unclean loss, a restore must know it was written).
+func (d *durability) awaitCovered(ctx context.Context, topic string, queueID int32) error {
+	if n, ok := (*d.covered.Load())[topic]; ok && queueID < n {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := d.checkpoint(ctx); err != nil {
+		if n, ok := (*d.covered.Load())[topic]; ok && queueID < n {
+			return nil // another save listed it meanwhile
+		}
+		return fmt.Errorf("%w: %w", errNotCheckpointed, err)
+	}
+	if n, ok := (*d.covered.Load())[topic]; ok && queueID < n {
+		return nil
+	}
+	return fmt.Errorf("%w (topic %s has no queue %d)", errNotCheckpointed, topic, queueID)
+}
+
 // nearReservation reports whether the log or a queue has used more than
-// half of the headroom the last checkpoint reserved: then the next
-// checkpoint is written now rather than at the interval.
+// half of the headroom the last checkpoint reserved, or none is written
+// yet: then the next checkpoint is written now rather than at the
+// interval.
 func (d *durability) nearReservation() bool {
 	d.mu.Lock()
-	reserved, qres, prevHWM, prevMax := d.reserved, d.qres, d.prevHWM, d.prevMax
 	defer d.mu.Unlock() // sections replaces prevMax's entries under mu
-	if reserved == 0 {
-		return false
-	}
-	if hwm := d.b.store.MaxPhysOffset(); hwm-prevHWM > (reserved-prevHWM)/2 {
+	if d.reserved == 0 {
+		// No checkpoint yet (the first one failed): retry every second.
+		if time.Since(d.lastTry) < time.Second {
+			return false
+		}
+		d.lastTry = time.Now()
 		return true
 	}
-	for k, res := range qres {
-		prev := prevMax[k]
+	if hwm := d.b.store.MaxPhysOffset(); hwm-d.prevHWM > (d.reserved-d.prevHWM)/2 {
+		return true
+	}
+	for k, res := range d.qres {
+		prev := d.prevMax[k]
 		if mx := d.b.store.MaxQueueOffset(k.topic, k.queue); mx-prev > (res-prev)/2 {
 			return true
 		}
@@ -284,9 +440,11 @@ func (d *durability) run(ctx context.Context) {
 	}
 }
 
-// final writes the last checkpoint and releases the lease (shutdown).
-func (d *durability) final(ctx context.Context) error {
-	err := d.save(ctx, true)
+// final writes the last checkpoint and releases the lease (shutdown):
+// clean only when the drain uploaded everything; otherwise it records the
+// range left on local disk (drainFailed).
+func (d *durability) final(ctx context.Context, drainFailed *offsetRange) error {
+	err := d.save(ctx, drainFailed == nil, drainFailed)
 	if !d.fenced.Load() {
 		err = errors.Join(err, d.lease.Release(ctx))
 	}

@@ -15,48 +15,55 @@ import (
 )
 
 // TestBrokerFencingLease: a second broker on the same prefix refuses to
-// start while the first holds the lease, with an error naming the holder;
-// once the first is gone (no release: a crash) and the lease expired, a new
-// broker takes over, and the old one can no longer checkpoint.
+// start while the first keeps renewing the lease, with an error naming the
+// holder; once the first is gone (no release: a crash) and its lease stayed
+// unchanged for a full TTL, a new broker takes over with a higher epoch,
+// and the old one can no longer checkpoint or acknowledge.
 func TestBrokerFencingLease(t *testing.T) {
 	bucket := tier.NewMem()
 	cfg := func() Config {
-		return Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, LeaseTTL: 1500 * time.Millisecond}
+		return Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, LeaseTTL: 1500 * time.Millisecond,
+			CheckpointInterval: 200 * time.Millisecond}
 	}
-	first, err := New(cfg(), Deps{Logger: discardLogger(), Bucket: bucket})
-	if err != nil {
-		t.Fatal(err)
+	first, cl, stop := runBroker(t, cfg(), Deps{Logger: discardLogger(), Bucket: bucket})
+	if r := invoke(t, cl, first.Addr().String(), sendReq("Fenced", 0, []byte("before"), "")); r.Code != int32(remoting.Success) {
+		t.Fatalf("send: %d %s", r.Code, r.Remark)
 	}
-	_, err = New(cfg(), Deps{Logger: discardLogger(), Bucket: bucket})
+	_, err := New(cfg(), Deps{Logger: discardLogger(), Bucket: bucket})
 	if !errors.Is(err, offsets.ErrLeaseHeld) {
 		t.Fatalf("second broker on the prefix: %v, want ErrLeaseHeld", err)
 	}
 	if !strings.Contains(err.Error(), "broker-a") || !strings.Contains(err.Error(), first.dur.id.Instance) {
 		t.Fatalf("error %q does not name the holder (instance %s)", err, first.dur.id.Instance)
 	}
-	// The first broker dies without releasing the lease.
-	if err := first.Close(); err != nil {
-		t.Fatal(err)
+	// The first broker stops renewing without releasing the lease (as a
+	// crashed or partitioned broker would): its checkpoints stop.
+	first.dur.saveMu.Lock()
+	second, err := New(cfg(), Deps{Logger: discardLogger(), Bucket: bucket})
+	if err != nil {
+		first.dur.saveMu.Unlock()
+		t.Fatalf("takeover after the lease stayed unchanged for a TTL: %v", err)
 	}
-	var second *Broker
-	waitCond(t, 20*time.Second, "takeover after the lease expired", func() bool {
-		b, err := New(cfg(), Deps{Logger: discardLogger(), Bucket: bucket})
-		if err != nil {
-			if !errors.Is(err, offsets.ErrLeaseHeld) {
-				t.Fatalf("takeover: %v", err)
-			}
-			return false
-		}
-		second = b
-		return true
-	})
 	defer second.Close()
+	if second.dur.id.Epoch <= first.dur.id.Epoch {
+		t.Fatalf("takeover epoch %d, want above %d", second.dur.id.Epoch, first.dur.id.Epoch)
+	}
+	// The old broker fenced itself before the takeover: no more acks.
+	if _, err := first.dur.writable(); !errors.Is(err, offsets.ErrLeaseExpired) && !errors.Is(err, offsets.ErrFenced) {
+		t.Fatalf("the old broker still writable after the takeover: %v", err)
+	}
+	r := invoke(t, cl, first.Addr().String(), sendReq("Fenced", 0, []byte("after"), ""))
+	if r.Code != int32(remoting.ServiceNotAvailable) || !strings.Contains(r.Remark, "lease") {
+		t.Fatalf("send to the old broker after the takeover: %d %s, want SERVICE_NOT_AVAILABLE naming the lease", r.Code, r.Remark)
+	}
+	first.dur.saveMu.Unlock()
 	if err := first.dur.checkpoint(context.Background()); !errors.Is(err, offsets.ErrFenced) {
 		t.Fatalf("the old broker checkpointed after the takeover: %v", err)
 	}
 	if err := second.dur.checkpoint(context.Background()); err != nil {
 		t.Fatalf("the new holder cannot checkpoint: %v", err)
 	}
+	stop()
 }
 
 // TestBrokerUncleanRestoreSkipsReservedOffsets: after an unclean loss the

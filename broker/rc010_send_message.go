@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 )
@@ -212,6 +213,12 @@ func (b *Broker) putError(req *remoting.Command, err error) *remoting.Command {
 		return errResponse(req, remoting.ServiceNotAvailable, "service not available now: the broker's disk is full ("+err.Error()+")")
 	case errors.Is(err, store.ErrClosed):
 		return errResponse(req, remoting.ServiceNotAvailable, "the broker is shutting down")
+	case errors.Is(err, offsets.ErrFenced):
+		return errResponse(req, remoting.ServiceNotAvailable, "service not available now: another broker took over this broker's bucket prefix; this broker no longer accepts messages ("+err.Error()+")")
+	case errors.Is(err, offsets.ErrLeaseExpired):
+		return errResponse(req, remoting.ServiceNotAvailable, "service not available now: the broker could not renew its bucket lease in time, so it stops acknowledging until it can ("+err.Error()+")")
+	case errors.Is(err, store.ErrReserved), errors.Is(err, errNotCheckpointed):
+		return errResponse(req, remoting.ServiceNotAvailable, "service not available now: the broker cannot write its checkpoint to the bucket, and sending on would hand out offsets a restore could reuse; sends resume when a checkpoint succeeds ("+err.Error()+")")
 	}
 	b.log.Error("store put failed", "err", err)
 	return errResponse(req, remoting.SystemError, "store put failed: "+err.Error())

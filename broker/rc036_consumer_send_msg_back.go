@@ -66,7 +66,14 @@ func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req 
 		BornTimestamp: rec.BornTimestamp, BornHost: rec.BornHost, ReconsumeTimes: rec.ReconsumeTimes + 1,
 		Body: rec.Body, Properties: encodeProps(props), TagsCode: tagsCode(props[PropTags]),
 	}
-	if _, err := b.store.Put(ctx, []store.Message{msg}); err != nil {
+	if err := b.writeGate(ctx, topic, queueID); err != nil {
+		return b.putError(req, err)
+	}
+	_, err = b.store.Put(ctx, []store.Message{msg})
+	if err == nil {
+		err = b.ackGate()
+	}
+	if err != nil {
 		return b.putError(req, err)
 	}
 	return remoting.NewResponse(req, remoting.Success, "")

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/store"
+	"github.com/stratamq/stratamq/tier/upload"
 )
 
 // storeIsFresh reports whether the data dir holds no commitlog: a new
@@ -72,8 +74,18 @@ func (b *Broker) restoredCommitLog() (commitLogState, bool) {
 // reservation, its high-water mark, and the end of every uploaded object —
 // and its queues resume from the checkpoint (the store also reads the queue
 // indexes uploaded after the checkpoint). Nil when the bucket holds nothing.
-func (b *Broker) restorePoint() *store.Restore {
+func (b *Broker) restorePoint() (*store.Restore, error) {
 	cl, haveCP := b.restoredCommitLog()
+	if dr := cl.DrainFailed; dr != nil && dr.To > dr.From {
+		why := fmt.Sprintf("the broker that last wrote this prefix (%s) stopped without uploading everything", b.dur.loaded.Writer)
+		if !b.cfg.AcceptLoss {
+			return nil, fmt.Errorf("broker: refusing to start on an empty data dir: %s: commitlog offsets [%d, %d) (%d bytes) "+
+				"are only on its disk. Start that broker's data dir again so it uploads them, or set STRATAMQ_ACCEPT_LOSS=true "+
+				"to start without them", why, dr.From, dr.To, dr.To-dr.From)
+		}
+		b.log.Error("STRATAMQ_ACCEPT_LOSS: starting without messages the last broker never uploaded",
+			"reason", why, "from", dr.From, "to", dr.To, "bytes", dr.To-dr.From)
+	}
 	var objectsEnd int64
 	if m := b.tier.uploader.Manifest(); m != nil {
 		for _, o := range m.CommitLog() {
@@ -83,7 +95,7 @@ func (b *Broker) restorePoint() *store.Restore {
 		objectsEnd = objs[len(objs)-1].End()
 	}
 	if !haveCP && objectsEnd == 0 {
-		return nil
+		return nil, nil
 	}
 	start := max(cl.Reserved, cl.HWM, objectsEnd)
 	if cl.Clean {
@@ -113,9 +125,28 @@ func (b *Broker) restorePoint() *store.Restore {
 			r.Queues[topic][int32(id)] = store.QueueRange{Min: rg.Min, Max: mx}
 		}
 	}
+	if !cl.Clean && cl.NewQueueReserved > 0 {
+		// Queues of checkpointed topics without messages at the checkpoint
+		// may have been written up to NewQueueReserved since.
+		for _, topic := range b.topics.Names() {
+			tc, ok := b.topics.Get(topic)
+			if !ok {
+				continue
+			}
+			for q := int32(0); q < max(tc.ReadQueueNums, tc.WriteQueueNums); q++ {
+				if _, ok := r.Queues[topic][q]; ok {
+					continue
+				}
+				if r.Queues[topic] == nil {
+					r.Queues[topic] = map[int32]store.QueueRange{}
+				}
+				r.Queues[topic][q] = store.QueueRange{Min: cl.NewQueueReserved, Max: cl.NewQueueReserved}
+			}
+		}
+	}
 	b.log.Info("fresh data dir: the commitlog resumes from the bucket", "logStart", r.CommitLogStart,
 		"checkpointHWM", cl.HWM, "reserved", cl.Reserved, "uploadedEnd", objectsEnd, "queues", len(cl.Queues))
-	return r
+	return r, nil
 }
 
 // afterRestore moves consumer offsets that point past a queue's restored
@@ -128,52 +159,159 @@ func (b *Broker) afterRestore(r *store.Restore) {
 	}
 }
 
-// setAsideStaleData moves a data dir that is older than the bucket (its
-// log ends before the checkpoint's high-water mark: another broker wrote
-// the prefix since) out of the way, so the broker restores from the bucket
-// instead of mixing two histories.
-func (b *Broker) setAsideStaleData() error {
-	cl, ok := b.restoredCommitLog()
-	if !ok || b.storeIsFresh() {
+// checkLocalData decides, before the store opens, whether a non-empty data
+// dir's log may be served. It is ours to serve when this data dir wrote the
+// prefix last: the epoch it recorded (writer.json) is at least the epoch
+// stamped into the bucket's checkpoint. Otherwise another broker has
+// written the prefix since (it restored from the bucket and carried on),
+// and the two histories must not mix: the local data is set aside (renamed
+// store.stale-*, never deleted) and the broker restores from the bucket,
+// but only when the bucket holds every local segment. If local segments
+// hold messages the bucket lacks, the broker refuses to start, naming the
+// range, unless STRATAMQ_ACCEPT_LOSS is set. Lengths are never compared
+// to guess who wrote last: after a power loss an async log is legitimately
+// shorter than its page-cache end.
+func (b *Broker) checkLocalData() error {
+	if b.storeIsFresh() {
 		return nil
 	}
-	end, err := localLogEnd(b.fs, filepath.Join(b.cfg.DataDir, "store", "commitlog"))
-	if err != nil || end >= cl.HWM {
+	d := b.dur
+	cl, haveCP := b.restoredCommitLog()
+	var cpEpoch int64
+	var writer offsets.Identity
+	if d.loaded != nil {
+		cpEpoch, writer = d.loaded.Writer.Epoch, d.loaded.Writer
+	}
+	clDir := filepath.Join(b.cfg.DataDir, "store", "commitlog")
+	segs, err := localSegmentFiles(b.fs, clDir)
+	if err != nil {
 		return err
 	}
+	var localEnd int64
+	if n := len(segs); n > 0 {
+		localEnd = segs[n-1].base + segs[n-1].size
+	}
+	prev := d.prev
+	switch {
+	case prev != nil && prev.Instance == d.id.Instance && prev.Epoch >= cpEpoch:
+		// We wrote the prefix last. The durable end we checkpointed must
+		// still be here (it was fdatasynced): a shorter log means the disk
+		// lost acknowledged data, and writing on would reuse offsets.
+		if haveCP && localEnd < cl.HWM {
+			return b.refuseOrSetAside(fmt.Sprintf("the local commitlog ends at offset %d, before the durable end %d this broker "+
+				"checkpointed (epoch %d): the disk lost data it had synced, and writing on would reuse offsets", localEnd, cl.HWM, prev.Epoch),
+				offsetRange{From: localEnd, To: cl.HWM}, false)
+		}
+		return nil
+	case prev == nil && (!haveCP || localEnd >= cl.HWM):
+		// A data dir from before writer.json (or a prefix without a
+		// checkpoint): as before, a log that reaches the checkpoint's end
+		// is taken to be the one that wrote it.
+		return nil
+	}
+	// Another broker wrote the prefix after this data dir did.
+	lacking, err := b.lackingRange(segs)
+	if err != nil {
+		return fmt.Errorf("broker: another broker (%s) wrote this prefix after this data dir did; "+
+			"reading the bucket manifest to see whether the local data is all uploaded failed: %w", writer, err)
+	}
+	if lacking == nil {
+		return b.setAside(fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did, and every local segment is in the bucket", writer))
+	}
+	return b.refuseOrSetAside(fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did (local epoch %d, bucket epoch %d), "+
+		"and the local commitlog holds offsets the bucket lacks", writer, epochOf(prev), cpEpoch), *lacking, true)
+}
+
+func epochOf(w *offsets.WriterState) int64 {
+	if w == nil {
+		return 0
+	}
+	return w.Epoch
+}
+
+// refuseOrSetAside refuses to start with a message naming the range and
+// how to proceed, or, with STRATAMQ_ACCEPT_LOSS, sets the local data
+// aside and restores from the bucket.
+func (b *Broker) refuseOrSetAside(why string, r offsetRange, localHolds bool) error {
+	what := "they are lost"
+	if localHolds {
+		what = "they are only on this disk"
+	}
+	if !b.cfg.AcceptLoss {
+		return fmt.Errorf("broker: refusing to start: %s: commitlog offsets [%d, %d) (%d bytes): %s. "+
+			"To keep them, stop every other broker on this prefix and copy or export the data dir %s first; "+
+			"to start anyway, set STRATAMQ_ACCEPT_LOSS=true: the local data is then set aside (renamed, not deleted) "+
+			"and the broker restores from the bucket", why, r.From, r.To, r.To-r.From, what, b.cfg.DataDir)
+	}
+	b.log.Error("STRATAMQ_ACCEPT_LOSS: setting local data aside although the bucket lacks part of it",
+		"reason", why, "from", r.From, "to", r.To, "bytes", r.To-r.From)
+	return b.setAside(why)
+}
+
+// setAside renames store/ and config/ out of the way (store.stale-<unix>),
+// so the broker restores from the bucket.
+func (b *Broker) setAside(why string) error {
 	suffix := fmt.Sprintf(".stale-%d", time.Now().Unix())
-	for _, d := range []string{"store", "config"} {
-		from := filepath.Join(b.cfg.DataDir, d)
+	for _, dir := range []string{"store", "config"} {
+		from := filepath.Join(b.cfg.DataDir, dir)
 		if _, err := b.fs.Stat(from); err != nil {
 			continue
 		}
 		if err := b.fs.Rename(from, from+suffix); err != nil {
-			return fmt.Errorf("broker: set aside stale %s: %w", from, err)
+			return fmt.Errorf("broker: set aside %s: %w", from, err)
 		}
 	}
-	b.log.Warn("the local data dir is older than the bucket; it was set aside and the broker restores from the bucket",
-		"localLogEnd", end, "checkpointHWM", cl.HWM, "setAside", suffix)
+	b.log.Warn("the local data dir was set aside; the broker restores from the bucket", "reason", why, "setAside", suffix)
 	return nil
 }
 
-// localLogEnd is the end of the local commitlog from its file names and
-// sizes (an upper bound: a torn tail is counted).
-func localLogEnd(fs vfs.FS, dir string) (int64, error) {
-	names, err := fs.ReadDir(dir)
-	if err != nil || len(names) == 0 {
-		return 0, nil
+// lackingRange is the part of the local log no bucket object holds: from
+// the first local segment that is not uploaded whole to the local end; nil
+// when every local segment is in the manifest.
+func (b *Broker) lackingRange(segs []localSegment) (*offsetRange, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, _, err := upload.LoadManifest(ctx, b.scoped, upload.ManifestKey(""))
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(names)
-	for i := len(names) - 1; i >= 0; i-- {
-		base, err := strconv.ParseInt(names[i], 10, 64)
-		if err != nil {
+	uploaded := map[int64]int64{}
+	for _, o := range m.CommitLog() {
+		uploaded[o.Base] = o.Length
+	}
+	for _, sg := range segs {
+		if sg.size == 0 {
 			continue
 		}
-		fi, err := fs.Stat(filepath.Join(dir, names[i]))
-		if err != nil {
-			return 0, err
+		if n, ok := uploaded[sg.base]; !ok || n < sg.size {
+			end := segs[len(segs)-1].base + segs[len(segs)-1].size
+			return &offsetRange{From: sg.base, To: end}, nil
 		}
-		return base + fi.Size(), nil
 	}
-	return 0, nil
+	return nil, nil
+}
+
+type localSegment struct{ base, size int64 }
+
+// localSegmentFiles lists the commitlog segment files by base, with their
+// sizes (a torn or zeroed tail is counted).
+func localSegmentFiles(fs vfs.FS, dir string) ([]localSegment, error) {
+	names, err := fs.ReadDir(dir)
+	if err != nil {
+		return nil, nil
+	}
+	sort.Strings(names)
+	var out []localSegment
+	for _, n := range names {
+		base, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || len(n) != 20 {
+			continue
+		}
+		fi, err := fs.Stat(filepath.Join(dir, n))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, localSegment{base: base, size: fi.Size()})
+	}
+	return out, nil
 }

@@ -56,11 +56,17 @@ func (b *Broker) fillAck(r *sendResponse, a *sendAck, res []store.PutResult) *re
 // request's frame is recycled (after EndBatch, or when the handler
 // returns), and the response never refers to the body.
 func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store.Message, a sendAck) *remoting.Command {
+	if err := b.writeGate(ctx, a.topic, a.queueID); err != nil {
+		return b.putError(a.req, err)
+	}
 	if rb := remoting.ReadBatchFrom(ctx); rb != nil {
 		return b.joinBatch(rb, a, msgs...)
 	}
 	if b.cfg.Flush != "sync" {
 		res, err := b.store.Put(ctx, msgs)
+		if err == nil {
+			err = b.ackGate()
+		}
 		if err != nil {
 			return b.putError(a.req, err)
 		}
@@ -74,6 +80,9 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 	returned := false
 	b.store.PutNotify(msgs, func(res []store.PutResult, err error) {
 		var resp *remoting.Command
+		if err == nil {
+			err = b.ackGate()
+		}
 		if err != nil {
 			resp = b.putError(a.req, err)
 		} else {
@@ -109,6 +118,9 @@ type sendBatch struct {
 // the batch without a slice of its own.
 func (b *Broker) storeOne(ctx context.Context, c *remoting.Conn, msg *store.Message, a sendAck) *remoting.Command {
 	if rb := remoting.ReadBatchFrom(ctx); rb != nil {
+		if err := b.writeGate(ctx, a.topic, a.queueID); err != nil {
+			return b.putError(a.req, err)
+		}
 		return b.joinBatch(rb, a, *msg)
 	}
 	return b.storeAndAck(ctx, c, []store.Message{*msg}, a)
@@ -177,6 +189,9 @@ const maxBatchSends = 256
 func (b *Broker) answerBatch(c *remoting.Conn, acks []sendAck, res []store.PutResult, err error, scratch *sendResponse) {
 	c.HoldWrites()
 	defer c.ReleaseWrites()
+	if err == nil {
+		err = b.ackGate() // the lease may have lapsed while the batch was stored
+	}
 	var failed *remoting.Command
 	i := 0
 	for k := range acks {

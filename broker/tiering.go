@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stratamq/stratamq/infra/vfs"
+	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/coldread"
@@ -369,6 +370,9 @@ func (t *tiering) drain(ctx context.Context) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		if _, err := t.b.fence(); errors.Is(err, offsets.ErrFenced) {
+			return fmt.Errorf("not uploading: %w", err) // another broker owns the prefix
+		}
 		pending, _ := t.Sealed(ctx)
 		if len(pending) == 0 {
 			return nil
@@ -380,6 +384,21 @@ func (t *tiering) drain(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// pendingRange is the part of the log not in the bucket: from the first
+// local segment holding records that is not uploaded to the end of the log.
+func (t *tiering) pendingRange() *offsetRange {
+	end := t.b.store.MaxPhysOffset()
+	r := &offsetRange{From: end, To: end}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.b.store.LocalSegments() {
+		if _, up := t.mu.uploaded[s.Base]; !up && s.Length > 0 && s.Base < r.From {
+			r.From = s.Base
+		}
+	}
+	return r
 }
 
 func (t *tiering) close() error { return t.cold.Close() }

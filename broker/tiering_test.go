@@ -102,8 +102,12 @@ func TestBrokerTierFaultsLoseNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fake, bucket := fakeBucket(t)
 			b, cl, _ := startTieredBroker(t, t.TempDir(), bucket)
+			// The topic exists and a checkpoint lists it before the fault:
+			// a topic first written during an outage is refused until a
+			// checkpoint can list it (TestBrokerNewTopicNeedsCheckpoint).
+			bodies := produceTiered(t, b, cl, "Faulty", 1)
 			tc.fault(fake)
-			bodies := produceTiered(t, b, cl, "Faulty", 400) // ≈ 3.2 MiB: 3 sealed segments
+			bodies = append(bodies, produceTiered(t, b, cl, "Faulty", 400)...) // ≈ 3.2 MiB: 3 sealed segments
 			waitCond(t, 90*time.Second, "faults consumed and sealed segments uploaded and dropped", func() bool {
 				return fake.PendingHooks() == 0 && len(b.store.SealedSegments()) == 0 && b.store.LocalMinPhysOffset() > 0
 			})

@@ -365,7 +365,7 @@ func (c *Checkpointer) adoptLocked(ctx context.Context) error {
 	if err != nil {
 		return c.fenceLocked(&FencedError{Key: CheckpointKey, Reason: "was replaced by an unreadable object (" + err.Error() + ")"})
 	}
-	if cp.Writer.Instance != c.id.Instance {
+	if !cp.Writer.SameWriter(c.id) {
 		return c.fenceLocked(&FencedError{Key: CheckpointKey, By: cp.Writer})
 	}
 	c.mu.etag = etag

@@ -90,10 +90,10 @@ func TestOffsetsCheckpointLeaseLostResponse(t *testing.T) {
 	// Acquire's write lands but its response is lost: acquiring again
 	// finds our own lease and takes it.
 	s.arm(offsets.LeaseKey)
-	if _, err := offsets.AcquireLease(ctx, s, offsetstest.ID("a"), time.Minute, clk.Now); !errors.Is(err, errLost) {
+	if _, err := offsets.AcquireLease(ctx, s, offsetstest.ID("a"), time.Minute, clk.Opts()); !errors.Is(err, errLost) {
 		t.Fatalf("AcquireLease = %v, want the transport error", err)
 	}
-	l, err := offsets.AcquireLease(ctx, s, offsetstest.ID("a"), time.Minute, clk.Now)
+	l, err := offsets.AcquireLease(ctx, s, offsetstest.ID("a"), time.Minute, clk.Opts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestOffsetsCheckpointIdentity(t *testing.T) {
 	if _, err := offsets.NewCheckpointer(offsets.NewMemStore(), offsets.Identity{Broker: "x"}, offsets.CheckpointOptions{}); err == nil {
 		t.Fatal("NewCheckpointer accepted an identity without an instance")
 	}
-	if _, err := offsets.AcquireLease(t.Context(), offsets.NewMemStore(), a, 0, nil); err == nil {
+	if _, err := offsets.AcquireLease(t.Context(), offsets.NewMemStore(), a, 0, offsets.AcquireOptions{}); err == nil {
 		t.Fatal("AcquireLease accepted a zero TTL")
 	}
 }

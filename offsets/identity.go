@@ -1,40 +1,48 @@
 package offsets
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 )
 
-// Identity names one run of one broker process: the broker name, a random
-// instance id chosen at start, and the host. Two processes never share an
-// Instance, so fencing compares Instance; Broker and Host are for people.
+// Identity names a writer of a prefix: the broker name, the instance id
+// of its data dir (random, chosen when the data dir is first used and
+// kept in it: see WriterState), the host, and the epoch of the lease it
+// writes under. Every acquisition of the lease bumps the epoch, so one
+// run of one broker is (Instance, Epoch): fencing compares both; Broker
+// and Host are for people.
 type Identity struct {
 	Broker   string `json:"broker"`
 	Instance string `json:"instance"`
 	Host     string `json:"host"`
+	Epoch    int64  `json:"epoch,omitempty"`
+}
+
+// SameWriter reports whether id and o are the same run: same instance and
+// same epoch.
+func (id Identity) SameWriter(o Identity) bool {
+	return id.Instance == o.Instance && id.Epoch == o.Epoch
 }
 
 // NewIdentity returns the identity of this process as broker: a fresh
 // random 64-bit instance id (hex) and os.Hostname.
 func NewIdentity(broker string) (Identity, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return Identity{}, fmt.Errorf("offsets: instance id: %w", err)
+	inst, err := NewInstanceID()
+	if err != nil {
+		return Identity{}, err
 	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown"
-	}
-	return Identity{Broker: broker, Instance: hex.EncodeToString(b[:]), Host: host}, nil
+	return IdentityFor(broker, inst), nil
 }
 
-// String is "broker-a instance 3f2a… on host X".
+// String is "broker-a instance 3f2a… on host X", with " (epoch N)" when
+// the epoch is known.
 func (id Identity) String() string {
-	return fmt.Sprintf("%s instance %s on host %s", id.Broker, id.Instance, id.Host)
+	s := fmt.Sprintf("%s instance %s on host %s", id.Broker, id.Instance, id.Host)
+	if id.Epoch > 0 {
+		s += fmt.Sprintf(" (epoch %d)", id.Epoch)
+	}
+	return s
 }
 
 func (id Identity) validate() error {
@@ -77,11 +85,17 @@ var ErrLeaseHeld = errors.New("offsets: lease held by another broker")
 type LeaseHeldError struct {
 	Holder    Identity
 	ExpiresAt time.Time
+	// Renewed: the holder renewed the lease while we watched it.
+	Renewed bool
 }
 
 func (e *LeaseHeldError) Error() string {
-	return fmt.Sprintf("offsets: %s holds the lease until %s; another broker is running on this prefix",
-		e.Holder, e.ExpiresAt.UTC().Format(time.RFC3339))
+	how := "holds the lease"
+	if e.Renewed {
+		how = "renewed the lease while this broker waited for it"
+	}
+	return fmt.Sprintf("offsets: %s %s (its clock says until %s); another broker is running on this prefix",
+		e.Holder, how, e.ExpiresAt.UTC().Format(time.RFC3339))
 }
 
 // Unwrap makes errors.Is(err, ErrLeaseHeld) true.

@@ -6,15 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // LeaseKey is the lease object, relative to the broker's prefix.
 const LeaseKey = "meta/lease.json"
 
-// MinLeaseTTL is the shortest lease LeaseTTL hands out. It must exceed the
-// clock skew between machines, since a contender compares the holder's
-// expiresAt with its own clock.
+// MinLeaseTTL is the shortest lease LeaseTTL hands out.
 const MinLeaseTTL = 30 * time.Second
 
 // LeaseTTL is the lease TTL for a broker that renews the lease with every
@@ -24,22 +23,47 @@ func LeaseTTL(checkpointInterval time.Duration) time.Duration {
 	return max(3*checkpointInterval, MinLeaseTTL)
 }
 
-// LeaseRecord is the JSON stored at LeaseKey. Times are the holder's clock.
+// LeaseMargin is how long before a full TTL after the start of its last
+// successful renewal a holder stops acknowledging writes (Lease.Check):
+// a fifth of the TTL. It absorbs the time between a check and the
+// acknowledgement it allows, and clock-rate drift between machines (their
+// monotonic clocks run at slightly different speeds; their wall clocks
+// are never compared).
+func LeaseMargin(ttl time.Duration) time.Duration { return ttl / 5 }
+
+// LeaseRecord is the JSON stored at LeaseKey. Times are the holder's wall
+// clock, for people: no decision compares them with another machine's
+// clock.
 type LeaseRecord struct {
 	Holder     string    `json:"holder"`   // broker name
-	Instance   string    `json:"instance"` // the holder's random instance id
+	Instance   string    `json:"instance"` // the holder's instance id (its data dir's)
 	Host       string    `json:"host"`
+	Epoch      int64     `json:"epoch,omitempty"` // fencing token: one more on every acquisition
 	AcquiredAt time.Time `json:"acquiredAt"`
 	RenewedAt  time.Time `json:"renewedAt"`
 	ExpiresAt  time.Time `json:"expiresAt"`
-	// Released is set by a clean shutdown: the lease is free at once,
-	// whatever the clocks say.
+	// TTLMillis is the holder's TTL: how long a contender watches an
+	// unchanged lease before taking it over.
+	TTLMillis int64 `json:"ttlMillis,omitempty"`
+	// Released is set by a clean shutdown: the lease is free at once.
 	Released bool `json:"released,omitempty"`
+	// Seq grows with every write of the holder, so every write is a new
+	// version (a new ETag) even when the clock did not move.
+	Seq int64 `json:"seq,omitempty"`
 }
 
-// Identity is the holder as an Identity.
+// Identity is the holder as an Identity, with its epoch.
 func (r LeaseRecord) Identity() Identity {
-	return Identity{Broker: r.Holder, Instance: r.Instance, Host: r.Host}
+	return Identity{Broker: r.Holder, Instance: r.Instance, Host: r.Host, Epoch: r.Epoch}
+}
+
+// ttl is the holder's TTL: the recorded one, else its expiry minus its
+// renewal time (a duration on one clock, so skew does not matter).
+func (r LeaseRecord) ttl() time.Duration {
+	if r.TTLMillis > 0 {
+		return time.Duration(r.TTLMillis) * time.Millisecond
+	}
+	return max(r.ExpiresAt.Sub(r.RenewedAt), 0)
 }
 
 func decodeLease(data []byte) (LeaseRecord, error) {
@@ -53,70 +77,165 @@ func decodeLease(data []byte) (LeaseRecord, error) {
 	return r, nil
 }
 
+// MonoClock is a monotonic clock: the lease measures its own validity and
+// a contender's wait with it, never with wall-clock time. Tests inject a
+// fake one.
+type MonoClock interface {
+	// Elapsed is the time since an arbitrary fixed origin.
+	Elapsed() time.Duration
+	// Sleep waits d or until ctx ends (then ctx's error).
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+type realMono struct{ origin time.Time }
+
+func (m realMono) Elapsed() time.Duration { return time.Since(m.origin) } // monotonic reading
+
+func (realMono) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// RealMonoClock is the process's monotonic clock.
+func RealMonoClock() MonoClock { return realMono{origin: time.Now()} }
+
+// AcquireOptions tune AcquireLease; the zero value means the defaults.
+type AcquireOptions struct {
+	// Now is the wall clock written into the record (default time.Now).
+	Now func() time.Time
+	// Mono is the monotonic clock (default RealMonoClock()).
+	Mono MonoClock
+	// Poll is how often a contender re-reads a lease held by another
+	// instance (default TTL/10, within [20ms, 1s]).
+	Poll time.Duration
+	// NoWait fails at once with ErrLeaseHeld when another instance holds
+	// an unreleased lease, instead of watching it for a TTL.
+	NoWait bool
+	// MinEpoch: the new lease's epoch is above it (the epoch this data
+	// dir last wrote with), even if the lease object was lost.
+	MinEpoch int64
+	// OnWait, if set, is called once when the contender starts watching a
+	// lease held by another instance, with the record and how long it will
+	// watch (for a log line).
+	OnWait func(held LeaseRecord, wait time.Duration)
+}
+
 // Lease is a held lease on a broker prefix. Renew it well within its TTL
-// (with every checkpoint); once Renew fails with ErrFenced, or the lease has
-// expired without a successful Renew, stop writing to the prefix.
+// (with every checkpoint). Check before acknowledging anything that only
+// a lease holder may: it fails once the lease may have been lost.
 type Lease struct {
 	store ObjectStore
-	id    Identity
+	id    Identity // with the epoch
 	ttl   time.Duration
 	now   func() time.Time
+	mono  MonoClock
 
 	op sync.Mutex // serializes Renew and Release; held across I/O
+
+	// validUntil is the monotonic instant (MonoClock.Elapsed) after which
+	// Check fails: the start of the last successful write + TTL - margin.
+	validUntil atomic.Int64
+	stuck      atomic.Pointer[error] // sticky: *FencedError, or errReleased
 
 	// mu guards the fields below; never held across I/O.
 	mu struct {
 		sync.Mutex
 		etag string
 		rec  LeaseRecord
-		err  error // sticky: *FencedError, or errReleased
 	}
 }
 
 var errReleased = errors.New("offsets: lease already released")
 
+// ErrLeaseExpired: the lease was not renewed within its TTL minus the
+// margin (on this process's monotonic clock), so another broker may take
+// the prefix over at any moment. The holder must not acknowledge writes
+// or write to the bucket until a Renew succeeds.
+var ErrLeaseExpired = errors.New("offsets: lease not renewed in time; another broker may take over the prefix")
+
 // AcquireLease takes the lease on the prefix for holder, for ttl (see
-// LeaseTTL), with now as the clock (nil: time.Now).
+// LeaseTTL). The new lease's epoch is one more than the stored one (and
+// above opt.MinEpoch).
 //
 //   - No lease object: create it, if absent.
-//   - A lease that is unexpired by our clock, not released, and held by
-//     another instance: fail with a *LeaseHeldError (ErrLeaseHeld) naming
-//     the holder, host and expiry.
-//   - An expired, released or unreadable lease: take it over, if it still
-//     has the ETag we read, so of two contenders at most one wins; the
-//     other re-reads and gets ErrLeaseHeld.
-//   - A lease held by holder's own instance (an earlier attempt whose
-//     response was lost): renew it.
-func AcquireLease(ctx context.Context, store ObjectStore, holder Identity, ttl time.Duration, now func() time.Time) (*Lease, error) {
+//   - A released or unreadable lease, or one held by holder's own
+//     instance (a restart on the same data dir, or an earlier attempt
+//     whose response was lost): take it over, if it still has the ETag we
+//     read, so of two contenders at most one wins; the other re-reads.
+//   - A lease held by another instance: watch it. If its version changes,
+//     its holder is alive: fail with a *LeaseHeldError (ErrLeaseHeld). If
+//     it stays unchanged for one full TTL (the holder's, or ours if
+//     longer) on our monotonic clock, the holder has stopped writing (it
+//     self-fences before its TTL runs out: Check), so take it over with
+//     If-Match. Wall clocks are never compared, so clock skew cannot let
+//     two brokers write at once.
+func AcquireLease(ctx context.Context, store ObjectStore, holder Identity, ttl time.Duration, opt AcquireOptions) (*Lease, error) {
 	if err := holder.validate(); err != nil {
 		return nil, err
 	}
 	if ttl <= 0 {
 		return nil, fmt.Errorf("offsets: lease TTL %v must be positive", ttl)
 	}
-	if now == nil {
-		now = time.Now
+	if opt.Now == nil {
+		opt.Now = time.Now
 	}
+	if opt.Mono == nil {
+		opt.Mono = RealMonoClock()
+	}
+	if opt.Poll <= 0 {
+		opt.Poll = min(max(ttl/10, 20*time.Millisecond), time.Second)
+	}
+	var (
+		watchTag   string        // the version being watched; "" = none
+		watchSince time.Duration // when it was first seen (Mono)
+	)
 	const attempts = 4 // a failed condition means someone else acted: re-read
-	for range attempts {
+	for lost := 0; lost < attempts; {
 		data, etag, err := store.Get(ctx, LeaseKey)
 		if err != nil && !errors.Is(err, ErrObjectNotFound) {
 			return nil, fmt.Errorf("offsets: read %s: %w", LeaseKey, err)
 		}
-		t := now().UTC()
+		start := opt.Mono.Elapsed()
+		t := opt.Now().UTC()
 		rec := LeaseRecord{
-			Holder: holder.Broker, Instance: holder.Instance, Host: holder.Host,
-			AcquiredAt: t, RenewedAt: t, ExpiresAt: t.Add(ttl),
+			Holder: holder.Broker, Instance: holder.Instance, Host: holder.Host, Epoch: opt.MinEpoch + 1,
+			AcquiredAt: t, RenewedAt: t, ExpiresAt: t.Add(ttl), TTLMillis: ttl.Milliseconds(),
 		}
 		if err == nil {
 			cur, derr := decodeLease(data)
+			if derr == nil {
+				rec.Epoch = max(rec.Epoch, cur.Epoch+1)
+			}
 			switch {
 			case derr != nil || cur.Released:
 				// Unreadable or released: nobody holds it.
 			case cur.Instance == holder.Instance:
-				rec.AcquiredAt = cur.AcquiredAt
-			case t.Before(cur.ExpiresAt):
+				// Ours: this data dir's broker crashed or lost a response.
+			case opt.NoWait:
 				return nil, &LeaseHeldError{Holder: cur.Identity(), ExpiresAt: cur.ExpiresAt}
+			case watchTag != "" && etag != watchTag:
+				return nil, &LeaseHeldError{Holder: cur.Identity(), ExpiresAt: cur.ExpiresAt, Renewed: true}
+			default:
+				wait := max(ttl, cur.ttl())
+				if watchTag == "" {
+					watchTag, watchSince = etag, start
+					if opt.OnWait != nil {
+						opt.OnWait(cur, wait)
+					}
+				}
+				if left := wait - (start - watchSince); left > 0 {
+					if err := opt.Mono.Sleep(ctx, min(left, opt.Poll)); err != nil {
+						return nil, fmt.Errorf("offsets: waiting for %s's lease to lapse: %w", cur.Identity(), err)
+					}
+					continue
+				}
+				// Unchanged for a full TTL: its holder has stopped.
 			}
 		} else {
 			etag = ""
@@ -127,13 +246,18 @@ func AcquireLease(ctx context.Context, store ObjectStore, holder Identity, ttl t
 		}
 		newEtag, err := putDoc(ctx, store, LeaseKey, body, etag)
 		if errors.Is(err, ErrPrecondition) {
+			lost++
+			watchTag = "" // someone acted: judge the new state afresh
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("offsets: write %s: %w", LeaseKey, err)
 		}
-		l := &Lease{store: store, id: holder, ttl: ttl, now: now}
+		id := holder
+		id.Epoch = rec.Epoch
+		l := &Lease{store: store, id: id, ttl: ttl, now: opt.Now, mono: opt.Mono}
 		l.mu.etag, l.mu.rec = newEtag, rec
+		l.validUntil.Store(int64(start + ttl - LeaseMargin(ttl)))
 		return l, nil
 	}
 	return nil, fmt.Errorf("offsets: acquire %s: lost %d races in a row", LeaseKey, attempts)
@@ -146,14 +270,46 @@ func (l *Lease) Record() LeaseRecord {
 	return l.mu.rec
 }
 
-// ExpiresAt is when the lease runs out unless renewed (our clock).
+// Identity is the holder with the lease's epoch.
+func (l *Lease) Identity() Identity { return l.id }
+
+// Epoch is the lease's fencing token.
+func (l *Lease) Epoch() int64 { return l.id.Epoch }
+
+// TTL is the lease's TTL.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// ExpiresAt is when the lease runs out unless renewed (our wall clock, for
+// people).
 func (l *Lease) ExpiresAt() time.Time { return l.Record().ExpiresAt }
 
+// Check reports whether the holder may still acknowledge writes and write
+// to the bucket: nil while the last successful renewal started less than
+// TTL minus LeaseMargin ago on the monotonic clock; ErrLeaseExpired after
+// that (until a Renew succeeds); the sticky ErrFenced once another
+// instance took the lease, or an error after Release. It does no I/O and
+// takes no lock.
+func (l *Lease) Check() error {
+	if p := l.stuck.Load(); p != nil {
+		return *p
+	}
+	if l.mono.Elapsed() >= time.Duration(l.validUntil.Load()) {
+		return ErrLeaseExpired
+	}
+	return nil
+}
+
+// ValidFor is how long Check stays nil without a renewal (<= 0: expired).
+func (l *Lease) ValidFor() time.Duration {
+	return time.Duration(l.validUntil.Load()) - l.mono.Elapsed()
+}
+
 // Renew extends the lease by its TTL from now, conditional on our last
-// write. If another instance has taken the lease (or it was deleted or
-// replaced), Renew returns an error matching ErrFenced naming the new
-// holder, and every later call returns it too. Other errors (network)
-// leave the lease as it was: Renew again before ExpiresAt.
+// write. If another instance (or another run of ours: another epoch) has
+// taken the lease, or it was deleted or replaced, Renew returns an error
+// matching ErrFenced naming the new holder, and every later call returns
+// it too. Other errors (network) leave the lease as it was: Check fails
+// once it runs out; Renew again.
 func (l *Lease) Renew(ctx context.Context) error {
 	return l.write(ctx, false)
 }
@@ -161,23 +317,30 @@ func (l *Lease) Renew(ctx context.Context) error {
 // Release ends the lease on a clean shutdown so a successor need not wait
 // for the TTL: it overwrites the lease, conditionally, with released=true
 // and expiresAt=now (a conditional write rather than a delete, so it can
-// never remove a lease someone else holds). After Release, Renew fails.
-// If we had already been fenced, Release returns that ErrFenced error.
+// never remove a lease someone else holds). After Release, Renew and
+// Check fail. If we had already been fenced, Release returns that
+// ErrFenced error.
 func (l *Lease) Release(ctx context.Context) error {
 	return l.write(ctx, true)
+}
+
+func (l *Lease) setStuck(err error) {
+	l.stuck.CompareAndSwap(nil, &err)
 }
 
 func (l *Lease) write(ctx context.Context, release bool) error {
 	l.op.Lock()
 	defer l.op.Unlock()
-	l.mu.Lock()
-	etag, rec, stuck := l.mu.etag, l.mu.rec, l.mu.err
-	l.mu.Unlock()
-	if stuck != nil {
-		return stuck
+	if p := l.stuck.Load(); p != nil {
+		return *p
 	}
+	l.mu.Lock()
+	etag, rec := l.mu.etag, l.mu.rec
+	l.mu.Unlock()
+	start := l.mono.Elapsed()
 	t := l.now().UTC()
 	rec.RenewedAt, rec.ExpiresAt = t, t.Add(l.ttl)
+	rec.Seq++
 	if release {
 		rec.ExpiresAt, rec.Released = t, true
 	}
@@ -191,10 +354,12 @@ func (l *Lease) write(ctx context.Context, release bool) error {
 		if err == nil {
 			l.mu.Lock()
 			l.mu.etag, l.mu.rec = newEtag, rec
-			if release {
-				l.mu.err = errReleased
-			}
 			l.mu.Unlock()
+			if release {
+				l.setStuck(errReleased)
+			} else {
+				l.validUntil.Store(int64(start + l.ttl - LeaseMargin(l.ttl)))
+			}
 			return nil
 		}
 		if !errors.Is(err, ErrPrecondition) {
@@ -213,16 +378,14 @@ func (l *Lease) write(ctx context.Context, release bool) error {
 			switch {
 			case derr != nil:
 				fe = &FencedError{Key: LeaseKey, Reason: "was replaced by an unreadable object"}
-			case r.Instance != l.id.Instance:
+			case r.Instance != l.id.Instance || r.Epoch != l.id.Epoch:
 				fe = &FencedError{Key: LeaseKey, By: r.Identity()}
 			case r.Released && !release:
 				fe = &FencedError{Key: LeaseKey, Reason: "was released by this instance"}
 			}
 		}
 		if fe != nil {
-			l.mu.Lock()
-			l.mu.err = fe
-			l.mu.Unlock()
+			l.setStuck(fe)
 			return fe
 		}
 		etag = cur

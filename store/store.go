@@ -41,6 +41,10 @@ type Store struct {
 	}
 	cq commitQueue // Puts waiting for the writer
 
+	// resv bounds the offsets the writer may hand out; nil: no bound
+	// (reservation.go).
+	resv atomic.Pointer[Reservation]
+
 	writePos atomic.Int64 // end of the log; published after dispatch
 	segs     atomic.Pointer[segTable]
 	floor    atomic.Int64 // retention floor (SetMinPhysOffset): bytes below are gone
@@ -446,6 +450,10 @@ func (s *Store) writeRoundLocked(batch []*putReq, errs []error) {
 			continue
 		}
 		if err := s.checkSpaceLocked(s.newBytesLocked(w.pos, r.total), now); err != nil {
+			errs[ri] = err
+			continue
+		}
+		if err := s.reservedLocked(r, w.pos); err != nil {
 			errs[ri] = err
 			continue
 		}

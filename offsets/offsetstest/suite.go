@@ -14,15 +14,52 @@ import (
 	"github.com/stratamq/stratamq/offsets"
 )
 
-// Clock is a fake clock for leases and checkpoints. Safe for concurrent use.
+// Clock is a fake clock for leases and checkpoints: a wall clock (Now)
+// and the monotonic clock of offsets.MonoClock (Elapsed, Sleep), which
+// move together. Sleep advances it at once (after calling the OnSleep
+// hook, if any). Safe for concurrent use.
 type Clock struct {
-	mu sync.Mutex
-	t  time.Time
+	mu      sync.Mutex
+	t, t0   time.Time
+	onSleep func()
 }
 
 // NewClock returns a Clock set to a fixed instant.
 func NewClock() *Clock {
-	return &Clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	t := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	return &Clock{t: t, t0: t}
+}
+
+// Opts is the AcquireOptions that use c as both clocks.
+func (c *Clock) Opts() offsets.AcquireOptions {
+	return offsets.AcquireOptions{Now: c.Now, Mono: c}
+}
+
+// Elapsed implements offsets.MonoClock.
+func (c *Clock) Elapsed() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t.Sub(c.t0)
+}
+
+// Sleep implements offsets.MonoClock: it runs the OnSleep hook, then
+// advances the clock by d.
+func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	hook := c.onSleep
+	c.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	c.Advance(d)
+	return ctx.Err()
+}
+
+// OnSleep sets a hook Sleep calls before advancing (nil: none).
+func (c *Clock) OnSleep(f func()) {
+	c.mu.Lock()
+	c.onSleep = f
+	c.mu.Unlock()
 }
 
 // Now returns the clock's time.
@@ -95,6 +132,7 @@ func RunCheckpointSuite(t *testing.T, newStore func(t *testing.T) offsets.Object
 		{"ReaderDuringWrites", testReaderDuringWrites},
 		{"Lease", testLease},
 		{"LeaseRacing", testLeaseRacing},
+		{"LeaseSkew", testLeaseSkew},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -423,12 +461,15 @@ func testReaderDuringWrites(t *testing.T, ctx context.Context, s offsets.ObjectS
 
 func acquire(t *testing.T, ctx context.Context, s offsets.ObjectStore, id offsets.Identity, clk *Clock) *offsets.Lease {
 	t.Helper()
-	l, err := offsets.AcquireLease(ctx, s, id, 30*time.Second, clk.Now)
+	l, err := offsets.AcquireLease(ctx, s, id, 30*time.Second, clk.Opts())
 	if err != nil {
 		t.Fatalf("AcquireLease(%v): %v", id, err)
 	}
-	if r := l.Record(); r.Identity() != id || !r.ExpiresAt.Equal(clk.Now().Add(30*time.Second)) {
+	if r := l.Record(); r.Identity() != l.Identity() || r.Instance != id.Instance || !r.ExpiresAt.Equal(clk.Now().Add(30*time.Second)) {
 		t.Fatalf("lease record %+v", r)
+	}
+	if err := l.Check(); err != nil {
+		t.Fatalf("fresh lease: Check = %v", err)
 	}
 	return l
 }
@@ -454,11 +495,16 @@ func testLease(t *testing.T, ctx context.Context, s offsets.ObjectStore) {
 	clk := NewClock()
 	t0 := clk.Now()
 	a := acquire(t, ctx, s, ID("a"), clk)
+	if a.Epoch() != 1 {
+		t.Fatalf("first lease epoch %d, want 1", a.Epoch())
+	}
 
-	// A second broker is refused, naming the holder.
+	// A second broker that will not wait is refused, naming the holder.
 	clk.Advance(10 * time.Second)
-	_, err := offsets.AcquireLease(ctx, s, ID("b"), 30*time.Second, clk.Now)
-	wantHeld(t, err, ID("a"), t0.Add(30*time.Second))
+	noWait := clk.Opts()
+	noWait.NoWait = true
+	_, err := offsets.AcquireLease(ctx, s, ID("b"), 30*time.Second, noWait)
+	wantHeld(t, err, a.Identity(), t0.Add(30*time.Second))
 
 	// Renewal pushes the expiry out.
 	clk.Advance(10 * time.Second)
@@ -468,29 +514,82 @@ func testLease(t *testing.T, ctx context.Context, s offsets.ObjectStore) {
 	if got, want := a.ExpiresAt(), t0.Add(50*time.Second); !got.Equal(want) {
 		t.Fatalf("ExpiresAt after Renew = %v, want %v", got, want)
 	}
-	clk.Advance(25 * time.Second) // t0+45s: past the first expiry, not the renewed one
-	_, err = offsets.AcquireLease(ctx, s, ID("b"), 30*time.Second, clk.Now)
-	wantHeld(t, err, ID("a"), t0.Add(50*time.Second))
 
-	// The holder's own instance can re-acquire (a lost response).
+	// A contender that waits sees the holder renew while it watches: held.
+	var renewErr error
+	renewed := false
+	clk.OnSleep(func() {
+		if !renewed {
+			renewed = true
+			renewErr = a.Renew(ctx)
+		}
+	})
+	_, err = offsets.AcquireLease(ctx, s, ID("b"), 30*time.Second, clk.Opts())
+	clk.OnSleep(nil)
+	if renewErr != nil {
+		t.Fatal(renewErr)
+	}
+	wantHeld(t, err, a.Identity(), a.ExpiresAt())
+	if he := (*offsets.LeaseHeldError)(nil); !errors.As(err, &he) || !he.Renewed {
+		t.Fatalf("held error %v does not say the holder renewed", err)
+	}
+
+	// Monotonic self-fencing: without a renewal the holder stops
+	// acknowledging before a contender could take over.
+	if err := a.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := a.ValidFor(), 30*time.Second-offsets.LeaseMargin(30*time.Second); got != want {
+		t.Fatalf("ValidFor after Renew = %v, want %v", got, want)
+	}
+	clk.Advance(30*time.Second - offsets.LeaseMargin(30*time.Second) - time.Second)
+	if err := a.Check(); err != nil {
+		t.Fatalf("Check within TTL-margin of the last renewal: %v", err)
+	}
+	clk.Advance(2 * time.Second)
+	if err := a.Check(); !errors.Is(err, offsets.ErrLeaseExpired) {
+		t.Fatalf("Check past TTL-margin = %v, want ErrLeaseExpired", err)
+	}
+	if err := a.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Check(); err != nil {
+		t.Fatalf("Check after a late but successful Renew: %v", err)
+	}
+
+	// The holder's own instance re-acquires at once (a restart on its own
+	// disk); that is a new run: a new epoch, and the old run is fenced.
 	a2 := acquire(t, ctx, s, ID("a"), clk)
-	if !a2.Record().AcquiredAt.Equal(t0) {
-		t.Fatalf("re-acquire by the holder moved acquiredAt to %v", a2.Record().AcquiredAt)
+	if a2.Epoch() != a.Epoch()+1 {
+		t.Fatalf("re-acquire epoch %d, want %d", a2.Epoch(), a.Epoch()+1)
 	}
-	if err := a.Renew(ctx); err != nil { // a adopts a2's write
-		t.Fatalf("Renew after the same instance re-acquired: %v", err)
+	wantFenced(t, "the previous run's Renew", a.Renew(ctx), a2.Identity())
+	if err := a.Check(); !errors.Is(err, offsets.ErrFenced) {
+		t.Fatalf("the previous run's Check = %v, want ErrFenced", err)
 	}
 
-	// a dies; after expiry b takes over.
-	clk.Advance(31 * time.Second)
-	b := acquire(t, ctx, s, ID("b"), clk)
-	err = a.Renew(ctx)
-	wantFenced(t, "old holder's Renew", err, ID("b"))
-	wantFenced(t, "old holder's Renew again", a.Renew(ctx), ID("b"))
+	// a2 dies: a contender watches the unchanged lease for a full TTL on
+	// its monotonic clock, then takes over.
+	waited := time.Duration(0)
+	opts := clk.Opts()
+	opts.OnWait = func(held offsets.LeaseRecord, d time.Duration) { waited = d }
+	before := clk.Elapsed()
+	b, err := offsets.AcquireLease(ctx, s, ID("b"), 30*time.Second, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited != 30*time.Second || clk.Elapsed()-before < 30*time.Second {
+		t.Fatalf("takeover after watching %v (announced %v), want a full TTL", clk.Elapsed()-before, waited)
+	}
+	if b.Epoch() != a2.Epoch()+1 {
+		t.Fatalf("takeover epoch %d, want %d", b.Epoch(), a2.Epoch()+1)
+	}
+	wantFenced(t, "old holder's Renew", a2.Renew(ctx), b.Identity())
+	wantFenced(t, "old holder's Renew again", a2.Renew(ctx), b.Identity())
 	// The old holder's Release must not free b's lease.
-	wantFenced(t, "old holder's Release", a.Release(ctx), ID("b"))
-	_, err = offsets.AcquireLease(ctx, s, ID("c"), 30*time.Second, clk.Now)
-	wantHeld(t, err, ID("b"), clk.Now().Add(30*time.Second))
+	wantFenced(t, "old holder's Release", a2.Release(ctx), b.Identity())
+	_, err = offsets.AcquireLease(ctx, s, ID("c"), 30*time.Second, noWait)
+	wantHeld(t, err, b.Identity(), b.ExpiresAt())
 
 	// b shuts down cleanly: c gets the lease at once, no TTL wait.
 	if err := b.Renew(ctx); err != nil {
@@ -502,22 +601,54 @@ func testLease(t *testing.T, ctx context.Context, s offsets.ObjectStore) {
 	if err := b.Renew(ctx); err == nil {
 		t.Fatal("Renew after Release succeeded")
 	}
+	if err := b.Check(); err == nil {
+		t.Fatal("Check after Release succeeded")
+	}
+	before = clk.Elapsed()
 	c := acquire(t, ctx, s, ID("c"), clk)
+	if clk.Elapsed() != before {
+		t.Fatalf("acquiring a released lease waited %v", clk.Elapsed()-before)
+	}
 	if err := c.Renew(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
 
+// testLeaseSkew: a contender whose wall clock runs an hour ahead must not
+// take over a lease its holder keeps renewing (wall clocks are never
+// compared).
+func testLeaseSkew(t *testing.T, ctx context.Context, s offsets.ObjectStore) {
+	clk := NewClock()
+	a := acquire(t, ctx, s, ID("a"), clk)
+	skewed := clk.Opts()
+	skewed.Now = func() time.Time { return clk.Now().Add(time.Hour) }
+	clk.OnSleep(func() {
+		if err := a.Renew(ctx); err != nil {
+			t.Errorf("holder's Renew: %v", err)
+		}
+	})
+	defer clk.OnSleep(nil)
+	_, err := offsets.AcquireLease(ctx, s, ID("b"), 30*time.Second, skewed)
+	if !errors.Is(err, offsets.ErrLeaseHeld) {
+		t.Fatalf("a contender with a skewed clock: %v, want ErrLeaseHeld", err)
+	}
+	if err := a.Renew(ctx); err != nil {
+		t.Fatalf("the holder was fenced by a skewed contender: %v", err)
+	}
+}
+
 func testLeaseRacing(t *testing.T, ctx context.Context, s offsets.ObjectStore) {
 	clk := NewClock()
-	contend := func(what string, ids ...offsets.Identity) offsets.Identity {
+	contend := func(what string, ids ...offsets.Identity) *offsets.Lease {
 		t.Helper()
 		leases := make([]*offsets.Lease, len(ids))
 		errs := make([]error, len(ids))
 		var wg sync.WaitGroup
+		opts := clk.Opts()
+		opts.NoWait = true // the losers must not wait out the winner's TTL
 		for i, id := range ids {
 			wg.Go(func() {
-				leases[i], errs[i] = offsets.AcquireLease(ctx, s, id, 30*time.Second, clk.Now)
+				leases[i], errs[i] = offsets.AcquireLease(ctx, s, id, 30*time.Second, opts)
 			})
 		}
 		wg.Wait()
@@ -535,17 +666,19 @@ func testLeaseRacing(t *testing.T, ctx context.Context, s offsets.ObjectStore) {
 		}
 		for i, err := range errs {
 			if i != winner {
-				wantHeld(t, err, ids[winner], clk.Now().Add(30*time.Second))
+				wantHeld(t, err, leases[winner].Identity(), clk.Now().Add(30*time.Second))
 			}
 		}
 		if err := leases[winner].Renew(ctx); err != nil {
 			t.Fatalf("%s: winner's Renew: %v", what, err)
 		}
-		return ids[winner]
+		return leases[winner]
 	}
 	// On an empty prefix: if-absent decides.
-	contend("empty prefix", ID("p"), ID("q"), ID("r"))
-	// On an expired lease: if-match on its ETag decides.
-	clk.Advance(time.Minute)
-	contend("expired lease", ID("s"), ID("u"), ID("v"))
+	w := contend("empty prefix", ID("p"), ID("q"), ID("r"))
+	// On a released lease: if-match on its ETag decides.
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	contend("released lease", ID("s"), ID("u"), ID("v"))
 }
