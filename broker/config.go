@@ -42,6 +42,8 @@ type Config struct {
 	ConfigFlush      time.Duration `env:"-"` // config files persisted this often when dirty; default 5s
 	MaxHold          time.Duration `env:"-"` // cap on a long-poll hold; default 25s
 	CQEntriesPerFile int           `env:"-"` // consumequeue file size in entries; default 300,000
+	ReserveQueueMin  int64         `env:"-"` // least queue-offset reservation per checkpoint; default 65,536
+	ReserveLogMin    int64         `env:"-"` // least commitlog reservation per checkpoint; default 1 GiB
 }
 
 func (c Config) withDefaults() Config {

@@ -113,6 +113,20 @@ const (
 	logReserveMin = 1 << 30
 )
 
+func (d *durability) queueReserveMin() int64 {
+	if n := d.b.cfg.ReserveQueueMin; n > 0 {
+		return n
+	}
+	return queueReserveMin
+}
+
+func (d *durability) logReserveMin() int64 {
+	if n := d.b.cfg.ReserveLogMin; n > 0 {
+		return n
+	}
+	return logReserveMin
+}
+
 // errNotCheckpointed: a send to a queue no durable checkpoint lists yet,
 // and the checkpoint that would list it did not succeed.
 var errNotCheckpointed = errors.New("broker: the bucket checkpoint does not list this queue yet")
@@ -253,10 +267,10 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 		// the most of two segments, four times what the last interval
 		// wrote, and logReserveMin. The watcher checkpoints early when
 		// half of it is used.
-		Reserved:         end + max(2*int64(b.cfg.SegmentSize), 4*grew, logReserveMin),
+		Reserved:         end + max(2*int64(b.cfg.SegmentSize), 4*grew, d.logReserveMin()),
 		Floor:            b.store.MinPhysOffset(),
 		Queues:           map[string]map[string]queueRangeJSON{},
-		NewQueueReserved: queueReserveMin,
+		NewQueueReserved: d.queueReserveMin(),
 		Clean:            clean,
 		DrainFailed:      drainFailed,
 	}
@@ -271,7 +285,7 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 				cl.Queues[topic] = map[string]queueRangeJSON{}
 			}
 			k := queueKey{topic, q}
-			res := mx + max(queueReserveMin, 4*max(mx-d.prevMax[k], 0))
+			res := mx + max(d.queueReserveMin(), 4*max(mx-d.prevMax[k], 0))
 			d.prevMax[k] = mx
 			qres[k] = res
 			cl.Queues[topic][strconv.Itoa(int(q))] = queueRangeJSON{Min: b.store.MinQueueOffset(topic, q), Max: mx, Reserved: res}
@@ -336,7 +350,7 @@ func (d *durability) save(ctx context.Context, clean bool, drainFailed *offsetRa
 	d.mu.Unlock()
 	// The store may now hand out offsets up to what this checkpoint
 	// reserved, and sends may go to every queue it lists.
-	r := &store.Reservation{Log: p.log, Queues: map[string]map[int32]int64{}, Default: queueReserveMin}
+	r := &store.Reservation{Log: p.log, Queues: map[string]map[int32]int64{}, Default: d.queueReserveMin()}
 	for k, v := range p.queues {
 		if r.Queues[k.topic] == nil {
 			r.Queues[k.topic] = map[int32]int64{}
