@@ -101,7 +101,7 @@ func TestStoreDiskFullRecovers(t *testing.T) {
 	}
 	cases := []diskFullCase{
 		{name: "checkpoint", match: func(op errorfs.Op, path string) bool {
-			return op == errorfs.OpFileWrite && strings.HasSuffix(path, checkpointName+".tmp")
+			return op == errorfs.OpFileWrite && strings.Contains(path, "/"+checkpointName+".tmp")
 		}, hit: flushFails},
 		{name: "checkpoint-rename-dir-sync", match: func(op errorfs.Op, path string) bool {
 			return op == errorfs.OpFileSync && path == "/data/store"
@@ -260,7 +260,7 @@ func testDiskFullCase(t *testing.T, c diskFullCase) {
 func TestStoreDiskFullRecoversByItself(t *testing.T) {
 	mem := vfs.NewMem()
 	inj := &noSpace{match: func(op errorfs.Op, path string) bool {
-		return op == errorfs.OpFileWrite && strings.HasSuffix(path, checkpointName+".tmp")
+		return op == errorfs.OpFileWrite && strings.Contains(path, "/"+checkpointName+".tmp")
 	}}
 	o := testOpts(errorfs.Wrap(mem, inj))
 	o.FlushInterval = 20 * time.Millisecond
