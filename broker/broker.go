@@ -203,6 +203,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		Flush:            flush,
 		FlushInterval:    cfg.FlushInterval,
 		MaxMessageSize:   int(cfg.MaxMessageSize),
+		MinFreeBytes:     uint64(cfg.MinFreeSpace), // 0: the store's default
 		StoreHost:        b.storeHost,
 		Logger:           b.log,
 		OnDispatch:       b.hold.notify,

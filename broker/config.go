@@ -26,6 +26,7 @@ type Config struct {
 	MaxMessageSize  bytesize.Size `env:"MAX_MESSAGE_SIZE" envDefault:"4MiB" help:"largest accepted message (whole record)"`
 	FlushInterval   time.Duration `env:"FLUSH_INTERVAL" envDefault:"500ms" help:"async flush period"`
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s" help:"graceful shutdown deadline"`
+	MinFreeSpace    bytesize.Size `env:"MIN_FREE_SPACE" help:"refuse sends (SERVICE_NOT_AVAILABLE) while the data dir's volume has less free space than this (default: 5% of the volume, at most 256MiB)"`
 
 	// Tiering (used when a bucket is configured; cmd opens STRATAMQ_BUCKET).
 	LocalRetention     bytesize.Size `env:"LOCAL_RETENTION" envDefault:"1GiB" help:"bytes of sealed, uploaded segments kept on local disk (0 = drop right after upload)"`
@@ -111,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxMessageSize < 1024 || c.MaxMessageSize > 15<<20 {
 		return fmt.Errorf("STRATAMQ_MAX_MESSAGE_SIZE=%s: want 1KiB..15MiB", c.MaxMessageSize)
+	}
+	if c.MinFreeSpace < 0 {
+		return fmt.Errorf("STRATAMQ_MIN_FREE_SPACE=%s: want >= 0 (0: 5%% of the volume, at most 256MiB)", c.MinFreeSpace)
 	}
 	if c.LocalRetention < 0 {
 		return fmt.Errorf("STRATAMQ_LOCAL_RETENTION=%s: want >= 0", c.LocalRetention)

@@ -43,3 +43,20 @@ func TestConfigEnvFlagsAndDefaults(t *testing.T) {
 		t.Fatal("unknown flag accepted")
 	}
 }
+
+// STRATAMQ_MIN_FREE_SPACE: 0 by default (the store computes 5% of the
+// volume, at most 256 MiB), a size from the environment or the flag.
+func TestConfigMinFreeSpace(t *testing.T) {
+	cfg, _, err := loadConfig("serve", nil, map[string]string{})
+	if err != nil || cfg.MinFreeSpace != 0 {
+		t.Fatalf("default: %v %v", cfg.MinFreeSpace, err)
+	}
+	cfg, _, err = loadConfig("serve", nil, map[string]string{"STRATAMQ_MIN_FREE_SPACE": "8MiB"})
+	if err != nil || cfg.MinFreeSpace != 8<<20 {
+		t.Fatalf("from the environment: %v %v", cfg.MinFreeSpace, err)
+	}
+	cfg, _, err = loadConfig("serve", []string{"--min-free-space", "512k"}, map[string]string{"STRATAMQ_MIN_FREE_SPACE": "8MiB"})
+	if err != nil || cfg.MinFreeSpace != 512<<10 {
+		t.Fatalf("from the flag: %v %v", cfg.MinFreeSpace, err)
+	}
+}
