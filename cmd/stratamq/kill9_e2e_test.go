@@ -21,6 +21,7 @@ type binaryServe struct {
 	cmd    *exec.Cmd
 	exited chan error
 	logs   *syncBuffer
+	ready  time.Time // when it was seen serving (set by the test)
 }
 
 func buildBinary(t *testing.T) string {
