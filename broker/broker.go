@@ -304,6 +304,13 @@ func (b *Broker) Run(ctx context.Context) error {
 		// The drain gets three quarters of the budget: the final
 		// checkpoint and the lease release need the rest.
 		drainCtx, dc := context.WithTimeout(shutdownCtx, b.cfg.ShutdownTimeout*3/4)
+		if b.dur != nil {
+			if r := b.tier.pendingRange(); r.To > r.From {
+				if e := b.dur.markDraining(drainCtx, r); e != nil {
+					b.log.Warn("could not record the drain in the bucket checkpoint", "err", e)
+				}
+			}
+		}
 		e := b.tier.drain(drainCtx)
 		dc()
 		if e != nil {

@@ -89,15 +89,16 @@ type durability struct {
 	// knows every queue that may have been written.
 	covered atomic.Pointer[map[string]int32]
 
-	saveMu   sync.Mutex         // serializes save
-	finished bool               // the final checkpoint was attempted; guarded by saveMu
-	pending  pendingReservation // reservations of the checkpoint being written; guarded by mu
-	mu       sync.Mutex         // guards the fields below
-	prevHWM  int64
-	reserved int64              // commitlog reservation of the last checkpoint written
-	prevMax  map[queueKey]int64 // queue max at the previous checkpoint
-	qres     map[queueKey]int64 // queue reservations of the last checkpoint written
-	lastTry  time.Time          // of the last checkpoint attempt while none is written yet
+	saveMu    sync.Mutex         // serializes save
+	finished  bool               // the final checkpoint was attempted; guarded by saveMu
+	drainMark *offsetRange       // set when a drain begins: kept in every checkpoint until the final one; guarded by saveMu
+	pending   pendingReservation // reservations of the checkpoint being written; guarded by mu
+	mu        sync.Mutex         // guards the fields below
+	prevHWM   int64
+	reserved  int64              // commitlog reservation of the last checkpoint written
+	prevMax   map[queueKey]int64 // queue max at the previous checkpoint
+	qres      map[queueKey]int64 // queue reservations of the last checkpoint written
+	lastTry   time.Time          // of the last checkpoint attempt while none is written yet
 }
 
 // Reservation headroom. Generous on purpose: a reservation costs nothing
@@ -313,9 +314,24 @@ type pendingReservation struct {
 
 // checkpoint renews the lease and writes a checkpoint. Once fenced it
 // writes nothing, ever.
-func (d *durability) checkpoint(ctx context.Context) error { return d.save(ctx, false, nil) }
+func (d *durability) checkpoint(ctx context.Context) error { return d.save(ctx, false, false, nil) }
 
-func (d *durability) save(ctx context.Context, clean bool, drainFailed *offsetRange) error {
+// markDraining writes a checkpoint saying that a drain began with r not
+// yet in the bucket (drainFailed = r), before the drain: if the drain then
+// fails and the final checkpoint cannot be written either (a bucket that
+// stops answering), the bucket still says that a stop left messages on
+// local disk, and an empty disk refuses to start over them. Every later
+// checkpoint keeps the mark until the final one.
+func (d *durability) markDraining(ctx context.Context, r *offsetRange) error {
+	d.saveMu.Lock()
+	d.drainMark = r
+	d.saveMu.Unlock()
+	return d.checkpoint(ctx)
+}
+
+// save writes a checkpoint; final marks the last one of a shutdown, clean
+// a complete drain, drainFailed the range an incomplete one left.
+func (d *durability) save(ctx context.Context, final, clean bool, drainFailed *offsetRange) error {
 	// One save at a time, and none after the final one: a periodic
 	// checkpoint landing after it would make a clean stop look like a crash.
 	d.saveMu.Lock()
@@ -323,8 +339,10 @@ func (d *durability) save(ctx context.Context, clean bool, drainFailed *offsetRa
 	if d.finished {
 		return nil
 	}
-	if clean || drainFailed != nil {
+	if final {
 		d.finished = true
+	} else {
+		drainFailed = d.drainMark
 	}
 	if d.fenced.Load() {
 		return offsets.ErrFenced
@@ -458,7 +476,7 @@ func (d *durability) run(ctx context.Context) {
 // clean only when the drain uploaded everything; otherwise it records the
 // range left on local disk (drainFailed).
 func (d *durability) final(ctx context.Context, drainFailed *offsetRange) error {
-	err := d.save(ctx, drainFailed == nil, drainFailed)
+	err := d.save(ctx, true, drainFailed == nil, drainFailed)
 	if !d.fenced.Load() {
 		err = errors.Join(err, d.lease.Release(ctx))
 	}

@@ -245,8 +245,16 @@ func TestBrokerNeverSetsAsideWhatTheBucketLacks(t *testing.T) {
 // the checkpoint said clean, Run returned nil and the new broker started
 // without the tail.
 func TestBrokerDrainTimeoutIsNotClean(t *testing.T) {
+	t.Run("final checkpoint written", func(t *testing.T) { testDrainTimeout(t, false) })
+	// The bucket stops answering altogether during the drain: the mark
+	// written when the drain began still makes an empty disk refuse.
+	t.Run("bucket gone during the drain", func(t *testing.T) { testDrainTimeout(t, true) })
+}
+
+func testDrainTimeout(t *testing.T, goneDuringDrain bool) {
 	inner := tier.NewMem()
-	bucket := &faultBucket{Bucket: inner, match: func(k string) bool { return strings.HasSuffix(k, ".seg") }}
+	var gone atomic.Bool
+	bucket := &faultBucket{Bucket: inner, match: func(k string) bool { return gone.Load() || strings.HasSuffix(k, ".seg") }}
 	dir := t.TempDir()
 	cfg := func(dir string) Config {
 		return Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, LeaseTTL: 2 * time.Second,
@@ -267,6 +275,13 @@ func TestBrokerDrainTimeoutIsNotClean(t *testing.T) {
 	end := b.store.MaxPhysOffset()
 	bucket.down.Store(true) // segment uploads fail from now on
 	cancel()
+	if goneDuringDrain {
+		waitCond(t, 10*time.Second, "the drain recorded in the bucket", func() bool {
+			st, _ := bucketCommitLog(t, inner)
+			return st.DrainFailed != nil
+		})
+		gone.Store(true)
+	}
 	var runErr error
 	select {
 	case runErr = <-done:
@@ -280,6 +295,7 @@ func TestBrokerDrainTimeoutIsNotClean(t *testing.T) {
 	if st.Clean || st.DrainFailed == nil || st.DrainFailed.From != 0 || st.DrainFailed.To != end {
 		t.Fatalf("final checkpoint clean=%v drainFailed=%+v, want not clean with [0, %d)", st.Clean, st.DrainFailed, end)
 	}
+	gone.Store(false)
 
 	// An empty disk refuses, naming the range.
 	_, err = New(cfg(t.TempDir()), Deps{Logger: discardLogger(), Bucket: bucket})
