@@ -139,8 +139,11 @@ func (b *Broker) prepareSend(req *remoting.Command, h *remoting.SendMessageReque
 	if b.cfg.BrokerID != 0 {
 		return remoting.TopicConfig{}, errResponse(req, remoting.NoPermission, fmt.Sprintf("the broker[%s] is a slave and refuses writes", b.advertise))
 	}
-	if err := validTopicName(h.Topic); err != nil {
-		return remoting.TopicConfig{}, errResponse(req, remoting.MessageIllegal, err.Error())
+	if r := badTopic(req, h.Topic); r != nil {
+		return remoting.TopicConfig{}, r
+	}
+	if remoting.IsNotAllowedSendTopic(h.Topic) {
+		return remoting.TopicConfig{}, errResponse(req, remoting.NoPermission, fmt.Sprintf("Sending message to topic[%s] is forbidden.", h.Topic))
 	}
 	if h.Topic == DefaultTopic {
 		return remoting.TopicConfig{}, errResponse(req, remoting.NoPermission, "the topic "+DefaultTopic+" is reserved as the auto-create template")
@@ -149,7 +152,11 @@ func (b *Broker) prepareSend(req *remoting.Command, h *remoting.SendMessageReque
 	if !ok {
 		switch {
 		case strings.HasPrefix(h.Topic, RetryGroupTopicPrefix):
-			g := b.groups.GetOrCreate(strings.TrimPrefix(h.Topic, RetryGroupTopicPrefix))
+			group := strings.TrimPrefix(h.Topic, RetryGroupTopicPrefix)
+			if r := badGroup(req, group); r != nil {
+				return tc, r
+			}
+			g := b.groups.GetOrCreate(group)
 			tc, _ = b.topics.CreateSystemTopic(h.Topic, max(int32(g.RetryQueueNums), 1), PermRead|PermWrite)
 			b.requestRegister()
 		case b.cfg.AutoCreateTopic:
@@ -205,7 +212,7 @@ func (b *Broker) retryOrDLQ(req *remoting.Command, topic string, queueID, recons
 // putError maps a store error to a RocketMQ response.
 func (b *Broker) putError(req *remoting.Command, err error) *remoting.Command {
 	switch {
-	case errors.Is(err, store.ErrMessageTooLarge):
+	case errors.Is(err, store.ErrMessageTooLarge), errors.Is(err, store.ErrInvalidTopic):
 		return errResponse(req, remoting.MessageIllegal, err.Error())
 	case errors.Is(err, store.ErrFlushTimeout):
 		return errResponse(req, remoting.FlushDiskTimeout, err.Error())

@@ -33,6 +33,9 @@ func (b *Broker) doPull(ctx context.Context, c *remoting.Conn, req *remoting.Com
 	if err := h.Decode(req.ExtFields); err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
+	if r := badTopicAndGroup(req, h.Topic, h.ConsumerGroup); r != nil {
+		return r
+	}
 	tc, ok := b.topics.Get(h.Topic)
 	if !ok {
 		return errResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))

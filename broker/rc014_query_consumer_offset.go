@@ -21,6 +21,9 @@ func (b *Broker) queryConsumerOffset(ctx context.Context, c *remoting.Conn, req 
 	if err := h.Decode(req.ExtFields); err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
+	if r := badTopicAndGroup(req, h.Topic, h.ConsumerGroup); r != nil {
+		return r
+	}
 	off, ok := b.offsets.Query(h.ConsumerGroup, h.Topic, h.QueueID)
 	if !ok || off < 0 {
 		if !b.queueStartsHot(h.Topic, h.QueueID) {

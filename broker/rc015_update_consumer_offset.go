@@ -27,6 +27,9 @@ func (b *Broker) updateConsumerOffset(ctx context.Context, c *remoting.Conn, req
 	if b.cfg.BrokerID != 0 {
 		return errResponse(req, remoting.NoPermission, "a slave does not take consumer offsets")
 	}
+	if r := badTopicAndGroup(req, h.Topic, h.ConsumerGroup); r != nil {
+		return r
+	}
 	tc, ok := b.topics.Get(h.Topic)
 	if !ok {
 		return errResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please! (consumer offset of group %s not stored)", h.Topic, h.ConsumerGroup))

@@ -13,8 +13,11 @@ func (b *Broker) updateAndCreateTopic(ctx context.Context, c *remoting.Conn, req
 	if err := h.Decode(req.ExtFields); err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
-	if err := validTopicName(h.Topic); err != nil {
-		return errResponse(req, remoting.SystemError, err.Error())
+	if r := badTopic(req, h.Topic); r != nil {
+		return r
+	}
+	if r := systemTopicConflict(req, h.Topic); r != nil {
+		return r
 	}
 	if h.Topic == b.cfg.Cluster || h.Topic == b.cfg.BrokerName {
 		return errResponse(req, remoting.SystemError, fmt.Sprintf("the topic[%s] is conflict with system reserved words", h.Topic))

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/stratamq/stratamq/remoting"
@@ -11,17 +12,26 @@ import (
 // heartBeat handles HEART_BEAT (34): it registers the client's producer and
 // consumer groups, remembers each consumer group's subscriptions (pulls
 // filter with them), creates %RETRY%<group> for clustering consumers and
-// tells the group to rebalance when its client set changed.
+// tells the group to rebalance when its client set changed. A consumer
+// group that fails remoting.ValidateGroup is skipped and the answer is
+// SYSTEM_ERROR naming it; the rest of the heartbeat is applied.
 func (b *Broker) heartBeat(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var hb remoting.HeartbeatData
 	if err := json.Unmarshal(req.Body, &hb); err != nil {
 		return errResponse(req, remoting.SystemError, "decode heartbeat body: "+err.Error())
 	}
 	now := time.Now()
+	var refused []string
 	for _, cd := range hb.ConsumerDataSet {
+		if err := remoting.ValidateGroup(cd.GroupName); err != nil {
+			refused = append(refused, err.Error())
+			continue
+		}
 		g := b.groups.GetOrCreate(cd.GroupName)
 		if cd.MessageModel != "BROADCASTING" && g.RetryQueueNums > 0 {
-			if _, created := b.topics.CreateSystemTopic(RetryGroupTopicPrefix+cd.GroupName, int32(g.RetryQueueNums), PermRead|PermWrite); created {
+			if retry, err := retryTopicFor(cd.GroupName); err != nil {
+				b.log.Warn("consumer group has no retry topic; its failed messages cannot be sent back", "group", cd.GroupName, "err", err)
+			} else if _, created := b.topics.CreateSystemTopic(retry, int32(g.RetryQueueNums), PermRead|PermWrite); created {
 				b.requestRegister()
 			}
 		}
@@ -43,6 +53,9 @@ func (b *Broker) heartBeat(ctx context.Context, c *remoting.Conn, req *remoting.
 	}
 	for _, pd := range hb.ProducerDataSet {
 		b.producers.Register(pd.GroupName, hb.ClientID, c, now)
+	}
+	if len(refused) > 0 {
+		return errResponse(req, remoting.SystemError, "consumer groups refused (the rest of the heartbeat was applied): "+strings.Join(refused, "; "))
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
 }

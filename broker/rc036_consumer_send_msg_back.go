@@ -21,6 +21,13 @@ func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req 
 	if err := h.Decode(req.ExtFields); err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
+	if r := badGroup(req, h.Group); r != nil {
+		return r
+	}
+	retryTopic, err := retryTopicFor(h.Group)
+	if err != nil {
+		return errResponse(req, remoting.SystemError, err.Error())
+	}
 	g := b.groups.GetOrCreate(h.Group)
 	if g.RetryQueueNums <= 0 {
 		return remoting.NewResponse(req, remoting.Success, "")
@@ -50,7 +57,7 @@ func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req 
 	if req.Version >= 121 && h.MaxReconsumeTimes > 0 {
 		maxTimes = h.MaxReconsumeTimes
 	}
-	topic := RetryGroupTopicPrefix + h.Group
+	topic := retryTopic
 	queueID := rand.Int32N(max(int32(g.RetryQueueNums), 1))
 	if rec.ReconsumeTimes >= maxTimes || h.DelayLevel < 0 {
 		topic, queueID = DLQGroupTopicPrefix+h.Group, 0

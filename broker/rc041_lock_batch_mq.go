@@ -66,6 +66,9 @@ func (b *Broker) lockBatchMQ(ctx context.Context, c *remoting.Conn, req *remotin
 	if err := json.Unmarshal(req.Body, &body); err != nil {
 		return errResponse(req, remoting.SystemError, "decode lock body: "+err.Error())
 	}
+	if r := badMQSet(req, body); r != nil {
+		return r
+	}
 	ok := b.locks.tryLock(body.ConsumerGroup, body.ClientID, body.MQSet, time.Now())
 	if ok == nil {
 		ok = []remoting.MessageQueue{}

@@ -13,6 +13,9 @@ func (b *Broker) unlockBatchMQ(ctx context.Context, c *remoting.Conn, req *remot
 	if err := json.Unmarshal(req.Body, &body); err != nil {
 		return errResponse(req, remoting.SystemError, "decode unlock body: "+err.Error())
 	}
+	if r := badMQSet(req, body); r != nil {
+		return r
+	}
 	b.locks.unlock(body.ConsumerGroup, body.ClientID, body.MQSet)
 	return remoting.NewResponse(req, remoting.Success, "")
 }

@@ -14,8 +14,8 @@ func (b *Broker) updateAndCreateSubscriptionGroup(ctx context.Context, c *remoti
 	if err := json.Unmarshal(req.Body, &g); err != nil {
 		return errResponse(req, remoting.SystemError, "decode subscription group: "+err.Error())
 	}
-	if g.GroupName == "" {
-		return errResponse(req, remoting.SystemError, "the subscription group name is empty")
+	if r := badGroup(req, g.GroupName); r != nil {
+		return r
 	}
 	b.groups.Put(g)
 	if err := b.groups.Save(); err != nil {

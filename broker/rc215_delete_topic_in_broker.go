@@ -7,14 +7,19 @@ import (
 )
 
 // deleteTopicInBroker handles DELETE_TOPIC_IN_BROKER (215): the topic's
-// config, its consume queues and every group's offsets on it go.
+// config, its consume queues and every group's offsets on it go. An invalid
+// name or a RocketMQ system topic (TBW102, SCHEDULE_TOPIC_XXXX, rmq_sys_*,
+// ...) is refused with SYSTEM_ERROR, as in 4.9, before anything is touched.
 func (b *Broker) deleteTopicInBroker(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var h remoting.DeleteTopicRequestHeader
 	if err := h.Decode(req.ExtFields); err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
-	if h.Topic == DefaultTopic {
-		return errResponse(req, remoting.NoPermission, "the topic "+DefaultTopic+" cannot be deleted")
+	if r := badTopic(req, h.Topic); r != nil {
+		return r
+	}
+	if r := systemTopicConflict(req, h.Topic); r != nil {
+		return r
 	}
 	b.topics.Delete(h.Topic)
 	b.offsets.DeleteTopic(h.Topic)

@@ -162,21 +162,3 @@ func (m *TopicConfigManager) Save() error {
 		return json.MarshalIndent(topicsJSON{TopicConfigTable: t, DataVersion: v}, "", "\t")
 	})
 }
-
-// validTopicName applies RocketMQ's rules: [%|a-zA-Z0-9_-]+, at most 127
-// bytes (the V1 record's 1-byte topic length).
-func validTopicName(t string) error {
-	if t == "" {
-		return fmt.Errorf("the specified topic is blank")
-	}
-	if len(t) > 127 {
-		return fmt.Errorf("the specified topic is longer than topic max length 127")
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if !(c == '%' || c == '|' || c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return fmt.Errorf("the specified topic[%s] contains illegal characters, allowing only ^[%%|a-zA-Z0-9_-]+$", t)
-		}
-	}
-	return nil
-}

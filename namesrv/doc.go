@@ -24,6 +24,11 @@
 //
 // Any other code is answered REQUEST_CODE_NOT_SUPPORTED.
 //
+// Names: DELETE_TOPIC_IN_NAMESRV refuses a topic that fails
+// remoting.ValidateTopic (RocketMQ's charset, 127 bytes) with SYSTEM_ERROR;
+// REGISTER_BROKER skips such topics of a broker's table (logged, no route);
+// PUT_KV_CONFIG refuses a blank or over-long (255 bytes) namespace or key.
+//
 // # Route semantics (docs/rocketmq-protocol.md §5.2)
 //
 //   - REGISTER_BROKER adds the address under its broker id (an address

@@ -41,7 +41,11 @@ func (ns *NameServer) registerBroker(c *remoting.Conn, req *remoting.Command) *r
 	if c != nil {
 		connID = c.ID()
 	}
-	rh, first := ns.register(h, body, connID)
+	rh, first, skipped := ns.register(h, body, connID)
+	if len(skipped) > 0 {
+		ns.log.Warn("namesrv: broker registered topics with invalid names; they get no route", "broker", h.BrokerName,
+			"addr", h.BrokerAddr, "topics", len(skipped), "first", skipped[0])
+	}
 	if first {
 		ns.log.Info("namesrv: broker registered", "cluster", h.ClusterName, "broker", h.BrokerName,
 			"id", h.BrokerID, "addr", h.BrokerAddr, "topics", len(body.TopicConfigSerializeWrapper.TopicConfigTable))
@@ -56,9 +60,10 @@ func (ns *NameServer) registerBroker(c *remoting.Conn, req *remoting.Command) *r
 	return resp
 }
 
-// register applies one registration and returns the response header and
-// whether this address was new under that id.
-func (ns *NameServer) register(h remoting.RegisterBrokerRequestHeader, body remoting.RegisterBrokerBody, connID uint64) (remoting.RegisterBrokerResponseHeader, bool) {
+// register applies one registration and returns the response header,
+// whether this address was new under that id, and the remarks of the
+// topics skipped because their names fail remoting.ValidateTopic.
+func (ns *NameServer) register(h remoting.RegisterBrokerRequestHeader, body remoting.RegisterBrokerBody, connID uint64) (rh remoting.RegisterBrokerResponseHeader, first bool, skipped []string) {
 	now := ns.cfg.Clock()
 	timeout := ns.cfg.BrokerExpiry
 	if h.HeartbeatTimeoutMillis > 0 {
@@ -98,7 +103,7 @@ func (ns *NameServer) register(h remoting.RegisterBrokerRequestHeader, body remo
 
 	key := brokerKey{h.ClusterName, h.BrokerAddr}
 	prev := ns.mu.live[key]
-	first := !had || old != h.BrokerAddr || prev == nil
+	first = !had || old != h.BrokerAddr || prev == nil
 
 	if h.BrokerID == remoting.MasterID {
 		changed := prev == nil || !prev.dataVersion.Equal(wrapper.DataVersion)
@@ -106,6 +111,10 @@ func (ns *NameServer) register(h remoting.RegisterBrokerRequestHeader, body remo
 			for topic, tc := range wrapper.TopicConfigTable {
 				if topic == "" {
 					topic = tc.TopicName
+				}
+				if err := remoting.ValidateTopic(topic); err != nil {
+					skipped = append(skipped, err.Error())
+					continue
 				}
 				qds := ns.mu.topics[topic]
 				if qds == nil {
@@ -133,7 +142,6 @@ func (ns *NameServer) register(h remoting.RegisterBrokerRequestHeader, body remo
 		connID:       connID,
 	}
 
-	var rh remoting.RegisterBrokerResponseHeader
 	if h.BrokerID != remoting.MasterID {
 		if masterAddr, ok := bd.BrokerAddrs[remoting.MasterID]; ok {
 			if m := ns.mu.live[brokerKey{h.ClusterName, masterAddr}]; m != nil {
@@ -142,5 +150,5 @@ func (ns *NameServer) register(h remoting.RegisterBrokerRequestHeader, body remo
 			}
 		}
 	}
-	return rh, first
+	return rh, first, skipped
 }

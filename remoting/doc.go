@@ -51,4 +51,12 @@
 // Handler.
 //
 // Codes a handler does not serve are answered with NotSupported(req).
+//
+// # Names
+//
+// ValidateTopic and ValidateGroup are RocketMQ 4.9's name rules
+// (^[%|a-zA-Z0-9_-]+$, topics up to 127 bytes, groups up to 255);
+// IsSystemTopic and IsNotAllowedSendTopic its system-topic sets. The broker
+// and the name server check every name a request takes to a path, a table
+// key or a config table with them (names.go).
 package remoting

@@ -82,6 +82,13 @@
 //
 // # Consumequeue
 //
+// A topic must be one plain path element (names.go: not empty, "." or "..",
+// no '/', '\' or NUL); anything else is ErrInvalidTopic from Put and
+// DeleteTopic. A record read back from the log with such a topic (recovery,
+// AppendRaw) stays in the commitlog without a consumequeue entry, and
+// recovery neither opens nor removes a directory under consumequeue/ whose
+// name is not a valid topic.
+//
 // <Dir>/consumequeue/<topic>/<queueId>/<20-digit start byte offset>, files of
 // CQEntriesPerFile (300,000) entries of 20 bytes; queue offset n lives at
 // byte n*20 of the queue, so file names are 00000000000000000000,

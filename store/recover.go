@@ -333,6 +333,9 @@ func (s *Store) loadQueues() error {
 		return fmt.Errorf("store: list consumequeues: %w", err)
 	}
 	for _, topic := range topics {
+		if s.skipQueueDir(topic) {
+			continue
+		}
 		tdir := filepath.Join(s.cqDir, topic)
 		ids, err := s.fs.ReadDir(tdir)
 		if err != nil {

@@ -244,6 +244,9 @@ func (s *Store) installRestored(rs *restoreState) {
 		s.cidx.setLimit(rs.logStart)
 	}
 	for _, r := range rs.queues {
+		if checkTopic(r.topic) != nil {
+			continue // never dispatched (names.go): nothing to serve
+		}
 		q := s.queueOrCreate([]byte(r.topic), r.id)
 		q.mu.Lock()
 		q.coldEnd = r.coldEnd

@@ -54,6 +54,8 @@ type Store struct {
 	topics map[string]map[int32]*cqueue
 	fds    *fdCache // open consumequeue files (Options.MaxOpenQueueFiles)
 
+	badTopics atomic.Int64 // records read back whose topic is invalid (names.go)
+
 	flushMu   sync.Mutex    // serializes flushAll and DeleteTopic
 	clSyncMu  sync.Mutex    // serializes commitlog fsyncs; guards syncedTo
 	flushed   atomic.Int64  // commitlog bytes known durable
@@ -210,8 +212,8 @@ func (s *Store) Validate(m *Message) error {
 }
 
 func (s *Store) validate(m *Message) (int, int32, error) {
-	if len(m.Topic) == 0 {
-		return 0, 0, errors.New("store: empty topic")
+	if err := checkTopic(m.Topic); err != nil {
+		return 0, 0, err
 	}
 	if len(m.Topic) > MaxTopicLen {
 		return 0, 0, fmt.Errorf("%w: topic %.32q... is %d bytes, the limit is %d", ErrMessageTooLarge, m.Topic, len(m.Topic), MaxTopicLen)
@@ -822,7 +824,7 @@ func (s *Store) tagsCode(m *recordMeta) int64 {
 // dispatchMeta adds the consumequeue entry of a record read from the log
 // (AppendRaw, recovery). Caller holds s.mu or is recovering.
 func (s *Store) dispatchMeta(m *recordMeta, tags int64) error {
-	if notDispatched(m.sysFlag) {
+	if notDispatched(m.sysFlag) || s.skipRecordTopic(m.topic) {
 		return nil
 	}
 	q := s.queueOrCreate(m.topic, m.queueID)
@@ -1103,6 +1105,9 @@ func (s *Store) MinQueueOffset(topic string, queueID int32) int64 {
 // DeleteTopic removes the consumequeues of topic. Its records stay in the
 // commitlog until retention removes their segments.
 func (s *Store) DeleteTopic(topic string) error {
+	if err := checkTopic(topic); err != nil {
+		return err
+	}
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	if err := s.lockOpen(); err != nil {
