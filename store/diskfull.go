@@ -20,6 +20,10 @@ import (
 // there is room again. One log line when the state starts, one when it
 // ends.
 
+// freeSpaceMaxAge is how old the writer's free-space estimate may get
+// before a Put measures again (statfs).
+const freeSpaceMaxAge = 100 * time.Millisecond
+
 // defaultMinFreeCap is the largest default reserve (MinFreeBytes): the
 // default is 5% of the volume, at most this.
 const defaultMinFreeCap = 256 << 20
@@ -182,7 +186,7 @@ func (s *Store) owing() bool {
 // DiskFull reports whether the store is refusing writes for space.
 func (s *Store) DiskFull() bool { return s.df.on.Load() }
 
-// humanBytes prints n with a binary unit, e.g. "12.5 MiB".
+// humanBytes prints n with a binary unit, e.g. "12.50 MiB".
 func humanBytes(n uint64) string {
 	const unit = 1024
 	if n < unit {
@@ -193,7 +197,7 @@ func humanBytes(n uint64) string {
 		v /= unit
 		u++
 	}
-	return fmt.Sprintf("%.1f %s", v, [...]string{"KiB", "MiB", "GiB", "TiB", "PiB"}[u])
+	return fmt.Sprintf("%.2f %s", v, [...]string{"KiB", "MiB", "GiB", "TiB", "PiB"}[u])
 }
 
 var (

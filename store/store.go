@@ -584,14 +584,15 @@ func (w *chunkWriter) flush(errs []error, upTo int, cont bool) {
 // checkSpaceLocked refuses a write that grows the commitlog by n bytes
 // (newBytesLocked: bytes landing in the zeroed tail take no space) when
 // free space would drop below MinFreeBytes, and any write while flush work
-// that failed for space is owed (diskfull.go). statfs runs at most once a
-// second while there is room.
+// that failed for space is owed (diskfull.go). statfs runs at most every
+// freeSpaceMaxAge while there is room (other writers of the volume are
+// seen that late; a statfs costs about a microsecond).
 func (s *Store) checkSpaceLocked(n int, now int64) error {
 	if s.DiskFull() {
 		s.mu.freeEst = 0 // measure now
 	}
 	need := s.opts.MinFreeBytes + uint64(n)
-	if s.mu.freeEst < need || now-s.mu.freeAt >= 1000 {
+	if s.mu.freeEst < need || now-s.mu.freeAt >= freeSpaceMaxAge.Milliseconds() {
 		free, err := s.fs.FreeSpace(s.opts.Dir)
 		if err != nil {
 			return fmt.Errorf("store: free space: %w", err)

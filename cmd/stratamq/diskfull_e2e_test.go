@@ -114,7 +114,7 @@ func TestE2EDiskFullRecovers(t *testing.T) {
 		"STRATAMQ_BUCKET":         "file://" + filepath.Join(t.TempDir(), "bucket"), // not on the tmpfs
 		"STRATAMQ_SEGMENT_SIZE":   "4MiB",
 		"STRATAMQ_MIN_FREE_SPACE": "4MiB",
-		"STRATAMQ_FLUSH_INTERVAL": "1s",
+		"STRATAMQ_FLUSH_INTERVAL": "500ms",
 	}
 	br := startBinary(t, bin, env)
 	waitFor(t, 30*time.Second, "broker routed", func() bool { return routeExists(ns, "TBW102") })
@@ -148,9 +148,10 @@ func TestE2EDiskFullRecovers(t *testing.T) {
 	if err := send(1000); err != nil {
 		t.Fatalf("first send: %v\n%s", err, br.logs.String())
 	}
-	// Leave about 12 MiB free, then send until the reserve refuses.
+	// Leave about 6 MiB free, then send until the reserve refuses.
 	ballast := filepath.Join(dataDir, "ballast")
-	writeFiller(t, ballast, freeBytes(t, dataDir)-12<<20)
+	writeFiller(t, ballast, freeBytes(t, dataDir)-6<<20)
+	time.Sleep(200 * time.Millisecond) // the broker's free-space estimate is at most 100ms old
 	var err error
 	for i := 0; i < 1000 && err == nil; i++ {
 		err = send(32 << 10)
@@ -160,6 +161,9 @@ func TestE2EDiskFullRecovers(t *testing.T) {
 	}
 	if !refused(err) || !strings.Contains(err.Error(), "free") {
 		t.Fatalf("filling the disk: %v; want SERVICE_NOT_AVAILABLE (14) with a remark naming the full disk and the free space", err)
+	}
+	if free := freeBytes(t, dataDir); free < 3<<20 {
+		t.Fatalf("refused at %d bytes free: the 4 MiB reserve was not kept", free)
 	}
 	t.Logf("refused at %d bytes free: %v", freeBytes(t, dataDir), err)
 
@@ -173,7 +177,7 @@ func TestE2EDiskFullRecovers(t *testing.T) {
 	for attempt := 0; attempt < 5 && !owed; attempt++ {
 		os.Remove(ballast)
 		os.Remove(filler)
-		time.Sleep(1500 * time.Millisecond) // a flush round: every entry is in its file
+		time.Sleep(700 * time.Millisecond) // a flush round: every entry is in its file
 		q := roomyQueue(t, filepath.Join(dataDir, "store", "consumequeue", topic))
 		waitFor(t, 10*time.Second, "a send to be accepted", func() bool { return sendTo(q, 1000) == nil })
 		writeFiller(t, filler, -1)
@@ -182,10 +186,10 @@ func TestE2EDiskFullRecovers(t *testing.T) {
 			return refused(err)
 		})
 		// The remark names the failed flush work once a round ran on the
-		// full disk (1s flush interval). If the round that checkpointed the
+		// full disk (500ms flush interval). If the round that checkpointed the
 		// accepted message came before the filler, only the reserve refuses:
 		// try again.
-		deadline := time.Now().Add(3 * time.Second)
+		deadline := time.Now().Add(2 * time.Second)
 		for !owed && time.Now().Before(deadline) {
 			err = send(1000)
 			owed = refused(err) && strings.Contains(err.Error(), "no space left on device")
