@@ -55,7 +55,8 @@ import (
 //
 // CI form: 3 same-disk cycles and 1 disk-loss cycle. STRATAMQ_LONG=1: 20
 // same-disk cycles, then 5 times a disk-loss cycle followed by a same-disk
-// one. STRATAMQ_CRASHLOOP_SEED=n fixes the random choices (kill points,
+// one (the 2nd and 4th disk loss may come before the run's first
+// checkpoint). STRATAMQ_CRASHLOOP_SEED=n fixes the random choices (kill points,
 // bodies; not the timing).
 func TestE2ECrashLoop(t *testing.T) {
 	if testing.Short() {
@@ -146,14 +147,19 @@ func TestE2ECrashLoop(t *testing.T) {
 	}
 
 	var killed []clKill
+	losses := 0
 	for i, lose := range plan {
-		// A random moment: after a random run time (long enough before a
-		// disk loss for segments to be uploaded and listed in the
-		// manifest, which the uploader commits 5 s after an upload) and
-		// some acks of this run.
+		// A random moment: after some acks of this run and a random run
+		// time. Every other disk loss, the first one included, comes
+		// late enough for segments to be uploaded and listed in the
+		// manifest (the uploader lists them 5 s after an upload); the
+		// others may come before the run's first checkpoint.
 		minRun := time.Duration(200+rng.IntN(2800)) * time.Millisecond
 		if lose {
-			minRun = time.Duration(6000+rng.IntN(3000)) * time.Millisecond
+			if losses%2 == 0 {
+				minRun = time.Duration(6000+rng.IntN(3000)) * time.Millisecond
+			}
+			losses++
 		}
 		waitAcks(t, b, fmt.Sprintf("run %d", i), l, l.count()+30)
 		if lose {
