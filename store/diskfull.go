@@ -157,9 +157,11 @@ func (s *Store) checkDiskFull() {
 }
 
 // wroteOK ends the disk-full state after a commitlog write succeeded, when
-// no work is owed. Caller holds s.mu.
+// no work is owed and the writer's estimate (fresh: it measures on every
+// Put while the state lasts) leaves room above the reserve, with the same
+// 1 MiB to spare as checkDiskFull. Caller holds s.mu.
 func (s *Store) wroteOK() {
-	if s.df.on.Load() && !s.owing() {
+	if s.df.on.Load() && s.mu.freeEst >= s.opts.MinFreeBytes+1<<20 && !s.owing() {
 		s.leaveDiskFull(s.mu.freeEst)
 	}
 }

@@ -477,3 +477,33 @@ func removeDurably(t *testing.T, m *vfs.Mem, path string) {
 		t.Fatal(err)
 	}
 }
+
+// At the threshold (small Puts fit above the reserve, big ones do not) the
+// disk-full state starts once and does not flap with every request.
+func TestStoreDiskFullLogsOncePerEpisode(t *testing.T) {
+	mem := vfs.NewMem()
+	logs := &logLines{}
+	o := testOpts(mem)
+	o.MinFreeBytes = 16 << 10
+	o.Logger = slog.New(logs)
+	s := mustOpen(t, o)
+	defer mustClose(t, s)
+	mem.SetFreeSpace(20 << 10)
+	for i := range 10 {
+		if _, err := s.Put(context.Background(), []Message{msg("T", 0, strings.Repeat("b", 7<<10))}); !errors.Is(err, ErrDiskFull) {
+			t.Fatalf("big put %d above the reserve: %v", i, err)
+		}
+		mustPut(t, s, msg("T", 0, "small"))
+	}
+	if got := logs.count("store: disk full; refusing writes"); got != 1 {
+		t.Fatalf("%d log lines entering the disk-full state, want 1", got)
+	}
+	if got := logs.count("store: disk space available again"); got != 0 {
+		t.Fatalf("%d log lines leaving it while still at the threshold", got)
+	}
+	mem.SetFreeSpace(1 << 30)
+	mustPut(t, s, msg("T", 0, "room again"))
+	if s.DiskFull() || logs.count("store: disk space available again") != 1 {
+		t.Fatal("the disk-full state did not end once with room again")
+	}
+}

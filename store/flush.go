@@ -213,7 +213,7 @@ func (s *Store) flushRoundLocked() error {
 			s.df.ckDue = true
 			return err
 		}
-		s.df.restoredDue = false
+		s.df.restoredDue, s.df.ckDue = false, true // the checkpoint follows it
 	}
 	if w == s.ckWritten && synced == 0 && !s.df.ckDue {
 		return nil

@@ -1020,6 +1020,7 @@ func (s *Store) SetMinPhysOffset(off int64) error {
 	// checkpoint carrying the floor.
 	if err := s.saveRestoredLocked(); err != nil {
 		s.df.restoredDue = true // the flusher writes it, then the checkpoint
+		s.df.ckDue = true
 		return s.writeFailed(err)
 	}
 	s.ckWritten = -1 // force a checkpoint carrying the floor
