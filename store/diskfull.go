@@ -87,14 +87,14 @@ func (s *Store) writeFailed(err error) error {
 	if !isNoSpace(err) {
 		return s.setSticky(err)
 	}
+	s.df.mu.Lock()
+	if s.df.work == nil {
+		s.df.work = err // the first failure, as it came: Puts' remarks name it
+	}
+	s.df.mu.Unlock()
 	if !errors.Is(err, ErrDiskFull) {
 		err = fmt.Errorf("%w: %w", ErrDiskFull, err)
 	}
-	s.df.mu.Lock()
-	if s.df.work == nil {
-		s.df.work = err
-	}
-	s.df.mu.Unlock()
 	free, _ := s.fs.FreeSpace(s.opts.Dir)
 	s.enterDiskFull(err, free)
 	return err
