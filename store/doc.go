@@ -172,7 +172,10 @@
 //     get ErrFlushTimeout: written, maybe durable later). Records whose
 //     bytes the kernel dropped fail that check: a sticky ErrCorrupt, never
 //     a false acknowledgement of durability (in FlushAsync those records
-//     were acknowledged: the loss is the kernel's, and is reported). A
+//     were acknowledged: the loss is the kernel's, and is reported). The
+//     check cannot see a dropped page that lies wholly inside one record's
+//     topic or properties (no CRC covers them); the uploader reads sealed
+//     segments without waiting for the rewrite. A
 //     consumequeue fdatasync failing for space is repaired from the
 //     commitlog instead: every entry of the records after the last
 //     checkpoint is written again at its place before the files are synced
