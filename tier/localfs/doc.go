@@ -6,10 +6,18 @@
 // the directory, so an object is visible only when complete and survives a
 // crash once Put returns. The first key segment ".tmp" is reserved.
 //
-// Conditional writes (PutIf) and plain renames of the same key are
-// serialized by an in-process lock, so PutIf is atomic among all Buckets on
-// the same directory in one process. Two processes must not share a
-// directory (the broker holds a lock on its data dir).
+// The commit step of every write (a PutIf's check and rename, a Put's
+// rename, a Delete) runs under an exclusive flock on DIR/.tmp/lock, taken
+// for each commit, plus an in-process lock per path; so PutIf is atomic
+// among all Buckets and all processes on the same directory (two brokers
+// on one file:// bucket: the fencing case). The lock is advisory and local:
+// it holds for processes on one host (and on NFS where flock is emulated
+// with byte-range locks). On a vfs.FS without file descriptors (vfs.Mem)
+// only the in-process lock applies.
+//
+// A temp file is flocked by its Put until the rename, so New, which removes
+// crash leftovers from DIR/.tmp, leaves the uploads of another process on
+// the directory alone.
 //
 // ETags are derived from the file's size, modification time and inode
 // (which a rename preserves); they change on every write.

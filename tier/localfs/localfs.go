@@ -16,13 +16,19 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/internal/body"
 )
 
-// tmpDir is the reserved top-level directory that holds uploads in progress.
-const tmpDir = ".tmp"
+// tmpDir is the reserved top-level directory that holds uploads in progress
+// (<random>.tmp) and the commit lock file.
+const (
+	tmpDir   = ".tmp"
+	lockName = "lock"
+)
 
 // Options configure a Bucket. The zero value is the default.
 type Options struct {
@@ -34,6 +40,10 @@ type Options struct {
 type Bucket struct {
 	fs   vfs.FS
 	root string // absolute, cleaned
+
+	// afterCheck, set only by tests, runs inside the commit step between a
+	// condition's check and the rename.
+	afterCheck func(key string)
 }
 
 var _ tier.Bucket = (*Bucket)(nil)
@@ -56,13 +66,49 @@ func New(dir string, opts Options) (*Bucket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("localfs: create bucket %q: %w", root, err)
 	}
-	// Uploads interrupted by a crash left temp files; nobody else uses them.
-	if names, err := fsys.ReadDir(b.tmp()); err == nil {
-		for _, n := range names {
-			_ = fsys.Remove(filepath.Join(b.tmp(), n))
+	b.removeStaleTemps()
+	return b, nil
+}
+
+// removeStaleTemps removes the temp files of uploads interrupted by a
+// crash. Another process may be using the bucket: a temp file some Put
+// still holds (flocked until its rename) is left alone.
+func (b *Bucket) removeStaleTemps() {
+	names, err := b.fs.ReadDir(b.tmp())
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		if !strings.HasSuffix(n, ".tmp") {
+			continue // the lock file
+		}
+		p := filepath.Join(b.tmp(), n)
+		f, err := b.fs.OpenFile(p, os.O_RDONLY, 0)
+		if err != nil {
+			continue
+		}
+		if fd, ok := fdOf(f); !ok || flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
+			_ = b.fs.Remove(p)
+		}
+		_ = f.Close()
+	}
+}
+
+// fdOf returns the descriptor of a file of the operating system's FS.
+func fdOf(f vfs.File) (int, bool) {
+	if x, ok := f.(interface{ Fd() uintptr }); ok {
+		return int(x.Fd()), true
+	}
+	return 0, false
+}
+
+func flock(fd, how int) error {
+	for {
+		err := unix.Flock(fd, how)
+		if err != unix.EINTR {
+			return err
 		}
 	}
-	return b, nil
 }
 
 // Dir returns the bucket's directory.
@@ -87,12 +133,32 @@ func (b *Bucket) path(key string) (string, error) {
 // across a caller's Read or a data fsync.
 var stripes [64]sync.Mutex
 
-func lockPath(p string) func() {
+// lockCommit serializes the commit step of writers to path p: in this
+// process with a stripe lock, and across processes with an exclusive
+// flock on the bucket's lock file (opened for each commit, so concurrent
+// commits in one process hold distinct locks too). On a filesystem without
+// descriptors (vfs.Mem, one process) the stripe lock alone does it.
+func (b *Bucket) lockCommit(p string) (unlock func(), err error) {
 	h := fnv.New32a()
 	h.Write([]byte(p))
 	m := &stripes[h.Sum32()%uint32(len(stripes))]
 	m.Lock()
-	return m.Unlock
+	lf, err := b.fs.OpenFile(filepath.Join(b.tmp(), lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		m.Unlock()
+		return nil, fmt.Errorf("open lock file: %w", err)
+	}
+	if fd, ok := fdOf(lf); ok {
+		if err := flock(fd, unix.LOCK_EX); err != nil {
+			_ = lf.Close()
+			m.Unlock()
+			return nil, fmt.Errorf("lock %s: %w", lf.Name(), err)
+		}
+	}
+	return func() {
+		_ = lf.Close() // releases the flock
+		m.Unlock()
+	}, nil
 }
 
 func isNotExist(err error) bool {
@@ -117,10 +183,7 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(b.tmp(), hex.EncodeToString(rnd[:])+".tmp")
-	f, err := b.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, tmp, err := b.createTemp()
 	if err != nil {
 		return "", fmt.Errorf("localfs: put %q: %w", key, err)
 	}
@@ -148,11 +211,6 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 		return "", fmt.Errorf("localfs: put %q: %w", key, err)
 	}
 	etag = etagOf(fi)
-	err = f.Close()
-	f = nil
-	if err != nil {
-		return "", fmt.Errorf("localfs: put %q: close: %w", key, err)
-	}
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -168,6 +226,10 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 		err = b.commit(key, tmp, final, cond)
 		if err == nil {
 			renamed = true
+			// The data is synced and renamed; closing releases the temp
+			// file's lock.
+			_ = f.Close()
+			f = nil
 			if err := b.syncDirs(append([]string{dir}, created...)); err != nil {
 				return "", fmt.Errorf("localfs: put %q: %w", key, err)
 			}
@@ -179,9 +241,46 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 	}
 }
 
-// commit renames tmp over final, checking cond first, under the path's lock.
+// createTemp creates a new temp file and locks it. The lock is held until
+// the rename, so that another process opening the bucket does not take the
+// file for a crash's leftover (removeStaleTemps); one that removed it
+// between the create and the lock makes us start again with a new file.
+func (b *Bucket) createTemp() (vfs.File, string, error) {
+	for attempt := 0; ; attempt++ {
+		var rnd [8]byte
+		_, _ = rand.Read(rnd[:])
+		tmp := filepath.Join(b.tmp(), hex.EncodeToString(rnd[:])+".tmp")
+		f, err := b.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return nil, "", err
+		}
+		fd, ok := fdOf(f)
+		if !ok {
+			return f, tmp, nil
+		}
+		if err := flock(fd, unix.LOCK_EX); err != nil {
+			_ = f.Close()
+			_ = b.fs.Remove(tmp)
+			return nil, "", fmt.Errorf("lock temp file: %w", err)
+		}
+		_, err = b.fs.Stat(tmp)
+		if err == nil {
+			return f, tmp, nil
+		}
+		_ = f.Close()
+		if attempt == 3 {
+			return nil, "", fmt.Errorf("temp file removed by concurrent opens of the bucket: %w", err)
+		}
+	}
+}
+
+// commit renames tmp over final, checking cond first, under the path's
+// lock (lockCommit: atomic among processes too).
 func (b *Bucket) commit(key, tmp, final string, cond *tier.Cond) error {
-	unlock := lockPath(final)
+	unlock, err := b.lockCommit(final)
+	if err != nil {
+		return fmt.Errorf("localfs: put %q: %w", key, err)
+	}
 	defer unlock()
 	if cond != nil {
 		fi, err := b.fs.Stat(final)
@@ -194,6 +293,9 @@ func (b *Bucket) commit(key, tmp, final string, cond *tier.Cond) error {
 		}
 		if err := cond.Check(key, exists, etag); err != nil {
 			return err
+		}
+		if b.afterCheck != nil {
+			b.afterCheck(key)
 		}
 	}
 	if err := b.fs.Rename(tmp, final); err != nil {
@@ -389,7 +491,10 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	unlock := lockPath(path)
+	unlock, err := b.lockCommit(path)
+	if err != nil {
+		return fmt.Errorf("localfs: delete %q: %w", key, err)
+	}
 	fi, err := b.fs.Stat(path)
 	if err == nil && !fi.IsDir() {
 		err = b.fs.Remove(path)

@@ -30,6 +30,16 @@ func newBucket(t *testing.T) tier.Bucket {
 	return b
 }
 
+// tempFiles lists the bucket's temp files (not its lock file).
+func tempFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, ".tmp", "*.tmp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
 func TestTierLocalFSSuite(t *testing.T) {
 	tiertest.RunBucketSuite(t, newBucket)
 }
@@ -54,7 +64,7 @@ func TestTierLocalFSLayout(t *testing.T) {
 	if err != nil || string(got) != "hello" {
 		t.Fatalf("file content %q, %v", got, err)
 	}
-	if tmp, _ := os.ReadDir(filepath.Join(dir, ".tmp")); len(tmp) != 0 {
+	if tmp := tempFiles(t, dir); len(tmp) != 0 {
 		t.Fatalf("temp files left behind: %v", tmp)
 	}
 	if err := b.Put(ctx, ".tmp/evil", strings.NewReader("x"), 1); !errors.Is(err, tier.ErrInvalidKey) {
@@ -81,7 +91,7 @@ func TestTierLocalFSLayout(t *testing.T) {
 	if _, err := localfs.New(dir, localfs.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if tmp, _ := os.ReadDir(filepath.Join(dir, ".tmp")); len(tmp) != 0 {
+	if tmp := tempFiles(t, dir); len(tmp) != 0 {
 		t.Fatalf("crash leftovers not removed: %v", tmp)
 	}
 }
@@ -128,5 +138,53 @@ func TestTierLocalFSCrashKeepsCompletedPuts(t *testing.T) {
 	}
 	if len(keys) != 1 {
 		t.Fatalf("after crash List = %q, want only the sealed segment", keys)
+	}
+}
+
+// blockingReader returns its first byte, then blocks until release closes.
+type blockingReader struct {
+	sent    bool
+	started chan struct{}
+	release chan struct{}
+}
+
+func (r *blockingReader) Read(p []byte) (int, error) {
+	if !r.sent {
+		r.sent = true
+		close(r.started)
+		p[0] = 'a'
+		return 1, nil
+	}
+	<-r.release
+	p[0] = 'b'
+	return 1, io.EOF
+}
+
+// A second opener of the bucket (another broker process on the same
+// directory) does not take a Put in progress for a crash's leftover.
+func TestTierLocalFSOpenKeepsPutInProgress(t *testing.T) {
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "b")
+	b, err := localfs.New(dir, localfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &blockingReader{started: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() { done <- b.Put(ctx, "k", r, 2) }()
+	<-r.started
+	if _, err := localfs.New(dir, localfs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if tmp := tempFiles(t, dir); len(tmp) != 1 {
+		t.Fatalf("temp files while a Put is in progress: %v, want its one", tmp)
+	}
+	close(r.release)
+	if err := <-done; err != nil {
+		t.Fatalf("Put in progress while the bucket was opened again: %v", err)
+	}
+	p := make([]byte, 2)
+	if err := b.ReadAt(ctx, "k", p, 0); err != nil || string(p) != "ab" {
+		t.Fatalf("object %q, %v", p, err)
 	}
 }

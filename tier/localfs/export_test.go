@@ -1,0 +1,5 @@
+package localfs
+
+// SetAfterCheck installs a hook that runs inside a conditional write's
+// commit step, after the condition held and before the rename.
+func SetAfterCheck(b *Bucket, fn func(key string)) { b.afterCheck = fn }
