@@ -21,7 +21,32 @@
 //     never lists an object that is not complete in the bucket.
 //  3. SegmentSource.MarkUploaded. Only now may the store drop the local
 //     copy. A crash before this step leaves the segment pending; on the
-//     next scan it is found in the manifest and marked without a new PUT.
+//     next scan it is found in the manifest and marked without a new PUT
+//     (so does a MarkUploaded that returned an error).
+//
+// # Fencing
+//
+// Config.Fence, if set, is asked before every bucket write the Uploader
+// issues: each object PUT attempt, each manifest write, and each delete of
+// DeleteObjects. While it returns an error nothing is written: uploads and
+// the committer back off and ask again (logged once when the answer
+// changes), Trim and DeleteObjects return the error. The epoch Fence
+// returns is stored in the manifest written under it (Manifest.Epoch), so
+// a reader can tell which lease holder wrote it.
+//
+// # Memory
+//
+// Nothing is kept per pending segment beyond its Segment and, once tried,
+// a parked deadline. A worker holds one segment: it opens it, encodes it
+// frame by frame (segfile, bounded by the frame size and the shared zstd
+// encoders) into a spool and closes the source before the first PUT, so a
+// segment the source builds on demand (Length -1, e.g. a queue index) is
+// released while the object is retried. With Config.SpoolDir the spool is
+// a temporary file, streamed to Put as an io.ReaderAt (providers read the
+// parts of a multipart upload from it, without buffering the object), and
+// removed when the upload succeeds, is parked, or Run stops; New removes
+// those a crashed process left. Without SpoolDir the encoded object is held
+// in memory while it is retried (tests and tools).
 //
 // # Errors
 //

@@ -34,7 +34,8 @@ type memSource struct {
 	mu       sync.Mutex
 	segs     map[string]*srcSeg
 	marks    int
-	openFail int // fail this many Opens
+	openFail int  // fail this many Opens
+	hidden   bool // Sealed lists nothing
 }
 
 type srcSeg struct {
@@ -63,6 +64,9 @@ func (s *memSource) Sealed(ctx context.Context) ([]upload.Segment, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []upload.Segment
+	if s.hidden {
+		return nil, nil
+	}
 	for _, e := range s.segs {
 		if !e.uploaded {
 			out = append(out, e.seg)
@@ -99,6 +103,12 @@ func (s *memSource) MarkUploaded(ctx context.Context, seg upload.Segment, obj up
 	e.uploaded, e.obj = true, obj
 	s.marks++
 	return nil
+}
+
+func (s *memSource) setHidden(h bool) {
+	s.mu.Lock()
+	s.hidden = h
+	s.mu.Unlock()
 }
 
 func (s *memSource) allUploaded() bool {
@@ -214,6 +224,7 @@ type hookBucket struct {
 	tier.Bucket
 	mu       sync.Mutex
 	puts     map[string]int
+	writes   int                    // Put, PutIf and Delete calls that reached the bucket
 	putHook  func(key string) error // non-nil error fails the call before it reaches the bucket
 	active   int
 	maxAct   int
@@ -238,6 +249,7 @@ func (h *hookBucket) Put(ctx context.Context, key string, r io.Reader, size int6
 	}
 	h.mu.Lock()
 	h.puts[key]++
+	h.writes++
 	h.active++
 	h.maxAct = max(h.maxAct, h.active)
 	h.mu.Unlock()
@@ -258,8 +270,22 @@ func (h *hookBucket) PutIf(ctx context.Context, key string, r io.Reader, size in
 	}
 	h.mu.Lock()
 	h.puts[key]++
+	h.writes++
 	h.mu.Unlock()
 	return h.Bucket.PutIf(ctx, key, bytes.NewReader(buf), size, c)
+}
+
+func (h *hookBucket) Delete(ctx context.Context, key string) error {
+	h.mu.Lock()
+	h.writes++
+	h.mu.Unlock()
+	return h.Bucket.Delete(ctx, key)
+}
+
+func (h *hookBucket) writeCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.writes
 }
 
 func (h *hookBucket) putCount(key string) int {

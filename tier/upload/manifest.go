@@ -31,8 +31,11 @@ type Object struct {
 func (o Object) End() int64 { return o.Base + o.Length }
 
 // Manifest lists the uploaded objects. Version grows by one on every write.
+// Epoch is the fencing epoch Config.Fence returned for the write (0 without
+// fencing, then omitted from the JSON).
 type Manifest struct {
 	Version int64     `json:"version"`
+	Epoch   int64     `json:"epoch,omitempty"`
 	Updated time.Time `json:"updated"`
 	Objects []Object  `json:"objects"`
 }

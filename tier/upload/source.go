@@ -44,7 +44,7 @@ type Segment struct {
 	Kind     Kind
 	Name     string    // the store's name for it (file name); not used in keys
 	Base     int64     // see Kind
-	Length   int64     // bytes
+	Length   int64     // bytes; -1: known only once opened (the source builds it in Open)
 	Topic    string    // KindConsumeQueue only
 	QueueID  int       // KindConsumeQueue only
 	SealedAt time.Time // for the upload-lag metric; zero = unknown
@@ -70,7 +70,11 @@ type Cutter interface {
 type SegmentSource interface {
 	// Sealed lists sealed segments not yet marked uploaded, in any order.
 	Sealed(ctx context.Context) ([]Segment, error)
-	// Open opens a listed segment for reading.
+	// Open opens a listed segment for reading. A segment listed with
+	// Length -1 may be built here; its SegmentReader's Size is its length.
+	// The Uploader closes the reader as soon as the segment is encoded,
+	// before the object is put (and retried), so what Open holds is held
+	// only while one segment is encoded.
 	Open(ctx context.Context, s Segment) (SegmentReader, error)
 	// MarkUploaded records that s is in the bucket and in the manifest as
 	// obj. It must be idempotent; after it returns nil, Sealed no longer

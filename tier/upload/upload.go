@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -50,8 +52,19 @@ type Config struct {
 	// Default 0.
 	ManifestDelay time.Duration
 	// SpoolDir, if set, holds each encoded object in a temporary file there
-	// instead of memory while it is uploaded.
+	// (upload-*.seg) instead of memory while it is uploaded, so a worker
+	// keeps only its encoding buffers in memory however long the bucket is
+	// down. The file is removed when the upload ends (success, failure or
+	// shutdown); New removes files of that pattern a crashed process left.
+	// The directory must exist.
 	SpoolDir string
+	// Fence, if set, is called before every bucket write the Uploader
+	// issues (object PUTs, manifest writes, DeleteObjects). A non-nil error
+	// skips that write: the Uploader backs off and tries again later, as
+	// for a failing bucket, so a fenced broker never writes an object or
+	// the manifest. The epoch it returns is recorded in the manifest
+	// written under it (Manifest.Epoch). Nil means no fencing.
+	Fence func() (epoch int64, err error)
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now defaults to time.Now.
@@ -109,6 +122,7 @@ type Uploader struct {
 	runMu      sync.Mutex    // held by Run for its whole life
 	loaded     chan struct{} // closed once the manifest has been read
 	loadedOnce sync.Once
+	fenced     atomic.Bool // the last Fence call refused; for logging state changes
 
 	mu struct {
 		sync.Mutex
@@ -146,6 +160,18 @@ func New(cfg Config) (*Uploader, error) {
 	}
 	u.mu.inflight = make(map[string]bool)
 	u.mu.parked = make(map[string]time.Time)
+	if cfg.SpoolDir != "" {
+		// Spool files of a crashed process: nobody uploads them any more.
+		old, err := filepath.Glob(filepath.Join(cfg.SpoolDir, spoolPattern))
+		if err != nil {
+			return nil, fmt.Errorf("upload: SpoolDir %q: %w", cfg.SpoolDir, err)
+		}
+		for _, name := range old {
+			if err := os.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("upload: remove old spool file: %w", err)
+			}
+		}
+	}
 	return u, nil
 }
 
@@ -252,7 +278,7 @@ func (u *Uploader) scan(ctx context.Context) {
 	var lagBytes int64
 	var oldest time.Time
 	for _, s := range segs {
-		lagBytes += s.Length
+		lagBytes += max(s.Length, 0) // -1: known once opened
 		if !s.SealedAt.IsZero() && (oldest.IsZero() || s.SealedAt.Before(oldest)) {
 			oldest = s.SealedAt
 		}
@@ -286,7 +312,7 @@ func (u *Uploader) scan(ctx context.Context) {
 		if busy {
 			continue
 		}
-		if inManifest && listed.Length == s.Length {
+		if inManifest && (s.Length < 0 || listed.Length == s.Length) {
 			// Uploaded and listed before a crash or a failed mark: mark
 			// again, no new PUT.
 			u.mark(ctx, s, listed)
@@ -383,15 +409,37 @@ func (f fileSpool) close() {
 	os.Remove(f.Name())
 }
 
+// spoolPattern names the Uploader's files in Config.SpoolDir.
+const spoolPattern = "upload-*.seg"
+
 func (u *Uploader) newSpool() (spool, error) {
 	if u.cfg.SpoolDir == "" {
 		return &memSpool{}, nil
 	}
-	f, err := os.CreateTemp(u.cfg.SpoolDir, "upload-*.seg")
+	f, err := os.CreateTemp(u.cfg.SpoolDir, spoolPattern)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("spool: %w", err)
 	}
 	return fileSpool{f}, nil
+}
+
+// fence asks Config.Fence whether a bucket write may be issued now, and
+// logs when the answer changes.
+func (u *Uploader) fence() (int64, error) {
+	if u.cfg.Fence == nil {
+		return 0, nil
+	}
+	epoch, err := u.cfg.Fence()
+	if err != nil {
+		if !u.fenced.Swap(true) {
+			u.log.Warn("bucket writes fenced; uploads and manifest writes wait", "err", err)
+		}
+		return 0, err
+	}
+	if u.fenced.Swap(false) {
+		u.log.Info("bucket writes no longer fenced; uploads resume", "epoch", epoch)
+	}
+	return epoch, nil
 }
 
 // upload encodes j's segment once, then puts it until it succeeds, ctx
@@ -407,6 +455,12 @@ func (u *Uploader) upload(ctx context.Context, j job) (Object, error) {
 	size := footer.ObjectSize()
 	hard := 0
 	for attempt := 0; ; attempt++ {
+		if _, err := u.fence(); err != nil {
+			if err := u.sleep(ctx, attempt); err != nil {
+				return Object{}, err
+			}
+			continue
+		}
 		r, err := sp.reader()
 		if err == nil {
 			actx, cancel := context.WithTimeout(ctx, u.cfg.AttemptTimeout)
@@ -447,8 +501,9 @@ func (u *Uploader) encode(ctx context.Context, s Segment) (spool, *segfile.Foote
 		return nil, nil, fmt.Errorf("open %s: %w", s.Name, err)
 	}
 	defer r.Close()
-	if r.Size() != s.Length {
-		return nil, nil, fmt.Errorf("segment %s: opened %d bytes, listed %d", s.Name, r.Size(), s.Length)
+	length := r.Size()
+	if s.Length >= 0 && length != s.Length {
+		return nil, nil, fmt.Errorf("segment %s: opened %d bytes, listed %d", s.Name, length, s.Length)
 	}
 	opts := segfile.Options{FrameSize: u.cfg.FrameSize, Level: u.cfg.Level, Base: s.Base}
 	if c, ok := r.(Cutter); ok {
@@ -465,7 +520,7 @@ func (u *Uploader) encode(ctx context.Context, s Segment) (spool, *segfile.Foote
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := segfile.Encode(sp, r, s.Length, opts)
+	f, err := segfile.Encode(sp, r, length, opts)
 	if err != nil {
 		sp.close()
 		return nil, nil, fmt.Errorf("encode %s: %w", s.Name, err)
@@ -514,7 +569,7 @@ func (u *Uploader) committer(ctx context.Context) {
 		for i, d := range batch {
 			objs[i] = d.obj
 		}
-		if err := u.writeManifest(ctx, func(cur []Object) []Object { return merge(cur, objs...) }); err != nil {
+		if err := u.writeManifest(ctx, true, func(cur []Object) []Object { return merge(cur, objs...) }); err != nil {
 			for _, d := range batch {
 				u.release(d.obj.Key)
 			}
@@ -531,13 +586,24 @@ func (u *Uploader) committer(ctx context.Context) {
 // writeManifest rewrites the manifest with apply(current objects),
 // retrying until it is written or ctx ends. On a conflicting write it
 // rereads the manifest and applies again, so concurrent writers (the
-// committer and Trim) never undo each other.
-func (u *Uploader) writeManifest(ctx context.Context, apply func([]Object) []Object) error {
+// committer and Trim) never undo each other. While Config.Fence refuses,
+// it waits (backing off) if waitFence is set, else returns the refusal.
+func (u *Uploader) writeManifest(ctx context.Context, waitFence bool, apply func([]Object) []Object) error {
 	for attempt := 0; ; attempt++ {
+		epoch, err := u.fence()
+		if err != nil {
+			if !waitFence {
+				return fmt.Errorf("upload: manifest write: %w", err)
+			}
+			if err := u.sleep(ctx, attempt); err != nil {
+				return err
+			}
+			continue
+		}
 		u.mu.Lock()
 		cur, etag := u.mu.manifest, u.mu.etag
 		u.mu.Unlock()
-		next := &Manifest{Version: cur.Version + 1, Updated: u.cfg.Now().UTC(), Objects: apply(slices.Clone(cur.Objects))}
+		next := &Manifest{Version: cur.Version + 1, Epoch: epoch, Updated: u.cfg.Now().UTC(), Objects: apply(slices.Clone(cur.Objects))}
 		buf, err := encodeManifest(next)
 		if err != nil {
 			return err // a bug; JSON of plain structs does not fail
@@ -587,9 +653,10 @@ func (u *Uploader) Flush() {
 
 // Trim removes from the manifest every commitlog object that ends at or
 // below floor (bucket retention), and the queue index of each, and returns
-// them; the caller deletes the
-// objects after Trim returns, so the manifest never lists a missing object.
-// A crash in between leaves unlisted objects behind, which are harmless.
+// them; the caller deletes the objects after Trim returns (DeleteObjects),
+// so the manifest never lists a missing object. A crash in between leaves
+// unlisted objects behind, which are harmless. While Config.Fence refuses,
+// Trim returns its error without writing.
 func (u *Uploader) Trim(ctx context.Context, floor int64) ([]Object, error) {
 	select {
 	case <-u.loaded:
@@ -597,7 +664,7 @@ func (u *Uploader) Trim(ctx context.Context, floor int64) ([]Object, error) {
 		return nil, ctx.Err()
 	}
 	var removed []Object
-	err := u.writeManifest(ctx, func(cur []Object) []Object {
+	err := u.writeManifest(ctx, false, func(cur []Object) []Object {
 		removed = removed[:0]
 		gone := map[int64]bool{} // bases of removed commitlog objects
 		for _, o := range cur {
@@ -620,6 +687,23 @@ func (u *Uploader) Trim(ctx context.Context, floor int64) ([]Object, error) {
 		return nil, err
 	}
 	return removed, nil
+}
+
+// DeleteObjects deletes objs from the bucket (after Trim has removed them
+// from the manifest), each under Config.Fence: a fenced Uploader deletes
+// nothing and returns the fence's error. It tries every object and
+// returns the errors joined.
+func (u *Uploader) DeleteObjects(ctx context.Context, objs []Object) error {
+	var errs []error
+	for _, o := range objs {
+		if _, err := u.fence(); err != nil {
+			return errors.Join(append(errs, fmt.Errorf("upload: delete %s: %w", o.Key, err))...)
+		}
+		if err := u.cfg.Bucket.Delete(ctx, o.Key); err != nil {
+			errs = append(errs, fmt.Errorf("upload: delete %s: %w", o.Key, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (u *Uploader) mark(ctx context.Context, s Segment, obj Object) {
