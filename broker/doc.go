@@ -23,8 +23,15 @@
 //	pullHold                   long-polled pulls, woken by the store's dispatch; a pull's
 //	                           commit offset is applied when it arrives, never when re-run
 //	registrar                  REGISTER_BROKER to every name server every 30 s and on topic change
-//	tiering (tiering.go)       uploads sealed segments and their queue indexes, serves dropped
-//	                           ranges from the bucket, local and bucket retention, age sealing
+//	tiering (tiering.go)       uploads sealed segments and their queue indexes (built when
+//	                           uploaded, never kept per pending segment; encoded objects are
+//	                           spooled under <data dir>/spool, emptied at start), serves dropped
+//	                           ranges from the bucket (the cold reader learns an object before
+//	                           its segment counts as uploaded and may be dropped), local and
+//	                           bucket retention, age sealing
+//	fence.go                   Broker.fence: asked before every bucket write of the uploader
+//	                           (objects, manifest, retention deletes); the lease epoch it
+//	                           returns is stamped into the manifest
 //	durability (durability.go) the bucket lease (fencing) and the checkpoints of offsets, topics,
 //	                           groups and the commitlog's reservation
 //	restore.go                 a fresh data dir resumes from the bucket's checkpoint and manifest

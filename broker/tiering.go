@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -36,31 +37,44 @@ import (
 //     behind it get PULL_OFFSET_MOVED.
 //
 // It implements upload.SegmentSource over the store.
+//
+// Memory does not grow with the upload backlog: a segment's queue index
+// is built only when the uploader opens it (one at a time), and the
+// uploader spools each encoded object under <data dir>/spool.
 type tiering struct {
 	b        *Broker
 	bucket   tier.Bucket // already scoped to <cluster>/<brokerName>/
 	uploader *upload.Uploader
 	cold     *coldread.Reader
 
-	retMu sync.Mutex // serializes local-retention passes (uploader and ticker)
+	retMu  sync.Mutex    // serializes local-retention passes (uploader and ticker)
+	coldMu sync.Mutex    // serializes telling the cold reader the manifest's objects
+	idxSem chan struct{} // one queue index blob built and held at a time
+
+	// testHooks are set only by tests.
+	testHooks struct {
+		setCold  func([]coldread.Object) error // replaces cold.SetObjects
+		uploaded func(base int64)              // a commitlog segment now counts as uploaded
+	}
 
 	mu struct {
 		sync.Mutex
 		uploaded    map[int64]upload.Object // local commitlog segment base → its object
 		uploadedCQ  map[string]bool         // consumequeue file path → uploaded
 		uploadedIdx map[int64]bool          // segment base → its queue index object is uploaded
-		idxBlobs    map[int64][]byte        // queue index blobs built, awaiting upload
 	}
 }
+
+// spoolDir holds the uploader's temporary files; it is emptied at start.
+func spoolDir(dataDir string) string { return filepath.Join(dataDir, "spool") }
 
 // newTiering loads the manifest (bounded: a missing bucket must not stop
 // the broker from starting) and builds the cold reader and the uploader.
 func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer) (*tiering, error) {
-	t := &tiering{b: b, bucket: bucket}
+	t := &tiering{b: b, bucket: bucket, idxSem: make(chan struct{}, 1)}
 	t.mu.uploaded = map[int64]upload.Object{}
 	t.mu.uploadedCQ = map[string]bool{}
 	t.mu.uploadedIdx = map[int64]bool{}
-	t.mu.idxBlobs = map[int64][]byte{}
 	var objs []coldread.Object
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	m, _, err := upload.LoadManifest(ctx, bucket, upload.ManifestKey(""))
@@ -81,9 +95,27 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer) (*tier
 	if err != nil {
 		return nil, err
 	}
+	// The uploader spools encoded objects to disk, not memory, so an outage
+	// costs disk, not heap. Only on the real filesystem: a data dir on
+	// another vfs.FS (a test's) is not on the disk os.CreateTemp writes.
+	var spool string
+	if b.fs == vfs.OS() {
+		spool = spoolDir(b.cfg.DataDir)
+		// Whatever is there was left by a crash.
+		if err := os.RemoveAll(spool); err != nil {
+			t.cold.Close()
+			return nil, fmt.Errorf("clear spool dir: %w", err)
+		}
+		if err := os.MkdirAll(spool, 0o755); err != nil {
+			t.cold.Close()
+			return nil, fmt.Errorf("create spool dir: %w", err)
+		}
+	}
 	// ManifestDelay batches manifest rewrites: at high ingest several
-	// segments share one PUT, which keeps requests per GiB low.
-	t.uploader, err = upload.New(upload.Config{Bucket: bucket, Source: t, Logger: b.log, ManifestDelay: 5 * time.Second})
+	// segments share one PUT, which keeps requests per GiB low. Fence
+	// stops every bucket write of a broker that lost the prefix.
+	t.uploader, err = upload.New(upload.Config{Bucket: bucket, Source: t, Logger: b.log,
+		ManifestDelay: 5 * time.Second, SpoolDir: spool, Fence: b.fence})
 	if err != nil {
 		t.cold.Close()
 		return nil, err
@@ -108,25 +140,6 @@ func (t *tiering) Sealed(ctx context.Context) ([]upload.Segment, error) {
 	}
 	segs := t.b.store.SealedSegments()
 	cqs := t.b.store.SealedQueueFiles()
-	// Build the queue index of every sealed segment that lacks one (once:
-	// it is kept until uploaded). Not under t.mu: it reads the segment.
-	for _, s := range segs {
-		t.mu.Lock()
-		_, built := t.mu.idxBlobs[s.Base]
-		need := !built && !t.mu.uploadedIdx[s.Base]
-		t.mu.Unlock()
-		if !need {
-			continue
-		}
-		blob, err := t.b.store.BuildSegmentIndex(s.Base)
-		if err != nil {
-			t.b.log.Warn("queue index of a sealed segment not built; retrying at the next scan", "base", s.Base, "err", err)
-			continue
-		}
-		t.mu.Lock()
-		t.mu.idxBlobs[s.Base] = blob
-		t.mu.Unlock()
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]upload.Segment, 0, 2*len(segs))
@@ -134,9 +147,10 @@ func (t *tiering) Sealed(ctx context.Context) ([]upload.Segment, error) {
 		if _, ok := t.mu.uploaded[s.Base]; !ok {
 			out = append(out, upload.Segment{Kind: upload.KindCommitLog, Name: s.Path, Base: s.Base, Length: s.Length, SealedAt: s.Created})
 		}
-		if blob, ok := t.mu.idxBlobs[s.Base]; ok && !t.mu.uploadedIdx[s.Base] {
+		if !t.mu.uploadedIdx[s.Base] {
+			// Built when opened: its length is not known yet.
 			out = append(out, upload.Segment{Kind: upload.KindQueueIndex, Name: indexName(s.Base), Base: s.Base,
-				Length: int64(len(blob)), SealedAt: s.Created})
+				Length: -1, SealedAt: s.Created})
 		}
 	}
 	for _, q := range cqs {
@@ -161,23 +175,43 @@ func (s *segmentFile) Close() error                            { return s.f.Clos
 
 func indexName(base int64) string { return fmt.Sprintf("queueindex:%020d", base) }
 
-// blobReader serves an in-memory queue index blob to the uploader.
-type blobReader struct{ *bytes.Reader }
+// blobReader serves a queue index blob to the uploader while it encodes
+// it; Close releases the blob and the build slot.
+type blobReader struct {
+	*bytes.Reader
+	release func()
+}
 
-func (r blobReader) Size() int64  { return r.Reader.Size() }
-func (r blobReader) Close() error { return nil }
+func (r *blobReader) Size() int64 { return r.Reader.Size() }
+
+func (r *blobReader) Close() error {
+	if r.release != nil {
+		r.Reader.Reset(nil)
+		r.release()
+		r.release = nil
+	}
+	return nil
+}
 
 // Open implements upload.SegmentSource. A queue index is built from the
-// sealed segment on first open and kept until it is uploaded.
+// sealed segment now, while the uploader is about to encode it, and is
+// dropped when the uploader closes it (once encoded into its spool file):
+// nothing is kept per pending segment. One blob is built and held at a
+// time, so the transient memory is that of one segment's index.
 func (t *tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentReader, error) {
 	if s.Kind == upload.KindQueueIndex {
-		t.mu.Lock()
-		blob, ok := t.mu.idxBlobs[s.Base]
-		t.mu.Unlock()
-		if !ok {
-			return nil, fmt.Errorf("broker: queue index of segment %d not built", s.Base)
+		select {
+		case t.idxSem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		return blobReader{bytes.NewReader(blob)}, nil
+		release := func() { <-t.idxSem }
+		blob, err := t.b.store.BuildSegmentIndex(s.Base)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("broker: queue index of segment %d: %w", s.Base, err)
+		}
+		return &blobReader{Reader: bytes.NewReader(blob), release: release}, nil
 	}
 	f, err := t.b.fs.OpenFile(s.Name, os.O_RDONLY, 0)
 	if err != nil {
@@ -187,8 +221,13 @@ func (t *tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentRea
 }
 
 // MarkUploaded implements upload.SegmentSource: the segment is in the
-// bucket and listed, so the cold reader learns it and local retention may
-// drop it.
+// bucket and listed in the manifest. Whatever serves it once the local
+// copy is gone learns it first, and only then does it count as uploaded,
+// so local retention may drop it: a commitlog object is told to the cold
+// reader (an error leaves the segment not uploaded; the uploader marks it
+// again at its next scan). A queue index object is served by ColdIndex
+// from the uploader's manifest, which lists it before this is called.
+// Consumequeue files stay local; their upload only stops them being listed.
 func (t *tiering) MarkUploaded(ctx context.Context, s upload.Segment, obj upload.Object) error {
 	switch s.Kind {
 	case upload.KindConsumeQueue:
@@ -199,20 +238,37 @@ func (t *tiering) MarkUploaded(ctx context.Context, s upload.Segment, obj upload
 	case upload.KindQueueIndex:
 		t.mu.Lock()
 		t.mu.uploadedIdx[s.Base] = true
-		delete(t.mu.idxBlobs, s.Base)
 		t.mu.Unlock()
 		return t.enforceLocalRetention()
+	}
+	if err := t.syncCold(); err != nil {
+		return fmt.Errorf("segment %d uploaded, but the cold reader was not told: %w", s.Base, err)
 	}
 	t.mu.Lock()
 	t.mu.uploaded[s.Base] = obj
 	t.mu.Unlock()
-	if m := t.uploader.Manifest(); m != nil {
-		if err := t.cold.SetObjects(coldread.CommitLogObjects(m)); err != nil {
-			return err
-		}
+	if h := t.testHooks.uploaded; h != nil {
+		h(s.Base)
 	}
 	t.b.log.Debug("segment uploaded", "base", s.Base, "bytes", s.Length, "object", obj.Key, "objectBytes", obj.Size)
 	return t.enforceLocalRetention()
+}
+
+// syncCold tells the cold reader the commitlog objects of the uploader's
+// current manifest. Serialized, with the manifest read under the lock, so
+// an older manifest never replaces a newer one in the cold reader.
+func (t *tiering) syncCold() error {
+	t.coldMu.Lock()
+	defer t.coldMu.Unlock()
+	m := t.uploader.Manifest()
+	if m == nil {
+		return errors.New("manifest not loaded yet")
+	}
+	set := t.cold.SetObjects
+	if t.testHooks.setCold != nil {
+		set = t.testHooks.setCold
+	}
+	return set(coldread.CommitLogObjects(m))
 }
 
 // enforceLocalRetention drops the oldest uploaded local segments while
@@ -310,6 +366,9 @@ func (t *tiering) enforceBucketRetention(ctx context.Context, now time.Time) err
 	if t.b.cfg.Retention <= 0 {
 		return nil
 	}
+	if _, err := t.b.fence(); err != nil {
+		return nil // the prefix's new owner enforces retention
+	}
 	m := t.uploader.Manifest()
 	if m == nil {
 		return nil
@@ -321,20 +380,22 @@ func (t *tiering) enforceBucketRetention(ctx context.Context, now time.Time) err
 		}
 		floor = o.End()
 	}
-	if floor <= t.b.store.MinPhysOffset() {
+	if floor < 0 {
 		return nil
 	}
-	if err := t.b.store.SetMinPhysOffset(floor); err != nil {
-		return err
+	// The manifest still lists the objects below floor (even when an
+	// earlier pass raised the store's floor and then failed to trim).
+	if floor > t.b.store.MinPhysOffset() {
+		if err := t.b.store.SetMinPhysOffset(floor); err != nil {
+			return err
+		}
 	}
 	removed, err := t.uploader.Trim(ctx, floor)
 	if err != nil {
 		return err
 	}
-	if m := t.uploader.Manifest(); m != nil {
-		if err := t.cold.SetObjects(coldread.CommitLogObjects(m)); err != nil {
-			return err
-		}
+	if err := t.syncCold(); err != nil {
+		return err
 	}
 	var errs []error
 	segs := t.b.store.SealedSegments()
@@ -349,12 +410,13 @@ func (t *tiering) enforceBucketRetention(ctx context.Context, now time.Time) err
 		}
 		t.mu.Lock()
 		delete(t.mu.uploaded, s.Base)
+		delete(t.mu.uploadedIdx, s.Base)
 		t.mu.Unlock()
 	}
-	for _, o := range removed {
-		if err := t.bucket.Delete(ctx, o.Key); err != nil {
-			errs = append(errs, fmt.Errorf("delete %s: %w", o.Key, err))
-		}
+	// Fenced like every other bucket write: a broker that lost the prefix
+	// deletes nothing.
+	if err := t.uploader.DeleteObjects(ctx, removed); err != nil {
+		errs = append(errs, err)
 	}
 	t.b.log.Info("bucket retention", "floor", floor, "objectsDeleted", len(removed))
 	return errors.Join(errs...)
