@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -65,6 +66,7 @@ type Broker struct {
 	storeHost netip.AddrPort
 	advertise string
 
+	dirLock     io.Closer // exclusive lock on <DataDir>/lock while the broker is open
 	registerNow chan struct{}
 	closing     atomic.Bool
 	closeOnce   sync.Once
@@ -92,7 +94,15 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
+	// One process per data dir: two would write the same files (and, with
+	// the data dir's persistent instance id, look like one broker to the
+	// lease).
+	dirLock, err := vfs.Lock(deps.FS, filepath.Join(cfg.DataDir, "lock"))
+	if err != nil {
+		return nil, fmt.Errorf("broker: data dir %s is in use by another broker process: %w", cfg.DataDir, err)
+	}
 	b := &Broker{
+		dirLock: dirLock,
 		cfg: cfg, log: deps.Logger.With("component", "broker", "broker", cfg.BrokerName),
 		fs: deps.FS, metrics: deps.Metrics,
 		consumers:   NewConsumerManager(),
@@ -113,6 +123,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		OnClose:  b.connClosed,
 	}, b)
 	if err := b.server.Listen(); err != nil {
+		dirLock.Close()
 		return nil, fmt.Errorf("broker: listen %s: %w", cfg.Listen, err)
 	}
 	b.advertise = AdvertiseFor(cfg.AdvertiseAddr, b.server.Addr())
@@ -129,6 +140,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		}
 		if err != nil {
 			b.server.Close()
+			dirLock.Close()
 			return nil, fmt.Errorf("broker: STRATAMQ_ADVERTISE_ADDR=%q: want ip:port: %w", b.advertise, err)
 		}
 	}
@@ -136,6 +148,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 
 	configDir := filepath.Join(cfg.DataDir, "config")
 	fail := func(err error) (*Broker, error) {
+		defer b.dirLock.Close()
 		b.server.Close()
 		if b.store != nil {
 			b.store.Close()
@@ -368,6 +381,7 @@ func (b *Broker) Close() error {
 		if b.nsClient != nil {
 			errs = append(errs, b.nsClient.Close())
 		}
+		errs = append(errs, b.dirLock.Close())
 		b.closeErr = errors.Join(errs...)
 	})
 	return b.closeErr

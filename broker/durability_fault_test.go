@@ -114,10 +114,10 @@ func bucketCommitLog(t *testing.T, bucket tier.Bucket) (commitLogState, *offsets
 // store older than the bucket and set all of it aside.
 func TestBrokerPowerLossKeepsDurableLocalData(t *testing.T) {
 	mem := vfs.NewMem()
-	bucket := tier.NewMem()
+	bucket := &faultBucket{Bucket: tier.NewMem()}
 	dir := "/data/powerloss"
 	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, FlushInterval: time.Hour,
-		LeaseTTL: time.Second, CheckpointInterval: time.Hour}
+		LeaseTTL: time.Second, CheckpointInterval: time.Hour, ShutdownTimeout: time.Second}
 	first, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket, FS: mem})
 	if err != nil {
 		t.Fatal(err)
@@ -140,12 +140,16 @@ func TestBrokerPowerLossKeepsDurableLocalData(t *testing.T) {
 	if err := first.dur.checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := bucketCommitLog(t, bucket); st.HWM != synced {
+	if st, _ := bucketCommitLog(t, bucket.Bucket); st.HWM != synced {
 		t.Fatalf("checkpoint hwm %d, want the durable end %d (page-cache end %d)", st.HWM, synced, first.store.MaxPhysOffset())
 	}
 	crashed := mem.CrashClone() // power loss: only what was synced
+	// The machine is off: nothing more of the old process reaches the
+	// bucket (its shutdown below stands in for the process dying).
+	bucket.down.Store(true)
 	cancel()
 	<-done
+	bucket.down.Store(false)
 
 	// The same disk comes back: the same instance takes its lease back at
 	// once, keeps its log and serves every synced message.

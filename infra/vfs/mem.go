@@ -30,6 +30,9 @@ type Mem struct {
 	root  *memNode
 	free  int64  // bytes a write may still add; see SetFreeSpace
 	total uint64 // the size TotalSpace reports; see SetTotalSpace
+
+	lockMu sync.Mutex      // guards locks (lock.go); a crash clone holds none
+	locks  map[string]bool // paths held by Lock
 }
 
 type memNode struct {

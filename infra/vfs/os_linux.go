@@ -34,3 +34,19 @@ func totalSpace(path string) (uint64, error) {
 	}
 	return st.Blocks * uint64(st.Bsize), nil
 }
+
+// flock takes an exclusive, non-blocking flock on f (ErrLocked when held).
+func flock(f *os.File) error {
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		switch err {
+		case nil:
+			return nil
+		case unix.EINTR:
+			continue
+		case unix.EWOULDBLOCK:
+			return ErrLocked
+		}
+		return err
+	}
+}

@@ -16,3 +16,6 @@ func freeSpace(path string) (uint64, error) {
 func totalSpace(path string) (uint64, error) {
 	return 0, &os.PathError{Op: "statfs", Path: path, Err: errors.ErrUnsupported}
 }
+
+// flock is a no-op where flock(2) is not used.
+func flock(*os.File) error { return nil }
