@@ -431,3 +431,26 @@ func TestBrokerReservationHoldsWhileCheckpointsFail(t *testing.T) {
 }
 
 func parseInt64(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }
+
+// TestBrokerOneProcessPerDataDir: a second broker on a data dir that is in
+// use is refused (flock), whatever the bucket says; once the first closes,
+// the data dir can be opened again.
+func TestBrokerOneProcessPerDataDir(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true}
+	first, err := New(cfg, Deps{Logger: discardLogger(), Bucket: tier.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(cfg, Deps{Logger: discardLogger(), Bucket: tier.NewMem()}); !errors.Is(err, vfs.ErrLocked) || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("second broker on a data dir in use: %v, want ErrLocked", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := New(cfg, Deps{Logger: discardLogger(), Bucket: tier.NewMem()})
+	if err != nil {
+		t.Fatalf("reopen after Close: %v", err)
+	}
+	_ = again.Close()
+}
