@@ -116,12 +116,18 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			"maxMessageSize", cfg.MaxMessageSize.String(), "segmentSize", cfg.SegmentSize.String())
 	}
 	b.server = remoting.NewServer(remoting.ServerConfig{
-		Addr:     cfg.Listen,
-		Pools:    defaultPools(),
-		Classify: classify,
-		Logger:   b.log,
-		OnClose:  b.connClosed,
+		Addr:          cfg.Listen,
+		Pools:         defaultPools(),
+		Classify:      classify,
+		Logger:        b.log,
+		OnClose:       b.connClosed,
+		MaxReadMemory: int64(cfg.MaxReadMemory),
+		FrameTimeout:  cfg.FrameTimeout,
+		MaxConns:      cfg.MaxConnections,
+		MaxConnsPerIP: cfg.MaxConnectionsPerIP,
+		OnRefuse:      deps.Metrics.ConnRefused("broker"),
 	}, b)
+	deps.Metrics.WatchServer("broker", b.server)
 	if err := b.server.Listen(); err != nil {
 		dirLock.Close()
 		return nil, fmt.Errorf("broker: listen %s: %w", cfg.Listen, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratamq/stratamq/infra/bytesize"
+	"github.com/stratamq/stratamq/remoting"
 )
 
 // Config is the broker's configuration. Every field is an environment
@@ -36,6 +37,12 @@ type Config struct {
 	LeaseTTL           time.Duration `env:"LEASE_TTL" help:"lifetime of the bucket lease (default 3 × checkpoint interval, at least 30s); a crashed broker's replacement waits this long"`
 	CheckpointInterval time.Duration `env:"CHECKPOINT_INTERVAL" envDefault:"10s" help:"how often offsets, topics, groups and the log's high-water mark are checkpointed to the bucket (and the lease renewed)"`
 	AcceptLoss         bool          `env:"ACCEPT_LOSS" help:"start even though messages the bucket lacks would be left behind (a drain that failed, or a local disk another broker has since overtaken); the local data is set aside, not deleted"`
+
+	// Resource limits of the remoting servers (broker and name server each).
+	MaxReadMemory       bytesize.Size `env:"MAX_READ_MEMORY" envDefault:"64MiB" help:"bytes of requests being read or waiting to be handled, per server; past it connections stop being read until memory frees (one request of up to 16 MiB may go past it)"`
+	MaxConnections      int           `env:"MAX_CONNECTIONS" envDefault:"4096" help:"open client connections per server; more are closed at accept"`
+	MaxConnectionsPerIP int           `env:"MAX_CONNECTIONS_PER_IP" envDefault:"1024" help:"open client connections per server from one remote IP; more are closed at accept"`
+	FrameTimeout        time.Duration `env:"FRAME_TIMEOUT" envDefault:"30s" help:"a request must arrive whole within this long of its first byte, or its connection is closed"`
 
 	// Not from the environment: set by tests and by serve.
 	RegisterInterval time.Duration `env:"-"` // default 30s
@@ -93,6 +100,18 @@ func (c Config) withDefaults() Config {
 	if c.SegmentMaxAge == 0 {
 		c.SegmentMaxAge = 10 * time.Minute
 	}
+	if c.MaxReadMemory == 0 {
+		c.MaxReadMemory = remoting.DefaultMaxReadMemory
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = remoting.DefaultMaxConns
+	}
+	if c.MaxConnectionsPerIP == 0 {
+		c.MaxConnectionsPerIP = remoting.DefaultMaxConnsPerIP
+	}
+	if c.FrameTimeout == 0 {
+		c.FrameTimeout = remoting.DefaultFrameTimeout
+	}
 	// LocalRetention 0 is meaningful (drop right after upload): no default here.
 	if c.MaxHold == 0 {
 		c.MaxHold = 25 * time.Second
@@ -127,6 +146,16 @@ func (c Config) Validate() error {
 	}
 	if strings.ContainsAny(c.BrokerName, "/ ") || c.BrokerName == "" {
 		return fmt.Errorf("STRATAMQ_BROKER_NAME=%q: want a non-empty name without '/' or spaces", c.BrokerName)
+	}
+	if c.MaxReadMemory < 1<<20 {
+		return fmt.Errorf("STRATAMQ_MAX_READ_MEMORY=%s: want at least 1MiB", c.MaxReadMemory)
+	}
+	if c.MaxConnections < 1 || c.MaxConnectionsPerIP < 1 {
+		return fmt.Errorf("STRATAMQ_MAX_CONNECTIONS=%d, STRATAMQ_MAX_CONNECTIONS_PER_IP=%d: want at least 1 each",
+			c.MaxConnections, c.MaxConnectionsPerIP)
+	}
+	if c.FrameTimeout < time.Second {
+		return fmt.Errorf("STRATAMQ_FRAME_TIMEOUT=%s: want at least 1s", c.FrameTimeout)
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("STRATAMQ_LISTEN=%q: %v", c.Listen, err)

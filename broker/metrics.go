@@ -4,11 +4,15 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stratamq/stratamq/remoting"
 )
 
 // Metrics are the broker's Prometheus series, named as RocketMQ's exporter
 // names them where one exists. A nil *Metrics records nothing.
 type Metrics struct {
+	reg      prometheus.Registerer
+	refused  *prometheus.CounterVec
 	inMsgs   *prometheus.CounterVec
 	outMsgs  *prometheus.CounterVec
 	inBytes  *prometheus.CounterVec
@@ -33,6 +37,11 @@ func (m *Metrics) counters(cache *sync.Map, msgs, bytes *prometheus.CounterVec, 
 // NewMetrics registers the broker's series with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		reg: reg,
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stratamq_connections_refused_total",
+			Help: "Connections closed at accept because a cap was reached, by server and cap (total, per_ip)."},
+			[]string{"server", "cap"}),
 		inMsgs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rocketmq_messages_in_total", Help: "Messages stored, by topic."}, []string{"topic"}),
 		outMsgs: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -42,7 +51,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		outBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rocketmq_throughput_out_total", Help: "Record bytes delivered by pulls, by topic."}, []string{"topic"}),
 	}
-	reg.MustRegister(m.inMsgs, m.outMsgs, m.inBytes, m.outBytes)
+	reg.MustRegister(m.refused, m.inMsgs, m.outMsgs, m.inBytes, m.outBytes)
 	return m
 }
 
@@ -62,4 +71,29 @@ func (m *Metrics) messagesOut(topic string, n, bytes int) {
 	tc := m.counters(&m.out, m.outMsgs, m.outBytes, topic)
 	tc.msgs.Add(float64(n))
 	tc.bytes.Add(float64(bytes))
+}
+
+// ConnRefused is a remoting.ServerConfig.OnRefuse for the server named
+// server (nil when m is).
+func (m *Metrics) ConnRefused(server string) func(limit string) {
+	if m == nil {
+		return nil
+	}
+	return func(limit string) { m.refused.WithLabelValues(server, limit).Inc() }
+}
+
+// WatchServer exports s's open connections and read memory in use as
+// gauges labelled server.
+func (m *Metrics) WatchServer(server string, s *remoting.Server) {
+	if m == nil {
+		return
+	}
+	labels := prometheus.Labels{"server": server}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "stratamq_connections", ConstLabels: labels,
+			Help: "Open remoting connections."}, func() float64 { return float64(s.Stats().Conns) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "stratamq_read_memory_bytes", ConstLabels: labels,
+			Help: "Bytes of requests being read or waiting to be handled (bounded by STRATAMQ_MAX_READ_MEMORY)."},
+			func() float64 { return float64(s.Stats().ReadMemory) }),
+	)
 }

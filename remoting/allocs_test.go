@@ -3,6 +3,7 @@ package remoting
 import (
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // TestRemotingSendPathAllocations guards the send path's allocation budget
@@ -46,5 +47,21 @@ func TestRemotingSendPathAllocations(t *testing.T) {
 	})
 	if encode != 0 {
 		t.Errorf("encoding a typed header allocates %.0f times, want 0", encode)
+	}
+}
+
+// TestRemotingDecodedCommandFitsItsSizeClass: the decoded request and the
+// header copy its strings alias are one allocation sized to fill a size
+// class exactly (1,536 bytes; 896 without the copy). Objects of more than
+// 512 bytes with pointers carry an 8-byte malloc header, so a field added
+// to Command can push them into the next class (1,792 bytes) unnoticed by
+// the allocation count.
+func TestRemotingDecodedCommandFitsItsSizeClass(t *testing.T) {
+	const mallocHeader = 8
+	if n := unsafe.Sizeof(decodedCommandHeader{}) + mallocHeader; n > 1536 {
+		t.Errorf("decodedCommandHeader takes %d bytes with its malloc header, over its 1,536-byte size class", n)
+	}
+	if n := unsafe.Sizeof(decodedCommandText{}) + mallocHeader; n > 896 {
+		t.Errorf("decodedCommandText takes %d bytes with its malloc header, over its 896-byte size class", n)
 	}
 }

@@ -179,6 +179,8 @@ func (cl *Client) connClosed(*Conn) {}
 
 func (cl *Client) endReadBatch(*Conn) {}
 
+func (cl *Client) readPaused(*Conn, *readBudget) {}
+
 // requestHints: requests a server sends to a client (rare: transaction
 // checks) keep the map and their own frame.
 func (cl *Client) requestHints(RequestCode) (bool, bool) { return true, false }

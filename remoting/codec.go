@@ -490,40 +490,73 @@ func putFrame(p *[]byte) {
 	}
 }
 
-// readFramePooled is ReadFrame into a pooled buffer; the second result is
-// that buffer (nil when the frame was too big to pool, or pool is false).
-// lenBuf is 4 bytes of scratch that does not escape per call.
-func readFramePooled(r io.Reader, lenBuf []byte, max int, pool bool) ([]byte, *[]byte, error) {
-	if _, err := io.ReadFull(r, lenBuf[:4]); err != nil {
-		return nil, nil, err
+// frameChunk is the most a reader allocates for a frame beyond the bytes
+// that have arrived: a declared length is only a claim. A frame buffer
+// starts at what is buffered (at least frameChunk) and doubles as its bytes
+// arrive, up to the declared length.
+const frameChunk = 4 << 10
+
+// firstFrameSize is the buffer a frame of n bytes starts with when
+// buffered of them have arrived.
+func firstFrameSize(n, buffered int) int {
+	if buffered >= n {
+		return n
 	}
+	return min(n, max(buffered, frameChunk))
+}
+
+// frameBuf is a frame being read by a Conn: its buffer, grown as bytes
+// arrive, and what it took from the server's read budget.
+type frameBuf struct {
+	b      []byte  // len: the bytes allocated so far (all of them once whole)
+	pooled *[]byte // b's pooled backing, or nil
+	charge int64   // read budget taken
+	slot   bool    // charge is on the budget's overflow slot
+}
+
+// commandCharge is f's charge as Command.charge holds it.
+func (f *frameBuf) commandCharge() int64 {
+	if f.slot {
+		return -f.charge
+	}
+	return f.charge
+}
+
+// alloc gives f a buffer of n bytes, pooled if pool.
+func (f *frameBuf) alloc(n int, pool bool) {
+	if pool {
+		if p := getFrame(n); p != nil {
+			f.pooled, f.b = p, *p
+			return
+		}
+	}
+	f.pooled, f.b = nil, make([]byte, n)
+}
+
+// grow lengthens f.b to n bytes, keeping its contents.
+func (f *frameBuf) grow(n int, pool bool) {
+	if n <= cap(f.b) {
+		f.b = f.b[:n]
+		return
+	}
+	old, oldp := f.b, f.pooled
+	f.alloc(n, pool)
+	copy(f.b, old)
+	if oldp != nil {
+		putFrame(oldp)
+	}
+}
+
+// frameLength decodes and checks a frame's 4-byte total length.
+func frameLength(lenBuf []byte, max int) (int, error) {
 	n := int64(int32(binary.BigEndian.Uint32(lenBuf)))
 	if n < 4 {
-		return nil, nil, malformed("frame length %d", n)
+		return 0, malformed("frame length %d", n)
 	}
 	if n > int64(max) {
-		return nil, nil, fmt.Errorf("%w: %d bytes, max %d", ErrFrameTooLarge, n, max)
+		return 0, fmt.Errorf("%w: %d bytes, max %d", ErrFrameTooLarge, n, max)
 	}
-	var buf []byte
-	var p *[]byte
-	if pool {
-		p = getFrame(int(n))
-	}
-	if p != nil {
-		buf = *p
-	} else {
-		buf = make([]byte, n)
-	}
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		if p != nil {
-			putFrame(p)
-		}
-		return nil, nil, err
-	}
-	return buf, p, nil
+	return int(n), nil
 }
 
 // releaseFrame gives the command's pooled frame back: Body (which aliases
@@ -537,36 +570,59 @@ func (c *Command) releaseFrame() {
 	}
 }
 
+// handled ends a request's hold on the server's memory: its pooled frame
+// (when it may be recycled) and what it took from b, the read budget of
+// the server it came to, go back. Idempotent.
+func (c *Command) handled(b *readBudget) {
+	c.releaseFrame()
+	if c.charge != 0 && b != nil {
+		if c.charge < 0 {
+			b.give(-c.charge, true)
+		} else {
+			b.give(c.charge, false)
+		}
+		c.charge = 0
+	}
+}
+
 // ReadFrame reads one frame from r and returns it without its 4-byte total
 // length, ready for DecodeFrame. It reuses buf when it is big enough. A
 // length above max is ErrFrameTooLarge and a length below 4 (no room for the
 // header-length word) is ErrMalformed; both are reported before anything
-// is allocated or read past the length. io.EOF is returned as is when r ends
-// cleanly before a frame starts; a frame cut short is io.ErrUnexpectedEOF.
+// is allocated or read past the length. A buffer that must be allocated
+// grows as the frame's bytes arrive, never far past them. io.EOF is
+// returned as is when r ends cleanly before a frame starts; a frame cut
+// short is io.ErrUnexpectedEOF.
 func ReadFrame(r io.Reader, buf []byte, max int) ([]byte, error) {
 	var lenBuf [4]byte
 	if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
 		return nil, err
 	}
-	n := int64(int32(binary.BigEndian.Uint32(lenBuf[:])))
-	if n < 4 {
-		return nil, malformed("frame length %d", n)
-	}
-	if n > int64(max) {
-		return nil, fmt.Errorf("%w: %d bytes, max %d", ErrFrameTooLarge, n, max)
-	}
-	if int64(cap(buf)) >= n {
-		buf = buf[:n]
-	} else {
-		buf = make([]byte, n)
-	}
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
+	n, err := frameLength(lenBuf[:], max)
+	if err != nil {
 		return nil, err
 	}
-	return buf, nil
+	size := n
+	if cap(buf) < n {
+		size = min(n, readBufferSize)
+		buf = make([]byte, size)
+	}
+	buf = buf[:size]
+	got := 0
+	for {
+		m, err := io.ReadFull(r, buf[got:])
+		got += m
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if got == n {
+			return buf, nil
+		}
+		buf = append(buf, make([]byte, min(n, 2*got)-got)...)
+	}
 }
 
 // DecodeFrame decodes a frame given without its 4-byte total length (as

@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -98,27 +99,34 @@ func BenchmarkRemotingDecodeSendMessage(b *testing.B) {
 
 // BenchmarkRemotingDecodeSendMessageServer decodes as a server conn does
 // for a handler that reads headers with Command.Ext and lets its frame be
-// recycled (RequestHinter): pooled frame, extFields as pairs, no map.
+// recycled (RequestHinter): read through the conn's buffered reader into a
+// pooled frame charged to a read budget, extFields as pairs, no map.
 func BenchmarkRemotingDecodeSendMessageServer(b *testing.B) {
 	benchEachSend(b, func(b *testing.B, c *Command) {
 		frame, r := benchFrame(b, c)
-		var lenBuf [4]byte
+		conn := &Conn{maxFrame: len(frame), poolFrames: true, budget: newReadBudget(DefaultMaxReadMemory)}
+		br := bufio.NewReaderSize(r, readBufferSize)
 		for b.Loop() {
 			r.Reset(frame)
-			raw, pooled, err := readFramePooled(r, lenBuf[:], len(frame), true)
+			br.Reset(r)
+			f, err := conn.readFrame(br)
 			if err != nil {
 				b.Fatal(err)
 			}
-			d, err := decodeFrame(raw)
+			d, err := decodeFrame(f.b)
 			if err != nil {
 				b.Fatal(err)
 			}
-			d.frame = pooled
+			d.frame = f.pooled
+			d.charge = f.commandCharge()
 			var h SendMessageRequestHeader
 			if err := h.DecodeCommand(d); err != nil {
 				b.Fatal(err)
 			}
-			d.releaseFrame()
+			d.handled(conn.budget)
+		}
+		if n := conn.budget.inUse(); n != 0 {
+			b.Fatalf("read budget still holds %d bytes", n)
 		}
 	})
 }

@@ -47,6 +47,11 @@ type Command struct {
 	// frame is the pooled buffer that Body aliases, when the server may
 	// recycle it after the handler returns (see RequestHinter).
 	frame *[]byte
+	// charge is what the request's frame took from the server's read
+	// budget, given back once it is handled: charge bytes, or, when
+	// negative, the overflow slot holding -charge bytes. (One word: the
+	// decoded command and its header copy fill a size class exactly.)
+	charge int64
 }
 
 // ExtField is one extFields entry.

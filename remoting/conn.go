@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"slices"
@@ -52,6 +53,9 @@ type connOwner interface {
 	// endReadBatch runs on the reader goroutine before it may wait on
 	// the socket, and when it exits (see BatchHandler).
 	endReadBatch(c *Conn)
+	// readPaused runs on the reader goroutine when it stops reading
+	// because the read budget is used up.
+	readPaused(c *Conn, b *readBudget)
 }
 
 // Conn is one remoting connection, accepted by a Server or dialled by a
@@ -78,6 +82,11 @@ type Conn struct {
 	lenBuf     [4]byte    // the reader's scratch for frame lengths
 	poolFrames bool       // read request frames into pooled buffers (server conns)
 	batch      *ReadBatch // the reader's current read batch (BatchHandler); nil until used
+
+	budget        *readBudget   // the server's read budget; nil: none (client conns)
+	frameTimeout  time.Duration // a frame must arrive whole within this of its first byte; 0: no limit
+	frameDeadline time.Time     // the reader's: the current frame's deadline, zero while none is set
+	ip            netip.Addr    // the remote IP the server's per-IP cap counts this conn under
 
 	// mu guards the write queue and the pending invocations. It is never
 	// held across I/O.
@@ -331,32 +340,64 @@ func (c *Conn) start(done func()) {
 
 func (c *Conn) readLoop() {
 	defer c.finish()
-	br := bufio.NewReaderSize(c.nc, readBufferSize)
+	// A conn that never sends costs no read buffer: it is allocated once
+	// the first byte has arrived.
+	if c.idle > 0 {
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.idle))
+	}
+	pr := &prefixReader{nc: c.nc}
+	if _, err := io.ReadFull(c.nc, pr.first[:]); err != nil {
+		c.logReadError(err, false)
+		return
+	}
+	pr.pending = true
+	br := bufio.NewReaderSize(pr, readBufferSize)
 	for {
 		if !FrameBuffered(br, c.maxFrame) {
 			// The next read may wait on the socket: first finish the
 			// batch served from what arrived so far, and (re)arm the
-			// idle deadline only now, not once per frame.
+			// deadlines only now, not once per frame: the idle timeout
+			// until the next frame's first byte, then the frame timeout
+			// until its last.
 			c.owner.endReadBatch(c)
-			if c.idle > 0 {
-				_ = c.nc.SetReadDeadline(time.Now().Add(c.idle))
+			fresh := false
+			if br.Buffered() == 0 {
+				if c.idle > 0 {
+					_ = c.nc.SetReadDeadline(time.Now().Add(c.idle))
+				} else if !c.frameDeadline.IsZero() {
+					_ = c.nc.SetReadDeadline(time.Time{})
+				}
+				c.frameDeadline = time.Time{}
+				if _, err := br.Peek(1); err != nil {
+					c.logReadError(err, false)
+					return
+				}
+				fresh = true
+			}
+			if !FrameBuffered(br, c.maxFrame) {
+				if c.frameTimeout > 0 {
+					c.frameDeadline = time.Now().Add(c.frameTimeout)
+					_ = c.nc.SetReadDeadline(c.frameDeadline)
+				} else if c.idle > 0 && !fresh {
+					_ = c.nc.SetReadDeadline(time.Now().Add(c.idle))
+				}
 			}
 		}
-		frame, pooled, err := readFramePooled(br, c.lenBuf[:], c.maxFrame, c.poolFrames)
+		f, err := c.readFrame(br)
 		if err != nil {
-			c.logReadError(err)
+			c.logReadError(err, true)
 			return
 		}
-		cmd, err := decodeFrame(frame)
+		cmd, err := decodeFrame(f.b)
 		if err != nil {
-			if pooled != nil {
-				putFrame(pooled)
-			}
+			c.dropFrame(&f)
 			c.log.Warn("remoting: closing connection on bad frame", "err", err)
 			return
 		}
+		cmd.charge = f.commandCharge()
 		if cmd.IsResponse() {
 			// Responses go to whoever invoked; they keep them.
+			cmd.handled(c.budget)
 			cmd.ExtMap()
 			c.complete(cmd)
 			continue
@@ -366,16 +407,175 @@ func (c *Conn) readLoop() {
 			cmd.ExtMap()
 		}
 		if reuse {
-			cmd.frame = pooled
+			cmd.frame = f.pooled
 		}
 		c.owner.dispatch(c, cmd)
 	}
 }
 
-func (c *Conn) logReadError(err error) {
+// prefixReader reads first (when pending), then nc.
+type prefixReader struct {
+	first   [1]byte
+	pending bool
+	nc      net.Conn
+}
+
+func (r *prefixReader) Read(p []byte) (int, error) {
+	if r.pending && len(p) > 0 {
+		r.pending = false
+		p[0] = r.first[0]
+		return 1, nil
+	}
+	return r.nc.Read(p)
+}
+
+// readFrame reads one frame (without its length) from br. Its buffer
+// grows as the bytes arrive (see frameChunk), and every byte of it is
+// taken from the server's read budget first: when none is left the reader
+// waits, not reading, until some is given back.
+func (c *Conn) readFrame(br *bufio.Reader) (frameBuf, error) {
+	var f frameBuf
+	if _, err := io.ReadFull(br, c.lenBuf[:4]); err != nil {
+		return f, err
+	}
+	n, err := frameLength(c.lenBuf[:4], c.maxFrame)
+	if err != nil {
+		return f, err
+	}
+	size := firstFrameSize(n, br.Buffered())
+	if err := c.take(&f, size); err != nil {
+		return f, err
+	}
+	f.alloc(size, c.poolFrames)
+	got := 0
+	for {
+		m, err := io.ReadFull(br, f.b[got:size])
+		got += m
+		if err != nil {
+			c.dropFrame(&f)
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return f, &frameReadError{n: n, got: got, err: err}
+		}
+		if size == n {
+			return f, nil
+		}
+		next := min(n, 2*size)
+		if err := c.take(&f, next-size); err != nil {
+			c.dropFrame(&f)
+			return f, err
+		}
+		f.grow(next, c.poolFrames)
+		size = next
+	}
+}
+
+// frameReadError is a frame cut short: by EOF or by a deadline.
+type frameReadError struct {
+	n, got int
+	err    error
+}
+
+func (e *frameReadError) Error() string {
+	return fmt.Sprintf("frame of %d bytes cut short after %d: %v", e.n, e.got, e.err)
+}
+
+func (e *frameReadError) Unwrap() error { return e.err }
+
+// dropFrame gives back a frame that will not be dispatched.
+func (c *Conn) dropFrame(f *frameBuf) {
+	if f.pooled != nil {
+		putFrame(f.pooled)
+		f.pooled = nil
+	}
+	if c.budget != nil && (f.charge > 0 || f.slot) {
+		c.budget.give(f.charge, f.slot)
+	}
+	f.charge, f.slot, f.b = 0, false, nil
+}
+
+// take charges n more bytes of f to the read budget, waiting while there
+// is none.
+func (c *Conn) take(f *frameBuf, n int) error {
+	b := c.budget
+	if b == nil || n == 0 {
+		return nil
+	}
+	if f.slot {
+		// The slot holds one frame of up to the max frame size whole.
+		b.slotBytes.Add(int64(n))
+		f.charge += int64(n)
+		return nil
+	}
+	if b.tryTake(int64(n)) {
+		f.charge += int64(n)
+		return nil
+	}
+	return c.takeSlow(f, int64(n))
+}
+
+func (c *Conn) takeSlow(f *frameBuf, n int64) error {
+	b := c.budget
+	// This reader's own read batch may be what holds the budget.
+	c.owner.endReadBatch(c)
+	start := time.Now()
+	b.waiting.Add(1)
+	defer b.waiting.Add(-1)
+	paused := false
+	for {
+		wake := b.waitChan()
+		if b.tryTake(n) {
+			f.charge += n
+			break
+		}
+		if b.slot.CompareAndSwap(false, true) {
+			// This frame moves onto the overflow slot, where it fits
+			// whole: it cannot be stuck behind frames waiting like it.
+			b.slotBytes.Add(f.charge + n)
+			if f.charge > 0 {
+				b.give(f.charge, false)
+			}
+			f.charge += n
+			f.slot = true
+			break
+		}
+		if !paused {
+			paused = true
+			c.owner.readPaused(c, b)
+		}
+		select {
+		case <-wake:
+		case <-c.closing:
+			return ErrConnClosed
+		}
+	}
+	// Time spent waiting for memory does not count against the frame
+	// (or idle) timeout.
+	waited := time.Since(start)
+	if !c.frameDeadline.IsZero() {
+		c.frameDeadline = c.frameDeadline.Add(waited)
+		_ = c.nc.SetReadDeadline(c.frameDeadline)
+	} else if c.idle > 0 {
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.idle))
+	}
+	if paused {
+		c.log.Debug("remoting: read resumed", "waited", waited)
+	}
+	return nil
+}
+
+func (c *Conn) logReadError(err error, inFrame bool) {
+	var fe *frameReadError
 	switch {
 	case c.isClosed(), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 		c.log.Debug("remoting: connection closed", "err", err)
+	case errors.Is(err, os.ErrDeadlineExceeded) && inFrame && c.frameTimeout > 0:
+		args := []any{"frame_timeout", c.frameTimeout}
+		if errors.As(err, &fe) {
+			args = append(args, "declared_bytes", fe.n, "received_bytes", fe.got)
+		}
+		c.log.Warn("remoting: closing connection: frame not complete within the frame timeout", args...)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		c.log.Info("remoting: closing idle connection", "idle", c.idle)
 	case errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrMalformed):

@@ -50,6 +50,22 @@
 // conn per address and dispatches requests the peer sends it to its
 // Handler.
 //
+// # Resource limits
+//
+// A declared frame length is only a claim: a frame buffer starts at the
+// bytes that arrived (or a 4 KiB chunk) and doubles as more arrive, so a
+// reader never holds much more than it was sent. A Server bounds, over all
+// its conns, the bytes of requests being read or waiting to be handled
+// (ServerConfig.MaxReadMemory): a conn that would go over stops reading
+// until memory is freed (backpressure, never a disconnect), and one frame
+// at a time may use an overflow slot of one max frame, so a frame of the
+// largest size always gets through and partial frames cannot deadlock.
+// A frame must arrive whole within FrameTimeout of its first byte
+// (slowloris); between frames the idle timeout applies. Conns over
+// MaxConns or MaxConnsPerIP (per remote IP) are closed at accept with a
+// rate-limited warning. An accepted conn gets its 64 KiB read buffer only
+// once its first byte arrives.
+//
 // Codes a handler does not serve are answered with NotSupported(req).
 //
 // # Names

@@ -133,7 +133,7 @@ func (s *Server) endBatch(c *Conn) {
 	}()
 	n := len(b.held)
 	for i, req := range b.held {
-		req.releaseFrame()
+		req.handled(s.budget)
 		b.held[i] = nil
 	}
 	b.held = b.held[:0]

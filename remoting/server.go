@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -109,7 +110,44 @@ type ServerConfig struct {
 	Classify     func(code RequestCode) PoolClass // nil → PoolDefault
 	Logger       *slog.Logger
 	OnClose      func(c *Conn) // after a conn is closed (consumer/producer/broker expiry)
+
+	// MaxReadMemory bounds the bytes of requests being read or waiting
+	// to be handled, over all conns (default 64 MiB; < 0: no bound). A
+	// conn that would go over stops reading until memory is freed; it is
+	// not closed for it. One frame at a time may go up to MaxFrameSize
+	// past the bound, so a frame of the largest size always gets through.
+	MaxReadMemory int64
+	// FrameTimeout: a frame must arrive whole within this long of its
+	// first byte, or its conn is closed (default 30s; < 0 disables). Time
+	// spent waiting for read memory does not count. Between frames the
+	// idle timeout applies.
+	FrameTimeout time.Duration
+	// MaxConns and MaxConnsPerIP cap the open conns, in total and per
+	// remote IP (defaults 4096 and 1024; < 0: no cap). A conn over a cap
+	// is closed at accept, with a (rate-limited) warning.
+	MaxConns, MaxConnsPerIP int
+	// OnRefuse, when set, is called for each conn closed at accept by a
+	// cap: limit is "total" or "per_ip".
+	OnRefuse func(limit string)
 }
+
+// Defaults of ServerConfig's resource limits.
+const (
+	DefaultMaxReadMemory = 64 << 20
+	DefaultFrameTimeout  = 30 * time.Second
+	DefaultMaxConns      = 4096
+	DefaultMaxConnsPerIP = 1024
+)
+
+// ServerStats is a snapshot of a server's resource use.
+type ServerStats struct {
+	Conns      int   // open conns
+	ReadMemory int64 // bytes of requests being read or waiting to be handled
+}
+
+// refuseLogEvery rate-limits the warnings for conns refused at accept, and
+// for reads paused on the read budget: one line per this long per kind.
+const refuseLogEvery = time.Second
 
 type task struct {
 	c   *Conn
@@ -134,10 +172,11 @@ type ControlFunc func(c *Conn, req *Command) (resp *Command, handled bool)
 // Goroutines: Serve owns the accept loop, the pool workers and each conn's
 // reader and writer; it returns after all of them have exited.
 type Server struct {
-	cfg   ServerConfig
-	h     Handler
-	log   *slog.Logger
-	pools map[PoolClass]*pool
+	cfg    ServerConfig
+	h      Handler
+	log    *slog.Logger
+	pools  map[PoolClass]*pool
+	budget *readBudget // nil: no bound
 
 	ctx    context.Context // handlers' parent; canceled by Close
 	cancel context.CancelFunc
@@ -158,7 +197,12 @@ type Server struct {
 		inflight int
 		drained  chan struct{}
 		conns    map[uint64]*Conn
+		perIP    map[netip.Addr]int
 		control  map[RequestCode]ControlFunc
+		// rate-limited warnings: when each kind was last logged, and
+		// how many events were not logged since
+		lastLog    map[string]time.Time
+		suppressed map[string]int
 	}
 }
 
@@ -175,6 +219,20 @@ func NewServer(cfg ServerConfig, h Handler) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.MaxReadMemory == 0 {
+		cfg.MaxReadMemory = DefaultMaxReadMemory
+	}
+	if cfg.FrameTimeout == 0 {
+		cfg.FrameTimeout = DefaultFrameTimeout
+	} else if cfg.FrameTimeout < 0 {
+		cfg.FrameTimeout = 0
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.MaxConnsPerIP == 0 {
+		cfg.MaxConnsPerIP = DefaultMaxConnsPerIP
+	}
 	s := &Server{
 		cfg:         cfg,
 		h:           h,
@@ -185,8 +243,14 @@ func NewServer(cfg ServerConfig, h Handler) *Server {
 		serveDone:   make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if cfg.MaxReadMemory > 0 {
+		s.budget = newReadBudget(cfg.MaxReadMemory)
+	}
 	s.mu.conns = make(map[uint64]*Conn)
+	s.mu.perIP = make(map[netip.Addr]int)
 	s.mu.control = make(map[RequestCode]ControlFunc)
+	s.mu.lastLog = make(map[string]time.Time)
+	s.mu.suppressed = make(map[string]int)
 	classes := map[PoolClass]PoolConfig{PoolDefault: {}}
 	for cl, pc := range cfg.Pools {
 		classes[cl] = pc
@@ -309,18 +373,95 @@ func (s *Server) stopping() bool {
 }
 
 func (s *Server) startConn(nc net.Conn) {
+	ip := remoteIP(nc)
 	s.mu.Lock()
 	if s.mu.closed || s.mu.draining {
 		s.mu.Unlock()
 		nc.Close()
 		return
 	}
+	limit, max := "", 0
+	switch {
+	case s.cfg.MaxConns > 0 && len(s.mu.conns) >= s.cfg.MaxConns:
+		limit, max = "total", s.cfg.MaxConns
+	case s.cfg.MaxConnsPerIP > 0 && s.mu.perIP[ip] >= s.cfg.MaxConnsPerIP:
+		limit, max = "per_ip", s.cfg.MaxConnsPerIP
+	}
+	if limit != "" {
+		log, suppressed := s.rateLimitedLocked("refuse " + limit)
+		s.mu.Unlock()
+		nc.Close()
+		if s.cfg.OnRefuse != nil {
+			s.cfg.OnRefuse(limit)
+		}
+		if log {
+			what := "total connections"
+			if limit == "per_ip" {
+				what = "connections from one IP"
+			}
+			s.log.Warn("remoting: connection refused: "+what+" at their cap", "cap", limit, "max", max,
+				"remote", nc.RemoteAddr().String(), "refused_unlogged_since_last", suppressed)
+		}
+		return
+	}
 	c := newConn(nc, s, s.ctx, s.log, s.cfg.MaxFrameSize, s.cfg.IdleTimeout)
 	c.poolFrames = true
+	c.budget = s.budget
+	c.frameTimeout = s.cfg.FrameTimeout
+	c.ip = ip
 	s.mu.conns[c.id] = c
+	s.mu.perIP[ip]++
 	s.wg.Add(2)
 	s.mu.Unlock()
 	c.start(s.wg.Done)
+}
+
+// remoteIP is the IP nc's peer connects from (the zero Addr when it is
+// not an IP address).
+func remoteIP(nc net.Conn) netip.Addr {
+	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// rateLimitedLocked reports whether an event of kind may be logged now,
+// and how many of its kind were not logged since the last line. s.mu is
+// held.
+func (s *Server) rateLimitedLocked(kind string) (bool, int) {
+	now := time.Now()
+	if last, ok := s.mu.lastLog[kind]; ok && now.Sub(last) < refuseLogEvery {
+		s.mu.suppressed[kind]++
+		return false, 0
+	}
+	n := s.mu.suppressed[kind]
+	s.mu.lastLog[kind] = now
+	s.mu.suppressed[kind] = 0
+	return true, n
+}
+
+// readPaused logs, rate-limited, that a conn stopped reading on the read
+// budget.
+func (s *Server) readPaused(c *Conn, b *readBudget) {
+	s.mu.Lock()
+	log, suppressed := s.rateLimitedLocked("read paused")
+	s.mu.Unlock()
+	if log {
+		s.log.Warn("remoting: read memory at its cap, pausing reads until requests are handled",
+			"max_read_memory", b.limit, "in_use", b.inUse(), "conn", c.id, "remote", c.RemoteAddr().String(),
+			"paused_unlogged_since_last", suppressed)
+	}
+}
+
+// Stats reports the server's current resource use.
+func (s *Server) Stats() ServerStats {
+	s.mu.Lock()
+	st := ServerStats{Conns: len(s.mu.conns)}
+	s.mu.Unlock()
+	if s.budget != nil {
+		st.ReadMemory = s.budget.inUse()
+	}
+	return st
 }
 
 // Control installs a test hook for the next request with this code: fn
@@ -345,8 +486,10 @@ func (s *Server) dispatch(c *Conn, req *Command) {
 		// A test hook sees the usual request and may keep it.
 		req.ExtMap()
 		req.frame = nil
-		if resp, handled := fn(c, req); handled {
+		resp, handled := fn(c, req)
+		if handled {
 			s.reply(c, req, resp)
+			req.handled(s.budget)
 			return
 		}
 	}
@@ -355,6 +498,7 @@ func (s *Server) dispatch(c *Conn, req *Command) {
 	if s.mu.draining {
 		s.mu.Unlock()
 		s.reply(c, req, NewResponse(req, ServiceNotAvailable, "server is shutting down"))
+		req.handled(s.budget)
 		return
 	}
 	s.mu.inflight++
@@ -376,6 +520,7 @@ func (s *Server) dispatch(c *Conn, req *Command) {
 		s.log.Warn("remoting: pool full, rejecting request", "pool", p.class.String(), "code", code.String(), "conn", c.id)
 		s.reply(c, req, NewResponse(req, SystemBusy,
 			fmt.Sprintf("[REJECTREQUEST]system busy, %s pool full, start flow control for a while", p.class)))
+		req.handled(s.budget)
 	}
 }
 
@@ -420,6 +565,7 @@ func (s *Server) work(p *pool) {
 
 func (s *Server) serve(t task) {
 	defer s.doneInflight()
+	defer t.req.handled(s.budget) // also after a panic
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("remoting: handler panicked", "code", RequestCode(t.req.Code).String(), "panic", r,
@@ -432,7 +578,6 @@ func (s *Server) serve(t task) {
 	// at once, and those must not be lost. Only the reply is dropped.
 	resp := s.h.ServeRemoting(t.c.ctx, t.c, t.req)
 	s.reply(t.c, t.req, resp)
-	t.req.releaseFrame()
 }
 
 func (s *Server) requestHints(code RequestCode) (extMap, reuseFrame bool) {
@@ -447,6 +592,9 @@ func (s *Server) endReadBatch(c *Conn) { s.endBatch(c) }
 func (s *Server) connClosed(c *Conn) {
 	s.mu.Lock()
 	delete(s.mu.conns, c.id)
+	if s.mu.perIP[c.ip]--; s.mu.perIP[c.ip] <= 0 {
+		delete(s.mu.perIP, c.ip)
+	}
 	s.mu.Unlock()
 	if s.cfg.OnClose != nil {
 		s.cfg.OnClose(c)

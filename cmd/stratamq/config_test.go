@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -58,5 +59,40 @@ func TestConfigMinFreeSpace(t *testing.T) {
 	cfg, _, err = loadConfig("serve", []string{"--min-free-space", "512k"}, map[string]string{"STRATAMQ_MIN_FREE_SPACE": "8MiB"})
 	if err != nil || cfg.MinFreeSpace != 512<<10 {
 		t.Fatalf("from the flag: %v %v", cfg.MinFreeSpace, err)
+	}
+}
+
+// The remoting servers' resource limits (issue 9 item 7) come from the
+// environment and flags, with their defaults, and bad values are named.
+func TestConfigResourceLimits(t *testing.T) {
+	cfg, _, err := loadConfig("serve", nil, map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxReadMemory != 64<<20 || cfg.MaxConnections != 4096 || cfg.MaxConnectionsPerIP != 1024 || cfg.FrameTimeout != 30*time.Second {
+		t.Fatalf("defaults: read memory %s, connections %d, per IP %d, frame timeout %s",
+			cfg.MaxReadMemory, cfg.MaxConnections, cfg.MaxConnectionsPerIP, cfg.FrameTimeout)
+	}
+	cfg, _, err = loadConfig("serve", []string{"--max-connections-per-ip", "7"}, map[string]string{
+		"STRATAMQ_MAX_READ_MEMORY": "8MiB", "STRATAMQ_MAX_CONNECTIONS": "100", "STRATAMQ_FRAME_TIMEOUT": "5s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxReadMemory != 8<<20 || cfg.MaxConnections != 100 || cfg.MaxConnectionsPerIP != 7 || cfg.FrameTimeout != 5*time.Second {
+		t.Fatalf("parsed: read memory %s, connections %d, per IP %d, frame timeout %s",
+			cfg.MaxReadMemory, cfg.MaxConnections, cfg.MaxConnectionsPerIP, cfg.FrameTimeout)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for env, bad := range map[string]string{"STRATAMQ_MAX_READ_MEMORY": "1KiB", "STRATAMQ_MAX_CONNECTIONS": "-1",
+		"STRATAMQ_MAX_CONNECTIONS_PER_IP": "-5", "STRATAMQ_FRAME_TIMEOUT": "1ms"} {
+		c, _, err := loadConfig("serve", nil, map[string]string{env: bad})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), env) {
+			t.Fatalf("%s=%s: %v, want an error naming %s", env, bad, err, env)
+		}
 	}
 }

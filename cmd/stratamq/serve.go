@@ -31,12 +31,17 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var ready readiness
 
+	metrics := broker.NewMetrics(reg)
 	nsErr := make(chan error, 2)
 	if withNamesrv {
 		ns := namesrv.New(namesrv.Config{Logger: log})
 		nsServer := remoting.NewServer(remoting.ServerConfig{
 			Addr: cfg.NamesrvListen, Logger: log.With("component", "namesrv"), OnClose: ns.OnConnClose,
+			MaxReadMemory: int64(cfg.MaxReadMemory), FrameTimeout: cfg.FrameTimeout,
+			MaxConns: cfg.MaxConnections, MaxConnsPerIP: cfg.MaxConnectionsPerIP,
+			OnRefuse: metrics.ConnRefused("namesrv"),
 		}, ns)
+		metrics.WatchServer("namesrv", nsServer)
 		if err := nsServer.Listen(); err != nil {
 			return fmt.Errorf("name server: listen %s: %w", cfg.NamesrvListen, err)
 		}
@@ -68,7 +73,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 		}
 		defer bucket.Close()
 		tuneGC(int64(cfg.CacheSize), log)
-		b, err := broker.New(cfg.Config, broker.Deps{Logger: log, Metrics: broker.NewMetrics(reg), Bucket: bucket, Registerer: reg})
+		b, err := broker.New(cfg.Config, broker.Deps{Logger: log, Metrics: metrics, Bucket: bucket, Registerer: reg})
 		if err != nil {
 			return err
 		}
