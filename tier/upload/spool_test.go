@@ -1,8 +1,10 @@
 package upload_test
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/s3"
+	"github.com/stratamq/stratamq/tier/s3fake"
 	"github.com/stratamq/stratamq/tier/upload"
 )
 
@@ -75,13 +79,8 @@ func TestSpoolKeepsObjectsOutOfMemory(t *testing.T) {
 	// would be 2 × 6 MiB.
 	const segSize = 6 << 20
 	src.setHidden(true)
-	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 2 {
-		data := make([]byte, segSize)
-		for j := range data {
-			data[j] = byte(r.Uint32())
-		}
-		src.add(upload.Segment{Kind: upload.KindCommitLog, Base: int64(1<<20 + i*segSize)}, data)
+		src.add(upload.Segment{Kind: upload.KindCommitLog, Base: int64(1<<20 + i*segSize)}, randomBytes(uint64(i), segSize))
 	}
 	base := liveHeap()
 	down.Store(true)
@@ -139,4 +138,76 @@ func TestSpoolKeepsObjectsOutOfMemory(t *testing.T) {
 	if names := spoolFiles(t, spool); len(names) != 0 {
 		t.Fatalf("spool files left after Run stopped: %v", names)
 	}
+}
+
+// TestSpoolMultipartThroughS3Bounded: the spool file is streamed to the
+// real s3 provider, multipart parts included (read from the file, not
+// buffered): two 6 MiB objects in 5 MiB parts, each part refused (503)
+// through an outage, grow the heap by far less than one part.
+func TestSpoolMultipartThroughS3Bounded(t *testing.T) {
+	f := s3fake.New(t, s3fake.Options{})
+	f.CreateBucket("b")
+	var down atomic.Bool
+	var refused atomic.Int64
+	for range 2000 {
+		f.Next("UploadPart", func(w http.ResponseWriter, r *http.Request, serve http.HandlerFunc) {
+			if down.Load() {
+				refused.Add(1)
+				s3fake.Status(503, "SlowDown")(w, r, serve)
+				return
+			}
+			serve(w, r)
+		})
+	}
+	b, err := s3.New(context.Background(), s3.Config{
+		Bucket: "b", Region: "us-east-1", Endpoint: f.URL(), PartSize: s3.MinPartSize,
+		AccessKey: "AK", SecretKey: "SK", MaxAttempts: 1, MaxBackoff: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	src := newSource()
+	spool := t.TempDir()
+	cfg := fastConfig(b, src)
+	cfg.SpoolDir = spool
+	u, err := upload.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, u)
+	// Warm up the encoders and the HTTP client with one multipart upload.
+	src.add(upload.Segment{Kind: upload.KindCommitLog, Base: 0}, randomBytes(3, 6<<20))
+	waitFor(t, "warm-up upload", 20*time.Second, src.allUploaded)
+
+	const segSize = 6 << 20
+	src.setHidden(true)
+	for i := range 2 {
+		src.add(upload.Segment{Kind: upload.KindCommitLog, Base: int64(segSize + i*segSize)}, randomBytes(uint64(i), segSize))
+	}
+	base := liveHeap()
+	down.Store(true)
+	src.setHidden(false)
+	u.Notify()
+	waitFor(t, "parts refused", 20*time.Second, func() bool { return refused.Load() >= 6 && len(spoolFiles(t, spool)) == 2 })
+	growth := liveHeap() - base
+	t.Logf("heap growth with two 6 MiB multipart uploads being retried: %d KiB", growth>>10)
+	if growth > 2<<20 {
+		t.Fatalf("heap grew by %d KiB while two 6 MiB multipart uploads were retried", growth>>10)
+	}
+	down.Store(false)
+	waitFor(t, "uploaded after the outage", 30*time.Second, src.allUploaded)
+	checkUploaded(t, b, "c1/broker-a", src)
+	if names := spoolFiles(t, spool); len(names) != 0 {
+		t.Fatalf("spool files left after success: %v", names)
+	}
+}
+
+func randomBytes(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, 2))
+	data := make([]byte, n)
+	for j := range data {
+		data[j] = byte(r.Uint32())
+	}
+	return data
 }
