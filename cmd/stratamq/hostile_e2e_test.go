@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,11 +20,14 @@ import (
 	"time"
 
 	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
+
+	"github.com/stratamq/stratamq/remoting"
 )
 
 // Hostile-client acceptance (issue 9, done-when): the real binary under
-// malformed frames, slowloris, thousands of idle connections, 16 MiB
-// length declarations and a per-IP connection flood, while the official
+// malformed frames, path-like topic names, slowloris, thousands of idle
+// connections, 16 MiB length declarations and a per-IP connection flood,
+// while the official
 // client keeps sending and receiving. The broker stays up, every message
 // acknowledged is received, and its heap stays under hostileHeapBound.
 //
@@ -57,7 +61,16 @@ func TestE2EHostileClients(t *testing.T) {
 	ns := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	br := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	dataDir := t.TempDir()
+	// A directory next to the data dir: path-like topic names must not
+	// reach it (consumequeue/../../../victim is root/victim).
+	root := t.TempDir()
+	dataDir, victim := filepath.Join(root, "data"), filepath.Join(root, "victim")
+	if err := os.MkdirAll(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(victim, "precious"), []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	srv := startBinary(t, bin, map[string]string{
 		"STRATAMQ_DATA_DIR":               dataDir,
 		"STRATAMQ_NAMESRV_LISTEN":         ns,
@@ -113,6 +126,33 @@ func TestE2EHostileClients(t *testing.T) {
 	}
 	alive("malformed frames")
 	tr.progress(t, "after malformed frames")
+
+	// Path-like topic names, in a send and in DELETE_TOPIC_IN_BROKER
+	// (215): each is refused with a remark, and nothing on disk is touched.
+	for _, name := range []string{"../../../victim", "..", ""} {
+		sh := remoting.SendMessageRequestHeader{ProducerGroup: "pg", Topic: name, DefaultTopic: "TBW102",
+			DefaultTopicQueueNums: 4, BornTimestamp: time.Now().UnixMilli()}
+		dh := remoting.DeleteTopicRequestHeader{Topic: name}
+		for what, req := range map[string]*remoting.Command{
+			"SEND_MESSAGE":           remoting.NewRequest(remoting.SendMessage, sh.Encode(), []byte("x")),
+			"DELETE_TOPIC_IN_BROKER": remoting.NewRequest(remoting.DeleteTopicInBroker, dh.Encode(), nil),
+		} {
+			resp, _ := ask(br, req, 5*time.Second)
+			if resp == nil || resp.Code == int32(remoting.Success) || resp.Remark == "" {
+				t.Fatalf("%s with topic %q: %+v, want an error with a remark", what, name, resp)
+			}
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(victim, "precious")); err != nil || string(b) != "keep me" {
+		t.Fatalf("the directory next to the data dir after path-like topics: %q, %v", b, err)
+	}
+	for _, d := range []string{"store", filepath.Join("store", "commitlog"), "config"} {
+		if _, err := os.Stat(filepath.Join(dataDir, d)); err != nil {
+			t.Fatalf("after path-like topics: %v", err)
+		}
+	}
+	alive("path-like topic names")
+	tr.progress(t, "after path-like topic names")
 
 	// Slowloris: declare a frame, trickle bytes; each conn is closed once
 	// the frame timeout has passed.
