@@ -103,7 +103,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	}
 	b := &Broker{
 		dirLock: dirLock,
-		cfg: cfg, log: deps.Logger.With("component", "broker", "broker", cfg.BrokerName),
+		cfg:     cfg, log: deps.Logger.With("component", "broker", "broker", cfg.BrokerName),
 		fs: deps.FS, metrics: deps.Metrics,
 		consumers:   NewConsumerManager(),
 		producers:   NewProducerManager(),
@@ -187,6 +187,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if b.topics, err = OpenTopicConfigManager(deps.FS, configDir, cfg.AutoCreateTopic); err != nil {
 		return fail(err)
 	}
+	b.topics.SetMaxTopics(cfg.MaxTopics)
 	if b.groups, err = OpenSubscriptionGroupManager(deps.FS, configDir); err != nil {
 		return fail(err)
 	}
@@ -230,6 +231,13 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		ColdIndex:        coldIndex,
 		Restore:          restore,
 		CQEntriesPerFile: cfg.CQEntriesPerFile,
+		// The broker refuses topics and queues past its limits first (with
+		// a remark); the store's are a backstop for what the broker does
+		// not refuse (retry and DLQ topics, one per consumer group): twice
+		// the topic limit.
+		MaxTopics:         2 * cfg.MaxTopics,
+		MaxQueuesPerTopic: cfg.MaxQueuesPerTopic,
+		MaxOpenQueueFiles: cfg.MaxOpenQueueFiles,
 	})
 	if err != nil {
 		return fail(fmt.Errorf("broker: open store: %w", err))

@@ -29,6 +29,12 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s" help:"graceful shutdown deadline"`
 	MinFreeSpace    bytesize.Size `env:"MIN_FREE_SPACE" help:"refuse sends (SERVICE_NOT_AVAILABLE) while the data dir's volume has less free space than this (default: 5% of the volume, at most 256MiB)"`
 
+	// Bounded resources: topics and queues a client may create, descriptors
+	// of consumequeue files kept open.
+	MaxTopics         int `env:"MAX_TOPICS" envDefault:"4096" help:"most topics the broker holds; creating one more (UPDATE_AND_CREATE_TOPIC, auto-create on send) is refused"`
+	MaxQueuesPerTopic int `env:"MAX_QUEUES_PER_TOPIC" envDefault:"1024" help:"most read or write queues of one topic"`
+	MaxOpenQueueFiles int `env:"MAX_OPEN_QUEUE_FILES" envDefault:"1024" help:"consumequeue files kept open at once (least recently used ones are closed)"`
+
 	// Tiering (used when a bucket is configured; cmd opens STRATAMQ_BUCKET).
 	LocalRetention     bytesize.Size `env:"LOCAL_RETENTION" envDefault:"1GiB" help:"bytes of sealed, uploaded segments kept on local disk (0 = drop right after upload)"`
 	CacheSize          bytesize.Size `env:"CACHE_SIZE" envDefault:"256MiB" help:"cold-read cache of decompressed frames, bytes"`
@@ -81,6 +87,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.MaxTopics == 0 {
+		c.MaxTopics = 4096
+	}
+	if c.MaxQueuesPerTopic == 0 {
+		c.MaxQueuesPerTopic = 1024
+	}
+	if c.MaxOpenQueueFiles == 0 {
+		c.MaxOpenQueueFiles = 1024
 	}
 	if c.RegisterInterval == 0 {
 		c.RegisterInterval = 30 * time.Second
@@ -140,6 +155,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retention < 0 || c.SegmentMaxAge < 0 {
 		return fmt.Errorf("STRATAMQ_RETENTION and STRATAMQ_SEGMENT_MAX_AGE must not be negative")
+	}
+	if c.MaxTopics < 0 || c.MaxQueuesPerTopic < 0 || c.MaxOpenQueueFiles < 0 {
+		return fmt.Errorf("STRATAMQ_MAX_TOPICS, STRATAMQ_MAX_QUEUES_PER_TOPIC and STRATAMQ_MAX_OPEN_QUEUE_FILES must not be negative")
 	}
 	if c.BrokerID < 0 {
 		return fmt.Errorf("STRATAMQ_BROKER_ID=%d: want >= 0", c.BrokerID)

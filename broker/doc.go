@@ -15,7 +15,10 @@
 //
 // # State and who owns it
 //
-//	TopicConfigManager         topics.json; TBW102 auto-create
+//	TopicConfigManager         topics.json; TBW102 auto-create; at most STRATAMQ_MAX_TOPICS
+//	                           topics (UPDATE_AND_CREATE_TOPIC, auto-create refused past it;
+//	                           retry/DLQ topics are not refused here: the store, with a
+//	                           backstop of twice that, refuses their first message instead)
 //	SubscriptionGroupManager   subscriptionGroup.json
 //	offsets.ConsumerOffsets    consumerOffset.json
 //	ConsumerManager            live consumer clients per group, their subscriptions (from heartbeats)

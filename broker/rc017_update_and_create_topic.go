@@ -22,8 +22,8 @@ func (b *Broker) updateAndCreateTopic(ctx context.Context, c *remoting.Conn, req
 	if h.Topic == b.cfg.Cluster || h.Topic == b.cfg.BrokerName {
 		return errResponse(req, remoting.SystemError, fmt.Sprintf("the topic[%s] is conflict with system reserved words", h.Topic))
 	}
-	if h.ReadQueueNums <= 0 || h.WriteQueueNums <= 0 || h.ReadQueueNums > 1024 || h.WriteQueueNums > 1024 {
-		return errResponse(req, remoting.SystemError, fmt.Sprintf("illegal queue numbers read=%d write=%d (want 1..1024)", h.ReadQueueNums, h.WriteQueueNums))
+	if lim := int32(b.cfg.MaxQueuesPerTopic); h.ReadQueueNums <= 0 || h.WriteQueueNums <= 0 || h.ReadQueueNums > lim || h.WriteQueueNums > lim {
+		return errResponse(req, remoting.SystemError, fmt.Sprintf("illegal queue numbers read=%d write=%d: want 1..%d (the broker's queue limit per topic, STRATAMQ_MAX_QUEUES_PER_TOPIC)", h.ReadQueueNums, h.WriteQueueNums, lim))
 	}
 	perm := h.Perm
 	if perm == 0 {
@@ -31,7 +31,11 @@ func (b *Broker) updateAndCreateTopic(ctx context.Context, c *remoting.Conn, req
 	}
 	tc := remoting.TopicConfig{TopicName: h.Topic, ReadQueueNums: h.ReadQueueNums, WriteQueueNums: h.WriteQueueNums,
 		Perm: perm, TopicFilterType: h.TopicFilterType, TopicSysFlag: h.TopicSysFlag, Order: h.Order}
-	if b.topics.Put(tc) {
+	changed, err := b.topics.Create(tc)
+	if err != nil {
+		return errResponse(req, remoting.SystemError, err.Error())
+	}
+	if changed {
 		b.log.Info("topic created or updated", "topic", h.Topic, "read", h.ReadQueueNums, "write", h.WriteQueueNums, "perm", perm)
 		if err := b.topics.Save(); err != nil {
 			return errResponse(req, remoting.SystemError, "persist topics: "+err.Error())

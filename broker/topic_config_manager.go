@@ -32,6 +32,43 @@ const (
 // persisted as config/topics.json. Safe for concurrent use.
 type TopicConfigManager struct {
 	configTable[remoting.TopicConfig] // Get, Delete, Names
+
+	maxTopics int // Create and CreateOnSend refuse a topic past it (0: no limit); guarded by mu
+}
+
+// SetMaxTopics sets the most topics Create and CreateOnSend let the table
+// hold (STRATAMQ_MAX_TOPICS; 0: no limit). Topics already there stay.
+func (m *TopicConfigManager) SetMaxTopics(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.maxTopics = n
+}
+
+// roomLocked refuses a new topic past the limit.
+func (m *TopicConfigManager) roomLocked(topic string) error {
+	if n := len(m.mu.table); m.maxTopics > 0 && n >= m.maxTopics {
+		return fmt.Errorf("the broker holds %d topics, its limit (STRATAMQ_MAX_TOPICS=%d): topic[%s] not created", n, m.maxTopics, topic)
+	}
+	return nil
+}
+
+// Create is Put for UPDATE_AND_CREATE_TOPIC: a new topic past the limit
+// (SetMaxTopics) is refused; an existing one is updated.
+func (m *TopicConfigManager) Create(tc remoting.TopicConfig) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old, ok := m.mu.table[tc.TopicName]
+	if ok && sameTopic(*old, tc) {
+		return false, nil
+	}
+	if !ok {
+		if err := m.roomLocked(tc.TopicName); err != nil {
+			return false, err
+		}
+	}
+	c := tc
+	m.putLocked(&c)
+	return true, nil
 }
 
 const topicsFile = "topics.json"
@@ -124,6 +161,9 @@ func (m *TopicConfigManager) CreateOnSend(topic, defaultTopic string, queueNums 
 	}
 	if defaultTopic == DefaultTopic && def.Perm&PermInherit == 0 {
 		return tc, false, fmt.Errorf("create topic %s forbidden: default topic %s has no INHERIT permission", topic, defaultTopic)
+	}
+	if err := m.roomLocked(topic); err != nil {
+		return tc, false, err
 	}
 	n := queueNums
 	if n <= 0 || n > int(def.WriteQueueNums) {

@@ -398,6 +398,40 @@ func (q *cqueue) dispatch(qoff int64, e cqEntry) (int64, error) {
 	return q.max, nil
 }
 
+// newQueue makes the (empty, in-memory) consumequeue of topic/id.
+func (s *Store) newQueue(topic string, id int32) *cqueue {
+	return &cqueue{topic: topic, id: id, dir: filepath.Join(s.cqDir, topic, queueDirName(id)), fds: s.fds}
+}
+
+// admitQueue makes sure topic/id has a consumequeue before a Put writes to
+// it, creating it within Options.MaxTopics and MaxQueuesPerTopic
+// (ErrQueueLimit past them).
+func (s *Store) admitQueue(topic string, id int32) error {
+	s.qmu.RLock()
+	q := s.topics[topic][id]
+	s.qmu.RUnlock()
+	if q != nil {
+		return nil
+	}
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	qs := s.topics[topic]
+	if qs == nil {
+		if n := len(s.topics); n >= s.opts.MaxTopics {
+			return fmt.Errorf("%w: topic %q would be topic %d of the store, the limit is %d (MaxTopics)", ErrQueueLimit, topic, n+1, s.opts.MaxTopics)
+		}
+		qs = map[int32]*cqueue{}
+		s.topics[topic] = qs
+	}
+	if qs[id] == nil {
+		if n := len(qs); n >= s.opts.MaxQueuesPerTopic {
+			return fmt.Errorf("%w: queue %d would be queue %d of topic %q, the limit is %d (MaxQueuesPerTopic)", ErrQueueLimit, id, n+1, topic, s.opts.MaxQueuesPerTopic)
+		}
+		qs[id] = s.newQueue(topic, id)
+	}
+	return nil
+}
+
 // cqWrite is a file write of one flushQueue round.
 type cqWrite struct {
 	f   *cqFile

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -457,4 +458,45 @@ func TestQueueTruncationCutsFiles(t *testing.T) {
 			t.Fatalf("record %d: queue offset %d at %d (new records from %d)", i, r.QueueOffset, r.PhysOffset, newFrom)
 		}
 	}
+}
+
+// TestStorePutQueueLimits (issue 9 item 7): a Put that would create a
+// topic past MaxTopics or a queue past MaxQueuesPerTopic fails with
+// ErrQueueLimit, naming the limit, and stores nothing; queues that exist
+// keep working, also after a reopen with lower limits.
+func TestStorePutQueueLimits(t *testing.T) {
+	fs := vfs.NewMem()
+	o := testOpts(fs)
+	o.MaxTopics, o.MaxQueuesPerTopic = 2, 3
+	s := mustOpen(t, o)
+	for qi := range int32(3) {
+		mustPut(t, s, msg("T1", qi, "ok"))
+	}
+	refused := func(m Message, what string) {
+		t.Helper()
+		end := s.MaxPhysOffset()
+		_, err := s.Put(context.Background(), []Message{msg("T1", 0, "batch"), m})
+		if !errors.Is(err, ErrQueueLimit) || !strings.Contains(err.Error(), what) {
+			t.Fatalf("put to %s/%d: %v, want ErrQueueLimit naming %s", m.Topic, m.QueueID, err, what)
+		}
+		if s.MaxPhysOffset() != end {
+			t.Fatalf("a refused put stored %d bytes", s.MaxPhysOffset()-end)
+		}
+	}
+	refused(msg("T1", 3, "x"), "MaxQueuesPerTopic")
+	mustPut(t, s, msg("T2", 7, "ok"))
+	refused(msg("T3", 0, "x"), "MaxTopics")
+	mustClose(t, s)
+
+	o.MaxTopics, o.MaxQueuesPerTopic = 1, 1
+	s = mustOpen(t, o)
+	defer mustClose(t, s)
+	for qi := range int32(3) {
+		if r := mustPut(t, s, msg("T1", qi, "again")); r[0].QueueOffset != 1 {
+			t.Fatalf("T1/%d: queue offset %d, want 1", qi, r[0].QueueOffset)
+		}
+	}
+	mustPut(t, s, msg("T2", 7, "again"))
+	refused(msg("T3", 0, "x"), "MaxTopics")
+	refused(msg("T2", 0, "x"), "MaxQueuesPerTopic")
 }

@@ -28,6 +28,9 @@ var (
 	// ErrColdRead: Options.Cold failed to serve bytes below the local log.
 	// The cold reader's own error is wrapped too.
 	ErrColdRead = errors.New("store: cold read failed")
+	// ErrQueueLimit: a Put would create a topic past Options.MaxTopics or
+	// a queue past Options.MaxQueuesPerTopic; nothing was stored.
+	ErrQueueLimit = errors.New("store: queue limit")
 	// ErrCannotDrop: DropSegment was refused (active segment, not the
 	// oldest local segment, or no Options.Cold).
 	ErrCannotDrop = errors.New("store: segment cannot be dropped")

@@ -41,6 +41,10 @@ const (
 	DefaultGetMaxMsgs       = 32
 	DefaultGetMaxBytes      = 256 << 10
 	DefaultZeroAhead        = 8 << 20
+	// DefaultMaxTopics and DefaultMaxQueuesPerTopic bound the queues a Put
+	// may create (Options.MaxTopics, MaxQueuesPerTopic).
+	DefaultMaxTopics         = 4096
+	DefaultMaxQueuesPerTopic = 1024
 )
 
 // Options configure a Store. Zero values mean the default.
@@ -75,6 +79,15 @@ type Options struct {
 	// and the least recently used idle one is closed past the bound. Files
 	// in use at that moment (a pread, the flusher) may exceed it briefly.
 	MaxOpenQueueFiles int
+
+	// MaxTopics and MaxQueuesPerTopic bound the consumequeues a Put may
+	// create (defaults DefaultMaxTopics, 4096, and DefaultMaxQueuesPerTopic,
+	// 1024): a Put that would create a topic past MaxTopics or a queue past
+	// MaxQueuesPerTopic in its topic fails with ErrQueueLimit and stores
+	// nothing. Queues that exist (recovered, replicated through AppendRaw)
+	// are never refused.
+	MaxTopics         int
+	MaxQueuesPerTopic int
 
 	// Cold serves commitlog bytes below the first local segment (segments
 	// removed by DropSegment after upload). nil: no tier; DropSegment is
@@ -152,6 +165,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.MaxOpenQueueFiles <= 0 {
 		c.MaxOpenQueueFiles = DefaultMaxOpenQueueFiles
+	}
+	if c.MaxTopics <= 0 {
+		c.MaxTopics = DefaultMaxTopics
+	}
+	if c.MaxQueuesPerTopic <= 0 {
+		c.MaxQueuesPerTopic = DefaultMaxQueuesPerTopic
 	}
 	switch {
 	case c.MaxMessageSize < RecordOverhead+32:

@@ -195,8 +195,7 @@ func (s *Store) queueOrCreate(topic []byte, id int32) *cqueue {
 		s.topics[string(topic)] = qs
 	}
 	if q = qs[id]; q == nil {
-		t := string(topic)
-		q = &cqueue{topic: t, id: id, dir: filepath.Join(s.cqDir, t, queueDirName(id)), fds: s.fds}
+		q = s.newQueue(string(topic), id)
 		qs[id] = q
 	}
 	return q
@@ -247,6 +246,11 @@ func (s *Store) appendBatch(msgs []Message) ([]PutResult, int64, error) {
 			return nil, 0, err
 		}
 		total += size
+		if i == 0 || msgs[i].QueueID != msgs[i-1].QueueID || msgs[i].Topic != msgs[i-1].Topic {
+			if err := s.admitQueue(msgs[i].Topic, msgs[i].QueueID); err != nil {
+				return nil, 0, err
+			}
+		}
 	}
 	res := make([]PutResult, len(msgs))
 	end, err := s.commit(msgs, res, total)

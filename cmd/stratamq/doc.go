@@ -7,4 +7,8 @@
 //
 // Every setting is an environment variable STRATAMQ_<NAME> and a flag
 // --<name> (flags win); `stratamq serve -h` lists them.
+//
+// At start the soft RLIMIT_NOFILE is raised to the hard limit (both are
+// logged), and STRATAMQ_MAX_OPEN_QUEUE_FILES is kept within half of it
+// (rlimit_unix.go).
 package main

@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/stratamq/stratamq/store"
 )
 
 func main() {
@@ -71,6 +73,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		return 2
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	limitOpenQueueFiles(&cfg, log)
 	var runErr error
 	switch cmd {
 	case "serve":
@@ -88,6 +91,23 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 }
 
 const version = "0.1.0-dev"
+
+// limitOpenQueueFiles raises the soft open file limit to the hard one and
+// keeps STRATAMQ_MAX_OPEN_QUEUE_FILES within half of it: the other half is
+// for commitlog segments, connections and the bucket, so a low limit
+// (ulimit -n 1024) never runs the broker out of descriptors.
+func limitOpenQueueFiles(cfg *Config, log *slog.Logger) {
+	soft, ok := raiseFDLimit(log)
+	n := cfg.MaxOpenQueueFiles
+	if n <= 0 {
+		n = store.DefaultMaxOpenQueueFiles
+	}
+	if ok && uint64(n) > soft/2 {
+		log.Warn("STRATAMQ_MAX_OPEN_QUEUE_FILES lowered to half the open file limit; raise the hard limit (ulimit -Hn, systemd LimitNOFILE=) to keep more consumequeue files open",
+			"setting", n, "now", soft/2, "soft_limit", soft)
+		cfg.MaxOpenQueueFiles = int(max(soft/2, 1))
+	}
+}
 
 func newLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
