@@ -54,21 +54,23 @@ import (
 // upload backlog grows, so the tail is often much longer.
 //
 // CI form: 3 same-disk cycles and 1 disk-loss cycle. STRATAMQ_LONG=1: 20
-// same-disk cycles, then 5 times a disk-loss cycle followed by a same-disk
-// one (the 2nd and 4th disk loss may come before the run's first
-// checkpoint). STRATAMQ_CRASHLOOP_SEED=n fixes the random choices (kill points,
+// same-disk cycles, then 5 disk-loss cycles among 3 more same-disk ones;
+// 3 of the disk losses come within 300 ms of a start, two of them right
+// after a restore (before the restored broker's first checkpoint). STRATAMQ_CRASHLOOP_SEED=n fixes the random choices (kill points,
 // bodies; not the timing).
 func TestE2ECrashLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	var plan []bool // true: the disk is lost after that kill
-	plan = append(plan, false, false, false, true)
+	// Each kill: same disk, or disk lost late in its run (segments
+	// uploaded and listed in the manifest, which the uploader writes 5 s
+	// after an upload), or disk lost early (likely before the run's first
+	// checkpoint: a restored broker killed again at once).
+	same, late, early := clStep{}, clStep{lose: true, late: true}, clStep{lose: true}
+	plan := []clStep{same, same, same, late}
 	if os.Getenv("STRATAMQ_LONG") == "1" {
-		plan = make([]bool, 20)
-		for range 5 {
-			plan = append(plan, true, false)
-		}
+		plan = make([]clStep, 20)
+		plan = append(plan, late, same, early, early, same, late, early, same)
 	}
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("STRATAMQ_CRASHLOOP_SEED"); v != "" {
@@ -147,22 +149,18 @@ func TestE2ECrashLoop(t *testing.T) {
 	}
 
 	var killed []clKill
-	losses := 0
-	for i, lose := range plan {
+	for i, step := range plan {
 		// A random moment: after some acks of this run and a random run
-		// time. Every other disk loss, the first one included, comes
-		// late enough for segments to be uploaded and listed in the
-		// manifest (the uploader lists them 5 s after an upload); the
-		// others may come before the run's first checkpoint.
-		minRun := time.Duration(200+rng.IntN(2800)) * time.Millisecond
-		if lose {
-			if losses%2 == 0 {
-				minRun = time.Duration(6000+rng.IntN(3000)) * time.Millisecond
-			}
-			losses++
+		// time.
+		minRun, acks := time.Duration(200+rng.IntN(2800))*time.Millisecond, 30
+		switch {
+		case step.late:
+			minRun = time.Duration(6000+rng.IntN(3000)) * time.Millisecond
+		case step.lose:
+			minRun, acks = time.Duration(rng.IntN(300))*time.Millisecond, 1
 		}
-		waitAcks(t, b, fmt.Sprintf("run %d", i), l, l.count()+30)
-		if lose {
+		waitAcks(t, b, fmt.Sprintf("run %d", i), l, l.count()+acks)
+		if step.late {
 			// Before the disk goes, everything acked so far must read back
 			// (but for what earlier disk losses may have taken).
 			acks := l.all() // before the read: each is stored by then
@@ -175,8 +173,8 @@ func TestE2ECrashLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-b.exited
-		k := clKill{diskLost: lose, at: time.Now(), acked: l.count()}
-		if lose {
+		k := clKill{diskLost: step.lose, at: time.Now(), acked: l.count()}
+		if step.lose {
 			k.objects = uploadedCommitlog(t, manifestPath)
 			if err := os.RemoveAll(dataDir); err != nil {
 				t.Fatal(err)
@@ -201,7 +199,7 @@ func TestE2ECrashLoop(t *testing.T) {
 	acks := l.all()
 	lost := checkCrashLoop(t, fmt.Sprintf("seed %d, at the end", seed), readAllQueues(t, br, ns, topic), acks, killed)
 
-	lostTotal := 0
+	lostTotal, losses := 0, 0
 	for i, k := range killed {
 		line := fmt.Sprintf("kill %d: %d acks before it, serving again %v later", i+1, k.acked, k.restart.Round(time.Millisecond))
 		if k.diskLost {
@@ -230,11 +228,18 @@ func TestE2ECrashLoop(t *testing.T) {
 			line += fmt.Sprintf("; disk lost: %d commitlog objects in the manifest, up to %d; acked up to %d; %d acks lost (%d body bytes, the oldest acked %v before the kill), all past the manifest's objects, %s the README's one segment or SEGMENT_MAX_AGE",
 				len(k.objects), end, ackedEnd, len(lost[i]), bytes, k.at.Sub(oldest).Round(time.Millisecond), bound)
 			lostTotal += len(lost[i])
+			losses++
 		}
 		t.Log(line)
 	}
 	t.Logf("%d kills (%d with disk loss), %d acks (%d sends failed), %d read back at their offsets, %d lost to disk losses, %d acked in a later run than sent; in %v",
-		len(killed), countTrue(plan), len(acks), l.failed.Load(), len(acks)-lostTotal, lostTotal, l.straddled(), time.Since(start).Round(time.Millisecond))
+		len(killed), losses, len(acks), l.failed.Load(), len(acks)-lostTotal, lostTotal, l.straddled(), time.Since(start).Round(time.Millisecond))
+}
+
+// clStep is one kill of the plan.
+type clStep struct {
+	lose bool // the data dir is deleted after the kill
+	late bool // the kill comes after 6 to 9 s of the run, not in its first 300 ms
 }
 
 const (
@@ -374,16 +379,6 @@ func (l *crashLoopLog) straddled() int {
 	n := 0
 	for _, a := range l.acks {
 		if a.sentIn != a.ackedIn {
-			n++
-		}
-	}
-	return n
-}
-
-func countTrue(v []bool) int {
-	n := 0
-	for _, b := range v {
-		if b {
 			n++
 		}
 	}
