@@ -474,6 +474,7 @@ func (q *cqueue) flushQueue(fs vfs.FS, perFile int64, buf []byte) (touched []*cq
 	var created []*cqFile
 	var writes []cqWrite
 	done := int64(0) // entries of buf written
+	dropped, cutDone := 0, cut == nil
 	err = func() error {
 		for _, f := range drop {
 			if err := q.fds.retire(f); err != nil {
@@ -482,6 +483,7 @@ func (q *cqueue) flushQueue(fs vfs.FS, perFile int64, buf []byte) (touched []*cq
 			if err := fs.Remove(f.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("store: remove consumequeue file: %w", err)
 			}
+			dropped++
 			newNames = true
 		}
 		if cut != nil {
@@ -494,6 +496,7 @@ func (q *cqueue) flushQueue(fs vfs.FS, perFile int64, buf []byte) (touched []*cq
 			if err != nil {
 				return fmt.Errorf("store: truncate consumequeue %s: %w", cut.path, err)
 			}
+			cutDone = true
 			touched = append(touched, cut)
 		}
 		total := int64(len(buf) / cqEntrySize)
@@ -547,6 +550,12 @@ func (q *cqueue) flushQueue(fs vfs.FS, perFile int64, buf []byte) (touched []*cq
 	q.files = append(q.files, created...)
 	for _, w := range writes {
 		w.f.n = w.end
+	}
+	if dropped < len(drop) { // a failure: the next round tries again
+		q.stale = append(drop[dropped:], q.stale...)
+	}
+	if !cutDone {
+		cut.needCut = true
 	}
 	// Publish what was written, unless a truncation meanwhile made it stale
 	// (its entries then stay pending, or are gone).

@@ -500,3 +500,66 @@ func TestStorePutQueueLimits(t *testing.T) {
 	refused(msg("T3", 0, "x"), "MaxTopics")
 	refused(msg("T2", 0, "x"), "MaxQueuesPerTopic")
 }
+
+// TestGetRacesDeleteTopic: Gets running while their topic is deleted and
+// written again see either the old records or the new queue, never an
+// error or a record of the wrong queue offset (a file retired under a
+// pread is closed by the reader, not under it).
+func TestGetRacesDeleteTopic(t *testing.T) {
+	o := testOpts(vfs.NewMem())
+	o.CQEntriesPerFile = 8
+	o.MaxOpenQueueFiles = 3
+	s := mustOpen(t, o)
+	defer mustClose(t, s)
+	fill := func(tag string) {
+		for i := range 40 {
+			mustPut(t, s, msg("D", int32(i%2), tag))
+		}
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill("old")
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	for r := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				off := int64((i*7 + r) % 20)
+				res, err := s.Get(context.Background(), GetRequest{Topic: "D", QueueID: int32(i % 2), Offset: off, MaxMsgs: 8})
+				if err != nil {
+					errs <- err
+					return
+				}
+				for k, rec := range res.Records {
+					m, err := parseMeta(rec, true)
+					if err != nil || m.queueOffset != off+int64(k) || m.queueID != int32(i%2) {
+						errs <- fmt.Errorf("get D/%d at %d: record %d is %d/%d (%v)", i%2, off, k, m.queueID, m.queueOffset, err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	for range 5 {
+		if err := s.DeleteTopic("D"); err != nil {
+			t.Fatal(err)
+		}
+		fill("new")
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	checkQueueOffsets(t, s, "D", 0, 20)
+}
