@@ -182,6 +182,16 @@ func (b *Broker) checkLocalData() error {
 	if d.loaded != nil {
 		cpEpoch, writer = d.loaded.Writer.Epoch, d.loaded.Writer
 	}
+	// The manifest carries the epoch of its writer too: a broker that
+	// took over may have uploaded before its first checkpoint landed.
+	m, err := b.loadManifest()
+	if err != nil {
+		return fmt.Errorf("broker: read the bucket manifest to check the local data dir against it: %w", err)
+	}
+	if m.Epoch > cpEpoch {
+		cpEpoch = m.Epoch
+		writer = offsets.Identity{Broker: b.cfg.BrokerName, Instance: "(unknown: manifest writer)", Epoch: m.Epoch}
+	}
 	clDir := filepath.Join(b.cfg.DataDir, "store", "commitlog")
 	segs, err := localSegmentFiles(b.fs, clDir)
 	if err != nil {
@@ -210,11 +220,7 @@ func (b *Broker) checkLocalData() error {
 		return nil
 	}
 	// Another broker wrote the prefix after this data dir did.
-	lacking, err := b.lackingRange(segs)
-	if err != nil {
-		return fmt.Errorf("broker: another broker (%s) wrote this prefix after this data dir did; "+
-			"reading the bucket manifest to see whether the local data is all uploaded failed: %w", writer, err)
-	}
+	lacking := lackingRange(m, segs)
 	if lacking == nil {
 		return b.setAside(fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did, and every local segment is in the bucket", writer))
 	}
@@ -268,13 +274,7 @@ func (b *Broker) setAside(why string) error {
 // lackingRange is the part of the local log no bucket object holds: from
 // the first local segment that is not uploaded whole to the local end; nil
 // when every local segment is in the manifest.
-func (b *Broker) lackingRange(segs []localSegment) (*offsetRange, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	m, _, err := upload.LoadManifest(ctx, b.scoped, upload.ManifestKey(""))
-	if err != nil {
-		return nil, err
-	}
+func lackingRange(m *upload.Manifest, segs []localSegment) *offsetRange {
 	uploaded := map[int64]int64{}
 	for _, o := range m.CommitLog() {
 		uploaded[o.Base] = o.Length
@@ -285,10 +285,18 @@ func (b *Broker) lackingRange(segs []localSegment) (*offsetRange, error) {
 		}
 		if n, ok := uploaded[sg.base]; !ok || n < sg.size {
 			end := segs[len(segs)-1].base + segs[len(segs)-1].size
-			return &offsetRange{From: sg.base, To: end}, nil
+			return &offsetRange{From: sg.base, To: end}
 		}
 	}
-	return nil, nil
+	return nil
+}
+
+// loadManifest reads the bucket's manifest (bounded in time).
+func (b *Broker) loadManifest() (*upload.Manifest, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, _, err := upload.LoadManifest(ctx, b.scoped, upload.ManifestKey(""))
+	return m, err
 }
 
 type localSegment struct{ base, size int64 }
