@@ -35,9 +35,20 @@
 //	fence.go                   Broker.fence: asked before every bucket write of the uploader
 //	                           (objects, manifest, retention deletes); the lease epoch it
 //	                           returns is stamped into the manifest
-//	durability (durability.go) the bucket lease (fencing) and the checkpoints of offsets, topics,
-//	                           groups and the commitlog's reservation
-//	restore.go                 a fresh data dir resumes from the bucket's checkpoint and manifest
+//	durability (durability.go) the bucket lease (fencing; epoch; monotonic self-fence) and the
+//	                           checkpoints of offsets, topics, groups and the commitlog: its
+//	                           durable end (hwm), the offset reservation the store enforces, and
+//	                           a drain's un-uploaded range (drainFailed)
+//	fence.go                   also the send gates: writeGate before a send is stored (lease
+//	                           valid; queue listed by a durable checkpoint, else one is written
+//	                           first) and ackGate right before its SEND_OK
+//	restore.go                 checkLocalData: a non-empty data dir is served only if it wrote
+//	                           the prefix last (writer.json epoch >= the bucket's); otherwise it
+//	                           is set aside when the bucket holds it all, else the start is
+//	                           refused naming the range (STRATAMQ_ACCEPT_LOSS). A fresh data dir
+//	                           resumes from the bucket's checkpoint and manifest past every
+//	                           reservation, and refuses over a recorded drainFailed
+//	<data dir>/lock            flock: one process per data dir
 //
 // # Goroutines
 //
@@ -48,9 +59,12 @@
 // # Shutdown order
 //
 // Answer held pulls → stop accepting (listener closed) and drain in-flight
-// requests under STRATAMQ_SHUTDOWN_TIMEOUT → seal the active segment and
-// upload everything sealed (three quarters of the budget) → final, clean
-// checkpoint and lease release → stop the broker's goroutines → unregister
+// requests under STRATAMQ_SHUTDOWN_TIMEOUT → record the range not yet
+// uploaded in a checkpoint (drainFailed), then seal the active segment and
+// upload everything sealed (three quarters of the budget) → final
+// checkpoint: clean only if the drain finished, else naming what it left
+// (Run then returns an error: exit status 1) → lease release → stop the
+// broker's goroutines → unregister
 // from the name servers → persist the config files, flush and close the
 // store and the cold reader. The goroutines run on a context detached from
 // Run's, so the uploader works through the drain.

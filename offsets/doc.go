@@ -58,43 +58,60 @@
 //
 // # Fencing
 //
-// Two brokers must never write one prefix at once. Two mechanisms:
+// Two brokers must never write one prefix at once. Three mechanisms:
 //
-//  1. The lease (meta/lease.json): {"holder","instance","host","acquiredAt",
-//     "renewedAt","expiresAt","released"}. AcquireLease creates it if absent;
-//     if it exists, is not released, is held by another instance and is
-//     unexpired by the contender's clock, it fails with ErrLeaseHeld
-//     ("broker-a instance 3f2a… on host X holds the lease until T; another
-//     broker is running on this prefix"); if expired, released or
-//     unreadable, it takes it over with If-Match on the ETag it read, so of
-//     two contenders one wins and the other, re-reading, gets ErrLeaseHeld.
-//     Renew writes If-Match on our last ETag; if another instance has
-//     written, Renew fails with ErrFenced naming it, for good. Release (clean
-//     shutdown) writes released=true, If-Match, so a successor need not wait
-//     and an old holder can never free a newer holder's lease. TTL:
-//     LeaseTTL(interval) = max(3 × STRATAMQ_CHECKPOINT_INTERVAL, 30 s); renew
-//     with every checkpoint. The TTL must exceed the clock skew between
-//     machines, and a holder whose Renew has not succeeded by ExpiresAt must
-//     stop writing.
+//  1. The lease (meta/lease.json): {"holder","instance","host","epoch",
+//     "acquiredAt","renewedAt","expiresAt","ttlMillis","released","seq"}.
+//     Every acquisition writes epoch = stored epoch + 1 (and above
+//     AcquireOptions.MinEpoch, the epoch the data dir last wrote with): the
+//     epoch is the fencing token of one run of one broker, and Identity
+//     carries it. AcquireLease creates the lease if absent; takes it over,
+//     with If-Match on the ETag it read, when it is released, unreadable, or
+//     held by the caller's own instance (a restart on the same data dir);
+//     and otherwise watches it: if its version changes the holder is alive
+//     (ErrLeaseHeld, "… renewed the lease while this broker waited …"); if
+//     it stays unchanged for a full TTL (the holder's recorded ttlMillis or
+//     ours, the longer) on the contender's own monotonic clock
+//     (AcquireOptions.Mono), it is taken over. Wall clocks are never
+//     compared, so clock skew cannot let two brokers write at once.
+//     Renew writes If-Match on our last ETag (seq grows with every write so
+//     every write is a new version); a lease now held by another instance
+//     or another epoch fails Renew with ErrFenced naming it, for good.
+//     Check is the holder's self-fence, with no I/O: nil while the last
+//     successful write began less than TTL − LeaseMargin (TTL/5) ago on the
+//     monotonic clock, then ErrLeaseExpired until a Renew succeeds. A
+//     contender takes over no sooner than TTL after it first saw the last
+//     version, which is after that write began, so the holder has stopped
+//     acknowledging by then. Release (clean shutdown) writes released=true,
+//     If-Match, so a successor need not wait and an old holder can never
+//     free a newer holder's lease. TTL: LeaseTTL(interval) = max(3 ×
+//     STRATAMQ_CHECKPOINT_INTERVAL, 30 s); renew with every checkpoint.
 //  2. The checkpoint itself: every Save is If-Match on the ETag of the
 //     checkpoint last loaded or written (If-None-Match: * for the first), so
 //     an older writer never overwrites a newer checkpoint even if the lease
-//     failed (clock skew, a paused process). On a failed condition Save
-//     re-reads: written by another instance (or deleted, or replaced by an
-//     unreadable object) → ErrFenced, and that Checkpointer never writes
-//     again; written by our own instance (a write whose response was lost)
-//     → adopt it and write above it. Load adopts whatever is stored: that
-//     is how a new broker takes over, after it holds the lease.
-//
-// Instances are told apart by Identity.Instance, a random id chosen per
-// process (NewIdentity); Broker and Host are for the error messages.
+//     failed. On a failed condition Save re-reads: written by another writer
+//     (another instance, or our instance under another epoch; or deleted,
+//     or replaced by an unreadable object) → ErrFenced, and that
+//     Checkpointer never writes again; written by this very run (a write
+//     whose response was lost) → adopt it and write above it. Load adopts
+//     whatever is stored: that is how a new broker takes over, after it
+//     holds the lease. The writer (with its epoch) is in every checkpoint.
+//  3. The data dir's writer state (WriterState, <data dir>/writer.json):
+//     {"format":1,"broker","instance","epoch"}. The instance id is chosen
+//     once per data dir and kept; the epoch is the one the data dir last
+//     wrote under. The broker compares it with the epoch of the bucket's
+//     checkpoint and manifest to decide whether another broker wrote the
+//     prefix since: never by comparing log lengths.
 //
 // Use, in the broker:
 //
-//	id, err := offsets.NewIdentity(brokerName)
-//	lease, err := offsets.AcquireLease(ctx, store, id, offsets.LeaseTTL(interval), nil) // ErrLeaseHeld: refuse to start
-//	cp, err := offsets.NewCheckpointer(store, id, offsets.CheckpointOptions{})
+//	ws, _ := offsets.ReadWriterState(fs, dataDir+"/writer.json") // nil: a new data dir
+//	id := offsets.IdentityFor(brokerName, ws.Instance)            // or NewInstanceID()
+//	lease, err := offsets.AcquireLease(ctx, store, id, ttl, offsets.AcquireOptions{MinEpoch: ws.Epoch}) // ErrLeaseHeld: refuse to start
+//	cp, err := offsets.NewCheckpointer(store, lease.Identity(), offsets.CheckpointOptions{})
 //	last, err := cp.Load(ctx) // nil, nil: a fresh prefix
+//	// record lease.Identity() in writer.json once the local data is judged ours
+//	// before every acknowledgement: lease.Check()
 //	// every interval: lease.Renew(ctx), then cp.Save(ctx, sections); ErrFenced from either: stop writing
 //	// on shutdown: cp.Save(ctx, sections), then lease.Release(ctx)
 //

@@ -332,6 +332,17 @@
 // A topic deleted and re-created restarts at 0, and a restore then serves
 // its newest incarnation only where the offsets do not overlap.
 //
+// # Offset reservation
+//
+// SetReservation bounds the offsets the writer hands out (reservation.go):
+// a write round refuses a request (ErrReserved, not sticky) whose records
+// would end past Reservation.Log or give a queue an offset at or past its
+// mark (Queues, else Default). The broker sets it from each bucket
+// checkpoint it manages to write, so a broker restored on an empty disk
+// after an unclean loss, which starts past those marks, never reuses an
+// offset, even while checkpoints fail. FlushedPhysOffset is the durable
+// end of the log, what the checkpoint records as its high-water mark.
+//
 // # Lock order
 //
 //	dropMu -> flushMu -> mu (writer) -> qmu -> cqueue.mu
