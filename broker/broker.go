@@ -102,14 +102,14 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		return nil, fmt.Errorf("broker: data dir %s is in use by another broker process: %w", cfg.DataDir, err)
 	}
 	b := &Broker{
-		dirLock: dirLock,
-		cfg:     cfg, log: deps.Logger.With("component", "broker", "broker", cfg.BrokerName),
+		cfg: cfg, log: deps.Logger.With("component", "broker", "broker", cfg.BrokerName),
 		fs: deps.FS, metrics: deps.Metrics,
 		consumers:   NewConsumerManager(),
 		producers:   NewProducerManager(),
 		registerNow: make(chan struct{}, 1),
 		uniq:        newUniqIDs(),
 	}
+	b.dirLock = dirLock
 	b.hold = newPullHold(b)
 	if clamped {
 		b.log.Warn("largest accepted message lowered to fit the segment size",
