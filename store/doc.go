@@ -123,6 +123,10 @@
 // entries are copied), pread without it, and plan again when a truncation
 // or DeleteTopic happened meanwhile (a per-queue generation).
 //
+// A Put that would create a topic past Options.MaxTopics, or a queue past
+// MaxQueuesPerTopic in its topic, fails with ErrQueueLimit before anything
+// is written (admitQueue); queues that exist are never refused.
+//
 // Get scans at most max(800, MaxMsgs) entries (RocketMQ's 16,000 bytes of
 // consumequeue per pull) and returns at most MaxGetMsgs (1024) records:
 // with a filter that matches nothing, NextBeginOffset moves past the
