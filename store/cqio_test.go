@@ -563,3 +563,54 @@ func TestGetRacesDeleteTopic(t *testing.T) {
 	}
 	checkQueueOffsets(t, s, "D", 0, 20)
 }
+
+// TestFlushWriteDoesNotStallPuts (issue 9 item 10): while the flusher is
+// blocked inside a consumequeue write of queue A, a Put to A completes
+// (the flusher holds no queue lock across its writes).
+func TestFlushWriteDoesNotStallPuts(t *testing.T) {
+	var block atomic.Bool
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	inj := errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		if op == errorfs.OpFileWriteAt && strings.Contains(path, "/consumequeue/A/0/") && block.CompareAndSwap(true, false) {
+			entered <- struct{}{}
+			<-release
+		}
+		return nil
+	})
+	s := mustOpen(t, testOpts(errorfs.Wrap(vfs.NewMem(), inj)))
+	defer mustClose(t, s)
+	defer unblock()
+	mustPut(t, s, msg("A", 0, "first"))
+	block.Store(true)
+	flushed := make(chan error, 1)
+	go func() { flushed <- s.Flush() }()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the flush never reached its consumequeue write")
+	}
+	put := make(chan error, 1)
+	go func() {
+		_, err := s.Put(context.Background(), []Message{msg("A", 0, "during")})
+		put <- err
+	}()
+	select {
+	case err := <-put:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Put waited for the flusher's consumequeue write")
+	}
+	unblock()
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	checkQueueOffsets(t, s, "A", 0, 2)
+}
