@@ -106,8 +106,11 @@ func TestBrokerTierOutageMemoryBounded(t *testing.T) {
 	if err := os.WriteFile(leftover, []byte("left by a crash"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Checkpoints fail through the outage, so the offsets reserved by the
+	// last one must cover everything written meanwhile (the long form
+	// writes ~460 k messages per queue).
 	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
-		MaxMessageSize: 64 << 10, LocalRetention: 0, CacheSize: 1 << 20}
+		MaxMessageSize: 64 << 10, LocalRetention: 0, CacheSize: 1 << 20, ReserveQueueMin: 1 << 20}
 	b, _, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
 	waitCond(t, 10*time.Second, "the uploader loaded the manifest", func() bool { return b.tier.uploader.Manifest() != nil })
 	bucket.down.Store(true)
