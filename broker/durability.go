@@ -99,6 +99,17 @@ type durability struct {
 	prevMax   map[queueKey]int64 // queue max at the previous checkpoint
 	qres      map[queueKey]int64 // queue reservations of the last checkpoint written
 	lastTry   time.Time          // of the last checkpoint attempt while none is written yet
+
+	near chan struct{} // the store says a write came near the reservation: checkpoint now
+}
+
+// wakeNear asks run for a checkpoint now (store.Reservation.OnNear: never
+// blocks).
+func (d *durability) wakeNear() {
+	select {
+	case d.near <- struct{}{}:
+	default:
+	}
 }
 
 // Reservation headroom. Generous on purpose: a reservation costs nothing
@@ -197,7 +208,7 @@ func newDurability(b *Broker, bucket tier.Bucket) (*durability, error) {
 		return nil, fmt.Errorf("broker: read the bucket checkpoint: %w", err)
 	}
 	d := &durability{b: b, id: lease.Identity(), prev: prev, lease: lease, cp: cp, loaded: loaded,
-		prevMax: map[queueKey]int64{}, qres: map[queueKey]int64{}}
+		prevMax: map[queueKey]int64{}, qres: map[queueKey]int64{}, near: make(chan struct{}, 1)}
 	d.covered.Store(&map[string]int32{})
 	b.log.Info("holding the bucket lease", "instance", d.id.Instance, "epoch", d.id.Epoch,
 		"ttl", ttl, "checkpointVersion", cp.Version())
@@ -368,7 +379,8 @@ func (d *durability) save(ctx context.Context, final, clean bool, drainFailed *o
 	d.mu.Unlock()
 	// The store may now hand out offsets up to what this checkpoint
 	// reserved, and sends may go to every queue it lists.
-	r := &store.Reservation{Log: p.log, Queues: map[string]map[int32]int64{}, Default: d.queueReserveMin()}
+	r := &store.Reservation{Log: p.log, Queues: map[string]map[int32]int64{}, Default: d.queueReserveMin(),
+		OnNear: d.wakeNear, LogNear: d.logReserveMin() / 2, QueueNear: d.queueReserveMin() / 2}
 	for k, v := range p.queues {
 		if r.Queues[k.topic] == nil {
 			r.Queues[k.topic] = map[int32]int64{}
@@ -381,9 +393,28 @@ func (d *durability) save(ctx context.Context, final, clean bool, drainFailed *o
 }
 
 // blockWrites makes the store refuse every write until a checkpoint sets a
-// reservation (called once the store is open, before the first one).
+// reservation (called once the store is open, before the first one), and
+// seeds the growth the reservations are sized by with where the log and
+// the queues stand now: the first checkpoint of a run must not count the
+// whole existing log as what the last interval wrote (which made every
+// restart reserve five times the log).
 func (d *durability) blockWrites() {
-	d.b.store.SetReservation(&store.Reservation{Log: d.b.store.MaxPhysOffset()})
+	st := d.b.store
+	st.SetReservation(&store.Reservation{Log: st.MaxPhysOffset()})
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.prevHWM = st.MaxPhysOffset()
+	for _, topic := range d.b.topics.Names() {
+		tc, ok := d.b.topics.Get(topic)
+		if !ok {
+			continue
+		}
+		for q := int32(0); q < max(tc.ReadQueueNums, tc.WriteQueueNums); q++ {
+			if mx := st.MaxQueueOffset(topic, q); mx > 0 {
+				d.prevMax[queueKey{topic, q}] = mx
+			}
+		}
+	}
 }
 
 // awaitCovered returns once the last durable checkpoint lists topic's
@@ -452,6 +483,16 @@ func (d *durability) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-d.near:
+			if d.fenced.Load() {
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, d.b.cfg.CheckpointInterval)
+			if err := d.checkpoint(cctx); err != nil && ctx.Err() == nil && !d.fenced.Load() {
+				d.b.log.Warn("early checkpoint (a write came near the reservation) failed", "err", err)
+			}
+			cancel()
+			t.Reset(d.b.cfg.CheckpointInterval)
 		case <-watch.C:
 			if d.fenced.Load() || !d.nearReservation() {
 				continue

@@ -454,3 +454,33 @@ func TestBrokerOneProcessPerDataDir(t *testing.T) {
 	}
 	_ = again.Close()
 }
+
+// TestBrokerRestartDoesNotInflateReservation: the first checkpoint after a
+// restart reserves the usual headroom past the log and each queue, not a
+// multiple of everything written before (found by TestE2ECrashLoop: every
+// restart reserved five times the log, so restores after repeated losses
+// multiplied offsets towards int64 overflow).
+func TestBrokerRestartDoesNotInflateReservation(t *testing.T) {
+	bucket := tier.NewMem()
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, CheckpointInterval: time.Hour,
+		SegmentSize: 1 << 20, MaxMessageSize: 256 << 10, ReserveLogMin: 1 << 20, ReserveQueueMin: 16}
+	b, cl, stop := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	for i := range 400 {
+		mustSend(t, b, cl, "Grow", 0, strings.Repeat("g", 8000+i))
+	}
+	stop()
+	again, _, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	if err := again.dur.checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := bucketCommitLog(t, bucket)
+	end := again.store.MaxPhysOffset()
+	if head := st.Reserved - end; head > 2*int64(cfg.SegmentSize) {
+		t.Fatalf("after a restart the log reservation is %d past the end %d; want at most 2 segments (%d)", head, end, 2*cfg.SegmentSize)
+	}
+	q := st.Queues["Grow"]["0"]
+	if head := q.Reserved - q.Max; head > cfg.ReserveQueueMin {
+		t.Fatalf("after a restart queue Grow/0 reserves %d past its max %d; want %d", head, q.Max, cfg.ReserveQueueMin)
+	}
+}

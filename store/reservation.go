@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 )
 
 // ErrReserved: the write would hand out a commitlog offset or a queue
@@ -26,6 +27,19 @@ type Reservation struct {
 	// Default is the mark of a queue not in Queues (one the checkpoint did
 	// not list yet).
 	Default int64
+	// OnNear, if set, is called once (under the writer lock: it must not
+	// block) when a write comes within LogNear bytes of Log or within
+	// QueueNear offsets of a queue's mark, so the next reservation can be
+	// made before this one runs out.
+	OnNear             func()
+	LogNear, QueueNear int64
+	near               atomic.Bool
+}
+
+func (r *Reservation) nearing() {
+	if r.OnNear != nil && r.near.CompareAndSwap(false, true) {
+		r.OnNear()
+	}
 }
 
 func (r *Reservation) queueMark(topic string, id int32) int64 {
@@ -58,8 +72,13 @@ func (s *Store) reservedLocked(r *putReq, pos int64) error {
 	if rv == nil {
 		return nil
 	}
-	if end := pos + int64(r.total); end > rv.Log {
+	end := pos + int64(r.total)
+	if end > rv.Log {
+		rv.nearing()
 		return fmt.Errorf("%w: the commitlog would reach offset %d; the checkpoint reserved up to %d", ErrReserved, end, rv.Log)
+	}
+	if end > rv.Log-rv.LogNear {
+		rv.nearing()
 	}
 	var small [4]queueCount
 	counts := small[:0]
@@ -86,8 +105,13 @@ func (s *Store) reservedLocked(r *putReq, pos int64) error {
 		if q := s.queue(c.topic, c.id); q != nil {
 			next = q.next
 		}
-		if mark := rv.queueMark(c.topic, c.id); next+c.n > mark {
+		mark := rv.queueMark(c.topic, c.id)
+		if next+c.n > mark {
+			rv.nearing()
 			return fmt.Errorf("%w: queue %s/%d would reach offset %d; the checkpoint reserved up to %d", ErrReserved, c.topic, c.id, next+c.n, mark)
+		}
+		if next+c.n > mark-rv.QueueNear {
+			rv.nearing()
 		}
 	}
 	return nil

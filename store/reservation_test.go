@@ -60,3 +60,31 @@ func TestStoreReservationRefusesPastMarks(t *testing.T) {
 		t.Fatalf("after Flush, FlushedPhysOffset %d, want %d", got, s.MaxPhysOffset())
 	}
 }
+
+// TestStoreReservationOnNear: a write within LogNear of the log mark, or
+// QueueNear of a queue's mark, calls OnNear once, before the mark refuses
+// anything.
+func TestStoreReservationOnNear(t *testing.T) {
+	s := mustOpen(t, testOpts(vfs.NewMem()))
+	defer mustClose(t, s)
+	calls := 0
+	s.SetReservation(&Reservation{Log: 1 << 30, Default: 10, QueueNear: 4, LogNear: 1 << 20, OnNear: func() { calls++ }})
+	for range 5 {
+		mustPut(t, s, msg("N", 0, "a"))
+	}
+	if calls != 0 {
+		t.Fatalf("OnNear called %d times with 5 of 10 used and a gap of 4", calls)
+	}
+	mustPut(t, s, msg("N", 0, "b")) // offset 5: next+1 = 6 > 10-4
+	mustPut(t, s, msg("N", 0, "c"))
+	if calls != 1 {
+		t.Fatalf("OnNear called %d times past the near mark, want once", calls)
+	}
+	end := s.MaxPhysOffset()
+	calls = 0
+	s.SetReservation(&Reservation{Log: end + 1<<20 + 100, Default: 1 << 20, LogNear: 1 << 20, OnNear: func() { calls++ }})
+	mustPut(t, s, msg("N", 1, "x"))
+	if calls != 1 {
+		t.Fatalf("a write within LogNear of the log mark: OnNear called %d times, want 1", calls)
+	}
+}
