@@ -34,6 +34,10 @@ const (
 	inlineBodyMax      = 4 << 10                 // bodies up to this are copied next to the header
 	inlineBodyTotalMax = 64 << 10                // ... unless the whole body is larger: then nothing is copied
 	readBufferSize     = 64 << 10
+	// firstReadBufferSize is a conn's read buffer from its first byte
+	// until a frame has arrived whole: a slowloris or a bare length
+	// declaration holds this much, not readBufferSize.
+	firstReadBufferSize = 4 << 10
 )
 
 var connIDs atomic.Uint64
@@ -86,6 +90,8 @@ type Conn struct {
 	budget        *readBudget   // the server's read budget; nil: none (client conns)
 	frameTimeout  time.Duration // a frame must arrive whole within this of its first byte; 0: no limit
 	frameDeadline time.Time     // the reader's: the current frame's deadline, zero while none is set
+	deadlineSet   bool          // the reader's: a read deadline is armed on nc
+	bufRelease    time.Duration // idle this long between frames: drop the read buffer; 0: never
 	ip            netip.Addr    // the remote IP the server's per-IP cap counts this conn under
 
 	// mu guards the write queue and the pending invocations. It is never
@@ -340,20 +346,12 @@ func (c *Conn) start(done func()) {
 
 func (c *Conn) readLoop() {
 	defer c.finish()
-	// A conn that never sends costs no read buffer: it is allocated once
-	// the first byte has arrived.
-	if c.idle > 0 {
-		_ = c.nc.SetReadDeadline(time.Now().Add(c.idle))
-	}
+	// br is nil while the conn holds no read buffer: before its first
+	// byte, and while it idles between frames (see waitNextFrame).
+	var br *bufio.Reader
 	pr := &prefixReader{nc: c.nc}
-	if _, err := io.ReadFull(c.nc, pr.first[:]); err != nil {
-		c.logReadError(err, false)
-		return
-	}
-	pr.pending = true
-	br := bufio.NewReaderSize(pr, readBufferSize)
 	for {
-		if !FrameBuffered(br, c.maxFrame) {
+		if br == nil || !FrameBuffered(br, c.maxFrame) {
 			// The next read may wait on the socket: first finish the
 			// batch served from what arrived so far, and (re)arm the
 			// deadlines only now, not once per frame: the idle timeout
@@ -361,14 +359,8 @@ func (c *Conn) readLoop() {
 			// until its last.
 			c.owner.endReadBatch(c)
 			fresh := false
-			if br.Buffered() == 0 {
-				if c.idle > 0 {
-					_ = c.nc.SetReadDeadline(time.Now().Add(c.idle))
-				} else if !c.frameDeadline.IsZero() {
-					_ = c.nc.SetReadDeadline(time.Time{})
-				}
-				c.frameDeadline = time.Time{}
-				if _, err := br.Peek(1); err != nil {
+			if br == nil || br.Buffered() == 0 {
+				if err := c.waitNextFrame(&br, pr); err != nil {
 					c.logReadError(err, false)
 					return
 				}
@@ -377,9 +369,9 @@ func (c *Conn) readLoop() {
 			if !FrameBuffered(br, c.maxFrame) {
 				if c.frameTimeout > 0 {
 					c.frameDeadline = time.Now().Add(c.frameTimeout)
-					_ = c.nc.SetReadDeadline(c.frameDeadline)
+					c.setReadDeadline(c.frameDeadline)
 				} else if c.idle > 0 && !fresh {
-					_ = c.nc.SetReadDeadline(time.Now().Add(c.idle))
+					c.setReadDeadline(time.Now().Add(c.idle))
 				}
 			}
 		}
@@ -387,6 +379,18 @@ func (c *Conn) readLoop() {
 		if err != nil {
 			c.logReadError(err, true)
 			return
+		}
+		if br.Size() < readBufferSize {
+			// A whole frame came: a client, not just a claim. The full
+			// buffer reads on once the small one is drained.
+			// What the small one holds moves over now, without a read,
+			// so the read batch goes on across the switch.
+			n := br.Buffered()
+			pr.old = br
+			br = bufio.NewReaderSize(pr, readBufferSize)
+			if n > 0 {
+				_, _ = br.Peek(n)
+			}
 		}
 		cmd, err := decodeFrame(f.b)
 		if err != nil {
@@ -413,10 +417,59 @@ func (c *Conn) readLoop() {
 	}
 }
 
-// prefixReader reads first (when pending), then nc.
+// waitNextFrame waits between frames for the next frame's first byte,
+// until the idle timeout. A conn that idles longer than bufRelease drops
+// its read buffer meanwhile (*br becomes nil) and reads that byte on its
+// own; a small buffer is made once it has arrived (and the full one once a
+// frame has). Busy conns never get
+// there: the deadline that wakes an idle one replaces the idle deadline
+// they arm anyway.
+func (c *Conn) waitNextFrame(br **bufio.Reader, pr *prefixReader) error {
+	c.frameDeadline = time.Time{}
+	var idleAt time.Time
+	if c.idle > 0 {
+		idleAt = time.Now().Add(c.idle)
+	}
+	if *br != nil {
+		release := c.bufRelease > 0 && (c.idle == 0 || c.bufRelease < c.idle)
+		if !release {
+			c.setReadDeadline(idleAt)
+			_, err := (*br).Peek(1)
+			return err
+		}
+		c.setReadDeadline(time.Now().Add(c.bufRelease))
+		_, err := (*br).Peek(1)
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		*br = nil
+	}
+	c.setReadDeadline(idleAt)
+	if _, err := io.ReadFull(c.nc, pr.first[:]); err != nil {
+		return err
+	}
+	pr.pending = true
+	*br = bufio.NewReaderSize(pr, firstReadBufferSize)
+	_, err := (*br).Peek(1) // the byte just read: no wait
+	return err
+}
+
+// setReadDeadline arms the socket's read deadline (zero: none), skipping
+// the call when none is armed and none is wanted.
+func (c *Conn) setReadDeadline(t time.Time) {
+	if t.IsZero() && !c.deadlineSet {
+		return
+	}
+	_ = c.nc.SetReadDeadline(t)
+	c.deadlineSet = !t.IsZero()
+}
+
+// prefixReader is what a conn's read buffer reads from: first (when
+// pending), then what old still holds, then nc.
 type prefixReader struct {
 	first   [1]byte
 	pending bool
+	old     *bufio.Reader // the smaller buffer this one replaced
 	nc      net.Conn
 }
 
@@ -425,6 +478,12 @@ func (r *prefixReader) Read(p []byte) (int, error) {
 		r.pending = false
 		p[0] = r.first[0]
 		return 1, nil
+	}
+	if r.old != nil {
+		if r.old.Buffered() > 0 {
+			return r.old.Read(p) // from its buffer only: no wait
+		}
+		r.old = nil
 	}
 	return r.nc.Read(p)
 }
@@ -555,9 +614,9 @@ func (c *Conn) takeSlow(f *frameBuf, n int64) error {
 	waited := time.Since(start)
 	if !c.frameDeadline.IsZero() {
 		c.frameDeadline = c.frameDeadline.Add(waited)
-		_ = c.nc.SetReadDeadline(c.frameDeadline)
+		c.setReadDeadline(c.frameDeadline)
 	} else if c.idle > 0 {
-		_ = c.nc.SetReadDeadline(time.Now().Add(c.idle))
+		c.setReadDeadline(time.Now().Add(c.idle))
 	}
 	if paused {
 		c.log.Debug("remoting: read resumed", "waited", waited)

@@ -63,8 +63,9 @@
 // A frame must arrive whole within FrameTimeout of its first byte
 // (slowloris); between frames the idle timeout applies. Conns over
 // MaxConns or MaxConnsPerIP (per remote IP) are closed at accept with a
-// rate-limited warning. An accepted conn gets its 64 KiB read buffer only
-// once its first byte arrives.
+// rate-limited warning. A server conn holds its 64 KiB read buffer only
+// while it is busy: it gets it with its first byte and drops it when it
+// idles between frames for more than 2 s.
 //
 // Codes a handler does not serve are answered with NotSupported(req).
 //

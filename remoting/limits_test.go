@@ -379,3 +379,32 @@ func TestRemotingServerBadFramesCloseOnlyThatConn(t *testing.T) {
 	}
 	waitFor(t, "read memory given back", 10*time.Second, func() bool { return s.Stats().ReadMemory == 0 })
 }
+
+// TestRemotingIdleConnsDropReadBuffers: conns that were served and then
+// idle between frames give their 64 KiB read buffers back, and are served
+// again when they speak.
+func TestRemotingIdleConnsDropReadBuffers(t *testing.T) {
+	checkLeaks(t)
+	const (
+		conns   = 300
+		release = 50 * time.Millisecond
+	)
+	s := startServer(t, ServerConfig{bufRelease: release}, HandlerFunc(echo))
+	before := heapInUse()
+	ncs := make([]net.Conn, conns)
+	for i := range ncs {
+		ncs[i] = dialRaw(t, s)
+		served(t, ncs[i])
+	}
+	busy := int64(heapInUse()) - int64(before)
+	var idle int64
+	waitFor(t, "the idle conns' read buffers given back", 10*time.Second, func() bool {
+		idle = int64(heapInUse()) - int64(before)
+		return idle < conns*readBufferSize/4
+	})
+	t.Logf("%d conns: heap in use grew %.1f MiB right after their requests, %.1f MiB once idle", conns,
+		float64(busy)/(1<<20), float64(idle)/(1<<20))
+	for _, nc := range ncs {
+		served(t, nc)
+	}
+}

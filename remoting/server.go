@@ -129,6 +129,11 @@ type ServerConfig struct {
 	// OnRefuse, when set, is called for each conn closed at accept by a
 	// cap: limit is "total" or "per_ip".
 	OnRefuse func(limit string)
+
+	// bufRelease: a conn idle this long between frames drops its read
+	// buffer until its next byte (default idleBufferRelease; tests
+	// shorten it).
+	bufRelease time.Duration
 }
 
 // Defaults of ServerConfig's resource limits.
@@ -138,6 +143,12 @@ const (
 	DefaultMaxConns      = 4096
 	DefaultMaxConnsPerIP = 1024
 )
+
+// idleBufferRelease is how long a server conn idles between frames
+// before it drops its 64 KiB read buffer: an idle conn then holds a few
+// KiB, and one that wakes allocates a new buffer (rarely: at most once
+// per this long).
+const idleBufferRelease = 2 * time.Second
 
 // ServerStats is a snapshot of a server's resource use.
 type ServerStats struct {
@@ -232,6 +243,9 @@ func NewServer(cfg ServerConfig, h Handler) *Server {
 	}
 	if cfg.MaxConnsPerIP == 0 {
 		cfg.MaxConnsPerIP = DefaultMaxConnsPerIP
+	}
+	if cfg.bufRelease == 0 {
+		cfg.bufRelease = idleBufferRelease
 	}
 	s := &Server{
 		cfg:         cfg,
@@ -390,7 +404,7 @@ func (s *Server) startConn(nc net.Conn) {
 	if limit != "" {
 		log, suppressed := s.rateLimitedLocked("refuse " + limit)
 		s.mu.Unlock()
-		nc.Close()
+		// Counted and logged before the peer can see the close.
 		if s.cfg.OnRefuse != nil {
 			s.cfg.OnRefuse(limit)
 		}
@@ -402,12 +416,14 @@ func (s *Server) startConn(nc net.Conn) {
 			s.log.Warn("remoting: connection refused: "+what+" at their cap", "cap", limit, "max", max,
 				"remote", nc.RemoteAddr().String(), "refused_unlogged_since_last", suppressed)
 		}
+		nc.Close()
 		return
 	}
 	c := newConn(nc, s, s.ctx, s.log, s.cfg.MaxFrameSize, s.cfg.IdleTimeout)
 	c.poolFrames = true
 	c.budget = s.budget
 	c.frameTimeout = s.cfg.FrameTimeout
+	c.bufRelease = s.cfg.bufRelease
 	c.ip = ip
 	s.mu.conns[c.id] = c
 	s.mu.perIP[ip]++
