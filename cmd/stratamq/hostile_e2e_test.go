@@ -25,9 +25,9 @@ import (
 )
 
 // Hostile-client acceptance (issue 9, done-when): the real binary under
-// malformed frames, path-like topic names, slowloris, thousands of idle
-// connections, 16 MiB length declarations and a per-IP connection flood,
-// while the official
+// malformed frames, path-like topic names, a queue flood, slowloris,
+// thousands of idle connections, 16 MiB length declarations and a per-IP
+// connection flood, while the official
 // client keeps sending and receiving. The broker stays up, every message
 // acknowledged is received, and its heap stays under hostileHeapBound.
 //
@@ -168,6 +168,23 @@ func TestE2EHostileClients(t *testing.T) {
 	}
 	alive("path-like topic names")
 	tr.progress(t, "after path-like topic names")
+
+	// A queue flood: UPDATE_AND_CREATE_TOPIC with huge queue counts is
+	// refused with a remark naming the limit, and creates nothing.
+	for _, n := range []int32{1025, 1 << 20, 1<<31 - 1, -1} {
+		flood := uniqueName(t, "Flood")
+		h := remoting.CreateTopicRequestHeader{Topic: flood, DefaultTopic: "TBW102", ReadQueueNums: n, WriteQueueNums: n,
+			Perm: 6, TopicFilterType: "SINGLE_TAG"}
+		resp, _ := ask(br, remoting.NewRequest(remoting.UpdateAndCreateTopic, h.Encode(), nil), 10*time.Second)
+		if resp == nil || resp.Code == int32(remoting.Success) || !strings.Contains(resp.Remark, "STRATAMQ_MAX_QUEUES_PER_TOPIC") {
+			t.Fatalf("UPDATE_AND_CREATE_TOPIC with %d queues: %+v, want an error naming STRATAMQ_MAX_QUEUES_PER_TOPIC", n, resp)
+		}
+		if routeExists(ns, flood) {
+			t.Fatalf("topic %s with %d queues was created", flood, n)
+		}
+	}
+	alive("a queue flood")
+	tr.progress(t, "after a queue flood")
 
 	// Slowloris: declare a frame, trickle bytes; each conn is closed once
 	// the frame timeout has passed.
