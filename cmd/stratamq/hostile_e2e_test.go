@@ -236,20 +236,25 @@ func TestE2EHostileClients(t *testing.T) {
 	})
 	declLive := live()
 
-	// A flood from one IP is refused past the per-IP cap.
-	for range hostilePerIP {
-		attackers.dial(t, "127.0.0.4", br)
+	// A flood from one IP, to either server, is refused past the per-IP
+	// cap: exactly the one connection over it.
+	for _, f := range []struct{ server, addr, ip string }{{"broker", br, "127.0.0.4"}, {"namesrv", ns, "127.0.0.5"}} {
+		for range hostilePerIP {
+			attackers.dial(t, f.ip, f.addr)
+		}
+		over := attackers.dial(t, f.ip, f.addr)
+		if err := waitClosed(over, 10*time.Second); err != nil {
+			t.Fatalf("%s: connection %d from one IP: %v", f.server, hostilePerIP+1, err)
+		}
+		name := fmt.Sprintf(`stratamq_connections_refused_total{cap="per_ip",server="%s"}`, f.server)
+		if n, err := scrapeMetric(metricsAddr, name); err != nil || n != 1 {
+			t.Fatalf("%s = %v (%v), want 1", name, n, err)
+		}
+		if !logLine(srv.logs.String(), "connection refused", "per_ip", f.ip+":") {
+			t.Fatalf("no warning names the per-IP cap and the refused remote %s:\n%s", f.ip, tail(srv.logs.String()))
+		}
 	}
-	over := attackers.dial(t, "127.0.0.4", br)
-	if err := waitClosed(over, 10*time.Second); err != nil {
-		t.Fatalf("connection %d from one IP: %v", hostilePerIP+1, err)
-	}
-	if n, err := scrapeMetric(metricsAddr, `stratamq_connections_refused_total{cap="per_ip",server="broker"}`); err != nil || n < 1 {
-		t.Fatalf("refused per_ip counter %v (%v), want >= 1", n, err)
-	}
-	if !logLine(srv.logs.String(), "connection refused", "per_ip", "127.0.0.4:") {
-		t.Fatalf("no warning names the per-IP cap and the refused remote 127.0.0.4:\n%s", tail(srv.logs.String()))
-	}
+	alive("a flood from one IP")
 
 	for i, nc := range slow {
 		if err := waitClosed(nc, 10*hostileFrameTO); err != nil {
@@ -284,7 +289,7 @@ func TestE2EHostileClients(t *testing.T) {
 	heap, rss := pk["go_memstats_heap_inuse_bytes"], pk["process_resident_memory_bytes"]
 	readMem := pk[`stratamq_read_memory_bytes{server="broker"}`]
 	const mib = 1 << 20
-	t.Logf("attack: %d idle conns, %d × 16 MiB declarations, %d slowloris, %d malformed × 2 servers, %d+1 from one IP; "+
+	t.Logf("attack: %d idle conns, %d × 16 MiB declarations, %d slowloris, %d malformed × 2 servers, %d+1 from one IP × 2 servers; "+
 		"broker: peak %.0f conns, peak read memory %.1f MiB; live heap %.0f MiB at rest, %.0f MiB with the declarations, "+
 		"%.0f MiB at the end (bound %.0f MiB); heap in use peak %.0f MiB (bound %.0f MiB); peak RSS %.0f MiB; %d messages sent and received",
 		sc.idle, sc.declared, sc.slowloris, len(hostileFrames()), hostilePerIP, pk[`stratamq_connections{server="broker"}`], readMem/mib,
