@@ -381,10 +381,10 @@ func (c *Conn) readLoop() {
 			return
 		}
 		if br.Size() < readBufferSize {
-			// A whole frame came: a client, not just a claim. The full
-			// buffer reads on once the small one is drained.
-			// What the small one holds moves over now, without a read,
-			// so the read batch goes on across the switch.
+			// A whole frame came: a client, not just a claim. It gets
+			// the full buffer, which takes over what the small one
+			// holds at once, without a read, so the read batch goes on
+			// across the switch.
 			n := br.Buffered()
 			pr.old = br
 			br = bufio.NewReaderSize(pr, readBufferSize)
@@ -421,9 +421,8 @@ func (c *Conn) readLoop() {
 // until the idle timeout. A conn that idles longer than bufRelease drops
 // its read buffer meanwhile (*br becomes nil) and reads that byte on its
 // own; a small buffer is made once it has arrived (and the full one once a
-// frame has). Busy conns never get
-// there: the deadline that wakes an idle one replaces the idle deadline
-// they arm anyway.
+// frame has). Busy conns pay nothing for this: the shorter deadline that
+// wakes an idle one replaces the idle deadline they arm anyway.
 func (c *Conn) waitNextFrame(br **bufio.Reader, pr *prefixReader) error {
 	c.frameDeadline = time.Time{}
 	var idleAt time.Time
