@@ -27,11 +27,11 @@
 //	                           commit offset is applied when it arrives, never when re-run
 //	registrar                  REGISTER_BROKER to every name server every 30 s and on topic change
 //	tiering (tiering.go)       uploads sealed segments and their queue indexes (built when
-//	                           uploaded, never kept per pending segment; encoded objects are
-//	                           spooled under <data dir>/spool, emptied at start), serves dropped
-//	                           ranges from the bucket (the cold reader learns an object before
-//	                           its segment counts as uploaded and may be dropped), local and
-//	                           bucket retention, age sealing
+//	                           uploaded into a spool file, never kept per pending segment;
+//	                           encoded objects are spooled under <data dir>/spool too, emptied
+//	                           at start), serves dropped ranges from the bucket (the cold
+//	                           reader learns an object before its segment counts as uploaded
+//	                           and may be dropped), local and bucket retention, age sealing
 //	fence.go                   Broker.fence: asked before every bucket write of the uploader
 //	                           (objects, manifest, retention deletes); the lease epoch it
 //	                           returns is stamped into the manifest

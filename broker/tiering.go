@@ -2,9 +2,11 @@ package broker
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -39,14 +41,16 @@ import (
 // It implements upload.SegmentSource over the store.
 //
 // Memory does not grow with the upload backlog: a segment's queue index
-// is built only when the uploader opens it (one at a time), and the
-// uploader spools each encoded object under <data dir>/spool.
+// is built only when the uploader opens it (one at a time, into a file
+// under <data dir>/spool, removed when the uploader closes it), and the
+// uploader spools each encoded object there too.
 type tiering struct {
 	b        *Broker
 	bucket   tier.Bucket // already scoped to <cluster>/<brokerName>/
 	uploader *upload.Uploader
 	cold     *coldread.Reader
 
+	spool  string        // the uploader's spool dir ("": not on the real filesystem)
 	retMu  sync.Mutex    // serializes local-retention passes (uploader and ticker)
 	coldMu sync.Mutex    // serializes telling the cold reader the manifest's objects
 	idxSem chan struct{} // one queue index blob built and held at a time
@@ -114,6 +118,7 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer) (*tier
 	// ManifestDelay batches manifest rewrites: at high ingest several
 	// segments share one PUT, which keeps requests per GiB low. Fence
 	// stops every bucket write of a broker that lost the prefix.
+	t.spool = spool
 	t.uploader, err = upload.New(upload.Config{Bucket: bucket, Source: t, Logger: b.log,
 		ManifestDelay: 5 * time.Second, SpoolDir: spool, Fence: b.fence})
 	if err != nil {
@@ -193,11 +198,51 @@ func (r *blobReader) Close() error {
 	return nil
 }
 
+// indexFile serves a queue index blob built into a spool file; Close
+// removes the file and releases the build slot.
+type indexFile struct {
+	f       *os.File
+	size    int64
+	release func()
+}
+
+func (r *indexFile) ReadAt(p []byte, off int64) (int, error) {
+	if off >= r.size {
+		return 0, io.EOF
+	}
+	if len(p) > int(r.size-off) {
+		n, err := r.f.ReadAt(p[:r.size-off], off)
+		return n, cmp.Or(err, io.EOF)
+	}
+	return r.f.ReadAt(p, off)
+}
+
+func (r *indexFile) Size() int64 { return r.size }
+
+func (r *indexFile) Close() error {
+	if r.release == nil {
+		return nil
+	}
+	err := r.f.Close()
+	if rerr := os.Remove(r.f.Name()); err == nil {
+		err = rerr
+	}
+	r.release()
+	r.release = nil
+	return err
+}
+
+// queueIndexPattern names the queue index files in the spool dir (all of
+// it is cleared at start).
+const queueIndexPattern = "queueindex-*.tmp"
+
 // Open implements upload.SegmentSource. A queue index is built from the
 // sealed segment now, while the uploader is about to encode it, and is
 // dropped when the uploader closes it (once encoded into its spool file):
-// nothing is kept per pending segment. One blob is built and held at a
-// time, so the transient memory is that of one segment's index.
+// nothing is kept per pending segment. One index is built and held at a
+// time; on the real filesystem it is built into a file in the spool dir
+// (store.WriteSegmentIndex: a fixed buffer and a few hundred bytes per
+// queue of heap, whatever the segment holds), else in memory.
 func (t *tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentReader, error) {
 	if s.Kind == upload.KindQueueIndex {
 		select {
@@ -206,12 +251,25 @@ func (t *tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentRea
 			return nil, ctx.Err()
 		}
 		release := func() { <-t.idxSem }
-		blob, err := t.b.store.BuildSegmentIndex(s.Base)
+		if t.spool == "" {
+			blob, err := t.b.store.BuildSegmentIndex(s.Base)
+			if err != nil {
+				release()
+				return nil, fmt.Errorf("broker: queue index of segment %d: %w", s.Base, err)
+			}
+			return &blobReader{Reader: bytes.NewReader(blob), release: release}, nil
+		}
+		f, err := os.CreateTemp(t.spool, queueIndexPattern)
 		if err != nil {
 			release()
 			return nil, fmt.Errorf("broker: queue index of segment %d: %w", s.Base, err)
 		}
-		return &blobReader{Reader: bytes.NewReader(blob), release: release}, nil
+		r := &indexFile{f: f, release: release}
+		if r.size, err = t.b.store.WriteSegmentIndex(s.Base, f); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("broker: queue index of segment %d: %w", s.Base, err)
+		}
+		return r, nil
 	}
 	f, err := t.b.fs.OpenFile(s.Name, os.O_RDONLY, 0)
 	if err != nil {

@@ -189,17 +189,27 @@ func (t segTable) close() error {
 
 // scanSegments reads records from offset from to the end of the log,
 // verifying each (magic, size bounds, field lengths, PHYSICALOFFSET, body
-// CRC) and calling fn for it. It returns the offset just past the last valid
-// record: the valid end of the log.
+// CRC) and calling fn for it (m and its slices are valid only during the
+// call). It returns the offset just past the last valid record: the valid
+// end of the log.
 func (s *Store) scanSegments(t segTable, from int64, fn func(m *recordMeta) error) (int64, error) {
+	if len(t) == 0 {
+		return from, nil
+	}
+	return scanSegmentsBuf(t, from, make([]byte, max(4<<20, s.opts.MaxMessageSize)), true, fn)
+}
+
+// scanSegmentsBuf is scanSegments reading through buf (grown for a record
+// bigger than it); checkCRC false skips the body CRCs.
+func scanSegmentsBuf(t segTable, from int64, buf []byte, checkCRC bool, fn func(m *recordMeta) error) (int64, error) {
 	if len(t) == 0 {
 		return from, nil
 	}
 	if from < t[0].base {
 		from = t[0].base
 	}
-	buf := make([]byte, max(4<<20, s.opts.MaxMessageSize))
 	pos := from
+	var m recordMeta // one for the scan: fn must not keep &m
 	for _, sg := range t {
 		fileEnd := sg.end()
 		if fileEnd <= pos {
@@ -227,7 +237,8 @@ func (s *Store) scanSegments(t segTable, from int64, fn func(m *recordMeta) erro
 				if int64(p)+size > int64(len(chunk)) {
 					break // refill from here
 				}
-				m, err := parseMeta(chunk[p:p+int(size)], true)
+				var err error
+				m, err = parseMeta(chunk[p:p+int(size)], checkCRC)
 				if err != nil || m.physOffset != pos+int64(p) {
 					return pos + int64(p), nil
 				}

@@ -289,6 +289,21 @@
 // DecodeSegmentIndexDirectory only the header and directory (a prefix of
 // 40+D bytes is enough).
 //
+// WriteSegmentIndex(base, f) builds the blob into f (io.ReaderAt and
+// io.WriterAt: the broker gives a file in the uploader's spool dir), in
+// memory bounded by the number of queues plus fixed buffers (1 MiB to read
+// the log, 256 KiB of entry write buffers, 128 KiB to read entries back),
+// not by the segment: pass 1 scans the segment's records and keeps, per
+// queue, only its run [first, end) (a record at queue offset q ends the run
+// at q+1; one below first restarts it there), which lays out the
+// directory; pass 2 scans again and writes every entry, and the blank
+// entries of gaps, at its place (later writes to an offset replace
+// earlier ones, as dispatch does; nothing relies on f being zeroed); then
+// each queue's entries are read back in chunks to take the local
+// consumequeue's tags codes and to compute the queue's CRC, and the
+// header and directory are written last. BuildSegmentIndex does the same
+// in memory and returns the bytes.
+//
 // # Restore on an empty disk, cold queue index
 //
 // With Options.Restore and a commitlog directory holding no segment, Open

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"slices"
 )
 
@@ -157,85 +158,213 @@ func DecodeSegmentIndexDirectory(b []byte) (*SegmentIndex, error) {
 	return x, nil
 }
 
-// idxRun collects one queue's entries while a segment is scanned.
-type idxRun struct {
-	first   int64
-	entries []byte
+// SegmentIndexFile is where WriteSegmentIndex builds a blob (an *os.File,
+// or memory): it writes the entries, reads them back to add the tags codes
+// and CRCs, then writes the header and directory.
+type SegmentIndexFile interface {
+	io.ReaderAt
+	io.WriterAt
 }
 
-func (r *idxRun) end() int64 { return r.first + int64(len(r.entries)/cqEntrySize) }
+const (
+	segIndexScanBuf = 1 << 20 // commitlog read buffer of a build (grown for a bigger record)
+	// segIndexWriteBuf is the entry write buffer of a build, shared by its
+	// queues (at least segIndexMinRun entries each).
+	segIndexWriteBuf = 256 << 10
+	segIndexMinRun   = 16
+	segIndexChunk    = 3276 // entries read back per step (64 KiB)
+)
 
-// add mirrors dispatchLocked: the next offset appends, a higher one leaves
-// blank entries before it, a lower one replaces everything from it on.
-func (r *idxRun) add(qoff int64, e cqEntry) {
-	switch end := r.end(); {
-	case len(r.entries) == 0:
+// idxQueue is one queue with records in the segment, while its index is
+// built. Its entries are those dispatchLocked would leave from the
+// segment's records: the next offset appends, a higher one leaves blank
+// entries before it, a lower one replaces everything from it on. So after
+// any record the run ends just past that record's queue offset, and it
+// starts at the lowest queue offset that emptied it.
+type idxQueue struct {
+	k            qkey
+	first, end   int64 // after pass 1: the final run [first, end)
+	cfirst, cend int64 // pass 2: the run so far
+	started      bool  // pass 2 saw a record of the queue
+	pos          int64 // byte position of entry first in the blob
+	buf          []byte
+	bufAt        int64   // queue offset of buf's first entry
+	q            *cqueue // local consumequeue for tags codes (nil: none, or deleted)
+	crc          uint32
+}
+
+// span1 is pass 1's step for a record at queue offset qoff.
+func (r *idxQueue) span1(qoff int64, seen bool) error {
+	if !seen || qoff < r.first {
 		r.first = qoff
-	case qoff > end:
-		r.entries = append(r.entries, make([]byte, (qoff-end)*cqEntrySize)...)
-	case qoff < r.first:
-		r.first, r.entries = qoff, r.entries[:0]
-	case qoff < end:
-		r.entries = r.entries[:(qoff-r.first)*cqEntrySize]
 	}
-	var b [cqEntrySize]byte
-	putEntry(b[:], e)
-	r.entries = append(r.entries, b[:]...)
+	// count = qoff+1-first must fit the u32 entry count (unsigned: no overflow).
+	if uint64(qoff)-uint64(r.first) >= 1<<32-1 {
+		return fmt.Errorf("queue %s/%d spans too many entries (offsets %d..%d)", r.k.topic, r.k.id, r.first, qoff)
+	}
+	r.end = qoff + 1
+	return nil
 }
 
-// BuildSegmentIndex returns the segment index blob of the sealed local
-// segment starting at base: every consumequeue entry of its records, and
-// every other known queue's next offset at its end (layout in doc.go). The
-// blob is deterministic for a segment, given the same consumequeues (the
-// tags code of an entry comes from the local consumequeue when it holds
-// that entry, else from Options.TagsCode; a topic deleted in between drops
-// out). ErrNotFound: no such local segment; a segment that is not sealed
-// is refused.
+// put places n entries at queue offset at (e: one entry, or nil for n
+// blank ones), keeping those inside the final run. Later puts at the same
+// offset replace earlier ones, as dispatch does; every offset of the final
+// run is put after the last record that cut the run below it, so the file
+// ends up holding exactly the final run.
+func (r *idxQueue) put(w io.WriterAt, at, n int64, e []byte) error {
+	lo, hi := max(at, r.first), min(at+n, r.end)
+	if lo >= hi {
+		return nil
+	}
+	if len(r.buf) > 0 && r.bufAt+int64(len(r.buf)/cqEntrySize) != lo {
+		if err := r.flush(w); err != nil {
+			return err
+		}
+	}
+	for lo < hi {
+		if len(r.buf) == cap(r.buf) {
+			if err := r.flush(w); err != nil {
+				return err
+			}
+		}
+		if len(r.buf) == 0 {
+			r.bufAt = lo
+		}
+		k := min(hi-lo, int64((cap(r.buf)-len(r.buf))/cqEntrySize))
+		if e != nil {
+			r.buf = append(r.buf, e...) // n == 1
+		} else {
+			r.buf = append(r.buf, make([]byte, k*cqEntrySize)...) // within cap: no allocation
+		}
+		lo += k
+	}
+	return nil
+}
+
+func (r *idxQueue) flush(w io.WriterAt) error {
+	if len(r.buf) == 0 {
+		return nil
+	}
+	if _, err := w.WriteAt(r.buf, r.pos+(r.bufAt-r.first)*cqEntrySize); err != nil {
+		return err
+	}
+	r.buf = r.buf[:0]
+	return nil
+}
+
+// memIndexFile is a SegmentIndexFile in memory.
+type memIndexFile struct{ b []byte }
+
+func (m *memIndexFile) WriteAt(p []byte, off int64) (int, error) {
+	if end := off + int64(len(p)); end > int64(len(m.b)) {
+		m.b = append(m.b, make([]byte, end-int64(len(m.b)))...)
+	}
+	return copy(m.b[off:], p), nil
+}
+
+func (m *memIndexFile) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(m.b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, m.b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// BuildSegmentIndex returns the blob WriteSegmentIndex writes, in memory.
 func (s *Store) BuildSegmentIndex(base int64) ([]byte, error) {
+	var m memIndexFile
+	n, err := s.WriteSegmentIndex(base, &m)
+	if err != nil {
+		return nil, err
+	}
+	return m.b[:n], nil
+}
+
+// WriteSegmentIndex writes the segment index blob of the sealed local
+// segment starting at base into f at [0, size): every consumequeue entry
+// of its records, and every other known queue's next offset at its end
+// (layout in doc.go). The blob is deterministic for a segment, given the
+// same consumequeues (the tags code of an entry comes from the local
+// consumequeue when it holds that entry, else from Options.TagsCode; a
+// topic deleted in between drops out). ErrNotFound: no such local
+// segment; a segment that is not sealed is refused.
+//
+// It scans the segment twice (to lay out each queue's run, then to write
+// the entries at their places) and reads the entries back to add tags
+// codes and CRCs, so its memory is a fixed buffer plus a few hundred bytes
+// per queue, whatever the segment holds.
+func (s *Store) WriteSegmentIndex(base int64, f SegmentIndexFile) (size int64, err error) {
 	t := *s.segs.Load()
 	i := slices.IndexFunc(t, func(sg *segment) bool { return sg.base == base })
 	if i < 0 {
-		return nil, fmt.Errorf("store: segment index %d: no such local segment: %w", base, ErrNotFound)
+		return 0, fmt.Errorf("store: segment index %d: no such local segment: %w", base, ErrNotFound)
 	}
 	sg := t[i]
 	if !sg.sealed.Load() {
-		return nil, fmt.Errorf("store: segment index %d: segment is not sealed", base)
+		return 0, fmt.Errorf("store: segment index %d: segment is not sealed", base)
 	}
 	end := sg.end()
-	runs := map[qkey]*idxRun{}
-	var lastK qkey
-	var last *idxRun
-	valid, err := s.scanSegments(segTable{sg}, base, func(m *recordMeta) error {
-		if notDispatched(m.sysFlag) {
-			return nil
-		}
-		if last == nil || lastK.id != m.queueID || lastK.topic != string(m.topic) {
-			lastK = qkey{string(m.topic), m.queueID}
-			if last = runs[lastK]; last == nil {
-				last = &idxRun{}
-				runs[lastK] = last
+	scanBuf := make([]byte, segIndexScanBuf)
+	scan := func(checkCRC bool, fn func(m *recordMeta) error) error {
+		valid, err := scanSegmentsBuf(segTable{sg}, base, scanBuf, checkCRC, func(m *recordMeta) error {
+			if notDispatched(m.sysFlag) {
+				return nil
 			}
+			return fn(m)
+		})
+		if err != nil {
+			return fmt.Errorf("store: segment index %d: %w", base, err)
 		}
-		last.add(m.queueOffset, cqEntry{phys: m.physOffset, size: m.size, tags: s.tagsCode(m)})
+		if valid != end {
+			return corruptf("segment index %d: records end at %d, the segment at %d", base, valid, end)
+		}
 		return nil
+	}
+
+	// Pass 1: each queue's final run. The body CRCs are checked by pass 2.
+	// Runs by topic, then queue id: runs[string(m.topic)] does not copy
+	// the topic.
+	runs := map[string]map[int32]*idxQueue{}
+	nRuns := 0
+	var last *idxQueue
+	err = scan(false, func(m *recordMeta) error {
+		seen := true
+		if r := last; r == nil || r.k.id != m.queueID || r.k.topic != string(m.topic) {
+			byID := runs[string(m.topic)]
+			if byID == nil {
+				byID = map[int32]*idxQueue{}
+				runs[string(m.topic)] = byID
+			}
+			if r = byID[m.queueID]; r == nil {
+				r = &idxQueue{k: qkey{string(m.topic), m.queueID}}
+				byID[m.queueID] = r
+				nRuns++
+				seen = false
+			}
+			last = r
+		}
+		return last.span1(m.queueOffset, seen)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: segment index %d: %w", base, err)
+		return 0, err
 	}
-	if valid != end {
-		return nil, corruptf("segment index %d: records end at %d, the segment at %d", base, valid, end)
-	}
-	// Tags codes as the consumequeue has them (Put takes Message.TagsCode as
-	// given); and the next offset of every queue without a record here.
+
+	// The directory: the runs, and the next offset of every queue without
+	// a record here. The tags codes of a run come from its consumequeue.
 	qs := s.allQueues()
 	type dirEnt struct {
 		k   qkey
-		run *idxRun
+		run *idxQueue
 		nxt int64
 	}
-	dir := make([]dirEnt, 0, len(qs)+len(runs))
-	for k, r := range runs {
-		dir = append(dir, dirEnt{k: k, run: r})
+	dir := make([]dirEnt, 0, len(qs)+nRuns)
+	for _, byID := range runs {
+		for _, r := range byID {
+			dir = append(dir, dirEnt{k: r.k, run: r})
+		}
 	}
 	for _, q := range qs {
 		k := qkey{q.topic, q.id}
@@ -245,101 +374,180 @@ func (s *Store) BuildSegmentIndex(base int64) ([]byte, error) {
 		if deleted {
 			continue
 		}
+		if r := runs[k.topic][k.id]; r != nil {
+			r.q = q
+			continue
+		}
 		// No queue lock is held across the reads: the writer's dispatch
 		// never waits for them.
-		if r := runs[k]; r != nil {
-			err = q.overlayTags(r)
-		} else {
-			var nxt int64
-			if nxt, err = q.nextAt(end); err == nil && nxt > 0 {
-				dir = append(dir, dirEnt{k: k, nxt: nxt})
-			}
-		}
+		nxt, err := q.nextAt(end)
 		if err != nil {
-			return nil, fmt.Errorf("store: segment index %d: %w", base, err)
+			return 0, fmt.Errorf("store: segment index %d: %w", base, err)
+		}
+		if nxt > 0 {
+			dir = append(dir, dirEnt{k: k, nxt: nxt})
 		}
 	}
 	slices.SortFunc(dir, func(a, b dirEnt) int { return compareQKey(a.k, b.k) })
-
-	be := binary.BigEndian
-	dirLen, nEntries := 0, 0
+	dirLen, nEntries := int64(0), int64(0)
 	for _, d := range dir {
-		dirLen += segIndexDirFixed + len(d.k.topic)
+		dirLen += int64(segIndexDirFixed + len(d.k.topic))
 		if d.run != nil {
-			nEntries += len(d.run.entries) / cqEntrySize
+			nEntries += d.run.end - d.run.first
 		}
 	}
 	if uint64(nEntries) > 1<<32-1 || uint64(dirLen) > 1<<32-1 {
-		return nil, fmt.Errorf("store: segment index %d: too large", base)
+		return 0, fmt.Errorf("store: segment index %d: too large", base)
 	}
-	b := make([]byte, SegmentIndexHeaderSize, SegmentIndexHeaderSize+dirLen+nEntries*cqEntrySize)
+	per := max(segIndexWriteBuf/cqEntrySize/max(nRuns, 1), segIndexMinRun)
+	slab := make([]byte, per*nRuns*cqEntrySize)
+	idx := int64(0)
+	for _, d := range dir {
+		if r := d.run; r != nil {
+			r.pos = SegmentIndexHeaderSize + dirLen + idx*cqEntrySize
+			idx += r.end - r.first
+			r.buf, slab = slab[:0:per*cqEntrySize], slab[per*cqEntrySize:]
+		}
+	}
+
+	// Pass 2: every entry (and blank) at its place.
+	last = nil
+	var e [cqEntrySize]byte
+	err = scan(true, func(m *recordMeta) error {
+		r := last
+		if r == nil || r.k.id != m.queueID || r.k.topic != string(m.topic) {
+			if r = runs[string(m.topic)][m.queueID]; r == nil {
+				return corruptf("queue %s/%d appeared between two scans", m.topic, m.queueID)
+			}
+			last = r
+		}
+		qoff := m.queueOffset
+		switch {
+		case !r.started || qoff < r.cfirst:
+			r.started, r.cfirst = true, qoff
+		case qoff > r.cend:
+			if err := r.put(f, r.cend, qoff-r.cend, nil); err != nil {
+				return err
+			}
+		}
+		r.cend = qoff + 1
+		putEntry(e[:], cqEntry{phys: m.physOffset, size: m.size, tags: s.tagsCode(m)})
+		return r.put(f, qoff, 1, e[:])
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range dir {
+		r := d.run
+		if r == nil {
+			continue
+		}
+		if err := r.flush(f); err != nil {
+			return 0, fmt.Errorf("store: segment index %d: %w", base, err)
+		}
+		if !r.started || r.cfirst != r.first || r.cend != r.end {
+			return 0, corruptf("segment index %d: queue %s/%d changed between two scans", base, r.k.topic, r.k.id)
+		}
+		r.buf = nil
+	}
+	scanBuf, slab = nil, nil
+
+	// Tags codes and CRCs, reading each run back in chunks.
+	chunk := make([]byte, 2*segIndexChunk*cqEntrySize)
+	chunk, local := chunk[:segIndexChunk*cqEntrySize], chunk[segIndexChunk*cqEntrySize:]
+	for _, d := range dir {
+		if d.run != nil {
+			if err := d.run.finish(f, chunk, local); err != nil {
+				return 0, fmt.Errorf("store: segment index %d: %w", base, err)
+			}
+		}
+	}
+
+	be := binary.BigEndian
+	b := make([]byte, SegmentIndexHeaderSize, SegmentIndexHeaderSize+dirLen)
 	copy(b, segIndexMagic)
 	be.PutUint64(b[8:], uint64(base))
 	be.PutUint64(b[16:], uint64(end-base))
 	be.PutUint32(b[24:], uint32(len(dir)))
 	be.PutUint32(b[28:], uint32(dirLen))
 	be.PutUint32(b[32:], uint32(nEntries))
-	idx := 0
+	idx = 0
 	for _, d := range dir {
 		b = append(b, byte(len(d.k.topic)))
 		b = append(b, d.k.topic...)
 		b = be.AppendUint32(b, uint32(d.k.id))
-		var ents []byte
-		first := d.nxt
-		if d.run != nil {
-			first, ents = d.run.first, d.run.entries
+		first, n, crc := d.nxt, int64(0), crc32.ChecksumIEEE(nil)
+		if r := d.run; r != nil {
+			first, n, crc = r.first, r.end-r.first, r.crc
 		}
 		b = be.AppendUint64(b, uint64(first))
-		b = be.AppendUint32(b, uint32(len(ents)/cqEntrySize))
+		b = be.AppendUint32(b, uint32(n))
 		b = be.AppendUint32(b, uint32(idx))
-		b = be.AppendUint32(b, crc32.ChecksumIEEE(ents))
-		idx += len(ents) / cqEntrySize
+		b = be.AppendUint32(b, crc)
+		idx += n
 	}
 	h := crc32.NewIEEE()
 	h.Write(b[:36])
 	h.Write(b[SegmentIndexHeaderSize:])
 	be.PutUint32(b[36:], h.Sum32())
-	for _, d := range dir {
-		if d.run != nil {
-			b = append(b, d.run.entries...)
-		}
+	if _, err := f.WriteAt(b, 0); err != nil {
+		return 0, fmt.Errorf("store: segment index %d: %w", base, err)
 	}
-	return b, nil
+	return SegmentIndexHeaderSize + dirLen + nEntries*cqEntrySize, nil
 }
 
-// overlayTags replaces the tags codes of r's entries by those of the
-// same entries in the local consumequeue (where it holds them).
-func (q *cqueue) overlayTags(r *idxRun) error {
-	q.mu.RLock()
-	lo := max(r.first, q.localLowLocked())
-	hi := min(r.end(), q.max)
-	q.mu.RUnlock()
-	if lo >= hi {
-		return nil
+// finish reads r's entries back from f in chunks, replaces their tags
+// codes by those of the same entries in the local consumequeue (where it
+// holds them), writes back the chunks that changed, and sets r.crc.
+func (r *idxQueue) finish(f SegmentIndexFile, chunk, local []byte) error {
+	lo, hi := int64(0), int64(0) // entries the local consumequeue may hold
+	if q := r.q; q != nil {
+		q.mu.RLock()
+		lo, hi = max(r.first, q.localLowLocked()), min(r.end, q.max)
+		q.mu.RUnlock()
 	}
-	buf := make([]byte, (hi-lo)*cqEntrySize)
-	for at := lo; at < hi; {
-		n, hole, next, err := q.readEntriesLocal(buf[(at-lo)*cqEntrySize:], at, int(hi-at))
-		if err != nil {
-			return err
+	crc := uint32(0)
+	for at := r.first; at < r.end; {
+		n := min(r.end-at, int64(len(chunk)/cqEntrySize))
+		b := chunk[:n*cqEntrySize]
+		off := r.pos + (at-r.first)*cqEntrySize
+		if k, err := f.ReadAt(b, off); k < len(b) {
+			return fmt.Errorf("read back entries of %s/%d: %w", r.k.topic, r.k.id, cmp.Or(err, io.ErrUnexpectedEOF))
 		}
-		if hole {
-			at = next
-			continue
+		changed := false
+		for from := max(at, lo); from < min(at+n, hi); {
+			c := int(min(at+n, hi) - from)
+			got, hole, next, err := r.q.readEntriesLocal(local[:c*cqEntrySize], from, c)
+			if err != nil {
+				return err
+			}
+			if hole {
+				from = next
+				continue
+			}
+			if got == 0 {
+				hi = 0 // as the whole-run overlay: no more local entries
+				break
+			}
+			for j := range int64(got) {
+				le := getEntry(local[j*cqEntrySize:])
+				p := b[(from+j-at)*cqEntrySize:]
+				if e := getEntry(p); e.size > 0 && e.phys == le.phys && e.size == le.size && e.tags != le.tags {
+					binary.BigEndian.PutUint64(p[12:], uint64(le.tags))
+					changed = true
+				}
+			}
+			from += int64(got)
 		}
-		if n == 0 {
-			break
-		}
-		for k := range int64(n) {
-			i := at + k
-			local := getEntry(buf[(i-lo)*cqEntrySize:])
-			p := r.entries[(i-r.first)*cqEntrySize:]
-			if e := getEntry(p); e.size > 0 && e.phys == local.phys && e.size == local.size {
-				binary.BigEndian.PutUint64(p[12:], uint64(local.tags))
+		if changed {
+			if _, err := f.WriteAt(b, off); err != nil {
+				return err
 			}
 		}
-		at += int64(n)
+		crc = crc32.Update(crc, crc32.IEEETable, b)
+		at += n
 	}
+	r.crc = crc
 	return nil
 }
 

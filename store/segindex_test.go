@@ -1,0 +1,291 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratamq/stratamq/infra/vfs"
+)
+
+// fillIndexMix writes n records over queues: Puts with tags codes that
+// differ from the TAGS hash (so the blob's codes come from the
+// consumequeue), replicated records (AppendRaw) at the next queue offset,
+// past it (a gap: blank entries) and below it (rewriting the queue), and
+// prepared transactions, which are not dispatched.
+func fillIndexMix(t *testing.T, s *Store, rng *rand.Rand, queues []qref, n int) {
+	t.Helper()
+	for i := range n {
+		q := queues[rng.IntN(len(queues))]
+		body := fmt.Sprintf("%s/%d-%d-%s", q.topic, q.id, i, bytes.Repeat([]byte{'x'}, rng.IntN(300)))
+		m := msg(q.topic, q.id, body)
+		m.TagsCode = int64(rng.IntN(4))
+		next := s.MaxQueueOffset(q.topic, q.id)
+		qoff := next
+		switch k := rng.IntN(20); {
+		case k < 9:
+			batch := []Message{m}
+			if k == 0 {
+				tx := msg(q.topic, q.id, "prepared")
+				tx.SysFlag = sysFlagTxPrepared
+				batch = append(batch, tx)
+			}
+			mustPut(t, s, batch...)
+			continue
+		case k < 13:
+		case k < 16:
+			qoff += 1 + rng.Int64N(6)
+		case k < 19:
+			qoff = max(0, next-1-rng.Int64N(5))
+		default:
+			m.SysFlag = sysFlagTxPrepared
+			qoff = rng.Int64N(next + 3)
+		}
+		pos := s.MaxPhysOffset()
+		if err := s.AppendRaw(pos, encodeTestRecord(m, qoff, pos, 1700000000000+int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SealActive(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkIndexAgainstOracle compares, for every sealed segment of s, the
+// blob of BuildSegmentIndex, of WriteSegmentIndex into a file (and into
+// memory full of garbage: nothing relies on unwritten bytes being zero)
+// with the blob of the single-pass build it replaced.
+func checkIndexAgainstOracle(t *testing.T, s *Store) int {
+	t.Helper()
+	segs := s.SealedSegments()
+	if len(segs) == 0 {
+		t.Fatal("no sealed segment")
+	}
+	for _, sg := range segs {
+		want, err := s.oldBuildSegmentIndex(sg.Base)
+		if err != nil {
+			t.Fatalf("oracle %d: %v", sg.Base, err)
+		}
+		got, err := s.BuildSegmentIndex(sg.Base)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("segment %d: BuildSegmentIndex differs from the oracle (%d vs %d bytes, %v)", sg.Base, len(got), len(want), err)
+		}
+		if _, err := DecodeSegmentIndex(got); err != nil {
+			t.Fatalf("segment %d: %v", sg.Base, err)
+		}
+		junk := &memIndexFile{b: bytes.Repeat([]byte{0xa5}, len(want)+100)}
+		n, err := s.WriteSegmentIndex(sg.Base, junk)
+		if err != nil || !bytes.Equal(junk.b[:n], want) {
+			t.Fatalf("segment %d: WriteSegmentIndex over garbage differs from the oracle (%v)", sg.Base, err)
+		}
+		f, err := os.CreateTemp(t.TempDir(), "idx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err = s.WriteSegmentIndex(sg.Base, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := make([]byte, n)
+		if _, err := f.ReadAt(back, 0); err != nil || !bytes.Equal(back, want) {
+			t.Fatalf("segment %d: WriteSegmentIndex into a file differs from the oracle (%v)", sg.Base, err)
+		}
+		f.Close()
+	}
+	return len(segs)
+}
+
+// TestSegmentIndexWriterMatchesOracle: the two-pass, bounded-memory build
+// makes exactly the blobs the single-pass build made, over random
+// segments with gaps, rewritten queue offsets, undispatched transactions,
+// consumequeue files cut small, a deleted topic and restored queues.
+func TestSegmentIndexWriterMatchesOracle(t *testing.T) {
+	queues := []qref{{"A", 0}, {"A", 1}, {"A", 2}, {"B", 0}, {"B", 3}, {"CC", 1}}
+	segs := 0
+	for seed := range uint64(6) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		o := testOpts(vfs.NewMem())
+		o.SegmentSize = 8 << 10
+		o.MaxMessageSize = 2 << 10
+		o.CQEntriesPerFile = 8
+		s := mustOpen(t, o)
+		fillIndexMix(t, s, rng, queues, 300)
+		if seed%2 == 1 {
+			if err := s.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if seed == 3 {
+			if err := s.DeleteTopic("B"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		segs += checkIndexAgainstOracle(t, s)
+		mustClose(t, s)
+	}
+
+	// Restored queues (a cold range below the local consumequeue).
+	f := newRestoreFixture(t, 200)
+	b := mustOpen(t, f.opts(vfs.NewMem()))
+	defer mustClose(t, b)
+	fillIndexMix(t, b, rand.New(rand.NewPCG(9, 9)), f.queues, 200)
+	segs += checkIndexAgainstOracle(t, b)
+	t.Logf("%d segments compared", segs)
+}
+
+// tinyMessageSegment fills one sealed segment of about segBytes on the
+// real filesystem with 16-byte messages over nq queues, written as
+// replicated records in 1 MiB batches.
+func tinyMessageSegment(t testing.TB, segBytes int64, nq int) (*Store, int64) {
+	t.Helper()
+	o := testOpts(vfs.OS())
+	o.Dir = filepath.Join(t.TempDir(), "store")
+	o.SegmentSize = segBytes
+	o.MaxMessageSize = 4 << 10
+	o.CQEntriesPerFile = 1 << 20
+	s := mustOpen(t, o)
+	t.Cleanup(func() { s.Close() })
+	next := make([]int64, nq)
+	rng := rand.New(rand.NewPCG(1, 1))
+	m := Message{Topic: "Tiny", Body: bytes.Repeat([]byte{'b'}, 16), BornHost: testBornHost, BornTimestamp: 1700000000000,
+		Properties: "TAGS\x01t\x02"}
+	size, _ := encodedSize(&m, false)
+	var raw []byte
+	for pos := int64(0); pos+int64(size) <= segBytes; {
+		raw = raw[:0]
+		for len(raw)+size <= 1<<20 && pos+int64(len(raw)+size) <= segBytes {
+			m.QueueID = int32(rng.IntN(nq))
+			raw = encodeAppend(raw, &m, next[m.QueueID], pos+int64(len(raw)))
+			next[m.QueueID]++
+		}
+		if err := s.AppendRaw(pos, raw); err != nil {
+			t.Fatal(err)
+		}
+		pos += int64(len(raw))
+	}
+	if err := s.SealActive(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return s, 0
+}
+
+func encodeAppend(dst []byte, m *Message, qoff, phys int64) []byte {
+	size, sys := encodedSize(m, false)
+	return appendRecord(dst, m, size, sys, qoff, phys, 1700000000000, testStoreHost)
+}
+
+// heapPeak runs fn and returns how far the heap's object bytes rose above
+// where they were before it, sampled every millisecond (with GOGC=10, so
+// garbage does not hide what is live).
+func heapPeak(fn func()) uint64 {
+	defer debug.SetGCPercent(debug.SetGCPercent(10))
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+	base := read()
+	var peak uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			if v := read(); v > peak {
+				peak = v
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	fn()
+	close(stop)
+	wg.Wait()
+	if v := read(); v > peak {
+		peak = v
+	}
+	return max(peak, base) - base
+}
+
+// TestSegmentIndexBuildMemoryBounded: building the queue index of a
+// segment of tiny messages holds a fixed buffer, not the index: heap
+// growth stays under 4 MiB while the blob is several times that (the
+// single-pass build grew by about three times the blob). Long form
+// (STRATAMQ_LONG=1): a 250 MiB segment.
+func TestSegmentIndexBuildMemoryBounded(t *testing.T) {
+	segBytes, nq := int64(32<<20), 8
+	if os.Getenv("STRATAMQ_LONG") == "1" {
+		segBytes = 250 << 20
+	}
+	s, base := tinyMessageSegment(t, segBytes, nq)
+	f, err := os.CreateTemp(t.TempDir(), "idx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var size int64
+	start := time.Now()
+	growth := heapPeak(func() { size, err = s.WriteSegmentIndex(base, f) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	bound := uint64(4<<20 + 1024*nq)
+	t.Logf("segment %d MiB: blob %.1f MiB, heap growth %.2f MiB (bound %.2f MiB), %v",
+		segBytes>>20, float64(size)/(1<<20), float64(growth)/(1<<20), float64(bound)/(1<<20), took)
+	if size <= int64(bound) {
+		t.Fatalf("blob of %d bytes is too small to tell a bounded build from one holding it", size)
+	}
+	if growth > bound {
+		t.Fatalf("building a %d-byte blob grew the heap by %d bytes, want <= %d", size, growth, bound)
+	}
+	blob := make([]byte, size)
+	if _, err := f.ReadAt(blob, 0); err != nil {
+		t.Fatal(err)
+	}
+	x, err := DecodeSegmentIndex(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, q := range x.Queues {
+		n += q.Count
+		if q.FirstOffset != 0 || q.Count != s.MaxQueueOffset(q.Topic, q.QueueID) {
+			t.Fatalf("%s/%d: entries [%d, +%d), queue has %d", q.Topic, q.QueueID, q.FirstOffset, q.Count, s.MaxQueueOffset(q.Topic, q.QueueID))
+		}
+	}
+	if len(x.Queues) != nq || n*cqEntrySize+SegmentIndexHeaderSize > size {
+		t.Fatalf("%d queues, %d entries", len(x.Queues), n)
+	}
+}
+
+// BenchmarkBuildSegmentIndex builds the queue index of a 256 MiB segment of
+// 16-byte messages over 8 queues into a file.
+func BenchmarkBuildSegmentIndex(b *testing.B) {
+	s, base := tinyMessageSegment(b, 256<<20, 8)
+	f, err := os.CreateTemp(b.TempDir(), "idx")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	b.SetBytes(256 << 20)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := s.WriteSegmentIndex(base, f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
