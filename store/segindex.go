@@ -160,7 +160,9 @@ func DecodeSegmentIndexDirectory(b []byte) (*SegmentIndex, error) {
 
 // SegmentIndexFile is where WriteSegmentIndex builds a blob (an *os.File,
 // or memory): it writes the entries, reads them back to add the tags codes
-// and CRCs, then writes the header and directory.
+// and CRCs, then writes the header and directory. If it has a
+// Truncate(size int64) error method (an *os.File does), it is first cut or
+// extended to the blob's size.
 type SegmentIndexFile interface {
 	io.ReaderAt
 	io.WriterAt
@@ -234,7 +236,9 @@ func (r *idxQueue) put(w io.WriterAt, at, n int64, e []byte) error {
 		if e != nil {
 			r.buf = append(r.buf, e...) // n == 1
 		} else {
-			r.buf = append(r.buf, make([]byte, k*cqEntrySize)...) // within cap: no allocation
+			n := len(r.buf)
+			r.buf = r.buf[:n+int(k)*cqEntrySize] // within cap
+			clear(r.buf[n:])
 		}
 		lo += k
 	}
@@ -255,9 +259,20 @@ func (r *idxQueue) flush(w io.WriterAt) error {
 // memIndexFile is a SegmentIndexFile in memory.
 type memIndexFile struct{ b []byte }
 
+// Truncate sizes the buffer at once (WriteSegmentIndex calls it).
+func (m *memIndexFile) Truncate(size int64) error {
+	if size > int64(len(m.b)) {
+		b := make([]byte, size)
+		copy(b, m.b)
+		m.b = b
+	}
+	m.b = m.b[:size]
+	return nil
+}
+
 func (m *memIndexFile) WriteAt(p []byte, off int64) (int, error) {
 	if end := off + int64(len(p)); end > int64(len(m.b)) {
-		m.b = append(m.b, make([]byte, end-int64(len(m.b)))...)
+		m.Truncate(end)
 	}
 	return copy(m.b[off:], p), nil
 }
@@ -399,6 +414,12 @@ func (s *Store) WriteSegmentIndex(base int64, f SegmentIndexFile) (size int64, e
 	if uint64(nEntries) > 1<<32-1 || uint64(dirLen) > 1<<32-1 {
 		return 0, fmt.Errorf("store: segment index %d: too large", base)
 	}
+	size = SegmentIndexHeaderSize + dirLen + nEntries*cqEntrySize
+	if tf, ok := f.(interface{ Truncate(int64) error }); ok {
+		if err := tf.Truncate(size); err != nil {
+			return 0, fmt.Errorf("store: segment index %d: %w", base, err)
+		}
+	}
 	per := max(segIndexWriteBuf/cqEntrySize/max(nRuns, 1), segIndexMinRun)
 	slab := make([]byte, per*nRuns*cqEntrySize)
 	idx := int64(0)
@@ -493,7 +514,7 @@ func (s *Store) WriteSegmentIndex(base int64, f SegmentIndexFile) (size int64, e
 	if _, err := f.WriteAt(b, 0); err != nil {
 		return 0, fmt.Errorf("store: segment index %d: %w", base, err)
 	}
-	return SegmentIndexHeaderSize + dirLen + nEntries*cqEntrySize, nil
+	return size, nil
 }
 
 // finish reads r's entries back from f in chunks, replaces their tags

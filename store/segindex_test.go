@@ -221,54 +221,73 @@ func heapPeak(fn func()) uint64 {
 }
 
 // TestSegmentIndexBuildMemoryBounded: building the queue index of a
-// segment of tiny messages holds a fixed buffer, not the index: heap
-// growth stays under 4 MiB while the blob is several times that (the
-// single-pass build grew by about three times the blob). Long form
-// (STRATAMQ_LONG=1): a 250 MiB segment.
+// segment of tiny messages holds fixed buffers and a few hundred bytes per
+// queue, not the index: heap growth stays under 3 MiB + 512 bytes per
+// queue while the blob is larger than that (the single-pass build grew by
+// over twice the blob), with 8 queues and with 1024. BuildSegmentIndex
+// adds just the blob it returns (checked with 8). Long form (STRATAMQ_LONG=1): a 250 MiB
+// segment.
 func TestSegmentIndexBuildMemoryBounded(t *testing.T) {
-	segBytes, nq := int64(32<<20), 8
-	if os.Getenv("STRATAMQ_LONG") == "1" {
-		segBytes = 250 << 20
-	}
-	s, base := tinyMessageSegment(t, segBytes, nq)
-	f, err := os.CreateTemp(t.TempDir(), "idx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var size int64
-	start := time.Now()
-	growth := heapPeak(func() { size, err = s.WriteSegmentIndex(base, f) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(start)
-	bound := uint64(4<<20 + 1024*nq)
-	t.Logf("segment %d MiB: blob %.1f MiB, heap growth %.2f MiB (bound %.2f MiB), %v",
-		segBytes>>20, float64(size)/(1<<20), float64(growth)/(1<<20), float64(bound)/(1<<20), took)
-	if size <= int64(bound) {
-		t.Fatalf("blob of %d bytes is too small to tell a bounded build from one holding it", size)
-	}
-	if growth > bound {
-		t.Fatalf("building a %d-byte blob grew the heap by %d bytes, want <= %d", size, growth, bound)
-	}
-	blob := make([]byte, size)
-	if _, err := f.ReadAt(blob, 0); err != nil {
-		t.Fatal(err)
-	}
-	x, err := DecodeSegmentIndex(blob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, q := range x.Queues {
-		n += q.Count
-		if q.FirstOffset != 0 || q.Count != s.MaxQueueOffset(q.Topic, q.QueueID) {
-			t.Fatalf("%s/%d: entries [%d, +%d), queue has %d", q.Topic, q.QueueID, q.FirstOffset, q.Count, s.MaxQueueOffset(q.Topic, q.QueueID))
+	long := os.Getenv("STRATAMQ_LONG") == "1"
+	for _, nq := range []int{8, 1024} {
+		segBytes := int64(32 << 20)
+		if nq > 8 {
+			segBytes = 24 << 20 // enough for a blob above the bound
 		}
-	}
-	if len(x.Queues) != nq || n*cqEntrySize+SegmentIndexHeaderSize > size {
-		t.Fatalf("%d queues, %d entries", len(x.Queues), n)
+		if long {
+			segBytes = 250 << 20
+		}
+		t.Run(fmt.Sprintf("queues=%d", nq), func(t *testing.T) {
+			s, base := tinyMessageSegment(t, segBytes, nq)
+			f, err := os.CreateTemp(t.TempDir(), "idx")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var size int64
+			start := time.Now()
+			growth := heapPeak(func() { size, err = s.WriteSegmentIndex(base, f) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start)
+			bound := uint64(3<<20 + 512*nq)
+			t.Logf("segment %d MiB, %d queues: blob %.1f MiB, heap growth %.2f MiB (bound %.2f MiB), %v",
+				segBytes>>20, nq, float64(size)/(1<<20), float64(growth)/(1<<20), float64(bound)/(1<<20), took)
+			if size <= int64(bound) {
+				t.Fatalf("blob of %d bytes is too small to tell a bounded build from one holding it", size)
+			}
+			if growth > bound {
+				t.Fatalf("building a %d-byte blob grew the heap by %d bytes, want <= %d", size, growth, bound)
+			}
+			blob := make([]byte, size)
+			if _, err := f.ReadAt(blob, 0); err != nil {
+				t.Fatal(err)
+			}
+			if nq == 8 {
+				var mem []byte
+				growth = heapPeak(func() { mem, err = s.BuildSegmentIndex(base) })
+				if err != nil || !bytes.Equal(mem, blob) {
+					t.Fatalf("BuildSegmentIndex differs from the file WriteSegmentIndex wrote (%v)", err)
+				}
+				t.Logf("BuildSegmentIndex: heap growth %.2f MiB", float64(growth)/(1<<20))
+				if growth > uint64(size)+bound {
+					t.Fatalf("BuildSegmentIndex of a %d-byte blob grew the heap by %d bytes, want <= the blob + %d", size, growth, bound)
+				}
+			}
+			x, err := DecodeSegmentIndex(blob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(x.Queues) != nq {
+				t.Fatalf("%d queues in the directory, want %d", len(x.Queues), nq)
+			}
+			for _, q := range x.Queues {
+				if mx := s.MaxQueueOffset(q.Topic, q.QueueID); q.FirstOffset != 0 || q.Count != mx {
+					t.Fatalf("%s/%d: entries [%d, +%d), queue has %d", q.Topic, q.QueueID, q.FirstOffset, q.Count, mx)
+				}
+			}
+		})
 	}
 }
 
