@@ -128,6 +128,29 @@ func TestSegmentIndexWriterMatchesOracle(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if seed == 4 {
+			// A segment of undispatched records only: no entries, every
+			// queue's next offset.
+			tx := msg("A", 1, "prepared")
+			tx.SysFlag = sysFlagTxPrepared
+			for range 3 {
+				pos := s.MaxPhysOffset()
+				if err := s.AppendRaw(pos, encodeTestRecord(tx, 0, pos, 1700000000000)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.SealActive(); err != nil {
+				t.Fatal(err)
+			}
+			sgs := s.SealedSegments()
+			x, err := s.BuildSegmentIndex(sgs[len(sgs)-1].Base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, err := DecodeSegmentIndex(x); err != nil || d.nEntries != 0 || len(d.Queues) == 0 {
+				t.Fatalf("index of a segment of prepared transactions: %v", err)
+			}
+		}
 		segs += checkIndexAgainstOracle(t, s)
 		mustClose(t, s)
 	}
@@ -305,6 +328,65 @@ func BenchmarkBuildSegmentIndex(b *testing.B) {
 	for b.Loop() {
 		if _, err := s.WriteSegmentIndex(base, f); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestSegmentIndexWhileWriting: blobs built while Puts (and flushes)
+// continue every queue are those built before: the new records are past
+// the segment, so neither the tags codes nor the next offsets change.
+func TestSegmentIndexWhileWriting(t *testing.T) {
+	queues := []qref{{"A", 0}, {"A", 1}, {"B", 0}}
+	o := testOpts(vfs.NewMem())
+	o.SegmentSize = 8 << 10
+	o.MaxMessageSize = 2 << 10
+	o.CQEntriesPerFile = 8
+	s := mustOpen(t, o)
+	defer mustClose(t, s)
+	fillIndexMix(t, s, rand.New(rand.NewPCG(5, 5)), queues, 300)
+	segs := s.SealedSegments()
+	want := map[int64][]byte{}
+	for _, sg := range segs {
+		b, err := s.oldBuildSegmentIndex(sg.Base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[sg.Base] = b
+	}
+	done := make(chan error, 1)
+	go func() {
+		for i := range 2000 {
+			q := queues[i%len(queues)]
+			if _, err := s.Put(t.Context(), []Message{msg(q.topic, q.id, fmt.Sprint("more-", i))}); err != nil {
+				done <- err
+				return
+			}
+			if i%50 == 0 {
+				if err := s.Flush(); err != nil {
+					done <- err
+					return
+				}
+			}
+		}
+		done <- nil
+	}()
+	for round := 0; ; round++ {
+		for _, sg := range segs {
+			got, err := s.BuildSegmentIndex(sg.Base)
+			if err != nil || !bytes.Equal(got, want[sg.Base]) {
+				t.Fatalf("round %d, segment %d: blob changed while writing (%v)", round, sg.Base, err)
+			}
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if round == 0 {
+				t.Log("the writes ended within the first round")
+			}
+			return
+		default:
 		}
 	}
 }
