@@ -479,36 +479,31 @@ func (d *durability) run(ctx context.Context) {
 	defer t.Stop()
 	watch := time.NewTicker(100 * time.Millisecond)
 	defer watch.Stop()
+	// now writes one checkpoint, bounded by the interval; a failure is
+	// logged with why it was written (and retried by the next trigger).
+	now := func(failed string) {
+		cctx, cancel := context.WithTimeout(ctx, d.b.cfg.CheckpointInterval)
+		defer cancel()
+		if err := d.checkpoint(cctx); err != nil && ctx.Err() == nil && !d.fenced.Load() {
+			d.b.log.Warn(failed, "err", err)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-d.near:
-			if d.fenced.Load() {
-				continue
+			if !d.fenced.Load() {
+				now("early checkpoint (a write came near the reservation) failed")
+				t.Reset(d.b.cfg.CheckpointInterval)
 			}
-			cctx, cancel := context.WithTimeout(ctx, d.b.cfg.CheckpointInterval)
-			if err := d.checkpoint(cctx); err != nil && ctx.Err() == nil && !d.fenced.Load() {
-				d.b.log.Warn("early checkpoint (a write came near the reservation) failed", "err", err)
-			}
-			cancel()
-			t.Reset(d.b.cfg.CheckpointInterval)
 		case <-watch.C:
-			if d.fenced.Load() || !d.nearReservation() {
-				continue
+			if !d.fenced.Load() && d.nearReservation() {
+				now("early checkpoint (reservation nearly used) failed")
+				t.Reset(d.b.cfg.CheckpointInterval)
 			}
-			cctx, cancel := context.WithTimeout(ctx, d.b.cfg.CheckpointInterval)
-			if err := d.checkpoint(cctx); err != nil && ctx.Err() == nil && !d.fenced.Load() {
-				d.b.log.Warn("early checkpoint (reservation nearly used) failed", "err", err)
-			}
-			cancel()
-			t.Reset(d.b.cfg.CheckpointInterval)
 		case <-t.C:
-			cctx, cancel := context.WithTimeout(ctx, d.b.cfg.CheckpointInterval)
-			if err := d.checkpoint(cctx); err != nil && ctx.Err() == nil && !d.fenced.Load() {
-				d.b.log.Warn("checkpoint to the bucket failed; retrying next interval", "err", err)
-			}
-			cancel()
+			now("checkpoint to the bucket failed; retrying next interval")
 		}
 	}
 }

@@ -79,6 +79,24 @@ func (f *faultBucket) Delete(ctx context.Context, key string) error {
 	return f.Bucket.Delete(ctx, key)
 }
 
+// runUnchecked starts a broker's Run and returns it, a client, the cancel
+// of Run and the channel its error arrives on: the test judges that error
+// (runBroker fails the test on one).
+func runUnchecked(t *testing.T, cfg Config, deps Deps) (*Broker, *remoting.Client, context.CancelFunc, <-chan error) {
+	t.Helper()
+	b, err := New(cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	t.Cleanup(func() { cl.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	return b, cl, cancel, done
+}
+
 func mustSend(t *testing.T, b *Broker, cl *remoting.Client, topic string, q int, body string) *remoting.Command {
 	t.Helper()
 	r := invoke(t, cl, b.Addr().String(), sendReq(topic, q, []byte(body), ""))
@@ -118,15 +136,7 @@ func TestBrokerPowerLossKeepsDurableLocalData(t *testing.T) {
 	dir := "/data/powerloss"
 	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, FlushInterval: time.Hour,
 		LeaseTTL: time.Second, CheckpointInterval: time.Hour, ShutdownTimeout: time.Second}
-	first, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket, FS: mem})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
-	defer cl.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- first.Run(ctx) }()
+	first, cl, cancel, done := runUnchecked(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket, FS: mem})
 	for i := range 50 {
 		mustSend(t, first, cl, "Durable", 0, "synced-"+strings.Repeat("x", i))
 	}
@@ -264,15 +274,7 @@ func testDrainTimeout(t *testing.T, goneDuringDrain bool) {
 		return Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, LeaseTTL: 2 * time.Second,
 			CheckpointInterval: time.Second, ShutdownTimeout: 2 * time.Second, SegmentSize: 1 << 20, MaxMessageSize: 256 << 10}
 	}
-	b, err := New(cfg(dir), Deps{Logger: discardLogger(), Bucket: bucket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
-	defer cl.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
+	b, cl, cancel, done := runUnchecked(t, cfg(dir), Deps{Logger: discardLogger(), Bucket: bucket})
 	for i := range 20 {
 		mustSend(t, b, cl, "Drain", 0, strings.Repeat("d", 1000+i))
 	}
@@ -302,7 +304,7 @@ func testDrainTimeout(t *testing.T, goneDuringDrain bool) {
 	gone.Store(false)
 
 	// An empty disk refuses, naming the range.
-	_, err = New(cfg(t.TempDir()), Deps{Logger: discardLogger(), Bucket: bucket})
+	_, err := New(cfg(t.TempDir()), Deps{Logger: discardLogger(), Bucket: bucket})
 	if err == nil || !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), "STRATAMQ_ACCEPT_LOSS") {
 		t.Fatalf("start on an empty disk after a failed drain: %v, want a refusal naming the range", err)
 	}

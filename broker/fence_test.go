@@ -5,11 +5,11 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/infra/logtest"
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/upload"
@@ -43,33 +43,6 @@ func (s *segmentWritesBucket) Delete(ctx context.Context, key string) error {
 	return s.Bucket.Delete(ctx, key)
 }
 
-// logWatch is a slog handler that remembers messages.
-type logWatch struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (l *logWatch) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logWatch) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	l.msgs = append(l.msgs, r.Message)
-	l.mu.Unlock()
-	return nil
-}
-func (l *logWatch) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logWatch) WithGroup(string) slog.Handler      { return l }
-
-func (l *logWatch) saw(part string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, m := range l.msgs {
-		if strings.Contains(m, part) {
-			return true
-		}
-	}
-	return false
-}
-
 // TestBrokerTierLapsedLeaseStopsBucketWrites (issue 9 item 3, the
 // uploader's fence): the manifest carries the lease epoch; once the lease
 // lapses on the monotonic clock (renewals stopped) the uploader writes no
@@ -77,7 +50,7 @@ func (l *logWatch) saw(part string) bool {
 // succeeds it uploads it.
 func TestBrokerTierLapsedLeaseStopsBucketWrites(t *testing.T) {
 	bucket := &segmentWritesBucket{Bucket: tier.NewMem()}
-	logs := &logWatch{}
+	logs := &logtest.Recorder{}
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 64 << 10, LocalRetention: 1 << 30, LeaseTTL: 1500 * time.Millisecond,
 		CheckpointInterval: 200 * time.Millisecond}
@@ -140,7 +113,7 @@ func TestBrokerTierLapsedLeaseStopsBucketWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := seal("during the lapse")
-	waitCond(t, 10*time.Second, "the uploader refused by its fence", func() bool { return logs.saw("bucket writes fenced") })
+	waitCond(t, 10*time.Second, "the uploader refused by its fence", func() bool { return logs.Count("bucket writes fenced") > 0 })
 	b.tier.uploader.Flush()
 	if n := bucket.writes.Load() - before; n != 0 {
 		t.Fatalf("%d segment or manifest writes reached the bucket with the lease lapsed", n)

@@ -9,12 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/infra/logtest"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/infra/vfs/errorfs"
 )
@@ -40,34 +40,6 @@ func (n *noSpace) MaybeError(op errorfs.Op, path string) error {
 		n.before(op, path)
 	}
 	return syscall.ENOSPC
-}
-
-// logLines is a slog handler that keeps the messages it is given.
-type logLines struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logLines) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.msgs = append(l.msgs, r.Message)
-	return nil
-}
-func (l *logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logLines) WithGroup(string) slog.Handler      { return l }
-
-func (l *logLines) count(prefix string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, m := range l.msgs {
-		if strings.HasPrefix(m, prefix) {
-			n++
-		}
-	}
-	return n
 }
 
 // diskFullCase is one place where the disk runs out of space.
@@ -160,7 +132,7 @@ func TestStoreDiskFullRecovers(t *testing.T) {
 func testDiskFullCase(t *testing.T, c diskFullCase) {
 	mem := vfs.NewMem()
 	inj := &noSpace{match: c.match}
-	logs := &logLines{}
+	logs := &logtest.Recorder{}
 	o := testOpts(errorfs.Wrap(mem, inj))
 	o.SegmentSize = 16 << 10
 	o.MaxMessageSize = 2 << 10
@@ -215,7 +187,7 @@ func testDiskFullCase(t *testing.T, c diskFullCase) {
 	if c.name != "zero-filler-write" && s.MaxQueueOffset("S", 2) != maxBefore {
 		t.Fatalf("refused puts took queue offsets")
 	}
-	if got := logs.count("store: disk full; refusing writes"); got != 1 {
+	if got := logs.CountPrefix("store: disk full; refusing writes"); got != 1 {
 		t.Fatalf("%d log lines entering the disk-full state, want 1", got)
 	}
 
@@ -233,7 +205,7 @@ func testDiskFullCase(t *testing.T, c diskFullCase) {
 	if s.DiskFull() {
 		t.Fatal("still in the disk-full state")
 	}
-	if got := logs.count("store: disk space available again"); got != 1 {
+	if got := logs.CountPrefix("store: disk space available again"); got != 1 {
 		t.Fatalf("%d log lines leaving the disk-full state, want 1", got)
 	}
 	if err := s.Flush(); err != nil {
@@ -482,7 +454,7 @@ func removeDurably(t *testing.T, m *vfs.Mem, path string) {
 // disk-full state starts once and does not flap with every request.
 func TestStoreDiskFullLogsOncePerEpisode(t *testing.T) {
 	mem := vfs.NewMem()
-	logs := &logLines{}
+	logs := &logtest.Recorder{}
 	o := testOpts(mem)
 	o.MinFreeBytes = 16 << 10
 	o.Logger = slog.New(logs)
@@ -495,15 +467,15 @@ func TestStoreDiskFullLogsOncePerEpisode(t *testing.T) {
 		}
 		mustPut(t, s, msg("T", 0, "small"))
 	}
-	if got := logs.count("store: disk full; refusing writes"); got != 1 {
+	if got := logs.CountPrefix("store: disk full; refusing writes"); got != 1 {
 		t.Fatalf("%d log lines entering the disk-full state, want 1", got)
 	}
-	if got := logs.count("store: disk space available again"); got != 0 {
+	if got := logs.CountPrefix("store: disk space available again"); got != 0 {
 		t.Fatalf("%d log lines leaving it while still at the threshold", got)
 	}
 	mem.SetFreeSpace(1 << 30)
 	mustPut(t, s, msg("T", 0, "room again"))
-	if s.DiskFull() || logs.count("store: disk space available again") != 1 {
+	if s.DiskFull() || logs.CountPrefix("store: disk space available again") != 1 {
 		t.Fatal("the disk-full state did not end once with room again")
 	}
 }

@@ -158,8 +158,8 @@ func (s *Store) readStateFile(name, what string) ([]byte, error) {
 func (s *Store) recover() error {
 	fs := s.fs
 	for _, d := range []string{s.clDir, s.cqDir} {
-		if err := mkdirAllDurable(fs, d); err != nil {
-			return err
+		if err := vfs.MkdirAllDurable(fs, d); err != nil {
+			return fmt.Errorf("store: make dir %s: %w", d, err)
 		}
 	}
 	_, err := fs.Stat(filepath.Join(s.opts.Dir, abortName))
@@ -438,35 +438,6 @@ func (s *Store) trimQueues(end int64) error {
 			q.truncateLocked(n) // the files are cut by the flush that ends recovery
 			q.next = q.max
 			q.mu.Unlock()
-		}
-	}
-	return nil
-}
-
-// mkdirAllDurable makes dir and its missing parents, and syncs the parent of
-// each directory it made so that the names survive a crash.
-func mkdirAllDurable(fs vfs.FS, dir string) error {
-	var made []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := fs.Stat(d); err == nil {
-			break
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("store: stat %s: %w", d, err)
-		}
-		made = append(made, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if len(made) == 0 {
-		return nil
-	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("store: make dir: %w", err)
-	}
-	for i := len(made) - 1; i >= 0; i-- {
-		if err := syncDir(fs, filepath.Dir(made[i])); err != nil {
-			return err
 		}
 	}
 	return nil

@@ -8,11 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/stratamq/stratamq/infra/logtest"
 	"github.com/stratamq/stratamq/infra/vfs"
 )
 
@@ -66,47 +65,6 @@ func fileSize(t *testing.T, fs vfs.FS, path string) int64 {
 	return fi.Size()
 }
 
-// logRecorder keeps every log record.
-type logRecorder struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recs = append(l.recs, r)
-	return nil
-}
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
-
-// find returns the levels of the records whose message contains sub.
-func (l *logRecorder) find(sub string) []slog.Level {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []slog.Level
-	for _, r := range l.recs {
-		if strings.Contains(r.Message, sub) {
-			out = append(out, r.Level)
-		}
-	}
-	return out
-}
-
-func (l *logRecorder) worst() (slog.Level, string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lvl, m := slog.LevelDebug, ""
-	for _, r := range l.recs {
-		if r.Level > lvl {
-			lvl, m = r.Level, r.Message
-		}
-	}
-	return lvl, m
-}
-
 // staleFree makes the writer's next space check run statfs.
 func staleFree(s *Store) {
 	s.mu.Lock()
@@ -154,7 +112,7 @@ func TestZeroTailCrash(t *testing.T) {
 			crashed := fs.CrashClone()
 			mustClose(t, s)
 
-			logs := &logRecorder{}
+			logs := &logtest.Recorder{}
 			o.FS, o.Logger = crashed, slog.New(logs)
 			s2 := mustOpen(t, o)
 			if got := s2.MaxPhysOffset(); got != end {
@@ -166,10 +124,10 @@ func TestZeroTailCrash(t *testing.T) {
 					t.Fatalf("segment %d: file %d bytes, length %d", sg.Base, n, sg.Length)
 				}
 			}
-			if lv := logs.find("zero-filled tail"); len(lv) != 1 || lv[0] >= slog.LevelWarn {
+			if lv := logs.Levels("zero-filled tail"); len(lv) != 1 || lv[0] >= slog.LevelWarn {
 				t.Fatalf("zero tail logged at %v, want one info line", lv)
 			}
-			if lvl, m := logs.worst(); lvl > slog.LevelWarn || len(logs.find("truncating")) > 0 {
+			if lvl, m := logs.Worst(); lvl > slog.LevelWarn || len(logs.Levels("truncating")) > 0 {
 				t.Fatalf("recovery logged %v %q for a clean zero tail", lvl, m)
 			}
 			checkConsistent(t, s2, "Z", 3) // a new Put lands at the end

@@ -6,43 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/infra/logtest"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/upload"
 )
-
-// countHandler counts log records whose message contains a word.
-type countHandler struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	h.msgs = append(h.msgs, r.Message)
-	h.mu.Unlock()
-	return nil
-}
-func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *countHandler) WithGroup(string) slog.Handler      { return h }
-
-func (h *countHandler) count(word string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, m := range h.msgs {
-		if strings.Contains(m, word) {
-			n++
-		}
-	}
-	return n
-}
 
 var errTestFenced = errors.New("test: fenced")
 
@@ -77,7 +48,7 @@ func TestFenceStopsEveryWrite(t *testing.T) {
 	var fenced atomic.Bool
 	fenced.Store(true)
 	var asked atomic.Int64
-	logs := &countHandler{}
+	logs := &logtest.Recorder{}
 	cfg := fastConfig(hb, src)
 	cfg.Logger = slog.New(logs)
 	cfg.Fence = func() (int64, error) {
@@ -108,13 +79,13 @@ func TestFenceStopsEveryWrite(t *testing.T) {
 	if src.allUploaded() || u.Stats().Objects != 0 {
 		t.Fatal("a segment uploaded while fenced")
 	}
-	if n := logs.count("fenced"); n != 1 {
+	if n := logs.Count("fenced"); n != 1 {
 		t.Fatalf("fenced logged %d times over %d refusals, want once", n, asked.Load())
 	}
 
 	fenced.Store(false)
 	waitFor(t, "uploaded once the fence allows", 10*time.Second, src.allUploaded)
-	if n := logs.count("no longer fenced"); n != 1 {
+	if n := logs.Count("no longer fenced"); n != 1 {
 		t.Fatalf("the end of the fence logged %d times, want once", n)
 	}
 	removed, err := u.Trim(ctx, 100)
