@@ -347,6 +347,51 @@
 // next multiple of CQEntriesPerFile (it is never listed by
 // SealedQueueFiles).
 //
+// # Replica restore: continuing the master's log
+//
+// With Restore.Replica the store is a slave that continues the master's
+// log byte for byte, fed by AppendRaw (the HA stream), instead of a
+// restored master that continues it with new offsets. It starts at U =
+// Restore.CommitLogStart, the end of the last uploaded segment (the base of
+// the first one not in the bucket), exactly: its first, empty segment is
+// named by U, a leftover checkpoint never raises it, and nothing of [0, U)
+// is downloaded: it is served through Options.Cold and Options.ColdIndex as
+// for any restore. Every queue's next offset (its coldEnd) is what the
+// master's consumequeue held at U: the End of its entry in the directory of
+// the index blob of the segment ending at U, the one blob read at Open
+// (every queue the master knew is in that directory, zero-count entries
+// carrying the next offset of queues without a record in the segment).
+// The checkpoint's Max is never used (the checkpoint is later than U);
+// Restore.Queues gives only each queue's Min. A queue created after U is
+// unknown until its first streamed record. U > 0 without Cold and
+// ColdIndex, without a blob below U, or with a newest blob below U that
+// does not end at U (missing blob, U inside a segment) fails Open. The
+// restored state (<Dir>/restored, format unchanged: logStart = U, each
+// queue's coldEnd) is all a restart needs; recovery does the rest as for
+// any store.
+//
+// AppendRaw(U, …) of the master's records then writes them verbatim and
+// dispatches each at its own QUEUEOFFSET: one equal to the queue's next
+// offset appends, one ahead of it keeps the master's numbering (blank
+// entries fill the gap; a queue with no entry yet simply starts there),
+// and one below a restored queue's coldEnd (the tier's offsets: the replica
+// was restored at the wrong point) fails the whole call with
+// ErrOffsetMismatch before anything is written. The first AppendRaw on an
+// empty restored log must come at exactly U (the log ends there).
+//
+// A replica whose disk lags the bucket (its log, after recovery, ends at
+// L < U: it was down while the master uploaded [L, U)) skips the gap the
+// same way: Open with Restore.Replica at U closes what recovery opened,
+// removes every local commitlog segment (all of them lie below U, so in
+// the tier), and opens again, which finds no segment and restores at U
+// (the leftover consumequeues and checkpoint are removed by that restore).
+// A crash in between leaves a log that still lags, or none, and the next
+// Open does the same. A replica whose log reaches U (L >= U) keeps it and
+// Restore is ignored, as always with a commitlog. A running replica that
+// learns it is behind (the master no longer has [L, U) locally) closes the
+// store and opens it again with the new restore point; there is no
+// in-place skip.
+//
 // Assumed: a queue's offsets grow with commitlog offsets across segments.
 // A topic deleted and re-created restarts at 0, and a restore then serves
 // its newest incarnation only where the offsets do not overlap.

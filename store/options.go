@@ -105,7 +105,8 @@ type Options struct {
 
 	// Restore starts the store from the tier when its directory holds no
 	// commitlog segment (an empty disk); ignored, with a log line,
-	// otherwise. See Restore.
+	// otherwise, except that a replica (Restore.Replica) whose log ends
+	// below the restore point drops it and restores. See Restore.
 	Restore *Restore
 
 	// ZeroAhead is how many bytes of zeros, written and fdatasynced, a

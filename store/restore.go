@@ -31,6 +31,21 @@ type Restore struct {
 	// Queues is each queue's Min (first offset still retained) and Max (next
 	// offset) at the checkpoint.
 	Queues map[string]map[int32]QueueRange
+	// Replica restores a slave that continues the master's log byte for
+	// byte (AppendRaw of the master's records from CommitLogStart on)
+	// instead of a master that continues it with new offsets:
+	// CommitLogStart is exactly U, the end of the last uploaded segment
+	// (never raised by a leftover checkpoint); every queue's next offset is
+	// what the index blob of the segment ending at U says (its directory
+	// lists every queue the master knew, zero-count entries included),
+	// never the checkpoint's Max (later than U) nor older blobs; Queues
+	// gives only each queue's Min. IndexedFrom is unused. U > 0 needs
+	// Options.Cold and Options.ColdIndex, and the blob of the segment
+	// ending at U, or Open fails. A replica whose local log ends below U
+	// after recovery (it was down while the master uploaded [L, U)) drops
+	// its local commitlog and consumequeues at Open and restores at U the
+	// same way: every byte it drops is in the tier.
+	Replica bool
 }
 
 // QueueRange is a queue's [Min, Max) in a Restore.
@@ -134,7 +149,12 @@ func (s *Store) readRestoreState() (*restoreState, error) {
 func (s *Store) restoreFromTier(ck *checkpoint) (*restoreState, error) {
 	r := s.opts.Restore
 	start := max(r.CommitLogStart, 0)
-	if ck != nil && ck.dispatched > start {
+	if r.Replica {
+		if ck != nil && ck.dispatched != start {
+			s.log.Info("store: replica restore: ignoring a leftover checkpoint; the master's log continues at the restore point",
+				"commit_log_start", start, "checkpoint", ck.dispatched)
+		}
+	} else if ck != nil && ck.dispatched > start {
 		s.log.Warn("store: restore: a local checkpoint says the log reached further; starting there",
 			"commit_log_start", start, "checkpoint", ck.dispatched)
 		start = ck.dispatched
@@ -152,7 +172,12 @@ func (s *Store) restoreFromTier(ck *checkpoint) (*restoreState, error) {
 		}
 	}
 	blobs := 0
-	if s.opts.ColdIndex != nil {
+	if r.Replica {
+		var err error
+		if qs, blobs, err = s.replicaQueues(start); err != nil {
+			return nil, err
+		}
+	} else if s.opts.ColdIndex != nil {
 		s.cidx.setLimit(start)
 		ctx := context.Background()
 		bases, err := s.cidx.segments(ctx, 0)
@@ -234,6 +259,75 @@ func (s *Store) restoreFromTier(ck *checkpoint) (*restoreState, error) {
 	s.log.Info("store: restored from the tier", "commit_log_start", start, "floor", st.floor,
 		"queues", len(st.queues), "index_blobs_read", blobs)
 	return st, nil
+}
+
+// replicaQueues decides the queues of a replica restored at u (see
+// Restore.Replica): each queue's next offset is its End in the directory of
+// the index blob of the segment ending at u, its min the checkpoint's Min
+// (capped there), else 0. It returns the blobs read.
+func (s *Store) replicaQueues(u int64) (map[qkey]*restoredQueue, int, error) {
+	qs := map[qkey]*restoredQueue{}
+	if u == 0 {
+		return qs, 0, nil // nothing uploaded: the master's log starts here
+	}
+	if s.opts.Cold == nil || s.cidx == nil {
+		return nil, 0, fmt.Errorf("store: replica restore at %d: the cold tier (Options.Cold and Options.ColdIndex) must serve [0, %d)", u, u)
+	}
+	ctx := context.Background()
+	s.cidx.setLimit(u)
+	bases, err := s.cidx.segments(ctx, 0)
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: replica restore: %w", err)
+	}
+	if len(bases) == 0 {
+		return nil, 0, fmt.Errorf("store: replica restore at %d: the tier holds no segment index below it", u)
+	}
+	x, err := s.cidx.dir(ctx, bases[len(bases)-1], nil)
+	if err != nil {
+		return nil, 1, fmt.Errorf("store: replica restore: %w", err)
+	}
+	if x.Base+x.Length != u {
+		return nil, 1, fmt.Errorf("store: replica restore at %d: the newest segment index below it is of [%d, %d), which does not end there (index blob missing, or a wrong restore point)",
+			u, x.Base, x.Base+x.Length)
+	}
+	for _, dq := range x.Queues {
+		if dq.Topic == "" || len(dq.Topic) > MaxTopicLen || dq.QueueID < 0 {
+			continue
+		}
+		end := dq.End()
+		rq := &restoredQueue{topic: dq.Topic, id: dq.QueueID, coldEnd: end}
+		if qr, ok := s.opts.Restore.Queues[dq.Topic][dq.QueueID]; ok {
+			rq.min = min(max(qr.Min, 0), end)
+		}
+		qs[qkey{dq.Topic, dq.QueueID}] = rq
+	}
+	return qs, 1, nil
+}
+
+// replicaLagging reports whether s, just recovered, is a replica
+// (Restore.Replica) whose local log ends below the restore point: the
+// master uploaded what it missed.
+func (s *Store) replicaLagging() bool {
+	r := s.opts.Restore
+	return r != nil && r.Replica && s.writePos.Load() < r.CommitLogStart
+}
+
+// discardLocalLog removes every commitlog segment file (s's files are
+// closed), so that the next Open restores. The consumequeues, checkpoint
+// and restore state left over are replaced by that restore; a crash
+// meanwhile leaves a log that still lags, or none: either way the next
+// Open discards or restores again.
+func (s *Store) discardLocalLog() error {
+	names, err := s.fs.ReadDir(s.clDir)
+	if err != nil {
+		return fmt.Errorf("store: replica: list commitlog: %w", err)
+	}
+	for _, n := range names {
+		if err := s.fs.Remove(filepath.Join(s.clDir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("store: replica: remove lagging segment: %w", err)
+		}
+	}
+	return syncDir(s.fs, s.clDir)
 }
 
 // installRestored gives every restored queue its cold range: entries below

@@ -44,7 +44,12 @@ func fillIndexMix(t *testing.T, s *Store, rng *rand.Rand, queues []qref, n int) 
 		case k < 16:
 			qoff += 1 + rng.Int64N(6)
 		case k < 19:
+			// Not below a restored queue's cold range: AppendRaw refuses
+			// those offsets (they are the tier's).
 			qoff = max(0, next-1-rng.Int64N(5))
+			if sq := s.queue(q.topic, q.id); sq != nil {
+				qoff = max(qoff, sq.coldEnd)
+			}
 		default:
 			m.SysFlag = sysFlagTxPrepared
 			qoff = rng.Int64N(next + 3)

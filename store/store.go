@@ -153,6 +153,20 @@ func Open(opts Options) (*Store, error) {
 		s.closeFiles()
 		return nil, err
 	}
+	if s.replicaLagging() {
+		// A replica behind the tier: drop the local log, restore at the
+		// restore point (the second Open finds no segment).
+		s.log.Warn("store: replica's local log ends below the restore point; dropping it and restoring from the tier",
+			"local_end", s.writePos.Load(), "restore_at", o.Restore.CommitLogStart)
+		cerr := s.closeFiles()
+		if err := s.discardLocalLog(); err != nil {
+			return nil, err
+		}
+		if cerr != nil {
+			return nil, fmt.Errorf("store: replica: close lagging log: %w", cerr)
+		}
+		return Open(opts)
+	}
 	s.wg.Add(1)
 	go s.flushLoop()
 	if o.Flush == FlushSync {
@@ -772,6 +786,20 @@ func (s *Store) AppendRaw(physOffset int64, b []byte) error {
 	if physOffset != pos {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: AppendRaw at %d, log ends at %d", ErrOffsetMismatch, physOffset, pos)
+	}
+	// A restored queue's offsets below its cold end are the tier's: a
+	// record numbered there does not continue this log (a replica restored
+	// at the wrong point) and would get no entry.
+	for i := range recs {
+		m := &recs[i].meta
+		if notDispatched(m.sysFlag) || checkTopic(string(m.topic)) != nil {
+			continue
+		}
+		if q := s.queue(string(m.topic), m.queueID); q != nil && m.queueOffset < q.coldEnd {
+			s.mu.Unlock()
+			return fmt.Errorf("%w: AppendRaw: record at %d is %s/%d queue offset %d, below the %d the queue was restored with",
+				ErrOffsetMismatch, m.physOffset, m.topic, m.queueID, m.queueOffset, q.coldEnd)
+		}
 	}
 	if err := s.checkSpaceLocked(s.newBytesLocked(pos, len(b)), time.Now().UnixMilli()); err != nil {
 		s.mu.Unlock()
