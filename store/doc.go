@@ -225,7 +225,8 @@
 // active first starts an empty active segment at the end of the log; its
 // file name keeps the end across restarts (a clean Close keeps it).
 //
-// Every reader of commitlog bytes (Get, ReadRecord, the store-time lookups
+// Every reader of commitlog bytes (Get, ReadRecord, ReadLog — the raw log
+// for replication, never past MaxPhysOffset —, the store-time lookups
 // behind EarliestStoreTime and OffsetByTime) goes through one function: a
 // range below the first local segment is read with Options.Cold.ReadAt and
 // the request's context; a range crossing the cold/local boundary is split

@@ -1,0 +1,71 @@
+// Package ha replicates the commitlog from a master to its slaves over TCP
+// (DESIGN.md §9; RocketMQ's classic HAService, rocketmq-protocol.md §5.1,
+// plus a hello, the master's epoch on every transfer and the master's end of
+// log). It knows nothing about the broker: the master reads its log through
+// Log (store.Store's MaxPhysOffset and ReadLog), the slave appends through
+// Appender (store.Store's MaxPhysOffset and AppendRaw, which dispatches the
+// consumequeues itself), and the epoch comes from a func (the lease's
+// Epoch).
+//
+// # Protocol (version 1, all integers big-endian)
+//
+// The slave dials the master's HA listener (STRATAMQ_HA_LISTEN, default
+// :10912) and sends a hello:
+//
+//	0        4    6    8         8+n           16+n
+//	+--------+----+----+---------+-------------+
+//	| magic  |ver |nlen| name(n) | maxOffset   |
+//	|"SMHA"  |u16 |u16 | broker  | int64       |
+//	+--------+----+----+---------+-------------+
+//
+// name is the slave's brokerName (≤ 255 bytes), maxOffset the end of its
+// local log: the master streams from there. The master answers once:
+//
+//	0        4    6      8         16        24
+//	+--------+----+------+---------+---------+
+//	| magic  |ver |status| epoch   |masterMax|
+//	|"SMHA"  |u16 | u16  | int64   | int64   |
+//	+--------+----+------+---------+---------+
+//
+// status 0 is OK; anything else (StatusBadVersion, StatusWrongBroker,
+// StatusOffsetOutOfRange) is a refusal and the master closes the
+// connection. Then the slave sends reports, each exactly 8 bytes, the end of
+// its local log (int64) — after each applied transfer and at least every
+// ReportInterval (5 s) — and the master sends transfers, each a 28-byte
+// header and size bytes of commitlog starting at phyOffset:
+//
+//	0           8         16          24     28
+//	+-----------+---------+-----------+------+----------------+
+//	| phyOffset | epoch   | masterMax | size | body (size)    |
+//	| int64     | int64   | int64     | int32| whole records  |
+//	+-----------+---------+-----------+------+----------------+
+//
+// A body holds whole records (a record never spans transfers; a batch is at
+// most BatchSize unless one record is bigger). size 0 is a heartbeat, sent
+// after HeartbeatInterval (5 s) without a transfer. masterMax is the end of
+// the master's log when the transfer was cut: the slave's lag.
+//
+// Checks. The slave requires phyOffset == the end of its log (contiguity:
+// the first transfer starts at its hello's maxOffset) and an epoch never
+// below one it has seen (the hello's, earlier transfers', its MinEpoch): a
+// transfer from an older epoch — a fenced master — is refused and the
+// connection dropped; it appends bodies verbatim. The master requires a
+// hello with its magic and version, and reports that never go back and
+// never pass what it has sent. Either side drops a connection silent for
+// IdleTimeout (20 s). Malformed input (bad magic, a size past MaxTransfer, a
+// record the appender rejects, a report out of range) closes that
+// connection only, with the reason logged; the slave redials with backoff
+// (100 ms doubling to 5 s).
+//
+// # Acks and backpressure
+//
+// The master keeps, per slave, the offset it has acked (its last report),
+// the lag in bytes (master end − acked), and when it last reported.
+// WaitAcked(ctx, off) is sync_master's wait: nil once some slave acked ≥ off;
+// ErrSlaveNotAvailable at once when no slave is connected or the best one
+// lags more than MaxLag (256 MiB, as RocketMQ); ErrSlaveTimeout when ctx
+// ends first. The master streams from the log and holds one batch buffer per
+// slave, so nothing queues for a slow slave: it just lags (TCP pushes back).
+// New bytes are announced by Master.Notify (the writer calls it) and polled
+// every PollInterval besides.
+package ha

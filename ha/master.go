@@ -1,0 +1,425 @@
+package ha
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/stratamq/stratamq/store"
+)
+
+// Master defaults.
+const (
+	DefaultListen            = ":10912"
+	DefaultMaxLag            = 256 << 20
+	DefaultBatchSize         = 256 << 10
+	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultIdleTimeout       = 20 * time.Second
+	DefaultPollInterval      = 100 * time.Millisecond
+	DefaultReportInterval    = 5 * time.Second
+)
+
+// MasterOptions configure a Master. Zero fields take the defaults.
+type MasterOptions struct {
+	Listen     string       // default DefaultListen
+	Log        Log          // required
+	Epoch      func() int64 // the lease's epoch, stamped on every transfer (nil: 0)
+	BrokerName string       // if set, a hello naming another broker is refused
+	MaxLag     int64        // WaitAcked's bound on the best slave's lag, default 256 MiB
+	// BatchSize bounds a transfer's body (and the per-slave buffer), default
+	// 256 KiB; a single bigger record is sent whole.
+	BatchSize         int
+	HeartbeatInterval time.Duration // default 5 s
+	IdleTimeout       time.Duration // default 20 s
+	PollInterval      time.Duration // fallback to Notify, default 100 ms
+	Logger            *slog.Logger  // default slog.Default()
+}
+
+func (o MasterOptions) withDefaults() (MasterOptions, error) {
+	if o.Log == nil {
+		return o, errors.New("ha: MasterOptions.Log is required")
+	}
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if o.Epoch == nil {
+		o.Epoch = func() int64 { return 0 }
+	}
+	if o.MaxLag <= 0 {
+		o.MaxLag = DefaultMaxLag
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+// SlaveStatus is the master's view of one connected slave.
+type SlaveStatus struct {
+	Remote     string
+	Name       string
+	Start      int64     // the offset its hello reported: where streaming began
+	Sent       int64     // end of what the master has sent it
+	Acked      int64     // its last report
+	Lag        int64     // master end − Acked, bytes
+	LastReport time.Time // when its last report (or hello) arrived
+}
+
+// Master serves the HA stream to slaves. Start it with StartMaster, stop it
+// with Close.
+type Master struct {
+	opts MasterOptions
+	ln   net.Listener
+	log  *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	newData chan struct{} // closed and replaced by Notify
+
+	mu      sync.Mutex
+	conns   map[*slaveConn]struct{}
+	acked   chan struct{} // closed and replaced when an ack advances or the slave set changes
+	stopped bool
+}
+
+type slaveConn struct {
+	c          net.Conn
+	remote     string
+	name       string
+	start      int64
+	sent       int64
+	acked      int64
+	lastReport time.Time
+}
+
+// StartMaster listens on opts.Listen and serves slaves until Close.
+func StartMaster(opts MasterOptions) (*Master, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("ha: listen on %s: %w", o.Listen, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Master{opts: o, ln: ln, log: o.Logger.With("component", "ha-master"), ctx: ctx, cancel: cancel,
+		newData: make(chan struct{}), conns: map[*slaveConn]struct{}{}, acked: make(chan struct{})}
+	m.wg.Add(1)
+	go m.accept()
+	return m, nil
+}
+
+// Addr is the listener's address.
+func (m *Master) Addr() net.Addr { return m.ln.Addr() }
+
+// Notify tells the master that new log bytes were written; the writer calls
+// it after each write (polling every PollInterval covers a missed call).
+func (m *Master) Notify() {
+	m.mu.Lock()
+	close(m.newData)
+	m.newData = make(chan struct{})
+	m.mu.Unlock()
+}
+
+func (m *Master) dataCh() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.newData
+}
+
+// wakeAckedLocked wakes WaitAcked callers.
+func (m *Master) wakeAckedLocked() {
+	close(m.acked)
+	m.acked = make(chan struct{})
+}
+
+// Close stops the listener, drops every slave connection and waits for the
+// master's goroutines.
+func (m *Master) Close() error {
+	m.mu.Lock()
+	m.stopped = true
+	for sc := range m.conns {
+		sc.c.Close()
+	}
+	m.mu.Unlock()
+	m.cancel()
+	err := m.ln.Close()
+	m.wg.Wait()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+// Slaves lists the connected slaves.
+func (m *Master) Slaves() []SlaveStatus {
+	end := m.opts.Log.MaxPhysOffset()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []SlaveStatus
+	for sc := range m.conns {
+		if sc.name == "" && sc.lastReport.IsZero() {
+			continue // no hello yet
+		}
+		out = append(out, SlaveStatus{Remote: sc.remote, Name: sc.name, Start: sc.start, Sent: sc.sent,
+			Acked: sc.acked, Lag: max(0, end-sc.acked), LastReport: sc.lastReport})
+	}
+	return out
+}
+
+// WaitAcked waits until some slave has acked off (sync_master). It returns
+// ErrSlaveNotAvailable at once when no slave is connected or the best slave
+// lags more than MaxLag, and ErrSlaveTimeout when ctx ends first.
+func (m *Master) WaitAcked(ctx context.Context, off int64) error {
+	for {
+		m.mu.Lock()
+		best, any := int64(-1), false
+		for sc := range m.conns {
+			if sc.lastReport.IsZero() {
+				continue
+			}
+			any = true
+			best = max(best, sc.acked)
+		}
+		ch := m.acked
+		m.mu.Unlock()
+		if any && best >= off {
+			return nil
+		}
+		if !any {
+			return fmt.Errorf("%w: no slave connected", ErrSlaveNotAvailable)
+		}
+		if lag := m.opts.Log.MaxPhysOffset() - best; lag > m.opts.MaxLag {
+			return fmt.Errorf("%w: the best slave lags %d bytes (limit %d)", ErrSlaveNotAvailable, lag, m.opts.MaxLag)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: no slave acked offset %d (best %d): %w", ErrSlaveTimeout, off, best, context.Cause(ctx))
+		}
+	}
+}
+
+func (m *Master) accept() {
+	defer m.wg.Done()
+	for {
+		c, err := m.ln.Accept()
+		if err != nil {
+			if m.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				m.log.Error("ha: accept failed; the HA listener stops", "err", err)
+			}
+			return
+		}
+		sc := &slaveConn{c: c, remote: c.RemoteAddr().String()}
+		m.mu.Lock()
+		if m.stopped {
+			m.mu.Unlock()
+			c.Close()
+			return
+		}
+		m.conns[sc] = struct{}{}
+		m.mu.Unlock()
+		m.wg.Add(1)
+		go m.serve(sc)
+	}
+}
+
+func (m *Master) serve(sc *slaveConn) {
+	defer m.wg.Done()
+	err := m.session(sc)
+	sc.c.Close()
+	m.mu.Lock()
+	delete(m.conns, sc)
+	m.wakeAckedLocked()
+	m.mu.Unlock()
+	switch {
+	case m.ctx.Err() != nil:
+	case errors.Is(err, io.EOF):
+		m.log.Info("ha: slave disconnected", "remote", sc.remote, "name", sc.name)
+	default:
+		m.log.Warn("ha: slave connection dropped", "remote", sc.remote, "name", sc.name, "err", err)
+	}
+}
+
+func (m *Master) session(sc *slaveConn) error {
+	c := sc.c
+	c.SetReadDeadline(time.Now().Add(m.opts.IdleTimeout))
+	h, err := readHello(c)
+	if err != nil {
+		return fmt.Errorf("reading hello: %w", err)
+	}
+	end := m.opts.Log.MaxPhysOffset()
+	r := reply{status: StatusOK, epoch: m.opts.Epoch(), masterMax: end}
+	var refuse error
+	switch {
+	case h.version != Version:
+		r.status, refuse = StatusBadVersion, fmt.Errorf("%w: slave speaks version %d, want %d", ErrProtocol, h.version, Version)
+	case m.opts.BrokerName != "" && h.name != m.opts.BrokerName:
+		r.status, refuse = StatusWrongBroker, fmt.Errorf("%w: slave of broker %q, this is %q", ErrProtocol, h.name, m.opts.BrokerName)
+	case h.offset > end:
+		r.status, refuse = StatusOffsetOutOfRange, fmt.Errorf("%w: slave's log ends at %d, past the master's end %d", ErrProtocol, h.offset, end)
+	default:
+		if _, err := m.opts.Log.ReadLog(m.ctx, h.offset, nil); err != nil {
+			r.status, refuse = StatusOffsetOutOfRange, fmt.Errorf("%w: slave's log ends at %d: %w", ErrProtocol, h.offset, err)
+		}
+	}
+	c.SetWriteDeadline(time.Now().Add(m.opts.IdleTimeout))
+	if _, err := c.Write(appendReply(nil, r)); err != nil {
+		return fmt.Errorf("writing hello reply: %w", err)
+	}
+	if refuse != nil {
+		return refuse
+	}
+	m.mu.Lock()
+	sc.name, sc.start, sc.sent, sc.acked, sc.lastReport = h.name, h.offset, h.offset, h.offset, time.Now()
+	m.wakeAckedLocked()
+	m.mu.Unlock()
+	m.log.Info("ha: slave connected", "remote", sc.remote, "name", h.name, "offset", h.offset, "masterMax", end)
+
+	readErr := make(chan error, 1)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		err := m.readReports(sc)
+		c.Close() // stops the writer
+		readErr <- err
+	}()
+	werr := m.stream(sc)
+	c.Close()
+	rerr := <-readErr
+	if rerr != nil && !errors.Is(rerr, net.ErrClosed) {
+		return rerr
+	}
+	return werr
+}
+
+// readReports reads the slave's 8-byte reports until the connection fails.
+func (m *Master) readReports(sc *slaveConn) error {
+	var b [reportLen]byte
+	for {
+		sc.c.SetReadDeadline(time.Now().Add(m.opts.IdleTimeout))
+		if _, err := io.ReadFull(sc.c, b[:]); err != nil {
+			return err
+		}
+		off := int64(binary.BigEndian.Uint64(b[:]))
+		m.mu.Lock()
+		prev, sent := sc.acked, sc.sent
+		if off < prev || off > sent {
+			m.mu.Unlock()
+			return fmt.Errorf("%w: report %d outside [%d, %d] (last ack, sent)", ErrProtocol, off, prev, sent)
+		}
+		sc.acked, sc.lastReport = off, time.Now()
+		if off > prev {
+			m.wakeAckedLocked()
+		}
+		m.mu.Unlock()
+	}
+}
+
+// stream sends the log from sc.start on, and heartbeats when idle.
+func (m *Master) stream(sc *slaveConn) error {
+	buf := make([]byte, headerLen+m.opts.BatchSize)
+	pos := sc.start
+	lastSend := time.Now()
+	poll := time.NewTicker(m.opts.PollInterval)
+	defer poll.Stop()
+	for {
+		wake := m.dataCh() // before reading the end: a Notify after this wakes us
+		end := m.opts.Log.MaxPhysOffset()
+		if pos < end {
+			body, err := m.cut(&buf, pos, end)
+			if err != nil {
+				return err
+			}
+			putHeader(buf, header{phyOffset: pos, epoch: m.opts.Epoch(), masterMax: end, size: int32(len(body))})
+			// Raise sent before the write: the slave may report the bytes
+			// before Write returns here.
+			m.mu.Lock()
+			sc.sent = pos + int64(len(body))
+			m.mu.Unlock()
+			sc.c.SetWriteDeadline(time.Now().Add(m.opts.IdleTimeout))
+			if _, err := sc.c.Write(buf[:headerLen+len(body)]); err != nil {
+				return fmt.Errorf("sending %d bytes at %d: %w", len(body), pos, err)
+			}
+			pos += int64(len(body))
+			if len(buf) > headerLen+m.opts.BatchSize {
+				buf = make([]byte, headerLen+m.opts.BatchSize) // drop a big record's buffer
+			}
+			lastSend = time.Now()
+			continue
+		}
+		if time.Since(lastSend) >= m.opts.HeartbeatInterval {
+			putHeader(buf, header{phyOffset: pos, epoch: m.opts.Epoch(), masterMax: end})
+			sc.c.SetWriteDeadline(time.Now().Add(m.opts.IdleTimeout))
+			if _, err := sc.c.Write(buf[:headerLen]); err != nil {
+				return fmt.Errorf("sending heartbeat: %w", err)
+			}
+			lastSend = time.Now()
+		}
+		select {
+		case <-wake:
+		case <-poll.C:
+		case <-m.ctx.Done():
+			return m.ctx.Err()
+		}
+	}
+}
+
+// cut reads the log at pos into (*buf)[headerLen:] and returns the longest
+// prefix of whole records, at least one record (growing *buf for a record
+// bigger than BatchSize).
+func (m *Master) cut(buf *[]byte, pos, end int64) ([]byte, error) {
+	for {
+		body := (*buf)[headerLen:]
+		n, err := m.opts.Log.ReadLog(m.ctx, pos, body)
+		if err != nil {
+			return nil, fmt.Errorf("reading the log at %d: %w", pos, err)
+		}
+		body = body[:n]
+		i := 0
+		for i+8 <= n {
+			size := int(int32(binary.BigEndian.Uint32(body[i:])))
+			if binary.BigEndian.Uint32(body[i+4:]) != store.MagicV1 || size < store.RecordOverhead || size > maxRecordLen {
+				return nil, fmt.Errorf("the master's log holds no record at %d (size %d)", pos+int64(i), size)
+			}
+			if i+size > n {
+				if i == 0 {
+					if pos+int64(size) > end {
+						return nil, fmt.Errorf("the master's record at %d of %d bytes passes the log's end %d", pos, size, end)
+					}
+					*buf = make([]byte, headerLen+size) // one record bigger than the batch
+					i = -1
+				}
+				break
+			}
+			i += size
+		}
+		if i > 0 {
+			return body[:i], nil
+		}
+		if i == 0 {
+			return nil, fmt.Errorf("the master's log holds %d bytes at %d, not a whole record", n, pos)
+		}
+	}
+}

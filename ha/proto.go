@@ -1,0 +1,164 @@
+package ha
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Wire constants (doc.go).
+const (
+	Magic        = uint32(0x534D4841) // "SMHA"
+	Version      = uint16(1)
+	MaxNameLen   = 255
+	helloFixed   = 16 // magic, version, name length, maxOffset
+	replyLen     = 24
+	reportLen    = 8
+	headerLen    = 28
+	maxRecordLen = 64 << 20 // sanity bound on a record's TOTALSIZE read from the log
+)
+
+// Hello reply status.
+const (
+	StatusOK               = uint16(0)
+	StatusBadVersion       = uint16(1)
+	StatusWrongBroker      = uint16(2)
+	StatusOffsetOutOfRange = uint16(3)
+)
+
+func statusText(s uint16) string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusBadVersion:
+		return "unsupported protocol version"
+	case StatusWrongBroker:
+		return "wrong broker name"
+	case StatusOffsetOutOfRange:
+		return "offset outside the master's log"
+	}
+	return fmt.Sprintf("status %d", s)
+}
+
+// Errors of WaitAcked.
+var (
+	// ErrSlaveNotAvailable: no slave is connected, or the best one lags more
+	// than MaxLag (RocketMQ's SLAVE_NOT_AVAILABLE, code 11).
+	ErrSlaveNotAvailable = errors.New("ha: slave not available")
+	// ErrSlaveTimeout: no slave acked the offset before the context ended
+	// (RocketMQ's FLUSH_SLAVE_TIMEOUT, code 12).
+	ErrSlaveTimeout = errors.New("ha: slave ack timeout")
+	// ErrProtocol is wrapped by the reasons a connection is dropped for
+	// malformed input.
+	ErrProtocol = errors.New("ha: protocol error")
+	// ErrEpochRegressed: a transfer carried an older epoch than one seen.
+	ErrEpochRegressed = errors.New("ha: epoch went backwards")
+)
+
+// Log is what the master reads: store.Store satisfies it.
+type Log interface {
+	MaxPhysOffset() int64
+	ReadLog(ctx context.Context, off int64, p []byte) (int, error)
+}
+
+// Appender is what the slave writes: store.Store satisfies it.
+type Appender interface {
+	MaxPhysOffset() int64
+	AppendRaw(physOffset int64, b []byte) error
+}
+
+type hello struct {
+	version uint16
+	name    string
+	offset  int64
+}
+
+func appendHello(dst []byte, h hello) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, Magic)
+	dst = binary.BigEndian.AppendUint16(dst, h.version)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(h.name)))
+	dst = append(dst, h.name...)
+	return binary.BigEndian.AppendUint64(dst, uint64(h.offset))
+}
+
+func readHello(r io.Reader) (hello, error) {
+	var b [8]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return hello{}, err
+	}
+	if m := binary.BigEndian.Uint32(b[:]); m != Magic {
+		return hello{}, fmt.Errorf("%w: hello magic %#08x, want %#08x", ErrProtocol, m, Magic)
+	}
+	h := hello{version: binary.BigEndian.Uint16(b[4:])}
+	n := int(binary.BigEndian.Uint16(b[6:]))
+	if n > MaxNameLen {
+		return hello{}, fmt.Errorf("%w: hello broker name of %d bytes (limit %d)", ErrProtocol, n, MaxNameLen)
+	}
+	rest := make([]byte, n+8)
+	if _, err := io.ReadFull(r, rest); err != nil {
+		return hello{}, err
+	}
+	h.name = string(rest[:n])
+	h.offset = int64(binary.BigEndian.Uint64(rest[n:]))
+	if h.offset < 0 {
+		return hello{}, fmt.Errorf("%w: hello offset %d", ErrProtocol, h.offset)
+	}
+	return h, nil
+}
+
+type reply struct {
+	status    uint16
+	epoch     int64
+	masterMax int64
+}
+
+func appendReply(dst []byte, r reply) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, Magic)
+	dst = binary.BigEndian.AppendUint16(dst, Version)
+	dst = binary.BigEndian.AppendUint16(dst, r.status)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(r.epoch))
+	return binary.BigEndian.AppendUint64(dst, uint64(r.masterMax))
+}
+
+func readReply(r io.Reader) (reply, error) {
+	var b [replyLen]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return reply{}, err
+	}
+	if m := binary.BigEndian.Uint32(b[:]); m != Magic {
+		return reply{}, fmt.Errorf("%w: reply magic %#08x, want %#08x", ErrProtocol, m, Magic)
+	}
+	if v := binary.BigEndian.Uint16(b[4:]); v != Version {
+		return reply{}, fmt.Errorf("%w: master speaks version %d, want %d", ErrProtocol, v, Version)
+	}
+	return reply{
+		status:    binary.BigEndian.Uint16(b[6:]),
+		epoch:     int64(binary.BigEndian.Uint64(b[8:])),
+		masterMax: int64(binary.BigEndian.Uint64(b[16:])),
+	}, nil
+}
+
+type header struct {
+	phyOffset int64
+	epoch     int64
+	masterMax int64
+	size      int32
+}
+
+func putHeader(b []byte, h header) {
+	binary.BigEndian.PutUint64(b, uint64(h.phyOffset))
+	binary.BigEndian.PutUint64(b[8:], uint64(h.epoch))
+	binary.BigEndian.PutUint64(b[16:], uint64(h.masterMax))
+	binary.BigEndian.PutUint32(b[24:], uint32(h.size))
+}
+
+func parseHeader(b []byte) header {
+	return header{
+		phyOffset: int64(binary.BigEndian.Uint64(b)),
+		epoch:     int64(binary.BigEndian.Uint64(b[8:])),
+		masterMax: int64(binary.BigEndian.Uint64(b[16:])),
+		size:      int32(binary.BigEndian.Uint32(b[24:])),
+	}
+}

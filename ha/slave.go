@@ -1,0 +1,301 @@
+package ha
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Slave defaults.
+const (
+	DefaultMaxTransfer = 16 << 20
+	DefaultMinBackoff  = 100 * time.Millisecond
+	DefaultMaxBackoff  = 5 * time.Second
+)
+
+// SlaveOptions configure a Slave. Zero fields take the defaults.
+type SlaveOptions struct {
+	Master     string   // the master's HA address (required)
+	BrokerName string   // sent in the hello
+	Log        Appender // required
+	// MinEpoch is the lowest epoch accepted (e.g. the one this data dir
+	// last followed); transfers below any epoch seen are refused.
+	MinEpoch       int64
+	ReportInterval time.Duration // default 5 s
+	IdleTimeout    time.Duration // default 20 s
+	MaxTransfer    int           // a transfer body above it is malformed, default 16 MiB
+	MinBackoff     time.Duration // redial backoff, default 100 ms doubling to MaxBackoff
+	MaxBackoff     time.Duration // default 5 s
+	Logger         *slog.Logger
+}
+
+func (o SlaveOptions) withDefaults() (SlaveOptions, error) {
+	if o.Log == nil || o.Master == "" {
+		return o, errors.New("ha: SlaveOptions.Master and Log are required")
+	}
+	if len(o.BrokerName) > MaxNameLen {
+		return o, fmt.Errorf("ha: broker name of %d bytes (limit %d)", len(o.BrokerName), MaxNameLen)
+	}
+	if o.ReportInterval <= 0 {
+		o.ReportInterval = DefaultReportInterval
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.MaxTransfer <= 0 {
+		o.MaxTransfer = DefaultMaxTransfer
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = DefaultMinBackoff
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		o.MaxBackoff = max(DefaultMaxBackoff, o.MinBackoff)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+// SlaveState is a slave's replication state, for metrics.
+type SlaveState struct {
+	Connected    bool
+	Epoch        int64     // highest master epoch seen
+	Acked        int64     // the offset last reported to the master
+	MasterMax    int64     // the master's end of log, from its last transfer
+	Lag          int64     // MasterMax − the local end, bytes
+	LastCaughtUp time.Time // when the local end last reached MasterMax
+	Sessions     int64     // connections that passed the hello
+	Refused      int64     // connections dropped for an older epoch
+	Received     int64     // body bytes appended
+}
+
+// Slave follows a master's HA stream into its Appender until Close.
+type Slave struct {
+	opts   SlaveOptions
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu sync.Mutex
+	st SlaveState
+
+	epoch atomic.Int64
+}
+
+// StartSlave starts following opts.Master.
+func StartSlave(opts SlaveOptions) (*Slave, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Slave{opts: o, log: o.Logger.With("component", "ha-slave", "master", o.Master), cancel: cancel, done: make(chan struct{})}
+	s.epoch.Store(o.MinEpoch)
+	s.st.Epoch = o.MinEpoch
+	go s.run(ctx)
+	return s, nil
+}
+
+// Close stops following and waits for the slave's goroutines (an append in
+// progress finishes first).
+func (s *Slave) Close() error {
+	s.cancel()
+	<-s.done
+	return nil
+}
+
+// State reports the slave's replication state.
+func (s *Slave) State() SlaveState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.st
+	if st.MasterMax > 0 {
+		st.Lag = max(0, st.MasterMax-s.opts.Log.MaxPhysOffset())
+	}
+	return st
+}
+
+func (s *Slave) run(ctx context.Context) {
+	defer close(s.done)
+	backoff := s.opts.MinBackoff
+	for ctx.Err() == nil {
+		progressed, err := s.session(ctx)
+		s.mu.Lock()
+		s.st.Connected = false
+		if errors.Is(err, ErrEpochRegressed) {
+			s.st.Refused++
+		}
+		s.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		if progressed {
+			backoff = s.opts.MinBackoff
+		}
+		s.log.Warn("ha: replication connection ended; redialing", "err", err, "backoff", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		backoff = min(2*backoff, s.opts.MaxBackoff)
+	}
+}
+
+// session runs one connection; progressed reports whether it got past the
+// hello.
+func (s *Slave) session(ctx context.Context) (progressed bool, err error) {
+	d := net.Dialer{Timeout: s.opts.IdleTimeout}
+	c, err := d.DialContext(ctx, "tcp", s.opts.Master)
+	if err != nil {
+		return false, err
+	}
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	defer c.Close()
+
+	pos := s.opts.Log.MaxPhysOffset()
+	c.SetWriteDeadline(time.Now().Add(s.opts.IdleTimeout))
+	if _, err := c.Write(appendHello(nil, hello{version: Version, name: s.opts.BrokerName, offset: pos})); err != nil {
+		return false, fmt.Errorf("sending hello: %w", err)
+	}
+	c.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
+	r, err := readReply(c)
+	if err != nil {
+		return false, fmt.Errorf("reading the master's reply: %w", err)
+	}
+	if r.status != StatusOK {
+		return false, fmt.Errorf("the master refused this slave (log ends at %d, master's at %d): %s", pos, r.masterMax, statusText(r.status))
+	}
+	if err := s.checkEpoch(r.epoch); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	s.st.Connected, s.st.Sessions, s.st.Acked, s.st.MasterMax = true, s.st.Sessions+1, pos, r.masterMax
+	if pos >= r.masterMax {
+		s.st.LastCaughtUp = time.Now()
+	}
+	s.mu.Unlock()
+	s.log.Info("ha: following the master", "offset", pos, "masterMax", r.masterMax, "epoch", r.epoch)
+
+	var acked atomic.Int64
+	acked.Store(pos)
+	kick := make(chan struct{}, 1)
+	repDone := make(chan error, 1)
+	repCtx, repStop := context.WithCancel(ctx)
+	go func() {
+		err := s.report(repCtx, c, &acked, kick)
+		c.Close() // stops the reader
+		repDone <- err
+	}()
+	err = s.receive(c, pos, &acked, kick)
+	repStop()
+	c.Close()
+	rerr := <-repDone
+	if err == nil || errors.Is(err, net.ErrClosed) {
+		if rerr != nil && !errors.Is(rerr, context.Canceled) {
+			err = rerr
+		}
+	}
+	return true, err
+}
+
+func (s *Slave) checkEpoch(e int64) error {
+	for {
+		seen := s.epoch.Load()
+		if e < seen {
+			return fmt.Errorf("%w: the master sent epoch %d, this slave has seen %d", ErrEpochRegressed, e, seen)
+		}
+		if e == seen || s.epoch.CompareAndSwap(seen, e) {
+			s.mu.Lock()
+			s.st.Epoch = max(s.st.Epoch, e)
+			s.mu.Unlock()
+			return nil
+		}
+	}
+}
+
+// report sends the applied end after each batch (kick) and every
+// ReportInterval.
+func (s *Slave) report(ctx context.Context, c net.Conn, acked *atomic.Int64, kick <-chan struct{}) error {
+	t := time.NewTicker(s.opts.ReportInterval)
+	defer t.Stop()
+	var b [reportLen]byte
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-kick:
+		case <-t.C:
+		}
+		off := acked.Load()
+		binary.BigEndian.PutUint64(b[:], uint64(off))
+		c.SetWriteDeadline(time.Now().Add(s.opts.IdleTimeout))
+		if _, err := c.Write(b[:]); err != nil {
+			return fmt.Errorf("sending a report: %w", err)
+		}
+		s.mu.Lock()
+		s.st.Acked = off
+		s.mu.Unlock()
+	}
+}
+
+// receive reads transfers and appends them.
+func (s *Slave) receive(c net.Conn, pos int64, acked *atomic.Int64, kick chan<- struct{}) error {
+	var hb [headerLen]byte
+	var body []byte
+	for {
+		c.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
+		if _, err := io.ReadFull(c, hb[:]); err != nil {
+			return fmt.Errorf("reading a transfer header: %w", err)
+		}
+		h := parseHeader(hb[:])
+		if h.size < 0 || int(h.size) > s.opts.MaxTransfer {
+			return fmt.Errorf("%w: transfer of %d bytes (limit %d)", ErrProtocol, h.size, s.opts.MaxTransfer)
+		}
+		if h.phyOffset != pos {
+			return fmt.Errorf("%w: transfer at %d, this slave's log ends at %d", ErrProtocol, h.phyOffset, pos)
+		}
+		if err := s.checkEpoch(h.epoch); err != nil {
+			return err
+		}
+		if h.masterMax < h.phyOffset+int64(h.size) {
+			return fmt.Errorf("%w: transfer [%d, %d) past the master's end %d", ErrProtocol, h.phyOffset, h.phyOffset+int64(h.size), h.masterMax)
+		}
+		if cap(body) < int(h.size) || (cap(body) > 4<<20 && h.size <= 1<<20) {
+			body = make([]byte, h.size)
+		}
+		body = body[:h.size]
+		if _, err := io.ReadFull(c, body); err != nil {
+			return fmt.Errorf("reading a transfer of %d bytes at %d: %w", h.size, h.phyOffset, err)
+		}
+		if h.size > 0 {
+			if err := s.opts.Log.AppendRaw(h.phyOffset, body); err != nil {
+				return fmt.Errorf("appending %d bytes at %d: %w", h.size, h.phyOffset, err)
+			}
+			pos += int64(h.size)
+			acked.Store(pos)
+			select {
+			case kick <- struct{}{}:
+			default:
+			}
+		}
+		s.mu.Lock()
+		s.st.MasterMax = h.masterMax
+		s.st.Received += int64(h.size)
+		if pos >= h.masterMax {
+			s.st.LastCaughtUp = time.Now()
+		}
+		s.mu.Unlock()
+	}
+}
