@@ -363,6 +363,7 @@ func TestStoreReplicaLaggingDiskSkipsGap(t *testing.T) {
 		}
 	}
 	f.stream(t, b, u1, l)
+	crashed := fsB.CrashClone() // the replica dies instead (nothing flushed since its restore)
 	mustClose(t, b)
 
 	// Meanwhile the master uploads past l. The replica, opened with the
@@ -386,6 +387,13 @@ func TestStoreReplicaLaggingDiskSkipsGap(t *testing.T) {
 	mustClose(t, b)
 	b = mustOpen(t, o)
 	f.sameAsMaster(t, b)
+
+	// The same from the crashed disk: recovery, then the skip.
+	c := mustOpen(t, f.opts(crashed, u2))
+	f.checkRestoredAt(t, c, u2)
+	f.stream(t, c, u2, f.a.MaxPhysOffset())
+	f.sameAsMaster(t, c)
+	mustClose(t, c)
 
 	// A replica that reaches the restore point keeps its local log.
 	o3 := f.opts(fsB, f.segEnd(t, nseg*3/4-1))
