@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -376,4 +377,22 @@ func TestSlaveMalformedDropsConnection(t *testing.T) {
 			}
 		})
 	}
+}
+
+// With polling effectively off, Notify alone wakes the stream for each write.
+func TestNotifyWakesStream(t *testing.T) {
+	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
+	defer closeStore(t, ss)
+	defer closeStore(t, ms)
+	addr := haAddr(t)
+	m := startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.PollInterval = time.Hour })
+	defer m.Close()
+	s := startSlave(t, addr, ss, nil)
+	defer s.Close()
+	waitFor(t, "the slave to connect", 10*time.Second, func() bool { return len(m.Slaves()) == 1 })
+	for i := 0; i < 20; i++ {
+		put(t, ms, 1+i%3, 500, m.Notify)
+		waitFor(t, "write "+strconv.Itoa(i)+" to reach the slave", 10*time.Second, func() bool { return ss.MaxPhysOffset() == ms.MaxPhysOffset() })
+	}
+	sameLog(t, ms, ss, 0)
 }

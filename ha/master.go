@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratamq/stratamq/store"
@@ -95,6 +96,7 @@ type Master struct {
 	wg     sync.WaitGroup
 
 	newData chan struct{} // closed and replaced by Notify
+	armed   atomic.Bool   // someone took newData since the last Notify
 
 	mu      sync.Mutex
 	conns   map[*slaveConn]struct{}
@@ -134,8 +136,12 @@ func StartMaster(opts MasterOptions) (*Master, error) {
 func (m *Master) Addr() net.Addr { return m.ln.Addr() }
 
 // Notify tells the master that new log bytes were written; the writer calls
-// it after each write (polling every PollInterval covers a missed call).
+// it after each write (polling every PollInterval covers a missed call). It
+// is cheap enough to call per record (store.Options.OnDispatch).
 func (m *Master) Notify() {
+	if !m.armed.Swap(false) {
+		return // nobody waits since the last Notify: one atomic op per write
+	}
 	m.mu.Lock()
 	close(m.newData)
 	m.newData = make(chan struct{})
@@ -145,6 +151,7 @@ func (m *Master) Notify() {
 func (m *Master) dataCh() <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.armed.Store(true)
 	return m.newData
 }
 
@@ -342,7 +349,7 @@ func (m *Master) stream(sc *slaveConn) error {
 	buf := make([]byte, headerLen+m.opts.BatchSize)
 	pos := sc.start
 	lastSend := time.Now()
-	poll := time.NewTicker(m.opts.PollInterval)
+	poll := time.NewTicker(min(m.opts.PollInterval, m.opts.HeartbeatInterval))
 	defer poll.Stop()
 	for {
 		wake := m.dataCh() // before reading the end: a Notify after this wakes us
