@@ -120,7 +120,7 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer) (*tier
 	// stops every bucket write of a broker that lost the prefix.
 	t.spool = spool
 	t.uploader, err = upload.New(upload.Config{Bucket: bucket, Source: t, Logger: b.log,
-		ManifestDelay: 5 * time.Second, SpoolDir: spool, Fence: b.fence})
+		ManifestDelay: 5 * time.Second, SpoolDir: spool, Fence: b.fence, PairQueueIndex: true})
 	if err != nil {
 		t.cold.Close()
 		return nil, err

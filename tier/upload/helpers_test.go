@@ -34,8 +34,9 @@ type memSource struct {
 	mu       sync.Mutex
 	segs     map[string]*srcSeg
 	marks    int
-	openFail int  // fail this many Opens
-	hidden   bool // Sealed lists nothing
+	openFail int                      // fail this many Opens
+	hidden   bool                     // Sealed lists nothing
+	gates    map[string]chan struct{} // Open of the named segment waits for its channel to close
 }
 
 type srcSeg struct {
@@ -83,6 +84,16 @@ type segReader struct {
 func (r segReader) Close() error { *r.closed = true; return nil }
 
 func (s *memSource) Open(ctx context.Context, seg upload.Segment) (upload.SegmentReader, error) {
+	s.mu.Lock()
+	gate := s.gates[seg.Name]
+	s.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.openFail > 0 {

@@ -116,3 +116,13 @@ func join(prefix, k string) string {
 	}
 	return prefix + "/" + k
 }
+
+// kindOf parses Kind.String (a manifest object's Kind).
+func kindOf(s string) (Kind, bool) {
+	for _, k := range []Kind{KindCommitLog, KindConsumeQueue, KindQueueIndex} {
+		if k.String() == s {
+			return k, true
+		}
+	}
+	return 0, false
+}

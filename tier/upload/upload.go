@@ -51,6 +51,12 @@ type Config struct {
 	// finished upload to batch more into one manifest write (fewer PUTs).
 	// Default 0.
 	ManifestDelay time.Duration
+	// PairQueueIndex lists a commitlog segment's object and the queue
+	// index object of the same base in the manifest only together (or
+	// one of them once the other is already listed): a restore that
+	// finds a segment listed without its queue index cannot reach its
+	// records by queue offset, so for it they would be lost.
+	PairQueueIndex bool
 	// SpoolDir, if set, holds each encoded object in a temporary file there
 	// (upload-*.seg) instead of memory while it is uploaded, so a worker
 	// keeps only its encoding buffers in memory however long the bucket is
@@ -531,6 +537,7 @@ func (u *Uploader) encode(ctx context.Context, s Segment) (spool, *segfile.Foote
 // committer writes the manifest after uploads finish, batching those that
 // finish together, then marks their segments uploaded.
 func (u *Uploader) committer(ctx context.Context) {
+	held := map[pairKey]done{} // finished, waiting for their partner (PairQueueIndex)
 	for {
 		var batch []done
 		select {
@@ -565,6 +572,11 @@ func (u *Uploader) committer(ctx context.Context) {
 				break drain
 			}
 		}
+		if u.cfg.PairQueueIndex {
+			if batch = u.pairUp(batch, held); len(batch) == 0 {
+				continue
+			}
+		}
 		objs := make([]Object, len(batch))
 		for i, d := range batch {
 			objs[i] = d.obj
@@ -581,6 +593,57 @@ func (u *Uploader) committer(ctx context.Context) {
 		}
 		u.Notify()
 	}
+}
+
+// pairKey names a commitlog segment or its queue index.
+type pairKey struct {
+	kind Kind
+	base int64
+}
+
+func partnerOf(s Segment) (pairKey, bool) {
+	switch s.Kind {
+	case KindCommitLog:
+		return pairKey{KindQueueIndex, s.Base}, true
+	case KindQueueIndex:
+		return pairKey{KindCommitLog, s.Base}, true
+	}
+	return pairKey{}, false
+}
+
+// pairUp returns the finished uploads of batch that may be listed now,
+// with those of held whose partner finished: a commitlog object and its
+// queue index go into the manifest together, or one alone once the other
+// is listed. The rest wait in held (still in flight, so nobody uploads
+// them again).
+func (u *Uploader) pairUp(batch []done, held map[pairKey]done) []done {
+	listed := map[pairKey]bool{}
+	if m := u.Manifest(); m != nil {
+		for _, o := range m.Objects {
+			if k, ok := kindOf(o.Kind); ok {
+				listed[pairKey{k, o.Base}] = true
+			}
+		}
+	}
+	finished := map[pairKey]bool{}
+	for _, d := range batch {
+		finished[pairKey{d.seg.Kind, d.seg.Base}] = true
+	}
+	var out []done
+	for _, d := range batch {
+		p, paired := partnerOf(d.seg)
+		if !paired || listed[p] || finished[p] {
+			out = append(out, d)
+			continue
+		}
+		if h, ok := held[p]; ok {
+			out = append(out, d, h)
+			delete(held, p)
+			continue
+		}
+		held[pairKey{d.seg.Kind, d.seg.Base}] = d
+	}
+	return out
 }
 
 // writeManifest rewrites the manifest with apply(current objects),
