@@ -396,3 +396,22 @@ func TestNotifyWakesStream(t *testing.T) {
 	}
 	sameLog(t, ms, ss, 0)
 }
+
+// A slave that leaves is dropped from Slaves (and WaitAcked) at once, not
+// at the next heartbeat's failed write.
+func TestMasterSeesSlaveLeave(t *testing.T) {
+	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
+	defer closeStore(t, ss)
+	defer closeStore(t, ms)
+	addr := haAddr(t)
+	m := startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.HeartbeatInterval, o.IdleTimeout = time.Hour, time.Hour })
+	defer m.Close()
+	put(t, ms, 5, 500, m.Notify)
+	s := startSlave(t, addr, ss, nil)
+	waitFor(t, "the slave to catch up", 10*time.Second, func() bool { return ss.MaxPhysOffset() == ms.MaxPhysOffset() })
+	s.Close()
+	waitFor(t, "the master to drop the slave", 10*time.Second, func() bool { return len(m.Slaves()) == 0 })
+	if err := m.WaitAcked(context.Background(), ms.MaxPhysOffset()+1); !errors.Is(err, ErrSlaveNotAvailable) {
+		t.Fatalf("WaitAcked after the slave left: %v, want ErrSlaveNotAvailable", err)
+	}
+}

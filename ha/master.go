@@ -305,14 +305,16 @@ func (m *Master) session(sc *slaveConn) error {
 	m.log.Info("ha: slave connected", "remote", sc.remote, "name", h.name, "offset", h.offset, "masterMax", end)
 
 	readErr := make(chan error, 1)
+	readDone := make(chan struct{})
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		err := m.readReports(sc)
-		c.Close() // stops the writer
+		c.Close()       // stops a writer in Write
+		close(readDone) // and one that waits for data
 		readErr <- err
 	}()
-	werr := m.stream(sc)
+	werr := m.stream(sc, readDone)
 	c.Close()
 	rerr := <-readErr
 	if rerr != nil && !errors.Is(rerr, net.ErrClosed) {
@@ -345,7 +347,7 @@ func (m *Master) readReports(sc *slaveConn) error {
 }
 
 // stream sends the log from sc.start on, and heartbeats when idle.
-func (m *Master) stream(sc *slaveConn) error {
+func (m *Master) stream(sc *slaveConn, readDone <-chan struct{}) error {
 	buf := make([]byte, headerLen+m.opts.BatchSize)
 	pos := sc.start
 	lastSend := time.Now()
@@ -387,6 +389,8 @@ func (m *Master) stream(sc *slaveConn) error {
 		select {
 		case <-wake:
 		case <-poll.C:
+		case <-readDone:
+			return net.ErrClosed // the reader's error is the reason
 		case <-m.ctx.Done():
 			return m.ctx.Err()
 		}
