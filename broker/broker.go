@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
@@ -65,6 +66,9 @@ type Broker struct {
 	handlers  map[remoting.RequestCode]handlerFunc
 	storeHost netip.AddrPort
 	advertise string
+
+	ha       haState                   // HA listener or slave stream (Run starts it)
+	haMaster atomic.Pointer[ha.Master] // ha.master while it runs: the store's dispatch hook and sync_master read it
 
 	dirLock     io.Closer // exclusive lock on <DataDir>/lock while the broker is open
 	registerNow chan struct{}
@@ -226,7 +230,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		MinFreeBytes:     uint64(cfg.MinFreeSpace), // 0: the store's default
 		StoreHost:        b.storeHost,
 		Logger:           b.log,
-		OnDispatch:       b.hold.notify,
+		OnDispatch:       b.onDispatch,
 		Cold:             cold,
 		ColdIndex:        coldIndex,
 		Restore:          restore,
@@ -286,6 +290,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	// uploader drains the last segment), and are cancelled after it.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	if err := b.startHA(); err != nil {
+		return errors.Join(err, b.Close())
+	}
 	var wg sync.WaitGroup
 	serveErr := make(chan error, 1)
 	wg.Add(1)
@@ -324,6 +331,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	if e := b.server.Shutdown(shutdownCtx); e != nil && err == nil && !errors.Is(e, context.Canceled) {
 		err = e
 	}
+	b.stopHA() // no send waits for a slave's ack any more
 	var drainFailed *offsetRange
 	if b.tier != nil {
 		// Seal and upload the active segment, so a replacement broker on

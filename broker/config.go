@@ -50,6 +50,13 @@ type Config struct {
 	MaxConnectionsPerIP int           `env:"MAX_CONNECTIONS_PER_IP" envDefault:"1024" help:"open client connections per server from one remote IP; more are closed at accept"`
 	FrameTimeout        time.Duration `env:"FRAME_TIMEOUT" envDefault:"30s" help:"a request must arrive whole within this long of its first byte, or its connection is closed"`
 
+	// HA (issue 10): replication to a slave of the same brokerName.
+	Role      string        `env:"ROLE" envDefault:"async_master" help:"async_master | sync_master (a send is acknowledged once a slave holds it) | slave (follows STRATAMQ_HA_MASTER)"`
+	HAListen  string        `env:"HA_LISTEN" help:"HA listen address of a master (sync_master: default :10912; async_master: only when set)"`
+	HAMaster  string        `env:"HA_MASTER" help:"slave: the master's HA address (host:port)"`
+	HAMaxLag  bytesize.Size `env:"HA_MAX_LAG" envDefault:"256MiB" help:"sync_master: SLAVE_NOT_AVAILABLE while the best slave lags more than this"`
+	HATimeout time.Duration `env:"HA_ACK_TIMEOUT" envDefault:"5s" help:"sync_master: FLUSH_SLAVE_TIMEOUT when no slave acknowledged a send within this long"`
+
 	// Not from the environment: set by tests and by serve.
 	RegisterInterval time.Duration `env:"-"` // default 30s
 	ClientExpiry     time.Duration `env:"-"` // consumers/producers without heartbeat; default 120s
@@ -59,6 +66,13 @@ type Config struct {
 	ReserveQueueMin  int64         `env:"-"` // least queue-offset reservation per checkpoint; default 65,536
 	ReserveLogMin    int64         `env:"-"` // least commitlog reservation per checkpoint; default 1 GiB
 }
+
+// Roles (STRATAMQ_ROLE).
+const (
+	RoleAsyncMaster = "async_master"
+	RoleSyncMaster  = "sync_master"
+	RoleSlave       = "slave"
+)
 
 func (c Config) withDefaults() Config {
 	if c.DataDir == "" {
@@ -127,6 +141,18 @@ func (c Config) withDefaults() Config {
 	if c.FrameTimeout == 0 {
 		c.FrameTimeout = remoting.DefaultFrameTimeout
 	}
+	if c.Role == "" {
+		c.Role = RoleAsyncMaster
+	}
+	if c.HAListen == "" && c.Role == RoleSyncMaster {
+		c.HAListen = ":10912"
+	}
+	if c.HAMaxLag == 0 {
+		c.HAMaxLag = 256 << 20
+	}
+	if c.HATimeout == 0 {
+		c.HATimeout = 5 * time.Second
+	}
 	// LocalRetention 0 is meaningful (drop right after upload): no default here.
 	if c.MaxHold == 0 {
 		c.MaxHold = 25 * time.Second
@@ -174,6 +200,26 @@ func (c Config) Validate() error {
 	}
 	if c.FrameTimeout < time.Second {
 		return fmt.Errorf("STRATAMQ_FRAME_TIMEOUT=%s: want at least 1s", c.FrameTimeout)
+	}
+	switch c.Role {
+	case RoleAsyncMaster, RoleSyncMaster:
+		if c.HAListen != "" {
+			if _, _, err := net.SplitHostPort(c.HAListen); err != nil {
+				return fmt.Errorf("STRATAMQ_HA_LISTEN=%q: %v", c.HAListen, err)
+			}
+		}
+	case RoleSlave:
+		if _, _, err := net.SplitHostPort(c.HAMaster); err != nil {
+			return fmt.Errorf("STRATAMQ_HA_MASTER=%q: a slave needs its master's HA address: %v", c.HAMaster, err)
+		}
+		if c.BrokerID == 0 {
+			return fmt.Errorf("STRATAMQ_ROLE=slave with STRATAMQ_BROKER_ID=0: a slave's broker id is 1 or more")
+		}
+	default:
+		return fmt.Errorf("STRATAMQ_ROLE=%q: want async_master, sync_master or slave", c.Role)
+	}
+	if c.HAMaxLag < 0 || c.HATimeout < 0 {
+		return fmt.Errorf("STRATAMQ_HA_MAX_LAG and STRATAMQ_HA_ACK_TIMEOUT must not be negative")
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("STRATAMQ_LISTEN=%q: %v", c.Listen, err)

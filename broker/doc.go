@@ -49,17 +49,28 @@
 //	                           resumes from the bucket's checkpoint and manifest past every
 //	                           reservation, and refuses over a recorded drainFailed
 //	<data dir>/lock            flock: one process per data dir
+//	ha.go                      STRATAMQ_ROLE (issue 10): a master with STRATAMQ_HA_LISTEN (default
+//	                           :10912 for sync_master) runs ha.Master, woken by the store's
+//	                           dispatch hook and stamping the lease epoch on transfers;
+//	                           sync_master answers a stored send FLUSH_SLAVE_TIMEOUT (12) or
+//	                           SLAVE_NOT_AVAILABLE (11), send header kept, unless a slave acked
+//	                           it within STRATAMQ_HA_ACK_TIMEOUT (with flush=sync the wait runs on
+//	                           a goroutine of its own, off the flusher); a slave runs ha.Slave
+//	                           into its store from STRATAMQ_HA_MASTER
 //
 // # Goroutines
 //
 // Run owns every goroutine the broker starts (the remoting server, the
 // hold-service checker, the registrar, the client-expiry scanner, the
-// config flusher) and returns after they have all exited.
+// config flusher, the HA master or slave) and returns after they have all
+// exited (a sync_master ack wait off the flusher ends once the HA master
+// stops).
 //
 // # Shutdown order
 //
 // Answer held pulls → stop accepting (listener closed) and drain in-flight
-// requests under STRATAMQ_SHUTDOWN_TIMEOUT → record the range not yet
+// requests under STRATAMQ_SHUTDOWN_TIMEOUT → stop the HA listener or the
+// slave's stream (ends sync_master waits) → record the range not yet
 // uploaded in a checkpoint (drainFailed), then seal the active segment and
 // upload everything sealed (three quarters of the budget) → final
 // checkpoint: clean only if the drain finished, else naming what it left

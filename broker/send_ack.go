@@ -70,7 +70,7 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 		if err != nil {
 			return b.putError(a.req, err)
 		}
-		return b.ackResponse(&a, res)
+		return b.slaveResult(b.ackResponse(&a, res), b.slaveAck(ctx, res))
 	}
 	// The callback runs either before PutNotify returns (on this goroutine:
 	// an early error, or already durable) or later on the flusher's; mu
@@ -78,16 +78,7 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 	var mu sync.Mutex
 	var immediate *remoting.Command
 	returned := false
-	b.store.PutNotify(msgs, func(res []store.PutResult, err error) {
-		var resp *remoting.Command
-		if err == nil {
-			err = b.ackGate()
-		}
-		if err != nil {
-			resp = b.putError(a.req, err)
-		} else {
-			resp = b.ackResponse(&a, res)
-		}
+	finish := func(resp *remoting.Command) {
 		mu.Lock()
 		if !returned {
 			immediate = resp
@@ -97,6 +88,21 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 		mu.Unlock()
 		if c != nil {
 			_ = c.Reply(a.req, resp)
+		}
+	}
+	b.store.PutNotify(msgs, func(res []store.PutResult, err error) {
+		if err == nil {
+			err = b.ackGate()
+		}
+		switch {
+		case err != nil:
+			finish(b.putError(a.req, err))
+		case b.cfg.Role == RoleSyncMaster:
+			// Not on the flusher's goroutine: the wait is bounded by
+			// STRATAMQ_HA_ACK_TIMEOUT and ends when the HA master stops.
+			go func() { finish(b.slaveResult(b.ackResponse(&a, res), b.slaveAck(ctx, res))) }()
+		default:
+			finish(b.ackResponse(&a, res))
 		}
 	})
 	mu.Lock()
@@ -162,12 +168,22 @@ func (b *Broker) EndBatch(rb *remoting.ReadBatch) {
 	c := rb.Conn
 	if b.cfg.Flush != "sync" {
 		res, err := b.store.Put(context.Background(), sb.msgs)
-		b.answerBatch(c, sb.acks, res, err, &sb.resp)
+		var slaveErr error
+		if err == nil {
+			slaveErr = b.slaveAck(context.Background(), res)
+		}
+		b.answerBatch(c, sb.acks, res, err, slaveErr, &sb.resp)
 	} else {
 		acks := slices.Clone(sb.acks)
 		scratch := new(sendResponse) // this batch's own: answered later, on the flusher's goroutine
 		b.store.PutNotify(sb.msgs, func(res []store.PutResult, err error) {
-			b.answerBatch(c, acks, res, err, scratch)
+			if err != nil || b.cfg.Role != RoleSyncMaster {
+				b.answerBatch(c, acks, res, err, nil, scratch)
+				return
+			}
+			// Not on the flusher's goroutine: the wait is bounded by
+			// STRATAMQ_HA_ACK_TIMEOUT and ends when the HA master stops.
+			go func() { b.answerBatch(c, acks, res, err, b.slaveAck(context.Background(), res), scratch) }()
 		})
 	}
 	clear(sb.msgs)
@@ -186,7 +202,7 @@ const maxBatchSends = 256
 // err). With scratch, every success response is built in it in turn (the
 // conn encodes a response when it is queued, so it can be reused at once);
 // otherwise each gets its own.
-func (b *Broker) answerBatch(c *remoting.Conn, acks []sendAck, res []store.PutResult, err error, scratch *sendResponse) {
+func (b *Broker) answerBatch(c *remoting.Conn, acks []sendAck, res []store.PutResult, err, slaveErr error, scratch *sendResponse) {
 	c.HoldWrites()
 	defer c.ReleaseWrites()
 	if err == nil {
@@ -209,6 +225,9 @@ func (b *Broker) answerBatch(c *remoting.Conn, acks []sendAck, res []store.PutRe
 			resp = b.fillAck(scratch, a, res[i:i+a.n])
 		} else {
 			resp = b.ackResponse(a, res[i:i+a.n])
+		}
+		if err == nil {
+			resp = b.slaveResult(resp, slaveErr)
 		}
 		i += a.n
 		_ = c.Reply(a.req, resp)

@@ -1,0 +1,119 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/stratamq/stratamq/ha"
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
+)
+
+// haState is the broker's HA side (issue 10): a master's HA listener, or a
+// slave's stream from its master. Run starts it before serving and stops it
+// after the remoting server drained.
+type haState struct {
+	master *ha.Master // nil unless a master with an HA listener
+	slave  *ha.Slave  // nil unless STRATAMQ_ROLE=slave
+}
+
+// onDispatch is the store's OnDispatch hook: wake held pulls, and the HA
+// streams of a master.
+func (b *Broker) onDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64) {
+	b.hold.notify(topic, queueID, queueOffset, tagsCode)
+	if m := b.haMaster.Load(); m != nil {
+		m.Notify()
+	}
+}
+
+// startHA starts the master's HA listener or the slave's stream.
+func (b *Broker) startHA() error {
+	switch b.cfg.Role {
+	case RoleSlave:
+		s, err := ha.StartSlave(ha.SlaveOptions{Master: b.cfg.HAMaster, BrokerName: b.cfg.BrokerName, Log: b.store,
+			MaxTransfer: max(ha.DefaultMaxTransfer, int(b.cfg.MaxMessageSize)+1<<20), Logger: b.log})
+		if err != nil {
+			return fmt.Errorf("broker: STRATAMQ_ROLE=slave: %w", err)
+		}
+		b.ha.slave = s
+		b.log.Info("following the master's HA stream", "haMaster", b.cfg.HAMaster)
+	default:
+		if b.cfg.HAListen == "" {
+			return nil
+		}
+		m, err := ha.StartMaster(ha.MasterOptions{Listen: b.cfg.HAListen, Log: b.store, Epoch: b.epoch,
+			BrokerName: b.cfg.BrokerName, MaxLag: int64(b.cfg.HAMaxLag), Logger: b.log})
+		if err != nil {
+			return fmt.Errorf("broker: STRATAMQ_HA_LISTEN: %w", err)
+		}
+		b.ha.master = m
+		b.haMaster.Store(m)
+		b.log.Info("HA listener ready", "haListen", m.Addr().String(), "role", b.cfg.Role)
+	}
+	return nil
+}
+
+// stopHA stops what startHA started.
+func (b *Broker) stopHA() {
+	if b.ha.slave != nil {
+		_ = b.ha.slave.Close()
+	}
+	if b.ha.master != nil {
+		b.haMaster.Store(nil)
+		_ = b.ha.master.Close()
+	}
+}
+
+// HAAddr is the master's bound HA address ("" without a listener).
+func (b *Broker) HAAddr() string {
+	if b.ha.master == nil {
+		return ""
+	}
+	return b.ha.master.Addr().String()
+}
+
+// epoch is the lease's epoch (0 without a bucket), stamped on HA transfers.
+func (b *Broker) epoch() int64 {
+	if b.dur == nil {
+		return 0
+	}
+	return b.dur.id.Epoch
+}
+
+// slaveAck is sync_master's wait: nil at once for the other roles; else nil
+// once a slave holds the log up to the end of res.
+func (b *Broker) slaveAck(ctx context.Context, res []store.PutResult) error {
+	if b.cfg.Role != RoleSyncMaster || len(res) == 0 {
+		return nil
+	}
+	m := b.haMaster.Load()
+	if m == nil {
+		return fmt.Errorf("%w: the HA listener is not running", ha.ErrSlaveNotAvailable)
+	}
+	last := res[len(res)-1]
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.HATimeout)
+	defer cancel()
+	err := m.WaitAcked(ctx, last.PhysOffset+int64(last.Size))
+	if errors.Is(err, ha.ErrSlaveTimeout) {
+		return fmt.Errorf("%w (STRATAMQ_HA_ACK_TIMEOUT %v)", err, b.cfg.HATimeout)
+	}
+	return err
+}
+
+// slaveResult turns a stored message's success response into sync_master's
+// FLUSH_SLAVE_TIMEOUT (12) or SLAVE_NOT_AVAILABLE (11) when err says so: the
+// send result header stays (the message is stored), as RocketMQ answers.
+func (b *Broker) slaveResult(resp *remoting.Command, err error) *remoting.Command {
+	switch {
+	case err == nil:
+		return resp
+	case errors.Is(err, ha.ErrSlaveTimeout):
+		resp.Code = int32(remoting.FlushSlaveTimeout)
+		resp.Remark = "the message is stored but no slave acknowledged it in time: " + err.Error()
+	default:
+		resp.Code = int32(remoting.SlaveNotAvailable)
+		resp.Remark = "the message is stored but no slave can acknowledge it: " + err.Error()
+	}
+	return resp
+}
