@@ -169,19 +169,29 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		return nil, err
 	}
 	var scoped tier.Bucket
+	var replicaCP *offsets.Checkpoint // a slave's read-only view of the master's checkpoint
 	if deps.Bucket != nil {
 		if scoped, err = tier.WithPrefix(deps.Bucket, cfg.Cluster+"/"+cfg.BrokerName); err != nil {
 			return fail(err)
 		}
 		b.scoped = scoped
-		if b.dur, err = newDurability(b, scoped); err != nil {
-			return fail(err)
-		}
-		if err := b.checkLocalData(); err != nil {
-			return fail(err)
-		}
-		if err := b.restoreMetadata(configDir); err != nil {
-			return fail(err)
+		if cfg.Role == RoleSlave {
+			// A slave only reads the master's prefix: no lease, no
+			// checkpoint, no upload, no retention (issue 10 item 2).
+			replicaCP = b.readReplicaCheckpoint()
+			if err := b.restoreMetadata(configDir, replicaCP); err != nil {
+				return fail(err)
+			}
+		} else {
+			if b.dur, err = newDurability(b, scoped); err != nil {
+				return fail(err)
+			}
+			if err := b.checkLocalData(); err != nil {
+				return fail(err)
+			}
+			if err := b.restoreMetadata(configDir, b.dur.loaded); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	// Made durably before any handler saves into it (issue 9 item 11).
@@ -207,13 +217,22 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			return fail(fmt.Errorf("broker: tiering: %w", err))
 		}
 		cold, coldIndex = b.tier.cold, b.tier
-		if fresh {
+		switch {
+		case cfg.Role == RoleSlave:
+			// Always: the store keeps a local log that reaches U and
+			// drops one that lags it.
+			if restore, err = b.replicaRestorePoint(replicaCP); err != nil {
+				return fail(err)
+			}
+		case fresh:
 			if restore, err = b.restorePoint(); err != nil {
 				return fail(err)
 			}
 		}
-		if err := b.dur.recordWriter(); err != nil {
-			return fail(err)
+		if b.dur != nil {
+			if err := b.dur.recordWriter(); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	flush := store.FlushAsync
@@ -246,7 +265,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if err != nil {
 		return fail(fmt.Errorf("broker: open store: %w", err))
 	}
-	if restore != nil {
+	if restore != nil && !restore.Replica {
 		b.afterRestore(restore)
 	}
 	if b.dur != nil {
@@ -301,7 +320,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		serveErr <- b.server.Serve(runCtx)
 	}()
 	loops := []func(context.Context){b.registrar, b.hold.run, b.housekeeping}
-	if b.tier != nil {
+	if b.tier != nil && !b.tier.readOnly {
 		loops = append(loops, b.tier.run)
 	}
 	if b.dur != nil {
@@ -333,7 +352,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	b.stopHA() // no send waits for a slave's ack any more
 	var drainFailed *offsetRange
-	if b.tier != nil {
+	if b.tier != nil && !b.tier.readOnly { // a slave uploads nothing
 		// Seal and upload the active segment, so a replacement broker on
 		// a fresh disk has every acknowledged message.
 		// The drain gets three quarters of the budget: the final

@@ -22,6 +22,9 @@ func (b *Broker) fence() (int64, error) {
 // another broker took the prefix, and only to a queue the last durable
 // checkpoint lists (it writes one for a new topic or queue first).
 func (b *Broker) writeGate(ctx context.Context, topic string, queueID int32) error {
+	if b.cfg.Role == RoleSlave {
+		return errSlaveWrite
+	}
 	if b.dur == nil {
 		return nil
 	}
@@ -30,6 +33,9 @@ func (b *Broker) writeGate(ctx context.Context, topic string, queueID int32) err
 	}
 	return b.dur.awaitCovered(ctx, topic, queueID)
 }
+
+// errSlaveWrite: a slave stores only what its master streams to it.
+var errSlaveWrite = errors.New("broker: this broker is a slave (STRATAMQ_ROLE=slave) and refuses writes; send to its master")
 
 // ackGate is checked right before a success response goes out: with
 // flush=sync the fdatasync may have taken a while since writeGate.

@@ -220,6 +220,8 @@ func (b *Broker) putError(req *remoting.Command, err error) *remoting.Command {
 		return errResponse(req, remoting.ServiceNotAvailable, "service not available now: the broker's disk is full ("+err.Error()+")")
 	case errors.Is(err, store.ErrQueueLimit):
 		return errResponse(req, remoting.SystemError, err.Error()+" (the broker's STRATAMQ_MAX_TOPICS / STRATAMQ_MAX_QUEUES_PER_TOPIC)")
+	case errors.Is(err, errSlaveWrite):
+		return errResponse(req, remoting.NoPermission, err.Error())
 	case errors.Is(err, store.ErrClosed):
 		return errResponse(req, remoting.ServiceNotAvailable, "the broker is shutting down")
 	case errors.Is(err, offsets.ErrFenced):

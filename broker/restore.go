@@ -23,10 +23,9 @@ func (b *Broker) storeIsFresh() bool {
 }
 
 // restoreMetadata writes topics, subscription groups and consumer offsets
-// from the bucket's checkpoint into the config directory when the data dir
-// is fresh, so the managers load them as if they had always been local.
-func (b *Broker) restoreMetadata(configDir string) error {
-	cp := b.dur.loaded
+// from the bucket's checkpoint cp into the config directory when the data
+// dir is fresh, so the managers load them as if they had always been local.
+func (b *Broker) restoreMetadata(configDir string, cp *offsets.Checkpoint) error {
 	if cp == nil || !b.storeIsFresh() {
 		return nil
 	}
@@ -54,10 +53,18 @@ func (b *Broker) restoreMetadata(configDir string) error {
 
 // restoredCommitLog decodes the checkpoint's commitlog section.
 func (b *Broker) restoredCommitLog() (commitLogState, bool) {
-	if b.dur == nil || b.dur.loaded == nil {
+	if b.dur == nil {
 		return commitLogState{}, false
 	}
-	raw, ok := b.dur.loaded.Sections[sectionCommitLog]
+	return b.commitLogOf(b.dur.loaded)
+}
+
+// commitLogOf decodes cp's commitlog section.
+func (b *Broker) commitLogOf(cp *offsets.Checkpoint) (commitLogState, bool) {
+	if cp == nil {
+		return commitLogState{}, false
+	}
+	raw, ok := cp.Sections[sectionCommitLog]
 	if !ok {
 		return commitLogState{}, false
 	}
@@ -146,6 +153,75 @@ func (b *Broker) restorePoint() (*store.Restore, error) {
 	}
 	b.log.Info("fresh data dir: the commitlog resumes from the bucket", "logStart", r.CommitLogStart,
 		"checkpointHWM", cl.HWM, "reserved", cl.Reserved, "uploadedEnd", objectsEnd, "queues", len(cl.Queues))
+	return r, nil
+}
+
+// readReplicaCheckpoint is a slave's read-only look at the master's bucket
+// checkpoint (no lease, no Load that would adopt it for writing): nil, with
+// a warning, when it is missing or unreadable.
+func (b *Broker) readReplicaCheckpoint() *offsets.Checkpoint {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cp, err := offsets.ReadCheckpoint(ctx, newCheckpointStore(b.scoped))
+	if err != nil {
+		b.log.Warn("slave: the master's bucket checkpoint is not readable; starting without its floor and queue minima", "err", err)
+		return nil
+	}
+	return cp
+}
+
+// replicaStart is U, where a slave's log starts: the End of the last
+// commitlog object of the contiguous prefix (from the lowest base) of
+// objects listed in m together with their queue index object.
+func replicaStart(m *upload.Manifest) int64 {
+	indexed := map[int64]bool{}
+	for _, o := range m.Objects {
+		if o.Kind == upload.KindQueueIndex.String() {
+			indexed[o.Base] = true
+		}
+	}
+	var u int64
+	for i, o := range m.CommitLog() {
+		if !indexed[o.Base] || (i > 0 && o.Base != u) {
+			break
+		}
+		u = o.End()
+	}
+	return u
+}
+
+// replicaRestorePoint is a slave's store restore (store.Restore.Replica):
+// its log starts at U, the end of the last uploaded segment, and older
+// offsets are served from the bucket; the floor and each queue's minimum
+// come from the checkpoint cp if any. Nil when the bucket holds no segment
+// yet (the slave streams from 0). The store keeps a local log that reaches
+// U, and drops one that ends below it.
+func (b *Broker) replicaRestorePoint(cp *offsets.Checkpoint) (*store.Restore, error) {
+	m := b.tier.atStart
+	if m == nil {
+		return nil, fmt.Errorf("broker: STRATAMQ_ROLE=slave: the bucket manifest is not readable, so the slave cannot tell where its log starts (the end of the last uploaded segment); it must be readable at start")
+	}
+	u := replicaStart(m)
+	if u == 0 {
+		return nil, nil
+	}
+	cl, _ := b.commitLogOf(cp)
+	r := &store.Restore{Replica: true, CommitLogStart: u, Floor: min(cl.Floor, u), IndexedFrom: u,
+		Queues: map[string]map[int32]store.QueueRange{}}
+	for topic, qs := range cl.Queues {
+		for q, rg := range qs {
+			id, err := strconv.Atoi(q)
+			if err != nil {
+				continue
+			}
+			if r.Queues[topic] == nil {
+				r.Queues[topic] = map[int32]store.QueueRange{}
+			}
+			r.Queues[topic][int32(id)] = store.QueueRange{Min: rg.Min}
+		}
+	}
+	b.log.Info("slave: the log starts at the end of the master's last uploaded segment; older offsets are read from the bucket",
+		"logStart", u, "floor", r.Floor, "queues", len(cl.Queues))
 	return r, nil
 }
 

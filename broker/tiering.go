@@ -50,10 +50,17 @@ type tiering struct {
 	uploader *upload.Uploader
 	cold     *coldread.Reader
 
-	spool  string        // the uploader's spool dir ("": not on the real filesystem)
-	retMu  sync.Mutex    // serializes local-retention passes (uploader and ticker)
-	coldMu sync.Mutex    // serializes telling the cold reader the manifest's objects
-	idxSem chan struct{} // one queue index blob built and held at a time
+	spool string // the uploader's spool dir ("": not on the real filesystem)
+	// readOnly: a slave's view of the master's bucket (STRATAMQ_ROLE=slave):
+	// the cold reader and the cold index over the manifest read at start
+	// (atStart); the uploader is built but never run, and nothing seals,
+	// drops, uploads or applies bucket retention (run and drain are not
+	// called).
+	readOnly bool
+	atStart  *upload.Manifest // the manifest read at start; nil if unreadable
+	retMu    sync.Mutex       // serializes local-retention passes (uploader and ticker)
+	coldMu   sync.Mutex       // serializes telling the cold reader the manifest's objects
+	idxSem   chan struct{}    // one queue index blob built and held at a time
 
 	// testHooks are set only by tests.
 	testHooks struct {
@@ -75,7 +82,7 @@ func spoolDir(dataDir string) string { return filepath.Join(dataDir, "spool") }
 // newTiering loads the manifest (bounded: a missing bucket must not stop
 // the broker from starting) and builds the cold reader and the uploader.
 func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer) (*tiering, error) {
-	t := &tiering{b: b, bucket: bucket, idxSem: make(chan struct{}, 1)}
+	t := &tiering{b: b, bucket: bucket, idxSem: make(chan struct{}, 1), readOnly: b.cfg.Role == RoleSlave}
 	t.mu.uploaded = map[int64]upload.Object{}
 	t.mu.uploadedCQ = map[string]bool{}
 	t.mu.uploadedIdx = map[int64]bool{}
@@ -88,6 +95,7 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer) (*tier
 		// are none we know of) cannot be read, and nothing is dropped.
 		b.log.Warn("bucket manifest not readable at start; tiering will catch up", "err", err)
 	} else {
+		t.atStart = m
 		objs = coldread.CommitLogObjects(m)
 		for _, o := range m.Objects {
 			if o.Kind == upload.KindQueueIndex.String() {
@@ -528,6 +536,9 @@ func (t *tiering) close() error { return t.cold.Close() }
 // consumequeue entries of history it never had locally.
 func (t *tiering) Segments(ctx context.Context) ([]int64, error) {
 	m := t.uploader.Manifest()
+	if m == nil && t.readOnly {
+		m = t.atStart // the objects the cold reader knows
+	}
 	if m == nil {
 		var err error
 		if m, _, err = upload.LoadManifest(ctx, t.bucket, upload.ManifestKey("")); err != nil {
