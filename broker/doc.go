@@ -57,6 +57,16 @@
 //	                           it within STRATAMQ_HA_ACK_TIMEOUT (with flush=sync the wait runs on
 //	                           a goroutine of its own, off the flusher); a slave runs ha.Slave
 //	                           into its store from STRATAMQ_HA_MASTER
+//	slave with a bucket        no durability (no lease, checkpoint) and a read-only tiering
+//	                           (tiering.readOnly: cold reader and cold index over the manifest
+//	                           read at start; the uploader is never run, nothing sealed,
+//	                           dropped, uploaded or deleted); the checkpoint is read, never
+//	                           loaded for writing (topics, groups, offsets on a fresh data dir;
+//	                           floor and queue minima); the store always opens with a replica
+//	                           restore at U = the end of the contiguous prefix of commitlog
+//	                           objects listed with their queue index (restore.go
+//	                           replicaRestorePoint): it keeps a log that reaches U and drops
+//	                           one that lags it; sends and send-backs are refused NO_PERMISSION
 //
 // # Goroutines
 //
