@@ -23,21 +23,10 @@ import (
 // queue both complete; once the pread is released the Get returns the
 // right records.
 func TestGetPreadDoesNotStallPuts(t *testing.T) {
-	var block atomic.Bool
-	entered := make(chan struct{}, 1)
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	unblock := func() { releaseOnce.Do(func() { close(release) }) }
-	inj := errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
-		if op == errorfs.OpFileReadAt && strings.Contains(path, "/consumequeue/A/0/") && block.CompareAndSwap(true, false) {
-			entered <- struct{}{}
-			<-release
-		}
-		return nil
-	})
-	s := mustOpen(t, testOpts(errorfs.Wrap(vfs.NewMem(), inj)))
+	b := newOpBlocker(errorfs.OpFileReadAt, "/consumequeue/A/0/")
+	s := mustOpen(t, testOpts(errorfs.Wrap(vfs.NewMem(), b)))
 	defer mustClose(t, s)
-	defer unblock() // before Close, also when the test fails
+	defer b.unblock() // before Close, also when the test fails
 	var want []PutResult
 	for i := range 10 {
 		want = append(want, mustPut(t, s, msg("A", 0, fmt.Sprintf("a%d", i)))...)
@@ -46,7 +35,7 @@ func TestGetPreadDoesNotStallPuts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	block.Store(true)
+	b.armed.Store(true)
 	type getRes struct {
 		res GetResult
 		err error
@@ -57,7 +46,7 @@ func TestGetPreadDoesNotStallPuts(t *testing.T) {
 		got <- getRes{res, err}
 	}()
 	select {
-	case <-entered:
+	case <-b.entered:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the Get never reached its consumequeue pread")
 	}
@@ -81,7 +70,7 @@ func TestGetPreadDoesNotStallPuts(t *testing.T) {
 		}
 	}
 
-	unblock()
+	b.unblock()
 	r := <-got
 	if r.err != nil {
 		t.Fatalf("get: %v", r.err)
@@ -95,6 +84,32 @@ func TestGetPreadDoesNotStallPuts(t *testing.T) {
 		}
 	}
 }
+
+// opBlocker is an errorfs.Injector that, once armed, parks the first op
+// of its kind on a path containing sub until unblock (which is idempotent:
+// defer it before Close so a failing test does not hang).
+type opBlocker struct {
+	op      errorfs.Op
+	sub     string
+	armed   atomic.Bool
+	entered chan struct{} // receives once the parked op is inside
+	release chan struct{}
+	once    sync.Once
+}
+
+func newOpBlocker(op errorfs.Op, sub string) *opBlocker {
+	return &opBlocker{op: op, sub: sub, entered: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (b *opBlocker) MaybeError(op errorfs.Op, path string) error {
+	if op == b.op && strings.Contains(path, b.sub) && b.armed.CompareAndSwap(true, false) {
+		b.entered <- struct{}{}
+		<-b.release
+	}
+	return nil
+}
+
+func (b *opBlocker) unblock() { b.once.Do(func() { close(b.release) }) }
 
 // countFS counts the consumequeue files open at once (and the peak).
 type countFS struct {
@@ -568,27 +583,16 @@ func TestGetRacesDeleteTopic(t *testing.T) {
 // blocked inside a consumequeue write of queue A, a Put to A completes
 // (the flusher holds no queue lock across its writes).
 func TestFlushWriteDoesNotStallPuts(t *testing.T) {
-	var block atomic.Bool
-	entered := make(chan struct{}, 1)
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	unblock := func() { releaseOnce.Do(func() { close(release) }) }
-	inj := errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
-		if op == errorfs.OpFileWriteAt && strings.Contains(path, "/consumequeue/A/0/") && block.CompareAndSwap(true, false) {
-			entered <- struct{}{}
-			<-release
-		}
-		return nil
-	})
-	s := mustOpen(t, testOpts(errorfs.Wrap(vfs.NewMem(), inj)))
+	b := newOpBlocker(errorfs.OpFileWriteAt, "/consumequeue/A/0/")
+	s := mustOpen(t, testOpts(errorfs.Wrap(vfs.NewMem(), b)))
 	defer mustClose(t, s)
-	defer unblock()
+	defer b.unblock()
 	mustPut(t, s, msg("A", 0, "first"))
-	block.Store(true)
+	b.armed.Store(true)
 	flushed := make(chan error, 1)
 	go func() { flushed <- s.Flush() }()
 	select {
-	case <-entered:
+	case <-b.entered:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the flush never reached its consumequeue write")
 	}
@@ -605,7 +609,7 @@ func TestFlushWriteDoesNotStallPuts(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a Put waited for the flusher's consumequeue write")
 	}
-	unblock()
+	b.unblock()
 	if err := <-flushed; err != nil {
 		t.Fatal(err)
 	}
