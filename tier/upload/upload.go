@@ -617,18 +617,31 @@ func partnerOf(s Segment) (pairKey, bool) {
 // is listed. The rest wait in held (still in flight, so nobody uploads
 // them again).
 func (u *Uploader) pairUp(batch []done, held map[pairKey]done) []done {
-	listed := map[pairKey]bool{}
-	if m := u.Manifest(); m != nil {
-		for _, o := range m.Objects {
-			if k, ok := kindOf(o.Kind); ok {
-				listed[pairKey{k, o.Base}] = true
-			}
-		}
-	}
 	finished := map[pairKey]bool{}
 	for _, d := range batch {
 		finished[pairKey{d.seg.Kind, d.seg.Base}] = true
 	}
+	// listed holds the partners not in this batch, true once found in the
+	// manifest. One scan of the manifest, without copying it: a stored
+	// manifest is never changed in place (writeManifest and loadManifest
+	// replace it).
+	listed := map[pairKey]bool{}
+	for _, d := range batch {
+		if p, ok := partnerOf(d.seg); ok && !finished[p] {
+			listed[p] = false
+		}
+	}
+	u.mu.Lock()
+	if m := u.mu.manifest; m != nil && len(listed) > 0 {
+		for _, o := range m.Objects {
+			if k, ok := kindOf(o.Kind); ok {
+				if _, want := listed[pairKey{k, o.Base}]; want {
+					listed[pairKey{k, o.Base}] = true
+				}
+			}
+		}
+	}
+	u.mu.Unlock()
 	var out []done
 	for _, d := range batch {
 		p, paired := partnerOf(d.seg)
