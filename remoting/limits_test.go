@@ -153,31 +153,29 @@ func TestRemotingServerConnCaps(t *testing.T) {
 		}
 		return v.(*atomic.Int32).Load()
 	}
+	// refusedBy: nc is closed, counted once under limit and logged with
+	// its address.
+	refusedBy := func(nc net.Conn, limit string) {
+		t.Helper()
+		expectClosed(t, nc)
+		if count(limit) != 1 {
+			t.Fatalf("%s refusals %d, want 1", limit, count(limit))
+		}
+		if l := logs.String(); !strings.Contains(l, "cap="+limit) || !strings.Contains(l, nc.LocalAddr().String()) {
+			t.Fatalf("no warning naming the %s cap and %s:\n%s", limit, nc.LocalAddr(), l)
+		}
+	}
 	var a []net.Conn
 	for range 3 {
 		nc := dialFrom(t, s, "127.0.0.1")
 		served(t, nc)
 		a = append(a, nc)
 	}
-	over := dialFrom(t, s, "127.0.0.1")
-	expectClosed(t, over)
-	if count("per_ip") != 1 {
-		t.Fatalf("per_ip refusals %d, want 1", count("per_ip"))
-	}
-	if l := logs.String(); !strings.Contains(l, "cap=per_ip") || !strings.Contains(l, over.LocalAddr().String()) {
-		t.Fatalf("no warning naming the per-IP cap and %s:\n%s", over.LocalAddr(), l)
-	}
+	refusedBy(dialFrom(t, s, "127.0.0.1"), "per_ip")
 	// Another IP is served, up to the total cap.
 	served(t, dialFrom(t, s, "127.0.0.2"))
 	served(t, dialFrom(t, s, "127.0.0.2"))
-	third := dialFrom(t, s, "127.0.0.3")
-	expectClosed(t, third)
-	if count("total") != 1 {
-		t.Fatalf("total refusals %d, want 1", count("total"))
-	}
-	if l := logs.String(); !strings.Contains(l, "cap=total") || !strings.Contains(l, third.LocalAddr().String()) {
-		t.Fatalf("no warning naming the total cap and %s:\n%s", third.LocalAddr(), l)
-	}
+	refusedBy(dialFrom(t, s, "127.0.0.3"), "total")
 	for _, nc := range a {
 		served(t, nc) // the first ones are unharmed
 	}
