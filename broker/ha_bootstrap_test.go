@@ -3,11 +3,9 @@ package broker
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,32 +38,6 @@ func (r *readOnlyBucket) PutIf(context.Context, string, io.Reader, int64, tier.C
 func (r *readOnlyBucket) Delete(context.Context, string) error {
 	r.writes.Add(1)
 	return errReadOnly
-}
-
-// readQueue pulls topic/queue from offset 0 up to n messages and returns
-// their bodies, failing on any non-success answer.
-func readQueue(t *testing.T, b *Broker, cl *remoting.Client, topic string, queue int, n int) [][]byte {
-	t.Helper()
-	var got [][]byte
-	for off := int64(0); off < int64(n); {
-		resp := invoke(t, cl, b.Addr().String(), pullReq("reader", topic, queue, off, 0, "*"))
-		if resp.Code != int32(remoting.Success) {
-			t.Fatalf("pull %s/%d at %d from %s: code %d (%s)", topic, queue, off, b.cfg.Role, resp.Code, resp.Remark)
-		}
-		for body := resp.Body; len(body) > 0; {
-			size := int(binary.BigEndian.Uint32(body))
-			rec := body[:size]
-			bl := int(binary.BigEndian.Uint32(rec[84:]))
-			got = append(got, append([]byte(nil), rec[88:88+bl]...))
-			body = body[size:]
-		}
-		next, _ := strconv.ParseInt(resp.ExtFields["nextBeginOffset"], 10, 64)
-		if next <= off {
-			t.Fatalf("pull %s/%d at %d did not advance (next %d)", topic, queue, off, next)
-		}
-		off = next
-	}
-	return got
 }
 
 // TestBrokerSlaveBootsFromBucket (issue 10 item 2, "Slave from the
@@ -126,7 +98,10 @@ func TestBrokerSlaveBootsFromBucket(t *testing.T) {
 				if i == 1 && !masterToo {
 					continue
 				}
-				got := readQueue(t, b.b, b.cl, k.topic, k.queue, len(want))
+				got, bad := readAll(t, b.b, b.cl, k.topic, k.queue, len(want))
+				if bad != nil {
+					t.Fatalf("pull %s/%d after %d messages from %s: code %d (%s)", k.topic, k.queue, len(got), b.b.cfg.Role, bad.Code, bad.Remark)
+				}
 				if len(got) != len(want) {
 					t.Fatalf("%s %s/%d: %d messages, want %d", b.b.cfg.Role, k.topic, k.queue, len(got), len(want))
 				}

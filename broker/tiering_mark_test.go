@@ -137,7 +137,7 @@ func TestBrokerTierColdReaderKnowsBeforeUploaded(t *testing.T) {
 	if len(seen) > 0 {
 		t.Fatalf("%d problems, first: %s", len(seen), seen[0])
 	}
-	got, bad := readAll(t, b, cl, "Mark", len(bodies))
+	got, bad := readAll(t, b, cl, "Mark", 0, len(bodies))
 	if bad != nil {
 		t.Fatalf("read back: %d %s", bad.Code, bad.Remark)
 	}

@@ -57,13 +57,13 @@ func produceTiered(t *testing.T, b *Broker, cl *remoting.Client, topic string, n
 	return bodies
 }
 
-// readAll pulls queue 0 of topic from offset 0 and returns the bodies, or
-// the first non-success response.
-func readAll(t *testing.T, b *Broker, cl *remoting.Client, topic string, n int) ([][]byte, *remoting.Command) {
+// readAll pulls topic/queue from offset 0 up to n messages and returns the
+// bodies, or the first non-success response.
+func readAll(t *testing.T, b *Broker, cl *remoting.Client, topic string, queue, n int) ([][]byte, *remoting.Command) {
 	t.Helper()
 	var got [][]byte
 	for off := int64(0); off < int64(n); {
-		resp := invoke(t, cl, b.Addr().String(), pullReq("reader", topic, 0, off, 0, "*"))
+		resp := invoke(t, cl, b.Addr().String(), pullReq("reader", topic, queue, off, 0, "*"))
 		if resp.Code != int32(remoting.Success) {
 			return got, resp
 		}
@@ -76,7 +76,7 @@ func readAll(t *testing.T, b *Broker, cl *remoting.Client, topic string, n int) 
 		}
 		next, _ := strconv.ParseInt(resp.ExtFields["nextBeginOffset"], 10, 64)
 		if next <= off {
-			t.Fatalf("pull at %d did not advance (next %d)", off, next)
+			t.Fatalf("pull %s/%d at %d did not advance (next %d)", topic, queue, off, next)
 		}
 		off = next
 	}
@@ -111,7 +111,7 @@ func TestBrokerTierFaultsLoseNothing(t *testing.T) {
 			waitCond(t, 90*time.Second, "faults consumed and sealed segments uploaded and dropped", func() bool {
 				return fake.PendingHooks() == 0 && len(b.store.SealedSegments()) == 0 && b.store.LocalMinPhysOffset() > 0
 			})
-			got, bad := readAll(t, b, cl, "Faulty", len(bodies))
+			got, bad := readAll(t, b, cl, "Faulty", 0, len(bodies))
 			if bad != nil {
 				t.Fatalf("read back: %d %s", bad.Code, bad.Remark)
 			}
@@ -163,7 +163,7 @@ func TestBrokerTierCorruptFrameNeverServed(t *testing.T) {
 	}
 
 	b2, cl2, _ := startTieredBroker(t, dir, bucket)
-	got, bad := readAll(t, b2, cl2, "Rot", len(bodies))
+	got, bad := readAll(t, b2, cl2, "Rot", 0, len(bodies))
 	if bad == nil {
 		t.Fatal("a corrupted object was served")
 	}
@@ -310,7 +310,7 @@ func TestBrokerTierNeverDropsUnuploaded(t *testing.T) {
 	if got := len(b.store.SealedSegments()); got < 3 || b.store.LocalMinPhysOffset() != 0 {
 		t.Fatalf("during the outage: %d sealed segments local, local log starts at %d; nothing may be dropped", got, b.store.LocalMinPhysOffset())
 	}
-	got, bad := readAll(t, b, cl, "Hold", len(bodies))
+	got, bad := readAll(t, b, cl, "Hold", 0, len(bodies))
 	if bad != nil || len(got) != len(bodies) {
 		t.Fatalf("read during the outage: %v (%d of %d)", bad, len(got), len(bodies))
 	}
