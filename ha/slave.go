@@ -85,9 +85,9 @@ type Slave struct {
 	done   chan struct{}
 
 	mu sync.Mutex
-	st SlaveState
+	st SlaveState // but Epoch: State takes it from epoch
 
-	epoch atomic.Int64
+	epoch atomic.Int64 // highest master epoch seen
 }
 
 // StartSlave starts following opts.Master.
@@ -99,7 +99,6 @@ func StartSlave(opts SlaveOptions) (*Slave, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Slave{opts: o, log: o.Logger.With("component", "ha-slave", "master", o.Master), cancel: cancel, done: make(chan struct{})}
 	s.epoch.Store(o.MinEpoch)
-	s.st.Epoch = o.MinEpoch
 	go s.run(ctx)
 	return s, nil
 }
@@ -117,6 +116,7 @@ func (s *Slave) State() SlaveState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.st
+	st.Epoch = s.epoch.Load()
 	if st.MasterMax > 0 {
 		st.Lag = max(0, st.MasterMax-s.opts.Log.MaxPhysOffset())
 	}
@@ -210,19 +210,17 @@ func (s *Slave) session(ctx context.Context) (progressed bool, err error) {
 	return true, err
 }
 
+// checkEpoch refuses an epoch below the highest seen and raises it (only
+// run's goroutine calls it; State reads it).
 func (s *Slave) checkEpoch(e int64) error {
-	for {
-		seen := s.epoch.Load()
-		if e < seen {
-			return fmt.Errorf("%w: the master sent epoch %d, this slave has seen %d", ErrEpochRegressed, e, seen)
-		}
-		if e == seen || s.epoch.CompareAndSwap(seen, e) {
-			s.mu.Lock()
-			s.st.Epoch = max(s.st.Epoch, e)
-			s.mu.Unlock()
-			return nil
-		}
+	seen := s.epoch.Load()
+	if e < seen {
+		return fmt.Errorf("%w: the master sent epoch %d, this slave has seen %d", ErrEpochRegressed, e, seen)
 	}
+	if e > seen {
+		s.epoch.Store(e)
+	}
+	return nil
 }
 
 // report sends the applied end after each batch (kick) and every
