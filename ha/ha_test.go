@@ -415,3 +415,21 @@ func TestMasterSeesSlaveLeave(t *testing.T) {
 		t.Fatalf("WaitAcked after the slave left: %v, want ErrSlaveNotAvailable", err)
 	}
 }
+
+// Records bigger than BatchSize are sent whole, one per transfer, and
+// smaller ones after them still batch: the slave's log ends byte-identical.
+func TestRecordBiggerThanBatch(t *testing.T) {
+	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
+	defer closeStore(t, ss)
+	defer closeStore(t, ms)
+	addr := haAddr(t)
+	m := startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.BatchSize = 2048 })
+	defer m.Close()
+	put(t, ms, 10, 300, m.Notify)
+	put(t, ms, 10, 5000, m.Notify) // each record bigger than a batch
+	put(t, ms, 10, 300, m.Notify)
+	s := startSlave(t, addr, ss, nil)
+	defer s.Close()
+	waitFor(t, "the slave to catch up", 20*time.Second, func() bool { return ss.MaxPhysOffset() == ms.MaxPhysOffset() })
+	sameLog(t, ms, ss, 0)
+}

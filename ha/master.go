@@ -408,29 +408,25 @@ func (m *Master) cut(buf *[]byte, pos, end int64) ([]byte, error) {
 			return nil, fmt.Errorf("reading the log at %d: %w", pos, err)
 		}
 		body = body[:n]
-		i := 0
+		i, size := 0, 0
 		for i+8 <= n {
-			size := int(int32(binary.BigEndian.Uint32(body[i:])))
+			size = int(int32(binary.BigEndian.Uint32(body[i:])))
 			if binary.BigEndian.Uint32(body[i+4:]) != store.MagicV1 || size < store.RecordOverhead || size > maxRecordLen {
 				return nil, fmt.Errorf("the master's log holds no record at %d (size %d)", pos+int64(i), size)
 			}
 			if i+size > n {
-				if i == 0 {
-					if pos+int64(size) > end {
-						return nil, fmt.Errorf("the master's record at %d of %d bytes passes the log's end %d", pos, size, end)
-					}
-					*buf = make([]byte, headerLen+size) // one record bigger than the batch
-					i = -1
-				}
 				break
 			}
 			i += size
 		}
-		if i > 0 {
+		switch {
+		case i > 0:
 			return body[:i], nil
-		}
-		if i == 0 {
+		case n < 8:
 			return nil, fmt.Errorf("the master's log holds %d bytes at %d, not a whole record", n, pos)
+		case pos+int64(size) > end:
+			return nil, fmt.Errorf("the master's record at %d of %d bytes passes the log's end %d", pos, size, end)
 		}
+		*buf = make([]byte, headerLen+size) // one record bigger than the batch: read it again whole
 	}
 }
