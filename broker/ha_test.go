@@ -21,17 +21,6 @@ func haTestAddr(t *testing.T) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 }
 
-func haWait(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // sync_master: a send is SLAVE_NOT_AVAILABLE without a slave, SUCCESS once a
 // slave (a slave-role broker) holds it, FLUSH_SLAVE_TIMEOUT when the only
 // slave never acknowledges; in both flush modes.
@@ -53,7 +42,7 @@ func TestBrokerSyncMasterAcks(t *testing.T) {
 
 			s, _, stopSlave := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20,
 				Role: RoleSlave, HAMaster: haAddr, BrokerID: 1}, Deps{Logger: discardLogger()})
-			haWait(t, "the slave to connect", func() bool { return len(m.ha.master.Slaves()) == 1 })
+			waitCond(t, 20*time.Second, "the slave to connect", func() bool { return len(m.ha.master.Slaves()) == 1 })
 			for i := range 5 {
 				resp = invoke(t, cl, addr, sendReq("HA", i%2, []byte("replicated "+strconv.Itoa(i)), ""))
 				if resp.Code != int32(remoting.Success) {
@@ -83,10 +72,10 @@ func TestBrokerSyncMasterAcks(t *testing.T) {
 			if _, err := c.Write(hello); err != nil {
 				t.Fatal(err)
 			}
-			haWait(t, "the mute slave to connect", func() bool { return len(m.ha.master.Slaves()) == 2 })
+			waitCond(t, 20*time.Second, "the mute slave to connect", func() bool { return len(m.ha.master.Slaves()) == 2 })
 			// Stop the real slave broker: only the mute one is left.
 			stopSlave()
-			haWait(t, "the real slave to go", func() bool { return len(m.ha.master.Slaves()) == 1 })
+			waitCond(t, 20*time.Second, "the real slave to go", func() bool { return len(m.ha.master.Slaves()) == 1 })
 			resp = invoke(t, cl, addr, sendReq("HA", 0, []byte("never acked"), ""))
 			if resp.Code != int32(remoting.FlushSlaveTimeout) {
 				t.Fatalf("send with a mute slave: code %d (%s), want FLUSH_SLAVE_TIMEOUT", resp.Code, resp.Remark)
