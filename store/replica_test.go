@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/stratamq/stratamq/infra/vfs"
 )
@@ -66,32 +64,10 @@ func newReplicaFixture(t *testing.T, n int) *replicaFixture {
 // streamed from their properties.
 func fillReplica(t *testing.T, s *Store, rng *rand.Rand, n int, late bool) []PutResult {
 	t.Helper()
-	var puts []PutResult
-	for i := range n {
-		q := restoreQueues[rng.IntN(len(restoreQueues))]
-		if late && i%3 == 0 {
-			q = qref{"Late", 0}
-		}
-		m := msg(q.topic, q.id, fmt.Sprintf("%s/%d-%d-%s", q.topic, q.id, i, bytes.Repeat([]byte{byte('a' + i%26)}, 20+rng.IntN(400))))
-		tag := fmt.Sprintf("t%d", rng.IntN(3))
+	return fillQueues(t, s, rng, n, late, func(m *Message, k int) {
+		tag := fmt.Sprintf("t%d", k)
 		m.Properties, m.TagsCode = "TAGS\x01"+tag+"\x02", TagsHash(tag)
-		batch := []Message{m}
-		if i%17 == 5 {
-			tx := msg(q.topic, q.id, "prepared")
-			tx.SysFlag = sysFlagTxPrepared
-			batch = append(batch, tx)
-		}
-		res := mustPut(t, s, batch...)
-		puts = append(puts, res[0])
-		if i%40 == 39 {
-			last := res[0].StoreTimestamp
-			deadline := time.Now().Add(time.Second)
-			for time.Now().UnixMilli() <= last && time.Now().Before(deadline) {
-				time.Sleep(100 * time.Microsecond)
-			}
-		}
-	}
-	return puts
+	})
 }
 
 // upload puts the master's sealed segments ending at or below u in the

@@ -62,6 +62,15 @@ var restoreQueues = []qref{{"A", 0}, {"A", 1}, {"A", 2}, {"A", 3}, {"B", 0}, {"B
 // spread over several milliseconds.
 func fillRestore(t *testing.T, s *Store, rng *rand.Rand, n int, late bool) []PutResult {
 	t.Helper()
+	return fillQueues(t, s, rng, n, late, func(m *Message, k int) {
+		m.TagsCode = int64(k) // as given by the broker, not TagsHash(TAGS)
+	})
+}
+
+// fillQueues writes fillRestore's records; tags sets each one's tags from
+// k, a random number in [0, 3).
+func fillQueues(t *testing.T, s *Store, rng *rand.Rand, n int, late bool, tags func(m *Message, k int)) []PutResult {
+	t.Helper()
 	var puts []PutResult
 	for i := range n {
 		q := restoreQueues[rng.IntN(len(restoreQueues))]
@@ -69,7 +78,7 @@ func fillRestore(t *testing.T, s *Store, rng *rand.Rand, n int, late bool) []Put
 			q = qref{"Late", 0}
 		}
 		m := msg(q.topic, q.id, fmt.Sprintf("%s/%d-%d-%s", q.topic, q.id, i, bytes.Repeat([]byte{byte('a' + i%26)}, 20+rng.IntN(400))))
-		m.TagsCode = int64(rng.IntN(3)) // as given by the broker, not TagsHash(TAGS)
+		tags(&m, rng.IntN(3))
 		batch := []Message{m}
 		if i%17 == 5 {
 			tx := msg(q.topic, q.id, "prepared")
