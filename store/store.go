@@ -651,10 +651,7 @@ func (s *Store) writeLocked(b []byte, off int64, partial bool) error {
 			// request bigger than a segment): that part is whole records,
 			// and the caller, told the batch failed, may send it again.
 			s.mu.freeEst = 0
-			werr = fmt.Errorf("%w: %w", ErrDiskFull, werr)
-			free, _ := s.fs.FreeSpace(s.opts.Dir)
-			s.putFailed(werr, free)
-			return werr
+			return s.noSpaceErr(werr)
 		}
 		return s.setSticky(werr)
 	}
@@ -681,12 +678,12 @@ func (s *Store) rollLocked(base int64) error {
 	path := filepath.Join(s.clDir, segmentName(base))
 	f, err := s.fs.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 	if err != nil {
-		return s.rollFailed(fmt.Errorf("store: create segment: %w", err))
+		return s.noSpaceErr(fmt.Errorf("store: create segment: %w", err))
 	}
 	if err := syncDir(s.fs, s.clDir); err != nil {
 		f.Close()
 		s.fs.Remove(path)
-		return s.rollFailed(err)
+		return s.noSpaceErr(err)
 	}
 	sg := &segment{base: base, path: path, f: f, created: time.Now()}
 	old := *s.segs.Load()
@@ -698,9 +695,10 @@ func (s *Store) rollLocked(base int64) error {
 	return nil
 }
 
-// rollFailed is the error of a roll that could not create the next
-// segment: ErrDiskFull when out of space (the next write tries again).
-func (s *Store) rollFailed(err error) error {
+// noSpaceErr is the error of a Put's own commitlog write or segment roll
+// that failed with err: out of space or quota it is ErrDiskFull and starts
+// the disk-full state (the next write tries again); anything else is err.
+func (s *Store) noSpaceErr(err error) error {
 	if !isNoSpace(err) {
 		return err
 	}
