@@ -264,7 +264,7 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 	}
 	covered := make(map[string]int32, len(tw.TopicConfigTable))
 	for name, tc := range tw.TopicConfigTable {
-		covered[name] = max(tc.ReadQueueNums, tc.WriteQueueNums)
+		covered[name] = queueCount(tc)
 	}
 	// The durable end first, then the writer's end: durable <= end.
 	durable := b.store.FlushedPhysOffset()
@@ -404,12 +404,8 @@ func (d *durability) blockWrites() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.prevHWM = st.MaxPhysOffset()
-	for _, topic := range d.b.topics.Names() {
-		tc, ok := d.b.topics.Get(topic)
-		if !ok {
-			continue
-		}
-		for q := int32(0); q < max(tc.ReadQueueNums, tc.WriteQueueNums); q++ {
+	for topic, n := range d.b.topics.QueueCounts() {
+		for q := int32(0); q < n; q++ {
 			if mx := st.MaxQueueOffset(topic, q); mx > 0 {
 				d.prevMax[queueKey{topic, q}] = mx
 			}

@@ -34,7 +34,7 @@ func (b *Broker) updateConsumerOffset(ctx context.Context, c *remoting.Conn, req
 	if !ok {
 		return errResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please! (consumer offset of group %s not stored)", h.Topic, h.ConsumerGroup))
 	}
-	if n := max(tc.ReadQueueNums, tc.WriteQueueNums); h.QueueID < 0 || h.QueueID >= n {
+	if n := queueCount(tc); h.QueueID < 0 || h.QueueID >= n {
 		return errResponse(req, remoting.SystemError, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] has %d queues (consumer offset of group %s not stored)", h.QueueID, h.Topic, n, h.ConsumerGroup))
 	}
 	if h.CommitOffset < 0 {

@@ -112,35 +112,21 @@ func (b *Broker) restorePoint() (*store.Restore, error) {
 		CommitLogStart: start,
 		Floor:          cl.Floor,
 		IndexedFrom:    cl.HWM,
-		Queues:         map[string]map[int32]store.QueueRange{},
-	}
-	for topic, qs := range cl.Queues {
-		for q, rg := range qs {
-			id, err := strconv.Atoi(q)
-			if err != nil {
-				continue
-			}
-			if r.Queues[topic] == nil {
-				r.Queues[topic] = map[int32]store.QueueRange{}
-			}
+		Queues: queueRanges(cl.Queues, func(rg queueRangeJSON) store.QueueRange {
 			mx := rg.Max
 			if !cl.Clean {
 				// Unclean loss: resume past every queue offset that may have
 				// been handed out, so none is reused.
 				mx = max(mx, rg.Reserved)
 			}
-			r.Queues[topic][int32(id)] = store.QueueRange{Min: rg.Min, Max: mx}
-		}
+			return store.QueueRange{Min: rg.Min, Max: mx}
+		}),
 	}
 	if !cl.Clean && cl.NewQueueReserved > 0 {
 		// Queues of checkpointed topics without messages at the checkpoint
 		// may have been written up to NewQueueReserved since.
-		for _, topic := range b.topics.Names() {
-			tc, ok := b.topics.Get(topic)
-			if !ok {
-				continue
-			}
-			for q := int32(0); q < max(tc.ReadQueueNums, tc.WriteQueueNums); q++ {
+		for topic, n := range b.topics.QueueCounts() {
+			for q := int32(0); q < n; q++ {
 				if _, ok := r.Queues[topic][q]; ok {
 					continue
 				}
@@ -207,22 +193,29 @@ func (b *Broker) replicaRestorePoint(cp *offsets.Checkpoint) (*store.Restore, er
 	}
 	cl, _ := b.commitLogOf(cp)
 	r := &store.Restore{Replica: true, CommitLogStart: u, Floor: min(cl.Floor, u), IndexedFrom: u,
-		Queues: map[string]map[int32]store.QueueRange{}}
-	for topic, qs := range cl.Queues {
-		for q, rg := range qs {
+		Queues: queueRanges(cl.Queues, func(rg queueRangeJSON) store.QueueRange { return store.QueueRange{Min: rg.Min} })}
+	b.log.Info("slave: the log starts at the end of the master's last uploaded segment; older offsets are read from the bucket",
+		"logStart", u, "floor", r.Floor, "queues", len(cl.Queues))
+	return r, nil
+}
+
+// queueRanges is a checkpoint's queue ranges (queue ids as JSON keys) as
+// the store's, each made by conv; a key that is no queue id is skipped.
+func queueRanges(qs map[string]map[string]queueRangeJSON, conv func(queueRangeJSON) store.QueueRange) map[string]map[int32]store.QueueRange {
+	out := map[string]map[int32]store.QueueRange{}
+	for topic, rgs := range qs {
+		for q, rg := range rgs {
 			id, err := strconv.Atoi(q)
 			if err != nil {
 				continue
 			}
-			if r.Queues[topic] == nil {
-				r.Queues[topic] = map[int32]store.QueueRange{}
+			if out[topic] == nil {
+				out[topic] = map[int32]store.QueueRange{}
 			}
-			r.Queues[topic][int32(id)] = store.QueueRange{Min: rg.Min}
+			out[topic][int32(id)] = conv(rg)
 		}
 	}
-	b.log.Info("slave: the log starts at the end of the master's last uploaded segment; older offsets are read from the bucket",
-		"logStart", u, "floor", r.Floor, "queues", len(cl.Queues))
-	return r, nil
+	return out
 }
 
 // afterRestore moves consumer offsets that point past a queue's restored

@@ -190,6 +190,21 @@ func (m *TopicConfigManager) CreateSystemTopic(topic string, queueNums int32, pe
 	return *nc, true
 }
 
+// queueCount is how many queues of tc may hold messages: the more of its
+// read and write queue numbers.
+func queueCount(tc remoting.TopicConfig) int32 { return max(tc.ReadQueueNums, tc.WriteQueueNums) }
+
+// QueueCounts returns every topic's queueCount, from one snapshot.
+func (m *TopicConfigManager) QueueCounts() map[string]int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]int32, len(m.mu.table))
+	for name, tc := range m.mu.table {
+		out[name] = queueCount(*tc)
+	}
+	return out
+}
+
 // Wrapper returns the table as sent in REGISTER_BROKER and GET_ALL_TOPIC_CONFIG.
 func (m *TopicConfigManager) Wrapper() remoting.TopicConfigSerializeWrapper {
 	t, v := m.snapshot()
