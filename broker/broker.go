@@ -21,6 +21,7 @@ import (
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/upload"
 )
 
 // Version is the RocketMQ version ordinal the broker puts in responses
@@ -170,6 +171,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	}
 	var scoped tier.Bucket
 	var replicaCP *offsets.Checkpoint // a slave's read-only view of the master's checkpoint
+	var manifest *upload.Manifest     // read by checkLocalData, reused by newTiering
 	if deps.Bucket != nil {
 		if scoped, err = tier.WithPrefix(deps.Bucket, cfg.Cluster+"/"+cfg.BrokerName); err != nil {
 			return fail(err)
@@ -186,7 +188,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			if b.dur, err = newDurability(b, scoped); err != nil {
 				return fail(err)
 			}
-			if err := b.checkLocalData(); err != nil {
+			if manifest, err = b.checkLocalData(); err != nil {
 				return fail(err)
 			}
 			if err := b.restoreMetadata(configDir, b.dur.loaded); err != nil {
@@ -213,7 +215,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	var restore *store.Restore
 	if scoped != nil {
 		fresh := b.storeIsFresh()
-		if b.tier, err = newTiering(b, scoped, deps.Registerer); err != nil {
+		if b.tier, err = newTiering(b, scoped, deps.Registerer, manifest); err != nil {
 			return fail(fmt.Errorf("broker: tiering: %w", err))
 		}
 		cold, coldIndex = b.tier.cold, b.tier

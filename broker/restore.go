@@ -239,10 +239,11 @@ func (b *Broker) afterRestore(r *store.Restore) {
 // hold messages the bucket lacks, the broker refuses to start, naming the
 // range, unless STRATAMQ_ACCEPT_LOSS is set. Lengths are never compared
 // to guess who wrote last: after a power loss an async log is legitimately
-// shorter than its page-cache end.
-func (b *Broker) checkLocalData() error {
+// shorter than its page-cache end. It returns the bucket manifest it
+// read (nil when the data dir is fresh) for newTiering.
+func (b *Broker) checkLocalData() (*upload.Manifest, error) {
 	if b.storeIsFresh() {
-		return nil
+		return nil, nil
 	}
 	d := b.dur
 	cl, haveCP := b.restoredCommitLog()
@@ -255,7 +256,7 @@ func (b *Broker) checkLocalData() error {
 	// took over may have uploaded before its first checkpoint landed.
 	m, err := b.loadManifest()
 	if err != nil {
-		return fmt.Errorf("broker: read the bucket manifest to check the local data dir against it: %w", err)
+		return nil, fmt.Errorf("broker: read the bucket manifest to check the local data dir against it: %w", err)
 	}
 	if m.Epoch > cpEpoch {
 		cpEpoch = m.Epoch
@@ -264,7 +265,7 @@ func (b *Broker) checkLocalData() error {
 	clDir := filepath.Join(b.cfg.DataDir, "store", "commitlog")
 	segs, err := localSegmentFiles(b.fs, clDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var localEnd int64
 	if n := len(segs); n > 0 {
@@ -277,23 +278,23 @@ func (b *Broker) checkLocalData() error {
 		// still be here (it was fdatasynced): a shorter log means the disk
 		// lost acknowledged data, and writing on would reuse offsets.
 		if haveCP && localEnd < cl.HWM {
-			return b.refuseOrSetAside(fmt.Sprintf("the local commitlog ends at offset %d, before the durable end %d this broker "+
+			return m, b.refuseOrSetAside(fmt.Sprintf("the local commitlog ends at offset %d, before the durable end %d this broker "+
 				"checkpointed (epoch %d): the disk lost data it had synced, and writing on would reuse offsets", localEnd, cl.HWM, prev.Epoch),
 				offsetRange{From: localEnd, To: cl.HWM}, false)
 		}
-		return nil
+		return m, nil
 	case prev == nil && (!haveCP || localEnd >= cl.HWM):
 		// A data dir from before writer.json (or a prefix without a
 		// checkpoint): as before, a log that reaches the checkpoint's end
 		// is taken to be the one that wrote it.
-		return nil
+		return m, nil
 	}
 	// Another broker wrote the prefix after this data dir did.
 	lacking := lackingRange(m, segs)
 	if lacking == nil {
-		return b.setAside(fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did, and every local segment is in the bucket", writer))
+		return m, b.setAside(fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did, and every local segment is in the bucket", writer))
 	}
-	return b.refuseOrSetAside(fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did (local epoch %d, bucket epoch %d), "+
+	return m, b.refuseOrSetAside(fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did (local epoch %d, bucket epoch %d), "+
 		"and the local commitlog holds offsets the bucket lacks", writer, epochOf(prev), cpEpoch), *lacking, true)
 }
 

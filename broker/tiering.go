@@ -80,16 +80,20 @@ type tiering struct {
 func spoolDir(dataDir string) string { return filepath.Join(dataDir, "spool") }
 
 // newTiering loads the manifest (bounded: a missing bucket must not stop
-// the broker from starting) and builds the cold reader and the uploader.
-func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer) (*tiering, error) {
+// the broker from starting) unless m, the one already read at start, is
+// given, and builds the cold reader and the uploader.
+func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer, m *upload.Manifest) (*tiering, error) {
 	t := &tiering{b: b, bucket: bucket, idxSem: make(chan struct{}, 1), readOnly: b.cfg.Role == RoleSlave}
 	t.mu.uploaded = map[int64]upload.Object{}
 	t.mu.uploadedCQ = map[string]bool{}
 	t.mu.uploadedIdx = map[int64]bool{}
 	var objs []coldread.Object
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	m, _, err := upload.LoadManifest(ctx, bucket, upload.ManifestKey(""))
-	cancel()
+	var err error
+	if m == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		m, _, err = upload.LoadManifest(ctx, bucket, upload.ManifestKey(""))
+		cancel()
+	}
 	if err != nil {
 		// The uploader keeps retrying; until then dropped segments (there
 		// are none we know of) cannot be read, and nothing is dropped.
