@@ -36,9 +36,9 @@ type WriterState struct {
 // that does not parse is an error (never silently a new identity: that
 // would look like a different broker).
 func ReadWriterState(fs vfs.FS, path string) (*WriterState, error) {
-	b, err := vfs.ReadFile(fs, path)
+	b, err := ReadFile(fs, path)
 	if err != nil {
-		return nil, fmt.Errorf("offsets: read %s: %w", path, err)
+		return nil, err
 	}
 	if b == nil {
 		return nil, nil
