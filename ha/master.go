@@ -186,8 +186,8 @@ func (m *Master) Slaves() []SlaveStatus {
 	defer m.mu.Unlock()
 	var out []SlaveStatus
 	for sc := range m.conns {
-		if sc.name == "" && sc.lastReport.IsZero() {
-			continue // no hello yet
+		if sc.lastReport.IsZero() {
+			continue // no hello yet (the hello sets it)
 		}
 		out = append(out, SlaveStatus{Remote: sc.remote, Name: sc.name, Start: sc.start, Sent: sc.sent,
 			Acked: sc.acked, Lag: max(0, end-sc.acked), LastReport: sc.lastReport})
