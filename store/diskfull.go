@@ -100,6 +100,14 @@ func (s *Store) writeFailed(err error) error {
 	return err
 }
 
+// restoredFailed handles a failed rewrite of <Dir>/restored outside the
+// flusher: writeFailed, with the file owed (the flusher writes it, then
+// the checkpoint after it). Caller holds flushMu.
+func (s *Store) restoredFailed(err error) error {
+	s.df.restoredDue = true
+	return s.writeFailed(err)
+}
+
 // owedErr is the ErrDiskFull a Put gets while flush work failed for space
 // is owed, or nil.
 func (s *Store) owedErr(free uint64) error {

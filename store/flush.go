@@ -130,11 +130,16 @@ func (s *Store) flushAllLocked() error {
 // undone on an error (files and directories to sync, the restore state,
 // the checkpoint) is remembered in s.df, so that a later round finishes
 // it.
-func (s *Store) flushRoundLocked() error {
+func (s *Store) flushRoundLocked() (err error) {
 	w := s.writePos.Load() // every record before w is already dispatched
 	if err := s.syncCommitlog(w); err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			s.df.ckDue = true // the round decided to write one and failed
+		}
+	}()
 	if s.df.dirs == nil {
 		s.df.dirs, s.df.files = map[string]bool{}, map[*cqFile]*cqueue{}
 	}
@@ -171,7 +176,6 @@ func (s *Store) flushRoundLocked() error {
 			s.df.files[f] = q
 		}
 		if err != nil {
-			s.df.ckDue = true
 			return err
 		}
 	}
@@ -182,7 +186,6 @@ func (s *Store) flushRoundLocked() error {
 		q.mu.RUnlock()
 		if !gone {
 			if err := s.fds.sync(f); err != nil {
-				s.df.ckDue = true
 				if isNoSpace(err) {
 					s.df.cqRewrite = true
 				}
@@ -201,7 +204,6 @@ func (s *Store) flushRoundLocked() error {
 	for _, d := range sorted {
 		if err := syncDir(s.fs, d); err != nil {
 			if _, serr := s.fs.Stat(d); serr == nil || !errors.Is(serr, os.ErrNotExist) {
-				s.df.ckDue = true
 				return err
 			}
 			// Removed since (DeleteTopic): nothing of it to make durable.
@@ -210,7 +212,6 @@ func (s *Store) flushRoundLocked() error {
 	}
 	if s.df.restoredDue {
 		if err := s.saveRestoredLocked(); err != nil {
-			s.df.ckDue = true
 			return err
 		}
 		s.df.restoredDue, s.df.ckDue = false, true // the checkpoint follows it
@@ -219,7 +220,6 @@ func (s *Store) flushRoundLocked() error {
 		return nil
 	}
 	if err := s.writeCheckpoint(w, marks); err != nil {
-		s.df.ckDue = true
 		return err
 	}
 	s.ckWritten, s.df.ckDue = w, false

@@ -1049,9 +1049,7 @@ func (s *Store) SetMinPhysOffset(off int64) error {
 	// Restored queues' mins live in <Dir>/restored: written before the
 	// checkpoint carrying the floor.
 	if err := s.saveRestoredLocked(); err != nil {
-		s.df.restoredDue = true // the flusher writes it, then the checkpoint
-		s.df.ckDue = true
-		return s.writeFailed(err)
+		return s.restoredFailed(err)
 	}
 	s.ckWritten = -1 // force a checkpoint carrying the floor
 	return s.flushAllLocked()
@@ -1173,9 +1171,7 @@ func (s *Store) DeleteTopic(topic string) error {
 		return err
 	}
 	if err := s.saveRestoredLocked(); err != nil {
-		s.df.restoredDue = true // the flusher writes it, then the checkpoint
-		s.df.ckDue = true
-		return s.writeFailed(err)
+		return s.restoredFailed(err)
 	}
 	// A checkpoint past the deletion keeps recovery from re-dispatching.
 	return s.flushAllLocked()
