@@ -57,6 +57,21 @@ func produceTiered(t *testing.T, b *Broker, cl *remoting.Client, topic string, n
 	return bodies
 }
 
+// readBack reads queue 0 of topic back (readAll) and fails unless every
+// message is served with its body.
+func readBack(t *testing.T, b *Broker, cl *remoting.Client, topic string, bodies [][]byte) {
+	t.Helper()
+	got, bad := readAll(t, b, cl, topic, 0, len(bodies))
+	if bad != nil {
+		t.Fatalf("read back: %d %s", bad.Code, bad.Remark)
+	}
+	for i := range bodies {
+		if !bytes.Equal(got[i], bodies[i]) {
+			t.Fatalf("message %d differs after the bucket round trip", i)
+		}
+	}
+}
+
 // readAll pulls topic/queue from offset 0 up to n messages and returns the
 // bodies, or the first non-success response.
 func readAll(t *testing.T, b *Broker, cl *remoting.Client, topic string, queue, n int) ([][]byte, *remoting.Command) {
@@ -111,15 +126,7 @@ func TestBrokerTierFaultsLoseNothing(t *testing.T) {
 			waitCond(t, 90*time.Second, "faults consumed and sealed segments uploaded and dropped", func() bool {
 				return fake.PendingHooks() == 0 && len(b.store.SealedSegments()) == 0 && b.store.LocalMinPhysOffset() > 0
 			})
-			got, bad := readAll(t, b, cl, "Faulty", 0, len(bodies))
-			if bad != nil {
-				t.Fatalf("read back: %d %s", bad.Code, bad.Remark)
-			}
-			for i := range bodies {
-				if !bytes.Equal(got[i], bodies[i]) {
-					t.Fatalf("message %d differs after the bucket round trip", i)
-				}
-			}
+			readBack(t, b, cl, "Faulty", bodies)
 		})
 	}
 }
