@@ -257,17 +257,7 @@ func TestE2EDiskFullRecovers(t *testing.T) {
 	readAll("live")
 
 	// And after a restart on the same disk.
-	if err := br.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-br.exited:
-		if err != nil {
-			t.Fatalf("graceful stop: %v\n%s", err, br.logs.String())
-		}
-	case <-time.After(40 * time.Second):
-		t.Fatal("broker did not stop")
-	}
+	br.stopClean(t, 40*time.Second)
 	br = startBinary(t, bin, env)
 	waitFor(t, 30*time.Second, "broker routed after the restart", func() bool { return routeExists(ns, "TBW102") })
 	readAll("restarted")

@@ -184,12 +184,7 @@ func TestE2EDrainTimeoutIsNotClean(t *testing.T) {
 	// The old disk comes back and uploads the tail; its stop is clean.
 	again := startBinary(t, bin, withDir(oldDir))
 	waitFor(t, 60*time.Second, "old disk routed", func() bool { return routeExists(ns, "TBW102") })
-	if err := again.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitExit(t, again, 60*time.Second); err != nil {
-		t.Fatalf("a complete drain exited %v; logs:\n%s", err, again.logs.String())
-	}
+	again.stopClean(t, 60*time.Second) // a complete drain
 
 	// Now an empty disk starts and serves every message.
 	fresh := startBinary(t, bin, withDir(t.TempDir()))

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -112,17 +111,7 @@ func TestE2EManyQueuesUnderLowFDLimit(t *testing.T) {
 	t.Logf("%d sends took %v", topics*queues, time.Since(start))
 
 	// A graceful restart on the same disk: recovery sees every queue.
-	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-srv.exited:
-		if err != nil {
-			t.Fatalf("broker exited with %v:\n%s", err, srv.logs.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("broker did not stop:\n%s", srv.logs.String())
-	}
+	srv.stopClean(t, 60*time.Second)
 	t.Logf("stopped after %v", time.Since(start))
 	srv = startBinary(t, wrapper, env)
 	waitFor(t, 60*time.Second, "restarted broker routed", func() bool {

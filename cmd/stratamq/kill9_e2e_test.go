@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +23,17 @@ type binaryServe struct {
 	exited chan error
 	logs   *syncBuffer
 	ready  time.Time // when it was seen serving (set by the test)
+}
+
+// stopClean sends b SIGTERM and fails t unless it exits cleanly within d.
+func (b *binaryServe) stopClean(t *testing.T, d time.Duration) {
+	t.Helper()
+	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitExit(t, b, d); err != nil {
+		t.Fatalf("exit after SIGTERM: %v; logs:\n%s", err, tail(b.logs.String()))
+	}
 }
 
 func buildBinary(t *testing.T) string {

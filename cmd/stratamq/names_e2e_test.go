@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -97,17 +96,7 @@ func TestE2EPathLikeTopicNamesRefused(t *testing.T) {
 	}
 	checkAll("after the deletes")
 
-	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-srv.exited:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, tail(srv.logs.String()))
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("no exit within 60 s of SIGTERM")
-	}
+	srv.stopClean(t, 60*time.Second)
 	if logs := srv.logs.String(); strings.Contains(logs, "level=ERROR") {
 		t.Errorf("errors logged:\n%s", tail(logs))
 	}
