@@ -68,3 +68,39 @@ func TestPairQueueIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestPairQueueIndexPartnerListed: with PairQueueIndex, a commitlog
+// segment whose queue index an earlier run already listed is listed at
+// once, alone (it must not wait for a partner that will never finish
+// again).
+func TestPairQueueIndexPartnerListed(t *testing.T) {
+	bucket := tier.NewMem()
+	first := newSource()
+	first.add(upload.Segment{Kind: upload.KindQueueIndex, Base: 0, Name: "idx-0"}, jsonSegment(2, 20<<10))
+	u, err := upload.New(fastConfig(bucket, first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startRun(t, u)
+	waitFor(t, "the index listed by the first run", 20*time.Second, first.allUploaded)
+	stop()
+
+	second := newSource()
+	second.add(upload.Segment{Kind: upload.KindCommitLog, Base: 0}, jsonSegment(1, 300<<10))
+	cfg := fastConfig(bucket, second)
+	cfg.PairQueueIndex = true
+	u2, err := upload.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop2 := startRun(t, u2)
+	waitFor(t, "the segment listed next to its already listed index", 20*time.Second, second.allUploaded)
+	stop2()
+	m, _, err := upload.LoadManifest(t.Context(), bucket, upload.ManifestKey("c1/broker-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.CommitLog()) != 1 || len(m.Objects) != 2 {
+		t.Fatalf("manifest %+v, want the index and its segment", m.Objects)
+	}
+}
