@@ -43,7 +43,7 @@ func (b *Broker) startHA() error {
 			return nil
 		}
 		m, err := ha.StartMaster(ha.MasterOptions{Listen: b.cfg.HAListen, Log: b.store, Epoch: b.epoch,
-			BrokerName: b.cfg.BrokerName, MaxLag: int64(b.cfg.HAMaxLag), Logger: b.log})
+			BrokerName: b.cfg.BrokerName, MaxLag: int64(b.cfg.HAMaxLag), Advertise: b.advertise, Logger: b.log})
 		if err != nil {
 			return fmt.Errorf("broker: STRATAMQ_HA_LISTEN: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/infra/loopback"
 	"github.com/stratamq/stratamq/remoting"
 )
@@ -65,7 +66,7 @@ func TestBrokerSyncMasterAcks(t *testing.T) {
 			}
 			defer c.Close()
 			hello := binary.BigEndian.AppendUint32(nil, 0x534D4841)
-			hello = binary.BigEndian.AppendUint16(hello, 1)
+			hello = binary.BigEndian.AppendUint16(hello, ha.Version)
 			hello = binary.BigEndian.AppendUint16(hello, uint16(len("broker-a")))
 			hello = append(hello, "broker-a"...)
 			hello = binary.BigEndian.AppendUint64(hello, uint64(m.Store().MaxPhysOffset()))

@@ -7,7 +7,7 @@
 // consumequeues itself), and the epoch comes from a func (the lease's
 // Epoch).
 //
-// # Protocol (version 1, all integers big-endian)
+// # Protocol (version 2, all integers big-endian)
 //
 // The slave dials the master's HA listener (STRATAMQ_HA_LISTEN, default
 // :10912) and sends a hello:
@@ -21,11 +21,19 @@
 // name is the slave's brokerName (≤ 255 bytes), maxOffset the end of its
 // local log: the master streams from there. The master answers once:
 //
-//	0        4    6      8         16        24
-//	+--------+----+------+---------+---------+
-//	| magic  |ver |status| epoch   |masterMax|
-//	|"SMHA"  |u16 | u16  | int64   | int64   |
-//	+--------+----+------+---------+---------+
+//	0        4    6      8         16        24   26        26+a
+//	+--------+----+------+---------+---------+----+---------+
+//	| magic  |ver |status| epoch   |masterMax|alen| addr(a) |
+//	|"SMHA"  |u16 | u16  | int64   | int64   |u16 | master  |
+//	+--------+----+------+---------+---------+----+---------+
+//
+// addr is the master's advertised remoting address (MasterOptions.Advertise,
+// ≤ 255 bytes, alen 0 when unset): the slave reports it in
+// SlaveState.MasterAddr, and the broker polls the master's topics, groups
+// and offsets there. Version 1 had no alen/addr (a 24-byte reply); the
+// versions do not mix: either side reads the other's version first and
+// refuses it (a slave reads 8 bytes before the rest, so a version-1
+// master's shorter reply is named for its version).
 //
 // status 0 is OK; anything else (StatusBadVersion, StatusWrongBroker,
 // StatusOffsetOutOfRange) is a refusal and the master closes the
@@ -55,7 +63,10 @@
 // IdleTimeout (20 s). Malformed input (bad magic, a size past MaxTransfer, a
 // record the appender rejects, a report out of range) closes that
 // connection only, with the reason logged; the slave redials with backoff
-// (100 ms doubling to 5 s).
+// (100 ms doubling to 5 s). Before each dial the slave asks
+// SlaveOptions.Resolve, if set, for the master's HA address (the broker
+// follows the name server's answer, or the lease holder after a failover);
+// SlaveOptions.Master is the fallback when it answers "".
 //
 // # Acks and backpressure
 //

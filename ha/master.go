@@ -32,7 +32,11 @@ type MasterOptions struct {
 	Log        Log          // required
 	Epoch      func() int64 // the lease's epoch, stamped on every transfer (nil: 0)
 	BrokerName string       // if set, a hello naming another broker is refused
-	MaxLag     int64        // WaitAcked's bound on the best slave's lag, default 256 MiB
+	// Advertise is the master's remoting address (host:port, ≤ MaxAddrLen
+	// bytes), sent in every hello reply: a slave polls its topics, groups
+	// and offsets there.
+	Advertise string
+	MaxLag    int64 // WaitAcked's bound on the best slave's lag, default 256 MiB
 	// BatchSize bounds a transfer's body (and the per-slave buffer), default
 	// 256 KiB; a single bigger record is sent whole.
 	BatchSize         int
@@ -48,6 +52,9 @@ func (o MasterOptions) withDefaults() (MasterOptions, error) {
 	}
 	if o.Listen == "" {
 		o.Listen = DefaultListen
+	}
+	if len(o.Advertise) > MaxAddrLen {
+		return o, fmt.Errorf("ha: MasterOptions.Advertise of %d bytes (limit %d)", len(o.Advertise), MaxAddrLen)
 	}
 	if o.Epoch == nil {
 		o.Epoch = func() int64 { return 0 }
@@ -277,7 +284,7 @@ func (m *Master) session(sc *slaveConn) error {
 		return fmt.Errorf("reading hello: %w", err)
 	}
 	end := m.opts.Log.MaxPhysOffset()
-	r := reply{status: StatusOK, epoch: m.opts.Epoch(), masterMax: end}
+	r := reply{status: StatusOK, epoch: m.opts.Epoch(), masterMax: end, advertise: m.opts.Advertise}
 	var refuse error
 	switch {
 	case h.version != Version:

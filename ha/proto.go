@@ -11,10 +11,11 @@ import (
 // Wire constants (doc.go).
 const (
 	Magic        = uint32(0x534D4841) // "SMHA"
-	Version      = uint16(1)
+	Version      = uint16(2)          // 2: the hello reply carries the master's advertised address
 	MaxNameLen   = 255
-	helloFixed   = 16 // magic, version, name length, maxOffset
-	replyLen     = 24
+	MaxAddrLen   = 255 // the reply's advertised address
+	helloFixed   = 16  // magic, version, name length, maxOffset
+	replyLen     = 26  // the fixed part: magic, version, status, epoch, masterMax, address length
 	reportLen    = 8
 	headerLen    = 28
 	maxRecordLen = 64 << 20 // sanity bound on a record's TOTALSIZE read from the log
@@ -112,6 +113,7 @@ type reply struct {
 	status    uint16
 	epoch     int64
 	masterMax int64
+	advertise string // the master's advertised remoting address ("" when not set)
 }
 
 func appendReply(dst []byte, r reply) []byte {
@@ -119,12 +121,16 @@ func appendReply(dst []byte, r reply) []byte {
 	dst = binary.BigEndian.AppendUint16(dst, Version)
 	dst = binary.BigEndian.AppendUint16(dst, r.status)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(r.epoch))
-	return binary.BigEndian.AppendUint64(dst, uint64(r.masterMax))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(r.masterMax))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.advertise)))
+	return append(dst, r.advertise...)
 }
 
 func readReply(r io.Reader) (reply, error) {
 	var b [replyLen]byte
-	if _, err := io.ReadFull(r, b[:]); err != nil {
+	// The first 8 bytes alone, so a version-1 master's shorter reply is
+	// named for its version, not as a short read.
+	if _, err := io.ReadFull(r, b[:8]); err != nil {
 		return reply{}, err
 	}
 	if m := binary.BigEndian.Uint32(b[:]); m != Magic {
@@ -133,11 +139,26 @@ func readReply(r io.Reader) (reply, error) {
 	if v := binary.BigEndian.Uint16(b[4:]); v != Version {
 		return reply{}, fmt.Errorf("%w: master speaks version %d, want %d", ErrProtocol, v, Version)
 	}
-	return reply{
+	if _, err := io.ReadFull(r, b[8:]); err != nil {
+		return reply{}, err
+	}
+	rp := reply{
 		status:    binary.BigEndian.Uint16(b[6:]),
 		epoch:     int64(binary.BigEndian.Uint64(b[8:])),
 		masterMax: int64(binary.BigEndian.Uint64(b[16:])),
-	}, nil
+	}
+	n := int(binary.BigEndian.Uint16(b[24:]))
+	if n > MaxAddrLen {
+		return reply{}, fmt.Errorf("%w: reply address of %d bytes (limit %d)", ErrProtocol, n, MaxAddrLen)
+	}
+	if n > 0 {
+		a := make([]byte, n)
+		if _, err := io.ReadFull(r, a); err != nil {
+			return reply{}, err
+		}
+		rp.advertise = string(a)
+	}
+	return rp, nil
 }
 
 type header struct {

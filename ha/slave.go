@@ -22,7 +22,13 @@ const (
 
 // SlaveOptions configure a Slave. Zero fields take the defaults.
 type SlaveOptions struct {
-	Master     string   // the master's HA address (required)
+	// Master is the master's HA address: required unless Resolve is set,
+	// and the fallback when Resolve answers "".
+	Master string
+	// Resolve, if set, is called before each dial; a non-empty answer is
+	// the address dialled (e.g. the lease holder's, or the one the name
+	// server reported).
+	Resolve    func() string
 	BrokerName string   // sent in the hello
 	Log        Appender // required
 	// MinEpoch is the lowest epoch accepted (e.g. the one this data dir
@@ -37,8 +43,8 @@ type SlaveOptions struct {
 }
 
 func (o SlaveOptions) withDefaults() (SlaveOptions, error) {
-	if o.Log == nil || o.Master == "" {
-		return o, errors.New("ha: SlaveOptions.Master and Log are required")
+	if o.Log == nil || (o.Master == "" && o.Resolve == nil) {
+		return o, errors.New("ha: SlaveOptions.Log and Master (or Resolve) are required")
 	}
 	if len(o.BrokerName) > MaxNameLen {
 		return o, fmt.Errorf("ha: broker name of %d bytes (limit %d)", len(o.BrokerName), MaxNameLen)
@@ -67,6 +73,8 @@ func (o SlaveOptions) withDefaults() (SlaveOptions, error) {
 // SlaveState is a slave's replication state, for metrics.
 type SlaveState struct {
 	Connected    bool
+	Dialed       string    // the HA address of the current (or last) connection
+	MasterAddr   string    // the master's advertised remoting address, from its last hello reply
 	Epoch        int64     // highest master epoch seen
 	Acked        int64     // the offset last reported to the master
 	MasterMax    int64     // the master's end of log, from its last transfer
@@ -90,14 +98,14 @@ type Slave struct {
 	epoch atomic.Int64 // highest master epoch seen
 }
 
-// StartSlave starts following opts.Master.
+// StartSlave starts following opts.Master (or where opts.Resolve points).
 func StartSlave(opts SlaveOptions) (*Slave, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Slave{opts: o, log: o.Logger.With("component", "ha-slave", "master", o.Master), cancel: cancel, done: make(chan struct{})}
+	s := &Slave{opts: o, log: o.Logger.With("component", "ha-slave"), cancel: cancel, done: make(chan struct{})}
 	s.epoch.Store(o.MinEpoch)
 	go s.run(ctx)
 	return s, nil
@@ -140,7 +148,7 @@ func (s *Slave) run(ctx context.Context) {
 		if progressed {
 			backoff = s.opts.MinBackoff
 		}
-		s.log.Warn("ha: replication connection ended; redialing", "err", err, "backoff", backoff)
+		s.log.Warn("ha: replication connection ended; redialing", "master", s.State().Dialed, "err", err, "backoff", backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
@@ -155,8 +163,20 @@ func (s *Slave) run(ctx context.Context) {
 // session runs one connection; progressed reports whether it got past the
 // hello.
 func (s *Slave) session(ctx context.Context) (progressed bool, err error) {
+	addr := s.opts.Master
+	if s.opts.Resolve != nil {
+		if a := s.opts.Resolve(); a != "" {
+			addr = a
+		}
+	}
+	if addr == "" {
+		return false, errors.New("no master address known yet (SlaveOptions.Resolve answered none and Master is empty)")
+	}
+	s.mu.Lock()
+	s.st.Dialed = addr
+	s.mu.Unlock()
 	d := net.Dialer{Timeout: s.opts.IdleTimeout}
-	c, err := d.DialContext(ctx, "tcp", s.opts.Master)
+	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return false, err
 	}
@@ -182,11 +202,12 @@ func (s *Slave) session(ctx context.Context) (progressed bool, err error) {
 	}
 	s.mu.Lock()
 	s.st.Connected, s.st.Sessions, s.st.Acked, s.st.MasterMax = true, s.st.Sessions+1, pos, r.masterMax
+	s.st.MasterAddr = r.advertise
 	if pos >= r.masterMax {
 		s.st.LastCaughtUp = time.Now()
 	}
 	s.mu.Unlock()
-	s.log.Info("ha: following the master", "offset", pos, "masterMax", r.masterMax, "epoch", r.epoch)
+	s.log.Info("ha: following the master", "master", addr, "masterAddr", r.advertise, "offset", pos, "masterMax", r.masterMax, "epoch", r.epoch)
 
 	var acked atomic.Int64
 	acked.Store(pos)
