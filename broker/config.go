@@ -56,6 +56,9 @@ type Config struct {
 	HAMaster  string        `env:"HA_MASTER" help:"slave: the master's HA address (host:port)"`
 	HAMaxLag  bytesize.Size `env:"HA_MAX_LAG" envDefault:"256MiB" help:"sync_master: SLAVE_NOT_AVAILABLE while the best slave lags more than this"`
 	HATimeout time.Duration `env:"HA_ACK_TIMEOUT" envDefault:"5s" help:"sync_master: FLUSH_SLAVE_TIMEOUT when no slave acknowledged a send within this long"`
+	// Slave reads (read_suggest.go): suggestWhichBrokerId.
+	SlaveReadEnable bool          `env:"SLAVE_READ_ENABLE" help:"master: send a consumer that lags (its pull read from the bucket, or more than STRATAMQ_SLAVE_READ_LAG behind) to a caught-up slave (suggestWhichBrokerId); slave: keep such a consumer until it caught up. Off: the master always suggests itself (RocketMQ's slaveReadEnable)"`
+	SlaveReadLag    bytesize.Size `env:"SLAVE_READ_LAG" help:"with STRATAMQ_SLAVE_READ_ENABLE: a pull this many log bytes behind the end lags too (0 = only pulls served from the bucket)"`
 
 	// Not from the environment: set by tests and by serve.
 	RegisterInterval time.Duration `env:"-"` // default 30s
@@ -220,6 +223,9 @@ func (c Config) Validate() error {
 	}
 	if c.HAMaxLag < 0 || c.HATimeout < 0 {
 		return fmt.Errorf("STRATAMQ_HA_MAX_LAG and STRATAMQ_HA_ACK_TIMEOUT must not be negative")
+	}
+	if c.SlaveReadLag < 0 {
+		return fmt.Errorf("STRATAMQ_SLAVE_READ_LAG=%s: want >= 0", c.SlaveReadLag)
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("STRATAMQ_LISTEN=%q: %v", c.Listen, err)

@@ -57,6 +57,11 @@
 //	                           it within STRATAMQ_HA_ACK_TIMEOUT (with flush=sync the wait runs on
 //	                           a goroutine of its own, off the flusher); a slave runs ha.Slave
 //	                           into its store from STRATAMQ_HA_MASTER
+//	read_suggest.go            suggestWhichBrokerId of every pull answer: with
+//	                           STRATAMQ_SLAVE_READ_ENABLE a master sends a lagging pull (read from
+//	                           the bucket, or past STRATAMQ_SLAVE_READ_LAG behind) to a connected,
+//	                           caught-up slave; a slave sends a caught-up consumer back (0) while
+//	                           its HA stream is up and keeps every consumer once its master is gone
 //	slave with a bucket        no durability (no lease, checkpoint) and a read-only tiering
 //	                           (tiering.readOnly: cold reader and cold index over the manifest
 //	                           read at start; the uploader is never run, nothing sealed,

@@ -37,6 +37,7 @@ func (b *Broker) startHA() error {
 			return fmt.Errorf("broker: STRATAMQ_ROLE=slave: %w", err)
 		}
 		b.ha.slave = s
+		b.metrics.WatchHASlave(func() int64 { return s.State().Received })
 		b.log.Info("following the master's HA stream", "haMaster", b.cfg.HAMaster)
 	default:
 		if b.cfg.HAListen == "" {

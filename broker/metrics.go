@@ -21,6 +21,8 @@ type Metrics struct {
 	// in and out cache each topic's children (topic → *topicCounters), so
 	// a send does not hash its label on every message.
 	in, out sync.Map
+
+	haRecv haReceived // stratamq_ha_received_bytes_total (WatchHASlave)
 }
 
 type topicCounters struct{ msgs, bytes prometheus.Counter }
@@ -96,4 +98,38 @@ func (m *Metrics) WatchServer(server string, s *remoting.Server) {
 			Help: "Bytes of requests being read or waiting to be handled (bounded by STRATAMQ_MAX_READ_MEMORY)."},
 			func() float64 { return float64(s.Stats().ReadMemory) }),
 	)
+}
+
+// haReceived sums the bytes the slaves this broker ran received over HA
+// (each ha.Slave counts from 0).
+type haReceived struct {
+	once sync.Once
+	mu   sync.Mutex
+	done int64        // bytes of the slaves replaced
+	cur  func() int64 // the running slave's count
+}
+
+// WatchHASlave exports stratamq_ha_received_bytes_total, the commitlog
+// bytes received over HA, from received (the running ha.Slave's count; a
+// later call replaces it and keeps what was counted).
+func (m *Metrics) WatchHASlave(received func() int64) {
+	if m == nil {
+		return
+	}
+	h := &m.haRecv
+	h.mu.Lock()
+	if h.cur != nil {
+		h.done += h.cur()
+	}
+	h.cur = received
+	h.mu.Unlock()
+	h.once.Do(func() {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "stratamq_ha_received_bytes_total",
+			Help: "Commitlog bytes a slave received over HA (a slave booted from the bucket receives only the tail)."},
+			func() float64 {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				return float64(h.done + h.cur())
+			}))
+	})
 }

@@ -106,7 +106,7 @@ func (b *Broker) doPull(ctx context.Context, c *remoting.Conn, req *remoting.Com
 		"nextBeginOffset":      strconv.FormatInt(res.NextBeginOffset, 10),
 		"minOffset":            strconv.FormatInt(res.MinOffset, 10),
 		"maxOffset":            strconv.FormatInt(res.MaxOffset, 10),
-		"suggestWhichBrokerId": "0",
+		"suggestWhichBrokerId": strconv.FormatInt(b.suggestBroker(g, res), 10), // read_suggest.go
 	}
 	if code == remoting.Success {
 		resp.BodyParts = res.Records
