@@ -70,6 +70,7 @@ type Broker struct {
 
 	ha       haState                   // HA listener or slave stream (Run starts it)
 	haMaster atomic.Pointer[ha.Master] // ha.master while it runs: the store's dispatch hook and sync_master read it
+	hastat   haStatusState             // ha_status.go: what HAStatus reads besides ha and haMaster; the failover count
 
 	dirLock     io.Closer // exclusive lock on <DataDir>/lock while the broker is open
 	registerNow chan struct{}
@@ -288,6 +289,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	}
 	b.nsClient = remoting.NewClient(remoting.ClientConfig{DialTimeout: 3 * time.Second, Logger: b.log})
 	b.handlers = b.handlerTable()
+	b.initHAStatus(deps.Metrics)
 	return b, nil
 }
 

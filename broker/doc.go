@@ -62,6 +62,16 @@
 //	                           the bucket, or past STRATAMQ_SLAVE_READ_LAG behind) to a connected,
 //	                           caught-up slave; a slave sends a caught-up consumer back (0) while
 //	                           its HA stream is up and keeps every consumer once its master is gone
+//	ha_status.go               HAStatus (issue 10 item 6): role, epoch, failover count
+//	                           (countFailover), per-slave or slave-side lag in bytes and time
+//	                           (defined there), read on demand from ha.Master.Slaves and
+//	                           ha.Slave.State; served as GET_BROKER_HA_STATUS (907, body
+//	                           HAStatusJSON: HAStatus plus RocketMQ's HARuntimeInfo fields), GET
+//	                           /ha and the stratamq_ha_* series (Metrics.WatchHA, at scrape time)
+//	rc880_promote_demote.go    StrataMQ's own admin codes (a private range RocketMQ does not use,
+//	                           880000-880999): STRATAMQ_PROMOTE_BROKER (880001) and
+//	                           STRATAMQ_DEMOTE_BROKER (880002) call Promote and Demote
+//	                           (failover.go) and answer their error as a SYSTEM_ERROR remark
 //	slave with a bucket        no durability (no lease, checkpoint) and a read-only tiering
 //	                           (tiering.readOnly: cold reader and cold index over the manifest
 //	                           read at start; the uploader is never run, nothing sealed,

@@ -38,6 +38,7 @@ func (b *Broker) startHA() error {
 		}
 		b.ha.slave = s
 		b.metrics.WatchHASlave(func() int64 { return s.State().Received })
+		b.hastat.slave.Store(s)
 		b.log.Info("following the master's HA stream", "haMaster", b.cfg.HAMaster)
 	default:
 		if b.cfg.HAListen == "" {

@@ -33,6 +33,9 @@ func (b *Broker) handlerTable() map[remoting.RequestCode]handlerFunc {
 		remoting.UpdateAndCreateSubscriptionGroup: b.updateAndCreateSubscriptionGroup,
 		remoting.GetAllSubscriptionGroupConfig:    b.getAllSubscriptionGroupConfig,
 		remoting.DeleteTopicInBroker:              b.deleteTopicInBroker,
+		remoting.GetBrokerHAStatus:                b.getBrokerHAStatus,
+		remoting.PromoteBroker:                    b.promoteBroker,
+		remoting.DemoteBroker:                     b.demoteBroker,
 	}
 }
 
@@ -50,7 +53,8 @@ func classify(code remoting.RequestCode) remoting.PoolClass {
 	case remoting.HeartBeat, remoting.UnregisterClient:
 		return remoting.PoolHeartbeat
 	case remoting.UpdateAndCreateTopic, remoting.DeleteTopicInBroker, remoting.GetAllTopicConfig,
-		remoting.UpdateAndCreateSubscriptionGroup, remoting.GetAllSubscriptionGroupConfig, remoting.GetAllConsumerOffset:
+		remoting.UpdateAndCreateSubscriptionGroup, remoting.GetAllSubscriptionGroupConfig, remoting.GetAllConsumerOffset,
+		remoting.GetBrokerHAStatus, remoting.PromoteBroker, remoting.DemoteBroker:
 		return remoting.PoolAdmin
 	}
 	return remoting.PoolDefault

@@ -133,3 +133,77 @@ func (m *Metrics) WatchHASlave(received func() int64) {
 			}))
 	})
 }
+
+// WatchHA exports the broker's HA status, read from status at each scrape
+// (so every series exists from the start, before any traffic):
+// stratamq_ha_role{role} (1 for the current role, 0 for the others),
+// stratamq_ha_epoch, stratamq_ha_failovers_total,
+// stratamq_ha_peers_connected (a master's connected slaves; 1 while a
+// slave's stream is up), and stratamq_ha_replication_lag_bytes and
+// _seconds{peer} (on a master one per connected slave, peer its address;
+// on a slave one, peer its master's HA address). HAStatus defines the lag
+// in time.
+func (m *Metrics) WatchHA(status func() HAStatus) {
+	if m == nil {
+		return
+	}
+	m.reg.MustRegister(haCollector{status})
+}
+
+var (
+	haRoleDesc = prometheus.NewDesc("stratamq_ha_role",
+		"The broker's HA role: 1 for the role it plays now, 0 for the others.", []string{"role"}, nil)
+	haEpochDesc = prometheus.NewDesc("stratamq_ha_epoch",
+		"A master's lease epoch (0 without a bucket); on a slave the highest master epoch seen.", nil, nil)
+	haFailoversDesc = prometheus.NewDesc("stratamq_ha_failovers_total",
+		"Role changes since start: failover promotions and demotions, admin promote/demote.", nil, nil)
+	haPeersDesc = prometheus.NewDesc("stratamq_ha_peers_connected",
+		"A master's connected slaves; on a slave 1 while its stream from the master is up.", nil, nil)
+	haLagBytesDesc = prometheus.NewDesc("stratamq_ha_replication_lag_bytes",
+		"Commitlog bytes a slave lacks: per slave on a master (peer: its address), on a slave (peer: the master).",
+		[]string{"peer"}, nil)
+	haLagSecondsDesc = prometheus.NewDesc("stratamq_ha_replication_lag_seconds",
+		"A master: age of the oldest byte the slave has not acknowledged; a slave: time since it last held the master's end.",
+		[]string{"peer"}, nil)
+)
+
+var haRoles = []string{RoleAsyncMaster, RoleSyncMaster, RoleSlave}
+
+type haCollector struct{ status func() HAStatus }
+
+func (haCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{haRoleDesc, haEpochDesc, haFailoversDesc, haPeersDesc, haLagBytesDesc, haLagSecondsDesc} {
+		ch <- d
+	}
+}
+
+func (c haCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.status()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, r := range haRoles {
+		v := 0.0
+		if r == st.Role {
+			v = 1
+		}
+		gauge(haRoleDesc, v, r)
+	}
+	gauge(haEpochDesc, float64(st.Epoch))
+	ch <- prometheus.MustNewConstMetric(haFailoversDesc, prometheus.CounterValue, float64(st.Failovers))
+	if f := st.Follow; f != nil {
+		up := 0.0
+		if f.Connected {
+			up = 1
+		}
+		gauge(haPeersDesc, up)
+		gauge(haLagBytesDesc, float64(f.LagBytes), f.MasterAddr)
+		gauge(haLagSecondsDesc, f.LagSeconds, f.MasterAddr)
+		return
+	}
+	gauge(haPeersDesc, float64(len(st.Slaves)))
+	for _, s := range st.Slaves {
+		gauge(haLagBytesDesc, float64(s.LagBytes), s.Addr)
+		gauge(haLagSecondsDesc, s.LagSeconds, s.Addr)
+	}
+}

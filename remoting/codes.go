@@ -74,9 +74,15 @@ const (
 	QueryAssignment                  RequestCode = 400
 	SetMessageRequestMode            RequestCode = 401
 	BrokerHeartbeat                  RequestCode = 904
+	GetBrokerHAStatus                RequestCode = 907
 	PopMessage                       RequestCode = 200050
 	AckMessage                       RequestCode = 200051
 	ChangeMessageInvisibleTime       RequestCode = 200053
+
+	// StrataMQ's own admin codes, in a private range RocketMQ does not use
+	// (880000-880999; RocketMQ's highest are the 2000xx pop codes).
+	PromoteBroker RequestCode = 880001 // admin promote: a slave takes the lease and becomes master
+	DemoteBroker  RequestCode = 880002 // admin demote: a master hands the lease over and rejoins as a slave
 )
 
 var requestCodeNames = map[RequestCode]string{
@@ -146,6 +152,9 @@ var requestCodeNames = map[RequestCode]string{
 	QueryAssignment:                  "QUERY_ASSIGNMENT",
 	SetMessageRequestMode:            "SET_MESSAGE_REQUEST_MODE",
 	BrokerHeartbeat:                  "BROKER_HEARTBEAT",
+	GetBrokerHAStatus:                "GET_BROKER_HA_STATUS",
+	PromoteBroker:                    "STRATAMQ_PROMOTE_BROKER",
+	DemoteBroker:                     "STRATAMQ_DEMOTE_BROKER",
 	PopMessage:                       "POP_MESSAGE",
 	AckMessage:                       "ACK_MESSAGE",
 	ChangeMessageInvisibleTime:       "CHANGE_MESSAGE_INVISIBLETIME",
@@ -164,7 +173,8 @@ func (c RequestCode) Retriable() bool {
 	switch c {
 	case SendMessage, SendMessageV2, SendBatchMessage, SendReplyMessage, SendReplyMessageV2,
 		ConsumerSendMsgBack, EndTransaction, PullMessage, LitePullMessage, PopMessage,
-		AckMessage, ChangeMessageInvisibleTime, PushReplyMessageToClient, ConsumeMessageDirectly:
+		AckMessage, ChangeMessageInvisibleTime, PushReplyMessageToClient, ConsumeMessageDirectly,
+		PromoteBroker, DemoteBroker:
 		return false
 	}
 	_, known := requestCodeNames[c]
