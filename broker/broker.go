@@ -330,6 +330,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	if b.dur != nil {
 		loops = append(loops, b.dur.run)
 	}
+	if b.cfg.Role == RoleSlave {
+		loops = append(loops, b.slaveFollow) // slave_follow.go
+	}
 	for _, f := range loops {
 		wg.Add(1)
 		go func(f func(context.Context)) {

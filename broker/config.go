@@ -59,6 +59,8 @@ type Config struct {
 	// Slave reads (read_suggest.go): suggestWhichBrokerId.
 	SlaveReadEnable bool          `env:"SLAVE_READ_ENABLE" help:"master: send a consumer that lags (its pull read from the bucket, or more than STRATAMQ_SLAVE_READ_LAG behind) to a caught-up slave (suggestWhichBrokerId); slave: keep such a consumer until it caught up. Off: the master always suggests itself (RocketMQ's slaveReadEnable)"`
 	SlaveReadLag    bytesize.Size `env:"SLAVE_READ_LAG" help:"with STRATAMQ_SLAVE_READ_ENABLE: a pull this many log bytes behind the end lags too (0 = only pulls served from the bucket)"`
+	// A serving slave (slave_follow.go).
+	HASyncInterval time.Duration `env:"HA_SYNC_INTERVAL" envDefault:"3s" help:"slave: how often it pushes offsets committed to it to the master, copies the master's topics, groups and consumer offsets, and (with a bucket) reloads the master's manifest to drop local segments it lists"`
 
 	// Not from the environment: set by tests and by serve.
 	RegisterInterval time.Duration `env:"-"` // default 30s
@@ -156,6 +158,9 @@ func (c Config) withDefaults() Config {
 	if c.HATimeout == 0 {
 		c.HATimeout = 5 * time.Second
 	}
+	if c.HASyncInterval == 0 {
+		c.HASyncInterval = 3 * time.Second
+	}
 	// LocalRetention 0 is meaningful (drop right after upload): no default here.
 	if c.MaxHold == 0 {
 		c.MaxHold = 25 * time.Second
@@ -212,14 +217,20 @@ func (c Config) Validate() error {
 			}
 		}
 	case RoleSlave:
-		if _, _, err := net.SplitHostPort(c.HAMaster); err != nil {
-			return fmt.Errorf("STRATAMQ_HA_MASTER=%q: a slave needs its master's HA address: %v", c.HAMaster, err)
+		// Without STRATAMQ_HA_MASTER the name servers name the master.
+		if c.HAMaster != "" || len(c.NameServers()) == 0 {
+			if _, _, err := net.SplitHostPort(c.HAMaster); err != nil {
+				return fmt.Errorf("STRATAMQ_HA_MASTER=%q: a slave needs its master's HA address (or STRATAMQ_NAMESRV, whose answer names it): %v", c.HAMaster, err)
+			}
 		}
 		if c.BrokerID == 0 {
 			return fmt.Errorf("STRATAMQ_ROLE=slave with STRATAMQ_BROKER_ID=0: a slave's broker id is 1 or more")
 		}
 	default:
 		return fmt.Errorf("STRATAMQ_ROLE=%q: want async_master, sync_master or slave", c.Role)
+	}
+	if c.HASyncInterval < 0 {
+		return fmt.Errorf("STRATAMQ_HA_SYNC_INTERVAL=%s: want > 0", c.HASyncInterval)
 	}
 	if c.HAMaxLag < 0 || c.HATimeout < 0 {
 		return fmt.Errorf("STRATAMQ_HA_MAX_LAG and STRATAMQ_HA_ACK_TIMEOUT must not be negative")

@@ -56,7 +56,17 @@
 //	                           SLAVE_NOT_AVAILABLE (11), send header kept, unless a slave acked
 //	                           it within STRATAMQ_HA_ACK_TIMEOUT (with flush=sync the wait runs on
 //	                           a goroutine of its own, off the flusher); a slave runs ha.Slave
-//	                           into its store from STRATAMQ_HA_MASTER
+//	                           into its store from STRATAMQ_HA_MASTER, or the HA address the
+//	                           name servers' REGISTER_BROKER answer names (Resolve); a master
+//	                           registers its advertised host with its HA port as haServerAddr
+//	slave_follow.go            a serving slave: every STRATAMQ_HA_SYNC_INTERVAL push the offsets
+//	                           committed to it (UPDATE_CONSUMER_OFFSET, accepted on a slave) to
+//	                           the master, then mirror the master's topics (deleted ones with
+//	                           their data and offsets), groups and offsets (GET_ALL_*, 21/201/43)
+//	                           from the remoting address its HA hello reply (else the name
+//	                           server) names, never overwriting an offset not pushed yet; with a
+//	                           bucket, reload the master's manifest into the cold reader and let
+//	                           local retention drop segments inside its indexed prefix
 //	read_suggest.go            suggestWhichBrokerId of every pull answer: with
 //	                           STRATAMQ_SLAVE_READ_ENABLE a master sends a lagging pull (read from
 //	                           the bucket, or past STRATAMQ_SLAVE_READ_LAG behind) to a connected,
@@ -74,22 +84,23 @@
 //	                           (failover.go) and answer their error as a SYSTEM_ERROR remark
 //	slave with a bucket        no durability (no lease, checkpoint) and a read-only tiering
 //	                           (tiering.readOnly: cold reader and cold index over the manifest
-//	                           read at start; the uploader is never run, nothing sealed,
-//	                           dropped, uploaded or deleted); the checkpoint is read, never
-//	                           loaded for writing (topics, groups, offsets on a fresh data dir;
-//	                           floor and queue minima); the store always opens with a replica
-//	                           restore at U = the end of the contiguous prefix of commitlog
-//	                           objects listed with their queue index (restore.go
-//	                           replicaRestorePoint): it keeps a log that reaches U and drops
-//	                           one that lags it; sends and send-backs are refused NO_PERMISSION
+//	                           read at start, then as slave_follow.go reloads it; the uploader
+//	                           is never run, nothing sealed, uploaded or deleted in the bucket,
+//	                           local segments dropped only by slave_follow.go's retention);
+//	                           the checkpoint is read, never loaded for writing (topics,
+//	                           groups, offsets on a fresh data dir; floor and queue minima);
+//	                           the store always opens with a replica restore at U = the end of
+//	                           the contiguous prefix of commitlog objects listed with their
+//	                           queue index (restore.go replicaRestorePoint): it keeps a log
+//	                           that reaches U and drops one that lags it; sends and send-backs are refused NO_PERMISSION
 //
 // # Goroutines
 //
 // Run owns every goroutine the broker starts (the remoting server, the
 // hold-service checker, the registrar, the client-expiry scanner, the
-// config flusher, the HA master or slave) and returns after they have all
-// exited (a sync_master ack wait off the flusher ends once the HA master
-// stops).
+// config flusher, the HA master or slave, a slave's sync loop) and
+// returns after they have all exited (a sync_master ack wait off the
+// flusher ends once the HA master stops).
 //
 // # Shutdown order
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/remoting"
@@ -16,6 +17,7 @@ import (
 type haState struct {
 	master *ha.Master // nil unless a master with an HA listener
 	slave  *ha.Slave  // nil unless STRATAMQ_ROLE=slave
+	follow *follower  // nil unless STRATAMQ_ROLE=slave (slave_follow.go)
 }
 
 // onDispatch is the store's OnDispatch hook: wake held pulls, and the HA
@@ -31,15 +33,20 @@ func (b *Broker) onDispatch(topic string, queueID int32, queueOffset int64, tags
 func (b *Broker) startHA() error {
 	switch b.cfg.Role {
 	case RoleSlave:
-		s, err := ha.StartSlave(ha.SlaveOptions{Master: b.cfg.HAMaster, BrokerName: b.cfg.BrokerName, Log: b.store,
-			MaxTransfer: max(ha.DefaultMaxTransfer, int(b.cfg.MaxMessageSize)+1<<20), Logger: b.log})
+		b.ha.follow = newFollower()
+		s, err := ha.StartSlave(ha.SlaveOptions{Master: b.cfg.HAMaster, Resolve: b.resolveHAMaster, BrokerName: b.cfg.BrokerName,
+			Log: b.store, MaxTransfer: max(ha.DefaultMaxTransfer, int(b.cfg.MaxMessageSize)+1<<20), Logger: b.log})
 		if err != nil {
 			return fmt.Errorf("broker: STRATAMQ_ROLE=slave: %w", err)
 		}
 		b.ha.slave = s
 		b.metrics.WatchHASlave(func() int64 { return s.State().Received })
 		b.hastat.slave.Store(s)
-		b.log.Info("following the master's HA stream", "haMaster", b.cfg.HAMaster)
+		if b.cfg.HAMaster != "" {
+			b.log.Info("following the master's HA stream", "haMaster", b.cfg.HAMaster)
+		} else {
+			b.log.Info("following the master's HA stream at the address the name server reports", "namesrv", b.cfg.Namesrv)
+		}
 	default:
 		if b.cfg.HAListen == "" {
 			return nil
@@ -73,6 +80,25 @@ func (b *Broker) HAAddr() string {
 		return ""
 	}
 	return b.ha.master.Addr().String()
+}
+
+// haServerAddr is the HA address registered with the name servers (their
+// answer to a slave names it): the advertised host with the HA listener's
+// port; "" without a listener.
+func (b *Broker) haServerAddr() string {
+	m := b.haMaster.Load()
+	if m == nil {
+		return ""
+	}
+	_, port, err := net.SplitHostPort(m.Addr().String())
+	if err != nil {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(b.advertise)
+	if err != nil {
+		return ""
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // epoch is the lease's epoch (0 without a bucket), stamped on HA transfers.

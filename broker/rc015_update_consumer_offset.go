@@ -24,7 +24,8 @@ func (b *Broker) updateConsumerOffset(ctx context.Context, c *remoting.Conn, req
 	if err := h.Decode(req.ExtFields); err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
-	if b.cfg.BrokerID != 0 {
+	f := b.ha.follow // a serving slave takes offsets and pushes them to its master (slave_follow.go)
+	if b.cfg.BrokerID != 0 && f == nil {
 		return errResponse(req, remoting.NoPermission, "a slave does not take consumer offsets")
 	}
 	if r := badTopicAndGroup(req, h.Topic, h.ConsumerGroup); r != nil {
@@ -39,6 +40,9 @@ func (b *Broker) updateConsumerOffset(ctx context.Context, c *remoting.Conn, req
 	}
 	if h.CommitOffset < 0 {
 		return remoting.NewResponse(req, remoting.Success, fmt.Sprintf("offset %d not stored: only offsets >= 0 are kept", h.CommitOffset))
+	}
+	if f != nil {
+		f.committed(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset) // before the table takes it
 	}
 	b.offsets.Commit(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
 	return remoting.NewResponse(req, remoting.Success, "")

@@ -24,6 +24,10 @@ func (b *Broker) registrar(ctx context.Context) {
 	}
 	t := time.NewTicker(b.cfg.RegisterInterval)
 	defer t.Stop()
+	// A slave that learns its master from the name servers asks again
+	// every STRATAMQ_HA_SYNC_INTERVAL until an answer names the master.
+	retry := time.NewTicker(min(b.cfg.RegisterInterval, b.cfg.HASyncInterval))
+	defer retry.Stop()
 	b.registerAll(ctx)
 	for {
 		select {
@@ -31,6 +35,10 @@ func (b *Broker) registrar(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-b.registerNow:
+		case <-retry.C:
+			if f := b.ha.follow; f == nil || b.cfg.HAMaster != "" || loadStr(&f.nsHA) != "" {
+				continue
+			}
 		}
 		b.registerAll(ctx)
 	}
@@ -47,7 +55,7 @@ func (b *Broker) registerAll(ctx context.Context) {
 	}
 	h := remoting.RegisterBrokerRequestHeader{
 		BrokerName: b.cfg.BrokerName, BrokerAddr: b.advertise, ClusterName: b.cfg.Cluster,
-		HAServerAddr: b.advertise, BrokerID: b.cfg.BrokerID,
+		HAServerAddr: b.haServerAddr(), BrokerID: b.cfg.BrokerID,
 	}
 	for _, ns := range b.cfg.NameServers() {
 		req := remoting.NewRequest(remoting.RegisterBroker, h.Encode(), body)
@@ -61,6 +69,13 @@ func (b *Broker) registerAll(ctx context.Context) {
 			b.log.Warn("name server refused registration", "namesrv", ns, "code", resp.Code, "remark", resp.Remark)
 		default:
 			b.log.Debug("registered with name server", "namesrv", ns)
+			if f := b.ha.follow; f != nil {
+				// A slave: the answer names its master's addresses.
+				var rh remoting.RegisterBrokerResponseHeader
+				if err := rh.Decode(resp.ExtFields); err == nil {
+					f.learned(rh)
+				}
+			}
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,12 +56,15 @@ type tiering struct {
 	// the cold reader and the cold index over the manifest read at start
 	// (atStart); the uploader is built but never run, and nothing seals,
 	// drops, uploads or applies bucket retention (run and drain are not
-	// called).
+	// called; slave_follow.go reloads the manifest into the cold reader and
+	// latest, and drops local segments it covers).
 	readOnly bool
 	atStart  *upload.Manifest // the manifest read at start; nil if unreadable
 	retMu    sync.Mutex       // serializes local-retention passes (uploader and ticker)
 	coldMu   sync.Mutex       // serializes telling the cold reader the manifest's objects
 	idxSem   chan struct{}    // one queue index blob built and held at a time
+
+	latest atomic.Pointer[upload.Manifest] // readOnly: the master's manifest last reloaded (slave_follow.go)
 
 	// testHooks are set only by tests.
 	testHooks struct {
@@ -541,7 +545,10 @@ func (t *tiering) close() error { return t.cold.Close() }
 func (t *tiering) Segments(ctx context.Context) ([]int64, error) {
 	m := t.uploader.Manifest()
 	if m == nil && t.readOnly {
-		m = t.atStart // the objects the cold reader knows
+		m = t.latest.Load() // the objects the cold reader knows
+		if m == nil {
+			m = t.atStart
+		}
 	}
 	if m == nil {
 		var err error

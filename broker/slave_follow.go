@@ -1,0 +1,420 @@
+package broker
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratamq/stratamq/offsets"
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/tier/coldread"
+	"github.com/stratamq/stratamq/tier/upload"
+)
+
+// follower is what a serving slave (STRATAMQ_ROLE=slave) keeps beside its
+// HA stream (issue 10 item 3):
+//
+//   - the master's addresses the name servers reported in the answer to
+//     the slave's REGISTER_BROKER (haServerAddr, masterAddr): with no
+//     STRATAMQ_HA_MASTER the HA stream dials the first (ha.SlaveOptions
+//     Resolve);
+//   - consumer offsets committed to the slave (UPDATE_CONSUMER_OFFSET while
+//     the master is away: clients commit to a slave only when the name
+//     server lists no master) that the master does not hold yet. Each sync
+//     pushes them to the master first; until one is pushed, the master's
+//     offsets never overwrite it.
+//
+// slaveFollow, one goroutine of Run, syncs every STRATAMQ_HA_SYNC_INTERVAL:
+// push the pending offsets, then copy the master's topic configs (topics
+// gone on the master go here too, with their queue data and offsets),
+// subscription groups and consumer offsets (GET_ALL_TOPIC_CONFIG,
+// GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET) from the
+// master's remoting address (from the HA hello reply, else the name
+// server's masterAddr); and, with a bucket, reload the master's manifest
+// and drop the local segments it lists (slaveRetention).
+type follower struct {
+	nsHA     atomic.Pointer[string] // the master's HA address, from the name server
+	nsMaster atomic.Pointer[string] // the master's remoting address, from the name server
+
+	mu      sync.Mutex
+	pending map[offsetKey]int64 // committed here, not yet pushed to the master
+
+	syncs    atomic.Int64 // syncs that reached the master (tests wait on it)
+	manifest atomic.Int64 // manifest reloads applied (tests wait on it)
+}
+
+type offsetKey struct {
+	group, topic string
+	queue        int32
+}
+
+func newFollower() *follower { return &follower{pending: map[offsetKey]int64{}} }
+
+func loadStr(p *atomic.Pointer[string]) string {
+	if s := p.Load(); s != nil {
+		return *s
+	}
+	return ""
+}
+
+// learned records the master's addresses from a REGISTER_BROKER answer
+// (an empty one keeps what was known: the master may be away a moment).
+func (f *follower) learned(h remoting.RegisterBrokerResponseHeader) {
+	if h.HAServerAddr != "" {
+		f.nsHA.Store(&h.HAServerAddr)
+	}
+	if h.MasterAddr != "" {
+		f.nsMaster.Store(&h.MasterAddr)
+	}
+}
+
+// committed notes an offset a client committed to this slave. Called
+// before the offset table takes it (see applyOffsets).
+func (f *follower) committed(group, topic string, queue int32, off int64) {
+	f.mu.Lock()
+	f.pending[offsetKey{group, topic, queue}] = off
+	f.mu.Unlock()
+}
+
+func (f *follower) pendingSnapshot() map[offsetKey]int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.pending)
+}
+
+// pushed forgets k unless it was committed again since the push.
+func (f *follower) pushed(k offsetKey, off int64) {
+	f.mu.Lock()
+	if f.pending[k] == off {
+		delete(f.pending, k)
+	}
+	f.mu.Unlock()
+}
+
+// resolveHAMaster is the slave's ha.SlaveOptions.Resolve: with
+// STRATAMQ_HA_MASTER set, "" (Master is dialled); else the name server's
+// haServerAddr for the master.
+func (b *Broker) resolveHAMaster() string {
+	if b.cfg.HAMaster != "" || b.ha.follow == nil {
+		return ""
+	}
+	return loadStr(&b.ha.follow.nsHA)
+}
+
+// masterRemotingAddr is where the slave polls its master: the address of
+// the master it is connected to (its hello reply), else the name server's
+// masterAddr, else the last one a hello named.
+func (b *Broker) masterRemotingAddr() string {
+	connected, hello := false, ""
+	if b.ha.slave != nil {
+		st := b.ha.slave.State()
+		connected, hello = st.Connected, st.MasterAddr
+	}
+	ns := ""
+	if b.ha.follow != nil {
+		ns = loadStr(&b.ha.follow.nsMaster)
+	}
+	if (!connected || hello == "") && ns != "" {
+		return ns
+	}
+	return hello
+}
+
+// slaveFollow is a slave's sync loop (Run starts it for STRATAMQ_ROLE=slave).
+func (b *Broker) slaveFollow(ctx context.Context) {
+	f := b.ha.follow
+	if f == nil {
+		return
+	}
+	t := time.NewTicker(b.cfg.HASyncInterval)
+	defer t.Stop()
+	warned := false
+	for {
+		if err := b.syncFromMaster(ctx, f); err != nil && ctx.Err() == nil {
+			// Said once per outage: the master is away while the slave
+			// serves on.
+			if !warned {
+				b.log.Warn("slave: cannot sync topics, groups and offsets from the master; retrying every STRATAMQ_HA_SYNC_INTERVAL",
+					"err", err, "interval", b.cfg.HASyncInterval)
+				warned = true
+			}
+		} else if err == nil {
+			if warned {
+				b.log.Info("slave: syncing from the master again")
+			}
+			warned = false
+		}
+		if b.tier != nil && b.tier.readOnly {
+			if err := b.slaveRetention(ctx); err != nil && ctx.Err() == nil {
+				b.log.Warn("slave: local retention from the master's manifest", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// errNoMaster: no master address is known yet.
+var errNoMaster = errors.New("the master's remoting address is not known yet (neither an HA hello reply nor the name server named it)")
+
+// syncFromMaster pushes the offsets committed here, then copies the
+// master's topics, groups and offsets.
+func (b *Broker) syncFromMaster(ctx context.Context, f *follower) error {
+	addr := b.masterRemotingAddr()
+	if addr == "" {
+		return errNoMaster
+	}
+	if err := b.pushOffsets(ctx, f, addr); err != nil {
+		return err
+	}
+	topics, err := b.fetchFromMaster(ctx, addr, remoting.GetAllTopicConfig)
+	if err != nil {
+		return err
+	}
+	groups, err := b.fetchFromMaster(ctx, addr, remoting.GetAllSubscriptionGroupConfig)
+	if err != nil {
+		return err
+	}
+	offs, err := b.fetchFromMaster(ctx, addr, remoting.GetAllConsumerOffset)
+	if err != nil {
+		return err
+	}
+	if err := b.applyTopics(topics); err != nil {
+		return err
+	}
+	if err := b.applyGroups(groups); err != nil {
+		return err
+	}
+	if err := b.applyOffsets(f, offs); err != nil {
+		return err
+	}
+	f.syncs.Add(1)
+	return nil
+}
+
+func (b *Broker) fetchFromMaster(ctx context.Context, addr string, code remoting.RequestCode) ([]byte, error) {
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	resp, err := b.nsClient.Invoke(cctx, addr, remoting.NewRequest(code, nil, nil))
+	if err != nil {
+		return nil, fmt.Errorf("%s from the master at %s: %w", code, addr, err)
+	}
+	if resp.Code != int32(remoting.Success) {
+		return nil, fmt.Errorf("%s from the master at %s: code %d: %s", code, addr, resp.Code, resp.Remark)
+	}
+	return resp.Body, nil
+}
+
+// pushOffsets sends the offsets committed here to the master
+// (UPDATE_CONSUMER_OFFSET). One the master refuses (its topic is gone, say)
+// is dropped, logged; a failed request stops the push (the master is away:
+// the next sync retries).
+func (b *Broker) pushOffsets(ctx context.Context, f *follower, addr string) error {
+	p := f.pendingSnapshot()
+	keys := slices.SortedFunc(maps.Keys(p), func(a, c offsetKey) int {
+		if a.topic != c.topic {
+			return cmp.Compare(a.topic, c.topic)
+		}
+		if a.group != c.group {
+			return cmp.Compare(a.group, c.group)
+		}
+		return cmp.Compare(a.queue, c.queue)
+	})
+	for _, k := range keys {
+		h := remoting.UpdateConsumerOffsetRequestHeader{ConsumerGroup: k.group, Topic: k.topic, QueueID: k.queue, CommitOffset: p[k]}
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		resp, err := b.nsClient.Invoke(cctx, addr, remoting.NewRequest(remoting.UpdateConsumerOffset, h.Encode(), nil))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("pushing the offset of %s on %s/%d committed to this slave to the master at %s: %w", k.group, k.topic, k.queue, addr, err)
+		}
+		if resp.Code != int32(remoting.Success) {
+			b.log.Warn("slave: the master refused an offset committed to this slave; it is dropped",
+				"group", k.group, "topic", k.topic, "queue", k.queue, "offset", p[k], "code", resp.Code, "remark", resp.Remark)
+		}
+		f.pushed(k, p[k])
+	}
+	return nil
+}
+
+// mirror makes the table hold exactly src (JSON-equal entries are left
+// alone, so an unchanged table keeps its version) and returns the names it
+// removed.
+func (t *configTable[T]) mirror(src map[string]T, norm func(name string, v *T)) (removed []string, changed bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for name, v := range src {
+		c := v
+		norm(name, &c)
+		if old, ok := t.mu.table[name]; ok && jsonEqual(*old, c) {
+			continue
+		}
+		t.mu.table[name] = &c
+		changed = true
+	}
+	for name := range t.mu.table {
+		if _, ok := src[name]; !ok {
+			delete(t.mu.table, name)
+			removed = append(removed, name)
+			changed = true
+		}
+	}
+	if changed {
+		t.bumpLocked()
+	}
+	return removed, changed
+}
+
+func jsonEqual(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
+}
+
+// applyTopics mirrors the master's topic table; a topic the master no
+// longer has goes with its queue data and offsets, as DELETE_TOPIC_IN_BROKER
+// does on the master.
+func (b *Broker) applyTopics(body []byte) error {
+	var w remoting.TopicConfigSerializeWrapper
+	if err := json.Unmarshal(remoting.QuoteIntegerKeys(body), &w); err != nil {
+		return fmt.Errorf("the master's GET_ALL_TOPIC_CONFIG body: %w", err)
+	}
+	if w.TopicConfigTable == nil {
+		return errors.New("the master's GET_ALL_TOPIC_CONFIG body holds no topicConfigTable")
+	}
+	removed, _ := b.topics.mirror(w.TopicConfigTable, func(name string, tc *remoting.TopicConfig) {
+		tc.TopicName = name
+		if tc.TopicFilterType == "" {
+			tc.TopicFilterType = "SINGLE_TAG"
+		}
+		if tc.Attributes == nil {
+			tc.Attributes = map[string]string{}
+		}
+	})
+	var errs []error
+	for _, topic := range removed {
+		b.offsets.DeleteTopic(topic)
+		if err := b.store.DeleteTopic(topic); err != nil {
+			errs = append(errs, fmt.Errorf("delete the data of topic %s, deleted on the master: %w", topic, err))
+			continue
+		}
+		b.log.Info("slave: topic deleted on the master, deleted here", "topic", topic)
+	}
+	return errors.Join(errs...)
+}
+
+func (b *Broker) applyGroups(body []byte) error {
+	var f subscriptionGroupJSON
+	if err := json.Unmarshal(remoting.QuoteIntegerKeys(body), &f); err != nil {
+		return fmt.Errorf("the master's GET_ALL_SUBSCRIPTIONGROUP_CONFIG body: %w", err)
+	}
+	src := make(map[string]remoting.SubscriptionGroupConfig, len(f.SubscriptionGroupTable))
+	for n, g := range f.SubscriptionGroupTable {
+		if g != nil {
+			src[n] = *g
+		}
+	}
+	b.groups.mirror(src, func(name string, g *remoting.SubscriptionGroupConfig) { g.GroupName = name })
+	return nil
+}
+
+// applyOffsets adopts the master's offsets but the ones committed here and
+// not pushed yet. committed notes an offset before the table takes it, so
+// the pending set read after Replace holds every offset Replace may have
+// overwritten: they are committed again.
+func (b *Broker) applyOffsets(f *follower, body []byte) error {
+	var mf struct {
+		OffsetTable map[string]map[string]int64 `json:"offsetTable"`
+	}
+	if err := json.Unmarshal(offsets.QuoteIntKeys(body), &mf); err != nil {
+		return fmt.Errorf("the master's GET_ALL_CONSUMER_OFFSET body: %w", err)
+	}
+	if mf.OffsetTable == nil {
+		mf.OffsetTable = map[string]map[string]int64{}
+	}
+	for k, off := range f.pendingSnapshot() {
+		tk := k.topic + "@" + k.group
+		if mf.OffsetTable[tk] == nil {
+			mf.OffsetTable[tk] = map[string]int64{}
+		}
+		mf.OffsetTable[tk][strconv.Itoa(int(k.queue))] = off
+	}
+	merged, err := json.Marshal(mf)
+	if err != nil {
+		return err
+	}
+	cur, _, err := b.offsets.Encode()
+	if err != nil {
+		return err
+	}
+	if string(cur) == string(merged) {
+		return nil
+	}
+	if err := b.offsets.Replace(merged); err != nil {
+		return err
+	}
+	for k, off := range f.pendingSnapshot() {
+		b.offsets.Commit(k.group, k.topic, k.queue, off)
+	}
+	return nil
+}
+
+// slaveRetention reloads the master's manifest (read only), tells the cold
+// reader its commitlog objects, and lets the master's local-retention rule
+// (tiering.enforceLocalRetention, STRATAMQ_LOCAL_RETENTION of this slave)
+// drop the local segments that lie wholly inside the manifest's contiguous
+// prefix of commitlog objects listed with their queue index. A segment the
+// manifest does not cover is never dropped.
+func (b *Broker) slaveRetention(ctx context.Context) error {
+	t := b.tier
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	m, _, err := upload.LoadManifest(cctx, t.bucket, upload.ManifestKey(""))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("reload the master's manifest: %w", err)
+	}
+	lo, hi := replicaCovered(m)
+	t.coldMu.Lock()
+	err = t.cold.SetObjects(coldread.CommitLogObjects(m))
+	if err == nil {
+		t.latest.Store(m)
+	}
+	t.coldMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("tell the cold reader the master's objects: %w", err)
+	}
+	if hi > lo {
+		t.mu.Lock()
+		for _, s := range b.store.SealedSegments() {
+			if s.Base >= lo && s.Base+s.Length <= hi {
+				t.mu.uploaded[s.Base] = upload.Object{Kind: upload.KindCommitLog.String(), Base: s.Base, Length: s.Length}
+				t.mu.uploadedIdx[s.Base] = true
+			}
+		}
+		t.mu.Unlock()
+	}
+	b.ha.follow.manifest.Add(1)
+	return t.enforceLocalRetention()
+}
+
+// replicaCovered is [lo, hi): the commitlog range of the contiguous prefix
+// (from the lowest base) of commitlog objects listed in m with their queue
+// index (hi is replicaStart's U).
+func replicaCovered(m *upload.Manifest) (lo, hi int64) {
+	cl := m.CommitLog()
+	if len(cl) == 0 {
+		return 0, 0
+	}
+	return cl[0].Base, replicaStart(m)
+}
