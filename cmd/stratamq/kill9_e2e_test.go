@@ -49,7 +49,13 @@ func buildBinary(t *testing.T) string {
 
 func startBinary(t *testing.T, bin string, env map[string]string) *binaryServe {
 	t.Helper()
-	cmd := exec.Command(bin, "serve")
+	return startBinaryCmd(t, bin, "serve", env)
+}
+
+// startBinaryCmd runs `stratamq sub` (serve, namesrv, broker) with env.
+func startBinaryCmd(t *testing.T, bin, sub string, env map[string]string) *binaryServe {
+	t.Helper()
+	cmd := exec.Command(bin, sub)
 	cmd.Env = os.Environ()
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
