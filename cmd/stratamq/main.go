@@ -38,6 +38,7 @@ commands:
   namesrv   name server only
   broker    broker only (registers with --namesrv)
   bench     load generator: bench produce|consume|e2e (see 'stratamq bench -h')
+  admin     operations on running brokers, mqadmin-style: haStatus, promote, demote (see 'stratamq admin -h')
   version   print the version
 
 Run 'stratamq <command> -h' for the flags; each flag is also STRATAMQ_<NAME>.
@@ -54,6 +55,8 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	case "serve", "namesrv", "broker":
 	case "bench":
 		return runBench(ctx, rest, stdout, stderr)
+	case "admin":
+		return runAdmin(ctx, rest, environ, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "stratamq", version)
 		return 0

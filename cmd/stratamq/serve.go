@@ -66,6 +66,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 	}
 
 	brokerDone := make(chan error, 1)
+	var routes []httpRoute // admin_http.go: GET /ha with a broker
 	if withBroker {
 		bucket, err := openBucket(ctx, cfg)
 		if err != nil {
@@ -78,11 +79,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 			return err
 		}
 		go func() { brokerDone <- b.Run(ctx) }()
+		routes = append(routes, haRoute(b))
 	}
 	ready.set()
 
 	if cfg.HTTPListen != "" {
-		stopHTTP := serveHTTP(cfg.HTTPListen, reg, &ready, cfg.Pprof, log)
+		stopHTTP := serveHTTP(cfg.HTTPListen, reg, &ready, cfg.Pprof, log, routes...)
 		defer stopHTTP()
 	}
 
@@ -121,9 +123,13 @@ func openBucket(ctx context.Context, cfg Config) (tier.Bucket, error) {
 	return b, nil
 }
 
-// serveHTTP serves /metrics, /healthz and /readyz; it returns the stop func.
-func serveHTTP(addr string, reg *prometheus.Registry, ready *readiness, withPprof bool, log *slog.Logger) func() {
+// serveHTTP serves /metrics, /healthz, /readyz and routes; it returns the
+// stop func.
+func serveHTTP(addr string, reg *prometheus.Registry, ready *readiness, withPprof bool, log *slog.Logger, routes ...httpRoute) func() {
 	mux := http.NewServeMux()
+	for _, r := range routes {
+		mux.Handle(r.path, r.h)
+	}
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
