@@ -53,7 +53,7 @@ type Config struct {
 	// HA (issue 10): replication to a slave of the same brokerName.
 	Role      string        `env:"ROLE" envDefault:"async_master" help:"async_master | sync_master (a send is acknowledged once a slave holds it) | slave (follows STRATAMQ_HA_MASTER)"`
 	HAListen  string        `env:"HA_LISTEN" help:"HA listen address of a master (sync_master: default :10912; async_master: only when set)"`
-	HAMaster  string        `env:"HA_MASTER" help:"slave: the master's HA address (host:port)"`
+	HAMaster  string        `env:"HA_MASTER" help:"slave: the master's HA address (host:port); may be empty with STRATAMQ_NAMESRV, whose answer to the slave's registration names it"`
 	HAMaxLag  bytesize.Size `env:"HA_MAX_LAG" envDefault:"256MiB" help:"sync_master: SLAVE_NOT_AVAILABLE while the best slave lags more than this"`
 	HATimeout time.Duration `env:"HA_ACK_TIMEOUT" envDefault:"5s" help:"sync_master: FLUSH_SLAVE_TIMEOUT when no slave acknowledged a send within this long"`
 	// Slave reads (read_suggest.go): suggestWhichBrokerId.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 
 	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/remoting"
@@ -33,7 +34,11 @@ func (b *Broker) onDispatch(topic string, queueID int32, queueOffset int64, tags
 func (b *Broker) startHA() error {
 	switch b.cfg.Role {
 	case RoleSlave:
-		b.ha.follow = newFollower()
+		f, err := openFollower(b.fs, filepath.Join(b.cfg.DataDir, "config"))
+		if err != nil {
+			return err
+		}
+		b.ha.follow = f
 		s, err := ha.StartSlave(ha.SlaveOptions{Master: b.cfg.HAMaster, Resolve: b.resolveHAMaster, BrokerName: b.cfg.BrokerName,
 			Log: b.store, MaxTransfer: max(ha.DefaultMaxTransfer, int(b.cfg.MaxMessageSize)+1<<20), Logger: b.log})
 		if err != nil {

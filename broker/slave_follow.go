@@ -7,14 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier/coldread"
 	"github.com/stratamq/stratamq/tier/upload"
 )
@@ -27,10 +30,11 @@ import (
 //     STRATAMQ_HA_MASTER the HA stream dials the first (ha.SlaveOptions
 //     Resolve);
 //   - consumer offsets committed to the slave (UPDATE_CONSUMER_OFFSET while
-//     the master is away: clients commit to a slave only when the name
-//     server lists no master) that the master does not hold yet. Each sync
-//     pushes them to the master first; until one is pushed, the master's
-//     offsets never overwrite it.
+//     the master is away: Java clients commit to a slave only when the name
+//     server lists no master; rocketmq-client-go never does) that the
+//     master does not hold yet, kept in config/slavePendingOffsets.json
+//     across restarts. Each sync pushes them to the master first; until
+//     one is pushed, the master's offsets never overwrite it.
 //
 // slaveFollow, one goroutine of Run, syncs every STRATAMQ_HA_SYNC_INTERVAL:
 // push the pending offsets, then copy the master's topic configs (topics
@@ -44,8 +48,13 @@ type follower struct {
 	nsHA     atomic.Pointer[string] // the master's HA address, from the name server
 	nsMaster atomic.Pointer[string] // the master's remoting address, from the name server
 
+	fs   vfs.FS
+	path string // <data dir>/config/slavePendingOffsets.json: pending, across restarts
+
 	mu      sync.Mutex
 	pending map[offsetKey]int64 // committed here, not yet pushed to the master
+	version int64               // bumped when pending changes
+	saved   int64               // version last written to path
 
 	syncs    atomic.Int64 // syncs that reached the master (tests wait on it)
 	manifest atomic.Int64 // manifest reloads applied (tests wait on it)
@@ -56,7 +65,65 @@ type offsetKey struct {
 	queue        int32
 }
 
-func newFollower() *follower { return &follower{pending: map[offsetKey]int64{}} }
+// pendingOffsetsFile keeps the offsets committed to a slave and not pushed
+// yet across its restarts.
+const pendingOffsetsFile = "slavePendingOffsets.json"
+
+type pendingOffsetJSON struct {
+	Group   string `json:"group"`
+	Topic   string `json:"topic"`
+	QueueID int32  `json:"queueId"`
+	Offset  int64  `json:"offset"`
+}
+
+// openFollower loads the pending offsets a previous run left in dir.
+func openFollower(fs vfs.FS, dir string) (*follower, error) {
+	f := &follower{fs: fs, path: filepath.Join(dir, pendingOffsetsFile), pending: map[offsetKey]int64{}}
+	raw, err := offsets.ReadFile(fs, f.path)
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > 0 {
+		var list []pendingOffsetJSON
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return nil, fmt.Errorf("broker: %s (offsets committed to this slave, not yet pushed to the master): %w", f.path, err)
+		}
+		for _, p := range list {
+			f.pending[offsetKey{p.Group, p.Topic, p.QueueID}] = p.Offset
+		}
+	}
+	return f, nil
+}
+
+// save writes the pending offsets when they changed since the last save
+// (only the sync loop calls it).
+func (f *follower) save() error {
+	f.mu.Lock()
+	if f.version == f.saved {
+		f.mu.Unlock()
+		return nil
+	}
+	v := f.version
+	list := make([]pendingOffsetJSON, 0, len(f.pending))
+	for k, off := range f.pending {
+		list = append(list, pendingOffsetJSON{Group: k.group, Topic: k.topic, QueueID: k.queue, Offset: off})
+	}
+	f.mu.Unlock()
+	slices.SortFunc(list, func(a, c pendingOffsetJSON) int {
+		return cmp.Or(cmp.Compare(a.Topic, c.Topic), cmp.Compare(a.Group, c.Group), cmp.Compare(a.QueueID, c.QueueID))
+	})
+	raw, err := json.Marshal(list)
+	if err != nil {
+		return err
+	}
+	if err := offsets.WriteFileAtomic(f.fs, f.path, raw); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.saved = max(f.saved, v)
+	f.mu.Unlock()
+	return nil
+}
 
 func loadStr(p *atomic.Pointer[string]) string {
 	if s := p.Load(); s != nil {
@@ -81,6 +148,7 @@ func (f *follower) learned(h remoting.RegisterBrokerResponseHeader) {
 func (f *follower) committed(group, topic string, queue int32, off int64) {
 	f.mu.Lock()
 	f.pending[offsetKey{group, topic, queue}] = off
+	f.version++
 	f.mu.Unlock()
 }
 
@@ -93,8 +161,9 @@ func (f *follower) pendingSnapshot() map[offsetKey]int64 {
 // pushed forgets k unless it was committed again since the push.
 func (f *follower) pushed(k offsetKey, off int64) {
 	f.mu.Lock()
-	if f.pending[k] == off {
+	if cur, ok := f.pending[k]; ok && cur == off {
 		delete(f.pending, k)
+		f.version++
 	}
 	f.mu.Unlock()
 }
@@ -157,8 +226,14 @@ func (b *Broker) slaveFollow(ctx context.Context) {
 				b.log.Warn("slave: local retention from the master's manifest", "err", err)
 			}
 		}
+		if err := f.save(); err != nil {
+			b.log.Warn("slave: saving the offsets not yet pushed to the master", "err", err)
+		}
 		select {
 		case <-ctx.Done():
+			if err := f.save(); err != nil {
+				b.log.Warn("slave: saving the offsets not yet pushed to the master", "err", err)
+			}
 			return
 		case <-t.C:
 		}
@@ -223,13 +298,7 @@ func (b *Broker) fetchFromMaster(ctx context.Context, addr string, code remoting
 func (b *Broker) pushOffsets(ctx context.Context, f *follower, addr string) error {
 	p := f.pendingSnapshot()
 	keys := slices.SortedFunc(maps.Keys(p), func(a, c offsetKey) int {
-		if a.topic != c.topic {
-			return cmp.Compare(a.topic, c.topic)
-		}
-		if a.group != c.group {
-			return cmp.Compare(a.group, c.group)
-		}
-		return cmp.Compare(a.queue, c.queue)
+		return cmp.Or(cmp.Compare(a.topic, c.topic), cmp.Compare(a.group, c.group), cmp.Compare(a.queue, c.queue))
 	})
 	for _, k := range keys {
 		h := remoting.UpdateConsumerOffsetRequestHeader{ConsumerGroup: k.group, Topic: k.topic, QueueID: k.queue, CommitOffset: p[k]}
@@ -384,7 +453,6 @@ func (b *Broker) slaveRetention(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reload the master's manifest: %w", err)
 	}
-	lo, hi := replicaCovered(m)
 	t.coldMu.Lock()
 	err = t.cold.SetObjects(coldread.CommitLogObjects(m))
 	if err == nil {
@@ -394,27 +462,34 @@ func (b *Broker) slaveRetention(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("tell the cold reader the master's objects: %w", err)
 	}
-	if hi > lo {
-		t.mu.Lock()
-		for _, s := range b.store.SealedSegments() {
-			if s.Base >= lo && s.Base+s.Length <= hi {
-				t.mu.uploaded[s.Base] = upload.Object{Kind: upload.KindCommitLog.String(), Base: s.Base, Length: s.Length}
-				t.mu.uploadedIdx[s.Base] = true
-			}
-		}
-		t.mu.Unlock()
+	covered := replicaCovered(b.store.SealedSegments(), m)
+	t.mu.Lock()
+	for _, s := range covered {
+		t.mu.uploaded[s.Base] = upload.Object{Kind: upload.KindCommitLog.String(), Base: s.Base, Length: s.Length}
+		t.mu.uploadedIdx[s.Base] = true
 	}
+	t.mu.Unlock()
 	b.ha.follow.manifest.Add(1)
 	return t.enforceLocalRetention()
 }
 
-// replicaCovered is [lo, hi): the commitlog range of the contiguous prefix
-// (from the lowest base) of commitlog objects listed in m with their queue
-// index (hi is replicaStart's U).
-func replicaCovered(m *upload.Manifest) (lo, hi int64) {
+// replicaCovered returns the sealed local segments that lie wholly inside
+// the commitlog range of m's contiguous prefix (from the lowest base) of
+// commitlog objects listed with their queue index: from the first such
+// object's base to replicaStart's U. The slave's segments need not match
+// the master's objects one for one (a master seals by age, a slave does
+// not): only coverage counts.
+func replicaCovered(segs []store.SegmentInfo, m *upload.Manifest) []store.SegmentInfo {
 	cl := m.CommitLog()
 	if len(cl) == 0 {
-		return 0, 0
+		return nil
 	}
-	return cl[0].Base, replicaStart(m)
+	lo, hi := cl[0].Base, replicaStart(m)
+	var out []store.SegmentInfo
+	for _, s := range segs {
+		if s.Base >= lo && s.Base+s.Length <= hi {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stratamq/stratamq/namesrv"
 	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/upload"
 )
@@ -216,6 +217,43 @@ func TestSlaveKeepsOffsetsCommittedWhileMasterDown(t *testing.T) {
 	}
 }
 
+// TestSlavePendingOffsetsSurviveRestart (issue 10 item 3): an offset
+// committed to the slave while the master is down, and not pushed yet, is
+// still pushed after the slave restarts.
+func TestSlavePendingOffsetsSurviveRestart(t *testing.T) {
+	haAddr := haTestAddr(t)
+	mcfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20, AutoCreateTopic: true, HAListen: haAddr}
+	m, mcl, stopMaster := runBroker(t, mcfg, Deps{Logger: discardLogger()})
+	scfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20,
+		Role: RoleSlave, BrokerID: 1, HAMaster: haAddr, HASyncInterval: 50 * time.Millisecond}
+	s, scl, stopSlave := runBroker(t, scfg, Deps{Logger: discardLogger()})
+	if r := invoke(t, mcl, m.Addr().String(), sendReq("Restart", 0, []byte("m"), "")); r.Code != int32(remoting.Success) {
+		t.Fatalf("send: %d %s", r.Code, r.Remark)
+	}
+	if r := invoke(t, mcl, m.Addr().String(), commitReq("G", "Restart", 0, 1)); r.Code != int32(remoting.Success) {
+		t.Fatalf("commit on the master: %d %s", r.Code, r.Remark)
+	}
+	waitCond(t, 20*time.Second, "the slave to copy the master's offset", func() bool {
+		return queryOffset(t, scl, s.Addr().String(), "G", "Restart", 0) == 1
+	})
+	stopMaster()
+	waitCond(t, 20*time.Second, "the slave to see the master gone", func() bool { return !s.ha.slave.State().Connected })
+	if r := invoke(t, scl, s.Addr().String(), commitReq("G", "Restart", 0, 5)); r.Code != int32(remoting.Success) {
+		t.Fatalf("commit on the slave: %d %s", r.Code, r.Remark)
+	}
+	stopSlave()
+	s, scl, _ = runBroker(t, scfg, Deps{Logger: discardLogger()})
+	m, mcl, _ = runBroker(t, mcfg, Deps{Logger: discardLogger()})
+	waitCond(t, 20*time.Second, "the master to hold the offset committed to the slave before its restart", func() bool {
+		return queryOffset(t, mcl, m.Addr().String(), "G", "Restart", 0) == 5
+	})
+	n := s.ha.follow.syncs.Load()
+	waitCond(t, 10*time.Second, "two more syncs", func() bool { return s.ha.follow.syncs.Load() >= n+2 })
+	if got := queryOffset(t, scl, s.Addr().String(), "G", "Restart", 0); got != 5 {
+		t.Fatalf("the restarted slave answers %d, want 5", got)
+	}
+}
+
 // TestSlaveSyncKeepsUnpushedOffset (issue 10 item 3): a sync's copy of the
 // master's offsets does not overwrite one committed to the slave and not
 // pushed yet; once pushed, the master's offset is adopted again.
@@ -315,5 +353,39 @@ func TestConfigSlaveWithoutHAMaster(t *testing.T) {
 	}
 	if c := (Config{}).withDefaults(); c.HASyncInterval != 3*time.Second {
 		t.Fatalf("STRATAMQ_HA_SYNC_INTERVAL default %v, want 3s", c.HASyncInterval)
+	}
+}
+
+// TestReplicaCovered: a slave drops only local segments wholly inside the
+// manifest's indexed, contiguous commitlog prefix; never one the manifest
+// does not list, lists without its queue index, or lists past a gap.
+func TestReplicaCovered(t *testing.T) {
+	cl := func(base, n int64) upload.Object {
+		return upload.Object{Kind: upload.KindCommitLog.String(), Base: base, Length: n}
+	}
+	idx := func(base int64) upload.Object { return upload.Object{Kind: upload.KindQueueIndex.String(), Base: base} }
+	seg := func(base, n int64) store.SegmentInfo { return store.SegmentInfo{Base: base, Length: n, Sealed: true} }
+	local := []store.SegmentInfo{seg(0, 100), seg(100, 100), seg(200, 100), seg(300, 100)}
+	for _, tc := range []struct {
+		name string
+		objs []upload.Object
+		want []int64 // bases
+	}{
+		{"empty manifest", nil, nil},
+		{"all listed", []upload.Object{cl(0, 100), idx(0), cl(100, 100), idx(100), cl(200, 100), idx(200), cl(300, 100), idx(300)}, []int64{0, 100, 200, 300}},
+		{"tail not uploaded", []upload.Object{cl(0, 100), idx(0), cl(100, 100), idx(100)}, []int64{0, 100}},
+		{"index missing", []upload.Object{cl(0, 100), idx(0), cl(100, 100), cl(200, 100), idx(200)}, []int64{0}},
+		{"first index missing", []upload.Object{cl(0, 100), cl(100, 100), idx(100)}, nil},
+		{"gap", []upload.Object{cl(0, 100), idx(0), cl(150, 150), idx(150)}, []int64{0}},
+		{"other boundaries", []upload.Object{cl(0, 150), idx(0), cl(150, 100), idx(150)}, []int64{0, 100}},
+		{"trimmed by bucket retention", []upload.Object{cl(200, 100), idx(200), cl(300, 100), idx(300)}, []int64{200, 300}},
+	} {
+		var got []int64
+		for _, s := range replicaCovered(local, &upload.Manifest{Objects: tc.objs}) {
+			got = append(got, s.Base)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: covered %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
