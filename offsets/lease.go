@@ -50,6 +50,12 @@ type LeaseRecord struct {
 	// Seq grows with every write of the holder, so every write is a new
 	// version (a new ETag) even when the clock did not move.
 	Seq int64 `json:"seq,omitempty"`
+	// HAAddr is the holder's advertised HA replication address and Role
+	// its master role (async_master or sync_master): the brokers of the
+	// brokerName that do not hold the lease follow HAAddr as slaves, and a
+	// slave that takes the lease over keeps Role (issue 10 failover).
+	HAAddr string `json:"haAddr,omitempty"`
+	Role   string `json:"role,omitempty"`
 }
 
 // Identity is the holder as an Identity, with its epoch.
@@ -124,6 +130,8 @@ type AcquireOptions struct {
 	// lease held by another instance, with the record and how long it will
 	// watch (for a log line).
 	OnWait func(held LeaseRecord, wait time.Duration)
+	// HAAddr and Role go into the record (LeaseRecord.HAAddr, Role).
+	HAAddr, Role string
 }
 
 // Lease is a held lease on a broker prefix. Renew it well within its TTL
@@ -206,6 +214,7 @@ func AcquireLease(ctx context.Context, store ObjectStore, holder Identity, ttl t
 		rec := LeaseRecord{
 			Holder: holder.Broker, Instance: holder.Instance, Host: holder.Host, Epoch: opt.MinEpoch + 1,
 			AcquiredAt: t, RenewedAt: t, ExpiresAt: t.Add(ttl), TTLMillis: ttl.Milliseconds(),
+			HAAddr: opt.HAAddr, Role: opt.Role,
 		}
 		if err == nil {
 			cur, derr := decodeLease(data)
@@ -261,6 +270,17 @@ func AcquireLease(ctx context.Context, store ObjectStore, holder Identity, ttl t
 		return l, nil
 	}
 	return nil, fmt.Errorf("offsets: acquire %s: lost %d races in a row", LeaseKey, attempts)
+}
+
+// ReadLease reads the prefix's lease record without taking it: the holder
+// a slave follows. (zero, "", ErrObjectNotFound) when there is none.
+func ReadLease(ctx context.Context, store ObjectStore) (LeaseRecord, string, error) {
+	data, etag, err := store.Get(ctx, LeaseKey)
+	if err != nil {
+		return LeaseRecord{}, "", err
+	}
+	r, err := decodeLease(data)
+	return r, etag, err
 }
 
 // Record is the lease as last written by us.

@@ -25,11 +25,17 @@ const WriterStateFile = "writer.json"
 // is written (durably) right after the lease is acquired, before anything
 // is written under the new epoch. At start, a bucket whose checkpoint or
 // manifest carries a higher epoch was written by another broker since.
+//
+// Replica marks a slave's data dir (issue 10): its log is a copy of the
+// master's, streamed over HA, and Epoch is the highest master epoch it
+// appended. A slave promoted to master serves that copy as its own when
+// the bucket's epoch is not above Epoch.
 type WriterState struct {
 	Format   int    `json:"format"`
 	Broker   string `json:"broker"`
 	Instance string `json:"instance"`
 	Epoch    int64  `json:"epoch"`
+	Replica  bool   `json:"replica,omitempty"`
 }
 
 // ReadWriterState reads path; (nil, nil) when it does not exist. A file
