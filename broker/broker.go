@@ -40,6 +40,10 @@ type Deps struct {
 	Bucket tier.Bucket
 	// Registerer receives the tier's collectors; nil skips them.
 	Registerer prometheus.Registerer
+
+	// lease is the bucket lease a promoted slave took (Node hands it to
+	// the master generation it starts).
+	lease *offsets.Lease
 }
 
 // Broker serves the RocketMQ remoting protocol over the local store.
@@ -71,6 +75,16 @@ type Broker struct {
 	ha       haState                   // HA listener or slave stream (Run starts it)
 	haMaster atomic.Pointer[ha.Master] // ha.master while it runs: the store's dispatch hook and sync_master read it
 	hastat   haStatusState             // ha_status.go: what HAStatus reads besides ha and haMaster; the failover count
+
+	// Failover (failover.go). ident is this data dir's identity (its
+	// persistent instance id); following is the lease holder a slave
+	// follows, with the epoch its log agrees with; nodeRole is the master
+	// role a promoted slave takes.
+	ident      offsets.Identity
+	following  offsets.Identity
+	nodeRole     string
+	roleChange   chan *RoleChange
+	haMasterAddr string // a slave's master HA address (prepareReplica)
 
 	dirLock     io.Closer // exclusive lock on <DataDir>/lock while the broker is open
 	registerNow chan struct{}
@@ -113,7 +127,9 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		consumers:   NewConsumerManager(),
 		producers:   NewProducerManager(),
 		registerNow: make(chan struct{}, 1),
+		roleChange:  make(chan *RoleChange, 1),
 		uniq:        newUniqIDs(),
+		nodeRole:    cfg.Role,
 	}
 	b.dirLock = dirLock
 	b.hold = newPullHold(b)
@@ -181,12 +197,14 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		if cfg.Role == RoleSlave {
 			// A slave only reads the master's prefix: no lease, no
 			// checkpoint, no upload, no retention (issue 10 item 2).
-			replicaCP = b.readReplicaCheckpoint()
+			if replicaCP, err = b.prepareReplica(); err != nil {
+				return fail(err)
+			}
 			if err := b.restoreMetadata(configDir, replicaCP); err != nil {
 				return fail(err)
 			}
 		} else {
-			if b.dur, err = newDurability(b, scoped); err != nil {
+			if b.dur, err = newDurability(b, scoped, deps.lease); err != nil {
 				return fail(err)
 			}
 			if manifest, err = b.checkLocalData(); err != nil {
@@ -272,6 +290,8 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		b.afterRestore(restore)
 	}
 	if b.dur != nil {
+		// This epoch takes the log over from the older ones here.
+		b.dur.from = b.store.MaxPhysOffset()
 		// No write before the first checkpoint of this run reserves
 		// offsets for it; write that checkpoint now (the bucket answered
 		// for the lease a moment ago). If it fails, the durability loop
@@ -333,6 +353,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	if b.cfg.Role == RoleSlave {
 		loops = append(loops, b.slaveFollow) // slave_follow.go
 	}
+	if b.cfg.Role == RoleSlave && b.cfg.HAFailover && b.scoped != nil {
+		loops = append(loops, b.watchLease)
+	}
 	for _, f := range loops {
 		wg.Add(1)
 		go func(f func(context.Context)) {
@@ -344,9 +367,12 @@ func (b *Broker) Run(ctx context.Context) error {
 		"cluster", b.cfg.Cluster, "brokerId", b.cfg.BrokerID, "flush", b.cfg.Flush, "namesrv", b.cfg.Namesrv)
 
 	var err error
+	var change *RoleChange
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
+	case change = <-b.roleChange:
+		b.log.Warn("changing role", "to", change.Role, "reason", change.Reason)
 	}
 	shutdownCtx, sc := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.ShutdownTimeout)
 	defer sc()
@@ -359,7 +385,8 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	b.stopHA() // no send waits for a slave's ack any more
 	var drainFailed *offsetRange
-	if b.tier != nil && !b.tier.readOnly { // a slave uploads nothing
+	fenced := b.dur != nil && b.dur.fenced.Load() // another broker has the prefix: nothing may be written to it
+	if b.tier != nil && !b.tier.readOnly && !fenced { // a slave uploads nothing
 		// Seal and upload the active segment, so a replacement broker on
 		// a fresh disk has every acknowledged message.
 		// The drain gets three quarters of the budget: the final
@@ -386,7 +413,7 @@ func (b *Broker) Run(ctx context.Context) error {
 			}
 		}
 	}
-	if b.dur != nil {
+	if b.dur != nil && !fenced {
 		// The last checkpoint, then hand the prefix over.
 		if b.store != nil {
 			if e := b.store.Flush(); e != nil {
@@ -408,6 +435,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	if errors.Is(err, context.Canceled) {
 		err = nil
+	}
+	if change != nil && err == nil {
+		return change // Node starts the next generation
 	}
 	return err
 }

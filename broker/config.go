@@ -61,6 +61,8 @@ type Config struct {
 	SlaveReadLag    bytesize.Size `env:"SLAVE_READ_LAG" help:"with STRATAMQ_SLAVE_READ_ENABLE: a pull this many log bytes behind the end lags too (0 = only pulls served from the bucket)"`
 	// A serving slave (slave_follow.go).
 	HASyncInterval time.Duration `env:"HA_SYNC_INTERVAL" envDefault:"3s" help:"slave: how often it pushes offsets committed to it to the master, copies the master's topics, groups and consumer offsets, and (with a bucket) reloads the master's manifest to drop local segments it lists"`
+	// HAFailover: the bucket's lease decides who is master (issue 10 item 4).
+	HAFailover bool `env:"HA_FAILOVER" help:"automatic failover through the bucket lease: a slave takes the lease and becomes master when its master's lease lapses; a master that finds another broker holding the lease becomes its slave (needs a bucket; STRATAMQ_HA_MASTER is then learned from the lease)"`
 
 	// Not from the environment: set by tests and by serve.
 	RegisterInterval time.Duration `env:"-"` // default 30s
@@ -149,7 +151,7 @@ func (c Config) withDefaults() Config {
 	if c.Role == "" {
 		c.Role = RoleAsyncMaster
 	}
-	if c.HAListen == "" && c.Role == RoleSyncMaster {
+	if c.HAListen == "" && (c.Role == RoleSyncMaster || c.HAFailover) {
 		c.HAListen = ":10912"
 	}
 	if c.HAMaxLag == 0 {
@@ -217,10 +219,11 @@ func (c Config) Validate() error {
 			}
 		}
 	case RoleSlave:
-		// Without STRATAMQ_HA_MASTER the name servers name the master.
-		if c.HAMaster != "" || len(c.NameServers()) == 0 {
+		// Without STRATAMQ_HA_MASTER the name servers name the master, or,
+		// with failover, the bucket lease's record does.
+		if c.HAMaster != "" || (len(c.NameServers()) == 0 && !c.HAFailover) {
 			if _, _, err := net.SplitHostPort(c.HAMaster); err != nil {
-				return fmt.Errorf("STRATAMQ_HA_MASTER=%q: a slave needs its master's HA address (or STRATAMQ_NAMESRV, whose answer names it): %v", c.HAMaster, err)
+				return fmt.Errorf("STRATAMQ_HA_MASTER=%q: a slave needs its master's HA address (or STRATAMQ_NAMESRV, whose answer names it, or STRATAMQ_HA_FAILOVER, whose lease names it): %v", c.HAMaster, err)
 			}
 		}
 		if c.BrokerID == 0 {

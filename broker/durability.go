@@ -50,6 +50,9 @@ type commitLogState struct {
 	// broker on an empty disk refuses to start over them unless
 	// STRATAMQ_ACCEPT_LOSS is set.
 	DrainFailed *offsetRange `json:"drainFailed,omitempty"`
+	// Epochs is the epoch history, oldest first: where each epoch's master
+	// took the log over (failover.go; a rejoining slave cuts its log by it).
+	Epochs []epochStart `json:"epochs,omitempty"`
 }
 
 // offsetRange is [From, To) of the commitlog.
@@ -82,6 +85,11 @@ type durability struct {
 	cp     *offsets.Checkpointer
 	loaded *offsets.Checkpoint // read at start; nil on a new prefix
 	fenced atomic.Bool
+	// from is where this epoch took the log over (the log's end when the
+	// store opened); recorded in the checkpoint's epoch history before
+	// anything is written under the epoch (failover.go).
+	from    int64
+	history []epochStart // the loaded checkpoint's
 
 	// covered is the topics of the last checkpoint written, with their
 	// queue counts: a send to a queue beyond it waits for a checkpoint
@@ -151,7 +159,10 @@ func (b *Broker) writerStatePath() string {
 // newDurability takes the lease on the broker's prefix and reads the last
 // checkpoint. A lease another live broker keeps renewing is an error
 // naming it; one that stays unchanged for a full TTL is taken over.
-func newDurability(b *Broker, bucket tier.Bucket) (*durability, error) {
+//
+// handed, if set, is a lease already taken (a promoted slave's): it is
+// used as is.
+func newDurability(b *Broker, bucket tier.Bucket, handed *offsets.Lease) (*durability, error) {
 	prev, err := offsets.ReadWriterState(b.fs, b.writerStatePath())
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
@@ -174,15 +185,19 @@ func newDurability(b *Broker, bucket tier.Bucket) (*durability, error) {
 	// held by another instance is watched for up to one TTL.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+2*ttl)
 	defer cancel()
-	var lease *offsets.Lease
+	lease := handed
 	opts := offsets.AcquireOptions{
 		MinEpoch: minEpoch,
+		// With failover a lease held by another instance makes this broker
+		// its slave at once (Node), instead of refusing after a TTL.
+		NoWait: b.cfg.HAFailover,
+		HAAddr: b.haAdvertise(), Role: b.cfg.Role,
 		OnWait: func(held offsets.LeaseRecord, wait time.Duration) {
 			b.log.Warn("another broker instance holds the bucket lease; waiting one TTL for it to renew or lapse",
 				"holder", held.Identity().String(), "renewedAt", held.RenewedAt, "wait", wait)
 		},
 	}
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 3*time.Second) {
+	for wait := 100 * time.Millisecond; lease == nil; wait = min(2*wait, 3*time.Second) {
 		lease, err = offsets.AcquireLease(ctx, cs, id, ttl, opts)
 		if err == nil {
 			break
@@ -210,6 +225,9 @@ func newDurability(b *Broker, bucket tier.Bucket) (*durability, error) {
 	d := &durability{b: b, id: lease.Identity(), prev: prev, lease: lease, cp: cp, loaded: loaded,
 		prevMax: map[queueKey]int64{}, qres: map[queueKey]int64{}, near: make(chan struct{}, 1)}
 	d.covered.Store(&map[string]int32{})
+	if cl, ok := b.commitLogOf(loaded); ok {
+		d.history = cl.Epochs
+	}
 	b.log.Info("holding the bucket lease", "instance", d.id.Instance, "epoch", d.id.Epoch,
 		"ttl", ttl, "checkpointVersion", cp.Version())
 	return d, nil
@@ -285,6 +303,7 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 		NewQueueReserved: d.queueReserveMin(),
 		Clean:            clean,
 		DrainFailed:      drainFailed,
+		Epochs:           withEpoch(d.history, d.id.Epoch, d.from),
 	}
 	qres := map[queueKey]int64{}
 	for topic, n := range covered {
@@ -463,7 +482,12 @@ func (d *durability) nearReservation() bool {
 
 func (d *durability) maybeFenced(err error) error {
 	if errors.Is(err, offsets.ErrFenced) && d.fenced.CompareAndSwap(false, true) {
-		d.b.log.Error("another broker took over this bucket prefix: this broker stops writing to the bucket and refuses sends; restart it", "err", err)
+		if d.b.cfg.HAFailover {
+			d.b.log.Error("another broker took over this bucket prefix: this broker stops writing to the bucket, refuses sends and rejoins as its slave", "err", err)
+			d.b.requestRoleChange(&RoleChange{Role: RoleSlave, Reason: "fenced: " + err.Error()})
+		} else {
+			d.b.log.Error("another broker took over this bucket prefix: this broker stops writing to the bucket and refuses sends; restart it", "err", err)
+		}
 	}
 	return err
 }

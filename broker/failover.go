@@ -3,11 +3,228 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/stratamq/stratamq/offsets"
+	"github.com/stratamq/stratamq/store"
 )
 
-// errRoleChangeUnbuilt is returned by Promote and Demote until failover
-// lands (issue 10 item 4).
-var errRoleChangeUnbuilt = errors.New("broker: role changes are not built yet")
+// Failover (issue 10 item 4). The bucket's lease on the brokerName's
+// prefix is the only arbiter: whoever holds it is the master, every other
+// broker of the brokerName with STRATAMQ_HA_FAILOVER is its slave.
+//
+//   - A slave watches the lease (offsets.AcquireLease: a lease unchanged
+//     for a full TTL on the slave's monotonic clock, or released, is taken
+//     with a conditional write and a higher epoch). It then hands the lease
+//     to a new generation of the broker on the same data dir, as master
+//     (Node runs the generations).
+//   - A master that finds the lease taken by another instance (its renewal
+//     is fenced) stops acknowledging (issue 9's fence), and with failover
+//     becomes a slave of the new holder.
+//   - A broker that starts while another instance holds the lease starts
+//     as its slave.
+//
+// Each epoch's master records in the bucket checkpoint where its log
+// took over from the older epochs (epochStart.From: the end of the log it
+// inherited). A broker rejoining as a slave after writing under an older
+// epoch cuts its log at the lowest From of the newer epochs: the bytes
+// past it were never replicated (never acknowledged by sync_master) and
+// the new master wrote other records at those offsets. The cut bytes are
+// kept in <data>/diverged/ for operators (store.CutLog).
+
+// RoleChange is what Run returns when the broker must continue in another
+// role on the same data dir: Node starts the next generation with it.
+type RoleChange struct {
+	Role   string // RoleAsyncMaster, RoleSyncMaster or RoleSlave
+	Reason string
+	lease  *offsets.Lease // a promotion hands over the lease it took
+}
+
+func (r *RoleChange) Error() string {
+	return fmt.Sprintf("broker: continuing as %s: %s", r.Role, r.Reason)
+}
+
+// epochStart is one entry of the checkpoint's epoch history: epoch Epoch
+// began with the log inherited from older epochs up to From.
+type epochStart struct {
+	Epoch int64 `json:"epoch"`
+	From  int64 `json:"from"`
+}
+
+// maxEpochHistory bounds the history kept in the checkpoint; a broker
+// whose last epoch is older than it rejoins from the bucket alone.
+const maxEpochHistory = 64
+
+// withEpoch is h plus {epoch, from}, older entries above epoch dropped,
+// trimmed to maxEpochHistory.
+func withEpoch(h []epochStart, epoch, from int64) []epochStart {
+	out := slices.DeleteFunc(slices.Clone(h), func(e epochStart) bool { return e.Epoch >= epoch })
+	out = append(out, epochStart{Epoch: epoch, From: from})
+	if n := len(out) - maxEpochHistory; n > 0 {
+		out = out[n:]
+	}
+	return out
+}
+
+// cutFor is where a log last written under epoch must be cut to agree
+// with every newer epoch: the lowest From of the entries above it (-1:
+// no newer epoch wrote). Every master records its entry before it writes,
+// so the entries are complete unless the oldest were trimmed: ok is false
+// when they may have been and the history does not reach back to epoch.
+func cutFor(h []epochStart, epoch int64) (cut int64, ok bool) {
+	if len(h) >= maxEpochHistory && h[0].Epoch > epoch {
+		return 0, false
+	}
+	cut = -1
+	for _, e := range h {
+		if e.Epoch > epoch && (cut < 0 || e.From < cut) {
+			cut = e.From
+		}
+	}
+	return cut, true
+}
+
+// requestRoleChange asks Run to stop and continue as rc (the first request
+// wins).
+func (b *Broker) requestRoleChange(rc *RoleChange) {
+	select {
+	case b.roleChange <- rc:
+	default:
+	}
+}
+
+// haAdvertise is the HA address other brokers dial: the advertised host
+// with the HA listener's port ("" without one).
+func (b *Broker) haAdvertise() string {
+	if b.cfg.HAListen == "" {
+		return ""
+	}
+	_, port, err := net.SplitHostPort(b.cfg.HAListen)
+	if err != nil {
+		return ""
+	}
+	if m := b.ha.master; m != nil {
+		_, port, _ = net.SplitHostPort(m.Addr().String())
+	}
+	host, _, err := net.SplitHostPort(b.advertise)
+	if err != nil {
+		return ""
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// masterRole is the role a promoted slave takes: its own STRATAMQ_ROLE if
+// that is a master role, else the role the last holder recorded, else
+// async_master.
+func masterRole(configured, recorded string) string {
+	switch {
+	case configured == RoleSyncMaster || configured == RoleAsyncMaster:
+		return configured
+	case recorded == RoleSyncMaster || recorded == RoleAsyncMaster:
+		return recorded
+	}
+	return RoleAsyncMaster
+}
+
+// leaseTTL is the configured TTL, or the default for the checkpoint
+// interval.
+func (b *Broker) leaseTTL() time.Duration {
+	if b.cfg.LeaseTTL > 0 {
+		return b.cfg.LeaseTTL
+	}
+	return offsets.LeaseTTL(b.cfg.CheckpointInterval)
+}
+
+// watchLease is a failover slave's loop: it takes the lease when the
+// master's lapses and asks Run to continue as master; when the holder
+// changes (another broker became master, or the master restarted under a
+// new epoch) it asks Run to continue as a slave of the new holder, which
+// re-checks the local log against the new epoch.
+func (b *Broker) watchLease(ctx context.Context) {
+	cs := newCheckpointStore(b.scoped)
+	ttl := b.leaseTTL()
+	for wait := 100 * time.Millisecond; ctx.Err() == nil; {
+		rec, _, err := offsets.ReadLease(ctx, cs)
+		if err == nil && rec.Instance != b.following.Instance && !rec.Released && rec.Instance != b.ident.Instance {
+			b.requestRoleChange(&RoleChange{Role: RoleSlave, Reason: "the bucket lease is held by " + rec.Identity().String()})
+			return
+		}
+		if err == nil && rec.Epoch > b.following.Epoch && !rec.Released {
+			b.requestRoleChange(&RoleChange{Role: RoleSlave, Reason: fmt.Sprintf("the master now writes under epoch %d", rec.Epoch)})
+			return
+		}
+		role := masterRole(b.nodeRole, rec.Role)
+		lease, err := offsets.AcquireLease(ctx, cs, b.ident, ttl, offsets.AcquireOptions{
+			MinEpoch: b.following.Epoch, HAAddr: b.haAdvertiseFor(), Role: role,
+			OnWait: func(held offsets.LeaseRecord, d time.Duration) {
+				b.log.Debug("failover: watching the master's lease", "holder", held.Identity().String(), "window", d)
+			},
+		})
+		var held *offsets.LeaseHeldError
+		switch {
+		case err == nil:
+			b.log.Warn("failover: the master's lease lapsed; this slave took it and becomes master",
+				"epoch", lease.Epoch(), "role", role, "lapsed", rec.Identity().String())
+			b.requestRoleChange(&RoleChange{Role: role, Reason: "took the bucket lease over", lease: lease})
+			return
+		case errors.As(err, &held):
+			wait = 100 * time.Millisecond // the master renewed: watch again
+		case ctx.Err() != nil:
+			return
+		default:
+			b.log.Warn("failover: reading the bucket lease failed; retrying", "err", err, "retry", wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 3*time.Second)
+		}
+	}
+}
+
+// haAdvertiseFor is the HA address this broker will serve once master
+// (its listener is not bound while it is a slave).
+func (b *Broker) haAdvertiseFor() string { return b.haAdvertise() }
+
+// rejoinCut runs before a slave's store opens: when the data dir last
+// wrote or followed an older epoch than the bucket's, its log is cut where
+// the newer epochs took over (see the package comment above), or set
+// aside whole when the history cannot say. It returns the epoch history
+// it read.
+func (b *Broker) rejoinCut(prev *offsets.WriterState, cur int64, history []epochStart) error {
+	if prev == nil || prev.Epoch >= cur || b.storeIsFresh() {
+		return nil
+	}
+	clDir := filepath.Join(b.cfg.DataDir, "store", "commitlog")
+	segs, err := localSegmentFiles(b.fs, clDir)
+	if err != nil || len(segs) == 0 {
+		return err
+	}
+	localMin, localEnd := segs[0].base, segs[len(segs)-1].base+segs[len(segs)-1].size
+	cut, ok := cutFor(history, prev.Epoch)
+	switch {
+	case !ok:
+		return b.setAside(fmt.Sprintf("the data dir last wrote under epoch %d and the bucket's epoch history (%d entries) "+
+			"does not reach back to it, so where its log diverges is unknown", prev.Epoch, len(history)))
+	case cut < 0 || cut >= localEnd:
+		return nil
+	case cut < localMin:
+		return b.setAside(fmt.Sprintf("the log diverged from the master's at offset %d, below the local log's start %d", cut, localMin))
+	}
+	keep := filepath.Join(b.cfg.DataDir, "diverged", fmt.Sprintf("%020d-%020d.epoch%d", cut, localEnd, prev.Epoch))
+	n, err := store.CutLog(b.fs, filepath.Join(b.cfg.DataDir, "store"), cut, keep)
+	if err != nil {
+		return fmt.Errorf("broker: cut the divergent end of the local log: %w", err)
+	}
+	b.log.Warn("rejoining as a slave: the end of the local log was never part of the newer master's log; it is cut (and kept for inspection)",
+		"from", cut, "to", localEnd, "bytes", n, "lastEpoch", prev.Epoch, "epoch", cur, "kept", keep)
+	return nil
+}
 
 // Promote asks a slave to take the bucket lease and become the master of
 // its brokerName now, without waiting for the master's lease to lapse
@@ -18,3 +235,74 @@ func (b *Broker) Promote(ctx context.Context) error { return errRoleChangeUnbuil
 // of whichever broker takes it (admin demote). It returns once the change
 // is under way.
 func (b *Broker) Demote(ctx context.Context) error { return errRoleChangeUnbuilt }
+
+// errRoleChangeUnbuilt is returned by Promote and Demote until they land.
+var errRoleChangeUnbuilt = errors.New("broker: role changes are not built yet")
+
+// prepareReplica readies a slave's data dir before its store opens: it
+// reads the master's lease and checkpoint, cuts a local log that diverged
+// from a newer epoch (rejoinCut), records the data dir as a replica of
+// the current epoch (writer.json) and picks the master's HA address (the
+// lease holder's, with failover). It returns the checkpoint (nil when
+// unreadable).
+func (b *Broker) prepareReplica() (*offsets.Checkpoint, error) {
+	prev, err := offsets.ReadWriterState(b.fs, b.writerStatePath())
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	inst := ""
+	if prev != nil {
+		inst = prev.Instance
+	} else if inst, err = offsets.NewInstanceID(); err != nil {
+		return nil, err
+	}
+	b.ident = offsets.IdentityFor(b.cfg.BrokerName, inst)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rec, _, err := offsets.ReadLease(ctx, newCheckpointStore(b.scoped))
+	if err != nil && !errors.Is(err, offsets.ErrObjectNotFound) {
+		b.log.Warn("slave: the bucket lease is not readable; following the configured master", "err", err)
+	}
+	held := err == nil && !rec.Released && rec.Instance != inst
+	cp := b.readReplicaCheckpoint()
+	cl, _ := b.commitLogOf(cp)
+	if prev != nil && held && prev.Epoch < rec.Epoch && !hasEpoch(cl.Epochs, rec.Epoch) {
+		// The holder records its epoch with its first checkpoint, before
+		// it writes anything: give it that long.
+		for deadline := time.Now().Add(2*b.cfg.CheckpointInterval + 5*time.Second); time.Now().Before(deadline); {
+			time.Sleep(200 * time.Millisecond)
+			if cp = b.readReplicaCheckpoint(); cp != nil {
+				if cl, _ = b.commitLogOf(cp); hasEpoch(cl.Epochs, rec.Epoch) {
+					break
+				}
+			}
+		}
+	}
+	cur := rec.Epoch
+	if cp != nil {
+		cur = max(cur, cp.Writer.Epoch)
+	}
+	if err := b.rejoinCut(prev, cur, cl.Epochs); err != nil {
+		return nil, err
+	}
+	b.following = offsets.Identity{Epoch: cur}
+	b.haMasterAddr = b.cfg.HAMaster
+	if held {
+		b.following = rec.Identity()
+		b.following.Epoch = cur
+		if b.cfg.HAFailover && rec.HAAddr != "" {
+			b.haMasterAddr = rec.HAAddr
+		}
+	}
+	if prev == nil || prev.Epoch != cur || !prev.Replica {
+		if err := offsets.WriteWriterState(b.fs, b.writerStatePath(),
+			offsets.WriterState{Broker: b.cfg.BrokerName, Instance: inst, Epoch: cur, Replica: true}); err != nil {
+			return nil, fmt.Errorf("broker: record the data dir as a replica: %w", err)
+		}
+	}
+	return cp, nil
+}
+
+func hasEpoch(h []epochStart, epoch int64) bool {
+	return slices.ContainsFunc(h, func(e epochStart) bool { return e.Epoch == epoch })
+}

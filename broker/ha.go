@@ -34,21 +34,32 @@ func (b *Broker) onDispatch(topic string, queueID int32, queueOffset int64, tags
 func (b *Broker) startHA() error {
 	switch b.cfg.Role {
 	case RoleSlave:
+		if b.haMasterAddr == "" {
+			b.haMasterAddr = b.cfg.HAMaster
+		}
 		f, err := openFollower(b.fs, filepath.Join(b.cfg.DataDir, "config"))
 		if err != nil {
 			return err
 		}
 		b.ha.follow = f
-		s, err := ha.StartSlave(ha.SlaveOptions{Master: b.cfg.HAMaster, Resolve: b.resolveHAMaster, BrokerName: b.cfg.BrokerName,
-			Log: b.store, MaxTransfer: max(ha.DefaultMaxTransfer, int(b.cfg.MaxMessageSize)+1<<20), Logger: b.log})
+		resolve := b.resolveHAMaster
+		if b.cfg.HAFailover && b.haMasterAddr != "" {
+			resolve = nil // the lease holder, not a name server's possibly stale answer
+		}
+		if b.haMasterAddr == "" && len(b.cfg.NameServers()) == 0 {
+			b.log.Warn("slave: no master to follow yet (no lease holder and no STRATAMQ_HA_MASTER); watching the bucket lease")
+			return nil
+		}
+		s, err := ha.StartSlave(ha.SlaveOptions{Master: b.haMasterAddr, Resolve: resolve, MinEpoch: b.following.Epoch,
+			BrokerName: b.cfg.BrokerName, Log: b.store, MaxTransfer: max(ha.DefaultMaxTransfer, int(b.cfg.MaxMessageSize)+1<<20), Logger: b.log})
 		if err != nil {
 			return fmt.Errorf("broker: STRATAMQ_ROLE=slave: %w", err)
 		}
 		b.ha.slave = s
 		b.metrics.WatchHASlave(func() int64 { return s.State().Received })
 		b.hastat.slave.Store(s)
-		if b.cfg.HAMaster != "" {
-			b.log.Info("following the master's HA stream", "haMaster", b.cfg.HAMaster)
+		if b.haMasterAddr != "" {
+			b.log.Info("following the master's HA stream", "haMaster", b.haMasterAddr, "epoch", b.following.Epoch)
 		} else {
 			b.log.Info("following the master's HA stream at the address the name server reports", "namesrv", b.cfg.Namesrv)
 		}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,7 +23,13 @@ type Metrics struct {
 	// a send does not hash its label on every message.
 	in, out sync.Map
 
-	haRecv haReceived // stratamq_ha_received_bytes_total (WatchHASlave)
+	haRecv   haReceived                      // stratamq_ha_received_bytes_total (WatchHASlave)
+	haStatus atomic.Pointer[func() HAStatus] // the running broker's (WatchHA)
+
+	// servers holds, per WatchServer name, the server its gauges read
+	// (*atomic.Pointer[remoting.Server]): a later broker generation on the
+	// same Metrics (Node) swaps the server in.
+	servers sync.Map
 }
 
 type topicCounters struct{ msgs, bytes prometheus.Counter }
@@ -85,18 +92,26 @@ func (m *Metrics) ConnRefused(server string) func(limit string) {
 }
 
 // WatchServer exports s's open connections and read memory in use as
-// gauges labelled server.
+// gauges labelled server. Watching another server under the same name
+// (the next broker generation of a Node) moves the gauges to it.
 func (m *Metrics) WatchServer(server string, s *remoting.Server) {
 	if m == nil {
 		return
 	}
+	p := &atomic.Pointer[remoting.Server]{}
+	if v, loaded := m.servers.LoadOrStore(server, p); loaded {
+		v.(*atomic.Pointer[remoting.Server]).Store(s)
+		return
+	}
+	p.Store(s)
+	stats := func() remoting.ServerStats { return p.Load().Stats() }
 	labels := prometheus.Labels{"server": server}
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "stratamq_connections", ConstLabels: labels,
-			Help: "Open remoting connections."}, func() float64 { return float64(s.Stats().Conns) }),
+			Help: "Open remoting connections."}, func() float64 { return float64(stats().Conns) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "stratamq_read_memory_bytes", ConstLabels: labels,
 			Help: "Bytes of requests being read or waiting to be handled (bounded by STRATAMQ_MAX_READ_MEMORY)."},
-			func() float64 { return float64(s.Stats().ReadMemory) }),
+			func() float64 { return float64(stats().ReadMemory) }),
 	)
 }
 
@@ -143,11 +158,15 @@ func (m *Metrics) WatchHASlave(received func() int64) {
 // _seconds{peer} (on a master one per connected slave, peer its address;
 // on a slave one, peer its master's HA address). HAStatus defines the lag
 // in time.
+//
+// A later call (the next broker generation of a Node) replaces status.
 func (m *Metrics) WatchHA(status func() HAStatus) {
 	if m == nil {
 		return
 	}
-	m.reg.MustRegister(haCollector{status})
+	if m.haStatus.Swap(&status) == nil {
+		m.reg.MustRegister(haCollector{func() HAStatus { return (*m.haStatus.Load())() }})
+	}
 }
 
 var (

@@ -273,6 +273,20 @@ func (b *Broker) checkLocalData() (*upload.Manifest, error) {
 	}
 	prev := d.prev
 	switch {
+	case prev != nil && prev.Replica && prev.Epoch >= cpEpoch:
+		// A slave's copy of the log of the epoch the bucket was last
+		// written under, now promoted (failover.go). It is ours to serve
+		// when it reaches the end of what the bucket holds; a copy that
+		// lags it is set aside and the broker restores from the bucket
+		// (the bucket's bytes are newer, and maybe acknowledged).
+		var end int64
+		for _, o := range m.CommitLog() {
+			end = max(end, o.End())
+		}
+		if localEnd < end {
+			return m, b.setAside(fmt.Sprintf("this slave's copy of the log ends at offset %d, before the end %d of what the master uploaded", localEnd, end))
+		}
+		return m, nil
 	case prev != nil && prev.Instance == d.id.Instance && prev.Epoch >= cpEpoch:
 		// We wrote the prefix last. The durable end we checkpointed must
 		// still be here (it was fdatasynced): a shorter log means the disk

@@ -14,7 +14,7 @@ type httpRoute struct {
 
 // haRoute is GET /ha: the broker's HA status, the JSON body of
 // GET_BROKER_HA_STATUS (broker.HAStatusJSON).
-func haRoute(b *broker.Broker) httpRoute {
+func haRoute(cur func() *broker.Broker) httpRoute {
 	return httpRoute{"/ha", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -22,6 +22,6 @@ func haRoute(b *broker.Broker) httpRoute {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(append(b.HAStatusJSON(), '\n'))
+		_, _ = w.Write(append(cur().HAStatusJSON(), '\n'))
 	})}
 }

@@ -74,12 +74,20 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 		}
 		defer bucket.Close()
 		tuneGC(int64(cfg.CacheSize), log)
-		b, err := broker.New(cfg.Config, broker.Deps{Logger: log, Metrics: metrics, Bucket: bucket, Registerer: reg})
-		if err != nil {
+		// A Node runs the broker through its HA role changes (one
+		// generation without STRATAMQ_HA_FAILOVER); ready once the first
+		// one is open.
+		opened := make(chan struct{})
+		var once sync.Once
+		node := broker.NewNode(cfg.Config, broker.Deps{Logger: log, Metrics: metrics, Bucket: bucket, Registerer: reg},
+			func(*broker.Broker) { once.Do(func() { close(opened) }) })
+		go func() { brokerDone <- node.Run(ctx) }()
+		select {
+		case <-opened:
+		case err := <-brokerDone:
 			return err
 		}
-		go func() { brokerDone <- b.Run(ctx) }()
-		routes = append(routes, haRoute(b))
+		routes = append(routes, haRoute(node.Broker))
 	}
 	ready.set()
 

@@ -1,0 +1,134 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stratamq/stratamq/offsets"
+)
+
+// Node runs the broker of one data dir through its HA role changes
+// (failover.go): each role is a generation, a Broker made by New and run
+// by Run; when Run returns a *RoleChange the next generation starts on the
+// same data dir in the new role. Without STRATAMQ_HA_FAILOVER there is one
+// generation, as with New and Run.
+type Node struct {
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+
+	cur     atomic.Pointer[Broker]
+	changes atomic.Int64
+	started func(*Broker) // called with each generation once it is made
+}
+
+// NewNode returns a node for cfg; Run starts it. started, if set, is
+// called with every generation's broker before it runs.
+func NewNode(cfg Config, deps Deps, started func(*Broker)) *Node {
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	return &Node{cfg: cfg, deps: deps, log: deps.Logger.With("component", "node"), started: started}
+}
+
+// Broker is the running generation (nil before the first one is made).
+func (n *Node) Broker() *Broker { return n.cur.Load() }
+
+// RoleChanges is how many times the node changed role.
+func (n *Node) RoleChanges() int64 { return n.changes.Load() }
+
+// Run runs generations until ctx ends or one fails.
+func (n *Node) Run(ctx context.Context) error {
+	cfg := n.cfg
+	var lease *offsets.Lease
+	for {
+		deps := n.deps
+		deps.lease, lease = lease, nil
+		gen := &genRegisterer{inner: n.deps.Registerer}
+		if deps.Registerer != nil {
+			deps.Registerer = gen
+		}
+		b, err := New(roleConfig(cfg), deps)
+		if err != nil {
+			var held *offsets.LeaseHeldError
+			if cfg.HAFailover && cfg.Role != RoleSlave && errors.As(err, &held) {
+				n.log.Info("failover: another broker holds the bucket lease; starting as its slave", "holder", held.Holder.String())
+				cfg.Role = RoleSlave
+				continue
+			}
+			return err
+		}
+		b.nodeRole = n.cfg.Role
+		b.hastat.failovers.Store(n.changes.Load())
+		n.cur.Store(b)
+		if n.started != nil {
+			n.started(b)
+		}
+		err = b.Run(ctx)
+		gen.unregisterAll()
+		var rc *RoleChange
+		if !errors.As(err, &rc) || ctx.Err() != nil {
+			return err
+		}
+		n.changes.Add(1)
+		cfg.Role, lease = rc.Role, rc.lease
+	}
+}
+
+// roleConfig is cfg for its role: a master registers as brokerId 0, a
+// slave under its configured id (1 when the configured role was master).
+func roleConfig(cfg Config) Config {
+	if cfg.Role == RoleSlave {
+		if cfg.BrokerID == 0 {
+			cfg.BrokerID = 1
+		}
+		return cfg
+	}
+	cfg.BrokerID = 0
+	return cfg
+}
+
+// genRegisterer registers a generation's collectors and unregisters them
+// when it ends, so the next generation can register its own.
+type genRegisterer struct {
+	inner prometheus.Registerer
+	mu    sync.Mutex
+	cs    []prometheus.Collector
+}
+
+func (g *genRegisterer) Register(c prometheus.Collector) error {
+	if err := g.inner.Register(c); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.cs = append(g.cs, c)
+	g.mu.Unlock()
+	return nil
+}
+
+func (g *genRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := g.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (g *genRegisterer) Unregister(c prometheus.Collector) bool { return g.inner.Unregister(c) }
+
+func (g *genRegisterer) unregisterAll() {
+	if g.inner == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.cs {
+		g.inner.Unregister(c)
+	}
+	g.cs = nil
+}
