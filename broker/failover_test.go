@@ -1,0 +1,185 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stratamq/stratamq/offsets"
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/tier"
+)
+
+// failoverConfig is a node of brokerName "broker-a" with failover, fixed
+// ports (a generation rebinds them), a short lease and quick checkpoints.
+func failoverConfig(t *testing.T, role string) Config {
+	return Config{DataDir: t.TempDir(), Listen: haTestAddr(t), HAListen: haTestAddr(t), Role: role, HAFailover: true,
+		SegmentSize: 1 << 20, MaxMessageSize: 256 << 10, AutoCreateTopic: true, HATimeout: 2 * time.Second,
+		LeaseTTL: 2 * time.Second, CheckpointInterval: 200 * time.Millisecond, RegisterInterval: time.Hour,
+		ReserveLogMin: 1 << 20, ReserveQueueMin: 1 << 10}
+}
+
+// runNode runs a Node until the test ends.
+func runNode(t *testing.T, cfg Config, deps Deps) *Node {
+	t.Helper()
+	if deps.Logger == nil {
+		deps.Logger = discardLogger()
+	}
+	n := NewNode(cfg, deps, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("node %s: %v", cfg.Listen, err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Errorf("node %s did not stop", cfg.Listen)
+		}
+	})
+	waitCond(t, 30*time.Second, "the node's first broker", func() bool { return n.Broker() != nil })
+	return n
+}
+
+// role is the running generation's role ("" while between generations).
+func (n *Node) role() string {
+	if b := n.Broker(); b != nil && !b.closing.Load() {
+		return b.cfg.Role
+	}
+	return ""
+}
+
+// TestBrokerFailoverThroughTheLease (issue 10 item 4 and the "Fencing"
+// Done-when line): a sync_master and a failover slave share a bucket. The
+// master is cut off from the bucket (a partition): it stops acknowledging
+// before its lease can lapse, the slave takes the lease with a higher
+// epoch once it stayed unchanged for a TTL and becomes sync_master, and
+// the old master, healed, finds itself fenced and rejoins as the new
+// master's slave. Every message either master acknowledged is readable on
+// the new master, no queue offset is handed out twice, and the old master
+// acknowledged nothing once the new epoch began.
+func TestBrokerFailoverThroughTheLease(t *testing.T) {
+	mem := tier.NewMem()
+	cut := &faultBucket{Bucket: mem}
+	a := runNode(t, failoverConfig(t, RoleSyncMaster), Deps{Bucket: cut})
+	b := runNode(t, failoverConfig(t, RoleSlave), Deps{Bucket: mem})
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+
+	type ack struct {
+		body  []byte
+		queue int
+		off   string
+		at    time.Time
+	}
+	var acks []ack
+	seq := 0
+	// send sends one message to n's broker and records it if acknowledged.
+	send := func(n *Node) *remoting.Command {
+		t.Helper()
+		seq++
+		body := []byte(fmt.Sprintf("m%05d", seq))
+		q := seq % 2
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := cl.Invoke(ctx, n.cfg.Listen, sendReq("FO", q, body, ""))
+		if err != nil {
+			return nil
+		}
+		if resp.Code == int32(remoting.Success) {
+			acks = append(acks, ack{body, q, resp.ExtFields["queueOffset"], time.Now()})
+		}
+		return resp
+	}
+	waitCond(t, 20*time.Second, "the slave to follow the master", func() bool {
+		m := a.Broker()
+		return m != nil && m.ha.master != nil && len(m.ha.master.Slaves()) == 1
+	})
+	for range 20 {
+		if r := send(a); r == nil || r.Code != int32(remoting.Success) {
+			t.Fatalf("send to the master with its slave: %+v", r)
+		}
+	}
+	firstEpoch := a.Broker().epoch()
+
+	// Partition the master from the bucket; keep sending to it.
+	cut.down.Store(true)
+	waitCond(t, 30*time.Second, "the slave to take over", func() bool {
+		send(a)
+		return b.role() == RoleSyncMaster
+	})
+	nb := b.Broker()
+	if nb.epoch() <= firstEpoch {
+		t.Fatalf("new master's epoch %d, want above %d", nb.epoch(), firstEpoch)
+	}
+	rec, _, err := offsets.ReadLease(context.Background(), newCheckpointStore(nb.scoped))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range acks {
+		if !k.at.Before(rec.AcquiredAt) {
+			t.Fatalf("the old master acknowledged %s at %v, after the new epoch began at %v", k.body, k.at, rec.AcquiredAt)
+		}
+	}
+	if rec.Role != RoleSyncMaster || rec.HAAddr == "" {
+		t.Fatalf("new lease record role %q HA address %q; want sync_master and an address", rec.Role, rec.HAAddr)
+	}
+	// The old master, still partitioned, refuses sends.
+	if r := send(a); r != nil && r.Code == int32(remoting.Success) {
+		t.Fatal("the partitioned old master acknowledged a send")
+	}
+
+	// Heal: the old master finds itself fenced and rejoins as a slave.
+	cut.down.Store(false)
+	waitCond(t, 30*time.Second, "the old master to rejoin as a slave", func() bool { return a.role() == RoleSlave })
+	waitCond(t, 30*time.Second, "the new master to see its slave", func() bool {
+		m := b.Broker()
+		return m.ha.master != nil && len(m.ha.master.Slaves()) == 1
+	})
+	for range 10 {
+		if r := send(b); r == nil || r.Code != int32(remoting.Success) {
+			t.Fatalf("send to the new master with the old one as slave: %+v", r)
+		}
+	}
+	if a.RoleChanges() != 1 || b.RoleChanges() != 1 {
+		t.Fatalf("role changes: old master %d, new master %d; want 1 each", a.RoleChanges(), b.RoleChanges())
+	}
+
+	// Every acknowledged message is on the new master, at the offset its
+	// ack named, and on its slave; no offset was handed out twice.
+	nb = b.Broker()
+	seen := map[string]bool{}
+	for _, k := range acks {
+		key := fmt.Sprintf("%d/%s", k.queue, k.off)
+		if seen[key] {
+			t.Fatalf("queue offset %s acknowledged twice", key)
+		}
+		seen[key] = true
+	}
+	for _, who := range []*Broker{nb, a.Broker()} {
+		byQueue := map[int][][]byte{}
+		for q := range 2 {
+			n := int(who.store.MaxQueueOffset("FO", int32(q)))
+			got, bad := readAll(t, who, cl, "FO", q, n)
+			if bad != nil {
+				t.Fatalf("%s: pull FO/%d: %d %s", who.cfg.Role, q, bad.Code, bad.Remark)
+			}
+			byQueue[q] = got
+		}
+		waitCond(t, 10*time.Second, "the slave to hold the master's log", func() bool {
+			return a.Broker().store.MaxPhysOffset() == nb.store.MaxPhysOffset()
+		})
+		for _, k := range acks {
+			var off int
+			fmt.Sscan(k.off, &off)
+			if q := byQueue[k.queue]; off >= len(q) || !bytes.Equal(q[off], k.body) {
+				t.Fatalf("%s: acknowledged %s at FO/%d offset %d is not there", who.cfg.Role, k.body, k.queue, off)
+			}
+		}
+	}
+}
