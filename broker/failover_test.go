@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,5 +183,82 @@ func TestBrokerFailoverThroughTheLease(t *testing.T) {
 				t.Fatalf("%s: acknowledged %s at FO/%d offset %d is not there", who.cfg.Role, k.body, k.queue, off)
 			}
 		}
+	}
+}
+
+// TestBrokerRejoinCutsDivergentLog (issue 10 item 4, divergent-log
+// truncation): an async_master acknowledges messages its slave never got;
+// the slave takes over and writes other messages at those offsets. The
+// old master rejoins as a slave: its log is cut where the new epoch took
+// over, the cut bytes (the lost acknowledgements of async replication)
+// are kept under diverged/, and its log then equals the new master's.
+func TestBrokerRejoinCutsDivergentLog(t *testing.T) {
+	mem := tier.NewMem()
+	cut := &faultBucket{Bucket: mem}
+	acfg := failoverConfig(t, RoleAsyncMaster)
+	a := runNode(t, acfg, Deps{Bucket: cut})
+	b := runNode(t, failoverConfig(t, RoleSlave), Deps{Bucket: mem})
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	send := func(n *Node, body string) {
+		t.Helper()
+		if r := invoke(t, cl, n.cfg.Listen, sendReq("DV", 0, []byte(body), "")); r.Code != int32(remoting.Success) {
+			t.Fatalf("send %s: %d %s", body, r.Code, r.Remark)
+		}
+	}
+	for i := range 10 {
+		send(a, fmt.Sprintf("common-%02d", i))
+	}
+	waitCond(t, 20*time.Second, "the slave to catch up", func() bool {
+		return b.Broker().store.MaxPhysOffset() == a.Broker().store.MaxPhysOffset()
+	})
+	common := a.Broker().store.MaxPhysOffset()
+	b.Broker().ha.slave.Close() // the slave stops receiving
+	for i := range 5 {
+		send(a, fmt.Sprintf("only-on-old-%02d", i))
+	}
+	cut.down.Store(true)
+	waitCond(t, 30*time.Second, "the slave to take over", func() bool { return b.role() == RoleAsyncMaster })
+	for i := range 7 {
+		send(b, fmt.Sprintf("new-epoch-%02d", i))
+	}
+	cut.down.Store(false)
+	waitCond(t, 30*time.Second, "the old master to rejoin as a slave", func() bool { return a.role() == RoleSlave })
+	waitCond(t, 20*time.Second, "the rejoined slave to catch up", func() bool {
+		return a.Broker().store.MaxPhysOffset() == b.Broker().store.MaxPhysOffset()
+	})
+	for _, who := range []*Broker{a.Broker(), b.Broker()} {
+		got, bad := readAll(t, who, cl, "DV", 0, 17)
+		if bad != nil {
+			t.Fatalf("pull from %s: %d %s", who.cfg.Role, bad.Code, bad.Remark)
+		}
+		for i, body := range got {
+			want := fmt.Sprintf("common-%02d", i)
+			if i >= 10 {
+				want = fmt.Sprintf("new-epoch-%02d", i-10)
+			}
+			if string(body) != want {
+				t.Fatalf("%s: offset %d holds %q, want %q", who.cfg.Role, i, body, want)
+			}
+		}
+	}
+	names, err := a.Broker().fs.ReadDir(acfg.DataDir + "/diverged")
+	if err != nil || len(names) != 1 {
+		t.Fatalf("diverged/: %v, %v; want one file", names, err)
+	}
+	kept, err := os.ReadFile(acfg.DataDir + "/diverged/" + names[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(names[0], fmt.Sprintf("%020d-", common)) {
+		t.Fatalf("diverged file %s does not start at the new epoch's offset %d", names[0], common)
+	}
+	for i := range 5 {
+		if !bytes.Contains(kept, []byte(fmt.Sprintf("only-on-old-%02d", i))) {
+			t.Fatalf("the kept bytes lack only-on-old-%02d", i)
+		}
+	}
+	if bytes.Contains(kept, []byte("common-09")) {
+		t.Fatal("the kept bytes include a record both logs share")
 	}
 }
