@@ -80,8 +80,8 @@ type Broker struct {
 	// persistent instance id); following is the lease holder a slave
 	// follows, with the epoch its log agrees with; nodeRole is the master
 	// role a promoted slave takes.
-	ident      offsets.Identity
-	following  offsets.Identity
+	ident        offsets.Identity
+	following    offsets.Identity
 	nodeRole     string
 	roleChange   chan *RoleChange
 	haMasterAddr string // a slave's master HA address (prepareReplica)
@@ -385,7 +385,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	b.stopHA() // no send waits for a slave's ack any more
 	var drainFailed *offsetRange
-	fenced := b.dur != nil && b.dur.fenced.Load() // another broker has the prefix: nothing may be written to it
+	fenced := b.dur != nil && b.dur.fenced.Load()     // another broker has the prefix: nothing may be written to it
 	if b.tier != nil && !b.tier.readOnly && !fenced { // a slave uploads nothing
 		// Seal and upload the active segment, so a replacement broker on
 		// a fresh disk has every acknowledged message.
