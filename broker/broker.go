@@ -42,8 +42,10 @@ type Deps struct {
 	Registerer prometheus.Registerer
 
 	// lease is the bucket lease a promoted slave took (Node hands it to
-	// the master generation it starts).
-	lease *offsets.Lease
+	// the master generation it starts); holdOff keeps a demoted master's
+	// slave generation from taking the lease back for that long.
+	lease   *offsets.Lease
+	holdOff time.Duration
 }
 
 // Broker serves the RocketMQ remoting protocol over the local store.
@@ -84,7 +86,9 @@ type Broker struct {
 	following    offsets.Identity
 	nodeRole     string
 	roleChange   chan *RoleChange
-	haMasterAddr string // a slave's master HA address (prepareReplica)
+	haMasterAddr string    // a slave's master HA address (prepareReplica)
+	noTakeover   time.Time // a demoted master's slave takes no lease before it
+	demoting     atomic.Bool
 
 	dirLock     io.Closer // exclusive lock on <DataDir>/lock while the broker is open
 	registerNow chan struct{}
@@ -130,6 +134,9 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		roleChange:  make(chan *RoleChange, 1),
 		uniq:        newUniqIDs(),
 		nodeRole:    cfg.Role,
+	}
+	if deps.holdOff > 0 {
+		b.noTakeover = time.Now().Add(deps.holdOff)
 	}
 	b.dirLock = dirLock
 	b.hold = newPullHold(b)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stratamq/stratamq/offsets"
+	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 )
 
@@ -42,6 +43,9 @@ type RoleChange struct {
 	Role   string // RoleAsyncMaster, RoleSyncMaster or RoleSlave
 	Reason string
 	lease  *offsets.Lease // a promotion hands over the lease it took
+	// holdOff: the next generation (a demoted master's) does not try to
+	// take the lease for this long, so its slave does.
+	holdOff time.Duration
 }
 
 func (r *RoleChange) Error() string {
@@ -157,6 +161,15 @@ func (b *Broker) watchLease(ctx context.Context) {
 			b.requestRoleChange(&RoleChange{Role: RoleSlave, Reason: fmt.Sprintf("the master now writes under epoch %d", rec.Epoch)})
 			return
 		}
+		if time.Now().Before(b.noTakeover) {
+			// Demoted: leave the released lease to the slave.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
 		role := masterRole(b.nodeRole, rec.Role)
 		lease, err := offsets.AcquireLease(ctx, cs, b.ident, ttl, offsets.AcquireOptions{
 			MinEpoch: b.following.Epoch, HAAddr: b.haAdvertiseFor(), Role: role,
@@ -226,19 +239,71 @@ func (b *Broker) rejoinCut(prev *offsets.WriterState, cur int64, history []epoch
 	return nil
 }
 
-// Promote asks a slave to take the bucket lease and become the master of
-// its brokerName now, without waiting for the master's lease to lapse
-// (admin promote). It returns once the change is under way.
-func (b *Broker) Promote(ctx context.Context) error { return errRoleChangeUnbuilt }
+// errHandingOver: a demoting master refuses sends while its slave catches
+// up and takes the lease (answered SERVICE_NOT_AVAILABLE: clients retry).
+var errHandingOver = errors.New("broker: this master is handing over to its slave (admin demote); retry")
 
-// Demote asks a master to release the bucket lease and rejoin as a slave
-// of whichever broker takes it (admin demote). It returns once the change
-// is under way.
-func (b *Broker) Demote(ctx context.Context) error { return errRoleChangeUnbuilt }
+// Promote asks a slave to become the master of its brokerName now (admin
+// promote): it asks its master to demote itself, and takes the lease the
+// master then releases. It needs STRATAMQ_HA_FAILOVER and a reachable
+// master; a master that is gone is replaced without it, once its lease
+// lapses. It returns once the master agreed.
+func (b *Broker) Promote(ctx context.Context) error {
+	if b.cfg.Role != RoleSlave {
+		return fmt.Errorf("broker: this broker is already %s", b.cfg.Role)
+	}
+	if !b.cfg.HAFailover || b.scoped == nil {
+		return errors.New("broker: promote needs STRATAMQ_HA_FAILOVER and a bucket (the lease decides who is master)")
+	}
+	addr := b.masterRemotingAddr()
+	if addr == "" {
+		return errors.New("broker: the master's address is not known yet; if it is gone, this slave takes over once its lease lapses")
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.HATimeout+10*time.Second)
+	defer cancel()
+	resp, err := b.nsClient.Invoke(ctx, addr, remoting.NewRequest(remoting.DemoteBroker, nil, nil))
+	if err != nil {
+		return fmt.Errorf("broker: ask the master at %s to demote: %w (if it is gone, this slave takes over once its lease lapses)", addr, err)
+	}
+	if resp.Code != int32(remoting.Success) {
+		return fmt.Errorf("broker: the master at %s refused to demote: %s", addr, resp.Remark)
+	}
+	b.log.Warn("admin promote: the master agreed to hand over; taking the lease it releases", "master", addr)
+	return nil
+}
 
-// errRoleChangeUnbuilt is returned by Promote and Demote until they land.
-var errRoleChangeUnbuilt = errors.New("broker: role changes are not built yet")
-
+// Demote asks a master to hand over to its slave (admin demote): it
+// refuses new sends, waits (up to STRATAMQ_HA_ACK_TIMEOUT) until a slave
+// holds its whole log, then stops as master — the drain, the final
+// checkpoint and the lease release of a graceful stop — and continues as
+// a slave of whichever broker takes the lease (it does not take the lease
+// back itself for two TTLs). It needs STRATAMQ_HA_FAILOVER, a bucket and a
+// connected slave.
+func (b *Broker) Demote(ctx context.Context) error {
+	if b.cfg.Role == RoleSlave {
+		return errors.New("broker: this broker is a slave already")
+	}
+	if !b.cfg.HAFailover || b.dur == nil {
+		return errors.New("broker: demote needs STRATAMQ_HA_FAILOVER and a bucket (the lease decides who is master)")
+	}
+	m := b.haMaster.Load()
+	if m == nil || len(m.Slaves()) == 0 {
+		return errors.New("broker: no slave is connected to hand over to")
+	}
+	if !b.demoting.CompareAndSwap(false, true) {
+		return errors.New("broker: a demote is already under way")
+	}
+	end := b.store.MaxPhysOffset()
+	wctx, cancel := context.WithTimeout(ctx, b.cfg.HATimeout)
+	defer cancel()
+	if err := m.WaitAcked(wctx, end); err != nil {
+		b.demoting.Store(false)
+		return fmt.Errorf("broker: no slave caught up with the log end %d: %w", end, err)
+	}
+	b.log.Warn("admin demote: a slave holds the whole log; handing the lease over", "end", end)
+	b.requestRoleChange(&RoleChange{Role: RoleSlave, Reason: "admin demote", holdOff: 2 * b.leaseTTL()})
+	return nil
+}
 // prepareReplica readies a slave's data dir before its store opens: it
 // reads the master's lease and checkpoint, cuts a local log that diverged
 // from a newer epoch (rejoinCut), records the data dir as a replica of

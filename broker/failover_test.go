@@ -48,6 +48,14 @@ func runNode(t *testing.T, cfg Config, deps Deps) *Node {
 	return n
 }
 
+// haSlaves is how many slaves the running HA master sees (0 without one).
+func (b *Broker) haSlaves() int {
+	if m := b.haMaster.Load(); m != nil {
+		return len(m.Slaves())
+	}
+	return 0
+}
+
 // role is the running generation's role ("" while between generations).
 func (n *Node) role() string {
 	if b := n.Broker(); b != nil && !b.closing.Load() {
@@ -100,7 +108,7 @@ func TestBrokerFailoverThroughTheLease(t *testing.T) {
 	}
 	waitCond(t, 20*time.Second, "the slave to follow the master", func() bool {
 		m := a.Broker()
-		return m != nil && m.ha.master != nil && len(m.ha.master.Slaves()) == 1
+		hm := m.haSlaves(); return hm == 1
 	})
 	for range 20 {
 		if r := send(a); r == nil || r.Code != int32(remoting.Success) {
@@ -141,7 +149,7 @@ func TestBrokerFailoverThroughTheLease(t *testing.T) {
 	waitCond(t, 30*time.Second, "the old master to rejoin as a slave", func() bool { return a.role() == RoleSlave })
 	waitCond(t, 30*time.Second, "the new master to see its slave", func() bool {
 		m := b.Broker()
-		return m.ha.master != nil && len(m.ha.master.Slaves()) == 1
+		return m != nil && m.haSlaves() == 1
 	})
 	for range 10 {
 		if r := send(b); r == nil || r.Code != int32(remoting.Success) {
@@ -213,7 +221,7 @@ func TestBrokerRejoinCutsDivergentLog(t *testing.T) {
 		return b.Broker().store.MaxPhysOffset() == a.Broker().store.MaxPhysOffset()
 	})
 	common := a.Broker().store.MaxPhysOffset()
-	b.Broker().ha.slave.Close() // the slave stops receiving
+	b.Broker().hastat.slave.Load().Close() // the slave stops receiving
 	for i := range 5 {
 		send(a, fmt.Sprintf("only-on-old-%02d", i))
 	}
@@ -260,5 +268,77 @@ func TestBrokerRejoinCutsDivergentLog(t *testing.T) {
 	}
 	if bytes.Contains(kept, []byte("common-09")) {
 		t.Fatal("the kept bytes include a record both logs share")
+	}
+}
+
+// TestBrokerAdminPromoteDemote (issue 10 item 4, admin promote and
+// demote): promote on the slave makes its master hand over — refuse
+// sends, wait until the slave holds its log, release the lease — and the
+// slave takes the lease at once (no TTL wait) and the old master follows
+// it; demote on the new master swaps them back. No acknowledged message
+// is lost across either handover.
+func TestBrokerAdminPromoteDemote(t *testing.T) {
+	mem := tier.NewMem()
+	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
+	acfg.LeaseTTL, bcfg.LeaseTTL = time.Minute, time.Minute // a handover must not wait for it
+	a := runNode(t, acfg, Deps{Bucket: mem})
+	b := runNode(t, bcfg, Deps{Bucket: mem})
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	var sent []string
+	send := func(n *Node) {
+		t.Helper()
+		body := fmt.Sprintf("m%03d", len(sent))
+		if r := invoke(t, cl, n.cfg.Listen, sendReq("PD", 0, []byte(body), "")); r.Code != int32(remoting.Success) {
+			t.Fatalf("send %s to %s: %d %s", body, n.role(), r.Code, r.Remark)
+		}
+		sent = append(sent, body)
+	}
+	healthy := func(master, slave *Node) {
+		t.Helper()
+		waitCond(t, 20*time.Second, "the master to see its slave", func() bool {
+			m := master.Broker()
+			return master.role() == RoleSyncMaster && slave.role() == RoleSlave && m != nil && m.haSlaves() == 1
+		})
+	}
+	healthy(a, b)
+	for range 5 {
+		send(a)
+	}
+	if r := invoke(t, cl, a.cfg.Listen, remoting.NewRequest(remoting.PromoteBroker, nil, nil)); r.Code == int32(remoting.Success) {
+		t.Fatal("promote on a master succeeded")
+	}
+	start := time.Now()
+	if r := invoke(t, cl, b.cfg.Listen, remoting.NewRequest(remoting.PromoteBroker, nil, nil)); r.Code != int32(remoting.Success) {
+		t.Fatalf("promote on the slave: %d %s", r.Code, r.Remark)
+	}
+	healthy(b, a)
+	if d := time.Since(start); d >= acfg.LeaseTTL {
+		t.Fatalf("the handover took %v, a lease TTL", d)
+	}
+	for range 5 {
+		send(b)
+	}
+	if r := invoke(t, cl, b.cfg.Listen, remoting.NewRequest(remoting.DemoteBroker, nil, nil)); r.Code != int32(remoting.Success) {
+		t.Fatalf("demote on the new master: %d %s", r.Code, r.Remark)
+	}
+	healthy(a, b)
+	for range 5 {
+		send(a)
+	}
+	if a.RoleChanges() != 2 || b.RoleChanges() != 2 {
+		t.Fatalf("role changes %d and %d, want 2 each", a.RoleChanges(), b.RoleChanges())
+	}
+	for _, who := range []*Broker{a.Broker(), b.Broker()} {
+		waitCond(t, 10*time.Second, "the slave to catch up", func() bool { return who.store.MaxQueueOffset("PD", 0) == int64(len(sent)) })
+		got, bad := readAll(t, who, cl, "PD", 0, len(sent))
+		if bad != nil {
+			t.Fatalf("pull from %s: %d %s", who.cfg.Role, bad.Code, bad.Remark)
+		}
+		for i, body := range got {
+			if string(body) != sent[i] {
+				t.Fatalf("%s offset %d: %q, want %q", who.cfg.Role, i, body, sent[i])
+			}
+		}
 	}
 }

@@ -28,6 +28,9 @@ func (b *Broker) writeGate(ctx context.Context, topic string, queueID int32) err
 	if b.dur == nil {
 		return nil
 	}
+	if b.demoting.Load() {
+		return errHandingOver
+	}
 	if _, err := b.dur.writable(); err != nil {
 		return err
 	}
@@ -50,6 +53,6 @@ func (b *Broker) ackGate() error {
 // isGateErr reports whether err is one of the gates' refusals (answered
 // SERVICE_NOT_AVAILABLE: the client retries, elsewhere or later).
 func isGateErr(err error) bool {
-	return errors.Is(err, offsets.ErrFenced) || errors.Is(err, offsets.ErrLeaseExpired) ||
+	return errors.Is(err, offsets.ErrFenced) || errors.Is(err, offsets.ErrLeaseExpired) || errors.Is(err, errHandingOver) ||
 		errors.Is(err, errNotCheckpointed) || errors.Is(err, store.ErrReserved)
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -39,16 +40,19 @@ func NewNode(cfg Config, deps Deps, started func(*Broker)) *Node {
 // Broker is the running generation (nil before the first one is made).
 func (n *Node) Broker() *Broker { return n.cur.Load() }
 
-// RoleChanges is how many times the node changed role.
+// RoleChanges is how many times the node changed role (a slave that
+// starts a new generation to follow a new master is not a change).
 func (n *Node) RoleChanges() int64 { return n.changes.Load() }
 
 // Run runs generations until ctx ends or one fails.
 func (n *Node) Run(ctx context.Context) error {
 	cfg := n.cfg
 	var lease *offsets.Lease
+	var holdOff time.Duration
 	for {
 		deps := n.deps
 		deps.lease, lease = lease, nil
+		deps.holdOff, holdOff = holdOff, 0
 		gen := &genRegisterer{inner: n.deps.Registerer}
 		if deps.Registerer != nil {
 			deps.Registerer = gen
@@ -75,8 +79,10 @@ func (n *Node) Run(ctx context.Context) error {
 		if !errors.As(err, &rc) || ctx.Err() != nil {
 			return err
 		}
-		n.changes.Add(1)
-		cfg.Role, lease = rc.Role, rc.lease
+		if rc.Role != cfg.Role { // not a slave re-following a new holder
+			n.changes.Add(1)
+		}
+		cfg.Role, lease, holdOff = rc.Role, rc.lease, rc.holdOff
 	}
 }
 
