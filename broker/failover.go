@@ -304,6 +304,7 @@ func (b *Broker) Demote(ctx context.Context) error {
 	b.requestRoleChange(&RoleChange{Role: RoleSlave, Reason: "admin demote", holdOff: 2 * b.leaseTTL()})
 	return nil
 }
+
 // prepareReplica readies a slave's data dir before its store opens: it
 // reads the master's lease and checkpoint, cuts a local log that diverged
 // from a newer epoch (rejoinCut), records the data dir as a replica of

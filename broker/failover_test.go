@@ -108,7 +108,8 @@ func TestBrokerFailoverThroughTheLease(t *testing.T) {
 	}
 	waitCond(t, 20*time.Second, "the slave to follow the master", func() bool {
 		m := a.Broker()
-		hm := m.haSlaves(); return hm == 1
+		hm := m.haSlaves()
+		return hm == 1
 	})
 	for range 20 {
 		if r := send(a); r == nil || r.Code != int32(remoting.Success) {
