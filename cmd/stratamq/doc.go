@@ -4,6 +4,11 @@
 //	stratamq namesrv   name server only
 //	stratamq broker    broker only; registers with STRATAMQ_NAMESRV
 //	stratamq bench     load generator (produce|consume|e2e) over the remoting protocol
+//	stratamq admin     operations on running brokers, mqadmin-style (-n, -b, -c): haStatus,
+//	                   promote, demote; admin.go holds the table of commands, one func each
+//
+// The metrics/health listener (STRATAMQ_HTTP_LISTEN) also serves GET /ha,
+// the broker's HA status as JSON (admin_http.go).
 //
 // Every setting is an environment variable STRATAMQ_<NAME> and a flag
 // --<name> (flags win); `stratamq serve -h` lists them.
