@@ -89,6 +89,9 @@ type Broker struct {
 	haMasterAddr string    // a slave's master HA address (prepareReplica)
 	noTakeover   time.Time // a demoted master's slave takes no lease before it
 	demoting     atomic.Bool
+	// promotedReplica: a promoted slave kept its copy of the log
+	// (checkLocalData); New then adopts the checkpoint's metadata.
+	promotedReplica bool
 
 	dirLock     io.Closer // exclusive lock on <DataDir>/lock while the broker is open
 	registerNow chan struct{}
@@ -235,6 +238,11 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	}
 	if b.offsets, err = offsets.OpenConsumerOffsets(deps.FS, configDir); err != nil {
 		return fail(err)
+	}
+	if b.promotedReplica {
+		if err := b.adoptCheckpointMetadata(b.dur.loaded); err != nil {
+			return fail(err)
+		}
 	}
 	var cold store.ColdReader
 	var coldIndex store.ColdIndex

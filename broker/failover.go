@@ -2,11 +2,14 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stratamq/stratamq/offsets"
@@ -90,6 +93,15 @@ func cutFor(h []epochStart, epoch int64) (cut int64, ok bool) {
 		}
 	}
 	return cut, true
+}
+
+// divergedAt is the HA master's Diverged: where a log last written under
+// epoch must be cut to agree with this master's log.
+func (b *Broker) divergedAt(epoch int64) (int64, bool) {
+	if b.dur == nil {
+		return -1, true
+	}
+	return cutFor(withEpoch(b.dur.history, b.dur.id.Epoch, b.dur.from), epoch)
 }
 
 // requestRoleChange asks Run to stop and continue as rc (the first request
@@ -371,4 +383,68 @@ func (b *Broker) prepareReplica() (*offsets.Checkpoint, error) {
 
 func hasEpoch(h []epochStart, epoch int64) bool {
 	return slices.ContainsFunc(h, func(e epochStart) bool { return e.Epoch == epoch })
+}
+
+// adoptCheckpointMetadata runs when a promoted slave keeps its copy of the
+// log (New, after the config managers opened): what it followed from the
+// master may be a sync interval old, so it adds from the bucket's
+// checkpoint every topic and subscription group it lacks — the checkpoint
+// lists every topic written to (a send to a new queue waits for a
+// checkpoint naming it) — and takes each consumer offset the checkpoint
+// has further along. Deleted-and-recreated differences are settled in
+// favour of keeping data: nothing is removed here.
+func (b *Broker) adoptCheckpointMetadata(cp *offsets.Checkpoint) error {
+	if cp == nil {
+		return nil
+	}
+	if raw := cp.Sections[sectionTopics]; len(raw) > 0 {
+		var w remoting.TopicConfigSerializeWrapper
+		if err := json.Unmarshal(remoting.QuoteIntegerKeys(raw), &w); err != nil {
+			return fmt.Errorf("broker: checkpoint topics: %w", err)
+		}
+		have := b.topics.QueueCounts()
+		for name, tc := range w.TopicConfigTable {
+			if _, ok := have[name]; !ok {
+				tc.TopicName = name
+				b.topics.Put(tc)
+				b.log.Info("promoted: topic the followed config lacked added from the bucket checkpoint", "topic", name)
+			}
+		}
+	}
+	if raw := cp.Sections[sectionSubscriptionGroups]; len(raw) > 0 {
+		var f subscriptionGroupJSON
+		if err := json.Unmarshal(remoting.QuoteIntegerKeys(raw), &f); err != nil {
+			return fmt.Errorf("broker: checkpoint subscription groups: %w", err)
+		}
+		for name, g := range f.SubscriptionGroupTable {
+			if _, ok := b.groups.Get(name); !ok && g != nil {
+				g.GroupName = name
+				b.groups.Put(*g)
+			}
+		}
+	}
+	if raw := cp.Sections[sectionConsumerOffsets]; len(raw) > 0 {
+		var f struct {
+			OffsetTable map[string]map[string]int64 `json:"offsetTable"`
+		}
+		if err := json.Unmarshal(remoting.QuoteIntegerKeys(raw), &f); err != nil {
+			return fmt.Errorf("broker: checkpoint consumer offsets: %w", err)
+		}
+		for key, qs := range f.OffsetTable {
+			topic, group, ok := strings.Cut(key, "@")
+			if !ok {
+				continue
+			}
+			for q, off := range qs {
+				id, err := strconv.Atoi(q)
+				if err != nil {
+					continue
+				}
+				if cur, ok := b.offsets.Query(group, topic, int32(id)); !ok || cur < off {
+					b.offsets.Commit(group, topic, int32(id), off)
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -51,6 +51,9 @@ func (b *Broker) startHA() error {
 			return nil
 		}
 		s, err := ha.StartSlave(ha.SlaveOptions{Master: b.haMasterAddr, Resolve: resolve, MinEpoch: b.following.Epoch,
+			OnDiverged: func(cut int64) {
+				b.requestRoleChange(&RoleChange{Role: RoleSlave, Reason: fmt.Sprintf("the master says this log diverged from its own at offset %d", cut)})
+			},
 			BrokerName: b.cfg.BrokerName, Log: b.store, MaxTransfer: max(ha.DefaultMaxTransfer, int(b.cfg.MaxMessageSize)+1<<20), Logger: b.log})
 		if err != nil {
 			return fmt.Errorf("broker: STRATAMQ_ROLE=slave: %w", err)
@@ -67,7 +70,7 @@ func (b *Broker) startHA() error {
 		if b.cfg.HAListen == "" {
 			return nil
 		}
-		m, err := ha.StartMaster(ha.MasterOptions{Listen: b.cfg.HAListen, Log: b.store, Epoch: b.epoch,
+		m, err := ha.StartMaster(ha.MasterOptions{Listen: b.cfg.HAListen, Log: b.store, Epoch: b.epoch, Diverged: b.divergedAt,
 			BrokerName: b.cfg.BrokerName, MaxLag: int64(b.cfg.HAMaxLag), Advertise: b.advertise, Logger: b.log})
 		if err != nil {
 			return fmt.Errorf("broker: STRATAMQ_HA_LISTEN: %w", err)

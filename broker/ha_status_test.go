@@ -65,11 +65,7 @@ func muteSlave(t *testing.T, addr string, offset int64) net.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	hello := binary.BigEndian.AppendUint32(nil, 0x534D4841)
-	hello = binary.BigEndian.AppendUint16(hello, ha.Version)
-	hello = binary.BigEndian.AppendUint16(hello, uint16(len("broker-a")))
-	hello = append(hello, "broker-a"...)
-	hello = binary.BigEndian.AppendUint64(hello, uint64(offset))
+	hello := ha.HelloBytes("broker-a", offset, 0) // 0: the epoch its log agrees with is unknown
 	if _, err := c.Write(hello); err != nil {
 		t.Fatal(err)
 	}

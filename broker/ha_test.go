@@ -1,14 +1,12 @@
 package broker
 
 import (
-	"encoding/binary"
 	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/infra/loopback"
 	"github.com/stratamq/stratamq/remoting"
 )
@@ -60,19 +58,7 @@ func TestBrokerSyncMasterAcks(t *testing.T) {
 			}
 
 			// A slave that says hello and never acknowledges.
-			c, err := net.Dial("tcp", haAddr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			hello := binary.BigEndian.AppendUint32(nil, 0x534D4841)
-			hello = binary.BigEndian.AppendUint16(hello, ha.Version)
-			hello = binary.BigEndian.AppendUint16(hello, uint16(len("broker-a")))
-			hello = append(hello, "broker-a"...)
-			hello = binary.BigEndian.AppendUint64(hello, uint64(m.Store().MaxPhysOffset()))
-			if _, err := c.Write(hello); err != nil {
-				t.Fatal(err)
-			}
+			muteSlave(t, haAddr, m.Store().MaxPhysOffset())
 			waitCond(t, 20*time.Second, "the mute slave to connect", func() bool { return len(m.ha.master.Slaves()) == 2 })
 			// Stop the real slave broker: only the mute one is left.
 			stopSlave()

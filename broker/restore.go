@@ -286,6 +286,7 @@ func (b *Broker) checkLocalData() (*upload.Manifest, error) {
 		if localEnd < end {
 			return m, b.setAside(fmt.Sprintf("this slave's copy of the log ends at offset %d, before the end %d of what the master uploaded", localEnd, end))
 		}
+		b.promotedReplica = true
 		return m, nil
 	case prev != nil && prev.Instance == d.id.Instance && prev.Epoch >= cpEpoch:
 		// We wrote the prefix last. The durable end we checkpointed must

@@ -7,19 +7,21 @@
 // consumequeues itself), and the epoch comes from a func (the lease's
 // Epoch).
 //
-// # Protocol (version 2, all integers big-endian)
+// # Protocol (version 3, all integers big-endian)
 //
 // The slave dials the master's HA listener (STRATAMQ_HA_LISTEN, default
 // :10912) and sends a hello:
 //
-//	0        4    6    8         8+n           16+n
-//	+--------+----+----+---------+-------------+
-//	| magic  |ver |nlen| name(n) | maxOffset   |
-//	|"SMHA"  |u16 |u16 | broker  | int64       |
-//	+--------+----+----+---------+-------------+
+//	0        4    6    8         8+n           16+n        24+n
+//	+--------+----+----+---------+-------------+-----------+
+//	| magic  |ver |nlen| name(n) | maxOffset   | epoch     |
+//	|"SMHA"  |u16 |u16 | broker  | int64       | int64     |
+//	+--------+----+----+---------+-------------+-----------+
 //
 // name is the slave's brokerName (≤ 255 bytes), maxOffset the end of its
-// local log: the master streams from there. The master answers once:
+// local log: the master streams from there. epoch (version 3; SlaveOptions.
+// MinEpoch) is the epoch the slave's log agrees with; 0 means it knows
+// none. The master answers once:
 //
 //	0        4    6      8         16        24   26        26+a
 //	+--------+----+------+---------+---------+----+---------+
@@ -36,8 +38,15 @@
 // master's shorter reply is named for its version).
 //
 // status 0 is OK; anything else (StatusBadVersion, StatusWrongBroker,
-// StatusOffsetOutOfRange) is a refusal and the master closes the
-// connection. Then the slave sends reports, each exactly 8 bytes, the end of
+// StatusOffsetOutOfRange, StatusDiverged) is a refusal and the master
+// closes the connection. StatusDiverged (version 3) answers a slave whose
+// epoch is below the master's and whose maxOffset passes the offset where
+// a newer epoch took the log over (MasterOptions.Diverged; masterMax then
+// carries that offset, 0 when the master cannot tell): the bytes past it
+// were never part of the master's log, so streaming on from maxOffset
+// would append the master's records after foreign ones. The slave tells
+// its owner (SlaveOptions.OnDiverged), which cuts its log there and
+// starts again. Then the slave sends reports, each exactly 8 bytes, the end of
 // its local log (int64) — after each applied transfer and at least every
 // ReportInterval (5 s) — and the master sends transfers, each a 28-byte
 // header and size bytes of commitlog starting at phyOffset:

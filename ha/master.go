@@ -37,6 +37,11 @@ type MasterOptions struct {
 	// and offsets there.
 	Advertise string
 	MaxLag    int64 // WaitAcked's bound on the best slave's lag, default 256 MiB
+	// Diverged, if set, says where a log last written under slaveEpoch (an
+	// epoch below the master's) must be cut to agree with the master's
+	// (ok false: the master cannot tell). A slave whose log goes past that
+	// point is refused with StatusDiverged.
+	Diverged func(slaveEpoch int64) (cut int64, ok bool)
 	// BatchSize bounds a transfer's body (and the per-slave buffer), default
 	// 256 KiB; a single bigger record is sent whole.
 	BatchSize         int
@@ -276,6 +281,23 @@ func (m *Master) serve(sc *slaveConn) {
 	}
 }
 
+// diverged reports whether h's log goes past where the master's epochs
+// took the log over from h's epoch, and sets r to say so.
+func (m *Master) diverged(h hello, r *reply) bool {
+	if m.opts.Diverged == nil {
+		return false
+	}
+	cut, ok := m.opts.Diverged(h.epoch)
+	if !ok {
+		cut = 0 // unknown: the slave must start over from the bucket
+	}
+	if cut < 0 || (ok && h.offset <= cut) {
+		return false
+	}
+	r.status, r.masterMax = StatusDiverged, cut
+	return true
+}
+
 func (m *Master) session(sc *slaveConn) error {
 	c := sc.c
 	c.SetReadDeadline(time.Now().Add(m.opts.IdleTimeout))
@@ -291,6 +313,8 @@ func (m *Master) session(sc *slaveConn) error {
 		r.status, refuse = StatusBadVersion, fmt.Errorf("%w: slave speaks version %d, want %d", ErrProtocol, h.version, Version)
 	case m.opts.BrokerName != "" && h.name != m.opts.BrokerName:
 		r.status, refuse = StatusWrongBroker, fmt.Errorf("%w: slave of broker %q, this is %q", ErrProtocol, h.name, m.opts.BrokerName)
+	case h.epoch > 0 && h.epoch < r.epoch && m.diverged(h, &r): // 0: a slave that knows no epoch
+		refuse = fmt.Errorf("%w: slave's log (epoch %d) ends at %d, past offset %d where a newer epoch took over", ErrProtocol, h.epoch, h.offset, r.masterMax)
 	case h.offset > end:
 		r.status, refuse = StatusOffsetOutOfRange, fmt.Errorf("%w: slave's log ends at %d, past the master's end %d", ErrProtocol, h.offset, end)
 	default:

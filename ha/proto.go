@@ -11,10 +11,10 @@ import (
 // Wire constants (doc.go).
 const (
 	Magic        = uint32(0x534D4841) // "SMHA"
-	Version      = uint16(2)          // 2: the hello reply carries the master's advertised address
+	Version      = uint16(3)          // 2: the hello reply carries the master's advertised address; 3: the hello carries the slave's epoch
 	MaxNameLen   = 255
 	MaxAddrLen   = 255 // the reply's advertised address
-	helloFixed   = 16  // magic, version, name length, maxOffset
+	helloFixed   = 24  // magic, version, name length, maxOffset, epoch
 	replyLen     = 26  // the fixed part: magic, version, status, epoch, masterMax, address length
 	reportLen    = 8
 	headerLen    = 28
@@ -27,6 +27,10 @@ const (
 	StatusBadVersion       = uint16(1)
 	StatusWrongBroker      = uint16(2)
 	StatusOffsetOutOfRange = uint16(3)
+	// StatusDiverged: the slave's log was last written under an older
+	// epoch and goes past the offset where a newer epoch took the log over
+	// (the reply's masterMax): the slave must cut its log there first.
+	StatusDiverged = uint16(4)
 )
 
 func statusText(s uint16) string {
@@ -39,6 +43,8 @@ func statusText(s uint16) string {
 		return "wrong broker name"
 	case StatusOffsetOutOfRange:
 		return "offset outside the master's log"
+	case StatusDiverged:
+		return "the slave's log diverged from the master's"
 	}
 	return fmt.Sprintf("status %d", s)
 }
@@ -74,6 +80,14 @@ type hello struct {
 	version uint16
 	name    string
 	offset  int64
+	epoch   int64 // the epoch the slave's log agrees with (version ≥ 3)
+}
+
+// HelloBytes is the hello a slave of brokerName with its log at maxOffset,
+// agreeing with epoch, sends (for tools and tests that speak the protocol
+// by hand).
+func HelloBytes(brokerName string, maxOffset, epoch int64) []byte {
+	return appendHello(nil, hello{version: Version, name: brokerName, offset: maxOffset, epoch: epoch})
 }
 
 func appendHello(dst []byte, h hello) []byte {
@@ -81,7 +95,8 @@ func appendHello(dst []byte, h hello) []byte {
 	dst = binary.BigEndian.AppendUint16(dst, h.version)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(h.name)))
 	dst = append(dst, h.name...)
-	return binary.BigEndian.AppendUint64(dst, uint64(h.offset))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(h.offset))
+	return binary.BigEndian.AppendUint64(dst, uint64(h.epoch))
 }
 
 func readHello(r io.Reader) (hello, error) {
@@ -97,12 +112,19 @@ func readHello(r io.Reader) (hello, error) {
 	if n > MaxNameLen {
 		return hello{}, fmt.Errorf("%w: hello broker name of %d bytes (limit %d)", ErrProtocol, n, MaxNameLen)
 	}
-	rest := make([]byte, n+8)
+	tail := 8
+	if h.version >= 3 {
+		tail = 16
+	}
+	rest := make([]byte, n+tail)
 	if _, err := io.ReadFull(r, rest); err != nil {
 		return hello{}, err
 	}
 	h.name = string(rest[:n])
 	h.offset = int64(binary.BigEndian.Uint64(rest[n:]))
+	if tail == 16 {
+		h.epoch = int64(binary.BigEndian.Uint64(rest[n+8:]))
+	}
 	if h.offset < 0 {
 		return hello{}, fmt.Errorf("%w: hello offset %d", ErrProtocol, h.offset)
 	}

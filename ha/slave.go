@@ -33,7 +33,12 @@ type SlaveOptions struct {
 	Log        Appender // required
 	// MinEpoch is the lowest epoch accepted (e.g. the one this data dir
 	// last followed); transfers below any epoch seen are refused.
-	MinEpoch       int64
+	MinEpoch int64
+	// OnDiverged, if set, is called when the master refuses the slave
+	// because its log goes past cut, where a newer epoch took the log over
+	// (StatusDiverged): the owner cuts the log there (store.CutLog) and
+	// starts a new Slave.
+	OnDiverged     func(cut int64)
 	ReportInterval time.Duration // default 5 s
 	IdleTimeout    time.Duration // default 20 s
 	MaxTransfer    int           // a transfer body above it is malformed, default 16 MiB
@@ -186,13 +191,16 @@ func (s *Slave) session(ctx context.Context) (progressed bool, err error) {
 
 	pos := s.opts.Log.MaxPhysOffset()
 	c.SetWriteDeadline(time.Now().Add(s.opts.IdleTimeout))
-	if _, err := c.Write(appendHello(nil, hello{version: Version, name: s.opts.BrokerName, offset: pos})); err != nil {
+	if _, err := c.Write(appendHello(nil, hello{version: Version, name: s.opts.BrokerName, offset: pos, epoch: s.opts.MinEpoch})); err != nil {
 		return false, fmt.Errorf("sending hello: %w", err)
 	}
 	c.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
 	r, err := readReply(c)
 	if err != nil {
 		return false, fmt.Errorf("reading the master's reply: %w", err)
+	}
+	if r.status == StatusDiverged && s.opts.OnDiverged != nil {
+		s.opts.OnDiverged(r.masterMax)
 	}
 	if r.status != StatusOK {
 		return false, fmt.Errorf("the master refused this slave (log ends at %d, master's at %d): %s", pos, r.masterMax, statusText(r.status))
