@@ -370,16 +370,16 @@ func durStats(ds []time.Duration) string {
 }
 
 // stopMaster stops the routed master (kill -9, or SIGTERM and its exit)
-// and returns it with when the signal was sent.
-func (p *foPair) stopMaster(topic string, graceful bool, r *foRound) (*foNode, time.Time) {
+// and returns it with when the signal was sent and when the process was
+// gone.
+func (p *foPair) stopMaster(topic string, graceful bool, r *foRound) (m *foNode, sent, gone time.Time) {
 	t := p.t
 	t.Helper()
-	m := p.node(masterOf(p.ns, topic))
+	m = p.node(masterOf(p.ns, topic))
 	if m == nil {
 		t.Fatalf("the route's master %q is neither node", masterOf(p.ns, topic))
 	}
 	r.from, r.to = m.name, p.other(m).name
-	var sent time.Time
 	if graceful {
 		r.kind = "SIGTERM"
 		sent = time.Now()
@@ -393,7 +393,7 @@ func (p *foPair) stopMaster(topic string, graceful bool, r *foRound) (*foNode, t
 		}
 		<-m.proc.exited
 	}
-	return m, sent
+	return m, sent, time.Now()
 }
 
 // foRounds is how the failover rounds run.
@@ -418,7 +418,7 @@ func (p *foPair) run(topic string, l *foLoad, opts foRounds) []foRound {
 	var results []foRound
 	for i := range opts.n {
 		r := foRound{}
-		old, sent := p.stopMaster(topic, opts.graceful != nil && opts.graceful(i), &r)
+		old, sent, gone := p.stopMaster(topic, opts.graceful != nil && opts.graceful(i), &r)
 		next := p.other(old)
 		p.waitFor(opts.routeBy, "node "+next.name+" routed as the master", func() bool { return masterOf(p.ns, topic) == next.addr() })
 		r.routed = time.Since(sent)
@@ -432,7 +432,7 @@ func (p *foPair) run(topic string, l *foLoad, opts foRounds) []foRound {
 		before := l.count()
 		p.waitFor(opts.okBy, fmt.Sprintf("round %d: %d acknowledged sends to %s with %s as its slave", i+1, opts.perRound, next.name, old.name),
 			func() bool { return l.count() >= before+opts.perRound })
-		ok, res := l.firstAfter(sent)
+		ok, res := l.firstAfter(gone) // a draining master answers until it exits
 		r.firstOK, r.firstRes = ok.Sub(sent), res.Sub(sent)
 		results = append(results, r)
 		t.Logf("round %d: %s of %s: %s routed as master after %v; first result from it after %v, first SEND_OK after %v; %s routed as its slave %v after its restart; %d acks so far",
