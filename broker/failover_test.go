@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"strings"
@@ -341,5 +342,120 @@ func TestBrokerAdminPromoteDemote(t *testing.T) {
 				t.Fatalf("%s offset %d: %q, want %q", who.cfg.Role, i, body, sent[i])
 			}
 		}
+	}
+}
+
+// TestBrokerPromotedLaggingSlaveRestoresFromBucket: a slave whose copy
+// of the log ends before what its async master already uploaded takes
+// over. Its copy is set aside (renamed, not deleted) and it restores from
+// the bucket: every uploaded message stays readable, and its own writes
+// get offsets past everything the old master may have handed out.
+func TestBrokerPromotedLaggingSlaveRestoresFromBucket(t *testing.T) {
+	mem := tier.NewMem()
+	cut := &faultBucket{Bucket: mem}
+	acfg, bcfg := failoverConfig(t, RoleAsyncMaster), failoverConfig(t, RoleSlave)
+	a := runNode(t, acfg, Deps{Bucket: cut})
+	b := runNode(t, bcfg, Deps{Bucket: mem})
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	var sent [][]byte
+	var lastOff int64
+	send := func(n *Node, body []byte) {
+		t.Helper()
+		r := invoke(t, cl, n.cfg.Listen, sendReq("LG", 0, body, ""))
+		if r.Code != int32(remoting.Success) {
+			t.Fatalf("send to %s: %d %s", n.role(), r.Code, r.Remark)
+		}
+		fmt.Sscan(r.ExtFields["queueOffset"], &lastOff)
+		sent = append(sent, body)
+	}
+	for i := range 5 {
+		send(a, []byte(fmt.Sprintf("before-%d", i)))
+	}
+	waitCond(t, 20*time.Second, "the slave to catch up", func() bool {
+		return b.Broker().store.MaxPhysOffset() == a.Broker().store.MaxPhysOffset()
+	})
+	b.Broker().hastat.slave.Load().Close() // the slave falls behind
+	for i := range 40 {                    // 2.5 MiB: 1 MiB segments seal and upload
+		send(a, append([]byte(fmt.Sprintf("lagged-%02d|", i)), bytes.Repeat([]byte{'x'}, 64<<10)...))
+	}
+	waitCond(t, 30*time.Second, "segments the slave lacks uploaded", func() bool {
+		a.Broker().tier.uploader.Flush()
+		m := a.Broker().tier.uploader.Manifest()
+		if m == nil {
+			return false
+		}
+		var end int64
+		for _, o := range m.CommitLog() {
+			end = max(end, o.End())
+		}
+		return end > b.Broker().store.MaxPhysOffset()
+	})
+	cut.down.Store(true)
+	waitCond(t, 30*time.Second, "the lagging slave to take over", func() bool { return b.role() == RoleAsyncMaster })
+	names, _ := os.ReadDir(bcfg.DataDir)
+	stale := false
+	for _, n := range names {
+		stale = stale || strings.HasPrefix(n.Name(), "store.stale-")
+	}
+	if !stale {
+		t.Fatalf("the lagging copy was not set aside: %v", names)
+	}
+	prev := lastOff
+	send(b, []byte("new-master"))
+	if lastOff <= prev {
+		t.Fatalf("the new master's first send got queue offset %d, not past the old master's %d", lastOff, prev)
+	}
+	nb := b.Broker()
+	// The bucket's part of the queue, from 0 until the jump past the old
+	// master's reservation (the unuploaded tail is gone: async).
+	var got [][]byte
+	for off := int64(0); ; {
+		r := invoke(t, cl, nb.Addr().String(), pullReq("reader", "LG", 0, off, 0, "*"))
+		if r.Code != int32(remoting.Success) {
+			break
+		}
+		for body := r.Body; len(body) > 0; {
+			size := int(binary.BigEndian.Uint32(body))
+			bl := int(binary.BigEndian.Uint32(body[84:]))
+			got = append(got, append([]byte(nil), body[88:88+bl]...))
+			body = body[size:]
+		}
+		fmt.Sscan(r.ExtFields["nextBeginOffset"], &off)
+	}
+	if len(got) < 6 || len(got) >= len(sent)-1 {
+		t.Fatalf("%d messages readable from the bucket; want the uploaded part of the %d sent", len(got), len(sent)-1)
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], sent[i]) {
+			t.Fatalf("offset %d read back differs from what was sent", i)
+		}
+	}
+	r := invoke(t, cl, nb.Addr().String(), pullReq("reader", "LG", 0, lastOff, 0, "*"))
+	if r.Code != int32(remoting.Success) || !bytes.Contains(r.Body, []byte("new-master")) {
+		t.Fatalf("the new master's message at offset %d: %d %s", lastOff, r.Code, r.Remark)
+	}
+	cut.down.Store(false)
+	waitCond(t, 30*time.Second, "the old master to rejoin as a slave", func() bool { return a.role() == RoleSlave })
+}
+
+// TestBrokerFailoverNodeRoles: with failover the lease, not
+// STRATAMQ_ROLE, decides: a node configured as slave on a prefix nobody
+// holds becomes the master (async_master: no holder recorded a role), and
+// a node configured as master that finds the lease held becomes the
+// holder's slave at once (brokerId 1).
+func TestBrokerFailoverNodeRoles(t *testing.T) {
+	mem := tier.NewMem()
+	s := runNode(t, failoverConfig(t, RoleSlave), Deps{Bucket: mem})
+	waitCond(t, 20*time.Second, "the lone slave to take the free lease", func() bool { return s.role() == RoleAsyncMaster })
+	m := runNode(t, failoverConfig(t, RoleSyncMaster), Deps{Bucket: mem})
+	waitCond(t, 20*time.Second, "the master-configured node to follow the holder", func() bool {
+		return m.role() == RoleSlave && s.Broker().haSlaves() == 1
+	})
+	if id := m.Broker().cfg.BrokerID; id != 1 {
+		t.Fatalf("the follower registers as brokerId %d, want 1", id)
+	}
+	if s.RoleChanges() != 1 || m.RoleChanges() != 0 {
+		t.Fatalf("role changes %d and %d; want 1 (slave to master) and 0 (started as slave)", s.RoleChanges(), m.RoleChanges())
 	}
 }
