@@ -72,8 +72,8 @@
 //	                           the bucket, or past STRATAMQ_SLAVE_READ_LAG behind) to a connected,
 //	                           caught-up slave; a slave sends a caught-up consumer back (0) while
 //	                           its HA stream is up and keeps every consumer once its master is gone
-//	ha_status.go               HAStatus (issue 10 item 6): role, epoch, failover count
-//	                           (countFailover), per-slave or slave-side lag in bytes and time
+//	ha_status.go               HAStatus (issue 10 item 6): role, epoch, failover count (the
+//	                           Node's RoleChanges), per-slave or slave-side lag in bytes and time
 //	                           (defined there), read on demand from ha.Master.Slaves and
 //	                           ha.Slave.State; served as GET_BROKER_HA_STATUS (907, body
 //	                           HAStatusJSON: HAStatus plus RocketMQ's HARuntimeInfo fields), GET

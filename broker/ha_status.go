@@ -35,7 +35,7 @@ type HAStatus struct {
 	// slave, the highest master epoch it has seen.
 	Epoch     int64 `json:"epoch"`
 	LocalEnd  int64 `json:"localEnd"`  // end of the local commitlog (MaxPhysOffset)
-	Failovers int64 `json:"failovers"` // role changes (failover, admin promote/demote) since the broker started
+	Failovers int64 `json:"failovers"` // the Node's role changes (failover, admin promote/demote) since it started
 
 	HAListen string    `json:"haListen,omitempty"` // master: the HA listener's address
 	Slaves   []HASlave `json:"slaves,omitempty"`   // master: the connected slaves, by address
@@ -74,7 +74,7 @@ type HAFollow struct {
 type haStatusState struct {
 	since     time.Time                // when New finished: a slave that never caught up lags since then
 	slave     atomic.Pointer[ha.Slave] // set by startHA: HAStatus may run on any goroutine
-	failovers atomic.Int64
+	failovers atomic.Int64             // Node.Run sets it for each generation: its RoleChanges
 }
 
 // initHAStatus is New's last step: HAStatus may be called (scraped) from
@@ -84,11 +84,8 @@ func (b *Broker) initHAStatus(m *Metrics) {
 	m.WatchHA(b.HAStatus)
 }
 
-// countFailover records a role change (failover's promotion or demotion,
-// admin promote/demote): stratamq_ha_failovers_total and HAStatus.Failovers.
-func (b *Broker) countFailover() { b.hastat.failovers.Add(1) }
-
-// haRole is the role the broker plays now.
+// haRole is the role the broker plays now (a Node runs each role as a
+// broker generation of its own).
 func (b *Broker) haRole() string { return b.cfg.Role }
 
 // HAStatus reads the broker's replication state now.

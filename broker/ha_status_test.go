@@ -13,6 +13,7 @@ import (
 
 	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/tier"
 )
 
 // haGauge reads the value of the series name{labels} from reg; ok is false
@@ -182,11 +183,6 @@ func TestHAStatusMasterAndSlave(t *testing.T) {
 	waitCond(t, 20*time.Second, "the mute slave's lag in time to pass 0.3 s", func() bool {
 		return mustGauge(t, mreg, "stratamq_ha_replication_lag_seconds", lagPeer) > 0.3
 	})
-
-	m.countFailover()
-	if v := mustGauge(t, mreg, "stratamq_ha_failovers_total", nil); v != 1 || m.HAStatus().Failovers != 1 {
-		t.Fatalf("after a failover: stratamq_ha_failovers_total = %v, HAStatus %d; want 1", v, m.HAStatus().Failovers)
-	}
 }
 
 const fakeMasterBroker = "127.0.0.1:10911"
@@ -309,5 +305,53 @@ func TestHAStatusRemoting(t *testing.T) {
 		if resp.Code != int32(remoting.SystemError) || !strings.HasPrefix(resp.Remark, tc.verb+" broker-a at "+m.AdvertisedAddr()+": ") {
 			t.Fatalf("%v on a master without a bucket: %d %q; want SYSTEM_ERROR naming the broker and the error", tc.code, resp.Code, resp.Remark)
 		}
+	}
+}
+
+// Across an admin promote (two Nodes, each broker generation a new Broker
+// on the same Metrics): the series follow the running generation — the
+// promoted slave reports sync_master, a higher epoch and its slave; the old
+// master reports slave and its master — and both count one failover.
+func TestHAStatusAcrossPromote(t *testing.T) {
+	mem := tier.NewMem()
+	areg, breg := prometheus.NewRegistry(), prometheus.NewRegistry()
+	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
+	acfg.LeaseTTL, bcfg.LeaseTTL = time.Minute, time.Minute
+	a := runNode(t, acfg, Deps{Bucket: mem, Metrics: NewMetrics(areg)})
+	b := runNode(t, bcfg, Deps{Bucket: mem, Metrics: NewMetrics(breg)})
+	waitCond(t, 20*time.Second, "the master to see its slave", func() bool {
+		return a.role() == RoleSyncMaster && b.role() == RoleSlave && len(a.Broker().HAStatus().Slaves) == 1
+	})
+	epoch := mustGauge(t, areg, "stratamq_ha_epoch", nil)
+	if epoch < 1 || mustGauge(t, breg, "stratamq_ha_epoch", nil) != epoch || mustGauge(t, areg, "stratamq_ha_failovers_total", nil) != 0 {
+		t.Fatalf("before the promote: master epoch %v, slave epoch %v, failovers %v", epoch,
+			mustGauge(t, breg, "stratamq_ha_epoch", nil), mustGauge(t, areg, "stratamq_ha_failovers_total", nil))
+	}
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	if r := invoke(t, cl, bcfg.Listen, remoting.NewRequest(remoting.PromoteBroker, nil, nil)); r.Code != int32(remoting.Success) {
+		t.Fatalf("promote on the slave: %d %s", r.Code, r.Remark)
+	}
+	waitCond(t, 30*time.Second, "the promoted slave's series to show it master with its slave", func() bool {
+		v, _ := haGauge(t, breg, "stratamq_ha_peers_connected", nil)
+		return mustGauge(t, breg, "stratamq_ha_role", map[string]string{"role": RoleSyncMaster}) == 1 && v == 1
+	})
+	waitCond(t, 30*time.Second, "the old master's series to show it following", func() bool {
+		v, _ := haGauge(t, areg, "stratamq_ha_peers_connected", nil)
+		return mustGauge(t, areg, "stratamq_ha_role", map[string]string{"role": RoleSlave}) == 1 && v == 1
+	})
+	for who, reg := range map[string]*prometheus.Registry{"old master": areg, "promoted slave": breg} {
+		if v := mustGauge(t, reg, "stratamq_ha_failovers_total", nil); v != 1 {
+			t.Errorf("%s: stratamq_ha_failovers_total = %v, want 1", who, v)
+		}
+		if v := mustGauge(t, reg, "stratamq_ha_epoch", nil); v <= epoch {
+			t.Errorf("%s: stratamq_ha_epoch = %v, want above %v", who, v, epoch)
+		}
+	}
+	if st := b.Broker().HAStatus(); st.Role != RoleSyncMaster || st.Failovers != 1 || len(st.Slaves) != 1 {
+		t.Fatalf("promoted slave: %+v", st)
+	}
+	if st := a.Broker().HAStatus(); st.Role != RoleSlave || st.Failovers != 1 || st.Follow == nil || st.Follow.MasterBroker != bcfg.Listen {
+		t.Fatalf("old master: %+v follow %+v", st, st.Follow)
 	}
 }
