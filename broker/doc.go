@@ -78,6 +78,20 @@
 //	                           ha.Slave.State; served as GET_BROKER_HA_STATUS (907, body
 //	                           HAStatusJSON: HAStatus plus RocketMQ's HARuntimeInfo fields), GET
 //	                           /ha and the stratamq_ha_* series (Metrics.WatchHA, at scrape time)
+//	node.go, failover.go       STRATAMQ_HA_FAILOVER: the bucket lease decides the role. A Node
+//	                           runs generations (New + Run) on one data dir; Run returns a
+//	                           *RoleChange to continue in another role. A slave watches the lease
+//	                           (watchLease) and takes it when it lapses (promotion hands the
+//	                           lease to the master generation); a fenced master, or a node that
+//	                           finds the lease held at start, becomes the holder's slave (its HA
+//	                           master is the lease record's haAddr). Each master records in the
+//	                           checkpoint's epoch history where it took the log over; a slave of
+//	                           an older epoch cuts its log there (store.CutLog, the cut bytes
+//	                           kept in <data>/diverged/), and the HA master refuses one that did
+//	                           not (StatusDiverged). A promoted slave keeps its copy when it
+//	                           reaches the bucket's end (else sets it aside and restores) and
+//	                           adopts the checkpoint's topics, groups and offsets it lacks.
+//	                           Promote/Demote are the planned handover (admin promote/demote)
 //	rc880_promote_demote.go    StrataMQ's own admin codes (a private range RocketMQ does not use,
 //	                           880000-880999): STRATAMQ_PROMOTE_BROKER (880001) and
 //	                           STRATAMQ_DEMOTE_BROKER (880002) call Promote and Demote
