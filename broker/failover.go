@@ -184,7 +184,7 @@ func (b *Broker) watchLease(ctx context.Context) {
 		}
 		role := masterRole(b.nodeRole, rec.Role)
 		lease, err := offsets.AcquireLease(ctx, cs, b.ident, ttl, offsets.AcquireOptions{
-			MinEpoch: b.following.Epoch, HAAddr: b.haAdvertiseFor(), Role: role,
+			MinEpoch: b.following.Epoch, HAAddr: b.haAdvertise(), Role: role,
 			OnWait: func(held offsets.LeaseRecord, d time.Duration) {
 				b.log.Debug("failover: watching the master's lease", "holder", held.Identity().String(), "window", d)
 			},
@@ -211,10 +211,6 @@ func (b *Broker) watchLease(ctx context.Context) {
 		}
 	}
 }
-
-// haAdvertiseFor is the HA address this broker will serve once master
-// (its listener is not bound while it is a slave).
-func (b *Broker) haAdvertiseFor() string { return b.haAdvertise() }
 
 // rejoinCut runs before a slave's store opens: when the data dir last
 // wrote or followed an older epoch than the bucket's, its log is cut where
