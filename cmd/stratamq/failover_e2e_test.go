@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"strconv"
@@ -13,28 +12,12 @@ import (
 	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
-	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier/tiertest"
 )
 
 // masterOf is the address the name server routes topic's brokerName
-// "broker-a" master (brokerId 0) to, "" when none.
-func masterOf(ns, topic string) string {
-	resp, ok := ask(ns, remoting.NewRequest(remoting.GetRouteinfoByTopic, map[string]string{"topic": topic}, nil), time.Second)
-	if !ok {
-		return ""
-	}
-	var r remoting.TopicRouteData
-	if json.Unmarshal(remoting.QuoteIntegerKeys(resp.Body), &r) != nil {
-		return ""
-	}
-	for _, bd := range r.BrokerDatas {
-		if bd.BrokerName == "broker-a" {
-			return bd.BrokerAddrs[0]
-		}
-	}
-	return ""
-}
+// "broker-a" master (brokerId 0) to, "" when none (see masterOfName).
+func masterOf(ns, topic string) string { return masterOfName(ns, topic, "broker-a") }
 
 // TestE2EFailoverSyncMasterKill9 (issue 10, "sync_master under kill -9"):
 // the real binaries — a name server, a sync_master and a failover slave
