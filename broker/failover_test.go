@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -457,5 +459,56 @@ func TestBrokerFailoverNodeRoles(t *testing.T) {
 	}
 	if s.RoleChanges() != 1 || m.RoleChanges() != 0 {
 		t.Fatalf("role changes %d and %d; want 1 (slave to master) and 0 (started as slave)", s.RoleChanges(), m.RoleChanges())
+	}
+}
+
+// gatedBucket holds every write while held is set, until released.
+type gatedBucket struct {
+	tier.Bucket
+	held atomic.Bool
+	gate chan struct{}
+}
+
+func (g *gatedBucket) wait() {
+	if g.held.Load() {
+		<-g.gate
+	}
+}
+
+func (g *gatedBucket) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	g.wait()
+	return g.Bucket.Put(ctx, key, r, size)
+}
+
+func (g *gatedBucket) PutIf(ctx context.Context, key string, r io.Reader, size int64, c tier.Cond) (string, error) {
+	g.wait()
+	return g.Bucket.PutIf(ctx, key, r, size, c)
+}
+
+// TestNodeStopDuringRoleChange: a stop (SIGTERM) that lands while a
+// generation is stopping for a role change ends the node cleanly (the
+// stopping generation stopped cleanly), not with the role change as an
+// error.
+func TestNodeStopDuringRoleChange(t *testing.T) {
+	g := &gatedBucket{Bucket: tier.NewMem(), gate: make(chan struct{})}
+	n := NewNode(failoverConfig(t, RoleAsyncMaster), Deps{Bucket: g, Logger: discardLogger()}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	waitCond(t, 20*time.Second, "the first generation", func() bool { return n.role() == RoleAsyncMaster })
+	b := n.Broker()
+	g.held.Store(true) // the generation's final checkpoint waits
+	b.requestRoleChange(&RoleChange{Role: RoleSlave, Reason: "test"})
+	waitCond(t, 20*time.Second, "the generation to stop", func() bool { return b.closing.Load() })
+	cancel()
+	g.held.Store(false)
+	close(g.gate)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Node.Run after a stop during a role change: %v; want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the node did not stop")
 	}
 }

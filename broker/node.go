@@ -76,8 +76,19 @@ func (n *Node) Run(ctx context.Context) error {
 		err = b.Run(ctx)
 		gen.unregisterAll()
 		var rc *RoleChange
-		if !errors.As(err, &rc) || ctx.Err() != nil {
+		if !errors.As(err, &rc) {
 			return err
+		}
+		if ctx.Err() != nil {
+			// Stopped while changing role: the generation stopped cleanly;
+			// a lease taken for the next one goes back at once.
+			if rc.lease != nil {
+				rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				err := rc.lease.Release(rctx)
+				cancel()
+				return err
+			}
+			return nil
 		}
 		if rc.Role != cfg.Role { // not a slave re-following a new holder
 			n.changes.Add(1)

@@ -32,6 +32,11 @@ func loadConfig(name string, args []string, environ map[string]string) (Config, 
 	if err != nil {
 		return cfg, nil, fmt.Errorf("environment: %w", err)
 	}
+	// env applies a default to a variable set empty too; an empty
+	// STRATAMQ_HTTP_LISTEN means "no endpoint", as its help says.
+	if v, ok := environ["STRATAMQ_HTTP_LISTEN"]; ok && v == "" {
+		cfg.HTTPListen = ""
+	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	bindFlags(fs, reflect.ValueOf(&cfg).Elem())
 	if err := fs.Parse(args); err != nil {

@@ -15,6 +15,9 @@ func TestConfigEnvFlagsAndDefaults(t *testing.T) {
 		cfg.Flush != "async" || cfg.SegmentSize != 256<<20 || !cfg.AutoCreateTopic || cfg.Cluster != "DefaultCluster" {
 		t.Fatalf("defaults: %+v", cfg)
 	}
+	if cfg, _, err := loadConfig("serve", nil, map[string]string{"STRATAMQ_HTTP_LISTEN": ""}); err != nil || cfg.HTTPListen != "" {
+		t.Fatalf("STRATAMQ_HTTP_LISTEN set empty: %q, %v; want no endpoint, as its help says", cfg.HTTPListen, err)
+	}
 	env := map[string]string{
 		"STRATAMQ_SEGMENT_SIZE":      "64MiB",
 		"STRATAMQ_FLUSH":             "sync",
