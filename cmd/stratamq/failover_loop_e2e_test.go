@@ -49,6 +49,13 @@ type foPair struct {
 // value "" removes the key: the default applies).
 func startFOPair(t *testing.T, extra map[string]string) *foPair {
 	t.Helper()
+	return startFOPairWith(t, extra, nil)
+}
+
+// startFOPairWith is startFOPair with node(i, env) called on each broker's
+// env (node a is 0) before it starts.
+func startFOPairWith(t *testing.T, extra map[string]string, node func(i int, env map[string]string)) *foPair {
+	t.Helper()
 	p := &foPair{t: t, bin: buildBinary(t)}
 	endpoint, ak, sk := tiertest.StartVersityGW(t)
 	p.ns = fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -77,6 +84,9 @@ func startFOPair(t *testing.T, extra map[string]string) *foPair {
 		e["STRATAMQ_DATA_DIR"] = t.TempDir()
 		e["STRATAMQ_LISTEN"] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 		e["STRATAMQ_HA_LISTEN"] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		if node != nil {
+			node(i, e)
+		}
 		p.nodes[i] = &foNode{name: string(rune('a' + i)), env: e}
 	}
 	p.start(p.nodes[0])
@@ -165,9 +175,10 @@ type foLoad struct {
 	topic string
 	mu    sync.Mutex
 	prod  rocketmq.Producer
-	acks  map[string]foAck // message id → its SEND_OK
-	notOK map[string]int   // "error" or the send status → count
-	resp  [][2]time.Time   // send start and arrival of each non-error result (any status)
+	acks  map[string]foAck  // message id → its SEND_OK
+	msgID map[string]string // message id → its SEND_OK's offset msg id (the acking broker's store host)
+	notOK map[string]int    // "error" or the send status → count
+	resp  [][2]time.Time    // send start and arrival of each non-error result (any status)
 	next  int
 	stop  chan struct{}
 	once  sync.Once
@@ -189,7 +200,7 @@ func sendStatusName(s primitive.SendStatus) string {
 // startFOLoad starts senders goroutines sending at most max messages
 // until d has passed or stop is called.
 func startFOLoad(p rocketmq.Producer, topic string, senders, max int, d time.Duration) *foLoad {
-	l := &foLoad{topic: topic, prod: p, acks: map[string]foAck{}, notOK: map[string]int{}, stop: make(chan struct{})}
+	l := &foLoad{topic: topic, prod: p, acks: map[string]foAck{}, msgID: map[string]string{}, notOK: map[string]int{}, stop: make(chan struct{})}
 	deadline := time.Now().Add(d)
 	for w := range senders {
 		l.wg.Add(1)
@@ -222,6 +233,7 @@ func startFOLoad(p rocketmq.Producer, topic string, senders, max int, d time.Dur
 					l.notOK["error"]++
 				case res.Status == primitive.SendOK:
 					l.acks[strconv.Itoa(id)] = foAck{res.MessageQueue.QueueId, res.QueueOffset, body, start, now}
+					l.msgID[strconv.Itoa(id)] = res.OffsetMsgID
 				default:
 					l.notOK[sendStatusName(res.Status)]++
 				}
