@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sort"
@@ -197,9 +198,15 @@ func sendStatusName(s primitive.SendStatus) string {
 	return "UNKNOWN_ERROR"
 }
 
-// startFOLoad starts senders goroutines sending at most max messages
+// startFOLoad starts senders goroutines sending at most limit messages
 // until d has passed or stop is called.
-func startFOLoad(p rocketmq.Producer, topic string, senders, max int, d time.Duration) *foLoad {
+func startFOLoad(p rocketmq.Producer, topic string, senders, limit int, d time.Duration) *foLoad {
+	return startFOLoadPaced(p, topic, senders, limit, d, 0)
+}
+
+// startFOLoadPaced is startFOLoad with each sender pausing pace after
+// each send.
+func startFOLoadPaced(p rocketmq.Producer, topic string, senders, limit int, d, pace time.Duration) *foLoad {
 	l := &foLoad{topic: topic, prod: p, acks: map[string]foAck{}, msgID: map[string]string{}, notOK: map[string]int{}, stop: make(chan struct{})}
 	deadline := time.Now().Add(d)
 	for w := range senders {
@@ -213,7 +220,7 @@ func startFOLoad(p rocketmq.Producer, topic string, senders, max int, d time.Dur
 				default:
 				}
 				l.mu.Lock()
-				if l.next >= max {
+				if l.next >= limit {
 					l.mu.Unlock()
 					return
 				}
@@ -242,7 +249,9 @@ func startFOLoad(p rocketmq.Producer, topic string, senders, max int, d time.Dur
 				}
 				l.mu.Unlock()
 				if err != nil || res.Status != primitive.SendOK {
-					time.Sleep(20 * time.Millisecond)
+					time.Sleep(max(pace, 20*time.Millisecond))
+				} else if pace > 0 {
+					time.Sleep(pace)
 				}
 			}
 		}()
@@ -418,6 +427,10 @@ type foRounds struct {
 	// fresh, if set, gives the senders a new producer once the new master
 	// is routed: rocketmq-client-go refreshes routes only every 30 s.
 	fresh func() rocketmq.Producer
+	// phase, if set, is how long to go on sending before each stop: a
+	// random phase against the client's 30 s route refresh (a round ends
+	// just after one, when the acks resume).
+	phase func() time.Duration
 }
 
 // run runs the rounds: stop the routed master, wait for the other node to
@@ -430,6 +443,9 @@ func (p *foPair) run(topic string, l *foLoad, opts foRounds) []foRound {
 	var results []foRound
 	for i := range opts.n {
 		r := foRound{}
+		if opts.phase != nil {
+			time.Sleep(opts.phase())
+		}
 		old, sent, gone := p.stopMaster(topic, opts.graceful != nil && opts.graceful(i), &r)
 		next := p.other(old)
 		p.waitFor(opts.routeBy, "node "+next.name+" routed as the master", func() bool { return masterOf(p.ns, topic) == next.addr() })
@@ -475,6 +491,11 @@ func logRounds(t *testing.T, what string, results []foRound) {
 		t.Logf("%s, %s: signal → new master routed by the name server: %s", what, kind, durStats(routed))
 		t.Logf("%s, %s: signal → first result (any status) from the new master: %s", what, kind, durStats(firstRes))
 		t.Logf("%s, %s: signal → first SEND_OK from the new master: %s", what, kind, durStats(firstOK))
+		var refresh []time.Duration
+		for i := range routed {
+			refresh = append(refresh, firstRes[i]-routed[i])
+		}
+		t.Logf("%s, %s: new master routed → the client's first result from it: %s", what, kind, durStats(refresh))
 		t.Logf("%s, %s: restart → routed as the new master's slave: %s", what, kind, durStats(rejoined))
 		if len(exited) > 0 {
 			t.Logf("%s, %s: SIGTERM → process exited: %s", what, kind, durStats(exited))
@@ -544,13 +565,18 @@ func TestE2EFailoverLoop(t *testing.T) {
 // by the name server, → the producer's first result from it and its first
 // SEND_OK. A measurement, not a CI test: it runs only with
 // STRATAMQ_FAILOVER_DEFAULTS=1 (STRATAMQ_FAILOVER_ROUNDS rounds, default
-// 6: kill -9, with a SIGTERM every third), ~1 min a round.
+// 8: kill -9, with a SIGTERM every third), ~70 s a round. Each stop comes
+// a random 0–30 s after the previous round (a fixed seed), so the stops
+// fall at random phases of the client's route refresh and of the lease
+// renewal (every checkpoint interval, 10 s).
 func TestE2EFailoverDefaults(t *testing.T) {
 	if os.Getenv("STRATAMQ_FAILOVER_DEFAULTS") == "" {
 		t.Skip("a measurement of ~1 min per failover; set STRATAMQ_FAILOVER_DEFAULTS=1")
 	}
-	opts := foRounds{n: 6, perRound: 100, routeBy: 90 * time.Second, okBy: 2 * time.Minute,
-		graceful: func(i int) bool { return i%3 == 2 }}
+	rng := rand.New(rand.NewPCG(10, 30))
+	opts := foRounds{n: 8, perRound: 100, routeBy: 90 * time.Second, okBy: 2 * time.Minute,
+		graceful: func(i int) bool { return i%3 == 2 },
+		phase:    func() time.Duration { return time.Duration(rng.Int64N(int64(30 * time.Second))) }}
 	if v := os.Getenv("STRATAMQ_FAILOVER_ROUNDS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -563,7 +589,7 @@ func TestE2EFailoverDefaults(t *testing.T) {
 	const queues = 4
 	createTopicOn(t, p.ns, p.nodes[0].addr(), topic, queues)
 	p.healthy(topic, p.nodes[0], p.nodes[1], 60*time.Second)
-	l := startFOLoad(newClientProducer(t, p.ns, rmqproducer.WithSendMsgTimeout(3*time.Second)), topic, 4, 1000000, time.Duration(opts.n+1)*3*time.Minute)
+	l := startFOLoadPaced(newClientProducer(t, p.ns, rmqproducer.WithSendMsgTimeout(3*time.Second)), topic, 4, 1000000, time.Duration(opts.n+1)*3*time.Minute, 5*time.Millisecond)
 	defer l.end()
 	p.waitFor(60*time.Second, fmt.Sprintf("%d acknowledged sends to the first master", opts.perRound), func() bool { return l.count() >= opts.perRound })
 
