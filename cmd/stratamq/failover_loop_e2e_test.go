@@ -509,17 +509,18 @@ func logRounds(t *testing.T, what string, results []foRound) {
 // bucket — under load from the official Go client. Each round waits until
 // the pair is healthy (the master routed with its slave, sends answered
 // SEND_OK), stops the routed master (kill -9; in the long form a SIGTERM
-// every fourth round), waits for the other node to be routed as master,
+// every third round), waits for the other node to be routed as master,
 // restarts the stopped one on its own disk and waits until it is the new
 // master's slave and sends are acknowledged again. Afterwards a fresh
 // group reads, at each acknowledged queue offset, the message
 // acknowledged there, and no queue offset was acknowledged twice.
 //
-// CI form: 2 failovers. STRATAMQ_LONG=1: 14 (11 kill -9, 3 SIGTERM),
-// alternating between the nodes. rocketmq-client-go refreshes routes only
-// every 30 s (not configurable), so once the name server routes the new
-// master the senders move to a fresh producer, which reads the route at
-// its first send; TestE2EFailoverDefaults keeps one producer and measures
+// CI form: 2 failovers. STRATAMQ_LONG=1: 14 (10 kill -9, 4 SIGTERM),
+// alternating between the nodes (each gets a SIGTERM twice).
+// rocketmq-client-go refreshes routes only every 30 s (not
+// configurable), so once the name server routes the new master the
+// senders move to a fresh producer, which reads the route at its first
+// send; TestE2EFailoverDefaults keeps one producer and measures
 // what a client sees.
 func TestE2EFailoverLoop(t *testing.T) {
 	if testing.Short() {
@@ -530,7 +531,7 @@ func TestE2EFailoverLoop(t *testing.T) {
 	maxSends, loadFor := 20000, 2*time.Minute
 	if long {
 		opts.n, opts.perRound, maxSends, loadFor = 14, 500, 400000, 30*time.Minute
-		opts.graceful = func(i int) bool { return i%4 == 3 }
+		opts.graceful = func(i int) bool { return i%3 == 2 }
 	}
 	p := startFOPair(t, map[string]string{
 		"STRATAMQ_SEGMENT_SIZE":        "4MiB",
