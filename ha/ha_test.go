@@ -190,7 +190,13 @@ func TestWaitAcked(t *testing.T) {
 	if err := m.WaitAcked(ctx, ms.MaxPhysOffset()); err != nil && !errors.Is(err, ErrSlaveNotAvailable) {
 		t.Fatal(err)
 	}
-	waitFor(t, "the slave to catch up after the stall", 20*time.Second, func() bool { return ss.MaxPhysOffset() == ms.MaxPhysOffset() })
+	// Caught up means the master has the slave's report of it, not only
+	// that the slave's log reached the end (WaitAcked judges the lag by
+	// the last report).
+	waitFor(t, "the slave to catch up after the stall", 20*time.Second, func() bool {
+		st := m.Slaves()
+		return ss.MaxPhysOffset() == ms.MaxPhysOffset() && len(st) == 1 && st[0].Acked == ms.MaxPhysOffset()
+	})
 	if err := m.WaitAcked(ctx, ms.MaxPhysOffset()); err != nil {
 		t.Fatalf("WaitAcked after the catch-up: %v", err)
 	}
