@@ -194,10 +194,10 @@ func TestFilterEncodedLastPairWins(t *testing.T) {
 	}{
 		{"a\x01x\x02a\x01y\x02", true},
 		{"a\x01y\x02a\x01x\x02", false},
-		{"a\x01y", true},            // Java's form: no separator after the last pair
-		{"ab\x01y\x02", false},      // a longer name
-		{"a\x02\x01y\x02", false},   // a pair without separator
-		{"b\x01a\x01y\x02", false},  // a value holding a separator is not a name
+		{"a\x01y", true},             // Java's form: no separator after the last pair
+		{"ab\x01y\x02", false},       // a longer name
+		{"a\x02\x01y\x02", false},    // a pair without separator
+		{"b\x01a\x01y\x02", false},   // a value holding a separator is not a name
 		{"\x02\x02a\x01y\x02", true}, // empty pairs
 		{"", false},
 	} {
