@@ -131,6 +131,9 @@
 // consumequeue per pull) and returns at most MaxGetMsgs (1024) records:
 // with a filter that matches nothing, NextBeginOffset moves past the
 // scanned entries, so each pull costs a bounded read and makes progress.
+// GetRequest.Match (SQL92 filters) is asked of each record's properties:
+// such a Get reads the records the tags Filter passes in rounds and keeps
+// those Match takes, within the same limits (getmatch.go).
 //
 // # Flush policy
 //

@@ -218,6 +218,11 @@ type GetRequest struct {
 	MaxMsgs  int                       // default 32
 	MaxBytes int                       // default 256 KiB; the first record is returned even if bigger
 	Filter   func(tagsCode int64) bool // nil matches everything
+	// Match, if set, is asked of every record the tags Filter passes, with
+	// the record's encoded properties (name\x01value\x02..., aliasing a read
+	// buffer: not to be kept); a record it refuses is skipped like a Filter
+	// miss (SQL92 filters; getmatch.go says what the scan costs).
+	Match func(props []byte) bool
 }
 
 // GetStatus is the outcome of Get (docs/rocketmq-protocol.md §4.3).

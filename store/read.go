@@ -30,6 +30,9 @@ func (s *Store) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 	if err := ctx.Err(); err != nil {
 		return GetResult{}, err
 	}
+	if req.Match != nil {
+		return s.getMatching(ctx, req) // getmatch.go
+	}
 	q := s.queue(req.Topic, req.QueueID)
 	if q == nil {
 		return GetResult{Status: NoMessageInQueue}, nil
