@@ -67,6 +67,7 @@ type Broker struct {
 	scoped    tier.Bucket // the bucket under <cluster>/<brokerName>/; nil without one
 	locks     queueLocks
 	uniq      *uniqIDs
+	sqlCache  sqlCache // compiled SQL92 subscriptions (sql_filter.go)
 
 	server    *remoting.Server
 	nsClient  *remoting.Client

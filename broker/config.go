@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,6 +64,9 @@ type Config struct {
 	HASyncInterval time.Duration `env:"HA_SYNC_INTERVAL" envDefault:"3s" help:"slave: how often it pushes offsets committed to it to the master, copies the master's topics, groups and consumer offsets, and (with a bucket) reloads the master's manifest to drop local segments it lists"`
 	// HAFailover: the bucket's lease decides who is master (issue 10 item 4).
 	HAFailover bool `env:"HA_FAILOVER" help:"automatic failover through the bucket lease: a slave takes the lease and becomes master when its master's lease lapses; a master that finds another broker holding the lease becomes its slave (needs a bucket; STRATAMQ_HA_MASTER is then learned from the lease)"`
+
+	// SQL92 property filters (issue 11 item 6).
+	SQLFilter string `env:"SQL_FILTER" envDefault:"true" help:"serve SQL92 subscriptions (MessageSelector.bySql), filtering on the broker by message properties; false refuses them (RocketMQ's enablePropertyFilter)"`
 
 	// Not from the environment: set by tests and by serve.
 	RegisterInterval time.Duration `env:"-"` // default 30s
@@ -243,6 +247,9 @@ func (c Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("STRATAMQ_LISTEN=%q: %v", c.Listen, err)
+	}
+	if _, err := strconv.ParseBool(c.SQLFilter); err != nil && c.SQLFilter != "" {
+		return fmt.Errorf("STRATAMQ_SQL_FILTER=%q: want true or false", c.SQLFilter)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratamq/stratamq/filter"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 )
@@ -22,6 +23,11 @@ type Subscription struct {
 	Tags           []string
 	// codes holds TagsHash of every tag; nil means "*" (match all).
 	codes map[int64]struct{}
+	// SQL is the compiled expression of an SQL92 subscription
+	// (sql_filter.go); nil for TAG. Err, when set, is why the
+	// subscription cannot be served: its pulls are answered with it.
+	SQL *filter.Expr
+	Err *subError
 }
 
 // ParseSubscription parses a TAG expression such as "TagA || TagC" or "*".
@@ -46,7 +52,8 @@ func ParseSubscription(topic, expr, exprType string) Subscription {
 	return s
 }
 
-// MatchAll reports whether the subscription takes every tag.
+// MatchAll reports whether the subscription takes every tag (an SQL92
+// subscription does: it filters records, not tags).
 func (s Subscription) MatchAll() bool { return s.codes == nil }
 
 // Match reports whether a consumequeue entry's tag code passes the filter.

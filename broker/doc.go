@@ -22,6 +22,14 @@
 //	SubscriptionGroupManager   subscriptionGroup.json
 //	offsets.ConsumerOffsets    consumerOffset.json
 //	ConsumerManager            live consumer clients per group, their subscriptions (from heartbeats)
+//	sql_filter.go              SQL92 subscriptions (issue 11 item 6): compiled once by package
+//	                           filter (heartbeat: reused while the expression is unchanged;
+//	                           a pull that carries one: Broker.sqlCache), served by the
+//	                           store's record-level GetRequest.Match on each record's
+//	                           properties; a bad expression, or STRATAMQ_SQL_FILTER=false,
+//	                           is SUBSCRIPTION_PARSE_FAILED (23) naming why, on the heartbeat
+//	                           and the group's pulls; CHECK_CLIENT_CONFIG (46) answers Java
+//	                           clients' pre-start check. Held SQL92 pulls wake on any message
 //	ProducerManager            live producer clients per group
 //	pullHold                   long-polled pulls, woken by the store's dispatch; a pull's
 //	                           commit offset is applied when it arrives, never when re-run

@@ -24,6 +24,7 @@ func (b *Broker) handlerTable() map[remoting.RequestCode]handlerFunc {
 		remoting.GetEarliestMsgStoretime:          b.getEarliestMsgStoretime,
 		remoting.ViewMessageByID:                  b.viewMessageByID,
 		remoting.HeartBeat:                        b.heartBeat,
+		remoting.CheckClientConfig:                b.checkClientConfig,
 		remoting.UnregisterClient:                 b.unregisterClient,
 		remoting.ConsumerSendMsgBack:              b.consumerSendMsgBack,
 		remoting.GetConsumerListByGroup:           b.getConsumerListByGroup,
@@ -50,7 +51,7 @@ func classify(code remoting.RequestCode) remoting.PoolClass {
 		return remoting.PoolDefault
 	case remoting.PullMessage:
 		return remoting.PoolPull
-	case remoting.HeartBeat, remoting.UnregisterClient:
+	case remoting.HeartBeat, remoting.UnregisterClient, remoting.CheckClientConfig:
 		return remoting.PoolHeartbeat
 	case remoting.UpdateAndCreateTopic, remoting.DeleteTopicInBroker, remoting.GetAllTopicConfig,
 		remoting.UpdateAndCreateSubscriptionGroup, remoting.GetAllSubscriptionGroupConfig, remoting.GetAllConsumerOffset,

@@ -50,21 +50,9 @@ func (b *Broker) doPull(ctx context.Context, c *remoting.Conn, req *remoting.Com
 	if !g.ConsumeEnable {
 		return errResponse(req, remoting.NoPermission, "subscription group no permission, "+h.ConsumerGroup)
 	}
-	var sub Subscription
-	if h.SysFlag&pullFlagSubscription != 0 {
-		if h.ExpressionType != "" && h.ExpressionType != "TAG" {
-			return errResponse(req, remoting.SubscriptionParseFailed, "the broker does not support consumer to filter message by "+h.ExpressionType)
-		}
-		sub = ParseSubscription(h.Topic, h.Subscription, h.ExpressionType)
-	} else {
-		s, ok := b.consumers.Subscription(h.ConsumerGroup, h.Topic)
-		if !ok {
-			return errResponse(req, remoting.SubscriptionNotExist, fmt.Sprintf("the consumer's subscription not exist, group: %s topic: %s", h.ConsumerGroup, h.Topic))
-		}
-		if s.ExpressionType != "" && s.ExpressionType != "TAG" {
-			return errResponse(req, remoting.SubscriptionParseFailed, "the broker does not support consumer to filter message by "+s.ExpressionType)
-		}
-		sub = s
+	sub, r := b.pullSubscription(req, &h) // sql_filter.go
+	if r != nil {
+		return r
 	}
 	// The offset a pull carries is committed when the pull arrives, never
 	// when a held pull is run again (allowHold false): by then the client
@@ -82,7 +70,7 @@ func (b *Broker) doPull(ctx context.Context, c *remoting.Conn, req *remoting.Com
 		filter = sub.Match
 	}
 	res, err := b.store.Get(ctx, store.GetRequest{Topic: h.Topic, QueueID: h.QueueID, Offset: h.QueueOffset,
-		MaxMsgs: maxMsgs, MaxBytes: maxPullBytes, Filter: filter})
+		MaxMsgs: maxMsgs, MaxBytes: maxPullBytes, Filter: filter, Match: sub.recordMatch()})
 	if err != nil {
 		b.log.Error("store get failed", "topic", h.Topic, "queue", h.QueueID, "offset", h.QueueOffset, "err", err)
 		return errResponse(req, remoting.SystemError, "store get failed: "+err.Error())

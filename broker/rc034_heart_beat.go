@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -14,14 +15,17 @@ import (
 // filter with them), creates %RETRY%<group> for clustering consumers and
 // tells the group to rebalance when its client set changed. A consumer
 // group that fails remoting.ValidateGroup is skipped and the answer is
-// SYSTEM_ERROR naming it; the rest of the heartbeat is applied.
+// SYSTEM_ERROR naming it; an SQL92 subscription that does not compile (or
+// with STRATAMQ_SQL_FILTER=false) is kept with its error and the answer is
+// SUBSCRIPTION_PARSE_FAILED (23) naming it; the rest of the heartbeat is
+// applied.
 func (b *Broker) heartBeat(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var hb remoting.HeartbeatData
 	if err := json.Unmarshal(req.Body, &hb); err != nil {
 		return errResponse(req, remoting.SystemError, "decode heartbeat body: "+err.Error())
 	}
 	now := time.Now()
-	var refused []string
+	var refused, badSubs []string
 	for _, cd := range hb.ConsumerDataSet {
 		if err := remoting.ValidateGroup(cd.GroupName); err != nil {
 			refused = append(refused, err.Error())
@@ -37,8 +41,10 @@ func (b *Broker) heartBeat(ctx context.Context, c *remoting.Conn, req *remoting.
 		}
 		subs := make([]Subscription, 0, len(cd.SubscriptionDataSet))
 		for _, sd := range cd.SubscriptionDataSet {
-			s := ParseSubscription(sd.Topic, sd.SubString, sd.ExpressionType)
-			s.SubVersion = sd.SubVersion
+			s := b.heartbeatSubscription(cd.GroupName, sd)
+			if s.Err != nil {
+				badSubs = append(badSubs, fmt.Sprintf("group %s topic %s: %s", cd.GroupName, sd.Topic, s.Err.remark))
+			}
 			subs = append(subs, s)
 		}
 		changed, notify := b.consumers.Register(ConsumerRegistration{
@@ -54,8 +60,28 @@ func (b *Broker) heartBeat(ctx context.Context, c *remoting.Conn, req *remoting.
 	for _, pd := range hb.ProducerDataSet {
 		b.producers.Register(pd.GroupName, hb.ClientID, c, now)
 	}
+	if len(badSubs) > 0 {
+		// RocketMQ's code for a subscription it cannot parse; the rest of
+		// the heartbeat was applied, and the group's pulls of that topic
+		// are answered with the same remark.
+		return errResponse(req, remoting.SubscriptionParseFailed, strings.Join(append(badSubs, refused...), "; "))
+	}
 	if len(refused) > 0 {
 		return errResponse(req, remoting.SystemError, "consumer groups refused (the rest of the heartbeat was applied): "+strings.Join(refused, "; "))
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// heartbeatSubscription builds one subscription of a heartbeat, reusing the
+// group's compiled one when the expression has not changed (a heartbeat
+// comes every 30 s per client).
+func (b *Broker) heartbeatSubscription(group string, sd remoting.SubscriptionData) Subscription {
+	if old, ok := b.consumers.Subscription(group, sd.Topic); ok && !isTagType(sd.ExpressionType) &&
+		old.ExpressionType == sd.ExpressionType && old.SubString == sd.SubString {
+		old.SubVersion = sd.SubVersion
+		return old
+	}
+	s, err := b.subscriptionFor(sd.Topic, sd.SubString, sd.ExpressionType)
+	s.SubVersion, s.Err = sd.SubVersion, err
+	return s
 }
