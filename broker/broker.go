@@ -68,6 +68,9 @@ type Broker struct {
 	locks     queueLocks
 	uniq      *uniqIDs
 	sqlCache  sqlCache // compiled SQL92 subscriptions (sql_filter.go)
+	// Scheduled messages (schedule.go): the delay levels and the service.
+	delayLevels []time.Duration
+	sched       *scheduler
 
 	server    *remoting.Server
 	nsClient  *remoting.Client
@@ -144,6 +147,8 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	}
 	b.dirLock = dirLock
 	b.hold = newPullHold(b)
+	b.delayLevels, _ = ParseDelayLevels(cfg.DelayLevels) // checked by Validate
+	b.sched = newScheduler(b)
 	if clamped {
 		b.log.Warn("largest accepted message lowered to fit the segment size",
 			"maxMessageSize", cfg.MaxMessageSize.String(), "segmentSize", cfg.SegmentSize.String())
@@ -244,6 +249,13 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		if err := b.adoptCheckpointMetadata(b.dur.loaded); err != nil {
 			return fail(err)
 		}
+	}
+	var schedCP *offsets.Checkpoint
+	if b.dur != nil {
+		schedCP = b.dur.loaded
+	}
+	if err := b.sched.load(configDir, schedCP); err != nil {
+		return fail(err)
 	}
 	var cold store.ColdReader
 	var coldIndex store.ColdIndex
@@ -368,6 +380,8 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	if b.cfg.Role == RoleSlave {
 		loops = append(loops, b.slaveFollow) // slave_follow.go
+	} else {
+		loops = append(loops, b.sched.run) // schedule.go: a master only
 	}
 	if b.cfg.Role == RoleSlave && b.cfg.HAFailover && b.scoped != nil {
 		loops = append(loops, b.watchLease)
@@ -482,7 +496,8 @@ func (b *Broker) Close() error {
 }
 
 func (b *Broker) saveConfig() error {
-	return errors.Join(b.topics.Save(), b.groups.Save(), b.offsets.Save())
+	return errors.Join(b.topics.Save(), b.groups.Save(), b.offsets.Save(),
+		b.sched.save(filepath.Join(b.cfg.DataDir, "config")))
 }
 
 // housekeeping persists config files and expires silent clients.

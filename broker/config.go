@@ -67,6 +67,9 @@ type Config struct {
 
 	// SQL92 property filters (issue 11 item 6).
 	SQLFilter string `env:"SQL_FILTER" envDefault:"true" help:"serve SQL92 subscriptions (MessageSelector.bySql), filtering on the broker by message properties; false refuses them (RocketMQ's enablePropertyFilter)"`
+	// Scheduled messages (issue 11 item 1, schedule.go).
+	DelayLevels   string        `env:"DELAY_LEVELS" envDefault:"1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h" help:"delay levels 1, 2, ... of DELAY messages and retries, as RocketMQ's messageDelayLevel (units s, m, h, d)"`
+	TimerMaxDelay time.Duration `env:"TIMER_MAX_DELAY" envDefault:"2160h" help:"how far ahead a timer message (TIMER_DELIVER_MS, TIMER_DELAY_SEC) may be due; later ones are refused MESSAGE_ILLEGAL"`
 
 	// Not from the environment: set by tests and by serve.
 	RegisterInterval time.Duration `env:"-"` // default 30s
@@ -167,6 +170,12 @@ func (c Config) withDefaults() Config {
 	if c.HASyncInterval == 0 {
 		c.HASyncInterval = 3 * time.Second
 	}
+	if c.DelayLevels == "" {
+		c.DelayLevels = DefaultDelayLevels
+	}
+	if c.TimerMaxDelay == 0 {
+		c.TimerMaxDelay = DefaultTimerMaxDelay
+	}
 	// LocalRetention 0 is meaningful (drop right after upload): no default here.
 	if c.MaxHold == 0 {
 		c.MaxHold = 25 * time.Second
@@ -250,6 +259,12 @@ func (c Config) Validate() error {
 	}
 	if _, err := strconv.ParseBool(c.SQLFilter); err != nil && c.SQLFilter != "" {
 		return fmt.Errorf("STRATAMQ_SQL_FILTER=%q: want true or false", c.SQLFilter)
+	}
+	if _, err := ParseDelayLevels(c.DelayLevels); err != nil {
+		return err
+	}
+	if c.TimerMaxDelay < time.Second || c.TimerMaxDelay > 100*365*24*time.Hour {
+		return fmt.Errorf("STRATAMQ_TIMER_MAX_DELAY=%s: want 1s..100 years", c.TimerMaxDelay)
 	}
 	return nil
 }

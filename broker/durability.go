@@ -22,6 +22,7 @@ const (
 	sectionTopics             = "topics"
 	sectionSubscriptionGroups = "subscriptionGroups"
 	sectionDelayOffsets       = "delayOffsets"
+	sectionTimerOffsets       = "timerOffsets"
 	sectionCommitLog          = "commitlog"
 )
 
@@ -280,6 +281,10 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 	if err != nil {
 		return nil, err
 	}
+	delayJSON, timerJSON, err := b.sched.sections() // schedule.go
+	if err != nil {
+		return nil, err
+	}
 	covered := make(map[string]int32, len(tw.TopicConfigTable))
 	for name, tc := range tw.TopicConfigTable {
 		covered[name] = queueCount(tc)
@@ -331,7 +336,8 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 		sectionConsumerOffsets:    offsetsJSON,
 		sectionTopics:             topicsJSON,
 		sectionSubscriptionGroups: groupsJSON,
-		sectionDelayOffsets:       json.RawMessage(`{"offsetTable":{}}`),
+		sectionDelayOffsets:       delayJSON,
+		sectionTimerOffsets:       timerJSON,
 		sectionCommitLog:          clJSON,
 	}, nil
 }

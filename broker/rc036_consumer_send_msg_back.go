@@ -5,17 +5,21 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"time"
 
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 )
 
 // consumerSendMsgBack handles CONSUMER_SEND_MSG_BACK (36): a message the
-// consumer failed to process goes to %RETRY%<group> (or %DLQ%<group> past the
-// retry limit or when delayLevel < 0), found by its commitlog offset.
-//
-// Not yet: delay levels. The retry copy is stored for immediate redelivery
-// instead of after 10 s, 30 s, 1 m, ... (see README limits).
+// consumer failed to process, found by its commitlog offset (in the
+// bucket too), goes to %RETRY%<group> after a backoff: delay level
+// header.delayLevel, or 3 + its reconsume times when that is 0 (10 s, 30 s,
+// 1 m, ..., capped at the last level), through the schedule service
+// (schedule.go). Past the group's retryMaxTimes (or the header's
+// maxReconsumeTimes, version >= 121), or with delayLevel < 0 (client-go's
+// orderly consumer past its local retries), it goes to %DLQ%<group> at
+// once, as RocketMQ does.
 func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var h remoting.ConsumerSendMsgBackRequestHeader
 	if err := h.Decode(req.ExtFields); err != nil {
@@ -68,11 +72,23 @@ func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req 
 		b.requestRegister()
 	}
 	props[PropMaxReconsumeTimes] = strconv.Itoa(int(maxTimes))
+	delete(props, PropDelay)
+	if topic == retryTopic {
+		level := h.DelayLevel
+		if level == 0 {
+			level = 3 + rec.ReconsumeTimes
+		}
+		props[PropDelay] = strconv.Itoa(int(level))
+	}
 	msg := store.Message{
 		Topic: topic, QueueID: queueID, Flag: rec.Flag, SysFlag: rec.SysFlag,
 		BornTimestamp: rec.BornTimestamp, BornHost: rec.BornHost, ReconsumeTimes: rec.ReconsumeTimes + 1,
 		Body: rec.Body, Properties: encodeProps(props), TagsCode: tagsCode(props[PropTags]),
 	}
+	if r := b.scheduleRoute(req, &msg, time.Now().UnixMilli()); r != nil {
+		return r
+	}
+	topic, queueID = msg.Topic, msg.QueueID
 	if err := b.writeGate(ctx, topic, queueID); err != nil {
 		return b.putError(req, err)
 	}

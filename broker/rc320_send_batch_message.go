@@ -38,6 +38,11 @@ func (b *Broker) sendBatchMessage(ctx context.Context, c *remoting.Conn, req *re
 	if err != nil {
 		return errResponse(req, remoting.MessageIllegal, err.Error())
 	}
+	for i := range msgs { // DELAY, TIMER_* per message (schedule_route.go)
+		if r := b.scheduleSend(ctx, req, &msgs[i]); r != nil {
+			return r
+		}
+	}
 	return b.storeAndAck(ctx, c, msgs, sendAck{req: req, topic: tc.TopicName, queueID: h.QueueID, n: len(msgs),
 		bodyLen: len(req.Body), batch: true})
 }

@@ -448,8 +448,9 @@ func (t *tiering) enforceBucketRetention(ctx context.Context, now time.Time) err
 		return nil
 	}
 	var floor int64 = -1
+	pin := t.b.sched.pinnedFloor(ctx) // undelivered scheduled messages stay
 	for _, o := range m.CommitLog() {
-		if now.Sub(o.Created) < t.b.cfg.Retention {
+		if now.Sub(o.Created) < t.b.cfg.Retention || (pin >= 0 && o.End() > pin) {
 			break
 		}
 		floor = o.End()

@@ -1,0 +1,492 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stratamq/stratamq/infra/vfs"
+	"github.com/stratamq/stratamq/offsets"
+	"github.com/stratamq/stratamq/store"
+)
+
+// The schedule service (issue 11 item 1) delivers DELAY-level and timer
+// messages when due. It runs on a master only, as one goroutine owned by
+// Run, and keeps no per-message state in memory:
+//
+//   - SCHEDULE_TOPIC_XXXX queue n-1 holds level n. A level's delay is
+//     fixed, so its queue is in due order (store time + delay); the level's
+//     progress is a queue offset (everything below it is delivered).
+//   - rmq_sys_wheel_timer queue k >= 1 holds timer messages for a hop of
+//     2^(k-1) s: each is due at its store time + the hop, so these queues
+//     are in due order too. A due entry is either delivered or, when its
+//     TIMER_DELIVER_MS is still a second or more away, stored again in the
+//     queue of the largest hop that does not pass it (a message hops at
+//     most once per bit of its delay in seconds: 90 days is 23 bits).
+//   - Timer queue 0 holds messages due within a second of being stored:
+//     the service reads up to schedWindow of them ahead and delivers each at
+//     its time (the one in-memory window, bounded in count).
+//
+// Progress (the offset below which a queue is delivered) is saved in
+// <data dir>/config/delayOffset.json with the config files and in the
+// bucket checkpoint (sections delayOffsets and timerOffsets); the
+// messages themselves are in the commitlog, so a restore on an empty disk
+// needs nothing else. Delivery is at least once: a message delivered
+// after the last saved progress is delivered again after a crash or a
+// failover.
+type scheduler struct {
+	b      *Broker
+	wakeCh chan struct{}
+
+	mu   sync.Mutex
+	done map[queueKey]int64 // guarded by mu: progress per schedule queue
+}
+
+// schedWindow bounds timer queue 0's read-ahead; schedBatch the messages
+// delivered per queue and store append.
+const (
+	schedWindow = 4096
+	schedBatch  = 256
+	schedPoll   = 100 * time.Millisecond
+)
+
+func newScheduler(b *Broker) *scheduler {
+	return &scheduler{b: b, wakeCh: make(chan struct{}, 1), done: map[queueKey]int64{}}
+}
+
+// wake makes the service look at its queues now (a timer message due
+// within a second was stored). Never blocks.
+func (s *scheduler) wake() {
+	if s == nil {
+		return
+	}
+	select {
+	case s.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// delayOffsetFile is RocketMQ's file name; the format is RocketMQ's
+// ({"offsetTable":{"<level>":offset}}) plus the timer queues' table.
+const delayOffsetFile = "delayOffset.json"
+
+type delayOffsetsJSON struct {
+	OffsetTable map[string]int64 `json:"offsetTable"`
+}
+
+type scheduleFileJSON struct {
+	OffsetTable      map[string]int64 `json:"offsetTable"`
+	TimerOffsetTable map[string]int64 `json:"timerOffsetTable,omitempty"`
+}
+
+// tables returns the progress as the level table (keyed by level, from 1)
+// and the timer table (keyed by queue id).
+func (s *scheduler) tables() (levels, timers map[string]int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	levels, timers = map[string]int64{}, map[string]int64{}
+	for k, v := range s.done {
+		if k.topic == ScheduleTopic {
+			levels[strconv.Itoa(int(k.queue)+1)] = v
+		} else {
+			timers[strconv.Itoa(int(k.queue))] = v
+		}
+	}
+	return levels, timers
+}
+
+// merge raises the progress to what a table says (never lowers it: every
+// source is progress of the same log).
+func (s *scheduler) merge(topic string, table map[string]int64, levelKeys bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ks, v := range table {
+		n, err := strconv.Atoi(ks)
+		if err != nil || n < 0 || v < 0 {
+			continue
+		}
+		if levelKeys {
+			n--
+		}
+		if n < 0 {
+			continue
+		}
+		k := queueKey{topic, int32(n)}
+		s.done[k] = max(s.done[k], v)
+	}
+}
+
+// sections are the checkpoint's delayOffsets and timerOffsets.
+func (s *scheduler) sections() (delay, timer json.RawMessage, err error) {
+	levels, timers := s.tables()
+	if delay, err = json.Marshal(delayOffsetsJSON{OffsetTable: levels}); err != nil {
+		return nil, nil, err
+	}
+	timer, err = json.Marshal(delayOffsetsJSON{OffsetTable: timers})
+	return delay, timer, err
+}
+
+// load reads delayOffset.json, then raises the progress to a checkpoint's
+// (a fresh disk, a promoted slave).
+func (s *scheduler) load(configDir string, cp *offsets.Checkpoint) error {
+	raw, err := vfs.ReadFile(s.b.fs, filepath.Join(configDir, delayOffsetFile))
+	switch {
+	case err == nil && raw != nil:
+		var f scheduleFileJSON
+		if err := json.Unmarshal(raw, &f); err != nil {
+			return fmt.Errorf("broker: %s: %w", filepath.Join(configDir, delayOffsetFile), err)
+		}
+		s.merge(ScheduleTopic, f.OffsetTable, true)
+		s.merge(TimerTopic, f.TimerOffsetTable, false)
+	case err != nil:
+		return fmt.Errorf("broker: read %s: %w", delayOffsetFile, err)
+	}
+	if cp == nil {
+		return nil
+	}
+	for section, topic := range map[string]string{sectionDelayOffsets: ScheduleTopic, sectionTimerOffsets: TimerTopic} {
+		var t delayOffsetsJSON
+		if raw := cp.Sections[section]; len(raw) > 0 && json.Unmarshal(raw, &t) == nil {
+			s.merge(topic, t.OffsetTable, topic == ScheduleTopic)
+		}
+	}
+	return nil
+}
+
+// save writes delayOffset.json (with the other config files).
+func (s *scheduler) save(configDir string) error {
+	levels, timers := s.tables()
+	if len(levels) == 0 && len(timers) == 0 {
+		return nil
+	}
+	raw, err := json.Marshal(scheduleFileJSON{OffsetTable: levels, TimerOffsetTable: timers})
+	if err != nil {
+		return err
+	}
+	return offsets.WriteFileAtomic(s.b.fs, filepath.Join(configDir, delayOffsetFile), raw)
+}
+
+// progress is a queue's saved progress.
+func (s *scheduler) progress(k queueKey) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done[k]
+}
+
+func (s *scheduler) setProgress(k queueKey, v int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done[k] = v
+}
+
+// pinnedFloor is the lowest commitlog offset an undelivered scheduled
+// message may live at: bucket retention keeps everything from there on
+// (RocketMQ loses delayed messages that outlive its retention,
+// apache/rocketmq#9006). -1: nothing is pending.
+func (s *scheduler) pinnedFloor(ctx context.Context) int64 {
+	st := s.b.store
+	floor := int64(-1)
+	for _, topic := range []string{ScheduleTopic, TimerTopic} {
+		tc, ok := s.b.topics.Get(topic)
+		if !ok {
+			continue
+		}
+		for q := int32(0); q < queueCount(tc); q++ {
+			k := queueKey{topic, q}
+			from := max(s.progress(k), st.MinQueueOffset(topic, q))
+			for i := from; i < st.MaxQueueOffset(topic, q); i++ {
+				phys, _, _, ok, err := st.QueueEntryContext(ctx, topic, q, i)
+				if err != nil {
+					return st.MinPhysOffset() // unknown: keep everything
+				}
+				if ok {
+					if floor < 0 || phys < floor {
+						floor = phys
+					}
+					break
+				}
+			}
+		}
+	}
+	return floor
+}
+
+// schedQueue is the service's view of one schedule queue (owned by run).
+type schedQueue struct {
+	key   queueKey
+	delay time.Duration // level delay, or the timer hop; 0 for timer queue 0
+	next  int64         // next entry to read
+	// head: the entry at next was read and is due at headWake.
+	headOK   bool
+	headWake int64
+	pend     []pendTimer // timer queue 0: entries read ahead, not delivered
+}
+
+type pendTimer struct {
+	wake, off, phys int64
+}
+
+// run delivers due messages until ctx ends.
+func (s *scheduler) run(ctx context.Context) {
+	qs := map[queueKey]*schedQueue{}
+	backoff := time.Duration(0)
+	for {
+		wait := schedPoll
+		next, err := s.round(ctx, qs, time.Now().UnixMilli())
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
+			wait = backoff
+			s.b.log.Warn("schedule service: delivery failed; retrying", "err", err, "in", wait)
+		} else {
+			backoff = 0
+			if next > 0 {
+				wait = min(wait, max(time.Duration(next-time.Now().UnixMilli())*time.Millisecond, time.Millisecond))
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-s.wakeCh:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// round runs every queue once; it returns the earliest wake time it knows
+// (0: none).
+func (s *scheduler) round(ctx context.Context, qs map[queueKey]*schedQueue, now int64) (int64, error) {
+	var earliest int64
+	var errs []error
+	for _, topic := range []string{ScheduleTopic, TimerTopic} {
+		tc, ok := s.b.topics.Get(topic)
+		if !ok {
+			continue
+		}
+		for q := int32(0); q < queueCount(tc); q++ {
+			k := queueKey{topic, q}
+			sq := qs[k]
+			if sq == nil {
+				sq = &schedQueue{key: k, next: s.progress(k)}
+				if topic == ScheduleTopic {
+					sq.delay = s.b.levelDelay(int(q) + 1)
+				} else if q > 0 {
+					sq.delay = timerHop(q)
+				}
+				qs[k] = sq
+			}
+			var wake int64
+			var err error
+			if topic == TimerTopic && q == 0 {
+				wake, err = s.stepWindow(ctx, sq, now)
+			} else {
+				wake, err = s.stepFIFO(ctx, sq, now)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s queue %d: %w", topic, q, err))
+			}
+			if wake > 0 && (earliest == 0 || wake < earliest) {
+				earliest = wake
+			}
+		}
+	}
+	return earliest, errors.Join(errs...)
+}
+
+// levelDelay is level n's delay (n capped at the last level).
+func (b *Broker) levelDelay(n int) time.Duration {
+	return b.delayLevels[min(max(n, 1), len(b.delayLevels))-1]
+}
+
+// clamp moves a queue's cursor to its minimum when retention passed it.
+func (s *scheduler) clamp(sq *schedQueue) {
+	if mn := s.b.store.MinQueueOffset(sq.key.topic, sq.key.queue); sq.next < mn {
+		s.b.log.Warn("schedule service: scheduled messages were removed before delivery (retention)",
+			"topic", sq.key.topic, "queue", sq.key.queue, "from", sq.next, "to", mn)
+		sq.next, sq.headOK, sq.pend = mn, false, nil
+	}
+}
+
+// read returns the record of a queue's entry; ok false for a blank entry.
+func (s *scheduler) read(ctx context.Context, k queueKey, idx int64) (store.Record, int64, bool, error) {
+	phys, _, _, ok, err := s.b.store.QueueEntryContext(ctx, k.topic, k.queue, idx)
+	if err != nil || !ok {
+		return store.Record{}, 0, false, err
+	}
+	rec, err := s.readAt(ctx, phys)
+	return rec, phys, err == nil, err
+}
+
+func (s *scheduler) readAt(ctx context.Context, phys int64) (store.Record, error) {
+	raw, err := s.b.store.ReadRecordContext(ctx, phys)
+	if err != nil {
+		return store.Record{}, err
+	}
+	rec, _, err := store.DecodeRecord(raw)
+	return rec, err
+}
+
+// stepFIFO delivers a due-ordered queue's due head entries.
+func (s *scheduler) stepFIFO(ctx context.Context, sq *schedQueue, now int64) (int64, error) {
+	s.clamp(sq)
+	if sq.headOK && sq.headWake > now {
+		return sq.headWake, nil
+	}
+	mx := s.b.store.MaxQueueOffset(sq.key.topic, sq.key.queue)
+	end := sq.next
+	var out []store.Message
+	var wake int64
+	for end < mx && len(out) < schedBatch {
+		rec, _, ok, err := s.read(ctx, sq.key, end)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			end++
+			continue
+		}
+		if w := rec.StoreTimestamp + sq.delay.Milliseconds(); w > now {
+			wake = w
+			break
+		}
+		if m, ok := s.b.dueMessage(&rec, now); ok {
+			out = append(out, m)
+		}
+		end++
+	}
+	if err := s.put(ctx, out); err != nil {
+		return 0, err
+	}
+	sq.next = end
+	sq.headOK, sq.headWake = wake > 0, wake
+	s.setProgress(sq.key, end)
+	return wake, nil
+}
+
+// stepWindow reads timer queue 0 ahead (its entries are due within a
+// second of being stored) and delivers each entry at its time.
+func (s *scheduler) stepWindow(ctx context.Context, sq *schedQueue, now int64) (int64, error) {
+	s.clamp(sq)
+	mx := s.b.store.MaxQueueOffset(sq.key.topic, sq.key.queue)
+	for sq.next < mx && len(sq.pend) < schedWindow {
+		rec, phys, ok, err := s.read(ctx, sq.key, sq.next)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			w, _, _ := timerDeliverMs(rec.Properties, rec.StoreTimestamp)
+			sq.pend = append(sq.pend, pendTimer{wake: w, off: sq.next, phys: phys})
+		}
+		sq.next++
+	}
+	slices.SortFunc(sq.pend, func(a, b pendTimer) int { return int(a.wake - b.wake) })
+	var out []store.Message
+	n := 0
+	for n < len(sq.pend) && sq.pend[n].wake <= now && len(out) < schedBatch {
+		rec, err := s.readAt(ctx, sq.pend[n].phys)
+		if err != nil {
+			return 0, err
+		}
+		if m, ok := s.b.dueMessage(&rec, now); ok {
+			out = append(out, m)
+		}
+		n++
+	}
+	if err := s.put(ctx, out); err != nil {
+		return 0, err
+	}
+	sq.pend = sq.pend[n:]
+	done := sq.next
+	var wake int64
+	for _, p := range sq.pend {
+		done = min(done, p.off)
+		if wake == 0 || p.wake < wake {
+			wake = p.wake
+		}
+	}
+	s.setProgress(sq.key, done)
+	return wake, nil
+}
+
+// put stores due messages, through the send gates of their queues.
+func (s *scheduler) put(ctx context.Context, msgs []store.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	seen := map[queueKey]bool{}
+	for _, m := range msgs {
+		if k := (queueKey{m.Topic, m.QueueID}); !seen[k] {
+			seen[k] = true
+			if err := s.b.writeGate(ctx, m.Topic, m.QueueID); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := s.b.store.Put(ctx, msgs); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if m.Topic == TimerTopic && m.QueueID == 0 {
+			s.wake()
+			break
+		}
+	}
+	return nil
+}
+
+// dueMessage is what a due schedule record becomes: for a timer still a
+// second or more away, the record again in the timer queue of the hop that
+// fits; otherwise the message in its real topic and queue, DELAY removed,
+// everything else (UNIQ_KEY, so the client's msgId; REAL_TOPIC and
+// REAL_QID, as RocketMQ keeps them; born host and time; reconsume times)
+// as stored. ok is false for a message whose real topic no longer exists
+// (deleted meanwhile; logged and dropped).
+func (b *Broker) dueMessage(rec *store.Record, now int64) (store.Message, bool) {
+	props := rec.Properties
+	tags, _ := propValue(props, PropTags)
+	m := store.Message{
+		Flag: rec.Flag, SysFlag: rec.SysFlag, BornTimestamp: rec.BornTimestamp, BornHost: rec.BornHost,
+		ReconsumeTimes: rec.ReconsumeTimes, Body: rec.Body, TagsCode: tagsCode(tags),
+	}
+	if rec.Topic == TimerTopic {
+		if due, ok, _ := timerDeliverMs(props, rec.StoreTimestamp); ok && due-now > 0 {
+			n := b.timerQueues()
+			if tc, ok := b.topics.Get(TimerTopic); ok {
+				n = queueCount(tc)
+			}
+			m.Topic, m.QueueID, m.Properties = TimerTopic, timerQueueFor(due-now, n), props
+			return m, true
+		}
+	}
+	topic, _ := propValue(props, PropRealTopic)
+	qs, _ := propValue(props, PropRealQueueID)
+	qid, _ := strconv.Atoi(qs)
+	tc, ok := b.topics.Get(topic)
+	if !ok && strings.HasPrefix(topic, RetryGroupTopicPrefix) {
+		g := b.groups.GetOrCreate(strings.TrimPrefix(topic, RetryGroupTopicPrefix))
+		b.ensureScheduleTopic(topic, max(int32(g.RetryQueueNums), 1))
+		tc, ok = b.topics.Get(topic)
+	}
+	if !ok || queueCount(tc) <= 0 {
+		b.log.Warn("schedule service: the real topic of a due message does not exist; message dropped",
+			"topic", topic, "scheduleTopic", rec.Topic, "physOffset", rec.PhysOffset)
+		return m, false
+	}
+	if n := int(queueCount(tc)); qid < 0 || qid >= n {
+		qid = max(qid%n, 0)
+	}
+	m.Topic, m.QueueID, m.Properties = topic, int32(qid), removeProps(props, PropDelay)
+	return m, true
+}
