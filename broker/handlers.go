@@ -37,6 +37,8 @@ func (b *Broker) handlerTable() map[remoting.RequestCode]handlerFunc {
 		remoting.GetBrokerHAStatus:                b.getBrokerHAStatus,
 		remoting.PromoteBroker:                    b.promoteBroker,
 		remoting.DemoteBroker:                     b.demoteBroker,
+		remoting.DLQList:                          b.dlqList,
+		remoting.DLQResend:                        b.dlqResend,
 	}
 }
 
@@ -55,7 +57,7 @@ func classify(code remoting.RequestCode) remoting.PoolClass {
 		return remoting.PoolHeartbeat
 	case remoting.UpdateAndCreateTopic, remoting.DeleteTopicInBroker, remoting.GetAllTopicConfig,
 		remoting.UpdateAndCreateSubscriptionGroup, remoting.GetAllSubscriptionGroupConfig, remoting.GetAllConsumerOffset,
-		remoting.GetBrokerHAStatus, remoting.PromoteBroker, remoting.DemoteBroker:
+		remoting.GetBrokerHAStatus, remoting.PromoteBroker, remoting.DemoteBroker, remoting.DLQList, remoting.DLQResend:
 		return remoting.PoolAdmin
 	}
 	return remoting.PoolDefault

@@ -83,6 +83,8 @@ const (
 	// (880000-880999; RocketMQ's highest are the 2000xx pop codes).
 	PromoteBroker RequestCode = 880001 // admin promote: a slave takes the lease and becomes master
 	DemoteBroker  RequestCode = 880002 // admin demote: a master hands the lease over and rejoins as a slave
+	DLQList       RequestCode = 880003 // admin dlqList: a group's dead-letter messages
+	DLQResend     RequestCode = 880004 // admin dlqResend: dead-letter messages back to the group's retry topic
 )
 
 var requestCodeNames = map[RequestCode]string{
@@ -155,6 +157,8 @@ var requestCodeNames = map[RequestCode]string{
 	GetBrokerHAStatus:                "GET_BROKER_HA_STATUS",
 	PromoteBroker:                    "STRATAMQ_PROMOTE_BROKER",
 	DemoteBroker:                     "STRATAMQ_DEMOTE_BROKER",
+	DLQList:                          "STRATAMQ_DLQ_LIST",
+	DLQResend:                        "STRATAMQ_DLQ_RESEND",
 	PopMessage:                       "POP_MESSAGE",
 	AckMessage:                       "ACK_MESSAGE",
 	ChangeMessageInvisibleTime:       "CHANGE_MESSAGE_INVISIBLETIME",
@@ -174,7 +178,7 @@ func (c RequestCode) Retriable() bool {
 	case SendMessage, SendMessageV2, SendBatchMessage, SendReplyMessage, SendReplyMessageV2,
 		ConsumerSendMsgBack, EndTransaction, PullMessage, LitePullMessage, PopMessage,
 		AckMessage, ChangeMessageInvisibleTime, PushReplyMessageToClient, ConsumeMessageDirectly,
-		PromoteBroker, DemoteBroker:
+		PromoteBroker, DemoteBroker, DLQResend:
 		return false
 	}
 	_, known := requestCodeNames[c]

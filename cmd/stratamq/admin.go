@@ -35,6 +35,10 @@ func adminCommands() []adminCommand {
 			"replication status: role, epoch, failovers, each slave's lag (bytes and time)", adminHAStatus},
 		{"promote", "-b addr", "make a slave take the bucket lease and become the master of its brokerName now", adminPromote},
 		{"demote", "-b addr", "make a master hand the lease over and rejoin as a slave", adminDemote},
+		{"dlqList", "-g group (-b addr[,addr] | -n namesrv [-c cluster]) [--max n] [--json]",
+			"a consumer group's dead-letter messages (%DLQ%<group>): msgId, original topic, reconsume times", adminDLQList},
+		{"dlqResend", "-g group (-b addr[,addr] | -n namesrv [-c cluster]) [--msgId id[,id]]",
+			"send dead-letter messages (all, or these msgIds) back to the group's retry topic: only that group consumes them again, with their original topic and msgId", adminDLQResend},
 	}
 }
 
@@ -96,6 +100,7 @@ type adminEnv struct {
 
 	namesrv, brokers, cluster string
 	timeout                   time.Duration
+	mastersOnly               bool // targets from -n: brokerId 0 only
 }
 
 func (e *adminEnv) close() {
@@ -219,6 +224,9 @@ func (e *adminEnv) targets(ctx context.Context) ([]string, error) {
 		}
 		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 		for _, id := range ids {
+			if e.mastersOnly && id != 0 {
+				continue
+			}
 			out = append(out, bd.BrokerAddrs[id])
 		}
 	}
