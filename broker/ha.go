@@ -70,8 +70,12 @@ func (b *Broker) startHA() error {
 		if b.cfg.HAListen == "" {
 			return nil
 		}
+		var onAcked func() // a sync_master's acks move its read bound: wake the pulls behind it
+		if b.cfg.Role == RoleSyncMaster {
+			onAcked = b.hold.wakeVisible
+		}
 		m, err := ha.StartMaster(ha.MasterOptions{Listen: b.cfg.HAListen, Log: b.store, Epoch: b.epoch, Diverged: b.divergedAt,
-			BrokerName: b.cfg.BrokerName, MaxLag: int64(b.cfg.HAMaxLag), Advertise: b.advertise, Logger: b.log})
+			BrokerName: b.cfg.BrokerName, MaxLag: int64(b.cfg.HAMaxLag), Advertise: b.advertise, OnAcked: onAcked, Logger: b.log})
 		if err != nil {
 			return fmt.Errorf("broker: STRATAMQ_HA_LISTEN: %w", err)
 		}
@@ -126,6 +130,35 @@ func (b *Broker) epoch() int64 {
 		return 0
 	}
 	return b.dur.id.Epoch
+}
+
+// readBound is the visibility bound of consumer reads, V
+// (store.GetRequest.MaxPhys; 0: none). A sync_master with a slave in sync
+// (ha.Master.Acked: connected and within STRATAMQ_HA_MAX_LAG, so a send
+// waits for its ack) shows consumers only what a slave acked: a failover
+// to that slave keeps every record a consumer read at its queue offset.
+// Alone (sends answered SLAVE_NOT_AVAILABLE) the master is the whole
+// replica set and shows its whole log, as Kafka with
+// min.insync.replicas=1. Other roles: no bound.
+func (b *Broker) readBound() int64 {
+	if b.cfg.Role != RoleSyncMaster {
+		return 0
+	}
+	m := b.haMaster.Load()
+	if m == nil {
+		return 0
+	}
+	acked, inSync := m.Acked()
+	if !inSync {
+		return 0
+	}
+	return max(acked, 1) // every record ends past offset 1: 1 hides them all
+}
+
+// visible reports whether a record ending at end is within readBound.
+func (b *Broker) visible(end int64) bool {
+	v := b.readBound()
+	return v == 0 || end <= v
 }
 
 // slaveAck is sync_master's wait: nil at once for the other roles; else nil

@@ -2,7 +2,9 @@ package broker
 
 import (
 	"context"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratamq/stratamq/remoting"
@@ -11,10 +13,15 @@ import (
 // pullHold is RocketMQ's PullRequestHoldService: pulls that found nothing
 // wait here until the store dispatches a matching message for their queue,
 // their hold time ends, or the broker shuts down; then they are run again
-// and answered on their connection.
+// and answered on their connection. A sync_master's pull that stopped at a
+// record the read bound hides (readBound) waits instead until the bound
+// shows that record (wakeVisible, on every slave ack).
 type pullHold struct {
 	b  *Broker
 	wg sync.WaitGroup // re-runs in flight
+	// minWait is at most the lowest waitPhys of the held pulls
+	// (math.MaxInt64: none waits on the bound); written under mu.
+	minWait atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -34,39 +41,80 @@ type heldPull struct {
 	offset   int64
 	sub      Subscription
 	deadline time.Time
+	// waitPhys > 0: the pull stopped at a record the read bound hides,
+	// ending at this commitlog offset (store.GetResult.HeldBack); it waits
+	// for the bound, not for a dispatch.
+	waitPhys int64
 }
 
 func newPullHold(b *Broker) *pullHold {
 	p := &pullHold{b: b}
 	p.mu.waiting = map[queueKey][]*heldPull{}
+	p.minWait.Store(math.MaxInt64)
 	return p
 }
 
-// park holds a pull; false means it could not be held (shutting down).
-func (p *pullHold) park(c *remoting.Conn, req *remoting.Command, topic string, queue int32, offset int64, sub Subscription, deadline time.Time) bool {
+// park holds a pull, behind a hidden record ending at waitPhys when that is
+// positive; false means it could not be held (shutting down).
+func (p *pullHold) park(c *remoting.Conn, req *remoting.Command, topic string, queue int32, offset int64, sub Subscription, deadline time.Time, waitPhys int64) bool {
 	k := queueKey{topic, queue}
-	hp := &heldPull{c: c, req: req, offset: offset, sub: sub, deadline: deadline}
+	hp := &heldPull{c: c, req: req, offset: offset, sub: sub, deadline: deadline, waitPhys: waitPhys}
 	p.mu.Lock()
 	if p.mu.closed {
 		p.mu.Unlock()
 		return false
 	}
 	p.mu.waiting[k] = append(p.mu.waiting[k], hp)
+	if waitPhys > 0 && waitPhys < p.minWait.Load() {
+		p.minWait.Store(waitPhys)
+	}
 	p.mu.Unlock()
-	// A message may have been dispatched between the store read and the
-	// park: check once more so it is not missed until the hold times out.
-	if p.b.store.MaxQueueOffset(topic, queue) > offset {
+	// A message may have been dispatched (or the bound may have moved)
+	// between the store read and the park: check once more so it is not
+	// missed until the hold times out.
+	if waitPhys > 0 && p.b.visible(waitPhys) || waitPhys == 0 && p.b.store.MaxQueueOffset(topic, queue) > offset {
 		p.wakeQueue(k, func(h *heldPull) bool { return h == hp })
 	}
 	return true
 }
 
 // notify is the store's OnDispatch hook: wake pulls on this queue waiting
-// at or before queueOffset whose filter takes the message.
+// at or before queueOffset whose filter takes the message (not those
+// behind a hidden record: a new one does not show it).
 func (p *pullHold) notify(topic string, queue int32, queueOffset int64, tagsCode int64) {
 	p.wakeQueue(queueKey{topic, queue}, func(h *heldPull) bool {
-		return queueOffset >= h.offset && h.sub.Match(tagsCode)
+		return h.waitPhys == 0 && queueOffset >= h.offset && h.sub.Match(tagsCode)
 	})
+}
+
+// wakeVisible is ha.MasterOptions.OnAcked of a sync_master: wake the pulls
+// behind a hidden record that the read bound now shows. With none waiting
+// on the bound, or none it reaches, it costs an atomic load or two.
+func (p *pullHold) wakeVisible() {
+	if p.minWait.Load() == math.MaxInt64 {
+		return
+	}
+	bound := p.b.readBound()
+	if bound > 0 && bound < p.minWait.Load() {
+		return
+	}
+	p.mu.Lock()
+	next := int64(math.MaxInt64)
+	var due []*heldPull
+	for k := range p.mu.waiting {
+		due = p.sortLocked(k, due, func(h *heldPull) holdVerdict {
+			switch {
+			case h.waitPhys == 0:
+			case bound == 0 || h.waitPhys <= bound:
+				return answerNow
+			default:
+				next = min(next, h.waitPhys)
+			}
+			return keepHeld
+		})
+	}
+	p.minWait.Store(next)
+	p.answerAndUnlock(due)
 }
 
 func (p *pullHold) wakeQueue(k queueKey, pick func(*heldPull) bool) {
@@ -125,13 +173,15 @@ func (p *pullHold) answerAndUnlock(due []*heldPull) {
 }
 
 // rerun executes a held pull again and writes its response, whatever it
-// finds, as RocketMQ's hold service does: a woken pull is never parked
-// again (the client pulls again at once), so a pull can neither spin
-// between wake-ups nor wait out its hold behind something that will not
-// change.
+// finds, as RocketMQ's hold service does: a woken pull is not parked again
+// (the client pulls again at once), so a pull can neither spin between
+// wake-ups nor wait out its hold behind something that will not change.
+// The one exception is a pull that now stops at a record the read bound
+// hides: it waits on, within its hold, until the bound shows that record
+// (doPull), which only an ack can do.
 func (p *pullHold) rerun(h *heldPull) {
 	defer p.wg.Done()
-	resp := p.b.doPull(context.Background(), h.c, h.req, false)
+	resp := p.b.doPull(context.Background(), h.c, h.req, h)
 	if resp == nil {
 		return
 	}

@@ -25,10 +25,13 @@ const maxPullBytes = 4 << 20
 // client allows suspension, the request is parked in pullHold and answered
 // later (nil is returned now).
 func (b *Broker) pullMessage(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
-	return b.doPull(ctx, c, req, true)
+	return b.doPull(ctx, c, req, nil)
 }
 
-func (b *Broker) doPull(ctx context.Context, c *remoting.Conn, req *remoting.Command, allowHold bool) *remoting.Command {
+// doPull runs a pull as it arrives (held nil) or again, once woken from
+// pullHold (held is its hold).
+func (b *Broker) doPull(ctx context.Context, c *remoting.Conn, req *remoting.Command, held *heldPull) *remoting.Command {
+	allowHold := held == nil
 	var h remoting.PullMessageRequestHeader
 	if err := h.Decode(req.ExtFields); err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
@@ -69,8 +72,10 @@ func (b *Broker) doPull(ctx context.Context, c *remoting.Conn, req *remoting.Com
 	if !sub.MatchAll() {
 		filter = sub.Match
 	}
+	// A sync_master's consumers read only what a slave holds (readBound):
+	// the queue ends, for them, at the first record past the bound.
 	res, err := b.store.Get(ctx, store.GetRequest{Topic: h.Topic, QueueID: h.QueueID, Offset: h.QueueOffset,
-		MaxMsgs: maxMsgs, MaxBytes: maxPullBytes, Filter: filter, Match: sub.recordMatch()})
+		MaxMsgs: maxMsgs, MaxBytes: maxPullBytes, Filter: filter, Match: sub.recordMatch(), MaxPhys: b.readBound()})
 	if err != nil {
 		b.log.Error("store get failed", "topic", h.Topic, "queue", h.QueueID, "offset", h.QueueOffset, "err", err)
 		return errResponse(req, remoting.SystemError, "store get failed: "+err.Error())
@@ -79,14 +84,23 @@ func (b *Broker) doPull(ctx context.Context, c *remoting.Conn, req *remoting.Com
 	// Park only at the end of the queue: a hole in it (OffsetFoundNull,
 	// e.g. queue offsets reserved across an unclean restore) will not fill
 	// up, so the client is sent past it at once.
+	// A held pull woken by a dispatch that stops at a hidden record waits
+	// on for the bound, within its hold (see pullHold.rerun).
 	atEnd := res.Status == store.OffsetOverflowOne || res.Status == store.NoMessageInQueue
-	if code == remoting.PullNotFound && atEnd && allowHold && h.SysFlag&pullFlagSuspend != 0 && !b.closing.Load() {
-		hold := time.Duration(h.SuspendTimeoutMillis) * time.Millisecond
-		if hold <= 0 || hold > b.cfg.MaxHold {
-			hold = b.cfg.MaxHold
-		}
-		if b.hold.park(c, req, h.Topic, h.QueueID, h.QueueOffset, sub, time.Now().Add(hold)) {
-			return nil
+	if code == remoting.PullNotFound && atEnd && h.SysFlag&pullFlagSuspend != 0 && !b.closing.Load() {
+		switch {
+		case allowHold:
+			hold := time.Duration(h.SuspendTimeoutMillis) * time.Millisecond
+			if hold <= 0 || hold > b.cfg.MaxHold {
+				hold = b.cfg.MaxHold
+			}
+			if b.hold.park(c, req, h.Topic, h.QueueID, h.QueueOffset, sub, time.Now().Add(hold), res.HeldBack) {
+				return nil
+			}
+		case res.HeldBack > 0 && time.Now().Before(held.deadline):
+			if b.hold.park(c, req, h.Topic, h.QueueID, h.QueueOffset, sub, held.deadline, res.HeldBack) {
+				return nil
+			}
 		}
 	}
 	resp := remoting.NewResponse(req, code, "")

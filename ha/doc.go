@@ -84,7 +84,10 @@
 // WaitAcked(ctx, off) is sync_master's wait: nil once some slave acked ≥ off;
 // ErrSlaveNotAvailable at once when no slave is connected or the best one
 // lags more than MaxLag (256 MiB, as RocketMQ); ErrSlaveTimeout when ctx
-// ends first. The master streams from the log and holds one batch buffer per
+// ends first. Acked answers the best ack and whether WaitAcked would wait
+// for it (a slave connected within MaxLag) — sync_master's bound on what
+// consumers read — and MasterOptions.OnAcked is told whenever that may have
+// changed. The master streams from the log and holds one batch buffer per
 // slave, so nothing queues for a slow slave: it just lags (TCP pushes back).
 // New bytes are announced by Master.Notify (the writer calls it) and polled
 // every PollInterval besides.

@@ -42,6 +42,12 @@ type MasterOptions struct {
 	// (ok false: the master cannot tell). A slave whose log goes past that
 	// point is refused with StatusDiverged.
 	Diverged func(slaveEpoch int64) (cut int64, ok bool)
+	// OnAcked, if set, is called after every report of a slave (advancing
+	// its ack or not: meanwhile the master's end may have left it beyond
+	// MaxLag) and after a slave connects or goes, when what Acked answers
+	// may have changed. It runs on a connection's goroutine and must not
+	// block.
+	OnAcked func()
 	// BatchSize bounds a transfer's body (and the per-slave buffer), default
 	// 256 KiB; a single bigger record is sent whole.
 	BatchSize         int
@@ -207,20 +213,46 @@ func (m *Master) Slaves() []SlaveStatus {
 	return out
 }
 
+// Acked is the highest offset a connected slave acked, and whether that
+// slave is in sync: it lags at most MaxLag, so WaitAcked would wait for it
+// rather than answer ErrSlaveNotAvailable at once. Without a slave it
+// returns (-1, false).
+func (m *Master) Acked() (best int64, inSync bool) {
+	end := m.opts.Log.MaxPhysOffset()
+	m.mu.Lock()
+	best, any := m.bestLocked()
+	m.mu.Unlock()
+	return best, any && end-best <= m.opts.MaxLag
+}
+
+// bestLocked is the highest ack of the connected slaves (-1 and false
+// without one). m.mu is held.
+func (m *Master) bestLocked() (best int64, any bool) {
+	best = -1
+	for sc := range m.conns {
+		if sc.lastReport.IsZero() {
+			continue // no hello yet
+		}
+		any = true
+		best = max(best, sc.acked)
+	}
+	return best, any
+}
+
+// acksChanged calls OnAcked. m.mu is not held.
+func (m *Master) acksChanged() {
+	if m.opts.OnAcked != nil {
+		m.opts.OnAcked()
+	}
+}
+
 // WaitAcked waits until some slave has acked off (sync_master). It returns
 // ErrSlaveNotAvailable at once when no slave is connected or the best slave
 // lags more than MaxLag, and ErrSlaveTimeout when ctx ends first.
 func (m *Master) WaitAcked(ctx context.Context, off int64) error {
 	for {
 		m.mu.Lock()
-		best, any := int64(-1), false
-		for sc := range m.conns {
-			if sc.lastReport.IsZero() {
-				continue
-			}
-			any = true
-			best = max(best, sc.acked)
-		}
+		best, any := m.bestLocked()
 		ch := m.acked
 		m.mu.Unlock()
 		if any && best >= off {
@@ -272,6 +304,7 @@ func (m *Master) serve(sc *slaveConn) {
 	delete(m.conns, sc)
 	m.wakeAckedLocked()
 	m.mu.Unlock()
+	m.acksChanged()
 	switch {
 	case m.ctx.Err() != nil:
 	case errors.Is(err, io.EOF):
@@ -333,6 +366,7 @@ func (m *Master) session(sc *slaveConn) error {
 	sc.name, sc.start, sc.sent, sc.acked, sc.lastReport = h.name, h.offset, h.offset, h.offset, time.Now()
 	m.wakeAckedLocked()
 	m.mu.Unlock()
+	m.acksChanged()
 	m.log.Info("ha: slave connected", "remote", sc.remote, "name", h.name, "offset", h.offset, "masterMax", end)
 
 	readErr := make(chan error, 1)
@@ -374,6 +408,7 @@ func (m *Master) readReports(sc *slaveConn) error {
 			m.wakeAckedLocked()
 		}
 		m.mu.Unlock()
+		m.acksChanged()
 	}
 }
 

@@ -337,3 +337,61 @@ func TestStoreAppendRawReplicates(t *testing.T) {
 		}
 	}
 }
+
+// GetRequest.MaxPhys hides the records that end past it: the queue ends,
+// for that Get, at the first hidden record — Found up to it, then
+// OffsetOverflowOne there — and MaxOffset (and VisibleMaxQueueOffset) says
+// so whether or not the scan reached it; an offset past the end is moved
+// back to it, not to the queue's end.
+func TestStoreGetMaxPhys(t *testing.T) {
+	s := mustOpen(t, testOpts(vfs.NewMem()))
+	defer mustClose(t, s)
+	ctx := context.Background()
+	const n = 20
+	var ends []int64
+	for i := range n {
+		r := mustPut(t, s, msg("V", 0, fmt.Sprint(i)))[0]
+		ends = append(ends, r.PhysOffset+int64(r.Size))
+		mustPut(t, s, msg("Other", 0, "between")) // V's records are not adjacent in the log
+	}
+	get := func(req GetRequest) GetResult {
+		t.Helper()
+		req.Topic = "V"
+		r, err := s.Get(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for k := range n { // records 0..k-1 visible
+		bound := ends[k] - 1
+		if k > 0 {
+			bound = ends[k-1]
+		}
+		want := int64(k)
+		if r := get(GetRequest{MaxPhys: bound}); k > 0 && (r.Status != Found || len(r.Records) != k || r.NextBeginOffset != want || r.MaxOffset != want || r.HeldBack != ends[k]) {
+			t.Fatalf("bound after record %d, from 0: %v n=%d next=%d max=%d heldBack=%d", k, r.Status, len(r.Records), r.NextBeginOffset, r.MaxOffset, r.HeldBack)
+		}
+		if r := get(GetRequest{Offset: want, MaxPhys: bound}); r.Status != OffsetOverflowOne || len(r.Records) != 0 || r.NextBeginOffset != want || r.MaxOffset != want || r.HeldBack != ends[k] {
+			t.Fatalf("bound after record %d, from %d: %v n=%d next=%d max=%d", k, want, r.Status, len(r.Records), r.NextBeginOffset, r.MaxOffset)
+		}
+		if r := get(GetRequest{MaxMsgs: 1, MaxPhys: bound}); k > 1 && (r.Status != Found || r.NextBeginOffset != 1 || r.MaxOffset != want || r.HeldBack != 0) {
+			t.Fatalf("bound after record %d, one message from 0: %v next=%d max=%d, want max %d", k, r.Status, r.NextBeginOffset, r.MaxOffset, want)
+		}
+		if r := get(GetRequest{MaxPhys: bound, Filter: func(int64) bool { return false }}); r.Status != OffsetOverflowOne || r.NextBeginOffset != want {
+			t.Fatalf("bound after record %d, nothing matches: %v next=%d, want OFFSET_OVERFLOW_ONE at %d", k, r.Status, r.NextBeginOffset, want)
+		}
+		if r := get(GetRequest{Offset: n + 5, MaxPhys: bound}); r.Status != OffsetOverflowBadly || r.NextBeginOffset != want {
+			t.Fatalf("bound after record %d, offset past the end: %v next=%d, want %d", k, r.Status, r.NextBeginOffset, want)
+		}
+		if got, err := s.VisibleMaxQueueOffset(ctx, "V", 0, bound); err != nil || got != want {
+			t.Fatalf("VisibleMaxQueueOffset bound after record %d: %d %v, want %d", k, got, err, want)
+		}
+	}
+	if r := get(GetRequest{MaxPhys: ends[n-1]}); r.Status != Found || len(r.Records) != n || r.MaxOffset != n || r.HeldBack != 0 {
+		t.Fatalf("bound at the end: %v n=%d max=%d heldBack=%d", r.Status, len(r.Records), r.MaxOffset, r.HeldBack)
+	}
+	if got, err := s.VisibleMaxQueueOffset(ctx, "V", 0, 0); err != nil || got != n {
+		t.Fatalf("VisibleMaxQueueOffset without a bound: %d %v, want %d", got, err, n)
+	}
+}

@@ -223,6 +223,13 @@ type GetRequest struct {
 	// buffer: not to be kept); a record it refuses is skipped like a Filter
 	// miss (SQL92 filters; getmatch.go says what the scan costs).
 	Match func(props []byte) bool
+	// MaxPhys, if positive, hides every record that ends past this
+	// commitlog offset (sync_master's bound: what a slave holds; 1 hides
+	// all). The queue then ends, for this Get, at the first hidden record:
+	// the scan stops there, NextBeginOffset and MaxOffset are its queue
+	// offset, HeldBack its end, and with nothing returned before it the
+	// status is OffsetOverflowOne, as at the end of the queue.
+	MaxPhys int64
 }
 
 // GetStatus is the outcome of Get (docs/rocketmq-protocol.md §4.3).
@@ -255,6 +262,9 @@ type GetResult struct {
 	NextBeginOffset, MinOffset, MaxOffset int64
 	Records                               [][]byte // each one whole V1 record, byte-identical to the log
 	Bytes                                 int      // sum of len(Records[i])
+	// HeldBack is, when GetRequest.MaxPhys stopped the scan, the commitlog
+	// end of the first record it hid (0: none): the bound that shows it.
+	HeldBack int64
 }
 
 // SegmentInfo describes a local commitlog segment.

@@ -77,6 +77,13 @@ func (s *Store) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 		case off > mx:
 			q.mu.RUnlock()
 			res.Status, res.NextBeginOffset = OffsetOverflowBadly, mx
+			if req.MaxPhys > 0 {
+				end, err := s.visibleEnd(ctx, q, mn, mx, req.MaxPhys)
+				if err != nil {
+					return GetResult{}, err
+				}
+				res.NextBeginOffset, res.MaxOffset = end, end
+			}
 			return res, nil
 		}
 		if off < q.coldEnd {
@@ -111,10 +118,15 @@ func (s *Store) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 	var spansArr [64]span
 	spans := spansArr[:0]
 	scanned, removing, total := 0, 0, 0
+	heldBack := int64(0)
 	for ; scanned < got; scanned++ {
 		e := getEntry(ents[scanned*cqEntrySize:])
 		if e.size == 0 {
 			continue // blank entry
+		}
+		if req.MaxPhys > 0 && e.phys+int64(e.size) > req.MaxPhys {
+			heldBack = e.phys + int64(e.size)
+			break
 		}
 		if e.phys < minPhys {
 			removing++
@@ -133,7 +145,7 @@ func (s *Store) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 			break
 		}
 	}
-	return s.finishGet(ctx, req, res, scanned, removing, spans, total)
+	return s.finishGet(ctx, q, req, res, scanned, removing, spans, total, heldBack)
 }
 
 type span struct {
@@ -143,10 +155,28 @@ type span struct {
 
 // finishGet completes a Get (local or cold) that scanned entries from
 // req.Offset on, removing of them below the retention floor, and picked
-// spans (total bytes): NextBeginOffset is past the scanned entries, and res
-// gets the records the spans name or, with no span, says why there is none.
-func (s *Store) finishGet(ctx context.Context, req GetRequest, res GetResult, scanned, removing int, spans []span, total int) (GetResult, error) {
+// spans (total bytes), and stopped before a record req.MaxPhys hides that
+// ends at heldBack (0: none): NextBeginOffset is past the scanned entries,
+// and res gets the records the spans name or, with no span, says why there
+// is none.
+func (s *Store) finishGet(ctx context.Context, q *cqueue, req GetRequest, res GetResult, scanned, removing int, spans []span, total int, heldBack int64) (GetResult, error) {
 	res.NextBeginOffset = req.Offset + int64(scanned)
+	if req.MaxPhys > 0 {
+		switch {
+		case heldBack > 0:
+			res.MaxOffset, res.HeldBack = res.NextBeginOffset, heldBack
+		case res.NextBeginOffset < res.MaxOffset: // the scan ended before the queue: where do hidden records start?
+			end, err := s.visibleEnd(ctx, q, res.NextBeginOffset, res.MaxOffset, req.MaxPhys)
+			if err != nil {
+				return GetResult{}, err
+			}
+			res.MaxOffset = end
+		}
+	}
+	if len(spans) == 0 && heldBack > 0 {
+		res.Status = OffsetOverflowOne // the end of the queue this reader sees
+		return res, nil
+	}
 	if len(spans) == 0 {
 		res.Status = NoMatchedMessage
 		if removing > 0 && removing == scanned {
@@ -205,6 +235,7 @@ func (s *Store) getCold(ctx context.Context, q *cqueue, req GetRequest, res GetR
 	var spansArr [64]span
 	spans := spansArr[:0]
 	scanned, removing, total := 0, 0, 0
+	heldBack := int64(0)
 	done := false
 	feed := func(got int) {
 		for i := 0; i < got; i++ {
@@ -212,6 +243,10 @@ func (s *Store) getCold(ctx context.Context, q *cqueue, req GetRequest, res GetR
 			if e.size == 0 {
 				scanned++
 				continue
+			}
+			if req.MaxPhys > 0 && e.phys+int64(e.size) > req.MaxPhys {
+				heldBack, done = e.phys+int64(e.size), true
+				return
 			}
 			if e.phys < minPhys {
 				removing++
@@ -258,7 +293,67 @@ func (s *Store) getCold(ctx context.Context, q *cqueue, req GetRequest, res GetR
 		}
 		feed(got)
 	}
-	return s.finishGet(ctx, req, res, scanned, removing, spans, total)
+	return s.finishGet(ctx, q, req, res, scanned, removing, spans, total, heldBack)
+}
+
+// VisibleMaxQueueOffset is the end of a queue (MaxQueueOffset) as a Get
+// bounded by GetRequest.MaxPhys sees it: the queue offset of the first
+// record that ends past maxPhys (no bound when maxPhys ≤ 0).
+func (s *Store) VisibleMaxQueueOffset(ctx context.Context, topic string, queueID int32, maxPhys int64) (int64, error) {
+	q := s.queue(topic, queueID)
+	if q == nil {
+		return 0, nil
+	}
+	mn, mx := q.bounds()
+	if maxPhys <= 0 {
+		return mx, nil
+	}
+	return s.visibleEnd(ctx, q, mn, mx, maxPhys)
+}
+
+// visibleEnd is the first queue offset in [lo, hi) whose record ends past
+// maxPhys (hi when none), where the entry before lo is known to be visible
+// (or lo is the queue's start). A queue's records are in log order, so the
+// hidden ones are a suffix, and a short one (what no slave holds yet): it
+// gallops back from hi−1, then bisects. A blank entry or a hole counts as
+// hidden, which can only lower the answer, never pass a hidden record.
+func (s *Store) visibleEnd(ctx context.Context, q *cqueue, lo, hi, maxPhys int64) (int64, error) {
+	hidden := func(i int64) (bool, error) {
+		e, ok, err := s.entryAt(ctx, q, i)
+		return !ok || e.size == 0 || e.phys+int64(e.size) > maxPhys, err
+	}
+	if lo >= hi {
+		return hi, nil
+	}
+	top := hi - 1 // hidden from here on, once checked
+	if h, err := hidden(top); err != nil || !h {
+		return hi, err
+	}
+	bottom := lo - 1 // visible (or before the range)
+	for step := int64(1); top-step > bottom; step *= 2 {
+		h, err := hidden(top - step)
+		if err != nil {
+			return 0, err
+		}
+		if !h {
+			bottom = top - step
+			break
+		}
+		top -= step
+	}
+	for top-bottom > 1 {
+		mid := bottom + (top-bottom)/2
+		h, err := hidden(mid)
+		if err != nil {
+			return 0, err
+		}
+		if h {
+			top = mid
+		} else {
+			bottom = mid
+		}
+	}
+	return top, nil
 }
 
 // ReadRecord is ReadRecordContext without a deadline.
