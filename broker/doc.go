@@ -66,7 +66,11 @@
 //	                           a goroutine of its own, off the flusher); a slave runs ha.Slave
 //	                           into its store from STRATAMQ_HA_MASTER, or the HA address the
 //	                           name servers' REGISTER_BROKER answer names (Resolve); a master
-//	                           registers its advertised host with its HA port as haServerAddr
+//	                           registers its advertised host with its HA port as haServerAddr.
+//	                           readBound: a sync_master's consumers read only what a slave
+//	                           acked (pulls, their maxOffset, GET_MAX_OFFSET, the timestamp
+//	                           search; held pulls wake on acks, pull_hold.go wakeVisible), all
+//	                           of its log while no slave is in sync
 //	slave_follow.go            a serving slave: every STRATAMQ_HA_SYNC_INTERVAL push the offsets
 //	                           committed to it (UPDATE_CONSUMER_OFFSET, accepted on a slave) to
 //	                           the master, then mirror the master's topics (deleted ones with

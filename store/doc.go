@@ -134,6 +134,10 @@
 // GetRequest.Match (SQL92 filters) is asked of each record's properties:
 // such a Get reads the records the tags Filter passes in rounds and keeps
 // those Match takes, within the same limits (getmatch.go).
+// GetRequest.MaxPhys (a sync_master's bound: what a slave holds) ends the
+// queue, for that Get, at the first record that ends past it; a queue's
+// records are in log order, so VisibleMaxQueueOffset finds that point by
+// galloping back from the tail and bisecting.
 //
 // # Flush policy
 //
