@@ -384,6 +384,13 @@ func TestStoreGetMaxPhys(t *testing.T) {
 		if r := get(GetRequest{Offset: n + 5, MaxPhys: bound}); r.Status != OffsetOverflowBadly || r.NextBeginOffset != want {
 			t.Fatalf("bound after record %d, offset past the end: %v next=%d, want %d", k, r.Status, r.NextBeginOffset, want)
 		}
+		all := func([]byte) bool { return true } // a record-level filter (SQL92) runs the bounded Get in rounds
+		if r := get(GetRequest{MaxPhys: bound, Match: all}); k > 0 && (r.Status != Found || len(r.Records) != k || r.NextBeginOffset != want || r.MaxOffset != want) {
+			t.Fatalf("bound after record %d, from 0 with Match: %v n=%d next=%d max=%d", k, r.Status, len(r.Records), r.NextBeginOffset, r.MaxOffset)
+		}
+		if r := get(GetRequest{Offset: want, MaxPhys: bound, Match: all}); r.Status != OffsetOverflowOne || r.NextBeginOffset != want || r.HeldBack != ends[k] {
+			t.Fatalf("bound after record %d, from %d with Match: %v next=%d heldBack=%d", k, want, r.Status, r.NextBeginOffset, r.HeldBack)
+		}
 		if got, err := s.VisibleMaxQueueOffset(ctx, "V", 0, bound); err != nil || got != want {
 			t.Fatalf("VisibleMaxQueueOffset bound after record %d: %d %v, want %d", k, got, err, want)
 		}
