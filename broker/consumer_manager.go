@@ -237,6 +237,21 @@ func (m *ConsumerManager) ClientIDs(group string) []string {
 	return out
 }
 
+// Conns returns the connections of the group's live consumers.
+func (m *ConsumerManager) Conns(group string) []*remoting.Conn {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.mu.groups[group]
+	if g == nil {
+		return nil
+	}
+	out := make([]*remoting.Conn, 0, len(g.clients))
+	for _, c := range g.clients {
+		out = append(out, c.conn)
+	}
+	return out
+}
+
 // Subscription returns the group's subscription to topic, from heartbeats.
 func (m *ConsumerManager) Subscription(group, topic string) (Subscription, bool) {
 	m.mu.Lock()

@@ -39,6 +39,7 @@ func (b *Broker) handlerTable() map[remoting.RequestCode]handlerFunc {
 		remoting.DemoteBroker:                     b.demoteBroker,
 		remoting.DLQList:                          b.dlqList,
 		remoting.DLQResend:                        b.dlqResend,
+		remoting.InvokeBrokerToResetOffset:        b.invokeBrokerToResetOffset,
 	}
 }
 
@@ -57,7 +58,8 @@ func classify(code remoting.RequestCode) remoting.PoolClass {
 		return remoting.PoolHeartbeat
 	case remoting.UpdateAndCreateTopic, remoting.DeleteTopicInBroker, remoting.GetAllTopicConfig,
 		remoting.UpdateAndCreateSubscriptionGroup, remoting.GetAllSubscriptionGroupConfig, remoting.GetAllConsumerOffset,
-		remoting.GetBrokerHAStatus, remoting.PromoteBroker, remoting.DemoteBroker, remoting.DLQList, remoting.DLQResend:
+		remoting.GetBrokerHAStatus, remoting.PromoteBroker, remoting.DemoteBroker, remoting.DLQList, remoting.DLQResend,
+		remoting.InvokeBrokerToResetOffset:
 		return remoting.PoolAdmin
 	}
 	return remoting.PoolDefault

@@ -8,15 +8,33 @@ import (
 	"github.com/stratamq/stratamq/remoting"
 )
 
-// searchOffsetByTimestamp handles SEARCH_OFFSET_BY_TIMESTAMP (29). A client
-// starts a group there (CONSUME_FROM_TIMESTAMP): the answer is at most the
-// end consumers see (readBound), as GET_MAX_OFFSET's.
+// searchOffsetByTimestamp handles SEARCH_OFFSET_BY_TIMESTAMP (29): the
+// queue offset of the message stored nearest the timestamp (4.x), or with
+// RocketMQ 5's boundaryType "lower" the first stored at or after it and
+// with "upper" the last stored at or before it. A client starts a group
+// there (CONSUME_FROM_TIMESTAMP): the answer is at most the end consumers
+// see (readBound), as GET_MAX_OFFSET's.
 func (b *Broker) searchOffsetByTimestamp(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var h remoting.SearchOffsetRequestHeader
 	if err := h.Decode(req.ExtFields); err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
-	off := b.store.OffsetByTime(h.Topic, h.QueueID, h.Timestamp)
+	var off int64
+	var err error
+	switch h.BoundaryType {
+	case "lower":
+		off, err = b.offsetAtOrAfter(ctx, h.Topic, h.QueueID, h.Timestamp)
+	case "upper":
+		// The last at or before ts: one before the first after it.
+		if off, err = b.offsetAtOrAfter(ctx, h.Topic, h.QueueID, h.Timestamp+1); err == nil && off > b.store.MinQueueOffset(h.Topic, h.QueueID) {
+			off--
+		}
+	default:
+		off, err = b.store.OffsetByTimeContext(ctx, h.Topic, h.QueueID, h.Timestamp)
+	}
+	if err != nil {
+		return errResponse(req, remoting.SystemError, "search the offset by time: "+err.Error())
+	}
 	if v := b.readBound(); v > 0 {
 		end, err := b.store.VisibleMaxQueueOffset(ctx, h.Topic, h.QueueID, v)
 		if err != nil {

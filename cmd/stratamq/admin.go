@@ -39,6 +39,8 @@ func adminCommands() []adminCommand {
 			"a consumer group's dead-letter messages (%DLQ%<group>): msgId, original topic, reconsume times", adminDLQList},
 		{"dlqResend", "-g group (-b addr[,addr] | -n namesrv [-c cluster]) [--msgId id[,id]]",
 			"send dead-letter messages (all, or these msgIds) back to the group's retry topic: only that group consumes them again, with their original topic and msgId", adminDLQResend},
+		{"resetOffsetByTime", "-g group -t topic -s time [-f=false] (-n namesrv | -b addr)",
+			"rewind or move a consumer group to the messages stored at a time, across the tiers, while its consumers run", adminResetOffsetByTime},
 	}
 }
 
