@@ -104,6 +104,21 @@
 //	                           reaches the bucket's end (else sets it aside and restores) and
 //	                           adopts the checkpoint's topics, groups and offsets it lacks.
 //	                           Promote/Demote are the planned handover (admin promote/demote)
+//	schedule.go,               delayed messages (issue 11 item 1): scheduleRoute puts a DELAY=n
+//	schedule_route.go          message in SCHEDULE_TOPIC_XXXX queue n-1 and a timer
+//	                           (TIMER_DELIVER_MS/DELAY_SEC/DELAY_MS) in rmq_sys_wheel_timer (queue
+//	                           k >= 1: a hop of 2^(k-1) s; queue 0: the last second), REAL_TOPIC and
+//	                           REAL_QID kept; the scheduler (one goroutine, masters only) stores
+//	                           due ones in their real topic (or the next hop), DELAY removed.
+//	                           Every schedule queue is in due order: its progress is one offset
+//	                           (delayOffset.json, the checkpoint's delayOffsets and timerOffsets);
+//	                           nothing per message in memory but timer queue 0's read-ahead
+//	                           (<= 4096). Bucket retention stops at the oldest undelivered one
+//	                           (pinnedFloor). Send-backs (rc036) go through it with level
+//	                           3+reconsumeTimes
+//	rc880_dlq.go               STRATAMQ_DLQ_LIST (880003) and STRATAMQ_DLQ_RESEND (880004): a
+//	                           group's DLQ listed, and resent to %RETRY%<group> (admin dlqList,
+//	                           dlqResend)
 //	rc880_promote_demote.go    StrataMQ's own admin codes (a private range RocketMQ does not use,
 //	                           880000-880999): STRATAMQ_PROMOTE_BROKER (880001) and
 //	                           STRATAMQ_DEMOTE_BROKER (880002) call Promote and Demote
@@ -124,7 +139,8 @@
 //
 // Run owns every goroutine the broker starts (the remoting server, the
 // hold-service checker, the registrar, the client-expiry scanner, the
-// config flusher, the HA master or slave, a slave's sync loop) and
+// config flusher, the HA master or slave, a slave's sync loop, a master's
+// schedule service) and
 // returns after they have all exited (a sync_master ack wait off the
 // flusher ends once the HA master stops).
 //

@@ -5,7 +5,8 @@
 //	stratamq broker    broker only; registers with STRATAMQ_NAMESRV
 //	stratamq bench     load generator (produce|consume|e2e) over the remoting protocol
 //	stratamq admin     operations on running brokers, mqadmin-style (-n, -b, -c): haStatus,
-//	                   promote, demote; admin.go holds the table of commands, one func each
+//	                   promote, demote, dlqList, dlqResend; admin.go holds the table of
+//	                   commands, one func each (the DLQ ones in admin_dlq.go)
 //
 // The metrics/health listener (STRATAMQ_HTTP_LISTEN) also serves GET /ha,
 // the broker's HA status as JSON (admin_http.go).
