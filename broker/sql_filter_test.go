@@ -166,6 +166,12 @@ func TestBrokerSQLFilterRefusals(t *testing.T) {
 	check("CHECK_CLIENT_CONFIG good", ccc(addr, exprSQL92, briefExpr), remoting.Success)
 	check("CHECK_CLIENT_CONFIG tag", ccc(addr, exprTag, "*"), remoting.Success)
 	check("CHECK_CLIENT_CONFIG bad", ccc(addr, exprSQL92, bad), remoting.SubscriptionParseFailed, "column 5")
+	// The body as a Java 4.9 client's fastjson writes it.
+	java := remoting.NewRequest(remoting.CheckClientConfig, nil, []byte(`{"clientId":"10.0.0.1@123","group":"g",`+
+		`"subscriptionData":{"classFilterMode":false,"codeSet":[],"expressionType":"SQL92","subString":"a > 5",`+
+		`"subVersion":1700000000000,"tagsSet":[],"topic":"S"}}`))
+	java.Language = "JAVA"
+	check("CHECK_CLIENT_CONFIG from Java", invoke(t, cl, addr, java), remoting.Success)
 
 	off, ocl := startBroker(t, func(c *Config) { c.SQLFilter = "false" })
 	oaddr := off.Addr().String()
