@@ -26,9 +26,9 @@
 // Keywords are case-insensitive; identifiers ([A-Za-z_$][A-Za-z0-9_$]*) are
 // property names, case-sensitive: user properties and the system ones
 // (TAGS, KEYS, UNIQ_KEY, ...), all strings, as RocketMQ's broker decodes
-// them. Strings are '...' with ” for a quote; decimals ("0" or
-// [1-9][0-9]*, optional L) are Java ints when they fit, else longs; floats
-// (5.5, 5., .5, 5E10) are doubles. Whitespace is " \t\n\r\f"; "--" line and
+// them. Strings are single-quoted, a quote inside one written twice as in
+// SQL; decimals ("0" or [1-9][0-9]*, optional L) are Java ints when they
+// fit, else longs; floats (5.5, 5., .5, 5E10) are doubles. Whitespace is " \t\n\r\f"; "--" line and
 // "/* */" block comments are skipped. Note that NOT binds tighter than a
 // comparison, as in RocketMQ: write NOT (a = 1), not NOT a = 1.
 //
