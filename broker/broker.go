@@ -71,6 +71,7 @@ type Broker struct {
 	// Scheduled messages (schedule.go): the delay levels and the service.
 	delayLevels []time.Duration
 	sched       *scheduler
+	trans       *transactions // half messages and the check service's progress (transaction.go)
 
 	server    *remoting.Server
 	nsClient  *remoting.Client
@@ -317,6 +318,10 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if restore != nil && !restore.Replica {
 		b.afterRestore(restore)
 	}
+	b.trans = newTransactions(b)
+	if err := b.trans.load(); err != nil {
+		return fail(err)
+	}
 	if b.dur != nil {
 		// This epoch takes the log over from the older ones here.
 		b.dur.from = b.store.MaxPhysOffset()
@@ -381,7 +386,8 @@ func (b *Broker) Run(ctx context.Context) error {
 	if b.cfg.Role == RoleSlave {
 		loops = append(loops, b.slaveFollow) // slave_follow.go
 	} else {
-		loops = append(loops, b.sched.run) // schedule.go: a master only
+		loops = append(loops, b.sched.run)        // schedule.go: a master only
+		loops = append(loops, b.transactionCheck) // transaction_check.go
 	}
 	if b.cfg.Role == RoleSlave && b.cfg.HAFailover && b.scoped != nil {
 		loops = append(loops, b.watchLease)

@@ -70,6 +70,11 @@ type Config struct {
 	// Scheduled messages (issue 11 item 1, schedule.go).
 	DelayLevels   string        `env:"DELAY_LEVELS" envDefault:"1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h" help:"delay levels 1, 2, ... of DELAY messages and retries, as RocketMQ's messageDelayLevel (units s, m, h, d)"`
 	TimerMaxDelay time.Duration `env:"TIMER_MAX_DELAY" envDefault:"2160h" help:"how far ahead a timer message (TIMER_DELIVER_MS, TIMER_DELAY_SEC) may be due; later ones are refused MESSAGE_ILLEGAL"`
+	// Transactions (issue 11 item 3; transaction.go): RocketMQ's
+	// transactionTimeOut, transactionCheckInterval, transactionCheckMax.
+	TransactionTimeout       time.Duration `env:"TRANSACTION_TIMEOUT" envDefault:"6s" help:"a half message with no commit or rollback is checked back with its producer group once it is this old (RocketMQ's transactionTimeOut)"`
+	TransactionCheckInterval time.Duration `env:"TRANSACTION_CHECK_INTERVAL" envDefault:"60s" help:"how often the master checks back half messages in doubt (CHECK_TRANSACTION_STATE to a live producer of the group)"`
+	TransactionCheckMax      int           `env:"TRANSACTION_CHECK_MAX" envDefault:"15" help:"checks of one half message before it is discarded (logged)"`
 
 	// Not from the environment: set by tests and by serve.
 	RegisterInterval time.Duration `env:"-"` // default 30s
@@ -176,6 +181,15 @@ func (c Config) withDefaults() Config {
 	if c.TimerMaxDelay == 0 {
 		c.TimerMaxDelay = DefaultTimerMaxDelay
 	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = 6 * time.Second
+	}
+	if c.TransactionCheckInterval == 0 {
+		c.TransactionCheckInterval = 60 * time.Second
+	}
+	if c.TransactionCheckMax == 0 {
+		c.TransactionCheckMax = 15
+	}
 	// LocalRetention 0 is meaningful (drop right after upload): no default here.
 	if c.MaxHold == 0 {
 		c.MaxHold = 25 * time.Second
@@ -210,6 +224,9 @@ func (c Config) Validate() error {
 	}
 	if c.BrokerID < 0 {
 		return fmt.Errorf("STRATAMQ_BROKER_ID=%d: want >= 0", c.BrokerID)
+	}
+	if c.TransactionTimeout < 0 || c.TransactionCheckInterval < 0 || c.TransactionCheckMax < 0 {
+		return fmt.Errorf("STRATAMQ_TRANSACTION_TIMEOUT, STRATAMQ_TRANSACTION_CHECK_INTERVAL and STRATAMQ_TRANSACTION_CHECK_MAX must not be negative")
 	}
 	if strings.ContainsAny(c.BrokerName, "/ ") || c.BrokerName == "" {
 		return fmt.Errorf("STRATAMQ_BROKER_NAME=%q: want a non-empty name without '/' or spaces", c.BrokerName)

@@ -119,6 +119,22 @@
 //	rc880_dlq.go               STRATAMQ_DLQ_LIST (880003) and STRATAMQ_DLQ_RESEND (880004): a
 //	                           group's DLQ listed, and resent to %RETRY%<group> (admin dlqList,
 //	                           dlqResend)
+//	transaction.go,            transactional messages (issue 11 item 3), as RocketMQ 4.9: a
+//	rc037_end_transaction.go,  prepared send is stored as a half message in
+//	transaction_check.go       RMQ_SYS_TRANS_HALF_TOPIC queue 0 (REAL_TOPIC/REAL_QID);
+//	                           END_TRANSACTION (37) commits it into its real topic (UNIQ_KEY
+//	                           kept) or rolls it back, each with an op record in
+//	                           RMQ_SYS_TRANS_OP_HALF_TOPIC (body: the half's queue offset), in
+//	                           one store call; a half is resolved at most once (transactions:
+//	                           done/pending sets over the halves past the check progress). The
+//	                           master's check service puts unresolved halves older than
+//	                           STRATAMQ_TRANSACTION_TIMEOUT back with TRANSACTION_CHECK_TIMES+1
+//	                           and an op for the old copy, and sends CHECK_TRANSACTION_STATE
+//	                           (39) to a live producer of PGROUP; past the most checks it
+//	                           discards (logs) them. Its progress (half and op offsets) is in
+//	                           config/transactionOffset.json and the checkpoint's
+//	                           "transactions" section; halves are read through the store, so
+//	                           from the bucket when dropped locally
 //	rc880_promote_demote.go    StrataMQ's own admin codes (a private range RocketMQ does not use,
 //	                           880000-880999): STRATAMQ_PROMOTE_BROKER (880001) and
 //	                           STRATAMQ_DEMOTE_BROKER (880002) call Promote and Demote
@@ -140,7 +156,7 @@
 // Run owns every goroutine the broker starts (the remoting server, the
 // hold-service checker, the registrar, the client-expiry scanner, the
 // config flusher, the HA master or slave, a slave's sync loop, a master's
-// schedule service) and
+// schedule service, transaction check service) and
 // returns after they have all exited (a sync_master ack wait off the
 // flusher ends once the HA master stops).
 //

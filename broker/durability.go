@@ -24,6 +24,8 @@ const (
 	sectionDelayOffsets       = "delayOffsets"
 	sectionTimerOffsets       = "timerOffsets"
 	sectionCommitLog          = "commitlog"
+	// sectionTransactions ("transactions", transaction.go) is the
+	// transaction check service's progress.
 )
 
 // commitLogState is the "commitlog" checkpoint section: how far the log
@@ -339,6 +341,7 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 		sectionDelayOffsets:       delayJSON,
 		sectionTimerOffsets:       timerJSON,
 		sectionCommitLog:          clJSON,
+		sectionTransactions:       b.trans.section(),
 	}, nil
 }
 

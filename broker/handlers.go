@@ -27,6 +27,7 @@ func (b *Broker) handlerTable() map[remoting.RequestCode]handlerFunc {
 		remoting.CheckClientConfig:                b.checkClientConfig,
 		remoting.UnregisterClient:                 b.unregisterClient,
 		remoting.ConsumerSendMsgBack:              b.consumerSendMsgBack,
+		remoting.EndTransaction:                   b.endTransaction,
 		remoting.GetConsumerListByGroup:           b.getConsumerListByGroup,
 		remoting.LockBatchMQ:                      b.lockBatchMQ,
 		remoting.UnlockBatchMQ:                    b.unlockBatchMQ,

@@ -39,9 +39,6 @@ func (b *Broker) sendMessage(ctx context.Context, c *remoting.Conn, req *remotin
 	if len(req.Body) > int(b.cfg.MaxMessageSize) {
 		return errResponse(req, remoting.MessageIllegal, fmt.Sprintf("the message body size %d exceeds the limit %d bytes", len(req.Body), b.cfg.MaxMessageSize))
 	}
-	if h.SysFlag&sysFlagTransMask == sysFlagTransPrep {
-		return errResponse(req, remoting.MessageIllegal, "transactional (prepared) messages are not supported by this broker yet")
-	}
 	props := h.Properties
 	uniq, ok := propValue(props, PropUniqKey)
 	if !ok || uniq == "" {
@@ -53,6 +50,9 @@ func (b *Broker) sendMessage(ctx context.Context, c *remoting.Conn, req *remotin
 		if topic, queueID, r = b.retryOrDLQ(req, topic, queueID, h.ReconsumeTimes, h.MaxReconsumeTimes); r != nil {
 			return r
 		}
+	}
+	if h.SysFlag&sysFlagTransMask == sysFlagTransPrep {
+		topic, queueID, props, h.SysFlag = b.halfMessage(topic, queueID, props, h.SysFlag) // transaction.go
 	}
 	tags, _ := propValue(props, PropTags)
 	msg := store.Message{

@@ -25,6 +25,9 @@ func (b *Broker) sendBatchMessage(ctx context.Context, c *remoting.Conn, req *re
 	if strings.HasPrefix(tc.TopicName, RetryGroupTopicPrefix) {
 		return errResponse(req, remoting.MessageIllegal, "batch messages cannot be sent to a retry topic")
 	}
+	if h.SysFlag&sysFlagTransMask != 0 { // as RocketMQ's CommitLog.putMessages
+		return errResponse(req, remoting.MessageIllegal, "batch messages cannot be transactional (sysFlag has transaction type bits)")
+	}
 	if len(req.Body) > int(b.cfg.MaxMessageSize) {
 		return errResponse(req, remoting.MessageIllegal, fmt.Sprintf("the batch body size %d exceeds the limit %d bytes", len(req.Body), b.cfg.MaxMessageSize))
 	}

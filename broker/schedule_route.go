@@ -89,7 +89,7 @@ func timerHop(k int32) time.Duration { return time.Duration(1<<(k-1)) * time.Sec
 // are. It returns a response to send instead when the message is refused
 // (MESSAGE_ILLEGAL, with RocketMQ's remark for a timer past the maximum).
 func (b *Broker) scheduleRoute(req *remoting.Command, m *store.Message, now int64) *remoting.Command {
-	if m.SysFlag&sysFlagTransMask == sysFlagTransPrep || m.Topic == ScheduleTopic || m.Topic == TimerTopic {
+	if m.SysFlag&sysFlagTransMask == sysFlagTransPrep || m.Topic == ScheduleTopic || m.Topic == TimerTopic || m.Topic == TransHalfTopic {
 		return nil
 	}
 	if strings.HasPrefix(m.Topic, DLQGroupTopicPrefix) {

@@ -1,0 +1,91 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
+)
+
+// endTransaction handles END_TRANSACTION (37), which clients send oneway:
+// commit (8) or roll back (12) the half message at commitLogOffset, as
+// EndTransactionProcessor does. The half is looked up through the store, so
+// one whose segment left the local disk is read from the bucket. It must be
+// a half message of producerGroup at half queue offset tranStateTableOffset
+// (else SYSTEM_ERROR with RocketMQ's remark). A commit stores the real
+// message and the op record in one store call; a rollback the op record
+// only. State 0 (unknown) is ignored: the check service asks later. A half
+// already resolved, or being resolved, is left alone (answered SUCCESS):
+// each half is committed at most once.
+func (b *Broker) endTransaction(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var h remoting.EndTransactionRequestHeader
+	if err := h.Decode(req.ExtFields); err != nil {
+		return errResponse(req, remoting.SystemError, "END_TRANSACTION: "+err.Error())
+	}
+	if b.cfg.Role == RoleSlave || b.cfg.BrokerID != 0 {
+		return errResponse(req, remoting.SlaveNotAvailable, fmt.Sprintf("the broker[%s] is a slave: end transaction is forbidden", b.advertise))
+	}
+	commit := false
+	switch h.CommitOrRollback {
+	case sysFlagTransCommit:
+		commit = true
+	case sysFlagTransRollback:
+	default:
+		// TRANSACTION_NOT_TYPE (unknown) and anything else: Java answers
+		// nothing; the check service asks the producer again.
+		b.log.Debug("END_TRANSACTION with state unknown: left to the check service", "producerGroup", h.ProducerGroup,
+			"commitLogOffset", h.CommitLogOffset, "fromTransactionCheck", h.FromTransactionCheck, "remark", req.Remark)
+		return nil
+	}
+	if err := b.trans.syncOps(ctx); err != nil {
+		return b.transErr(req, remoting.SystemError, "read the transaction op log: "+err.Error(), &h)
+	}
+	_, rec, err := b.readHalf(ctx, h.CommitLogOffset)
+	if err != nil {
+		return b.transErr(req, remoting.SystemError, fmt.Sprintf("Find prepared transaction message failed: commitlog offset %d: %v", h.CommitLogOffset, err), &h)
+	}
+	if rec.Topic != TransHalfTopic {
+		return b.transErr(req, remoting.SystemError, fmt.Sprintf("Find prepared transaction message failed: the record at commitlog offset %d is of topic %s, not a half message", h.CommitLogOffset, rec.Topic), &h)
+	}
+	if pg, _ := propValue(rec.Properties, PropProducerGroup); pg != h.ProducerGroup {
+		return b.transErr(req, remoting.SystemError, fmt.Sprintf("The producer group wrong: the half message is of group %q", pg), &h)
+	}
+	if rec.QueueOffset != h.TranStateTableOffset {
+		return b.transErr(req, remoting.SystemError, fmt.Sprintf("The transaction state table offset wrong: the half message is at %d", rec.QueueOffset), &h)
+	}
+	half := rec.QueueOffset
+	if !b.trans.claim(half) {
+		b.log.Debug("END_TRANSACTION for a half message already resolved or being resolved: ignored",
+			"producerGroup", h.ProducerGroup, "halfOffset", half, "commit", commit)
+		return remoting.NewResponse(req, remoting.Success, "")
+	}
+	msgs := make([]store.Message, 0, 2)
+	if commit {
+		m, err := committed(rec, h.CommitLogOffset)
+		if err != nil {
+			b.trans.release(half, 0, false)
+			return b.transErr(req, remoting.SystemError, err.Error(), &h)
+		}
+		// A committed message's DELAY or timer applies now, as RocketMQ's
+		// CommitLog.putMessage does for TRANSACTION_COMMIT_TYPE.
+		if r := b.scheduleRoute(req, &m, time.Now().UnixMilli()); r != nil {
+			b.trans.release(half, 0, false)
+			return r
+		}
+		msgs = append(msgs, m)
+	}
+	msgs = append(msgs, b.opMessage(half))
+	res, err := b.putTrans(ctx, msgs)
+	if err != nil {
+		b.trans.release(half, 0, false)
+		b.log.Warn("END_TRANSACTION not stored", "err", err, "halfOffset", half, "commit", commit)
+		return b.putError(req, err)
+	}
+	b.trans.release(half, res[len(res)-1].QueueOffset, true)
+	if commit {
+		b.metrics.messagesIn(msgs[0].Topic, 1, len(msgs[0].Body))
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}

@@ -1,0 +1,197 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"strconv"
+	"time"
+
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
+)
+
+// transactionCheck is RocketMQ's TransactionalMessageCheckService: every
+// STRATAMQ_TRANSACTION_CHECK_INTERVAL a master runs one check round (Run
+// owns it; a slave runs none, a promoted slave's master generation resumes
+// from the progress it loaded). The progress is saved to the config dir
+// after each round and is in every bucket checkpoint.
+func (b *Broker) transactionCheck(ctx context.Context) {
+	tick := time.NewTicker(b.cfg.TransactionCheckInterval)
+	defer tick.Stop()
+	save := func() {
+		if err := b.trans.save(); err != nil {
+			b.log.Warn("save the transaction check progress", "err", err)
+		}
+	}
+	defer save()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := b.trans.round(ctx); err != nil && ctx.Err() == nil && !b.closing.Load() {
+				b.log.Warn("transaction check round stopped early; it goes on next interval", "err", err)
+			}
+			save()
+		}
+	}
+}
+
+// transactionRoundLimit bounds one round (RocketMQ's MAX_QUEUE_PROCESS_TIME).
+const transactionRoundLimit = 60 * time.Second
+
+// round walks the half queue from HalfOffset, as
+// TransactionalMessageServiceImpl.check does. It stops at a half stored
+// during this round (a copy it put back: so the answer to the last check
+// has one interval to arrive before its half is discarded), at one younger
+// than STRATAMQ_TRANSACTION_TIMEOUT (or its CHECK_IMMUNITY_TIME_IN_SECONDS)
+// and at one an END_TRANSACTION is resolving now. A half with an op record
+// is passed; one checked STRATAMQ_TRANSACTION_CHECK_MAX times is discarded
+// (logged). Any other half is due: it is put back at the end of the half
+// queue with TRANSACTION_CHECK_TIMES one higher, together with an op record
+// for the old copy, and the producer group is asked about the new copy
+// (CHECK_TRANSACTION_STATE). HalfOffset then moves to where the walk
+// stopped. The check is idempotent: a round repeated after a restart from
+// an older checkpoint finds the op records of the halves it put back.
+func (t *transactions) round(ctx context.Context) error {
+	b := t.b
+	if b.store.MaxQueueOffset(TransHalfTopic, 0) == 0 {
+		return nil
+	}
+	if err := t.syncOps(ctx); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	i := t.state.HalfOffset
+	t.mu.Unlock()
+	defer func() { t.advance(i) }()
+	start := time.Now()
+	startMs := start.UnixMilli()
+	timeout := b.cfg.TransactionTimeout.Milliseconds()
+	for time.Since(start) < transactionRoundLimit && ctx.Err() == nil && !b.closing.Load() {
+		res, err := b.store.Get(ctx, store.GetRequest{Topic: TransHalfTopic, QueueID: 0, Offset: i, MaxMsgs: 32})
+		if err != nil {
+			return err
+		}
+		if res.Status != store.Found {
+			if res.NextBeginOffset > i && res.Status != store.OffsetOverflowBadly {
+				i = res.NextBeginOffset // expired by retention, or a hole
+				continue
+			}
+			return nil
+		}
+		for _, raw := range res.Records {
+			rec, _, err := store.DecodeRecord(raw)
+			if err != nil {
+				return err
+			}
+			q := rec.QueueOffset
+			if q < i {
+				continue
+			}
+			done, pending := t.status(q)
+			if done {
+				i = q + 1
+				continue
+			}
+			if pending {
+				return nil
+			}
+			if rec.StoreTimestamp >= startMs {
+				return nil // put back by this round (or just sent): next round
+			}
+			props := parseProps(rec.Properties)
+			checks, _ := strconv.Atoi(props[PropTransactionCheckTimes])
+			if checks >= b.cfg.TransactionCheckMax {
+				b.log.Warn("transaction discarded: its producer group did not commit or roll it back within the most checks (STRATAMQ_TRANSACTION_CHECK_MAX)",
+					"producerGroup", props[PropProducerGroup], "topic", props[PropRealTopic], "msgId", props[PropUniqKey],
+					"halfOffset", q, "checks", checks)
+				i = q + 1
+				continue
+			}
+			immunity := timeout
+			if v, ok := props[PropCheckImmunitySeconds]; ok {
+				if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
+					immunity = s * 1000
+				}
+			}
+			if age := time.Now().UnixMilli() - rec.BornTimestamp; age >= 0 && age < immunity {
+				return nil // too young: the producer may still end it
+			}
+			if !t.claim(q) {
+				return nil // an END_TRANSACTION took it meanwhile: look again next round
+			}
+			if err := b.checkBack(ctx, rec, props, checks+1); err != nil {
+				t.release(q, 0, false)
+				return err
+			}
+			i = q + 1
+		}
+	}
+	return nil
+}
+
+// checkBack puts the half rec (claimed by the caller) back at the end of the
+// half queue as its check number n, with the op record that resolves rec,
+// and asks one live producer of its group about the new copy.
+func (b *Broker) checkBack(ctx context.Context, rec store.Record, props map[string]string, n int) error {
+	cp := store.Message{
+		Topic: TransHalfTopic, QueueID: 0, Flag: rec.Flag, SysFlag: rec.SysFlag,
+		BornTimestamp: rec.BornTimestamp, BornHost: rec.BornHost, ReconsumeTimes: rec.ReconsumeTimes,
+		Body:       rec.Body,
+		Properties: withProp(rec.Properties, PropTransactionCheckTimes, strconv.Itoa(n)),
+		TagsCode:   tagsCode(props[PropTags]),
+	}
+	res, err := b.putTrans(ctx, []store.Message{cp, b.opMessage(rec.QueueOffset)})
+	if err != nil {
+		return err
+	}
+	b.trans.release(rec.QueueOffset, res[1].QueueOffset, true)
+	group := props[PropProducerGroup]
+	conn := b.producers.Conn(group)
+	if conn == nil {
+		b.log.Info("transaction check not sent: no live producer of the group; asked again next interval",
+			"producerGroup", group, "msgId", props[PropUniqKey], "halfOffset", res[0].QueueOffset, "check", n)
+		return nil
+	}
+	raw, err := b.store.ReadRecordContext(ctx, res[0].PhysOffset)
+	if err != nil {
+		return err
+	}
+	sent, _, err := store.DecodeRecord(raw)
+	if err != nil {
+		return err
+	}
+	qid, _ := strconv.Atoi(props[PropRealQueueID])
+	uniq := props[PropUniqKey]
+	hdr := remoting.CheckTransactionStateRequestHeader{
+		TranStateTableOffset: res[0].QueueOffset, CommitLogOffset: res[0].PhysOffset,
+		MsgID: uniq, TransactionID: uniq, OffsetMsgID: store.EncodeMessageID(b.storeHost, res[0].PhysOffset),
+	}
+	req := remoting.NewRequest(remoting.CheckTransactionState, hdr.Encode(), withTopic(raw, len(sent.Topic), len(sent.Properties), props[PropRealTopic], int32(qid)))
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := conn.InvokeOneway(cctx, req); err != nil {
+		b.log.Info("transaction check not sent; asked again next interval", "producerGroup", group, "err", err)
+		return nil
+	}
+	b.log.Debug("transaction checked back", "producerGroup", group, "msgId", uniq, "halfOffset", res[0].QueueOffset,
+		"commitLogOffset", res[0].PhysOffset, "check", n)
+	return nil
+}
+
+// withTopic returns a copy of the V1 record raw (topic of topicLen bytes,
+// properties of propsLen bytes) with its topic and queue id replaced, as
+// Broker2Client.checkProducerTransactionState sends the half: under its
+// real topic and queue.
+func withTopic(raw []byte, topicLen, propsLen int, topic string, queueID int32) []byte {
+	at := len(raw) - (1 + topicLen + 2 + propsLen)
+	out := make([]byte, 0, len(raw)-topicLen+len(topic))
+	out = append(out, raw[:at]...)
+	out = append(out, byte(len(topic)))
+	out = append(out, topic...)
+	out = append(out, raw[at+1+topicLen:]...)
+	binary.BigEndian.PutUint32(out[0:], uint32(len(out)))
+	binary.BigEndian.PutUint32(out[12:], uint32(queueID))
+	return out
+}
