@@ -29,7 +29,9 @@
 //	                           properties; a bad expression, or STRATAMQ_SQL_FILTER=false,
 //	                           is SUBSCRIPTION_PARSE_FAILED (23) naming why, on the heartbeat
 //	                           and the group's pulls; CHECK_CLIENT_CONFIG (46) answers Java
-//	                           clients' pre-start check. Held SQL92 pulls wake on any message
+//	                           clients' pre-start check. A held SQL92 pull wakes on any message
+//	                           of its queue (dispatch knows tag codes only) and, if none it
+//	                           scanned matches, is held again past them (sqlRepark)
 //	ProducerManager            live producer clients per group
 //	pullHold                   long-polled pulls, woken by the store's dispatch; a pull's
 //	                           commit offset is applied when it arrives, never when re-run

@@ -103,6 +103,9 @@ func (b *Broker) doPull(ctx context.Context, c *remoting.Conn, req *remoting.Com
 			}
 		}
 	}
+	if b.sqlRepark(c, req, &h, sub, res, held) { // sql_filter.go
+		return nil
+	}
 	resp := remoting.NewResponse(req, code, "")
 	resp.ExtFields = map[string]string{
 		"nextBeginOffset":      strconv.FormatInt(res.NextBeginOffset, 10),

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/stratamq/stratamq/filter"
 	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
 )
 
 // Expression types of a subscription (RocketMQ's ExpressionType).
@@ -125,4 +127,18 @@ func subErrResponse(req *remoting.Command, err *subError) *remoting.Command {
 		return nil
 	}
 	return errResponse(req, err.code, err.remark)
+}
+
+// sqlRepark holds a woken SQL92 pull on when the messages that woke it do
+// not match: the dispatch hook sees only tag codes, so every message wakes
+// an SQL92 pull, and answering each with PULL_RETRY_IMMEDIATELY would
+// bounce the consumer once per message it does not take. It waits on,
+// until its own hold ends, for messages past those it scanned (the re-run
+// scans again from the pull's offset, within the usual budget).
+func (b *Broker) sqlRepark(c *remoting.Conn, req *remoting.Command, h *remoting.PullMessageRequestHeader, sub Subscription, res store.GetResult, held *heldPull) bool {
+	if held == nil || sub.SQL == nil || res.Status != store.NoMatchedMessage || res.NextBeginOffset < res.MaxOffset ||
+		h.SysFlag&pullFlagSuspend == 0 || b.closing.Load() || !time.Now().Before(held.deadline) {
+		return false
+	}
+	return b.hold.park(c, req, h.Topic, h.QueueID, res.NextBeginOffset, sub, held.deadline, 0)
 }

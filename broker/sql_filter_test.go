@@ -1,12 +1,14 @@
 package broker
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stratamq/stratamq/remoting"
 )
@@ -190,4 +192,78 @@ func TestBrokerSQLFilterConfig(t *testing.T) {
 			t.Errorf("STRATAMQ_SQL_FILTER=%q: Validate %v", v, err)
 		}
 	}
+}
+
+// TestBrokerSQLFilterHeldPull: an SQL92 pull held at the end of its queue
+// is answered with the first matching message, before its hold ends;
+// messages it does not take do not answer it (the dispatch hook wakes it
+// for each, and it waits on past them).
+func TestBrokerSQLFilterHeldPull(t *testing.T) {
+	b, cl := startBroker(t, nil)
+	addr := b.Addr().String()
+	if r := invoke(t, cl, addr, sendReq("H", 0, []byte("m0"), "a\x010\x02")); r.Code != 0 {
+		t.Fatalf("send: %d %s", r.Code, r.Remark)
+	}
+	type result struct {
+		resp *remoting.Command
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		h := remoting.PullMessageRequestHeader{ConsumerGroup: "g", Topic: "H", QueueOffset: 1, MaxMsgNums: 32,
+			SysFlag: pullFlagSuspend | pullFlagSubscription, SuspendTimeoutMillis: 20000, Subscription: "a = 7", ExpressionType: exprSQL92}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r, err := cl.Invoke(ctx, addr, remoting.NewRequest(remoting.PullMessage, h.Encode(), nil))
+		got <- result{r, err}
+	}()
+	waitCond(t, 10*time.Second, "pull parked", func() bool { return b.hold.count() == 1 })
+	for i := 1; i <= 3; i++ {
+		if r := invoke(t, cl, addr, sendReq("H", 0, []byte("no"), fmt.Sprintf("a\x01%d\x02", i))); r.Code != 0 {
+			t.Fatalf("send: %d %s", r.Code, r.Remark)
+		}
+		waitCond(t, 10*time.Second, "pull parked again past the message it does not take", func() bool {
+			return b.hold.count() == 1 && b.hold.heldOffset() == int64(i+1)
+		})
+	}
+	select {
+	case r := <-got:
+		t.Fatalf("held SQL92 pull answered by messages it does not take: %d %s", r.resp.Code, r.resp.Remark)
+	default:
+	}
+	if r := invoke(t, cl, addr, sendReq("H", 0, []byte("yes"), "a\x017\x02")); r.Code != 0 {
+		t.Fatalf("send: %d %s", r.Code, r.Remark)
+	}
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.resp.Code != int32(remoting.Success) {
+			t.Fatalf("held pull answered %d %s", r.resp.Code, r.resp.Remark)
+		}
+		if p := recordProps(t, r.resp.Body); len(p) != 1 || p[0]["a"] != "7" || r.resp.ExtFields["nextBeginOffset"] != "5" {
+			t.Fatalf("held pull got %v, nextBeginOffset %s; want a=7 and 5", p, r.resp.ExtFields["nextBeginOffset"])
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("held SQL92 pull not woken by the matching message")
+	}
+}
+
+// heldOffset is the queue offset the only held pull waits past (-1: none,
+// or more than one).
+func (p *pullHold) heldOffset() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	off, n := int64(-1), 0
+	for _, l := range p.mu.waiting {
+		for _, h := range l {
+			off = h.offset
+			n++
+		}
+	}
+	if n != 1 {
+		return -1
+	}
+	return off
 }
