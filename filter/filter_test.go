@@ -354,3 +354,82 @@ func TestFilterMatchEncodedAllocs(t *testing.T) {
 		t.Errorf("MatchEncoded allocates %v times per evaluation", n)
 	}
 }
+
+// TestFilterRocketMQExpressionTest: the cases of RocketMQ's
+// filter/src/test/.../ExpressionTest.java that use string properties (as
+// the broker's are), with the results it asserts; where it expects a
+// RuntimeException, the message does not match.
+func TestFilterRocketMQExpressionTest(t *testing.T) {
+	f := func(expr string, props Map, want bool) {
+		t.Helper()
+		e, err := Compile(expr)
+		if err != nil {
+			t.Fatalf("Compile(%q): %v", expr, err)
+		}
+		if got := e.MatchEncoded(encode(props)); got != want {
+			t.Errorf("%q on %v = %v, want %v", expr, props, got, want)
+		}
+	}
+	f("TAGS is not null and TAGS='''''tag'''''", Map{"TAGS": "''tag''"}, true)
+	f("a between up and low", Map{"a": "3.14"}, false)
+	f("a between up and low", Map{"a": "3.14", "up": "up", "low": "low"}, false) // RuntimeException
+	f("key is not null and key between 0 and 100", Map{"key": "con"}, false)     // RuntimeException
+	f("a between 0 and 100", Map{"a": "abc"}, false)                             // RuntimeException
+	f("a=b", Map{"a": "3.14", "b": "3.14"}, true)
+	f("a<>b", Map{"a": "3.14", "b": "3.14"}, false)
+	f("a<>b", Map{"a": "3.14", "b": "3.141"}, true)
+	f("a > 3.1E10", Map{"a": "3.1415E10"}, true)
+	f("a > 3.14", Map{"a": "3.1415"}, true)
+	f("a > b", Map{"a": "10", "b": "20"}, false)
+	f("a > b", Map{"a": "20", "b": "10"}, true)
+	f("a is null OR a='hello'", Map{}, true)
+	f("a is null OR a='hello'", Map{"a": "hello"}, true)
+	f("a is null OR a='hello'", Map{"a": "abc"}, false)
+	f("a=TRUE OR b=FALSE", Map{"a": "true", "b": "false"}, true)
+	f("a=TRUE OR b=FALSE", Map{"a": "false", "b": "true"}, false)
+	f("a is not null and a='hello'", Map{"a": "hello"}, true)
+	f("a is not null and a='hello'", Map{}, false)
+	const and, or = "a=3 and b<>4 And c>5 AND d<=4", "a=3 or b<>4 Or c>5 OR d<=4"
+	f(and, Map{"a": "3", "b": "5", "c": "6", "d": "1"}, true)
+	f(and, Map{"a": "4", "b": "5", "c": "6", "d": "1"}, false)
+	f(or, Map{"a": "3"}, true)
+	f(or, Map{"a": "4", "b": "5"}, true)
+	f(or, Map{"a": "4", "b": "4", "c": "6"}, true)
+	f(or, Map{"a": "4", "b": "4", "c": "3", "d": "2"}, true)
+	f(or, Map{"a": "4", "b": "4", "c": "3", "d": "10"}, false)
+	for _, v := range []string{"3", "4", "5"} {
+		f("a in ('3', '4', '5')", Map{"a": v}, true)
+		f("a not in ('3', '4', '5')", Map{"a": v}, false)
+	}
+	f("a in ('3', '4', '5')", Map{"a": "8"}, false)
+	f("a not in ('3', '4', '5')", Map{"a": "8"}, true)
+	for v, in := range map[string]bool{"1": false, "2": true, "3": true, "10": true, "11": false} {
+		f("a between 2 and 10", Map{"a": v}, in)
+		f("a not between 2 and 10", Map{"a": v}, !in)
+	}
+	f("a is null", Map{"abc": "2"}, true)
+	f("a is null", Map{"a": "2"}, false)
+	f("a is not null", Map{"a": "2"}, true)
+	f("a is not null", Map{"abc": "2"}, false)
+}
+
+// TestFilterRocketMQParserTest: RocketMQ's ParserTest.java: what compiles
+// and what does not.
+func TestFilterRocketMQParserTest(t *testing.T) {
+	for _, s := range []string{
+		"a=3 and b<>4 And c>5 AND d<=4", "a=3  and    b<>4 And c>5 AND d<=4", "a=3 or b<>4 Or c>5 OR d<=4",
+		"a in ('3', '4', '5')", "(a not in ('6', '4', '5')) or (b in ('3', '4', '5'))",
+		"(a between 2 and 10) AND (b not between 6 and 9)", "a is null", "a is not null", "a <= now",
+	} {
+		if _, err := Compile(s); err != nil {
+			t.Errorf("Compile(%q): %v", s, err)
+		}
+	}
+	long := "1" + strings.Repeat("111111111111111111111111111111111111111111111111111", 2048) + "." +
+		strings.Repeat("111111111111111111111111111111111111111111111111111", 2048)
+	for _, s := range []string{"a and between 2 and 10", "a > 100000000000000000000000", "a > " + long, " a between 10 and 0"} {
+		if _, err := Compile(s); err == nil {
+			t.Errorf("Compile(%.40q) succeeded; RocketMQ refuses it", s)
+		}
+	}
+}
