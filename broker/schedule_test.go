@@ -1,0 +1,213 @@
+package broker
+
+import (
+	"encoding/json"
+	"math/bits"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratamq/stratamq/offsets"
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
+	"github.com/stratamq/stratamq/tier"
+)
+
+func TestScheduleParseDelayLevels(t *testing.T) {
+	lv, err := ParseDelayLevels(DefaultDelayLevels)
+	if err != nil || len(lv) != 18 || lv[0] != time.Second || lv[2] != 10*time.Second || lv[17] != 2*time.Hour {
+		t.Fatalf("default levels: %v %v", lv, err)
+	}
+	if lv, err := ParseDelayLevels(" 1d\t90s "); err != nil || len(lv) != 2 || lv[0] != 24*time.Hour || lv[1] != 90*time.Second {
+		t.Fatalf("1d 90s: %v %v", lv, err)
+	}
+	for in, want := range map[string]string{
+		"1s 5x 10s": `level 2 is "5x"`, "": "at least one level", "1s 0s": `level 2 is "0s"`,
+		"s": `level 1 is "s"`, "-1m": `level 1 is "-1m"`, "1.5s": `level 1 is "1.5s"`,
+	} {
+		if _, err := ParseDelayLevels(in); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "STRATAMQ_DELAY_LEVELS") {
+			t.Errorf("ParseDelayLevels(%q) = %v, want an error naming the setting and %s", in, err, want)
+		}
+	}
+	cfg := Config{DelayLevels: "1s 2q"}.withDefaults()
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "STRATAMQ_DELAY_LEVELS") {
+		t.Fatalf("Validate with a bad level: %v", err)
+	}
+	cfg = Config{TimerMaxDelay: time.Millisecond}.withDefaults()
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "STRATAMQ_TIMER_MAX_DELAY") {
+		t.Fatalf("Validate with a 1ms timer maximum: %v", err)
+	}
+}
+
+// TestScheduleTimerHops: a timer due in r ms goes to the largest hop not
+// past it, so following the hops lands on the due time, never past it,
+// in at most one hop per bit of r in seconds.
+func TestScheduleTimerHops(t *testing.T) {
+	n := timerQueuesFor(DefaultTimerMaxDelay)
+	if n != 24 {
+		t.Fatalf("timer queues for 90 days: %d, want 24 (2^23 s > 90 days)", n)
+	}
+	for _, r := range []int64{1, 999, 1000, 1999, 2000, 3999, 60_000, 3_600_000 + 17, DefaultTimerMaxDelay.Milliseconds()} {
+		left, hops := r, 0
+		for left >= 1000 {
+			k := timerQueueFor(left, n)
+			d := timerHop(k).Milliseconds()
+			if k < 1 || d > left || (k < n-1 && 2*d <= left) {
+				t.Fatalf("r=%d: %d ms left went to queue %d (hop %d ms)", r, left, k, d)
+			}
+			left -= d
+			hops++
+		}
+		if timerQueueFor(left, n) != 0 {
+			t.Fatalf("r=%d: %d ms left not in queue 0", r, left)
+		}
+		if limit := bits.Len64(uint64(r / 1000)); hops > limit {
+			t.Fatalf("r=%d: %d hops, want at most %d", r, hops, limit)
+		}
+	}
+}
+
+// TestScheduleProgressMerge: progress loads from delayOffset.json and is
+// raised, never lowered, by a checkpoint's sections (a fresh disk, a
+// promoted slave); sections encode it in RocketMQ's delayOffset format.
+func TestScheduleProgressMerge(t *testing.T) {
+	b, _ := startBroker(t, nil)
+	dir := t.TempDir()
+	s := newScheduler(b)
+	if err := offsets.WriteFileAtomic(b.fs, dir+"/"+delayOffsetFile, []byte(`{"offsetTable":{"1":5,"3":9},"timerOffsetTable":{"0":2}}`)); err != nil {
+		t.Fatal(err)
+	}
+	cp := &offsets.Checkpoint{Sections: map[string]json.RawMessage{
+		sectionDelayOffsets: json.RawMessage(`{"offsetTable":{"1":7,"3":4}}`),
+		sectionTimerOffsets: json.RawMessage(`{"offsetTable":{"0":1,"5":3}}`),
+	}}
+	if err := s.load(dir, cp); err != nil {
+		t.Fatal(err)
+	}
+	want := map[queueKey]int64{{ScheduleTopic, 0}: 7, {ScheduleTopic, 2}: 9, {TimerTopic, 0}: 2, {TimerTopic, 5}: 3}
+	for k, v := range want {
+		if got := s.progress(k); got != v {
+			t.Errorf("%v: progress %d, want %d", k, got, v)
+		}
+	}
+	d, tm, err := s.sections()
+	if err != nil || string(d) != `{"offsetTable":{"1":7,"3":9}}` || string(tm) != `{"offsetTable":{"0":2,"5":3}}` {
+		t.Fatalf("sections %s %s %v", d, tm, err)
+	}
+	if err := offsets.WriteFileAtomic(b.fs, dir+"/"+delayOffsetFile, []byte(`{"offsetTable":`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := newScheduler(b).load(dir, nil); err == nil || !strings.Contains(err.Error(), delayOffsetFile) {
+		t.Fatalf("a torn delayOffset.json: %v, want an error naming it", err)
+	}
+}
+
+// recordAt returns the record at a queue offset.
+func recordAt(t *testing.T, b *Broker, topic string, q int32, idx int64) store.Record {
+	t.Helper()
+	phys, _, _, ok, err := b.store.QueueEntry(topic, q, idx)
+	if err != nil || !ok {
+		t.Fatalf("%s/%d@%d: %v %v", topic, q, idx, ok, err)
+	}
+	raw, err := b.store.ReadRecord(phys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := store.DecodeRecord(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// TestScheduleSendBackLevels: CONSUMER_SEND_MSG_BACK stores the retry in
+// SCHEDULE_TOPIC_XXXX at level 3+reconsumeTimes (or the header's level,
+// capped at the last), REAL_TOPIC = %RETRY%<group>; a message past the
+// group's retryMaxTimes (an old client: version < 121, so the header's
+// maximum does not count) or with delayLevel -1 goes to %DLQ%<group> at
+// once, without DELAY.
+func TestScheduleSendBackLevels(t *testing.T) {
+	b, cl := startBroker(t, func(c *Config) { c.DelayLevels = "1h 1h 1h 1h 1h" })
+	addr := b.Addr().String()
+	g := b.groups.GetOrCreate("G")
+	g.RetryMaxTimes = 1
+	b.groups.Put(g)
+	send := func(reconsume int32) int64 {
+		h := remoting.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "T", DefaultTopic: "TBW102",
+			DefaultTopicQueueNums: 1, QueueID: 0, BornTimestamp: time.Now().UnixMilli(), ReconsumeTimes: reconsume,
+			Properties: PropUniqKey + "\x01U" + strconv.Itoa(int(reconsume)) + "\x02"}
+		r := invoke(t, cl, addr, remoting.NewRequest(remoting.SendMessage, h.Encode(), []byte("m")))
+		if r.Code != 0 {
+			t.Fatalf("send: %d %s", r.Code, r.Remark)
+		}
+		return recordAt(t, b, "T", 0, b.store.MaxQueueOffset("T", 0)-1).PhysOffset
+	}
+	back := func(off int64, level int32, version int32, maxTimes int32) {
+		h := remoting.ConsumerSendMsgBackRequestHeader{Offset: off, Group: "G", DelayLevel: level, OriginTopic: "T",
+			MaxReconsumeTimes: maxTimes, MaxReconsumeTimesSet: maxTimes > 0}
+		req := remoting.NewRequest(remoting.ConsumerSendMsgBack, h.Encode(), nil)
+		req.Version = version
+		if r := invoke(t, cl, addr, req); r.Code != 0 {
+			t.Fatalf("send back: %d %s", r.Code, r.Remark)
+		}
+	}
+	check := func(what, topic string, q int32, level string, reconsume int32) {
+		t.Helper()
+		rec := recordAt(t, b, topic, q, b.store.MaxQueueOffset(topic, q)-1)
+		p := rec.Properties
+		if d, _ := propValue(p, PropDelay); d != level || rec.ReconsumeTimes != reconsume {
+			t.Fatalf("%s: in %s/%d with DELAY %q reconsumeTimes %d, want %q %d", what, topic, q, d, rec.ReconsumeTimes, level, reconsume)
+		}
+		if rt, _ := propValue(p, PropRetryTopic); rt != "T" {
+			t.Fatalf("%s: RETRY_TOPIC %q", what, rt)
+		}
+		if topic == ScheduleTopic {
+			if real, _ := propValue(p, PropRealTopic); real != RetryGroupTopicPrefix+"G" {
+				t.Fatalf("%s: REAL_TOPIC %q", what, real)
+			}
+		}
+	}
+	off0 := send(0)
+	back(off0, 0, 100, 0)
+	check("first retry", ScheduleTopic, 2, "3", 1) // level 3 + 0
+	back(off0, 2, 100, 0)
+	check("header level 2", ScheduleTopic, 1, "2", 1)
+	back(off0, 9, 100, 0)
+	check("header level 9 of 5", ScheduleTopic, 4, "5", 1)
+	back(off0, -1, 100, 0)
+	check("delayLevel -1", DLQGroupTopicPrefix+"G", 0, "", 1)
+	off1 := send(1)
+	back(off1, 0, 100, 16) // version < 121: the group's retryMaxTimes (1) counts
+	check("past the group's retryMaxTimes", DLQGroupTopicPrefix+"G", 0, "", 2)
+	back(off1, 0, 400, 16) // a newer client's maximum (16) wins
+	check("under the client's maxReconsumeTimes", ScheduleTopic, 3, "4", 2)
+}
+
+// TestScheduleRetentionKeepsPending: bucket retention does not delete the
+// segment of a scheduled message not yet delivered (RocketMQ loses it,
+// apache/rocketmq#9006): it is delivered when due from the bucket, and
+// retention deletes the objects afterwards.
+func TestScheduleRetentionKeepsPending(t *testing.T) {
+	bucket := tier.NewMem()
+	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
+		MaxMessageSize: 256 << 10, LocalRetention: 0, Retention: 1500 * time.Millisecond, DelayLevels: "10s"}
+	b, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	sentAt := time.Now().Truncate(time.Millisecond)
+	r := invoke(t, cl, b.Addr().String(), sendReq("Later", 0, []byte("delayed"), PropDelay+"\x011\x02"))
+	if r.Code != 0 {
+		t.Fatalf("send: %d %s", r.Code, r.Remark)
+	}
+	pending := recordAt(t, b, ScheduleTopic, 0, 0).PhysOffset
+	produceTiered(t, b, cl, "Old", 400)
+	// Retention deletes the first segments about 7 s after the send (the
+	// uploads, then 1.5 s); had it deleted this one, the message would
+	// never be delivered.
+	waitCond(t, 30*time.Second, "the delayed message delivered", func() bool { return b.store.MaxQueueOffset("Later", 0) == 1 })
+	if got := recordAt(t, b, "Later", 0, 0); string(got.Body) != "delayed" || time.UnixMilli(got.StoreTimestamp).Before(sentAt.Add(10*time.Second)) {
+		t.Fatalf("delivered %q at %s after the send", got.Body, time.UnixMilli(got.StoreTimestamp).Sub(sentAt))
+	}
+	waitCond(t, 30*time.Second, "retention deletes the delivered message's segment", func() bool {
+		return b.store.MinPhysOffset() > pending
+	})
+}
