@@ -466,7 +466,7 @@ func (b *Broker) dueMessage(rec *store.Record, now int64) (store.Message, bool) 
 			if tc, ok := b.topics.Get(TimerTopic); ok {
 				n = queueCount(tc)
 			}
-			m.Topic, m.QueueID, m.Properties = TimerTopic, timerQueueFor(due-now, n), props
+			m.Topic, m.QueueID, m.Properties = TimerTopic, timerQueueFor(due-now, b.timerTop(n)+1), props
 			return m, true
 		}
 	}

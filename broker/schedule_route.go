@@ -133,7 +133,7 @@ func (b *Broker) scheduleRoute(req *remoting.Command, m *store.Message, now int6
 		props = setProp(props, PropTimerDeliverMs, strconv.FormatInt(deliverMs, 10))
 		m.Properties = setProp(setProp(props, PropRealTopic, m.Topic), PropRealQueueID, strconv.Itoa(int(m.QueueID)))
 		n := b.timerQueues()
-		m.Topic, m.QueueID = TimerTopic, timerQueueFor(r, n)
+		m.Topic, m.QueueID = TimerTopic, timerQueueFor(r, b.timerTop(n)+1)
 		b.ensureScheduleTopic(TimerTopic, n)
 		if m.QueueID == 0 {
 			b.sched.wake()
@@ -181,12 +181,33 @@ func timerDeliverMs(props string, now int64) (int64, bool, error) {
 	return 0, false, nil
 }
 
-// ensureScheduleTopic creates a schedule topic with n queues (registered
-// like the retry topics; a checkpoint lists it before its first record).
+// ensureScheduleTopic creates a system topic with n queues (registered
+// like the retry topics; a checkpoint lists it before its first record). A
+// schedule topic with fewer queues grows to n (more delay levels, a longer
+// STRATAMQ_TIMER_MAX_DELAY); it never shrinks, so nothing stored is left
+// behind.
 func (b *Broker) ensureScheduleTopic(topic string, n int32) {
-	if _, created := b.topics.CreateSystemTopic(topic, n, PermRead|PermWrite); created {
+	tc, changed := b.topics.CreateSystemTopic(topic, n, PermRead|PermWrite)
+	if !changed && queueCount(tc) < n && (topic == ScheduleTopic || topic == TimerTopic) {
+		tc.ReadQueueNums, tc.WriteQueueNums = n, n
+		changed = b.topics.Put(tc)
+	}
+	if changed {
 		b.requestRegister()
 	}
+}
+
+// timerTop is the highest timer queue a message is put in: the last of n,
+// or with STRATAMQ_RETENTION the largest hop within a quarter of it. Bucket
+// retention waits for the oldest undelivered scheduled record, so hops kept
+// short of retention keep it from holding back much more than retention
+// (a 90-day timer under 7-day retention is stored again every ~1.5 days).
+func (b *Broker) timerTop(n int32) int32 {
+	top := n - 1
+	if r := b.cfg.Retention; r > 0 {
+		top = min(top, int32(bits.Len64(uint64(max(r/4/time.Second, 1)))))
+	}
+	return top
 }
 
 // timerQueues is the number of timer queues the maximum delay needs.

@@ -66,6 +66,15 @@ func TestScheduleTimerHops(t *testing.T) {
 			t.Fatalf("r=%d: %d hops, want at most %d", r, hops, limit)
 		}
 	}
+	// With STRATAMQ_RETENTION no hop is longer than a quarter of it.
+	b := &Broker{cfg: Config{Retention: 7 * 24 * time.Hour}}
+	top := b.timerTop(n)
+	if hop := timerHop(top); hop > 42*time.Hour || 2*hop <= 42*time.Hour {
+		t.Fatalf("retention 7 days: longest hop %s, want the largest power of two seconds within 42h", hop)
+	}
+	if k := timerQueueFor(DefaultTimerMaxDelay.Milliseconds(), top+1); k != top {
+		t.Fatalf("a 90-day timer under 7-day retention goes to queue %d, want %d", k, top)
+	}
 }
 
 // TestScheduleProgressMerge: progress loads from delayOffset.json and is
@@ -210,4 +219,25 @@ func TestScheduleRetentionKeepsPending(t *testing.T) {
 	waitCond(t, 30*time.Second, "retention deletes the delivered message's segment", func() bool {
 		return b.store.MinPhysOffset() > pending
 	})
+}
+
+// TestScheduleTopicGrowsWithLevels: a broker restarted with more delay
+// levels grows SCHEDULE_TOPIC_XXXX, so a send at a new level is stored
+// (the queue was not listed before).
+func TestScheduleTopicGrowsWithLevels(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20, DelayLevels: "1h 1h"}
+	b, cl, stop := runBroker(t, cfg, Deps{Logger: discardLogger()})
+	if r := invoke(t, cl, b.Addr().String(), sendReq("T", 0, []byte("a"), PropDelay+"\x012\x02")); r.Code != 0 {
+		t.Fatalf("send: %d %s", r.Code, r.Remark)
+	}
+	stop()
+	cfg.DelayLevels = "1h 1h 1h 1h"
+	b, cl, _ = runBroker(t, cfg, Deps{Logger: discardLogger()})
+	if r := invoke(t, cl, b.Addr().String(), sendReq("T", 0, []byte("b"), PropDelay+"\x014\x02")); r.Code != 0 {
+		t.Fatalf("send at a new level: %d %s", r.Code, r.Remark)
+	}
+	if tc, _ := b.topics.Get(ScheduleTopic); queueCount(tc) != 4 || b.store.MaxQueueOffset(ScheduleTopic, 3) != 1 {
+		t.Fatalf("schedule topic %+v, level 4 queue holds %d", tc, b.store.MaxQueueOffset(ScheduleTopic, 3))
+	}
 }
