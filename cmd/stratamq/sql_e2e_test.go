@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
@@ -142,4 +143,49 @@ func TestE2ESQLFilter(t *testing.T) {
 	send(n+10, n+60)
 	waitFor(t, time.Minute, "new matching messages after the restore", func() bool { return r2.distinct() >= len(want) })
 	checkSQLReceived(t, r2, want, "a new group after the restore")
+
+	// The official pull consumer sends its SQL92 subscription in each pull
+	// (sysFlag bit 2, expressionType SQL92): read every queue from 0, the
+	// old part only in the bucket.
+	pc, err := rocketmq.NewPullConsumer(rmqconsumer.WithGroupName(uniqueName(t, "sqlpull")),
+		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.nsAddr})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Subscribe(topic, sel); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = pc.Shutdown() }()
+	mqs, err := pc.GetTopicRouteInfo(topic)
+	if err != nil || len(mqs) != 2 {
+		t.Fatalf("route of %s: %v %v", topic, mqs, err)
+	}
+	pulled := newReceived()
+	for _, mq := range mqs {
+		for off, pulls := int64(0), 0; ; pulls++ {
+			if pulls > 200 {
+				t.Fatalf("queue %d: no end after %d pulls", mq.QueueId, pulls)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			res, err := pc.PullFrom(ctx, mq, off, 32)
+			cancel()
+			if err != nil {
+				t.Fatalf("queue %d offset %d: %v", mq.QueueId, off, err)
+			}
+			for _, m := range res.GetMessageExts() {
+				pulled.add("pull", m)
+			}
+			if res.NextBeginOffset <= off && res.Status != primitive.PullFound {
+				t.Fatalf("queue %d offset %d: status %v, next %d", mq.QueueId, off, res.Status, res.NextBeginOffset)
+			}
+			off = res.NextBeginOffset
+			if off >= res.MaxOffset {
+				break
+			}
+		}
+	}
+	checkSQLReceived(t, pulled, want, "the official pull consumer after the restore")
 }
