@@ -79,15 +79,17 @@ func (t *transactions) path() string {
 }
 
 // load reads the progress: the local file, or the bucket checkpoint's
-// section when that is further along (a fresh disk, a promoted slave). It
-// runs in New once the store is open; both queues' bounds clamp it.
+// section when that is further along (a fresh disk). A promoted slave takes
+// the checkpoint's alone: a file it kept from an earlier term as master may
+// be of a log it has since cut. It runs in New once the store is open; both
+// queues' bounds clamp it.
 func (t *transactions) load() error {
 	var st transState
 	raw, err := offsets.ReadFile(t.b.fs, t.path())
 	if err != nil {
 		return err
 	}
-	if len(raw) > 0 {
+	if len(raw) > 0 && !t.b.promotedReplica {
 		if err := json.Unmarshal(raw, &st); err != nil {
 			return fmt.Errorf("broker: %s: %w", t.path(), err)
 		}
@@ -184,6 +186,7 @@ func (t *transactions) syncOps(ctx context.Context) error {
 				}
 			}
 			t.opScan = next
+			t.compactLocked()
 		}
 		t.mu.Unlock()
 		if next <= from {
@@ -218,6 +221,25 @@ func (t *transactions) release(half, opOffset int64, ok bool) {
 	delete(t.pending, half)
 	if ok && half >= t.state.HalfOffset {
 		t.done[half] = opOffset
+		t.compactLocked()
+	}
+}
+
+// compactLocked moves HalfOffset over the resolved halves at its front
+// (transactions usually end in the order they began), so done holds only
+// the halves resolved ahead of the oldest one in doubt, between check
+// rounds too. OpOffset moves only when nothing is left in done (else the
+// round's advance computes it).
+func (t *transactions) compactLocked() {
+	for {
+		if _, ok := t.done[t.state.HalfOffset]; !ok {
+			break
+		}
+		delete(t.done, t.state.HalfOffset)
+		t.state.HalfOffset++
+	}
+	if len(t.done) == 0 && len(t.pending) == 0 {
+		t.state.OpOffset = max(t.state.OpOffset, t.opScan)
 	}
 }
 

@@ -148,6 +148,15 @@ func TestTransactionHalfCommitRollback(t *testing.T) {
 		parseProps(ops[0].Properties)[PropTags] != "d" {
 		t.Fatalf("op records: %d (%v)", len(ops), ops)
 	}
+	// Resolved halves at the front are forgotten without waiting for a
+	// check round (the interval is an hour): memory holds only halves
+	// resolved ahead of one in doubt.
+	b.trans.mu.Lock()
+	st, kept := b.trans.state, len(b.trans.done)
+	b.trans.mu.Unlock()
+	if st.HalfOffset != half2+1 || kept != 0 {
+		t.Fatalf("after every half was resolved: progress %+v, %d resolved halves kept", st, kept)
+	}
 	// A prepared batch is refused, as RocketMQ's CommitLog.putMessages does.
 	bh := remoting.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "Tx", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4,
 		SysFlag: sysFlagTransPrep, BornTimestamp: time.Now().UnixMilli(), Batch: true}
