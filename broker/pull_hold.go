@@ -80,11 +80,34 @@ func (p *pullHold) park(c *remoting.Conn, req *remoting.Command, topic string, q
 
 // notify is the store's OnDispatch hook: wake pulls on this queue waiting
 // at or before queueOffset whose filter takes the message (not those
-// behind a hidden record: a new one does not show it).
+// behind a hidden record: a new one does not show it). Under a read bound
+// the message is not visible yet: those pulls wait for the bound to reach
+// the log's end instead (it ends past the message), with no re-run.
 func (p *pullHold) notify(topic string, queue int32, queueOffset int64, tagsCode int64) {
-	p.wakeQueue(queueKey{topic, queue}, func(h *heldPull) bool {
-		return h.waitPhys == 0 && queueOffset >= h.offset && h.sub.Match(tagsCode)
+	k := queueKey{topic, queue}
+	p.mu.Lock()
+	if len(p.mu.waiting[k]) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	bounded, end, waits := p.b.readBound() > 0, p.b.store.MaxPhysOffset(), false
+	woken := p.sortLocked(k, nil, func(h *heldPull) holdVerdict {
+		switch {
+		case h.waitPhys != 0 || queueOffset < h.offset || !h.sub.Match(tagsCode):
+			return keepHeld
+		case bounded:
+			h.waitPhys, waits = end, true
+			return keepHeld
+		}
+		return answerNow
 	})
+	if waits && end < p.minWait.Load() {
+		p.minWait.Store(end)
+	}
+	p.answerAndUnlock(woken)
+	if waits && p.b.visible(end) {
+		p.wakeVisible() // an ack may have passed end before the pulls waited on it
+	}
 }
 
 // wakeVisible is ha.MasterOptions.OnAcked of a sync_master: wake the pulls
