@@ -161,6 +161,21 @@ func (b *Broker) visible(end int64) bool {
 	return v == 0 || end <= v
 }
 
+// hiddenEnd is the commitlog end of the record at topic/queue/offset when
+// readBound hides it, else 0 (no bound, no such record, or a read error:
+// the caller runs the pull again, which reports the error).
+func (b *Broker) hiddenEnd(topic string, queue int32, offset int64) int64 {
+	v := b.readBound()
+	if v == 0 {
+		return 0
+	}
+	phys, size, _, ok, err := b.store.QueueEntry(topic, queue, offset)
+	if err != nil || !ok || phys+int64(size) <= v {
+		return 0
+	}
+	return phys + int64(size)
+}
+
 // slaveAck is sync_master's wait: nil at once for the other roles; else nil
 // once a slave holds the log up to the end of res.
 func (b *Broker) slaveAck(ctx context.Context, res []store.PutResult) error {

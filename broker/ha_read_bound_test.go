@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"strconv"
 	"testing"
 	"time"
@@ -209,5 +210,88 @@ func TestAsyncMasterPullsIgnoreAcks(t *testing.T) {
 	expectPull(t, "pull from 0", invoke(t, cl, addr, pullNow("RS", 0, 0)), remoting.Success, []string{"async0", "async1"}, 2, 2)
 	if off := queueOffsetReq(t, cl, addr, "RS", 0, 0); off != 2 {
 		t.Fatalf("GET_MAX_OFFSET %d, want 2", off)
+	}
+}
+
+// A held SQL92 pull under the read bound that finds only messages it does
+// not take before a hidden one waits for the bound, not spinning: its
+// re-park's check (a message past its offset is stored) sees that message
+// is hidden. The slave here is a fake that acks what the test says.
+func TestSyncMasterHeldSQLPullWaitsForTheBound(t *testing.T) {
+	haAddr := haTestAddr(t)
+	m, cl := startBroker(t, func(c *Config) {
+		c.Role, c.HAListen, c.HATimeout = RoleSyncMaster, haAddr, 300*time.Millisecond
+	})
+	addr := m.Addr().String()
+	if r := invoke(t, cl, addr, sendReq("RQ", 0, []byte("alone"), "a\x011\x02")); r.Code != int32(remoting.SlaveNotAvailable) {
+		t.Fatalf("send without a slave: code %d (%s)", r.Code, r.Remark)
+	}
+	slave := muteSlave(t, haAddr, m.Store().MaxPhysOffset())
+	waitCond(t, 20*time.Second, "the fake slave to connect", func() bool { return len(m.HAStatus().Slaves) == 1 })
+	type result struct {
+		resp *remoting.Command
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		h := remoting.PullMessageRequestHeader{ConsumerGroup: "g", Topic: "RQ", QueueOffset: 1, MaxMsgNums: 32,
+			SysFlag: pullFlagSuspend | pullFlagSubscription, SuspendTimeoutMillis: 25000, Subscription: "a = 7", ExpressionType: exprSQL92}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r, err := cl.Invoke(ctx, addr, remoting.NewRequest(remoting.PullMessage, h.Encode(), nil))
+		got <- result{r, err}
+	}()
+	waitCond(t, 10*time.Second, "the pull to be held", func() bool { return m.hold.count() == 1 })
+	var ends []int64
+	for i, a := range []string{"1", "1", "7"} { // queue offsets 1, 2, 3; only 3 matches
+		r := invoke(t, cl, addr, sendReq("RQ", 0, []byte("m"+strconv.Itoa(i)), "a\x01"+a+"\x02"))
+		if r.Code != int32(remoting.FlushSlaveTimeout) {
+			t.Fatalf("send %d: code %d (%s), want FLUSH_SLAVE_TIMEOUT", i, r.Code, r.Remark)
+		}
+		ends = append(ends, m.Store().MaxPhysOffset())
+	}
+	waitCond(t, 10*time.Second, "the master to send the fake slave everything", func() bool {
+		s := m.haMaster.Load().Slaves()
+		return len(s) == 1 && s[0].Sent == ends[2]
+	})
+	ack := func(off int64) {
+		t.Helper()
+		if _, err := slave.Write(binary.BigEndian.AppendUint64(nil, uint64(off))); err != nil {
+			t.Fatal(err)
+		}
+		waitCond(t, 10*time.Second, "the master to take the ack", func() bool {
+			s := m.haMaster.Load().Slaves()
+			return len(s) == 1 && s[0].Acked == off
+		})
+	}
+	// The bound shows offset 1 (a = 1): the pull is run again, takes
+	// nothing and waits on past it, behind offset 2, hidden.
+	before := m.hold.reruns.Load()
+	ack(ends[0])
+	waitCond(t, 10*time.Second, "the pull to be run again and held", func() bool {
+		return m.hold.reruns.Load() > before && m.hold.count() == 1
+	})
+	for range 3 { // round trips through the broker: a spinning pull would be run again meanwhile
+		invoke(t, cl, addr, pullNow("RQ", 0, 0))
+	}
+	if n := m.hold.reruns.Load() - before; n != 1 || m.hold.count() != 1 {
+		t.Fatalf("the held pull was run %d times (held %d) for one move of the bound, want once", n, m.hold.count())
+	}
+	select {
+	case r := <-got:
+		t.Fatalf("the held pull was answered before its message was acked: %+v %v", r.resp, r.err)
+	default:
+	}
+	ack(ends[2])
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if p := recordProps(t, r.resp.Body); r.resp.Code != int32(remoting.Success) || len(p) != 1 || p[0]["a"] != "7" {
+			t.Fatalf("the held pull once acked: code %d (%s), records %v; want the a = 7 one", r.resp.Code, r.resp.Remark, p)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the held pull was not answered once its message was acked")
 	}
 }

@@ -22,6 +22,7 @@ type pullHold struct {
 	// minWait is at most the lowest waitPhys of the held pulls
 	// (math.MaxInt64: none waits on the bound); written under mu.
 	minWait atomic.Int64
+	reruns  atomic.Int64 // held pulls run again (tests)
 
 	mu struct {
 		sync.Mutex
@@ -71,8 +72,24 @@ func (p *pullHold) park(c *remoting.Conn, req *remoting.Command, topic string, q
 	p.mu.Unlock()
 	// A message may have been dispatched (or the bound may have moved)
 	// between the store read and the park: check once more so it is not
-	// missed until the hold times out.
-	if waitPhys > 0 && p.b.visible(waitPhys) || waitPhys == 0 && p.b.store.MaxQueueOffset(topic, queue) > offset {
+	// missed until the hold times out. One the read bound hides does not
+	// wake the pull: it waits for the bound to show it.
+	if waitPhys == 0 && p.b.store.MaxQueueOffset(topic, queue) > offset {
+		if waitPhys = p.b.hiddenEnd(topic, queue, offset); waitPhys == 0 {
+			p.wakeQueue(k, func(h *heldPull) bool { return h == hp })
+			return true
+		}
+		p.mu.Lock()
+		if hp.waitPhys == 0 { // else notify set it meanwhile
+			hp.waitPhys = waitPhys
+		}
+		waitPhys = hp.waitPhys
+		if waitPhys < p.minWait.Load() {
+			p.minWait.Store(waitPhys)
+		}
+		p.mu.Unlock()
+	}
+	if waitPhys > 0 && p.b.visible(waitPhys) {
 		p.wakeQueue(k, func(h *heldPull) bool { return h == hp })
 	}
 	return true
@@ -204,6 +221,7 @@ func (p *pullHold) answerAndUnlock(due []*heldPull) {
 // (doPull), which only an ack can do.
 func (p *pullHold) rerun(h *heldPull) {
 	defer p.wg.Done()
+	p.reruns.Add(1)
 	resp := p.b.doPull(context.Background(), h.c, h.req, h)
 	if resp == nil {
 		return
