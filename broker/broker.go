@@ -260,13 +260,14 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	}
 	var cold store.ColdReader
 	var coldIndex store.ColdIndex
+	var coldKeys store.ColdKeyIndex
 	var restore *store.Restore
 	if scoped != nil {
 		fresh := b.storeIsFresh()
 		if b.tier, err = newTiering(b, scoped, deps.Registerer, manifest); err != nil {
 			return fail(fmt.Errorf("broker: tiering: %w", err))
 		}
-		cold, coldIndex = b.tier.cold, b.tier
+		cold, coldIndex, coldKeys = b.tier.cold, b.tier, b.tier
 		switch {
 		case cfg.Role == RoleSlave:
 			// Always: the store keeps a local log that reaches U and
@@ -302,6 +303,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		OnDispatch:       b.onDispatch,
 		Cold:             cold,
 		ColdIndex:        coldIndex,
+		ColdKeys:         coldKeys,
 		Restore:          restore,
 		CQEntriesPerFile: cfg.CQEntriesPerFile,
 		// The broker refuses topics and queues past its limits first (with

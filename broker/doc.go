@@ -36,12 +36,16 @@
 //	pullHold                   long-polled pulls, woken by the store's dispatch; a pull's
 //	                           commit offset is applied when it arrives, never when re-run
 //	registrar                  REGISTER_BROKER to every name server every 30 s and on topic change
-//	tiering (tiering.go)       uploads sealed segments and their queue indexes (built when
+//	tiering (tiering.go)       uploads sealed segments with their queue indexes (built when
 //	                           uploaded into a spool file, never kept per pending segment;
 //	                           encoded objects are spooled under <data dir>/spool too, emptied
 //	                           at start), serves dropped ranges from the bucket (the cold
 //	                           reader learns an object before its segment counts as uploaded
-//	                           and may be dropped), local and bucket retention, age sealing
+//	                           and may be dropped), local and bucket retention, age sealing;
+//	                           and their key indexes (the store's .kix files, commitlog/<base>.kix,
+//	                           listed with the segment and its queue index, deleted with them by
+//	                           retention), served back to QUERY_MESSAGE (rc012) as ColdKeys
+//	                           through the cold reader's frame cache
 //	fence.go                   Broker.fence: asked before every bucket write of the uploader
 //	                           (objects, manifest, retention deletes); the lease epoch it
 //	                           returns is stamped into the manifest

@@ -23,6 +23,7 @@ func (b *Broker) handlerTable() map[remoting.RequestCode]handlerFunc {
 		remoting.GetMinOffset:                     b.getMinOffset,
 		remoting.GetEarliestMsgStoretime:          b.getEarliestMsgStoretime,
 		remoting.ViewMessageByID:                  b.viewMessageByID,
+		remoting.QueryMessage:                     b.queryMessage,
 		remoting.HeartBeat:                        b.heartBeat,
 		remoting.CheckClientConfig:                b.checkClientConfig,
 		remoting.UnregisterClient:                 b.unregisterClient,

@@ -77,7 +77,10 @@ type tiering struct {
 		uploaded    map[int64]upload.Object // local commitlog segment base → its object
 		uploadedCQ  map[string]bool         // consumequeue file path → uploaded
 		uploadedIdx map[int64]bool          // segment base → its queue index object is uploaded
+		uploadedKix map[int64]bool          // segment base → its key index object is uploaded
 	}
+
+	kixObjs atomic.Pointer[kixTable] // key index objects of the manifest last looked at (ColdKeys)
 }
 
 // spoolDir holds the uploader's temporary files; it is emptied at start.
@@ -91,6 +94,7 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer, m *upl
 	t.mu.uploaded = map[int64]upload.Object{}
 	t.mu.uploadedCQ = map[string]bool{}
 	t.mu.uploadedIdx = map[int64]bool{}
+	t.mu.uploadedKix = map[int64]bool{}
 	var objs []coldread.Object
 	var err error
 	if m == nil {
@@ -106,8 +110,11 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer, m *upl
 		t.atStart = m
 		objs = coldread.CommitLogObjects(m)
 		for _, o := range m.Objects {
-			if o.Kind == upload.KindQueueIndex.String() {
+			switch o.Kind {
+			case upload.KindQueueIndex.String():
 				t.mu.uploadedIdx[o.Base] = true
+			case upload.KindKeyIndex.String():
+				t.mu.uploadedKix[o.Base] = true
 			}
 		}
 	}
@@ -136,7 +143,7 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer, m *upl
 	// stops every bucket write of a broker that lost the prefix.
 	t.spool = spool
 	t.uploader, err = upload.New(upload.Config{Bucket: bucket, Source: t, Logger: b.log,
-		ManifestDelay: 5 * time.Second, SpoolDir: spool, Fence: b.fence, PairQueueIndex: true})
+		ManifestDelay: 5 * time.Second, SpoolDir: spool, Fence: b.fence, PairQueueIndex: true, PairKeyIndex: true})
 	if err != nil {
 		t.cold.Close()
 		return nil, err
@@ -173,6 +180,11 @@ func (t *tiering) Sealed(ctx context.Context) ([]upload.Segment, error) {
 			out = append(out, upload.Segment{Kind: upload.KindQueueIndex, Name: indexName(s.Base), Base: s.Base,
 				Length: -1, SealedAt: s.Created})
 		}
+		if !t.mu.uploadedKix[s.Base] {
+			// Written by the store once the segment seals; waited for in Open.
+			out = append(out, upload.Segment{Kind: upload.KindKeyIndex, Name: keyIndexName(s.Base), Base: s.Base,
+				Length: -1, SealedAt: s.Created})
+		}
 	}
 	for _, q := range cqs {
 		if t.mu.uploadedCQ[q.Path] {
@@ -195,6 +207,8 @@ func (s *segmentFile) Size() int64                             { return s.size }
 func (s *segmentFile) Close() error                            { return s.f.Close() }
 
 func indexName(base int64) string { return fmt.Sprintf("queueindex:%020d", base) }
+
+func keyIndexName(base int64) string { return fmt.Sprintf("keyindex:%020d", base) }
 
 // blobReader serves a queue index blob to the uploader while it encodes
 // it; Close releases the blob and the build slot.
@@ -260,6 +274,13 @@ const queueIndexPattern = "queueindex-*.tmp"
 // (store.WriteSegmentIndex: a fixed buffer and a few hundred bytes per
 // queue of heap, whatever the segment holds), else in memory.
 func (t *tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentReader, error) {
+	if s.Kind == upload.KindKeyIndex {
+		f, size, err := t.b.store.OpenKeyIndex(ctx, s.Base)
+		if err != nil {
+			return nil, fmt.Errorf("broker: key index of segment %d: %w", s.Base, err)
+		}
+		return &segmentFile{f: f, size: size}, nil
+	}
 	if s.Kind == upload.KindQueueIndex {
 		select {
 		case t.idxSem <- struct{}{}:
@@ -314,6 +335,11 @@ func (t *tiering) MarkUploaded(ctx context.Context, s upload.Segment, obj upload
 		t.mu.uploadedIdx[s.Base] = true
 		t.mu.Unlock()
 		return t.enforceLocalRetention()
+	case upload.KindKeyIndex:
+		t.mu.Lock()
+		t.mu.uploadedKix[s.Base] = true
+		t.mu.Unlock()
+		return t.enforceLocalRetention()
 	}
 	if err := t.syncCold(); err != nil {
 		return fmt.Errorf("segment %d uploaded, but the cold reader was not told: %w", s.Base, err)
@@ -361,7 +387,7 @@ func (t *tiering) enforceLocalRetention() error {
 	prefix := true
 	for _, s := range segs {
 		_, up := t.mu.uploaded[s.Base]
-		up = up && t.mu.uploadedIdx[s.Base] // both the bytes and their queue index
+		up = up && t.mu.uploadedIdx[s.Base] && t.mu.uploadedKix[s.Base] // the bytes and their queue and key indexes
 		if up {
 			kept += s.Length
 		}
@@ -384,6 +410,7 @@ func (t *tiering) enforceLocalRetention() error {
 		t.mu.Lock()
 		delete(t.mu.uploaded, s.Base)
 		delete(t.mu.uploadedIdx, s.Base)
+		delete(t.mu.uploadedKix, s.Base)
 		t.mu.Unlock()
 		t.b.log.Debug("local segment dropped after upload", "base", s.Base, "bytes", s.Length)
 	}
@@ -486,6 +513,7 @@ func (t *tiering) enforceBucketRetention(ctx context.Context, now time.Time) err
 		t.mu.Lock()
 		delete(t.mu.uploaded, s.Base)
 		delete(t.mu.uploadedIdx, s.Base)
+		delete(t.mu.uploadedKix, s.Base)
 		t.mu.Unlock()
 	}
 	// Fenced like every other bucket write: a broker that lost the prefix
@@ -544,18 +572,9 @@ func (t *tiering) close() error { return t.cold.Close() }
 // in the manifest: how a broker restored on a fresh disk finds the
 // consumequeue entries of history it never had locally.
 func (t *tiering) Segments(ctx context.Context) ([]int64, error) {
-	m := t.uploader.Manifest()
-	if m == nil && t.readOnly {
-		m = t.latest.Load() // the objects the cold reader knows
-		if m == nil {
-			m = t.atStart
-		}
-	}
-	if m == nil {
-		var err error
-		if m, _, err = upload.LoadManifest(ctx, t.bucket, upload.ManifestKey("")); err != nil {
-			return nil, err
-		}
+	m, err := t.indexManifest(ctx)
+	if err != nil {
+		return nil, err
 	}
 	var out []int64
 	for _, o := range m.Objects {
@@ -594,4 +613,78 @@ func (t *tiering) ReadIndex(ctx context.Context, base int64) ([]byte, error) {
 		out = append(out, fr...)
 	}
 	return out, nil
+}
+
+// indexManifest is the manifest the cold indexes go by: the uploader's, a
+// slave's last reload of its master's, else read from the bucket.
+func (t *tiering) indexManifest(ctx context.Context) (*upload.Manifest, error) {
+	m := t.uploader.Manifest()
+	if m == nil && t.readOnly {
+		m = t.latest.Load() // the objects the cold reader knows
+		if m == nil {
+			m = t.atStart
+		}
+	}
+	if m == nil {
+		var err error
+		if m, _, err = upload.LoadManifest(ctx, t.bucket, upload.ManifestKey("")); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// kixTable is the key index objects of one manifest, by base.
+type kixTable struct {
+	m    *upload.Manifest
+	objs map[int64]coldread.Object
+}
+
+// keyIndexObjects returns the key index objects of the current manifest
+// (rebuilt only when the manifest changed).
+func (t *tiering) keyIndexObjects(ctx context.Context) (*kixTable, error) {
+	m, err := t.indexManifest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if kt := t.kixObjs.Load(); kt != nil && kt.m == m {
+		return kt, nil
+	}
+	kt := &kixTable{m: m, objs: map[int64]coldread.Object{}}
+	for _, o := range m.Objects {
+		if o.Kind == upload.KindKeyIndex.String() {
+			kt.objs[o.Base] = coldread.Object{Key: o.Key, Base: o.Base, Length: o.Length, Size: o.Size}
+		}
+	}
+	t.kixObjs.Store(kt)
+	return kt, nil
+}
+
+// KeyIndexes implements store.ColdKeyIndex: the segments whose key index
+// object the manifest lists.
+func (t *tiering) KeyIndexes(ctx context.Context) ([]int64, error) {
+	kt, err := t.keyIndexObjects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, 0, len(kt.objs))
+	for base := range kt.objs {
+		out = append(out, base)
+	}
+	return out, nil
+}
+
+// ReadKeyIndex implements store.ColdKeyIndex: a ranged read of a key
+// index object through the cold reader (footer and frames cached in its
+// ristretto cache), never a download of the segment.
+func (t *tiering) ReadKeyIndex(ctx context.Context, base int64, p []byte, off int64) error {
+	kt, err := t.keyIndexObjects(ctx)
+	if err != nil {
+		return err
+	}
+	o, ok := kt.objs[base]
+	if !ok {
+		return fmt.Errorf("broker: no key index object for segment %d: %w", base, tier.ErrNotExist)
+	}
+	return t.cold.ReadObjectAt(ctx, o, p, off)
 }

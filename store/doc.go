@@ -312,6 +312,59 @@
 // header and directory are written last. BuildSegmentIndex does the same
 // in memory and returns the bytes.
 //
+// # Key index
+//
+// Query by key (QueryByKey: RocketMQ's QUERY_MESSAGE): for every
+// dispatched record (Put and AppendRaw alike; not prepared or rolled-back
+// transaction records) the writer adds, while it holds mu, one entry per
+// non-empty space-separated value of its KEYS property and one for its
+// UNIQ_KEY: hash = FNV-1a-32(topic + "#" + key), its commitlog offset and
+// its store time. The active segment's entries live in memory (24 bytes
+// each, in 4096-entry chunks readers scan without a lock); a segment also
+// seals once they reach SegmentSize bytes, so that memory is bounded by
+// the segment size. When a segment seals, the key index goroutine sorts
+// its entries and writes <Dir>/keyindex/<20-digit base>.kix (temp + fsync
+// + rename + dir fsync); until then queries scan the entries in memory. A
+// sealed segment without a valid file (a crash, a file from before this
+// index, a header that does not match the segment's length after
+// recovery) is rebuilt from its records by the same goroutine after Open;
+// a query or OpenKeyIndex of it waits for that. Files of segments that are
+// no longer local are removed at Open; DropSegment removes the segment's
+// file. Write failures are logged, retried every 3 s with the entries kept
+// in memory, and reported by Close.
+//
+// The file (big-endian), also the object the broker uploads beside its
+// segment (commitlog/<base>.kix, read back by ranged reads through
+// Options.ColdKeys):
+//
+//	 0       8               16              24              32              40      44      48      52     56
+//	+-------+---------------+---------------+---------------+---------------+-------+-------+-------+------+
+//	|"SMQKIX01"             | segment base  | segment length| first store ts| last store ts | N     | F     | CRC   | 0    |
+//	+-------+---------------+---------------+---------------+---------------+-------+-------+-------+------+
+//	header, KeyIndexHeaderSize = 56 bytes: N entries, F fanout bits
+//	(2^F buckets, about 32 entries each, F <= 24), CRC32-IEEE of bytes [0,48)
+//
+//	56: fanout, (2^F + 1) slots of 8 bytes: slot b = u32 index of the first
+//	    entry of bucket b, u32 CRC32-IEEE of bucket b's entry bytes; the last
+//	    slot holds N (its CRC is 0)
+//	56 + (2^F+1)*8: N entries of 20 bytes, sorted by hash, then offset:
+//	    u32 hash | i64 commitlog offset | i64 store time (unix ms)
+//
+// A key's bucket is the top F bits of its hash. A lookup reads the header,
+// the two slots of its bucket and the bucket's entries (checked against the
+// slot's CRC; a bucket of more than 3276 entries, one hot key, is
+// binary-searched entry by entry and read backwards in chunks of 1024
+// instead, unchecked): three small ranged reads, which cold lookups serve
+// from the tier's frame cache after the first.
+//
+// QueryByKey walks segments newest first (the active one, the local ones,
+// then the tier's below the first local segment, as ColdKeys lists them),
+// skips a segment whose store-time range misses [Begin, End] or that lies
+// below the retention floor, and reads each candidate record (entries of a
+// bucket newest first) to compare its topic and keys, so hash collisions
+// never reach the result. It stops at MaxNum matches (or MaxBytes) and
+// returns them in commitlog order. A tier failure is ErrColdRead.
+//
 // # Restore on an empty disk, cold queue index
 //
 // With Options.Restore and a commitlog directory holding no segment, Open
@@ -440,7 +493,9 @@
 // repeats a queue offset, without the queue's lock. fdCache.mu (open
 // consumequeue files) is a leaf, never held across I/O.
 // Cold index reads (ColdIndex) run under no store lock; its cache locks
-// are leaves. Readers (Get, ReadRecord) take no store-wide lock: the segment table is an
+// are leaves. keyIndex.mu is a leaf (taken under mu by the writer, never
+// held across I/O); the active segment's key entries are written under
+// mu and read without a lock. Readers (Get, ReadRecord) take no store-wide lock: the segment table is an
 // atomically swapped immutable slice; DropSegment swaps a table without the
 // segment, marks it dropped, and only then closes and removes its file.
 package store

@@ -99,6 +99,14 @@ type Options struct {
 	// consumequeue entries below its local consumequeues from them, lazily.
 	ColdIndex ColdIndex
 
+	// ColdKeys serves the key index files of segments kept in the tier:
+	// QueryByKey reads them for segments below the first local one. nil:
+	// only local segments are searched.
+	ColdKeys ColdKeyIndex
+
+	// keyHash replaces keyHash (tests force collisions).
+	keyHash func(topic, key string) uint32
+
 	// ColdIndexCacheBytes bounds the cache of index directories and entry
 	// blocks; default 32 MiB.
 	ColdIndexCacheBytes int64

@@ -70,6 +70,7 @@ type Store struct {
 	waiters   flushWaiters // PutNotify callbacks waiting for an fdatasync
 
 	cidx     *coldIdx      // Options.ColdIndex with its cache; nil without
+	kix      *keyIndex     // KEYS/UNIQ_KEY index (keyindex.go)
 	restored *restoreState // the restore this store started from; guarded by flushMu after Open
 
 	ckSeq     uint64 // guarded by flushMu
@@ -167,8 +168,16 @@ func Open(opts Options) (*Store, error) {
 		}
 		return Open(opts)
 	}
-	s.wg.Add(1)
+	if err := s.openKeyIndex(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	s.wg.Add(2)
 	go s.flushLoop()
+	go func() {
+		defer s.wg.Done()
+		s.kix.loop(s.quit)
+	}()
 	if o.Flush == FlushSync {
 		s.wg.Add(1)
 		go s.groupCommitLoop()
@@ -492,7 +501,10 @@ func (s *Store) writeRoundLocked(batch []*putReq, errs []error) {
 		for i := range r.msgs {
 			m := &r.msgs[i]
 			size, sys := encodedSize(m, s.storeV6)
-			if w.pos+int64(size) > s.mu.active.base+s.opts.SegmentSize {
+			// A segment also seals once its key index holds SegmentSize
+			// bytes of entries (memory bounded by the segment size).
+			if w.pos+int64(size) > s.mu.active.base+s.opts.SegmentSize ||
+				s.kix.activeEntriesLocked(s.mu.active)*keyIndexMemEntry > s.opts.SegmentSize {
 				w.flush(errs, ri+1, w.pos != first)
 				if errs[ri] != nil {
 					break
@@ -517,7 +529,7 @@ func (s *Store) writeRoundLocked(batch []*putReq, errs []error) {
 			}
 			w.buf = appendRecord(w.buf, m, size, sys, qoff, w.pos, ts, s.opts.StoreHost)
 			r.res[i] = PutResult{PhysOffset: w.pos, QueueOffset: qoff, Size: int32(size), StoreTimestamp: ts}
-			w.disp = append(w.disp, dispEntry{q: q, e: cqEntry{phys: w.pos, size: int32(size), tags: m.TagsCode}, skip: notDispatched(sys)})
+			w.disp = append(w.disp, dispEntry{q: q, e: cqEntry{phys: w.pos, size: int32(size), tags: m.TagsCode}, skip: notDispatched(sys), topic: m.Topic, props: m.Properties})
 			w.pos += int64(size)
 		}
 		if errs[ri] == nil {
@@ -537,6 +549,9 @@ type dispEntry struct {
 	q    *cqueue
 	e    cqEntry
 	skip bool // not dispatched (transaction prepared/rolled back)
+	// topic and props of its message, for the key index (strings, not a
+	// *Message: the caller's slice must not escape)
+	topic, props string
 }
 
 // chunkWriter accumulates the records of consecutive requests of one
@@ -588,6 +603,11 @@ func (w *chunkWriter) flush(errs []error, upTo int, cont bool) {
 				}
 			}
 			q.mu.Unlock()
+		}
+		for _, d := range ents {
+			if !d.skip {
+				s.kix.addLocked(s.mu.active, d.topic, d.props, d.e.phys, w.ts)
+			}
 		}
 		w.dispFrom = len(w.disp)
 		s.writePos.Store(w.pos)
@@ -673,6 +693,7 @@ func (s *Store) rollLocked(base int64) error {
 			return err
 		}
 		sg.sealed.Store(true)
+		s.kix.sealLocked(sg)
 		s.mu.active = nil
 	}
 	path := filepath.Join(s.clDir, segmentName(base))
@@ -804,11 +825,24 @@ func (s *Store) AppendRaw(physOffset int64, b []byte) error {
 		return err
 	}
 	start := 0 // index into b of the unwritten chunk
+	keysFrom := 0
+	addKeys := func(upTo int) {
+		for j := keysFrom; j < upTo; j++ {
+			if m := &recs[j].meta; !notDispatched(m.sysFlag) {
+				s.kix.addLocked(s.mu.active, string(m.topic), string(m.props), m.physOffset, m.storeTS)
+			}
+		}
+		keysFrom = upTo
+	}
 	for i, r := range recs {
-		if s.mu.active == nil || pos+int64(r.meta.size) > s.mu.active.base+s.opts.SegmentSize {
+		if s.mu.active == nil || pos+int64(r.meta.size) > s.mu.active.base+s.opts.SegmentSize ||
+			s.kix.activeEntriesLocked(s.mu.active)*keyIndexMemEntry > s.opts.SegmentSize {
 			if err := s.writeLocked(b[start:pos-physOffset], physOffset+int64(start), start > 0); err != nil {
 				s.mu.Unlock()
 				return err
+			}
+			if s.mu.active != nil {
+				addKeys(i)
 			}
 			start = int(pos - physOffset)
 			if err := s.rollLocked(pos); err != nil {
@@ -826,6 +860,7 @@ func (s *Store) AppendRaw(physOffset int64, b []byte) error {
 		s.mu.Unlock()
 		return err
 	}
+	addKeys(len(recs))
 	for i := range recs {
 		if err := s.dispatchMeta(&recs[i].meta, recs[i].tags); err != nil {
 			s.mu.Unlock()
@@ -880,6 +915,7 @@ func (s *Store) SealActive() error {
 			return err
 		}
 		sg.sealed.Store(true)
+		s.kix.sealLocked(sg)
 		s.mu.active = nil
 	}
 	return nil
@@ -981,6 +1017,9 @@ func (s *Store) DropSegment(base int64) error {
 		return fmt.Errorf("store: drop segment %d: %w", base, err)
 	}
 	if err := syncDir(s.fs, s.clDir); err != nil {
+		return fmt.Errorf("store: drop segment %d: %w", base, err)
+	}
+	if err := s.kix.drop(base); err != nil {
 		return fmt.Errorf("store: drop segment %d: %w", base, err)
 	}
 	if cerr != nil && !errors.Is(cerr, os.ErrClosed) {
@@ -1204,6 +1243,7 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		close(s.quit)
 		s.wg.Wait()
+		kerr := s.kix.close()
 		// The active segment's file ends at its last record after a clean
 		// Close (a failure is sticky: the abort marker stays).
 		s.mu.Lock()
@@ -1228,6 +1268,9 @@ func (s *Store) Close() error {
 		}
 		if cerr := s.closeFiles(); err == nil && cerr != nil {
 			err = fmt.Errorf("store: close: %w", cerr)
+		}
+		if err == nil {
+			err = kerr
 		}
 		s.closeErr = err
 	})

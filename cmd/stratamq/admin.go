@@ -41,13 +41,17 @@ func adminCommands() []adminCommand {
 			"send dead-letter messages (all, or these msgIds) back to the group's retry topic: only that group consumes them again, with their original topic and msgId", adminDLQResend},
 		{"resetOffsetByTime", "-g group -t topic -s time [-f=false] (-n namesrv | -b addr)",
 			"rewind or move a consumer group to the messages stored at a time, across the tiers, while its consumers run", adminResetOffsetByTime},
+		{"queryMsgByKey", "-t topic -k key [-c maxNum] [-f begin] [-e end] -b addr[,addr] | -n namesrv",
+			"messages of a topic whose KEYS hold key (QUERY_MESSAGE), local and in the bucket", adminQueryMsgByKey},
+		{"queryMsgById", "-i msgId [-t topic] -b addr[,addr] | -n namesrv",
+			"a message by its offsetMsgId (VIEW_MESSAGE_BY_ID) or, with -t, by the client's msgId (UNIQ_KEY)", adminQueryMsgByID},
 	}
 }
 
 func adminUsage(w io.Writer) {
 	fmt.Fprint(w, "usage: stratamq admin <command> [flags]\n\ncommands:\n")
 	for _, c := range adminCommands() {
-		fmt.Fprintf(w, "  %-9s %s\n            %s\n", c.name, c.args, c.summary)
+		fmt.Fprintf(w, "  %-13s %s\n                %s\n", c.name, c.args, c.summary)
 	}
 	fmt.Fprint(w, "\n-n defaults to $NAMESRV_ADDR (mqadmin's), then $STRATAMQ_NAMESRV; several name servers are separated by ';'.\n"+
 		"Run 'stratamq admin <command> -h' for its flags.\n")

@@ -242,6 +242,36 @@ func (r *Reader) ReadAt(ctx context.Context, off int64, p []byte) (int, error) {
 	return n, nil
 }
 
+// ReadObjectAt fills p from logical offset off of object o, which need not
+// be in the object table (an index object beside the commitlog, say),
+// through the same footer cache, frame cache and GET pool as ReadAt,
+// without read-ahead. Reading past the object's end is io.EOF.
+func (r *Reader) ReadObjectAt(ctx context.Context, o Object, p []byte, off int64) error {
+	if off < 0 {
+		return fmt.Errorf("coldread: negative offset %d", off)
+	}
+	f, err := r.footer(ctx, o)
+	if err != nil {
+		return err
+	}
+	for n := 0; n < len(p); {
+		rel := off + int64(n)
+		if rel >= f.LogicalSize {
+			return fmt.Errorf("coldread: %s: %d bytes at %d: %w", o.Key, len(p), off, io.EOF)
+		}
+		fi := f.Find(rel)
+		if fi < 0 {
+			return fmt.Errorf("%w: %s: offset %d not in its %d frames", ErrCorrupt, o.Key, rel, len(f.Frames))
+		}
+		data, err := r.frame(ctx, o.Key, f, fi)
+		if err != nil {
+			return err
+		}
+		n += copy(p[n:], data[rel-f.Frames[fi].Off:])
+	}
+	return nil
+}
+
 // beforeRead starts background fetches: the other frames this read needs,
 // and, when the read continues the previous one, the next ReadAhead frames.
 func (r *Reader) beforeRead(t []Object, oi int, f *segfile.Footer, fi int, pos, end int64) {

@@ -6,6 +6,8 @@
 // from the segment alone:
 //
 //	<prefix>/commitlog/00000000000104857600.seg            commitlog, by base offset
+//	<prefix>/commitlog/00000000000104857600.idx            its queue index (store.WriteSegmentIndex)
+//	<prefix>/commitlog/00000000000104857600.kix            its key index (store's key index file; 64 KiB frames)
 //	<prefix>/consumequeue/TopicA/3/00000000000000300000.cq consumequeue, by first index
 //	<prefix>/meta/manifest.json                            the manifest
 //

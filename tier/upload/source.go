@@ -21,7 +21,15 @@ const (
 	// consumequeue entry whose record lies in it, in the store's format);
 	// Base is the segment's base offset.
 	KindQueueIndex
+	// KindKeyIndex is the key index of one commitlog segment (KEYS and
+	// UNIQ_KEY hashes → commitlog offsets, in the store's format); Base is
+	// the segment's base offset.
+	KindKeyIndex
 )
+
+// KeyIndexFrameSize is the frame size of key index objects: small, so a
+// lookup (header, fanout slot, one bucket) fetches little.
+const KeyIndexFrameSize = 64 << 10
 
 func (k Kind) String() string {
 	switch k {
@@ -31,6 +39,8 @@ func (k Kind) String() string {
 		return "consumequeue"
 	case KindQueueIndex:
 		return "queueindex"
+	case KindKeyIndex:
+		return "keyindex"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -95,6 +105,8 @@ func Key(prefix string, s Segment) (string, error) {
 		k = fmt.Sprintf("consumequeue/%s/%d/%020d.cq", s.Topic, s.QueueID, s.Base)
 	case KindQueueIndex:
 		k = fmt.Sprintf("commitlog/%020d.idx", s.Base)
+	case KindKeyIndex:
+		k = fmt.Sprintf("commitlog/%020d.kix", s.Base)
 	default:
 		return "", fmt.Errorf("upload: segment %q: unknown kind %v", s.Name, s.Kind)
 	}
@@ -119,7 +131,7 @@ func join(prefix, k string) string {
 
 // kindOf parses Kind.String (a manifest object's Kind).
 func kindOf(s string) (Kind, bool) {
-	for _, k := range []Kind{KindCommitLog, KindConsumeQueue, KindQueueIndex} {
+	for _, k := range []Kind{KindCommitLog, KindConsumeQueue, KindQueueIndex, KindKeyIndex} {
 		if k.String() == s {
 			return k, true
 		}

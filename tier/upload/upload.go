@@ -57,6 +57,11 @@ type Config struct {
 	// finds a segment listed without its queue index cannot reach its
 	// records by queue offset, so for it they would be lost.
 	PairQueueIndex bool
+	// PairKeyIndex (with PairQueueIndex) adds the key index object of the
+	// same base to that group: the three are listed together, or the rest
+	// once the others are listed, so a restored broker finds every listed
+	// segment's keys.
+	PairKeyIndex bool
 	// SpoolDir, if set, holds each encoded object in a temporary file there
 	// (upload-*.seg) instead of memory while it is uploaded, so a worker
 	// keeps only its encoding buffers in memory however long the bucket is
@@ -522,6 +527,9 @@ func (u *Uploader) encode(ctx context.Context, s Segment) (spool, *segfile.Foote
 		}
 		opts.FrameSize = max(fs-fs%ConsumeQueueEntrySize, ConsumeQueueEntrySize)
 	}
+	if s.Kind == KindKeyIndex && opts.Cuts == nil {
+		opts.FrameSize = KeyIndexFrameSize
+	}
 	sp, err := u.newSpool()
 	if err != nil {
 		return nil, nil, err
@@ -601,34 +609,48 @@ type pairKey struct {
 	base int64
 }
 
-func partnerOf(s Segment) (pairKey, bool) {
-	switch s.Kind {
-	case KindCommitLog:
-		return pairKey{KindQueueIndex, s.Base}, true
-	case KindQueueIndex:
-		return pairKey{KindCommitLog, s.Base}, true
+// partners are the other members of s's group: a commitlog segment, its
+// queue index and (PairKeyIndex) its key index.
+func (u *Uploader) partners(s Segment) []pairKey {
+	kinds := []Kind{KindCommitLog, KindQueueIndex}
+	if u.cfg.PairKeyIndex {
+		kinds = append(kinds, KindKeyIndex)
 	}
-	return pairKey{}, false
+	if !slices.Contains(kinds, s.Kind) {
+		return nil
+	}
+	var out []pairKey
+	for _, k := range kinds {
+		if k != s.Kind {
+			out = append(out, pairKey{k, s.Base})
+		}
+	}
+	return out
 }
 
 // pairUp returns the finished uploads of batch that may be listed now,
-// with those of held whose partner finished: a commitlog object and its
-// queue index go into the manifest together, or one alone once the other
-// is listed. The rest wait in held (still in flight, so nobody uploads
-// them again).
+// with those of held whose group is now complete: a commitlog object, its
+// queue index (and its key index) go into the manifest together, or the
+// rest once the others are listed. The rest wait in held (still in
+// flight, so nobody uploads them again).
 func (u *Uploader) pairUp(batch []done, held map[pairKey]done) []done {
-	finished := map[pairKey]bool{}
+	avail := map[pairKey]bool{} // finished now, or earlier and held
 	for _, d := range batch {
-		finished[pairKey{d.seg.Kind, d.seg.Base}] = true
+		avail[pairKey{d.seg.Kind, d.seg.Base}] = true
 	}
-	// listed holds the partners not in this batch, true once found in the
+	for k := range held {
+		avail[k] = true
+	}
+	// listed holds the partners not available, true once found in the
 	// manifest. One scan of the manifest, without copying it: a stored
 	// manifest is never changed in place (writeManifest and loadManifest
 	// replace it).
 	listed := map[pairKey]bool{}
 	for _, d := range batch {
-		if p, ok := partnerOf(d.seg); ok && !finished[p] {
-			listed[p] = false
+		for _, p := range u.partners(d.seg) {
+			if !avail[p] {
+				listed[p] = false
+			}
 		}
 	}
 	u.mu.Lock()
@@ -642,19 +664,28 @@ func (u *Uploader) pairUp(batch []done, held map[pairKey]done) []done {
 		}
 	}
 	u.mu.Unlock()
+	// Every member of a group is ready when the group is (each member is
+	// available or listed), so the members of one group agree.
 	var out []done
 	for _, d := range batch {
-		p, paired := partnerOf(d.seg)
-		if !paired || listed[p] || finished[p] {
-			out = append(out, d)
+		ps := u.partners(d.seg)
+		ready := true
+		for _, p := range ps {
+			if !avail[p] && !listed[p] {
+				ready = false
+			}
+		}
+		if !ready {
+			held[pairKey{d.seg.Kind, d.seg.Base}] = d
 			continue
 		}
-		if h, ok := held[p]; ok {
-			out = append(out, d, h)
-			delete(held, p)
-			continue
+		out = append(out, d)
+		for _, p := range ps {
+			if h, ok := held[p]; ok {
+				out = append(out, h)
+				delete(held, p)
+			}
 		}
-		held[pairKey{d.seg.Kind, d.seg.Base}] = d
 	}
 	return out
 }
@@ -728,7 +759,7 @@ func (u *Uploader) Flush() {
 }
 
 // Trim removes from the manifest every commitlog object that ends at or
-// below floor (bucket retention), and the queue index of each, and returns
+// below floor (bucket retention), and the queue and key index of each, and returns
 // them; the caller deletes the objects after Trim returns (DeleteObjects),
 // so the manifest never lists a missing object. A crash in between leaves
 // unlisted objects behind, which are harmless. While Config.Fence refuses,
@@ -750,8 +781,8 @@ func (u *Uploader) Trim(ctx context.Context, floor int64) ([]Object, error) {
 		}
 		kept := cur[:0]
 		for _, o := range cur {
-			// A segment's queue index goes with it.
-			if (o.Kind == KindCommitLog.String() || o.Kind == KindQueueIndex.String()) && gone[o.Base] {
+			// A segment's queue and key indexes go with it.
+			if (o.Kind == KindCommitLog.String() || o.Kind == KindQueueIndex.String() || o.Kind == KindKeyIndex.String()) && gone[o.Base] {
 				removed = append(removed, o)
 				continue
 			}
