@@ -467,6 +467,7 @@ func (b *Broker) slaveRetention(ctx context.Context) error {
 	for _, s := range covered {
 		t.mu.uploaded[s.Base] = upload.Object{Kind: upload.KindCommitLog.String(), Base: s.Base, Length: s.Length}
 		t.mu.uploadedIdx[s.Base] = true
+		t.mu.uploadedKix[s.Base] = true // the master's key index objects cover it (ColdKeys)
 	}
 	t.mu.Unlock()
 	b.ha.follow.manifest.Add(1)
