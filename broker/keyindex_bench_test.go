@@ -11,8 +11,8 @@ import (
 	"github.com/stratamq/stratamq/infra/bytesize"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
-	"github.com/stratamq/stratamq/tier/s3fake"
 	"github.com/stratamq/stratamq/tier/s3"
+	"github.com/stratamq/stratamq/tier/s3fake"
 )
 
 // BenchmarkBrokerQueryByKey measures QUERY_MESSAGE latency (one key, one
