@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/stratamq/stratamq/remoting"
@@ -77,15 +78,62 @@ func (b *Broker) endTransaction(ctx context.Context, c *remoting.Conn, req *remo
 		msgs = append(msgs, m)
 	}
 	msgs = append(msgs, b.opMessage(half))
-	res, err := b.putTrans(ctx, msgs)
-	if err != nil {
-		b.trans.release(half, 0, false)
-		b.log.Warn("END_TRANSACTION not stored", "err", err, "halfOffset", half, "commit", commit)
-		return b.putError(req, err)
+	return b.storeEnd(ctx, c, req, msgs, half)
+}
+
+// storeEnd stores an END_TRANSACTION's records (the committed message and
+// the op record, or the op record alone), ends the claim on half and
+// answers. With flush=sync the answer goes out from the store's group
+// commit callback (PutNotify), so no worker waits for the fdatasync; a
+// sync_master does not wait for a slave (RocketMQ counts FLUSH_SLAVE_TIMEOUT
+// as stored here too).
+func (b *Broker) storeEnd(ctx context.Context, c *remoting.Conn, req *remoting.Command, msgs []store.Message, half int64) *remoting.Command {
+	done := func(res []store.PutResult, err error) *remoting.Command {
+		if err != nil {
+			b.trans.release(half, 0, false)
+			b.log.Warn("END_TRANSACTION not stored", "err", err, "halfOffset", half, "commit", len(msgs) == 2)
+			return b.putError(req, err)
+		}
+		b.trans.release(half, res[len(res)-1].QueueOffset, true)
+		if len(msgs) == 2 {
+			b.metrics.messagesIn(msgs[0].Topic, 1, len(msgs[0].Body))
+		}
+		return remoting.NewResponse(req, remoting.Success, "")
 	}
-	b.trans.release(half, res[len(res)-1].QueueOffset, true)
-	if commit {
-		b.metrics.messagesIn(msgs[0].Topic, 1, len(msgs[0].Body))
+	if b.cfg.Flush != "sync" || c == nil {
+		res, err := b.putTrans(ctx, msgs)
+		return done(res, err)
 	}
-	return remoting.NewResponse(req, remoting.Success, "")
+	for _, m := range msgs {
+		if err := b.writeGate(ctx, m.Topic, m.QueueID); err != nil {
+			return done(nil, err)
+		}
+	}
+	// The callback runs either before PutNotify returns (an early error)
+	// or later on the flusher's goroutine; mu decides which answers.
+	var mu sync.Mutex
+	var immediate *remoting.Command
+	returned := false
+	b.store.PutNotify(msgs, func(res []store.PutResult, err error) {
+		if err == nil {
+			err = b.ackGate()
+		}
+		if err == nil && len(res) != len(msgs) {
+			err = fmt.Errorf("broker: the store stored %d of %d transaction records", len(res), len(msgs))
+		}
+		resp := done(res, err)
+		mu.Lock()
+		if !returned {
+			immediate = resp
+			mu.Unlock()
+			return
+		}
+		mu.Unlock()
+		_ = c.Reply(req, resp)
+	})
+	mu.Lock()
+	returned = true
+	resp := immediate
+	mu.Unlock()
+	return resp
 }

@@ -75,9 +75,16 @@ func queueRecords(t *testing.T, b *Broker, topic string, queue int32) []store.Re
 // the message in its real topic and queue with the half's properties minus
 // REAL_TOPIC/REAL_QID, sysFlag COMMIT and the half's offset, plus one op
 // record; a second commit or a rollback of the same half changes nothing;
-// a rollback stores only an op record; a prepared batch is refused.
+// a rollback stores only an op record; a prepared batch is refused. With
+// flush=sync too (END_TRANSACTION answered from the group commit).
 func TestTransactionHalfCommitRollback(t *testing.T) {
-	b, cl := startBroker(t, func(c *Config) { c.TransactionCheckInterval = time.Hour })
+	for _, flush := range []string{"async", "sync"} {
+		t.Run("flush="+flush, func(t *testing.T) { testHalfCommitRollback(t, flush) })
+	}
+}
+
+func testHalfCommitRollback(t *testing.T, flush string) {
+	b, cl := startBroker(t, func(c *Config) { c.TransactionCheckInterval = time.Hour; c.Flush = flush })
 	addr := b.Addr().String()
 	phys, half := halfSent(t, b, cl, "Tx", 2, []byte("one"), "U1")
 	if half != 0 {
