@@ -241,3 +241,48 @@ func TestScheduleTopicGrowsWithLevels(t *testing.T) {
 		t.Fatalf("schedule topic %+v, level 4 queue holds %d", tc, b.store.MaxQueueOffset(ScheduleTopic, 3))
 	}
 }
+
+// TestScheduleFailoverResumes: only the master runs the schedule service;
+// after a handover (admin promote) the new master resumes from the
+// checkpoint's progress: a message delivered before is not delivered
+// again, a pending one comes at its time.
+func TestScheduleFailoverResumes(t *testing.T) {
+	mem := tier.NewMem()
+	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
+	acfg.LeaseTTL, bcfg.LeaseTTL = time.Minute, time.Minute
+	acfg.DelayLevels, bcfg.DelayLevels = "1s 6s", "1s 6s"
+	a := runNode(t, acfg, Deps{Bucket: mem})
+	b := runNode(t, bcfg, Deps{Bucket: mem})
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	waitCond(t, 20*time.Second, "the master to see its slave", func() bool {
+		m := a.Broker()
+		return a.role() == RoleSyncMaster && b.role() == RoleSlave && m != nil && m.haSlaves() == 1
+	})
+	send := func(body, level string) time.Time {
+		t.Helper()
+		at := time.Now().Truncate(time.Millisecond)
+		if r := invoke(t, cl, acfg.Listen, sendReq("Later", 0, []byte(body), PropDelay+"\x01"+level+"\x02")); r.Code != 0 {
+			t.Fatalf("send %s: %d %s", body, r.Code, r.Remark)
+		}
+		return at
+	}
+	send("d1", "1")
+	waitCond(t, 10*time.Second, "d1 delivered by the master", func() bool { return a.Broker().store.MaxQueueOffset("Later", 0) == 1 })
+	d2At := send("d2", "2")
+	if r := invoke(t, cl, bcfg.Listen, remoting.NewRequest(remoting.PromoteBroker, nil, nil)); r.Code != 0 {
+		t.Fatalf("promote: %d %s", r.Code, r.Remark)
+	}
+	waitCond(t, 20*time.Second, "the slave promoted", func() bool {
+		return b.role() == RoleSyncMaster && a.role() == RoleSlave && b.Broker() != nil
+	})
+	nb := b.Broker()
+	waitCond(t, 20*time.Second, "d2 delivered by the new master", func() bool { return nb.store.MaxQueueOffset("Later", 0) >= 2 })
+	if got := recordAt(t, nb, "Later", 0, 1); string(got.Body) != "d2" || time.UnixMilli(got.StoreTimestamp).Before(d2At.Add(6*time.Second)) {
+		t.Fatalf("offset 1: %q stored %s after its send (delay 6s)", got.Body, time.UnixMilli(got.StoreTimestamp).Sub(d2At))
+	}
+	time.Sleep(1500 * time.Millisecond) // bounded: a redelivery of d1 would have happened by now
+	if n := nb.store.MaxQueueOffset("Later", 0); n != 2 || string(recordAt(t, nb, "Later", 0, 0).Body) != "d1" {
+		t.Fatalf("the new master's topic holds %d messages, want d1 (once) and d2", n)
+	}
+}
