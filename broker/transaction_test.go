@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -250,5 +251,100 @@ func TestTransactionDelayAppliesAtCommit(t *testing.T) {
 	}
 	if n := b.store.MaxQueueOffset("TxD", 0); n != 0 {
 		t.Fatalf("the committed delayed message was delivered at once (%d in its queue)", n)
+	}
+}
+
+// txProducer is a transactional producer on a raw remoting client: it
+// heart-beats as producer group pg and answers every
+// CHECK_TRANSACTION_STATE with a commit (END_TRANSACTION, oneway, on the
+// same connection, as client-go does).
+type txProducer struct {
+	cl     *remoting.Client
+	mu     sync.Mutex
+	checks map[string]int // broker address → checks received
+}
+
+func (p *txProducer) ServeRemoting(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	if remoting.RequestCode(req.Code) != remoting.CheckTransactionState {
+		return nil
+	}
+	var h remoting.CheckTransactionStateRequestHeader
+	if err := h.Decode(req.ExtFields); err != nil {
+		return nil
+	}
+	p.mu.Lock()
+	p.checks[c.RemoteAddr().String()]++
+	p.mu.Unlock()
+	end := endReq("pg", h.CommitLogOffset, h.TranStateTableOffset, sysFlagTransCommit, h.MsgID)
+	end.ExtFields["fromTransactionCheck"] = "true"
+	_ = c.InvokeOneway(ctx, end)
+	return nil
+}
+
+func (p *txProducer) checked(addr string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.checks[addr]
+}
+
+func (p *txProducer) heartbeat(t *testing.T, addr string) {
+	t.Helper()
+	body := []byte(`{"clientID":"127.0.0.1@txp","producerDataSet":[{"groupName":"pg"}],"consumerDataSet":[]}`)
+	if r := invoke(t, p.cl, addr, remoting.NewRequest(remoting.HeartBeat, nil, body)); r.Code != int32(remoting.Success) {
+		t.Fatalf("heartbeat: %d %s", r.Code, r.Remark)
+	}
+}
+
+// TestTransactionChecksResumeAfterPromote: a sync_master checks a half
+// message in doubt (no producer of its group is connected to it, so each
+// check only puts it back); the slave is promoted and its check service
+// takes over from the checkpoint's progress: it asks the producer, now
+// connected to it, about the latest copy, and the commit is stored once.
+func TestTransactionChecksResumeAfterPromote(t *testing.T) {
+	mem := tier.NewMem()
+	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
+	for _, c := range []*Config{&acfg, &bcfg} {
+		c.LeaseTTL = time.Minute
+		c.TransactionTimeout, c.TransactionCheckInterval, c.TransactionCheckMax = 200*time.Millisecond, 100*time.Millisecond, 1000
+	}
+	a := runNode(t, acfg, Deps{Bucket: mem})
+	b := runNode(t, bcfg, Deps{Bucket: mem})
+	p := &txProducer{checks: map[string]int{}}
+	p.cl = remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second, Handler: p})
+	defer p.cl.Close()
+	healthy := func(master, slave *Node) {
+		t.Helper()
+		waitCond(t, 20*time.Second, "the master to see its slave", func() bool {
+			m := master.Broker()
+			return master.role() == RoleSyncMaster && slave.role() == RoleSlave && m != nil && m.haSlaves() == 1
+		})
+	}
+	healthy(a, b)
+	halfSent(t, a.Broker(), p.cl, "TxF", 0, []byte("in doubt"), "UF")
+	waitCond(t, 10*time.Second, "the master's check service to put the half back", func() bool {
+		return a.Broker().store.MaxQueueOffset(TransHalfTopic, 0) >= 3
+	})
+	if r := invoke(t, p.cl, bcfg.Listen, remoting.NewRequest(remoting.PromoteBroker, nil, nil)); r.Code != int32(remoting.Success) {
+		t.Fatalf("promote: %d %s", r.Code, r.Remark)
+	}
+	healthy(b, a)
+	p.heartbeat(t, bcfg.Listen)
+	nb := b.Broker()
+	waitCond(t, 20*time.Second, "the promoted master to check the half back and store the commit", func() bool {
+		return nb.store.MaxQueueOffset("TxF", 0) >= 1
+	})
+	if p.checked(acfg.Listen) != 0 {
+		t.Fatalf("the old master, without the producer's heartbeat, sent %d checks", p.checked(acfg.Listen))
+	}
+	// Everything resolved: the progress reaches the half queue's end, and
+	// the commit was stored once.
+	waitCond(t, 10*time.Second, "every half resolved", func() bool {
+		nb.trans.mu.Lock()
+		defer nb.trans.mu.Unlock()
+		return nb.trans.state.HalfOffset == nb.store.MaxQueueOffset(TransHalfTopic, 0)
+	})
+	msgs := queueRecords(t, nb, "TxF", 0)
+	if len(msgs) != 1 || string(msgs[0].Body) != "in doubt" || parseProps(msgs[0].Properties)[PropUniqKey] != "UF" {
+		t.Fatalf("after the promote the topic holds %d messages: %v", len(msgs), msgs)
 	}
 }
