@@ -40,8 +40,10 @@ func (b *Broker) endTransaction(ctx context.Context, c *remoting.Conn, req *remo
 			"commitLogOffset", h.CommitLogOffset, "fromTransactionCheck", h.FromTransactionCheck, "remark", req.Remark)
 		return nil
 	}
-	if err := b.trans.syncOps(ctx); err != nil {
-		return b.transErr(req, remoting.SystemError, "read the transaction op log: "+err.Error(), &h)
+	if !b.trans.caughtUp.Load() {
+		if err := b.trans.syncOps(ctx); err != nil {
+			return b.transErr(req, remoting.SystemError, "read the transaction op log: "+err.Error(), &h)
+		}
 	}
 	_, rec, err := b.readHalf(ctx, h.CommitLogOffset)
 	if err != nil {

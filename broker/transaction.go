@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratamq/stratamq/offsets"
@@ -68,6 +69,11 @@ type transactions struct {
 	done    map[int64]int64
 	pending map[int64]struct{}
 	saved   transState // last written to transactionFile
+	// caughtUp: a sync read the op queue to its end once. Every later op
+	// record is this run's own (added to done as it is written), so
+	// END_TRANSACTION needs no sync after it; check rounds still sync, to
+	// move opScan (and OpOffset) on.
+	caughtUp atomic.Bool
 }
 
 func newTransactions(b *Broker) *transactions {
@@ -154,6 +160,7 @@ func (t *transactions) syncOps(ctx context.Context) error {
 		from := t.opScan
 		t.mu.Unlock()
 		if from >= s.MaxQueueOffset(TransOpHalfTopic, 0) {
+			t.caughtUp.Store(true)
 			return nil
 		}
 		res, err := s.Get(ctx, store.GetRequest{Topic: TransOpHalfTopic, QueueID: 0, Offset: from, MaxMsgs: store.MaxGetMsgs})
