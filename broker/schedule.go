@@ -250,7 +250,7 @@ func (s *scheduler) run(ctx context.Context) {
 		} else {
 			backoff = 0
 			if next > 0 {
-				wait = min(wait, max(time.Duration(next-time.Now().UnixMilli())*time.Millisecond, time.Millisecond))
+				wait = min(wait, max(time.Duration(next-time.Now().UnixMilli())*time.Millisecond, 0))
 			}
 		}
 		t := time.NewTimer(wait)
@@ -372,6 +372,9 @@ func (s *scheduler) stepFIFO(ctx context.Context, sq *schedQueue, now int64) (in
 	sq.next = end
 	sq.headOK, sq.headWake = wake > 0, wake
 	s.setProgress(sq.key, end)
+	if wake == 0 && end < mx {
+		wake = now // the batch is full and more may be due: go on at once
+	}
 	return wake, nil
 }
 
@@ -408,6 +411,9 @@ func (s *scheduler) stepWindow(ctx context.Context, sq *schedQueue, now int64) (
 		return 0, err
 	}
 	sq.pend = sq.pend[n:]
+	// More to do now: a due entry left by a full batch, or room freed in a
+	// full window with entries not read yet.
+	more := (len(sq.pend) > 0 && sq.pend[0].wake <= now) || (n > 0 && sq.next < mx)
 	done := sq.next
 	var wake int64
 	for _, p := range sq.pend {
@@ -417,6 +423,9 @@ func (s *scheduler) stepWindow(ctx context.Context, sq *schedQueue, now int64) (
 		}
 	}
 	s.setProgress(sq.key, done)
+	if more {
+		wake = now
+	}
 	return wake, nil
 }
 

@@ -24,7 +24,10 @@ import (
 // DELAY level 2 (2 s) messages and 2,000 timers due 1..4 s ahead
 // (TIMER_DELAY_MS), and reports how late each was stored in its topic
 // (p50/p99/max, ms; a level message's due time is counted from before its
-// send, so its lateness includes the send) and the heap the backlog costs.
+// send, so its lateness includes the send) and the heap the backlog costs;
+// also plain sends with the backlog pending (msgs/s) and how fast a burst
+// of 100,000 messages due at once is delivered (from the last one's due
+// time, an upper bound).
 // One shot, bounded: run with -benchtime 1x. STRATAMQ_BENCH_PLAIN=1 fills
 // with plain messages instead (the baseline send rate).
 //
@@ -39,7 +42,7 @@ func BenchmarkSchedule(b *testing.B) {
 		pending = n
 	}
 	cfg := Config{DataDir: b.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 256 << 20,
-		DelayLevels: "1h 2s"}
+		DelayLevels: "1h 2s 3s"}
 	br, err := New(cfg, Deps{Logger: discardLogger()})
 	if err != nil {
 		b.Fatal(err)
@@ -114,6 +117,44 @@ func BenchmarkSchedule(b *testing.B) {
 	if pending > 0 {
 		b.ReportMetric(float64(pending)/fill.Seconds(), "sched-msgs/s")
 		b.ReportMetric(float64(int64(ms1.HeapInuse)-int64(ms0.HeapInuse))/float64(pending), "heapB/pending")
+	}
+
+	// Plain sends with the backlog pending, and a burst of 100,000 messages
+	// all due 3 s after their send (level 3): how fast they are delivered.
+	plainStart := time.Now()
+	for sent := 0; sent < 100_000; sent += 256 {
+		props := make([]string, 256)
+		for i := range props {
+			props[i] = prop(PropUniqKey, br.uniq.next())
+		}
+		sendBatch("Plain", props)
+	}
+	b.ReportMetric(float64(100_000-100_000%256+256)/time.Since(plainStart).Seconds(), "plain-msgs/s-with-backlog")
+	const burst = 100_000
+	for sent := 0; sent < burst; sent += 250 {
+		props := make([]string, 250)
+		for i := range props {
+			props[i] = prop(PropDelay, "3", PropUniqKey, br.uniq.next())
+		}
+		sendBatch("Burst", props)
+	}
+	burstDue := time.Now().Add(3 * time.Second)
+	burstDeadline := time.Now().Add(120 * time.Second)
+	for {
+		n := int64(0)
+		for q := int32(0); q < 4; q++ {
+			n += br.store.MaxQueueOffset("Burst", q)
+		}
+		if n >= burst {
+			break
+		}
+		if time.Now().After(burstDeadline) {
+			b.Fatalf("only %d of %d burst messages delivered within 120 s", n, burst)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if d := time.Since(burstDue); d > 0 {
+		b.ReportMetric(burst/d.Seconds(), "burst-delivered-msgs/s")
 	}
 
 	// With the backlog pending: messages due in 2 s (level 2) and timers
