@@ -318,7 +318,9 @@
 // dispatched record (Put and AppendRaw alike; not prepared or rolled-back
 // transaction records) the writer adds, while it holds mu, one entry per
 // non-empty space-separated value of its KEYS property and one for its
-// UNIQ_KEY: hash = FNV-1a-32(topic + "#" + key), its commitlog offset and
+// UNIQ_KEY: hash = keyHash(topic, key) (a 64-bit multiply-xorshift over
+// the topic, '#' and the key, eight bytes at a time, folded to 32 bits;
+// part of the format), its commitlog offset and
 // its store time. The active segment's entries live in memory (24 bytes
 // each, in 4096-entry chunks readers scan without a lock); a segment also
 // seals once they reach SegmentSize bytes, so that memory is bounded by

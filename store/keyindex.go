@@ -63,11 +63,13 @@ type kixEntry struct {
 // lock (entries below n never change; the chunk list only grows).
 type kixMem struct {
 	chunks atomic.Pointer[[]*[kixChunk]kixEntry]
-	n      atomic.Int64
+	n      atomic.Int64 // entries readers may see (publish)
+	w      int64        // entries written; the writer's, under Store.mu
 }
 
+// add appends e, unseen by readers until publish.
 func (m *kixMem) add(e kixEntry) {
-	n := m.n.Load()
+	n := m.w
 	var cs []*[kixChunk]kixEntry
 	if p := m.chunks.Load(); p != nil {
 		cs = *p
@@ -80,7 +82,15 @@ func (m *kixMem) add(e kixEntry) {
 		cs = grown
 	}
 	cs[n/kixChunk][n%kixChunk] = e
-	m.n.Store(n + 1)
+	m.w = n + 1
+}
+
+// publish makes the entries added so far visible (one atomic store per
+// commit round, not per entry).
+func (m *kixMem) publish() {
+	if m.n.Load() != m.w {
+		m.n.Store(m.w)
+	}
 }
 
 // each calls fn for the entries with hash h, newest first, until fn
@@ -278,17 +288,44 @@ func lookupKeyIndex(ctx context.Context, readAt keyIndexReadAt, hdr *keyIndexHea
 	return nil
 }
 
-// keyHash is FNV-1a (32 bits) of topic + "#" + key.
-func keyHash(topic, key string) uint32 {
-	h := uint32(2166136261)
-	for i := 0; i < len(topic); i++ {
-		h = (h ^ uint32(topic[i])) * 16777619
+// keyHash is the key index hash of topic#key: absorb(absorb(seed,
+// topic) ^ '#', key), folded to 32 bits (see absorb). It is part of the
+// file format: never change it without a new magic.
+func keyHash(topic, key string) uint32 { return hashKey(hashTopic(topic), key) }
+
+const (
+	keyHashSeed = 0x736d716b69783031 // "smqkix01"
+	keyHashMul  = 0x9e3779b97f4a7c15
+)
+
+// hashTopic is the state after the topic and its '#' separator (never 0
+// in practice; a 0 only costs computing it again).
+func hashTopic(topic string) uint64 { return absorb(keyHashSeed, topic) ^ '#' }
+
+func hashKey(h uint64, key string) uint32 {
+	h = absorb(h, key)
+	h ^= h >> 29
+	h *= keyHashMul
+	return uint32(h ^ h>>32)
+}
+
+// absorb mixes s into h eight bytes (little-endian) at a time, the tail
+// and the length last: h = (h ^ w) * keyHashMul; h ^= h >> 32.
+func absorb(h uint64, s string) uint64 {
+	n := uint64(len(s))
+	for len(s) >= 8 {
+		w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+			uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+		h = (h ^ w) * keyHashMul
+		h ^= h >> 32
+		s = s[8:]
 	}
-	h = (h ^ '#') * 16777619
-	for i := 0; i < len(key); i++ {
-		h = (h ^ uint32(key[i])) * 16777619
+	var w uint64
+	for i := 0; i < len(s); i++ {
+		w |= uint64(s[i]) << (8 * i)
 	}
-	return h
+	h = (h ^ w ^ n<<56) * keyHashMul
+	return h ^ h>>32
 }
 
 // keyIter yields the keys a record is indexed under: every non-empty
@@ -358,10 +395,13 @@ type keyIndex struct {
 	// act is the active segment's index; guarded by Store.mu.
 	act *kixSeg
 
-	hash func(topic, key string) uint32 // keyHash; tests force collisions
+	hash     func(topic, key string) uint32 // keyHash; tests force collisions
+	hashHook bool                           // hash is not keyHash
 
 	lastPhys atomic.Int64 // commitlog offset of the last indexed record
 	lastTS   atomic.Int64 // its store time
+	// The last record added, published with the entries; under Store.mu.
+	addPhys, addTS int64
 
 	mu struct {
 		sync.Mutex
@@ -383,7 +423,7 @@ func (k *keyIndex) path(base int64) string { return filepath.Join(k.dir, kixName
 func (s *Store) openKeyIndex() error {
 	k := &keyIndex{s: s, dir: filepath.Join(s.opts.Dir, "keyindex"), hash: keyHash, wake: make(chan struct{}, 1)}
 	if s.opts.keyHash != nil {
-		k.hash = s.opts.keyHash
+		k.hash, k.hashHook = s.opts.keyHash, true
 	}
 	k.mu.segs = map[int64]*kixSeg{}
 	s.kix = k
@@ -470,6 +510,9 @@ func (k *keyIndex) readLocalHeader(base int64) (*keyIndexHeader, error) {
 func (k *keyIndex) addLocked(sg *segment, topic, props string, phys, ts int64) {
 	a := k.act
 	if a == nil || a.base != sg.base {
+		if a != nil {
+			a.mem.publish()
+		}
 		a = &kixSeg{base: sg.base, mem: &kixMem{}, ready: make(chan struct{})}
 		k.act = a
 		k.mu.Lock()
@@ -477,18 +520,40 @@ func (k *keyIndex) addLocked(sg *segment, topic, props string, phys, ts int64) {
 		k.mu.Unlock()
 	}
 	it := keyIter{props: props}
+	var th uint64 // hash state after topic + "#"
 	for key, ok := it.next(); ok; key, ok = it.next() {
-		a.mem.add(kixEntry{hash: k.hash(topic, key), phys: phys, ts: ts})
+		var h uint32
+		switch {
+		case k.hashHook:
+			h = k.hash(topic, key)
+		default:
+			if th == 0 {
+				th = hashTopic(topic)
+			}
+			h = hashKey(th, key)
+		}
+		a.mem.add(kixEntry{hash: h, phys: phys, ts: ts})
 	}
-	k.lastPhys.Store(phys)
-	k.lastTS.Store(ts)
+	k.addPhys, k.addTS = phys, ts
+}
+
+// publishLocked makes what addLocked added visible to queries: once per
+// commit round. Caller holds Store.mu.
+func (k *keyIndex) publishLocked() {
+	if a := k.act; a != nil {
+		a.mem.publish()
+	}
+	if k.addPhys != k.lastPhys.Load() || k.addTS != k.lastTS.Load() {
+		k.lastPhys.Store(k.addPhys)
+		k.lastTS.Store(k.addTS)
+	}
 }
 
 // activeEntriesLocked is how many entries the active segment's index
 // holds (sg being the active segment). Caller holds Store.mu.
 func (k *keyIndex) activeEntriesLocked(sg *segment) int64 {
 	if a := k.act; a != nil && a.base == sg.base {
-		return a.mem.n.Load()
+		return a.mem.w
 	}
 	return 0
 }
@@ -496,6 +561,7 @@ func (k *keyIndex) activeEntriesLocked(sg *segment) int64 {
 // sealLocked hands the index of segment sg, just sealed, to the key index
 // goroutine, which writes its file. Caller holds Store.mu.
 func (k *keyIndex) sealLocked(sg *segment) {
+	k.publishLocked()
 	a := k.act
 	if a == nil || a.base != sg.base {
 		a = &kixSeg{base: sg.base, mem: &kixMem{}, ready: make(chan struct{})} // no keyed record
@@ -642,7 +708,10 @@ func (k *keyIndex) scan(sg *segment) ([]kixEntry, int64, int64, error) {
 		return nil, 0, 0, err
 	}
 	if end != sg.end() {
-		return nil, 0, 0, corruptf("key index: segment %d scans to %d, not its end %d", sg.base, end, sg.end())
+		// Not a reason to index nothing (and hold the segment's upload,
+		// which waits for its key index, for ever): index what is valid.
+		k.s.log.Warn("store: key index: segment has an invalid record; indexing the records before it",
+			"segment", sg.base, "valid_to", end, "end", sg.end())
 	}
 	return ents, first, last, nil
 }
@@ -753,12 +822,24 @@ func (s *Store) QueryByKey(ctx context.Context, q KeyQuery) (KeyQueryResult, err
 			continue
 		}
 		if hdr == nil {
-			// Being built from its records: wait for the file.
+			// Being built from its records: wait for the file (not when
+			// that failed: the goroutine retries, the query reports it).
+			k.mu.Lock()
+			berr := ks.err
+			k.mu.Unlock()
+			if berr != nil {
+				return res, fmt.Errorf("store: key index of segment %d is not built yet: %w", ks.base, berr)
+			}
+			wait := time.NewTimer(30 * time.Second)
 			select {
 			case <-ready:
 			case <-ctx.Done():
+				wait.Stop()
 				return res, ctx.Err()
+			case <-wait.C:
+				return res, fmt.Errorf("store: key index of segment %d: still being built after 30s", ks.base)
 			}
+			wait.Stop()
 			k.mu.Lock()
 			hdr = ks.hdr
 			k.mu.Unlock()
@@ -863,6 +944,13 @@ func (s *Store) OpenKeyIndex(ctx context.Context, base int64) (vfs.File, int64, 
 	k.mu.Unlock()
 	if ks == nil {
 		return nil, 0, fmt.Errorf("store: no local segment %d with a key index: %w", base, ErrNotFound)
+	}
+	k.mu.Lock()
+	werr, written := ks.err, ks.hdr != nil
+	k.mu.Unlock()
+	if werr != nil && !written {
+		// The goroutine retries; the uploader tries again later.
+		return nil, 0, fmt.Errorf("store: key index of segment %d not written yet: %w", base, werr)
 	}
 	select {
 	case <-ks.ready:

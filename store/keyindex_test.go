@@ -332,3 +332,77 @@ func TestStoreKeyIndexAppendRaw(t *testing.T) {
 	}
 	wantBodies(t, "replica", queryBodies(t, dst, KeyQuery{Topic: "K", Key: "m4", MaxNum: 3}), 34, 44, 54)
 }
+
+// TestStoreKeyIndexDamagedSegment: a sealed segment with a damaged record
+// and no key index file is indexed up to the damage, so queries (and the
+// upload waiting for the file) do not wait for ever.
+func TestStoreKeyIndexDamagedSegment(t *testing.T) {
+	fs := vfs.NewMem()
+	o := keyOpts(fs)
+	s := mustOpen(t, o)
+	res := fillKeys(t, s, 60)
+	mustClose(t, s)
+	// Damage message 30's magic; lose its segment's key index file.
+	var seg int64
+	for _, sg := range s.LocalSegments() {
+		if sg.Base <= res[30].PhysOffset && res[30].PhysOffset < sg.Base+sg.Length {
+			seg = sg.Base
+		}
+	}
+	if seg == 0 || res[28].PhysOffset < seg {
+		t.Skip("message 30 starts its segment; the test wants one before it in the same segment")
+	}
+	f, err := fs.OpenFile(fmt.Sprintf("/data/store/commitlog/%020d", seg), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0, 0, 0, 0}, res[30].PhysOffset-seg+4); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := fs.Remove("/data/store/keyindex/" + kixName(seg)); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, o)
+	defer mustClose(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, _, err := s.OpenKeyIndex(ctx, seg); err != nil {
+		t.Fatalf("key index of the damaged segment: %v", err)
+	}
+	wantBodies(t, "only28, before the damage", queryBodies(t, s, KeyQuery{Topic: "K", Key: "only28", MaxNum: 32}), 28)
+	// Records after the damage in its segment are not found; those of a
+	// later segment are.
+	wantBodies(t, "only31, after the damage", queryBodies(t, s, KeyQuery{Topic: "K", Key: "only31", MaxNum: 32}))
+	if s.LocalSegments()[len(s.LocalSegments())-1].Base <= res[58].PhysOffset {
+		wantBodies(t, "only58, in the last segment", queryBodies(t, s, KeyQuery{Topic: "K", Key: "only58", MaxNum: 32}), 58)
+	}
+}
+
+// BenchmarkStoreKeyIndexAdd is the writer's cost per record: find the
+// keys in the properties, hash them, append the entries (a client's
+// UNIQ_KEY, and with keys=2 two KEYS values too).
+//
+//	go test ./store -run XXX -bench KeyIndexAdd
+func BenchmarkStoreKeyIndexAdd(b *testing.B) {
+	for _, c := range []struct{ name, props string }{
+		{"uniq", "TAGS\x01a\x02UNIQ_KEY\x017F0000010001000000000000000000AB\x02WAIT\x01true\x02"},
+		{"keys=2+uniq", "TAGS\x01a\x02KEYS\x01order-12345 customer-77\x02UNIQ_KEY\x017F0000010001000000000000000000AB\x02WAIT\x01true\x02"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			k := &keyIndex{hash: keyHash}
+			k.mu.segs = map[int64]*kixSeg{}
+			sg := &segment{base: 0}
+			b.ReportAllocs()
+			i := int64(0)
+			for b.Loop() {
+				if i%(1<<20) == 0 {
+					k.act = nil // a new segment now and then: memory stays bounded
+				}
+				k.addLocked(sg, "BenchTopic", c.props, i*1100, 1700000000000+i)
+				k.publishLocked() // a round per record: single-message Puts
+				i++
+			}
+		})
+	}
+}

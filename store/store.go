@@ -609,6 +609,7 @@ func (w *chunkWriter) flush(errs []error, upTo int, cont bool) {
 				s.kix.addLocked(s.mu.active, d.topic, d.props, d.e.phys, w.ts)
 			}
 		}
+		s.kix.publishLocked()
 		w.dispFrom = len(w.disp)
 		s.writePos.Store(w.pos)
 	}
@@ -833,6 +834,7 @@ func (s *Store) AppendRaw(physOffset int64, b []byte) error {
 			}
 		}
 		keysFrom = upTo
+		s.kix.publishLocked()
 	}
 	for i, r := range recs {
 		if s.mu.active == nil || pos+int64(r.meta.size) > s.mu.active.base+s.opts.SegmentSize ||
