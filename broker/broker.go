@@ -415,6 +415,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	shutdownCtx, sc := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.ShutdownTimeout)
 	defer sc()
 	b.closing.Store(true)
+	b.sched.stop() // no delivery during the drain (schedule.go)
 	// Stop accepting and drain in-flight requests; held pulls are answered
 	// by the hold service as it stops.
 	b.hold.releaseAll()

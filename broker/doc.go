@@ -168,7 +168,8 @@
 //
 // # Shutdown order
 //
-// Answer held pulls → stop accepting (listener closed) and drain in-flight
+// Stop the schedule service (no delivery during the drain) → answer held
+// pulls → stop accepting (listener closed) and drain in-flight
 // requests under STRATAMQ_SHUTDOWN_TIMEOUT → stop the HA listener or the
 // slave's stream (ends sync_master waits) → record the range not yet
 // uploaded in a checkpoint (drainFailed), then seal the active segment and

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratamq/stratamq/infra/vfs"
@@ -44,6 +45,11 @@ import (
 type scheduler struct {
 	b      *Broker
 	wakeCh chan struct{}
+	// stopCh, closed by stop, ends run; exited is closed when run returns.
+	stopCh   chan struct{}
+	stopOnce sync.Once
+	started  atomic.Bool
+	exited   chan struct{}
 
 	mu   sync.Mutex
 	done map[queueKey]int64 // guarded by mu: progress per schedule queue
@@ -58,7 +64,8 @@ const (
 )
 
 func newScheduler(b *Broker) *scheduler {
-	return &scheduler{b: b, wakeCh: make(chan struct{}, 1), done: map[queueKey]int64{}}
+	return &scheduler{b: b, wakeCh: make(chan struct{}, 1), done: map[queueKey]int64{},
+		stopCh: make(chan struct{}), exited: make(chan struct{})}
 }
 
 // wake makes the service look at its queues now (a timer message due
@@ -233,8 +240,31 @@ type pendTimer struct {
 	wake, off, phys int64
 }
 
-// run delivers due messages until ctx ends.
+// stop ends run (if it runs) and waits for it: Run calls it as the
+// shutdown begins, so nothing is delivered during the drain and the final
+// checkpoint has the last progress.
+func (s *scheduler) stop() {
+	s.stopOnce.Do(func() { close(s.stopCh) })
+	if s.started.Load() {
+		<-s.exited
+	}
+}
+
+// run delivers due messages until ctx ends or stop is called.
 func (s *scheduler) run(ctx context.Context) {
+	s.started.Store(true)
+	defer close(s.exited)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		select {
+		case <-s.stopCh:
+			cancel() // a round reading the bucket ends at once
+		case <-ctx.Done():
+		}
+	})
 	qs := map[queueKey]*schedQueue{}
 	backoff := time.Duration(0)
 	for {
@@ -258,6 +288,9 @@ func (s *scheduler) run(ctx context.Context) {
 		case <-ctx.Done():
 			t.Stop()
 			return
+		case <-s.stopCh:
+			t.Stop()
+			return
 		case <-s.wakeCh:
 		case <-t.C:
 		}
@@ -268,6 +301,11 @@ func (s *scheduler) run(ctx context.Context) {
 // round runs every queue once; it returns the earliest wake time it knows
 // (0: none).
 func (s *scheduler) round(ctx context.Context, qs map[queueKey]*schedQueue, now int64) (int64, error) {
+	if s.b.closing.Load() {
+		// Shutting down: nothing is stored after the drain began (the final
+		// checkpoint's progress is what a restart resumes from).
+		return 0, nil
+	}
 	var earliest int64
 	var errs []error
 	for _, topic := range []string{ScheduleTopic, TimerTopic} {
