@@ -448,3 +448,71 @@ func TestE2EScheduledFromBucketAndRestore(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EOrderlyRetriesThenDLQ: rocketmq-client-go's orderly consumer
+// retries a failing message locally (the queue suspended, reconsume times
+// counted by the client) until its reconsume times pass
+// WithMaxReconsumeTimes, then sends it back with delay level -1; the
+// broker puts it in %DLQ%<group> at once (no retry topic, no delay), as
+// RocketMQ does.
+func TestE2EOrderlyRetriesThenDLQ(t *testing.T) {
+	s := startServe(t, t.TempDir(), nil)
+	topic := uniqueName(t, "T")
+	s.createTopic(topic, 1)
+	group := uniqueName(t, "og")
+	p := newClientProducer(t, s.nsAddr)
+	var mu sync.Mutex
+	var times []int32
+	c, err := rmqconsumer.NewPushConsumer(
+		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.nsAddr})),
+		rmqconsumer.WithGroupName(group), rmqconsumer.WithInstance(uniqueName(t, "oi")),
+		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
+		rmqconsumer.WithConsumerOrder(true), rmqconsumer.WithMaxReconsumeTimes(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Subscribe(topic, rmqconsumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			times = append(times, m.ReconsumeTimes)
+		}
+		return rmqconsumer.SuspendCurrentQueueAMoment, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		quietGroup(s.nsAddr, topic, group)
+		_ = c.Shutdown()
+	})
+	res, err := p.SendSync(context.Background(), msgWithID(topic, 1, []byte("orderly")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	var out string
+	waitFor(t, 30*time.Second, "the message in the DLQ", func() bool {
+		code, o, _ := runAdminCmd(env, "dlqList", "-g", group, "-b", s.brokAddr)
+		out = o
+		return code == 0 && strings.Contains(o, "msgId "+res.MsgID)
+	})
+	mu.Lock()
+	got := append([]int32(nil), times...)
+	mu.Unlock()
+	// Local attempts with reconsume times 0..3 (3 > 2 sends it back).
+	if len(got) != 4 || got[0] != 0 || got[3] != 3 {
+		t.Fatalf("orderly attempts with reconsume times %v, want [0 1 2 3]", got)
+	}
+	if !strings.Contains(out, "originTopic "+topic+" reconsumeTimes 1 ") {
+		t.Fatalf("dlqList:\n%s", out)
+	}
+	// Never through the retry topic: it holds nothing.
+	resp, ok := ask(s.brokAddr, remoting.NewRequest(remoting.GetMaxOffset, map[string]string{"topic": "%RETRY%" + group, "queueId": "0"}, nil), 2*time.Second)
+	if ok && resp.ExtFields["offset"] != "0" {
+		t.Fatalf("the retry topic holds %s messages", resp.ExtFields["offset"])
+	}
+}
