@@ -402,3 +402,40 @@ func TestStoreGetMaxPhys(t *testing.T) {
 		t.Fatalf("VisibleMaxQueueOffset without a bound: %d %v, want %d", got, err, n)
 	}
 }
+
+// MaxPhys below the local log of a restored store: the cold Get (entries
+// from the cold index) and VisibleMaxQueueOffset stop at the bound as a
+// local Get does.
+func TestStoreGetMaxPhysCold(t *testing.T) {
+	f := newRestoreFixture(t, 200)
+	b := mustOpen(t, f.opts(vfs.NewMem()))
+	defer mustClose(t, b)
+	ctx := context.Background()
+	q := restoreQueues[0]
+	all, err := f.a.Get(ctx, GetRequest{Topic: q.topic, QueueID: q.id, MaxMsgs: MaxGetMsgs, MaxBytes: 64 << 20})
+	if err != nil || all.Status != Found || len(all.Records) < 8 {
+		t.Fatalf("the original store's queue %v: %v %d records, %v", q, all.Status, len(all.Records), err)
+	}
+	var ends []int64
+	for _, r := range all.Records {
+		rec, _, err := DecodeRecord(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends = append(ends, rec.PhysOffset+int64(rec.Size))
+	}
+	for _, k := range []int{1, 3, len(ends) / 2, len(ends) - 1} { // records 0..k-1 visible
+		bound, want := ends[k-1], int64(k)
+		r, err := b.Get(ctx, GetRequest{Topic: q.topic, QueueID: q.id, MaxMsgs: MaxGetMsgs, MaxBytes: 64 << 20, MaxPhys: bound})
+		if err != nil || r.Status != Found || len(r.Records) != k || r.NextBeginOffset != want || r.MaxOffset != want || r.HeldBack != ends[k] {
+			t.Fatalf("cold, bound after record %d: %v n=%d next=%d max=%d heldBack=%d %v", k, r.Status, len(r.Records), r.NextBeginOffset, r.MaxOffset, r.HeldBack, err)
+		}
+		r, err = b.Get(ctx, GetRequest{Topic: q.topic, QueueID: q.id, Offset: want, MaxPhys: bound})
+		if err != nil || r.Status != OffsetOverflowOne || r.NextBeginOffset != want || r.HeldBack != ends[k] {
+			t.Fatalf("cold, bound after record %d, from %d: %v next=%d heldBack=%d %v", k, want, r.Status, r.NextBeginOffset, r.HeldBack, err)
+		}
+		if got, err := b.VisibleMaxQueueOffset(ctx, q.topic, q.id, bound); err != nil || got != want {
+			t.Fatalf("cold VisibleMaxQueueOffset, bound after record %d: %d %v, want %d", k, got, err, want)
+		}
+	}
+}
