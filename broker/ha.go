@@ -145,8 +145,11 @@ func (b *Broker) readBound() int64 {
 		return 0
 	}
 	m := b.haMaster.Load()
+	if m == nil && b.cfg.HAListen != "" {
+		return 1 // stopped (a held pull answered at shutdown): its slaves' acks are gone, show nothing more
+	}
 	if m == nil {
-		return 0
+		return 0 // no HA listener: alone
 	}
 	acked, inSync := m.Acked()
 	if !inSync {
