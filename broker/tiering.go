@@ -637,7 +637,12 @@ func (t *tiering) indexManifest(ctx context.Context) (*upload.Manifest, error) {
 // kixTable is the key index objects of one manifest, by base.
 type kixTable struct {
 	m    *upload.Manifest
-	objs map[int64]coldread.Object
+	objs map[int64]kixObject
+}
+
+type kixObject struct {
+	coldread.Object
+	created time.Time // uploaded
 }
 
 // keyIndexObjects returns the key index objects of the current manifest
@@ -650,26 +655,36 @@ func (t *tiering) keyIndexObjects(ctx context.Context) (*kixTable, error) {
 	if kt := t.kixObjs.Load(); kt != nil && kt.m == m {
 		return kt, nil
 	}
-	kt := &kixTable{m: m, objs: map[int64]coldread.Object{}}
+	kt := &kixTable{m: m, objs: map[int64]kixObject{}}
 	for _, o := range m.Objects {
 		if o.Kind == upload.KindKeyIndex.String() {
-			kt.objs[o.Base] = coldread.Object{Key: o.Key, Base: o.Base, Length: o.Length, Size: o.Size}
+			kt.objs[o.Base] = kixObject{coldread.Object{Key: o.Key, Base: o.Base, Length: o.Length, Size: o.Size}, o.Created}
 		}
 	}
 	t.kixObjs.Store(kt)
 	return kt, nil
 }
 
+// keyIndexClockMargin is how far a segment's store times may run past
+// its upload time (a clock stepped back: store times never go back).
+const keyIndexClockMargin = 5 * time.Minute
+
 // KeyIndexes implements store.ColdKeyIndex: the segments whose key index
-// object the manifest lists.
-func (t *tiering) KeyIndexes(ctx context.Context) ([]int64, error) {
+// object the manifest lists; StoredBy is the object's upload time plus a
+// margin (every record was stored before its segment sealed, hence before
+// the upload), so a query bounded to later times reads none of them.
+func (t *tiering) KeyIndexes(ctx context.Context) ([]store.KeyIndexRef, error) {
 	kt, err := t.keyIndexObjects(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]int64, 0, len(kt.objs))
-	for base := range kt.objs {
-		out = append(out, base)
+	out := make([]store.KeyIndexRef, 0, len(kt.objs))
+	for base, o := range kt.objs {
+		var by int64
+		if !o.created.IsZero() {
+			by = o.created.Add(keyIndexClockMargin).UnixMilli()
+		}
+		out = append(out, store.KeyIndexRef{Base: base, StoredBy: by})
 	}
 	return out, nil
 }
@@ -686,5 +701,5 @@ func (t *tiering) ReadKeyIndex(ctx context.Context, base int64, p []byte, off in
 	if !ok {
 		return fmt.Errorf("broker: no key index object for segment %d: %w", base, tier.ErrNotExist)
 	}
-	return t.cold.ReadObjectAt(ctx, o, p, off)
+	return t.cold.ReadObjectAt(ctx, o.Object, p, off)
 }

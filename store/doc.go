@@ -362,7 +362,8 @@
 // QueryByKey walks segments newest first (the active one, the local ones,
 // then the tier's below the first local segment, as ColdKeys lists them),
 // skips a segment whose store-time range misses [Begin, End] or that lies
-// below the retention floor, and reads each candidate record (entries of a
+// below the retention floor (a tier segment whose KeyIndexRef.StoredBy is
+// before Begin without reading anything), and reads each candidate record (entries of a
 // bucket newest first) to compare its topic and keys, so hash collisions
 // never reach the result. It stops at MaxNum matches (or MaxBytes) and
 // returns them in commitlog order. A tier failure is ErrColdRead.

@@ -43,12 +43,21 @@ const (
 // segments kept in the tier. The store reads them for segments below its
 // first local segment.
 type ColdKeyIndex interface {
-	// KeyIndexes lists the bases of the segments whose key index the tier
-	// holds, in any order.
-	KeyIndexes(ctx context.Context) ([]int64, error)
+	// KeyIndexes lists the segments whose key index the tier holds, in
+	// any order.
+	KeyIndexes(ctx context.Context) ([]KeyIndexRef, error)
 	// ReadKeyIndex fills p from offset off of the key index of the
 	// segment at base, or fails.
 	ReadKeyIndex(ctx context.Context, base int64, p []byte, off int64) error
+}
+
+// KeyIndexRef names a key index in the tier.
+type KeyIndexRef struct {
+	Base int64 // the segment's base offset
+	// StoredBy, if not 0, is a time (unix ms) no record of the segment
+	// was stored after: a query starting later skips the segment without
+	// reading its key index.
+	StoredBy int64
 }
 
 // kixEntry is one key of one record.
@@ -866,16 +875,17 @@ func (s *Store) QueryByKey(ctx context.Context, q KeyQuery) (KeyQueryResult, err
 
 	// Below the local segments: the tier's key indexes.
 	if c := s.opts.ColdKeys; c != nil && !full && rerr == nil && lowest > floor {
-		bases, err := c.KeyIndexes(ctx)
+		refs, err := c.KeyIndexes(ctx)
 		if err != nil {
 			return res, fmt.Errorf("%w: list key indexes: %w", ErrColdRead, err)
 		}
-		slices.SortFunc(bases, func(a, b int64) int { return cmp.Compare(b, a) })
-		for _, base := range bases {
+		slices.SortFunc(refs, func(a, b KeyIndexRef) int { return cmp.Compare(b.Base, a.Base) })
+		for _, ref := range refs {
 			if full || rerr != nil {
 				break
 			}
-			if base >= lowest {
+			base := ref.Base
+			if base >= lowest || ref.StoredBy > 0 && ref.StoredBy < q.Begin {
 				continue
 			}
 			readAt := func(ctx context.Context, p []byte, off int64) error { return c.ReadKeyIndex(ctx, base, p, off) }

@@ -18,16 +18,18 @@ import (
 // fakeColdKeys serves copies of key index files taken before their
 // segments were dropped, as the broker's tier does.
 type fakeColdKeys struct {
-	mu    sync.Mutex
-	files map[int64][]byte
+	mu       sync.Mutex
+	files    map[int64][]byte
+	storedBy int64 // every ref's StoredBy
+	reads    int
 }
 
-func (c *fakeColdKeys) KeyIndexes(context.Context) ([]int64, error) {
+func (c *fakeColdKeys) KeyIndexes(context.Context) ([]KeyIndexRef, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []int64
+	var out []KeyIndexRef
 	for b := range c.files {
-		out = append(out, b)
+		out = append(out, KeyIndexRef{Base: b, StoredBy: c.storedBy})
 	}
 	return out, nil
 }
@@ -35,6 +37,7 @@ func (c *fakeColdKeys) KeyIndexes(context.Context) ([]int64, error) {
 func (c *fakeColdKeys) ReadKeyIndex(_ context.Context, base int64, p []byte, off int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.reads++
 	b, ok := c.files[base]
 	if !ok || off+int64(len(p)) > int64(len(b)) {
 		return io.ErrUnexpectedEOF
@@ -253,7 +256,7 @@ func TestStoreKeyIndexCold(t *testing.T) {
 	o.Cold, o.ColdKeys = cold, keys
 	s := mustOpen(t, o)
 	defer mustClose(t, s)
-	fillKeys(t, s, 200)
+	res := fillKeys(t, s, 200)
 	segs := s.SealedSegments()
 	half := len(segs) / 2
 	for _, sg := range segs[:half] {
@@ -280,6 +283,28 @@ func TestStoreKeyIndexCold(t *testing.T) {
 		t.Fatalf("after the floor: %v", got)
 	}
 	wantBodies(t, "below the floor", queryBodies(t, s, KeyQuery{Topic: "K", Key: "only0", MaxNum: 32}))
+
+	// A tier that says its segments were all stored by some time: a query
+	// starting after it reads none of their key indexes.
+	cold1 := -1 // a message of topic K in segs[1]: cold, above the floor
+	for i, r := range res {
+		if i%10 != 9 && r.PhysOffset >= segs[1].Base && r.PhysOffset < segs[1].Base+segs[1].Length {
+			cold1 = i
+			break
+		}
+	}
+	if cold1 < 0 || half < 2 {
+		t.Fatalf("no message of K in the second segment (%d dropped)", half)
+	}
+	key := fmt.Sprintf("only%d", cold1)
+	keys.mu.Lock()
+	keys.storedBy, keys.reads = 1000, 0
+	keys.mu.Unlock()
+	wantBodies(t, key+" (cold), from after StoredBy", queryBodies(t, s, KeyQuery{Topic: "K", Key: key, MaxNum: 32, Begin: 1001}))
+	if keys.reads != 0 {
+		t.Fatalf("%d key index reads for segments stored before the query's start", keys.reads)
+	}
+	wantBodies(t, key+" (cold), from StoredBy", queryBodies(t, s, KeyQuery{Topic: "K", Key: key, MaxNum: 32, Begin: 1000}), cold1)
 }
 
 // TestStoreKeyIndexBounded: a segment also seals when its key index
