@@ -157,6 +157,7 @@ func TestBrokerQueryMessageTiers(t *testing.T) {
 	const n = 400
 	ts := produceKeyed(t, b, cl, "Keyed", n)
 	waitCond(t, 30*time.Second, "segments uploaded with their key indexes and dropped locally", func() bool {
+		b.tier.uploader.Flush() // no manifest delay
 		return b.store.LocalMinPhysOffset() > 0 && countKeyIndexObjects(t, bucket) >= 2
 	})
 	// Some segments are local still: new ones seal while older ones go.
@@ -184,11 +185,14 @@ func TestBrokerQueryMessageTiers(t *testing.T) {
 func TestBrokerQueryMessageStraddles(t *testing.T) {
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
-		MaxMessageSize: 256 << 10, LocalRetention: 3 << 20}
+		MaxMessageSize: 256 << 10, LocalRetention: 2 << 20}
 	b, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
-	const n = 800
+	const n = 600
 	ts := produceKeyed(t, b, cl, "Keyed", n)
-	waitCond(t, 30*time.Second, "old segments dropped", func() bool { return b.store.LocalMinPhysOffset() > 0 })
+	waitCond(t, 30*time.Second, "old segments dropped", func() bool {
+		b.tier.uploader.Flush()
+		return b.store.LocalMinPhysOffset() > 0
+	})
 	if straddle := checkKeyQueries(t, b, cl, "Keyed", n, ts); straddle == 0 {
 		t.Fatalf("no key group straddles the boundary at %d", b.store.LocalMinPhysOffset())
 	}
@@ -204,7 +208,10 @@ func TestBrokerQueryMessageExpired(t *testing.T) {
 		MaxMessageSize: 256 << 10, LocalRetention: 0, Retention: 1500 * time.Millisecond}
 	b, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
 	produceKeyed(t, b, cl, "Old", 400)
-	waitCond(t, 30*time.Second, "key indexes uploaded", func() bool { return countKeyIndexObjects(t, bucket) >= 2 || b.store.MinPhysOffset() > 0 })
+	waitCond(t, 30*time.Second, "key indexes uploaded", func() bool {
+		b.tier.uploader.Flush()
+		return countKeyIndexObjects(t, bucket) >= 2 || b.store.MinPhysOffset() > 0
+	})
 	waitCond(t, 30*time.Second, "expired key index objects deleted", func() bool {
 		return countKeyIndexObjects(t, bucket) == 0 && b.store.MinPhysOffset() > 0
 	})
