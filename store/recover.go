@@ -292,6 +292,9 @@ func (s *Store) recover() error {
 	if err := s.applyFloor(s.floor.Load()); err != nil {
 		return err
 	}
+	if err := s.loadQueueMins(); err != nil {
+		return err
+	}
 	s.writePos.Store(valid)
 	s.flushed.Store(from)
 	s.mu.lastTS = lastTS

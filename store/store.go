@@ -72,6 +72,7 @@ type Store struct {
 	cidx     *coldIdx      // Options.ColdIndex with its cache; nil without
 	kix      *keyIndex     // KEYS/UNIQ_KEY index (keyindex.go)
 	restored *restoreState // the restore this store started from; guarded by flushMu after Open
+	qmins    map[qkey]int64 // queue mins raised by RaiseQueueMins (queuemin.go); guarded by flushMu after Open
 
 	ckSeq     uint64 // guarded by flushMu
 	ckWritten int64  // dispatch offset of the last checkpoint; guarded by flushMu
@@ -1213,6 +1214,9 @@ func (s *Store) DeleteTopic(topic string) error {
 	}
 	if err := s.saveRestoredLocked(); err != nil {
 		return s.restoredFailed(err)
+	}
+	if err := s.forgetQueueMinsLocked(topic); err != nil {
+		return err
 	}
 	// A checkpoint past the deletion keeps recovery from re-dispatching.
 	return s.flushAllLocked()
