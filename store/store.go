@@ -72,7 +72,9 @@ type Store struct {
 	cidx     *coldIdx      // Options.ColdIndex with its cache; nil without
 	kix      *keyIndex     // KEYS/UNIQ_KEY index (keyindex.go)
 	restored *restoreState // the restore this store started from; guarded by flushMu after Open
-	qmins    map[qkey]int64 // queue mins raised by RaiseQueueMins (queuemin.go); guarded by flushMu after Open
+
+	// qmins: queue mins raised by RaiseQueueMins (queuemin.go); guarded by flushMu after Open.
+	qmins map[qkey]int64
 
 	ckSeq     uint64 // guarded by flushMu
 	ckWritten int64  // dispatch offset of the last checkpoint; guarded by flushMu
