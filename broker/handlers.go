@@ -41,6 +41,7 @@ func (b *Broker) handlerTable() map[remoting.RequestCode]handlerFunc {
 		remoting.DemoteBroker:                     b.demoteBroker,
 		remoting.DLQList:                          b.dlqList,
 		remoting.DLQResend:                        b.dlqResend,
+		remoting.TopicRetention:                   b.topicRetentionStatus,
 		remoting.InvokeBrokerToResetOffset:        b.invokeBrokerToResetOffset,
 	}
 }
@@ -61,7 +62,7 @@ func classify(code remoting.RequestCode) remoting.PoolClass {
 	case remoting.UpdateAndCreateTopic, remoting.DeleteTopicInBroker, remoting.GetAllTopicConfig,
 		remoting.UpdateAndCreateSubscriptionGroup, remoting.GetAllSubscriptionGroupConfig, remoting.GetAllConsumerOffset,
 		remoting.GetBrokerHAStatus, remoting.PromoteBroker, remoting.DemoteBroker, remoting.DLQList, remoting.DLQResend,
-		remoting.InvokeBrokerToResetOffset:
+		remoting.InvokeBrokerToResetOffset, remoting.TopicRetention:
 		return remoting.PoolAdmin
 	}
 	return remoting.PoolDefault

@@ -29,14 +29,22 @@ func (b *Broker) updateAndCreateTopic(ctx context.Context, c *remoting.Conn, req
 	if perm == 0 {
 		perm = PermRead | PermWrite
 	}
+	// RocketMQ 5's attribute modifications ("+k=v,-k") apply to the
+	// topic's current attributes (retention.time: retention.go).
+	cur, _ := b.topics.Get(h.Topic)
+	attrs, err := applyAttributes(cur.Attributes, h.Attributes)
+	if err != nil {
+		return errResponse(req, remoting.SystemError, fmt.Sprintf("topic %s: %v", h.Topic, err))
+	}
 	tc := remoting.TopicConfig{TopicName: h.Topic, ReadQueueNums: h.ReadQueueNums, WriteQueueNums: h.WriteQueueNums,
-		Perm: perm, TopicFilterType: h.TopicFilterType, TopicSysFlag: h.TopicSysFlag, Order: h.Order}
+		Perm: perm, TopicFilterType: h.TopicFilterType, TopicSysFlag: h.TopicSysFlag, Order: h.Order, Attributes: attrs}
 	changed, err := b.topics.Create(tc)
 	if err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
 	if changed {
-		b.log.Info("topic created or updated", "topic", h.Topic, "read", h.ReadQueueNums, "write", h.WriteQueueNums, "perm", perm)
+		b.log.Info("topic created or updated", "topic", h.Topic, "read", h.ReadQueueNums, "write", h.WriteQueueNums, "perm", perm,
+			"attributes", attrs)
 		if err := b.topics.Save(); err != nil {
 			return errResponse(req, remoting.SystemError, "persist topics: "+err.Error())
 		}

@@ -70,6 +70,7 @@ type tiering struct {
 	testHooks struct {
 		setCold  func([]coldread.Object) error // replaces cold.SetObjects
 		uploaded func(base int64)              // a commitlog segment now counts as uploaded
+		clock    func(time.Time) time.Time     // shifts the time bucket retention goes by
 	}
 
 	mu struct {
@@ -81,6 +82,8 @@ type tiering struct {
 	}
 
 	kixObjs atomic.Pointer[kixTable] // key index objects of the manifest last looked at (ColdKeys)
+
+	spans segmentSpans // per-topic retention: queues with records in the front segments (retention.go)
 }
 
 // spoolDir holds the uploader's temporary files; it is emptied at start.
@@ -437,6 +440,9 @@ func (t *tiering) run(ctx context.Context) {
 			if err := t.enforceLocalRetention(); err != nil {
 				t.b.log.Warn("local retention", "err", err)
 			}
+			if h := t.testHooks.clock; h != nil {
+				now = h(now)
+			}
 			if err := t.enforceBucketRetention(ctx, now); err != nil && ctx.Err() == nil {
 				t.b.log.Warn("bucket retention", "err", err)
 			}
@@ -460,11 +466,15 @@ func (t *tiering) sealIfOld(now time.Time) {
 	}
 }
 
-// enforceBucketRetention deletes whole commitlog objects uploaded longer
-// ago than STRATAMQ_RETENTION, oldest first: raise the store's floor, trim
-// the manifest, drop any local copy, delete the objects.
+// enforceBucketRetention deletes whole commitlog objects past retention,
+// oldest first: raise the store's floor, trim the manifest, drop any local
+// copy, delete the objects. Without a per-topic override, objects uploaded
+// longer ago than STRATAMQ_RETENTION go; with one, queue minima move first
+// by each topic's retention and an object goes once all of its records
+// have expired (retention.go: expireTopics, expiredPrefix).
 func (t *tiering) enforceBucketRetention(ctx context.Context, now time.Time) error {
-	if t.b.cfg.Retention <= 0 {
+	overrides := t.b.hasRetentionOverride()
+	if t.b.cfg.Retention <= 0 && !overrides {
 		return nil
 	}
 	if _, err := t.b.fence(); err != nil {
@@ -474,13 +484,15 @@ func (t *tiering) enforceBucketRetention(ctx context.Context, now time.Time) err
 	if m == nil {
 		return nil
 	}
-	var floor int64 = -1
-	pin := t.b.sched.pinnedFloor(ctx) // undelivered scheduled messages stay
-	for _, o := range m.CommitLog() {
-		if now.Sub(o.Created) < t.b.cfg.Retention || (pin >= 0 && o.End() > pin) {
-			break
+	floor := t.defaultRetentionFloor(ctx, m, now)
+	if overrides {
+		if err := t.expireTopics(ctx, now, floor); err != nil {
+			t.b.log.Warn("per-topic retention", "err", err) // deletion follows the minima as they are
 		}
-		floor = o.End()
+		var err error
+		if floor, err = t.expiredPrefix(ctx, m); err != nil {
+			return err
+		}
 	}
 	if floor < 0 {
 		return nil
@@ -499,6 +511,7 @@ func (t *tiering) enforceBucketRetention(ctx context.Context, now time.Time) err
 	if err := t.syncCold(); err != nil {
 		return err
 	}
+	t.forgetSpans(floor)
 	var errs []error
 	segs := t.b.store.SealedSegments()
 	sort.Slice(segs, func(i, j int) bool { return segs[i].Base < segs[j].Base })

@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"time"
 
@@ -142,7 +143,8 @@ func (m *TopicConfigManager) Put(tc remoting.TopicConfig) bool {
 func sameTopic(a, b remoting.TopicConfig) bool {
 	return a.ReadQueueNums == b.ReadQueueNums && a.WriteQueueNums == b.WriteQueueNums &&
 		a.Perm == b.Perm && a.TopicSysFlag == b.TopicSysFlag && a.Order == b.Order &&
-		(b.TopicFilterType == "" || a.TopicFilterType == b.TopicFilterType)
+		(b.TopicFilterType == "" || a.TopicFilterType == b.TopicFilterType) &&
+		maps.Equal(a.Attributes, b.Attributes)
 }
 
 // CreateOnSend is RocketMQ's createTopicInSendMessageMethod: when topic is

@@ -85,6 +85,8 @@ const (
 	DemoteBroker  RequestCode = 880002 // admin demote: a master hands the lease over and rejoins as a slave
 	DLQList       RequestCode = 880003 // admin dlqList: a group's dead-letter messages
 	DLQResend     RequestCode = 880004 // admin dlqResend: dead-letter messages back to the group's retry topic
+	// TopicRetention: admin topicRetention, each topic's retention and the bytes it holds back.
+	TopicRetention RequestCode = 880005
 )
 
 var requestCodeNames = map[RequestCode]string{
@@ -159,6 +161,7 @@ var requestCodeNames = map[RequestCode]string{
 	DemoteBroker:                     "STRATAMQ_DEMOTE_BROKER",
 	DLQList:                          "STRATAMQ_DLQ_LIST",
 	DLQResend:                        "STRATAMQ_DLQ_RESEND",
+	TopicRetention:                   "STRATAMQ_TOPIC_RETENTION",
 	PopMessage:                       "POP_MESSAGE",
 	AckMessage:                       "ACK_MESSAGE",
 	ChangeMessageInvisibleTime:       "CHANGE_MESSAGE_INVISIBLETIME",

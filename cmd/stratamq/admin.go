@@ -43,6 +43,10 @@ func adminCommands() []adminCommand {
 			"rewind or move a consumer group to the messages stored at a time, across the tiers, while its consumers run", adminResetOffsetByTime},
 		{"queryMsgByKey", "-t topic -k key [-c maxNum] [-f begin] [-e end] -b addr[,addr] | -n namesrv",
 			"messages of a topic whose KEYS hold key (QUERY_MESSAGE), local and in the bucket", adminQueryMsgByKey},
+		{"updateTopic", "-t topic [-r n] [-w n] [-p perm] [-o] [-a +key=value,-key] (-b addr[,addr] | -n namesrv [-c cluster])",
+			"create or update a topic; -a sets attributes, e.g. +" + broker.RetentionAttribute + "=1m (its own retention; -1 forever)", adminUpdateTopic},
+		{"topicRetention", "-b addr[,addr] | -n namesrv [-c cluster] [--json]",
+			"each topic's retention, its oldest retained message, and the bucket bytes kept only because of it", adminTopicRetention},
 		{"queryMsgById", "-i msgId [-t topic] -b addr[,addr] | -n namesrv",
 			"a message by its offsetMsgId (VIEW_MESSAGE_BY_ID) or, with -t, by the client's msgId (UNIQ_KEY)", adminQueryMsgByID},
 	}

@@ -1,0 +1,407 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
+	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/upload"
+)
+
+// Per-topic retention (issue 11 item 7).
+//
+// A topic's attribute retention.time (RocketMQ 5 topic attributes: the
+// UPDATE_AND_CREATE_TOPIC header's "attributes", "+retention.time=1m",
+// "-retention.time" to remove) overrides STRATAMQ_RETENTION for it, shorter
+// or longer: a Go duration ("90s", "720h"), a number of milliseconds, "0"
+// (the broker default) or "-1"/"forever".
+//
+// Expiry is logical: every second the tiering loop raises each queue's min
+// (store.RaiseQueueMins, durable; the checkpoint's per-queue Min carries it
+// to a restore) past the messages it no longer keeps:
+//
+//   - a topic with an override past its messages stored longer ago than it;
+//   - a topic on the default (while some topic has an override) past the
+//     records of the objects the default rule would have deleted
+//     (uploaded longer ago than STRATAMQ_RETENTION, up to the schedule pin):
+//     the same min the floor gives it without overrides.
+//
+// Consumers behind a min get PULL_OFFSET_MOVED with it. A commitlog object
+// (segment) is deleted from the bucket, and locally, only once every queue
+// with a record in it has its min past them (segmentExpired, from the
+// directory of the segment's queue index object): a segment holding a
+// record of a long-retention topic stays, and with it the segments after it
+// (the floor only moves over a prefix of the log), every other topic's
+// records there hidden below their mins. Without any override the default
+// rule alone applies, as before.
+
+// RetentionAttribute is the topic attribute that overrides
+// STRATAMQ_RETENTION for one topic.
+const RetentionAttribute = "retention.time"
+
+// RetentionForever is a retention that never expires.
+const RetentionForever time.Duration = -1
+
+// ParseRetention parses a retention.time value: "" or "0" (the broker
+// default: 0), "-1"/"forever" (RetentionForever), a number of
+// milliseconds, or a Go duration with an optional "d" (days) suffix.
+func ParseRetention(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	switch strings.ToLower(v) {
+	case "", "0":
+		return 0, nil
+	case "-1", "forever", "infinite":
+		return RetentionForever, nil
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return 0, fmt.Errorf("%s=%q: a negative retention other than -1 (forever)", RetentionAttribute, v)
+		}
+		return time.Duration(n) * time.Millisecond, nil
+	}
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		var n float64
+		if n, err = strconv.ParseFloat(days, 64); err == nil {
+			d = time.Duration(n * float64(24*time.Hour))
+		}
+	} else {
+		d, err = time.ParseDuration(v)
+	}
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s=%q: want a duration (90s, 720h, 30d), milliseconds, 0 (the broker default) or -1 (forever)", RetentionAttribute, v)
+	}
+	return d, nil
+}
+
+// applyAttributes applies RocketMQ 5's attribute modifications ("+k=v,-k2")
+// to cur (not changed) and returns the new map; a retention.time value is
+// checked.
+func applyAttributes(cur map[string]string, mods string) (map[string]string, error) {
+	out := make(map[string]string, len(cur))
+	for k, v := range cur {
+		out[k] = v
+	}
+	for _, m := range strings.Split(mods, ",") {
+		m = strings.TrimSpace(m)
+		if m == "" {
+			continue
+		}
+		switch m[0] {
+		case '+':
+			k, v, ok := strings.Cut(m[1:], "=")
+			if !ok || k == "" {
+				return nil, fmt.Errorf("attribute %q: want +key=value", m)
+			}
+			if k == RetentionAttribute {
+				if _, err := ParseRetention(v); err != nil {
+					return nil, err
+				}
+			}
+			out[k] = v
+		case '-':
+			if strings.Contains(m, "=") || len(m) == 1 {
+				return nil, fmt.Errorf("attribute %q: want -key", m)
+			}
+			delete(out, m[1:])
+		default:
+			return nil, fmt.Errorf("attribute %q: want +key=value or -key", m)
+		}
+	}
+	return out, nil
+}
+
+// topicRetention is topic's retention: its override (override true; may be
+// RetentionForever), else STRATAMQ_RETENTION (0: unlimited). System topics
+// never take an override.
+func (b *Broker) topicRetention(tc remoting.TopicConfig) (d time.Duration, override bool) {
+	if v, ok := tc.Attributes[RetentionAttribute]; ok && !remoting.IsSystemTopic(tc.TopicName) {
+		if d, err := ParseRetention(v); err == nil && d != 0 {
+			return d, true
+		}
+	}
+	return b.cfg.Retention, false
+}
+
+// topicConfigs is every topic, sorted by name.
+func (b *Broker) topicConfigs() []remoting.TopicConfig {
+	w := b.topics.Wrapper()
+	out := make([]remoting.TopicConfig, 0, len(w.TopicConfigTable))
+	for _, tc := range w.TopicConfigTable {
+		out = append(out, tc)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TopicName < out[j].TopicName })
+	return out
+}
+
+// hasRetentionOverride reports whether some topic overrides the retention.
+func (b *Broker) hasRetentionOverride() bool {
+	for _, tc := range b.topicConfigs() {
+		if _, ok := b.topicRetention(tc); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// defaultRetentionFloor is where the default rule puts the floor: the end
+// of the oldest objects uploaded longer ago than STRATAMQ_RETENTION, not
+// past the oldest undelivered scheduled message; -1 for none.
+func (t *tiering) defaultRetentionFloor(ctx context.Context, m *upload.Manifest, now time.Time) int64 {
+	floor := int64(-1)
+	if t.b.cfg.Retention <= 0 {
+		return floor
+	}
+	pin := t.b.sched.pinnedFloor(ctx) // undelivered scheduled messages stay
+	for _, o := range m.CommitLog() {
+		if now.Sub(o.Created) < t.b.cfg.Retention || (pin >= 0 && o.End() > pin) {
+			break
+		}
+		floor = o.End()
+	}
+	return floor
+}
+
+// expireTopics raises queue minima by each topic's retention (see above);
+// defFloor is defaultRetentionFloor's answer.
+func (t *tiering) expireTopics(ctx context.Context, now time.Time, defFloor int64) error {
+	st := t.b.store
+	var raise []store.QueueMin
+	var errs []error
+	for _, tc := range t.b.topicConfigs() {
+		d, override := t.b.topicRetention(tc)
+		if override && d < 0 || !override && defFloor <= st.MinPhysOffset() {
+			continue
+		}
+		cutoff := now.Add(-d).UnixMilli()
+		for q := range queueCount(tc) {
+			mn, mx := st.MinQueueOffset(tc.TopicName, q), st.MaxQueueOffset(tc.TopicName, q)
+			if mn >= mx {
+				continue
+			}
+			var to int64
+			var err error
+			if override {
+				if ts, err := st.EarliestStoreTimeContext(ctx, tc.TopicName, q); err == nil && ts >= cutoff {
+					continue // the oldest is kept: nothing to do (one record read)
+				}
+				to, err = st.QueueOffsetAtTime(ctx, tc.TopicName, q, cutoff)
+			} else {
+				to, err = st.QueueOffsetAtPhys(ctx, tc.TopicName, q, defFloor)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("expire %s/%d: %w", tc.TopicName, q, err))
+				continue
+			}
+			if to > mn {
+				raise = append(raise, store.QueueMin{Topic: tc.TopicName, QueueID: q, Min: to})
+			}
+		}
+	}
+	if len(raise) > 0 {
+		if err := st.RaiseQueueMins(raise); err != nil {
+			errs = append(errs, err)
+		} else {
+			t.b.log.Debug("per-topic retention raised queue minima", "queues", len(raise))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// queueSpan is one queue's records in a segment: offsets [first, end).
+type queueSpan struct {
+	topic      string
+	queueID    int32
+	first, end int64
+}
+
+// segmentSpans is the queues with records in the commitlog segment at
+// base, from the directory of its queue index object (kept: cached while
+// the segment is the front candidate for deletion).
+type segmentSpans struct {
+	mu    sync.Mutex
+	cache map[int64][]queueSpan
+}
+
+func (t *tiering) spansOf(ctx context.Context, base int64, keep bool) ([]queueSpan, error) {
+	t.spans.mu.Lock()
+	sp, ok := t.spans.cache[base]
+	t.spans.mu.Unlock()
+	if ok {
+		return sp, nil
+	}
+	blob, err := t.ReadIndex(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	x, err := store.DecodeSegmentIndexDirectory(blob)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range x.Queues {
+		if q.Count > 0 {
+			sp = append(sp, queueSpan{topic: q.Topic, queueID: q.QueueID, first: q.FirstOffset, end: q.FirstOffset + q.Count})
+		}
+	}
+	if !keep {
+		return sp, nil
+	}
+	t.spans.mu.Lock()
+	if t.spans.cache == nil {
+		t.spans.cache = map[int64][]queueSpan{}
+	}
+	t.spans.cache[base] = sp
+	t.spans.mu.Unlock()
+	return sp, nil
+}
+
+// forgetSpans drops the cached spans of segments below floor (deleted).
+func (t *tiering) forgetSpans(floor int64) {
+	t.spans.mu.Lock()
+	defer t.spans.mu.Unlock()
+	for base := range t.spans.cache {
+		if base < floor {
+			delete(t.spans.cache, base)
+		}
+	}
+}
+
+// segmentBlockers is the topics whose queues still keep a record of the
+// segment at base (min not past it); a deleted queue keeps nothing.
+func (t *tiering) segmentBlockers(ctx context.Context, base int64, keep bool) ([]string, error) {
+	sp, err := t.spansOf(ctx, base, keep)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range sp {
+		st := t.b.store
+		if st.MaxQueueOffset(s.topic, s.queueID) == 0 {
+			continue // the topic was deleted
+		}
+		if st.MinQueueOffset(s.topic, s.queueID) < s.end && (len(out) == 0 || out[len(out)-1] != s.topic) {
+			out = append(out, s.topic)
+		}
+	}
+	return out, nil
+}
+
+// segmentExpired is THE deletion decision for a commitlog segment and
+// everything stored with it (its queue and key index objects, its local
+// files): every record in it has expired under its own topic's retention,
+// that is, every queue with a record in it has its min past them. A
+// segment whose queue index object cannot be read is kept.
+func (t *tiering) segmentExpired(ctx context.Context, base int64) (bool, error) {
+	bl, err := t.segmentBlockers(ctx, base, true)
+	if err != nil {
+		return false, err
+	}
+	return len(bl) == 0, nil
+}
+
+// expiredPrefix is the floor per-topic retention allows: the end of the
+// longest prefix of the manifest's commitlog objects that segmentExpired
+// accepts, not past the schedule pin; -1 for none.
+func (t *tiering) expiredPrefix(ctx context.Context, m *upload.Manifest) (int64, error) {
+	floor := int64(-1)
+	pin := t.b.sched.pinnedFloor(ctx)
+	for _, o := range m.CommitLog() {
+		if pin >= 0 && o.End() > pin {
+			break
+		}
+		ok, err := t.segmentExpired(ctx, o.Base)
+		if errors.Is(err, tier.ErrNotExist) {
+			break // no queue index object: kept
+		}
+		if err != nil {
+			return floor, err
+		}
+		if !ok {
+			break
+		}
+		floor = o.End()
+	}
+	return floor, nil
+}
+
+// TopicRetentionStatus is one topic in STRATAMQ_TOPIC_RETENTION's answer.
+type TopicRetentionStatus struct {
+	Topic string `json:"topic"`
+	// Retention: "default" (STRATAMQ_RETENTION), or the override.
+	Retention string `json:"retention"`
+	Override  bool   `json:"override"`
+	// RetentionMillis: -1 forever, 0 unlimited (the default without
+	// STRATAMQ_RETENTION).
+	RetentionMillis int64 `json:"retentionMillis"`
+	// OldestRetained is the store time (unix ms) of its oldest retained
+	// message (0: none).
+	OldestRetained int64 `json:"oldestRetained"`
+	// HeldSegments and HeldBytes: bucket commitlog objects kept only
+	// because of this topic (its records are the only unexpired ones).
+	HeldSegments int   `json:"heldSegments"`
+	HeldBytes    int64 `json:"heldBytes"`
+}
+
+// TopicRetentionReport is STRATAMQ_TOPIC_RETENTION's body.
+type TopicRetentionReport struct {
+	DefaultRetentionMillis int64                  `json:"defaultRetentionMillis"`
+	BucketSegments         int                    `json:"bucketSegments"`
+	BucketBytes            int64                  `json:"bucketBytes"`
+	Topics                 []TopicRetentionStatus `json:"topics"`
+}
+
+// topicRetentionReport reads the directory of every commitlog object's
+// queue index (one bucket read per object not cached).
+func (b *Broker) topicRetentionReport(ctx context.Context) (*TopicRetentionReport, error) {
+	r := &TopicRetentionReport{DefaultRetentionMillis: b.cfg.Retention.Milliseconds()}
+	held := map[string][2]int64{}
+	if t := b.tier; t != nil {
+		m, err := t.indexManifest(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range m.CommitLog() {
+			r.BucketSegments++
+			r.BucketBytes += o.Length
+			bl, err := t.segmentBlockers(ctx, o.Base, false)
+			if err != nil {
+				continue
+			}
+			if len(bl) == 1 {
+				h := held[bl[0]]
+				held[bl[0]] = [2]int64{h[0] + 1, h[1] + o.Length}
+			}
+		}
+	}
+	for _, tc := range b.topicConfigs() {
+		d, override := b.topicRetention(tc)
+		s := TopicRetentionStatus{Topic: tc.TopicName, Override: override, RetentionMillis: d.Milliseconds(), Retention: "default"}
+		if override {
+			s.Retention = tc.Attributes[RetentionAttribute]
+		}
+		if d < 0 {
+			s.RetentionMillis = -1
+		}
+		for q := range queueCount(tc) {
+			if b.store.MinQueueOffset(tc.TopicName, q) >= b.store.MaxQueueOffset(tc.TopicName, q) {
+				continue
+			}
+			if ts, err := b.store.EarliestStoreTimeContext(ctx, tc.TopicName, q); err == nil && ts > 0 && (s.OldestRetained == 0 || ts < s.OldestRetained) {
+				s.OldestRetained = ts
+			}
+		}
+		h := held[tc.TopicName]
+		s.HeldSegments, s.HeldBytes = int(h[0]), h[1]
+		r.Topics = append(r.Topics, s)
+	}
+	return r, nil
+}

@@ -1,0 +1,211 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/upload"
+)
+
+func TestParseRetention(t *testing.T) {
+	for v, want := range map[string]time.Duration{"": 0, "0": 0, "-1": RetentionForever, "forever": RetentionForever,
+		"60000": time.Minute, "1m": time.Minute, "720h": 720 * time.Hour, "30d": 30 * 24 * time.Hour} {
+		if got, err := ParseRetention(v); err != nil || got != want {
+			t.Errorf("ParseRetention(%q) = %v %v, want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"-2", "-1m", "soon", "1x"} {
+		if _, err := ParseRetention(v); err == nil {
+			t.Errorf("ParseRetention(%q) accepted", v)
+		}
+	}
+	got, err := applyAttributes(map[string]string{"a": "1", "b": "2"}, "+retention.time=1m, -a,+c=3")
+	if err != nil || len(got) != 3 || got["b"] != "2" || got["c"] != "3" || got[RetentionAttribute] != "1m" {
+		t.Fatalf("applyAttributes: %v %v", got, err)
+	}
+	for _, bad := range []string{"+retention.time=soon", "x=1", "+=1", "-k=v"} {
+		if _, err := applyAttributes(nil, bad); err == nil {
+			t.Errorf("applyAttributes(%q) accepted", bad)
+		}
+	}
+}
+
+func createTopicAttrReq(topic, attrs string) *remoting.Command {
+	h := remoting.CreateTopicRequestHeader{Topic: topic, DefaultTopic: "TBW102", ReadQueueNums: 1, WriteQueueNums: 1,
+		Perm: 6, TopicFilterType: "SINGLE_TAG", Attributes: attrs}
+	return remoting.NewRequest(remoting.UpdateAndCreateTopic, h.Encode(), nil)
+}
+
+// TestTopicRetentionExpiresWhileAnotherKeeps: topic Short has a 1-minute
+// retention (the broker default is unlimited), Keep the default. Once the
+// retention clock passes a minute, Short's queue minimum moves past all of
+// its messages (a consumer behind it gets PULL_OFFSET_MOVED and resumes at
+// the new minimum), the segments holding only Short's records are deleted
+// from the bucket and locally, the one holding Keep's records stays (and
+// the Short-only ones after it: the floor moves over a prefix), and
+// Keep's messages stay readable. The minimum survives a restart and a
+// restore on an empty disk, where Keep is read from the bucket.
+func TestTopicRetentionExpiresWhileAnotherKeeps(t *testing.T) {
+	bucket := tier.NewMem()
+	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
+		MaxMessageSize: 256 << 10, LocalRetention: 1 << 30}
+	var skew atomic.Int64
+	b, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.tier.testHooks.clock = func(now time.Time) time.Time { return now.Add(time.Duration(skew.Load())) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	stop := func() {
+		cl.Close()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("broker did not stop")
+		}
+	}
+	addr := b.Addr().String()
+	if r := invoke(t, cl, addr, createTopicAttrReq("Short", "+"+RetentionAttribute+"=1m")); r.Code != 0 {
+		t.Fatalf("create Short: %d %s", r.Code, r.Remark)
+	}
+	if r := invoke(t, cl, addr, createTopicAttrReq("Keep", "")); r.Code != 0 {
+		t.Fatalf("create Keep: %d %s", r.Code, r.Remark)
+	}
+	if r := invoke(t, cl, addr, createTopicAttrReq("Bad", "+"+RetentionAttribute+"=soon")); r.Code == 0 {
+		t.Fatal("a bad retention.time was accepted")
+	}
+	if tc, _ := b.topics.Get("Short"); tc.Attributes[RetentionAttribute] != "1m" {
+		t.Fatalf("Short's attributes %v", tc.Attributes)
+	}
+	send := func(topic string, n int) {
+		for i := range n {
+			body := bytes.Repeat([]byte(fmt.Sprintf("%s%05d|", topic, i)), 700)
+			if r := invoke(t, cl, addr, sendReq(topic, 0, body, "")); r.Code != 0 {
+				t.Fatalf("send %s %d: %d %s", topic, i, r.Code, r.Remark)
+			}
+		}
+	}
+	send("Short", 200) // more than a segment of Short alone
+	send("Keep", 5)
+	send("Short", 200)
+	if err := b.store.SealActive(); err != nil {
+		t.Fatal(err)
+	}
+	b.tier.uploader.Notify()
+	end := b.store.MaxPhysOffset()
+	waitCond(t, 30*time.Second, "every segment and its index uploaded", func() bool {
+		p, _ := b.tier.Sealed(context.Background())
+		m := b.tier.uploader.Manifest()
+		cl := m.CommitLog()
+		return len(p) == 0 && len(cl) > 0 && cl[len(cl)-1].End() == end
+	})
+	keepSeg := int64(-1)
+	keepPhys := recordAt(t, b, "Keep", 0, 0).PhysOffset
+	objs := b.tier.uploader.Manifest().CommitLog()
+	for _, o := range objs {
+		if o.Base <= keepPhys && keepPhys < o.End() {
+			keepSeg = o.Base
+		}
+	}
+	if keepSeg <= 0 || keepSeg == objs[len(objs)-1].Base {
+		t.Fatalf("Keep's records in segment %d of %+v: want one after the first, before the last", keepSeg, objs)
+	}
+	// Nothing expires on the real clock.
+	if got := b.store.MinQueueOffset("Short", 0); got != 0 {
+		t.Fatalf("Short's min %d before its retention passed", got)
+	}
+	skew.Store(int64(2 * time.Minute))
+	waitCond(t, 30*time.Second, "Short expired and its segments before Keep's deleted", func() bool {
+		return b.store.MinQueueOffset("Short", 0) == 400 && b.store.MinPhysOffset() == keepSeg
+	})
+	skew.Store(0)
+	resp := invoke(t, cl, addr, pullNow("Short", 0, 0))
+	if resp.Code != int32(remoting.PullOffsetMoved) || resp.ExtFields["nextBeginOffset"] != "400" || resp.ExtFields["minOffset"] != "400" {
+		t.Fatalf("pull behind the expired minimum: %d %s %v, want PULL_OFFSET_MOVED to 400", resp.Code, resp.Remark, resp.ExtFields)
+	}
+	send("Short", 1)
+	expectPull(t, "Short at its new minimum", invoke(t, cl, addr, pullNow("Short", 0, 400)), remoting.Success,
+		[]string{string(bytes.Repeat([]byte("Short00000|"), 700))}, 401, 401)
+	checkKeep := func(b *Broker, cl *remoting.Client) {
+		t.Helper()
+		var want []string
+		for i := range 5 {
+			want = append(want, string(bytes.Repeat([]byte(fmt.Sprintf("Keep%05d|", i)), 700)))
+		}
+		expectPull(t, "Keep's history", invoke(t, cl, b.Addr().String(), pullNow("Keep", 0, 0)), remoting.Success, want, 5, 5)
+	}
+	checkKeep(b, cl)
+	// The bucket: the objects before Keep's segment are gone, with their
+	// indexes; Keep's and the later ones stay.
+	m, _, err := upload.LoadManifest(context.Background(), bucket, "DefaultCluster/broker-a/"+upload.ManifestKey(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl := m.CommitLog(); len(cl) == 0 || cl[0].Base != keepSeg || cl[len(cl)-1].End() != end {
+		t.Fatalf("manifest after retention: %+v, want from %d to %d", cl, keepSeg, end)
+	}
+	for _, o := range objs {
+		for _, kind := range []upload.Kind{upload.KindCommitLog, upload.KindQueueIndex, upload.KindKeyIndex} {
+			key, _ := upload.Key("DefaultCluster/broker-a", upload.Segment{Kind: kind, Base: o.Base})
+			_, err := bucket.Stat(context.Background(), key)
+			if gone := err != nil; gone != (o.Base < keepSeg) {
+				t.Fatalf("object %s: stat %v (segment before Keep's: %v)", key, err, o.Base < keepSeg)
+			}
+		}
+	}
+	if got := b.store.LocalMinPhysOffset(); got != keepSeg {
+		t.Fatalf("local log starts at %d, want Keep's segment %d (the expired ones dropped)", got, keepSeg)
+	}
+	// The admin report: Keep holds its segment back.
+	rep, err := b.topicRetentionReport(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rep.Topics {
+		switch s.Topic {
+		case "Keep":
+			if s.HeldSegments != 1 || s.HeldBytes != objs[1].Length && s.HeldBytes <= 0 || s.Override || s.OldestRetained == 0 {
+				t.Fatalf("Keep in the report: %+v", s)
+			}
+		case "Short":
+			if s.HeldSegments != 0 || !s.Override || s.RetentionMillis != 60000 {
+				t.Fatalf("Short in the report: %+v", s)
+			}
+		}
+	}
+
+	// Restart on the same disk, then a restore on an empty one.
+	stop()
+	b, cl, stop = runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	if got := b.store.MinQueueOffset("Short", 0); got != 400 {
+		t.Fatalf("Short's min %d after a restart, want 400", got)
+	}
+	checkKeep(b, cl)
+	stop()
+	cfg.DataDir = t.TempDir()
+	b, cl, _ = runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	if got := b.store.MinQueueOffset("Short", 0); got != 400 {
+		t.Fatalf("Short's min %d after a restore on an empty disk, want 400", got)
+	}
+	resp = invoke(t, cl, b.Addr().String(), pullNow("Short", 0, 10))
+	if resp.Code != int32(remoting.PullOffsetMoved) || resp.ExtFields["nextBeginOffset"] != "400" {
+		t.Fatalf("restored: pull behind the minimum: %d %s %v", resp.Code, resp.Remark, resp.ExtFields)
+	}
+	if tc, _ := b.topics.Get("Short"); tc.Attributes[RetentionAttribute] != "1m" {
+		t.Fatalf("restored: Short's attributes %v", tc.Attributes)
+	}
+	checkKeep(b, cl)
+}
