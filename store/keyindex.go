@@ -627,14 +627,18 @@ func (k *keyIndex) loop(quit <-chan struct{}) {
 			k.mu.work = k.mu.work[1:]
 			k.mu.Unlock()
 			if err := k.write(ks); err != nil {
-				k.s.log.Warn("store: key index not written; retrying", "segment", ks.base, "err", err)
 				k.mu.Lock()
+				if ks.gone {
+					k.mu.Unlock() // dropped under the build: nothing to write
+					continue
+				}
 				ks.err = err
 				if k.mu.failed == nil {
 					k.mu.failed = err
 				}
 				k.mu.work = append(k.mu.work, ks)
 				k.mu.Unlock()
+				k.s.log.Warn("store: key index not written; retrying", "segment", ks.base, "err", err)
 				retry.Reset(3 * time.Second)
 				break
 			}
