@@ -104,3 +104,76 @@ func TestPairQueueIndexPartnerListed(t *testing.T) {
 		t.Fatalf("manifest %+v, want the index and its segment", m.Objects)
 	}
 }
+
+// TestPairKeyIndex: with PairKeyIndex too, a commitlog segment, its queue
+// index and its key index are listed together: while the key index is
+// held up, no manifest lists the other two; once it finishes all three
+// go in one write.
+func TestPairKeyIndex(t *testing.T) {
+	src := newSource()
+	src.add(upload.Segment{Kind: upload.KindCommitLog, Base: 0}, jsonSegment(1, 300<<10))
+	src.add(upload.Segment{Kind: upload.KindQueueIndex, Base: 0, Name: "idx-0"}, jsonSegment(2, 20<<10))
+	src.add(upload.Segment{Kind: upload.KindKeyIndex, Base: 0, Name: "kix-0"}, jsonSegment(4, 100<<10))
+	src.add(upload.Segment{Kind: upload.KindConsumeQueue, Base: 0, Topic: "T", QueueID: 1}, jsonSegment(3, 6000))
+	gate := make(chan struct{})
+	src.gates = map[string]chan struct{}{"kix-0": gate}
+	hb := newHookBucket(tier.NewMem())
+	var partial, writes atomic.Int32
+	hb.checkMan = func(buf []byte) {
+		var m upload.Manifest
+		if err := json.Unmarshal(buf, &m); err != nil {
+			t.Error(err)
+			return
+		}
+		writes.Add(1)
+		kinds := map[string]bool{}
+		for _, o := range m.Objects {
+			if o.Kind != upload.KindConsumeQueue.String() {
+				kinds[o.Kind] = true
+			}
+		}
+		if len(kinds) != 0 && len(kinds) != 3 {
+			partial.Add(1)
+		}
+	}
+	cfg := fastConfig(hb, src)
+	cfg.PairQueueIndex, cfg.PairKeyIndex = true, true
+	u, err := upload.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startRun(t, u)
+	waitFor(t, "the consumequeue listed", 20*time.Second, func() bool { return writes.Load() > 0 })
+	u.Flush()
+	close(gate)
+	waitFor(t, "all segments uploaded", 20*time.Second, src.allUploaded)
+	stop()
+	if partial.Load() != 0 {
+		t.Fatalf("%d manifest writes listed part of the segment's group", partial.Load())
+	}
+	m := checkUploaded(t, hb, "c1/broker-a", src)
+	kix := 0
+	for _, o := range m.Objects {
+		if o.Kind == upload.KindKeyIndex.String() {
+			kix++
+			if o.Key != "c1/broker-a/commitlog/00000000000000000000.kix" {
+				t.Fatalf("key index object key %q", o.Key)
+			}
+		}
+	}
+	if kix != 1 || len(m.CommitLog()) != 1 {
+		t.Fatalf("manifest %+v", m.Objects)
+	}
+	// Trim takes the key index with its segment.
+	removed, err := u.Trim(t.Context(), m.CommitLog()[0].End())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, o := range removed {
+		kinds[o.Kind] = true
+	}
+	if !kinds[upload.KindKeyIndex.String()] || !kinds[upload.KindQueueIndex.String()] || !kinds[upload.KindCommitLog.String()] {
+		t.Fatalf("Trim removed %+v", removed)
+	}
+}
