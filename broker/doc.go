@@ -42,6 +42,12 @@
 //	                           at start), serves dropped ranges from the bucket (the cold
 //	                           reader learns an object before its segment counts as uploaded
 //	                           and may be dropped), local and bucket retention, age sealing;
+//	                           per-topic retention (retention.go, issue 11 item 7): a topic's
+//	                           retention.time attribute overrides STRATAMQ_RETENTION; each tick
+//	                           raises queue minima by each topic's retention (store.RaiseQueueMins)
+//	                           and deletes a segment only once segmentExpired says every queue with
+//	                           a record in it has its min past them (the one deletion decision);
+//	                           STRATAMQ_TOPIC_RETENTION (880005) reports what each topic holds back;
 //	                           and their key indexes (the store's .kix files, commitlog/<base>.kix,
 //	                           listed with the segment and its queue index, deleted with them by
 //	                           retention), served back to QUERY_MESSAGE (rc012) as ColdKeys

@@ -209,3 +209,37 @@ func TestTopicRetentionExpiresWhileAnotherKeeps(t *testing.T) {
 	}
 	checkKeep(b, cl)
 }
+
+// TestScheduleRetentionPinWithTopicOverrides: with a per-topic override in
+// place (retention follows the queue minima), bucket retention still keeps
+// the segment of an undelivered scheduled message: it is delivered when
+// due, from the bucket, and the segment goes afterwards.
+func TestScheduleRetentionPinWithTopicOverrides(t *testing.T) {
+	bucket := tier.NewMem()
+	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
+		MaxMessageSize: 256 << 10, LocalRetention: 0, Retention: 1500 * time.Millisecond, DelayLevels: "8s"}
+	b, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	if r := invoke(t, cl, b.Addr().String(), createTopicAttrReq("Forever", "+"+RetentionAttribute+"=-1")); r.Code != 0 {
+		t.Fatalf("create Forever: %d %s", r.Code, r.Remark)
+	}
+	if !b.hasRetentionOverride() {
+		t.Fatal("no override seen")
+	}
+	sentAt := time.Now().Truncate(time.Millisecond)
+	r := invoke(t, cl, b.Addr().String(), sendReq("Later", 0, []byte("delayed"), PropDelay+"\x011\x02"))
+	if r.Code != 0 {
+		t.Fatalf("send: %d %s", r.Code, r.Remark)
+	}
+	pending := recordAt(t, b, ScheduleTopic, 0, 0).PhysOffset
+	produceTiered(t, b, cl, "Old", 400)
+	waitCond(t, 30*time.Second, "the delayed message delivered", func() bool { return b.store.MaxQueueOffset("Later", 0) == 1 })
+	if got := recordAt(t, b, "Later", 0, 0); string(got.Body) != "delayed" || time.UnixMilli(got.StoreTimestamp).Before(sentAt.Add(8*time.Second)) {
+		t.Fatalf("delivered %q at %s after the send", got.Body, time.UnixMilli(got.StoreTimestamp).Sub(sentAt))
+	}
+	waitCond(t, 30*time.Second, "retention deletes the delivered message's segment", func() bool {
+		return b.store.MinPhysOffset() > pending
+	})
+	if mn := b.store.MinQueueOffset("Old", 0); mn == 0 {
+		t.Fatal("the default topic's min did not move")
+	}
+}

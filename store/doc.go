@@ -254,6 +254,14 @@
 // SetMinPhysOffset returns, and re-applied to every queue on Open; call it
 // before deleting the objects. Consumequeue files below the min are kept.
 //
+// RaiseQueueMins (queuemin.go) raises single queues' mins above the floor
+// (the broker's per-topic retention): durable in <Dir>/queuemins
+// ("SMQQMN01" n:u32 n × (topicLen:u16 topic id:i32 min:i64) crc32:u32,
+// temp + fsync + rename), re-applied at Open after the floor, dropped for a
+// deleted topic. QueueOffsetAtTime and QueueOffsetAtPhys are the lower
+// bounds (first record stored at or after a time, at or above a commitlog
+// offset) it is given.
+//
 // Recovery accepts a commitlog whose first segment starts above 0 (or that
 // holds only the active segment, or nothing while the checkpoint says the
 // log reached some offset: the log continues there, offsets are never
