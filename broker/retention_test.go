@@ -157,14 +157,29 @@ func TestTopicRetentionExpiresWhileAnotherKeeps(t *testing.T) {
 	if cl := m.CommitLog(); len(cl) == 0 || cl[0].Base != keepSeg || cl[len(cl)-1].End() != end {
 		t.Fatalf("manifest after retention: %+v, want from %d to %d", cl, keepSeg, end)
 	}
-	for _, o := range objs {
-		for _, kind := range []upload.Kind{upload.KindCommitLog, upload.KindQueueIndex, upload.KindKeyIndex} {
-			key, _ := upload.Key("DefaultCluster/broker-a", upload.Segment{Kind: kind, Base: o.Base})
-			_, err := bucket.Stat(context.Background(), key)
-			if gone := err != nil; gone != (o.Base < keepSeg) {
-				t.Fatalf("object %s: stat %v (segment before Keep's: %v)", key, err, o.Base < keepSeg)
+	objectsLeft := func() (before, after int) {
+		for _, o := range objs {
+			for _, kind := range []upload.Kind{upload.KindCommitLog, upload.KindQueueIndex, upload.KindKeyIndex} {
+				key, _ := upload.Key("DefaultCluster/broker-a", upload.Segment{Kind: kind, Base: o.Base})
+				if _, err := bucket.Stat(context.Background(), key); err == nil && o.Base < keepSeg {
+					before++
+				} else if err == nil {
+					after++
+				}
 			}
 		}
+		return before, after
+	}
+	// Deleted after the manifest is trimmed.
+	waitCond(t, 10*time.Second, "the expired segments' objects deleted", func() bool { n, _ := objectsLeft(); return n == 0 })
+	kept := 0
+	for _, o := range objs {
+		if o.Base >= keepSeg {
+			kept += 3 // the segment, its queue index and its key index
+		}
+	}
+	if _, n := objectsLeft(); n != kept {
+		t.Fatalf("%d objects of Keep's segment and after left, want %d", n, kept)
 	}
 	if got := b.store.LocalMinPhysOffset(); got != keepSeg {
 		t.Fatalf("local log starts at %d, want Keep's segment %d (the expired ones dropped)", got, keepSeg)
