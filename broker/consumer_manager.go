@@ -237,17 +237,17 @@ func (m *ConsumerManager) ClientIDs(group string) []string {
 	return out
 }
 
-// Conns returns the connections of the group's live consumers.
-func (m *ConsumerManager) Conns(group string) []*remoting.Conn {
+// Conns returns the connections of the group's live consumers, by client id.
+func (m *ConsumerManager) Conns(group string) map[string]*remoting.Conn {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.mu.groups[group]
 	if g == nil {
 		return nil
 	}
-	out := make([]*remoting.Conn, 0, len(g.clients))
-	for _, c := range g.clients {
-		out = append(out, c.conn)
+	out := make(map[string]*remoting.Conn, len(g.clients))
+	for id, c := range g.clients {
+		out[id] = c.conn
 	}
 	return out
 }

@@ -43,6 +43,7 @@ func (b *Broker) handlerTable() map[remoting.RequestCode]handlerFunc {
 		remoting.DLQResend:                        b.dlqResend,
 		remoting.TopicRetention:                   b.topicRetentionStatus,
 		remoting.InvokeBrokerToResetOffset:        b.invokeBrokerToResetOffset,
+		remoting.InvokeBrokerToGetConsumerStatus:  b.invokeBrokerToGetConsumerStatus,
 	}
 }
 
@@ -62,7 +63,7 @@ func classify(code remoting.RequestCode) remoting.PoolClass {
 	case remoting.UpdateAndCreateTopic, remoting.DeleteTopicInBroker, remoting.GetAllTopicConfig,
 		remoting.UpdateAndCreateSubscriptionGroup, remoting.GetAllSubscriptionGroupConfig, remoting.GetAllConsumerOffset,
 		remoting.GetBrokerHAStatus, remoting.PromoteBroker, remoting.DemoteBroker, remoting.DLQList, remoting.DLQResend,
-		remoting.InvokeBrokerToResetOffset, remoting.TopicRetention:
+		remoting.InvokeBrokerToResetOffset, remoting.InvokeBrokerToGetConsumerStatus, remoting.TopicRetention:
 		return remoting.PoolAdmin
 	}
 	return remoting.PoolDefault

@@ -41,6 +41,8 @@ func adminCommands() []adminCommand {
 			"send dead-letter messages (all, or these msgIds) back to the group's retry topic: only that group consumes them again, with their original topic and msgId", adminDLQResend},
 		{"resetOffsetByTime", "-g group -t topic -s time [-f=false] (-n namesrv | -b addr)",
 			"rewind or move a consumer group to the messages stored at a time, across the tiers, while its consumers run", adminResetOffsetByTime},
+		{"getConsumerStatus", "-g group -t topic [-i clientAddr] (-n namesrv | -b addr)",
+			"each live consumer's offsets of a topic, as the clients report them (after a reset, their new positions)", adminGetConsumerStatus},
 		{"queryMsgByKey", "-t topic -k key [-c maxNum] [-f begin] [-e end] -b addr[,addr] | -n namesrv",
 			"messages of a topic whose KEYS hold key (QUERY_MESSAGE), local and in the bucket", adminQueryMsgByKey},
 		{"updateTopic", "-t topic [-r n] [-w n] [-p perm] [-o] [-a +key=value,-key] (-b addr[,addr] | -n namesrv [-c cluster])",

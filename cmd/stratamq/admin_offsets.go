@@ -159,3 +159,35 @@ func (e *adminEnv) commitOffsetsAt(ctx context.Context, addr, group, topic strin
 	}
 	return nil
 }
+
+// adminGetConsumerStatus is `stratamq admin getConsumerStatus`, as mqadmin's:
+// INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) on every master of the topic,
+// printing each live consumer's offsets as its client reported them.
+func adminGetConsumerStatus(ctx context.Context, e *adminEnv, args []string) error {
+	fs := e.flags("n", "b")
+	group := fs.String("g", "", "consumer group")
+	topic := fs.String("t", "", "topic")
+	client := fs.String("i", "", "only the consumer at this client address (ip:port)")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	if *group == "" || *topic == "" {
+		return fmt.Errorf("%w: -g group and -t topic are required", errAdminUsage)
+	}
+	masters, err := e.topicMasters(ctx, *topic)
+	if err != nil {
+		return err
+	}
+	for _, addr := range masters {
+		h := map[string]string{"topic": *topic, "group": *group}
+		if *client != "" {
+			h["clientAddr"] = *client
+		}
+		resp, err := e.invoke(ctx, addr, remoting.NewRequest(remoting.InvokeBrokerToGetConsumerStatus, h, nil))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s: %s\n", addr, resp.Body)
+	}
+	return nil
+}

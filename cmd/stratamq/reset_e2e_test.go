@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,6 +87,18 @@ func TestE2EResetOffsetByTime(t *testing.T) {
 		}
 	}
 
+	// The live consumer reports its positions (GET_CONSUMER_STATUS_FROM_CLIENT).
+	out.Reset()
+	errOut.Reset()
+	if code := runAdmin(context.Background(), []string{"getConsumerStatus", "-n", s.nsAddr, "-g", group, "-t", topic}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("getConsumerStatus: exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{`"consumerTable":{"`, `"topic":"` + topic + `"`, `"queueId":0`, `"queueId":1`} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("getConsumerStatus output lacks %s:\n%s", want, out.String())
+		}
+	}
+
 	// No live consumer: the admin tool commits the offsets.
 	idle := uniqueName(t, "idle")
 	out.Reset()
@@ -97,6 +110,10 @@ func TestE2EResetOffsetByTime(t *testing.T) {
 	var sum int64
 	for q := range queues {
 		sum += committedOffset(t, s.brokAddr, idle, topic, q)
+	}
+	if code := runAdmin(context.Background(), []string{"getConsumerStatus", "-n", s.nsAddr, "-g", idle, "-t", topic}, nil, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "CONSUMER_NOT_ONLINE") {
+		t.Fatalf("getConsumerStatus of a group without consumers: exit %d, %s; want 1 and CONSUMER_NOT_ONLINE", code, errOut.String())
 	}
 	if sum != 150 {
 		t.Fatalf("the idle group's committed offsets add up to %d, want 150 (the messages before the reset time); admin said:\n%s", sum, out.String())
