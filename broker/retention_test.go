@@ -56,27 +56,37 @@ func TestTopicRetentionExpiresWhileAnotherKeeps(t *testing.T) {
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 1 << 30}
 	var skew atomic.Int64
-	b, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.tier.testHooks.clock = func(now time.Time) time.Time { return now.Add(time.Duration(skew.Load())) }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
-	stop := func() {
-		cl.Close()
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("Run: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Fatal("broker did not stop")
+	start := func() (*Broker, *remoting.Client, func()) {
+		b, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+		if err != nil {
+			t.Fatal(err)
 		}
+		b.tier.testHooks.clock = func(now time.Time) time.Time { return now.Add(time.Duration(skew.Load())) }
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- b.Run(ctx) }()
+		cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+		stopped := false
+		stop := func() {
+			if stopped {
+				return
+			}
+			stopped = true
+			cl.Close()
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(60 * time.Second):
+				t.Errorf("broker did not stop")
+			}
+		}
+		t.Cleanup(stop)
+		return b, cl, stop
 	}
+	b, cl, stop := start()
 	addr := b.Addr().String()
 	if r := invoke(t, cl, addr, createTopicAttrReq("Short", "+"+RetentionAttribute+"=1m")); r.Code != 0 {
 		t.Fatalf("create Short: %d %s", r.Code, r.Remark)
@@ -204,14 +214,14 @@ func TestTopicRetentionExpiresWhileAnotherKeeps(t *testing.T) {
 
 	// Restart on the same disk, then a restore on an empty one.
 	stop()
-	b, cl, stop = runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	b, cl, stop = start()
 	if got := b.store.MinQueueOffset("Short", 0); got != 400 {
 		t.Fatalf("Short's min %d after a restart, want 400", got)
 	}
 	checkKeep(b, cl)
 	stop()
 	cfg.DataDir = t.TempDir()
-	b, cl, _ = runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	b, cl, _ = start()
 	if got := b.store.MinQueueOffset("Short", 0); got != 400 {
 		t.Fatalf("Short's min %d after a restore on an empty disk, want 400", got)
 	}
@@ -221,6 +231,17 @@ func TestTopicRetentionExpiresWhileAnotherKeeps(t *testing.T) {
 	}
 	if tc, _ := b.topics.Get("Short"); tc.Attributes[RetentionAttribute] != "1m" {
 		t.Fatalf("restored: Short's attributes %v", tc.Attributes)
+	}
+	checkKeep(b, cl)
+	// The restored broker expires from the bucket: Short's last message,
+	// sent after the first expiry, lies only there now.
+	skew.Store(int64(2 * time.Minute))
+	waitCond(t, 30*time.Second, "Short's last message expired on the restored broker", func() bool {
+		return b.store.MinQueueOffset("Short", 0) == 401
+	})
+	skew.Store(0)
+	if got := b.store.MinQueueOffset("Keep", 0); got != 0 {
+		t.Fatalf("restored: Keep's min %d, want 0", got)
 	}
 	checkKeep(b, cl)
 }
@@ -256,5 +277,67 @@ func TestScheduleRetentionPinWithTopicOverrides(t *testing.T) {
 	})
 	if mn := b.store.MinQueueOffset("Old", 0); mn == 0 {
 		t.Fatal("the default topic's min did not move")
+	}
+}
+
+// BenchmarkRetentionTick: one pass of bucket retention (expiry of every
+// queue, the deletion decision) with 32 topics of 4 queues, each with its
+// own retention (1h: nothing expires) and 8 messages per queue.
+func BenchmarkRetentionTick(b *testing.B) {
+	cfg := Config{DataDir: b.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
+		MaxMessageSize: 256 << 10, LocalRetention: 1 << 30}
+	br, err := New(cfg, Deps{Logger: discardLogger(), Bucket: tier.NewMem()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- br.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	addr := br.Addr().String()
+	invokeB := func(req *remoting.Command) *remoting.Command {
+		ictx, icancel := context.WithTimeout(ctx, 10*time.Second)
+		defer icancel()
+		r, err := cl.Invoke(ictx, addr, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r
+	}
+	for i := range 32 {
+		topic := fmt.Sprintf("T%02d", i)
+		h := remoting.CreateTopicRequestHeader{Topic: topic, DefaultTopic: "TBW102", ReadQueueNums: 4, WriteQueueNums: 4,
+			Perm: 6, TopicFilterType: "SINGLE_TAG", Attributes: "+" + RetentionAttribute + "=1h"}
+		if r := invokeB(remoting.NewRequest(remoting.UpdateAndCreateTopic, h.Encode(), nil)); r.Code != 0 {
+			b.Fatalf("create: %d %s", r.Code, r.Remark)
+		}
+		for q := range 4 {
+			for range 8 {
+				if r := invokeB(sendReq(topic, q, []byte("m"), "")); r.Code != 0 {
+					b.Fatalf("send: %d %s", r.Code, r.Remark)
+				}
+			}
+		}
+	}
+	if err := br.store.SealActive(); err != nil {
+		b.Fatal(err)
+	}
+	br.tier.uploader.Notify()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if p, _ := br.tier.Sealed(ctx); len(p) == 0 && br.tier.uploader.Manifest() != nil && len(br.tier.uploader.Manifest().CommitLog()) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("not uploaded")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := br.tier.enforceBucketRetention(ctx, time.Now()); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
