@@ -186,6 +186,32 @@ func (e *adminEnv) invoke(ctx context.Context, addr string, req *remoting.Comman
 	return resp, nil
 }
 
+// namesrvInvoke sends req to the name servers of -n in turn and returns
+// the first SUCCESS answer.
+func (e *adminEnv) namesrvInvoke(ctx context.Context, req *remoting.Command) (*remoting.Command, error) {
+	var errs []error
+	for _, ns := range strings.Split(e.namesrv, ";") {
+		if ns = strings.TrimSpace(ns); ns == "" {
+			continue
+		}
+		resp, err := e.invoke(ctx, ns, req)
+		if err == nil {
+			return resp, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("no name server answered: %w", errors.Join(errs...))
+}
+
+// clusterInfo is the name servers' GET_BROKER_CLUSTER_INFO.
+func (e *adminEnv) clusterInfo(ctx context.Context) (*remoting.ClusterInfo, error) {
+	resp, err := e.namesrvInvoke(ctx, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
+	if err != nil {
+		return nil, err
+	}
+	return remoting.DecodeClusterInfo(resp.Body)
+}
+
 // targets is the brokers a command addresses: -b's list, else every broker
 // (masters and slaves) of cluster -c, or of every cluster, from the name
 // server's GET_BROKER_CLUSTER_INFO, by brokerName and brokerId.
@@ -202,23 +228,9 @@ func (e *adminEnv) targets(ctx context.Context) ([]string, error) {
 	if e.namesrv == "" {
 		return nil, fmt.Errorf("%w: need -b broker address(es) or -n name server", errAdminUsage)
 	}
-	var ci *remoting.ClusterInfo
-	var errs []error
-	for _, ns := range strings.Split(e.namesrv, ";") {
-		if ns = strings.TrimSpace(ns); ns == "" {
-			continue
-		}
-		resp, err := e.invoke(ctx, ns, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
-		if err == nil {
-			ci, err = remoting.DecodeClusterInfo(resp.Body)
-		}
-		if err == nil {
-			break
-		}
-		errs = append(errs, err)
-	}
-	if ci == nil {
-		return nil, fmt.Errorf("no name server answered: %w", errors.Join(errs...))
+	ci, err := e.clusterInfo(ctx)
+	if err != nil {
+		return nil, err
 	}
 	var names []string
 	for cluster, ns := range ci.ClusterAddrTable {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -38,33 +37,25 @@ func (e *adminEnv) topicMasters(ctx context.Context, topic string) ([]string, er
 	if e.namesrv == "" {
 		return nil, fmt.Errorf("%w: need -b broker address(es) or -n name server", errAdminUsage)
 	}
-	var errs []error
-	for _, ns := range strings.Split(e.namesrv, ";") {
-		if ns = strings.TrimSpace(ns); ns == "" {
-			continue
-		}
-		resp, err := e.invoke(ctx, ns, remoting.NewRequest(remoting.GetRouteinfoByTopic, map[string]string{"topic": topic}, nil))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		var r remoting.TopicRouteData
-		if err := json.Unmarshal(remoting.QuoteIntegerKeys(resp.Body), &r); err != nil {
-			return nil, fmt.Errorf("route of %s: %w", topic, err)
-		}
-		var out []string
-		for _, bd := range r.BrokerDatas {
-			if a := bd.BrokerAddrs[0]; a != "" {
-				out = append(out, a)
-			}
-		}
-		if len(out) == 0 {
-			return nil, fmt.Errorf("topic %s has no master in its route", topic)
-		}
-		sort.Strings(out)
-		return out, nil
+	resp, err := e.namesrvInvoke(ctx, remoting.NewRequest(remoting.GetRouteinfoByTopic, map[string]string{"topic": topic}, nil))
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("no name server answered for topic %s: %w", topic, errors.Join(errs...))
+	var r remoting.TopicRouteData
+	if err := json.Unmarshal(remoting.QuoteIntegerKeys(resp.Body), &r); err != nil {
+		return nil, fmt.Errorf("route of %s: %w", topic, err)
+	}
+	var out []string
+	for _, bd := range r.BrokerDatas {
+		if a := bd.BrokerAddrs[0]; a != "" {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("topic %s has no master in its route", topic)
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // adminResetOffsetByTime is `stratamq admin resetOffsetByTime`, as

@@ -20,23 +20,9 @@ func (e *adminEnv) masters(ctx context.Context) ([]string, error) {
 	if e.brokers != "" || e.namesrv == "" {
 		return e.targets(ctx)
 	}
-	var ci *remoting.ClusterInfo
-	var errs []error
-	for _, ns := range strings.Split(e.namesrv, ";") {
-		if ns = strings.TrimSpace(ns); ns == "" {
-			continue
-		}
-		resp, err := e.invoke(ctx, ns, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
-		if err == nil {
-			ci, err = remoting.DecodeClusterInfo(resp.Body)
-		}
-		if err == nil {
-			break
-		}
-		errs = append(errs, err)
-	}
-	if ci == nil {
-		return nil, fmt.Errorf("no name server answered: %w", errors.Join(errs...))
+	ci, err := e.clusterInfo(ctx)
+	if err != nil {
+		return nil, err
 	}
 	var out []string
 	for cluster, names := range ci.ClusterAddrTable {
