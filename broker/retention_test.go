@@ -341,3 +341,36 @@ func BenchmarkRetentionTick(b *testing.B) {
 		}
 	}
 }
+
+// TestSlaveFollowsTopicRetention: a slave mirrors a topic's retention.time
+// and moves its own queue minimum as the master does, so its consumers
+// get PULL_OFFSET_MOVED too; it writes nothing to the bucket.
+func TestSlaveFollowsTopicRetention(t *testing.T) {
+	bucket := tier.NewMem()
+	haAddr := haTestAddr(t)
+	m, mcl, _ := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true,
+		SegmentSize: 1 << 20, MaxMessageSize: 256 << 10, HAListen: haAddr}, Deps{Logger: discardLogger(), Bucket: bucket})
+	ro := &readOnlyBucket{Bucket: bucket}
+	s, scl, _ := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 1 << 20,
+		MaxMessageSize: 256 << 10, Role: RoleSlave, BrokerID: 1, HAMaster: haAddr,
+		HASyncInterval: 50 * time.Millisecond}, Deps{Logger: discardLogger(), Bucket: ro})
+	waitCond(t, 20*time.Second, "the slave to connect", func() bool { return haSlaves(m) == 1 })
+	if r := invoke(t, mcl, m.Addr().String(), createTopicAttrReq("Short", "+"+RetentionAttribute+"=1s")); r.Code != 0 {
+		t.Fatalf("create Short: %d %s", r.Code, r.Remark)
+	}
+	for i := range 20 {
+		if r := invoke(t, mcl, m.Addr().String(), sendReq("Short", 0, []byte(fmt.Sprint(i)), "")); r.Code != 0 {
+			t.Fatalf("send %d: %d %s", i, r.Code, r.Remark)
+		}
+	}
+	waitCond(t, 30*time.Second, "the master and the slave to expire Short", func() bool {
+		return m.store.MinQueueOffset("Short", 0) == 20 && s.store.MinQueueOffset("Short", 0) == 20
+	})
+	resp := invoke(t, scl, s.Addr().String(), pullNow("Short", 0, 0))
+	if resp.Code != int32(remoting.PullOffsetMoved) || resp.ExtFields["nextBeginOffset"] != "20" {
+		t.Fatalf("slave: pull behind the minimum: %d %s %v", resp.Code, resp.Remark, resp.ExtFields)
+	}
+	if n := ro.writes.Load(); n != 0 {
+		t.Fatalf("the slave tried %d bucket writes, want none", n)
+	}
+}

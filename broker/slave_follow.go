@@ -471,6 +471,12 @@ func (b *Broker) slaveRetention(ctx context.Context) error {
 	}
 	t.mu.Unlock()
 	b.ha.follow.manifest.Add(1)
+	// Per-topic retention moves this slave's queue minima as the master's
+	// (same records, same store times; retention.go). The default rule's
+	// minima follow the floor, as before.
+	if err := t.expireTopics(ctx, time.Now(), -1); err != nil {
+		b.log.Warn("slave: per-topic retention", "err", err)
+	}
 	return t.enforceLocalRetention()
 }
 
