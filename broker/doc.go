@@ -90,7 +90,8 @@
 //	                           from the remoting address its HA hello reply (else the name
 //	                           server) names, never overwriting an offset not pushed yet; with a
 //	                           bucket, reload the master's manifest into the cold reader and let
-//	                           local retention drop segments inside its indexed prefix
+//	                           local retention drop segments inside its indexed prefix, and move
+//	                           the minima of topics with their own retention (expireTopics)
 //	read_suggest.go            suggestWhichBrokerId of every pull answer: with
 //	                           STRATAMQ_SLAVE_READ_ENABLE a master sends a lagging pull (read from
 //	                           the bucket, or past STRATAMQ_SLAVE_READ_LAG behind) to a connected,
