@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/segfile"
 	"github.com/stratamq/stratamq/tier/upload"
 )
 
@@ -239,11 +241,7 @@ func (t *tiering) spansOf(ctx context.Context, base int64, keep bool) ([]queueSp
 	if ok {
 		return sp, nil
 	}
-	blob, err := t.ReadIndex(ctx, base)
-	if err != nil {
-		return nil, err
-	}
-	x, err := store.DecodeSegmentIndexDirectory(blob)
+	x, err := t.readIndexDirectory(ctx, base)
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +260,37 @@ func (t *tiering) spansOf(ctx context.Context, base int64, keep bool) ([]queueSp
 	t.spans.cache[base] = sp
 	t.spans.mu.Unlock()
 	return sp, nil
+}
+
+// readIndexDirectory reads the header and directory of the segment's
+// queue index object: only the frames that hold them (usually the first),
+// never its entries.
+func (t *tiering) readIndexDirectory(ctx context.Context, base int64) (*store.SegmentIndex, error) {
+	key, err := upload.Key("", upload.Segment{Kind: upload.KindQueueIndex, Base: base})
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := t.bucket.Stat(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	f, err := segfile.ReadFooter(ctx, t.bucket.ReadAt, key, attrs.Size)
+	if err != nil {
+		return nil, err
+	}
+	var prefix []byte
+	need := int64(store.SegmentIndexHeaderSize)
+	for i := 0; i < len(f.Frames) && int64(len(prefix)) < need; i++ {
+		frames, err := segfile.ReadFrames(ctx, t.bucket.ReadAt, key, f, i, i)
+		if err != nil {
+			return nil, err
+		}
+		prefix = append(prefix, frames[0]...)
+		if need == store.SegmentIndexHeaderSize && len(prefix) >= store.SegmentIndexHeaderSize {
+			need += int64(binary.BigEndian.Uint32(prefix[28:])) // the directory's size
+		}
+	}
+	return store.DecodeSegmentIndexDirectory(prefix)
 }
 
 // forgetSpans drops the cached spans of segments below floor (deleted).
