@@ -78,8 +78,11 @@ func TestSlaveLearnsMasterFromNameServer(t *testing.T) {
 	_, haPort, _ := net.SplitHostPort(haAddr)
 	mhost, _, _ := net.SplitHostPort(m.AdvertisedAddr())
 	wantHA := net.JoinHostPort(mhost, haPort)
+	// Both ends: the master counts the connection at accept, the slave
+	// knows the master's address once it read the hello reply.
 	waitCond(t, 20*time.Second, "the slave to follow the master the name server named", func() bool {
-		return haSlaves(m) == 1
+		sl := s.hastat.slave.Load()
+		return haSlaves(m) == 1 && sl != nil && sl.State().Connected
 	})
 	if got := loadStr(&s.ha.follow.nsHA); got != wantHA {
 		t.Fatalf("the name server named HA address %q to the slave, want %q (the master's advertised host, HA port)", got, wantHA)
@@ -87,7 +90,7 @@ func TestSlaveLearnsMasterFromNameServer(t *testing.T) {
 	if got := loadStr(&s.ha.follow.nsMaster); got != m.AdvertisedAddr() {
 		t.Fatalf("the name server named master address %q to the slave, want %q", got, m.AdvertisedAddr())
 	}
-	if st := s.ha.slave.State(); st.Dialed != wantHA || st.MasterAddr != m.AdvertisedAddr() {
+	if st := s.hastat.slave.Load().State(); st.Dialed != wantHA || st.MasterAddr != m.AdvertisedAddr() {
 		t.Fatalf("slave HA state %+v: want it dialled %s and the hello named %s", st, wantHA, m.AdvertisedAddr())
 	}
 	// The name server lists both under broker-a: master id 0, slave id 1.
