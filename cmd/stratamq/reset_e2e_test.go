@@ -88,14 +88,19 @@ func TestE2EResetOffsetByTime(t *testing.T) {
 	}
 
 	// The live consumer reports its positions (GET_CONSUMER_STATUS_FROM_CLIENT).
-	out.Reset()
-	errOut.Reset()
-	if code := runAdmin(context.Background(), []string{"getConsumerStatus", "-n", s.nsAddr, "-g", group, "-t", topic}, nil, &out, &errOut); code != 0 {
-		t.Fatalf("getConsumerStatus: exit %d: %s", code, errOut.String())
-	}
-	for _, want := range []string{`"consumerTable":{"`, `"topic":"` + topic + `"`, `"queueId":0`, `"queueId":1`} {
-		if !strings.Contains(out.String(), want) {
-			t.Fatalf("getConsumerStatus output lacks %s:\n%s", want, out.String())
+	// rocketmq-client-go answers that by reading its offset map without the
+	// lock its consumers write it under (a race in the client, reported by
+	// -race), so this part runs in the README's second, race-free command.
+	if !raceEnabled {
+		out.Reset()
+		errOut.Reset()
+		if code := runAdmin(context.Background(), []string{"getConsumerStatus", "-n", s.nsAddr, "-g", group, "-t", topic}, nil, &out, &errOut); code != 0 {
+			t.Fatalf("getConsumerStatus: exit %d: %s", code, errOut.String())
+		}
+		for _, want := range []string{`"consumerTable":{"`, `"topic":"` + topic + `"`, `"queueId":0`, `"queueId":1`} {
+			if !strings.Contains(out.String(), want) {
+				t.Fatalf("getConsumerStatus output lacks %s:\n%s", want, out.String())
+			}
 		}
 	}
 
