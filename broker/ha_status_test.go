@@ -319,8 +319,11 @@ func TestHAStatusAcrossPromote(t *testing.T) {
 	acfg.LeaseTTL, bcfg.LeaseTTL = time.Minute, time.Minute
 	a := runNode(t, acfg, Deps{Bucket: mem, Metrics: NewMetrics(areg)})
 	b := runNode(t, bcfg, Deps{Bucket: mem, Metrics: NewMetrics(breg)})
-	waitCond(t, 20*time.Second, "the master to see its slave", func() bool {
-		return a.role() == RoleSyncMaster && b.role() == RoleSlave && len(a.Broker().HAStatus().Slaves) == 1
+	// Both ends: the master counts the connection at accept, the slave
+	// learns the epoch from the hello reply.
+	waitCond(t, 20*time.Second, "the master to see its slave and the slave its master", func() bool {
+		return a.role() == RoleSyncMaster && b.role() == RoleSlave && len(a.Broker().HAStatus().Slaves) == 1 &&
+			b.Broker().HAStatus().Epoch == a.Broker().HAStatus().Epoch
 	})
 	epoch := mustGauge(t, areg, "stratamq_ha_epoch", nil)
 	if epoch < 1 || mustGauge(t, breg, "stratamq_ha_epoch", nil) != epoch || mustGauge(t, areg, "stratamq_ha_failovers_total", nil) != 0 {
