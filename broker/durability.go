@@ -112,6 +112,8 @@ type durability struct {
 	lastTry   time.Time          // of the last checkpoint attempt while none is written yet
 
 	near chan struct{} // the store says a write came near the reservation: checkpoint now
+	// resv is the reservation the last checkpoint written gave the store.
+	resv atomic.Pointer[store.Reservation]
 }
 
 // wakeNear asks run for a checkpoint now (store.Reservation.OnNear: never
@@ -416,6 +418,7 @@ func (d *durability) save(ctx context.Context, final, clean bool, drainFailed *o
 		r.Queues[k.topic][k.queue] = v
 	}
 	d.b.store.SetReservation(r)
+	d.resv.Store(r)
 	d.covered.Store(&p.covered)
 	return nil
 }
@@ -471,6 +474,17 @@ func (d *durability) nearReservation() bool {
 	defer d.mu.Unlock() // sections replaces prevMax's entries under mu
 	if d.reserved == 0 {
 		// No checkpoint yet (the first one failed): retry every second.
+		if time.Since(d.lastTry) < time.Second {
+			return false
+		}
+		d.lastTry = time.Now()
+		return true
+	}
+	if r := d.resv.Load(); r != nil && r.Near() {
+		// A write came near or hit the reservation and no checkpoint has
+		// landed since (the one OnNear asked for failed): retry every
+		// second. The growth tests below may not fire any more: a failed
+		// attempt already moved prevMax to where the queues stand.
 		if time.Since(d.lastTry) < time.Second {
 			return false
 		}

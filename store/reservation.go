@@ -36,6 +36,10 @@ type Reservation struct {
 	near               atomic.Bool
 }
 
+// Near reports whether OnNear has fired for r: a write came near or hit
+// its marks.
+func (r *Reservation) Near() bool { return r.near.Load() }
+
 func (r *Reservation) nearing() {
 	if r.OnNear != nil && r.near.CompareAndSwap(false, true) {
 		r.OnNear()
