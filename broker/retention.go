@@ -266,15 +266,7 @@ func (t *tiering) spansOf(ctx context.Context, base int64, keep bool) ([]queueSp
 // queue index object: only the frames that hold them (usually the first),
 // never its entries.
 func (t *tiering) readIndexDirectory(ctx context.Context, base int64) (*store.SegmentIndex, error) {
-	key, err := upload.Key("", upload.Segment{Kind: upload.KindQueueIndex, Base: base})
-	if err != nil {
-		return nil, err
-	}
-	attrs, err := t.bucket.Stat(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	f, err := segfile.ReadFooter(ctx, t.bucket.ReadAt, key, attrs.Size)
+	key, f, err := t.indexFooter(ctx, base)
 	if err != nil {
 		return nil, err
 	}

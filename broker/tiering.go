@@ -602,15 +602,7 @@ func (t *tiering) Segments(ctx context.Context) ([]int64, error) {
 // ReadIndex implements store.ColdIndex: the whole queue index object of the
 // segment at base, every frame verified by its checksum.
 func (t *tiering) ReadIndex(ctx context.Context, base int64) ([]byte, error) {
-	key, err := upload.Key("", upload.Segment{Kind: upload.KindQueueIndex, Base: base})
-	if err != nil {
-		return nil, err
-	}
-	attrs, err := t.bucket.Stat(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	f, err := segfile.ReadFooter(ctx, t.bucket.ReadAt, key, attrs.Size)
+	key, f, err := t.indexFooter(ctx, base)
 	if err != nil {
 		return nil, err
 	}
@@ -626,6 +618,21 @@ func (t *tiering) ReadIndex(ctx context.Context, base int64) ([]byte, error) {
 		out = append(out, fr...)
 	}
 	return out, nil
+}
+
+// indexFooter is the key and frame footer of the queue index object of
+// the segment at base.
+func (t *tiering) indexFooter(ctx context.Context, base int64) (string, *segfile.Footer, error) {
+	key, err := upload.Key("", upload.Segment{Kind: upload.KindQueueIndex, Base: base})
+	if err != nil {
+		return "", nil, err
+	}
+	attrs, err := t.bucket.Stat(ctx, key)
+	if err != nil {
+		return "", nil, err
+	}
+	f, err := segfile.ReadFooter(ctx, t.bucket.ReadAt, key, attrs.Size)
+	return key, f, err
 }
 
 // indexManifest is the manifest the cold indexes go by: the uploader's, a

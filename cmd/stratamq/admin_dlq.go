@@ -25,8 +25,7 @@ func adminDLQList(ctx context.Context, e *adminEnv, args []string) error {
 	if *group == "" {
 		return fmt.Errorf("%w: -g names the consumer group", errAdminUsage)
 	}
-	e.mastersOnly = true
-	addrs, err := e.targets(ctx)
+	addrs, err := e.masters(ctx)
 	if err != nil {
 		return err
 	}
@@ -69,8 +68,7 @@ func adminDLQResend(ctx context.Context, e *adminEnv, args []string) error {
 	if *group == "" {
 		return fmt.Errorf("%w: -g names the consumer group", errAdminUsage)
 	}
-	e.mastersOnly = true
-	addrs, err := e.targets(ctx)
+	addrs, err := e.masters(ctx)
 	if err != nil {
 		return err
 	}

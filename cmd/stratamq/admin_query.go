@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strings"
 	"time"
 
@@ -17,29 +16,8 @@ import (
 // masters is the brokers a query goes to: -b's list, else the master
 // (brokerId 0) of every brokerName the name server knows (of cluster -c).
 func (e *adminEnv) masters(ctx context.Context) ([]string, error) {
-	if e.brokers != "" || e.namesrv == "" {
-		return e.targets(ctx)
-	}
-	ci, err := e.clusterInfo(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for cluster, names := range ci.ClusterAddrTable {
-		if e.cluster != "" && cluster != e.cluster {
-			continue
-		}
-		for _, name := range names {
-			if addr := ci.BrokerAddrTable[name].BrokerAddrs[0]; addr != "" {
-				out = append(out, addr)
-			}
-		}
-	}
-	sort.Strings(out)
-	if len(out) == 0 {
-		return nil, errors.New("the name server knows no master broker")
-	}
-	return out, nil
+	e.mastersOnly = true
+	return e.targets(ctx)
 }
 
 // adminQueryMsgByKey is `stratamq admin queryMsgByKey`, mqadmin's

@@ -36,8 +36,7 @@ func adminUpdateTopic(ctx context.Context, e *adminEnv, args []string) error {
 			}
 		}
 	}
-	e.mastersOnly = true
-	addrs, err := e.targets(ctx)
+	addrs, err := e.masters(ctx)
 	if err != nil {
 		return err
 	}
@@ -60,8 +59,7 @@ func adminTopicRetention(ctx context.Context, e *adminEnv, args []string) error 
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	e.mastersOnly = true
-	addrs, err := e.targets(ctx)
+	addrs, err := e.masters(ctx)
 	if err != nil {
 		return err
 	}
