@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/stratamq/stratamq/remoting"
@@ -112,10 +111,8 @@ func (b *Broker) storeEnd(ctx context.Context, c *remoting.Conn, req *remoting.C
 		}
 	}
 	// The callback runs either before PutNotify returns (an early error)
-	// or later on the flusher's goroutine; mu decides which answers.
-	var mu sync.Mutex
-	var immediate *remoting.Command
-	returned := false
+	// or later on the flusher's goroutine.
+	ans := &laterReply{c: c, req: req}
 	b.store.PutNotify(msgs, func(res []store.PutResult, err error) {
 		if err == nil {
 			err = b.ackGate()
@@ -123,19 +120,7 @@ func (b *Broker) storeEnd(ctx context.Context, c *remoting.Conn, req *remoting.C
 		if err == nil && len(res) != len(msgs) {
 			err = fmt.Errorf("broker: the store stored %d of %d transaction records", len(res), len(msgs))
 		}
-		resp := done(res, err)
-		mu.Lock()
-		if !returned {
-			immediate = resp
-			mu.Unlock()
-			return
-		}
-		mu.Unlock()
-		_ = c.Reply(req, resp)
+		ans.finish(done(res, err))
 	})
-	mu.Lock()
-	returned = true
-	resp := immediate
-	mu.Unlock()
-	return resp
+	return ans.returned()
 }

@@ -73,43 +73,60 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 		return b.slaveResult(b.ackResponse(&a, res), b.slaveAck(ctx, res))
 	}
 	// The callback runs either before PutNotify returns (on this goroutine:
-	// an early error, or already durable) or later on the flusher's; mu
-	// decides which of the two answers.
-	var mu sync.Mutex
-	var immediate *remoting.Command
-	returned := false
-	finish := func(resp *remoting.Command) {
-		mu.Lock()
-		if !returned {
-			immediate = resp
-			mu.Unlock()
-			return
-		}
-		mu.Unlock()
-		if c != nil {
-			_ = c.Reply(a.req, resp)
-		}
-	}
+	// an early error, or already durable) or later on the flusher's.
+	ans := &laterReply{c: c, req: a.req}
 	b.store.PutNotify(msgs, func(res []store.PutResult, err error) {
 		if err == nil {
 			err = b.ackGate()
 		}
 		switch {
 		case err != nil:
-			finish(b.putError(a.req, err))
+			ans.finish(b.putError(a.req, err))
 		case b.cfg.Role == RoleSyncMaster:
 			// Not on the flusher's goroutine: the wait is bounded by
 			// STRATAMQ_HA_ACK_TIMEOUT and ends when the HA master stops.
-			go func() { finish(b.slaveResult(b.ackResponse(&a, res), b.slaveAck(ctx, res))) }()
+			go func() { ans.finish(b.slaveResult(b.ackResponse(&a, res), b.slaveAck(ctx, res))) }()
 		default:
-			finish(b.ackResponse(&a, res))
+			ans.finish(b.ackResponse(&a, res))
 		}
 	})
-	mu.Lock()
-	returned = true
-	resp := immediate
-	mu.Unlock()
-	return resp
+	return ans.returned()
+}
+
+// laterReply answers a request whose result may come before its handler
+// returns (then the handler returns it) or after (then it is written to
+// the connection): a store callback that ran at once, or one the flusher
+// runs after the group commit.
+type laterReply struct {
+	c         *remoting.Conn // nil: an in-process call, only the immediate answer counts
+	req       *remoting.Command
+	mu        sync.Mutex
+	done      bool // the handler returned
+	immediate *remoting.Command
+}
+
+// finish delivers resp: to the handler if it has not returned yet, else
+// to the connection.
+func (r *laterReply) finish(resp *remoting.Command) {
+	r.mu.Lock()
+	if !r.done {
+		r.immediate = resp
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	if r.c != nil {
+		_ = r.c.Reply(r.req, resp)
+	}
+}
+
+// returned is what the handler returns: the answer if finish already ran,
+// else nil (it comes later).
+func (r *laterReply) returned() *remoting.Command {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done = true
+	return r.immediate
 }
 
 // sendBatch is a connection's sends of one read batch, waiting for
