@@ -158,7 +158,9 @@ func (b *Broker) readReplicaCheckpoint() *offsets.Checkpoint {
 
 // replicaStart is U, where a slave's log starts: the End of the last
 // commitlog object of the contiguous prefix (from the lowest base) of
-// objects listed in m together with their queue index object.
+// objects listed in m together with their queue index object; a range
+// per-topic retention deleted from the middle (Manifest.Expired) does not
+// break the run.
 func replicaStart(m *upload.Manifest) int64 {
 	indexed := map[int64]bool{}
 	for _, o := range m.Objects {
@@ -166,14 +168,11 @@ func replicaStart(m *upload.Manifest) int64 {
 			indexed[o.Base] = true
 		}
 	}
-	var u int64
-	for i, o := range m.CommitLog() {
-		if !indexed[o.Base] || (i > 0 && o.Base != u) {
-			break
-		}
-		u = o.End()
+	run := m.Contiguous(func(o upload.Object) bool { return !indexed[o.Base] })
+	if len(run) == 0 {
+		return 0
 	}
-	return u
+	return run[len(run)-1].End()
 }
 
 // replicaRestorePoint is a slave's store restore (store.Restore.Replica):

@@ -391,4 +391,12 @@ func TestReplicaCovered(t *testing.T) {
 			t.Errorf("%s: covered %v, want %v", tc.name, got, tc.want)
 		}
 	}
+	// Per-topic retention deleted [100, 200) from the middle of the log:
+	// the slave's copies there, and after, are covered (the gap is no
+	// upload still to come).
+	m := &upload.Manifest{Objects: []upload.Object{cl(0, 100), idx(0), cl(200, 100), idx(200), cl(300, 100), idx(300)},
+		Expired: []upload.Span{{From: 100, To: 200}}}
+	if got := replicaCovered(local, m); len(got) != 4 {
+		t.Errorf("expired gap: covered %v, want all four local segments", got)
+	}
 }

@@ -603,6 +603,9 @@ func (t *tiering) Segments(ctx context.Context) ([]int64, error) {
 // segment at base, every frame verified by its checksum.
 func (t *tiering) ReadIndex(ctx context.Context, base int64) ([]byte, error) {
 	key, f, err := t.indexFooter(ctx, base)
+	if errors.Is(err, tier.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %w", store.ErrNotFound, err) // deleted by retention
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"slices"
@@ -10,6 +11,11 @@ import (
 )
 
 // ColdIndex lists and reads the segment index blobs kept in the tier.
+//
+// ReadIndex returns an error matching ErrNotFound when the blob is gone:
+// retention deleted its segment (per-topic retention deletes segments from
+// the middle of the log, once every record in them has expired). The cold
+// index then forgets that segment and looks again without it.
 type ColdIndex interface {
 	Segments(ctx context.Context) ([]int64, error)             // bases of segments that have an index blob, ascending
 	ReadIndex(ctx context.Context, base int64) ([]byte, error) // the blob BuildSegmentIndex produced for that segment
@@ -153,7 +159,11 @@ func (c *coldIdx) dir(ctx context.Context, base int64, w *want) (*SegmentIndex, 
 func (c *coldIdx) readBlob(ctx context.Context, base int64) ([]byte, *SegmentIndex, error) {
 	b, err := c.src.ReadIndex(ctx, base)
 	if err != nil {
-		return nil, nil, coldIndexErr(base, err)
+		err = coldIndexErr(base, err)
+		if errors.Is(err, ErrNotFound) {
+			err = &goneError{base: base, err: err}
+		}
+		return nil, nil, err
 	}
 	x, err := DecodeSegmentIndexDirectory(b)
 	if err != nil {
@@ -227,10 +237,42 @@ func (c *coldIdx) block(ctx context.Context, base int64, q SegmentIndexQueue, k 
 	return c.cacheBlock(b, x, q, k)
 }
 
+// forget drops segment base from the list: its blob is gone (expired).
+func (c *coldIdx) forget(base int64) {
+	c.segMu.Lock()
+	defer c.segMu.Unlock()
+	if i, ok := slices.BinarySearch(c.segs, base); ok {
+		c.segs = slices.Delete(slices.Clone(c.segs), i, i+1)
+	}
+}
+
 // locate finds the segment holding queue offset x of topic/id: the first
 // segment whose directory says the queue's next offset at its end is
-// above x. ok is false when no indexed segment holds it.
+// above x. ok is false when no indexed segment holds it. A segment whose
+// blob is gone is forgotten and the search runs again: the queue's entries
+// in it have expired, so the directories left still order every offset a
+// reader may ask for.
 func (c *coldIdx) locate(ctx context.Context, floor int64, topic string, id int32, x int64) (base int64, q SegmentIndexQueue, ok bool, err error) {
+	for {
+		base, q, ok, err = c.locateOnce(ctx, floor, topic, id, x)
+		var gone *goneError
+		if !errors.As(err, &gone) {
+			return base, q, ok, err
+		}
+		c.forget(gone.base)
+	}
+}
+
+// goneError: the blob of segment base is gone (ErrNotFound from ReadIndex).
+type goneError struct {
+	base int64
+	err  error
+}
+
+func (e *goneError) Error() string { return e.err.Error() }
+func (e *goneError) Unwrap() error { return e.err }
+
+func (c *coldIdx) locateOnce(ctx context.Context, floor int64, topic string, id int32, x int64) (base int64, q SegmentIndexQueue, ok bool, err error) {
 	segs, err := c.segments(ctx, floor)
 	if err != nil {
 		return 0, q, false, err

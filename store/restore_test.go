@@ -3,11 +3,11 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -49,7 +49,7 @@ func (f *fakeIndex) ReadIndex(ctx context.Context, base int64) ([]byte, error) {
 	defer f.mu.Unlock()
 	b, ok := f.blobs[base]
 	if !ok {
-		return nil, fmt.Errorf("fake index: no blob for %d: %w", base, os.ErrNotExist)
+		return nil, fmt.Errorf("fake index: no blob for %d: %w", base, ErrNotFound) // gone, as ColdIndex says
 	}
 	return slices.Clone(b), nil
 }
@@ -600,4 +600,68 @@ func TestStoreRestoreChained(t *testing.T) {
 	}
 	checkQueueEntries(t, b, c, f.queues)
 	compareSnapshots(t, want, takeSnapshot(t, c, f.queues, f.puts))
+}
+
+// staleIndex lists the bases it was given, whatever blobs are left: the
+// manifest a cold index listed before retention deleted a segment.
+type staleIndex struct {
+	*fakeIndex
+	bases []int64
+}
+
+func (s *staleIndex) Segments(ctx context.Context) ([]int64, error) {
+	return slices.Clone(s.bases), nil
+}
+
+// TestStoreRestoreColdIndexSkipsExpiredSegment: per-topic retention
+// deleted a segment from the middle of the log (every queue's min is past
+// its records) after the cold index listed it. A lookup that probes the
+// gone blob forgets it and finds the entry in the segments left, instead
+// of failing every read whose search passes that segment.
+func TestStoreRestoreColdIndexSkipsExpiredSegment(t *testing.T) {
+	f := newRestoreFixture(t, 400)
+	segs := f.a.SealedSegments()
+	if len(segs) < 5 {
+		t.Fatalf("%d segments, want at least 5", len(segs))
+	}
+	gone := segs[len(segs)/2]
+	// Every queue's min past its records in the gone segment.
+	mins := map[qref]int64{}
+	for _, q := range restoreQueues {
+		for i := f.a.MinQueueOffset(q.topic, q.id); i < f.maxes[q]; i++ {
+			p, _, _, ok, _ := f.a.QueueEntry(q.topic, q.id, i)
+			if ok && p >= gone.Base+gone.Length {
+				mins[q] = i
+				break
+			}
+		}
+		rg := f.restored.Queues[q.topic][q.id]
+		rg.Min = mins[q]
+		f.restored.Queues[q.topic][q.id] = rg
+	}
+	stale := &staleIndex{fakeIndex: f.idx}
+	stale.bases, _ = f.idx.Segments(context.Background())
+	o := f.opts(vfs.NewMem())
+	o.ColdIndex = stale
+	b := mustOpen(t, o)
+	defer mustClose(t, b)
+	f.idx.mu.Lock()
+	delete(f.idx.blobs, gone.Base)
+	f.idx.mu.Unlock()
+	for _, q := range restoreQueues {
+		mn := b.MinQueueOffset(q.topic, q.id)
+		if mn != mins[q] {
+			t.Fatalf("%v: min %d, want %d", q, mn, mins[q])
+		}
+		for _, x := range []int64{mn, mn + 1} {
+			r, err := b.Get(context.Background(), GetRequest{Topic: q.topic, QueueID: q.id, Offset: x, MaxMsgs: 1})
+			if err != nil || r.Status != Found || len(r.Records) != 1 {
+				t.Fatalf("%v@%d after the segment at %d expired: %v %v", q, x, gone.Base, r.Status, err)
+			}
+			want, _, _, _, _ := f.a.QueueEntry(q.topic, q.id, x)
+			if got := int64(binary.BigEndian.Uint64(r.Records[0][offPhysOffset:])); got != want {
+				t.Fatalf("%v@%d: record at %d, want %d", q, x, got, want)
+			}
+		}
+	}
 }

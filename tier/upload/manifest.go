@@ -33,11 +33,89 @@ func (o Object) End() int64 { return o.Base + o.Length }
 // Manifest lists the uploaded objects. Version grows by one on every write.
 // Epoch is the fencing epoch Config.Fence returned for the write (0 without
 // fencing, then omitted from the JSON).
+//
+// Expired lists the commitlog ranges whose objects retention deleted while
+// later objects stay (Uploader.Expire): a gap there is no upload still to
+// come, and nobody reads it (every record in it has expired). Sorted,
+// disjoint and merged; ranges below the first commitlog object are dropped
+// by Trim.
 type Manifest struct {
 	Version int64     `json:"version"`
 	Epoch   int64     `json:"epoch,omitempty"`
 	Updated time.Time `json:"updated"`
 	Objects []Object  `json:"objects"`
+	Expired []Span    `json:"expired,omitempty"`
+}
+
+// Span is a commitlog range [From, To).
+type Span struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+// addSpans returns spans plus add, sorted and merged (touching ranges
+// become one).
+func addSpans(spans []Span, add ...Span) []Span {
+	all := append(slices.Clone(spans), add...)
+	slices.SortFunc(all, func(a, b Span) int { return cmp.Compare(a.From, b.From) })
+	var out []Span
+	for _, s := range all {
+		if s.To <= s.From {
+			continue
+		}
+		if n := len(out); n > 0 && s.From <= out[n-1].To {
+			out[n-1].To = max(out[n-1].To, s.To)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// ExpiredAt returns the end of the expired range that holds off (From <=
+// off < To), and whether one does.
+func (m *Manifest) ExpiredAt(off int64) (int64, bool) {
+	i, _ := slices.BinarySearchFunc(m.Expired, off, func(s Span, x int64) int {
+		if s.To <= x {
+			return -1
+		}
+		if s.From > x {
+			return 1
+		}
+		return 0
+	})
+	if i < len(m.Expired) && m.Expired[i].From <= off && off < m.Expired[i].To {
+		return m.Expired[i].To, true
+	}
+	return 0, false
+}
+
+// Contiguous returns the commitlog objects (in base order) that keep
+// with the first one in one unbroken run, counting an expired range as
+// present, and stopping before the first object skip reports; the end of
+// the run is the End of the last returned.
+func (m *Manifest) Contiguous(skip func(Object) bool) []Object {
+	var out []Object
+	for _, o := range m.CommitLog() {
+		if skip != nil && skip(o) {
+			break
+		}
+		if n := len(out); n > 0 {
+			end := out[n-1].End()
+			for end < o.Base {
+				to, ok := m.ExpiredAt(end)
+				if !ok {
+					return out
+				}
+				end = to
+			}
+			if end != o.Base {
+				return out
+			}
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 func compareObjects(a, b Object) int {

@@ -589,7 +589,7 @@ func (u *Uploader) committer(ctx context.Context) {
 		for i, d := range batch {
 			objs[i] = d.obj
 		}
-		if err := u.writeManifest(ctx, true, func(cur []Object) []Object { return merge(cur, objs...) }); err != nil {
+		if err := u.writeManifest(ctx, true, func(m *Manifest) { m.Objects = merge(m.Objects, objs...) }); err != nil {
 			for _, d := range batch {
 				u.release(d.obj.Key)
 			}
@@ -690,12 +690,12 @@ func (u *Uploader) pairUp(batch []done, held map[pairKey]done) []done {
 	return out
 }
 
-// writeManifest rewrites the manifest with apply(current objects),
+// writeManifest rewrites the manifest with apply(a copy of the current one: its Objects and Expired),
 // retrying until it is written or ctx ends. On a conflicting write it
 // rereads the manifest and applies again, so concurrent writers (the
 // committer and Trim) never undo each other. While Config.Fence refuses,
 // it waits (backing off) if waitFence is set, else returns the refusal.
-func (u *Uploader) writeManifest(ctx context.Context, waitFence bool, apply func([]Object) []Object) error {
+func (u *Uploader) writeManifest(ctx context.Context, waitFence bool, apply func(*Manifest)) error {
 	for attempt := 0; ; attempt++ {
 		epoch, err := u.fence()
 		if err != nil {
@@ -710,7 +710,9 @@ func (u *Uploader) writeManifest(ctx context.Context, waitFence bool, apply func
 		u.mu.Lock()
 		cur, etag := u.mu.manifest, u.mu.etag
 		u.mu.Unlock()
-		next := &Manifest{Version: cur.Version + 1, Epoch: epoch, Updated: u.cfg.Now().UTC(), Objects: apply(slices.Clone(cur.Objects))}
+		next := &Manifest{Version: cur.Version + 1, Epoch: epoch, Updated: u.cfg.Now().UTC(),
+			Objects: slices.Clone(cur.Objects), Expired: slices.Clone(cur.Expired)}
+		apply(next)
 		buf, err := encodeManifest(next)
 		if err != nil {
 			return err // a bug; JSON of plain structs does not fail
@@ -759,36 +761,79 @@ func (u *Uploader) Flush() {
 }
 
 // Trim removes from the manifest every commitlog object that ends at or
-// below floor (bucket retention), and the queue and key index of each, and returns
-// them; the caller deletes the objects after Trim returns (DeleteObjects),
-// so the manifest never lists a missing object. A crash in between leaves
-// unlisted objects behind, which are harmless. While Config.Fence refuses,
-// Trim returns its error without writing.
+// below floor (bucket retention), and the queue and key index of each, and
+// returns them; the caller deletes the objects after Trim returns
+// (DeleteObjects), so the manifest never lists a missing object. A crash
+// in between leaves unlisted objects behind, which are harmless. Expired
+// ranges below the first commitlog object left are dropped. While
+// Config.Fence refuses, Trim returns its error without writing.
 func (u *Uploader) Trim(ctx context.Context, floor int64) ([]Object, error) {
+	return u.remove(ctx, func(o Object) bool { return o.End() <= floor }, false)
+}
+
+// Expire removes from the manifest the commitlog objects at the given
+// bases, with their queue and key indexes, records their ranges in
+// Manifest.Expired, and returns them for DeleteObjects, as Trim does. It is
+// for objects in the middle of the log whose every record has expired
+// (per-topic retention) while an earlier object stays: the gap they leave
+// is marked as expired, so a reader of the manifest (a slave finding where
+// the uploaded log ends, a restore) tells it from an upload still to come.
+// The newest commitlog object is never removed: the manifest keeps
+// recording how far the log was uploaded.
+func (u *Uploader) Expire(ctx context.Context, bases []int64) ([]Object, error) {
+	set := make(map[int64]bool, len(bases))
+	for _, b := range bases {
+		set[b] = true
+	}
+	return u.remove(ctx, func(o Object) bool { return set[o.Base] }, true)
+}
+
+// remove drops the commitlog objects gone picks (with their indexes) from
+// the manifest; with expire, their ranges go into Expired and the newest
+// commitlog object stays whatever gone says.
+func (u *Uploader) remove(ctx context.Context, gone func(Object) bool, expire bool) ([]Object, error) {
 	select {
 	case <-u.loaded:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	var removed []Object
-	err := u.writeManifest(ctx, false, func(cur []Object) []Object {
+	err := u.writeManifest(ctx, false, func(m *Manifest) {
 		removed = removed[:0]
-		gone := map[int64]bool{} // bases of removed commitlog objects
-		for _, o := range cur {
-			if o.Kind == KindCommitLog.String() && o.End() <= floor {
-				gone[o.Base] = true
+		cl := m.CommitLog()
+		bases := map[int64]bool{} // bases of removed commitlog objects
+		var spans []Span
+		for i, o := range cl {
+			if !gone(o) || expire && i == len(cl)-1 {
+				continue
+			}
+			bases[o.Base] = true
+			if expire {
+				spans = append(spans, Span{From: o.Base, To: o.End()})
 			}
 		}
-		kept := cur[:0]
-		for _, o := range cur {
+		kept := m.Objects[:0]
+		first := int64(-1)
+		for _, o := range m.Objects {
 			// A segment's queue and key indexes go with it.
-			if (o.Kind == KindCommitLog.String() || o.Kind == KindQueueIndex.String() || o.Kind == KindKeyIndex.String()) && gone[o.Base] {
+			if (o.Kind == KindCommitLog.String() || o.Kind == KindQueueIndex.String() || o.Kind == KindKeyIndex.String()) && bases[o.Base] {
 				removed = append(removed, o)
 				continue
 			}
+			if o.Kind == KindCommitLog.String() && (first < 0 || o.Base < first) {
+				first = o.Base
+			}
 			kept = append(kept, o)
 		}
-		return kept
+		m.Objects = kept
+		m.Expired = addSpans(m.Expired, spans...)
+		// A range below the first object is no gap any more.
+		for len(m.Expired) > 0 && (first < 0 || m.Expired[0].To <= first) {
+			m.Expired = m.Expired[1:]
+		}
+		if len(m.Expired) == 0 {
+			m.Expired = nil
+		}
 	})
 	if err != nil {
 		return nil, err
