@@ -23,7 +23,7 @@ import (
 // protocol (our own client, no RocketMQ SDK). Progress goes to stderr once a
 // second; the last line on stdout is one JSON object (benchResult).
 
-const benchUsage = `usage: stratamq bench produce|consume|e2e [flags]
+const benchUsage = `usage: stratamq bench produce|consume|e2e|rawget [flags]
 
   produce   send --messages (or for --duration) messages of --size bytes;
             latency = send → ack per request (per batch with --batch > 1)
@@ -32,6 +32,9 @@ const benchUsage = `usage: stratamq bench produce|consume|e2e [flags]
             latency = per PULL_MESSAGE request; MB/s of stored record bytes
   e2e       a producer at --rate and a long-polling consumer in one process;
             latency = send time stamped in the body → receipt, per message
+  rawget    GET every commitlog object of a bucket whole (no broker), with
+            one and with --streams parallel streams: the bucket's bandwidth
+            (stratamq bench rawget -h)
 
 The last line on stdout is a JSON object: msgs_per_sec, mb_per_sec (10^6
 bytes/s), p50_ms, p99_ms, p999_ms, errors, messages, bytes, seconds, ...
@@ -64,6 +67,9 @@ type benchOpts struct {
 	progress  time.Duration
 	drain     time.Duration
 	cpuProf   string
+	payload   string // produce/e2e: pattern | random | json
+	queue     int    // consume: only this queue (-1: all)
+	metrics   string // consume: the broker's /metrics URL, read before and after
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
@@ -71,7 +77,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
 		fmt.Fprint(stderr, benchUsage)
 		return nil, flag.ErrHelp
 	}
-	o := &benchOpts{mode: args[0]}
+	o := &benchOpts{mode: args[0], queue: -1}
 	fs := flag.NewFlagSet("bench "+o.mode, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, benchUsage); fs.PrintDefaults() }
@@ -106,6 +112,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
 	fs.DurationVar(&o.progress, "progress", time.Second, "progress line period on stderr (0: none)")
 	fs.DurationVar(&o.drain, "drain", 10*time.Second, "e2e: how long the consumer may lag behind the producer's end")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write the load generator's own CPU profile to this file")
+	fs.StringVar(&o.payload, "payload", "pattern", "message bodies: pattern (one repeated a-z body, compresses ~100x), random (fresh random bytes per message: incompressible), json (fresh JSON-like text per message, compresses ~3-5x)")
+	fs.IntVar(&o.queue, "queue", -1, "consume: pull only this queue id (-1: every readable queue)")
+	fs.StringVar(&o.metrics, "metrics", "", "consume: the broker's metrics URL (http://127.0.0.1:5557/metrics), read before and after to report cold bytes (served from the bucket), hot bytes (the rest) and bucket bytes fetched")
 	if err := fs.Parse(args[1:]); err != nil {
 		return nil, err
 	}
@@ -119,6 +128,8 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
 		return nil, errors.New("--size, --messages, --duration and --rate must not be negative")
 	case o.conns < 1 || o.inflight < 1 || o.batch < 1 || o.pullBatch < 1 || o.queues < 1:
 		return nil, errors.New("--conns, --inflight, --batch, --pull-batch and --queues must be ≥ 1")
+	case o.payload != "pattern" && o.payload != "random" && o.payload != "json":
+		return nil, fmt.Errorf("--payload must be pattern, random or json, not %q", o.payload)
 	case o.from != "first" && o.from != "last":
 		return nil, fmt.Errorf("--from must be first or last, not %q", o.from)
 	case o.namesrv == "" && o.broker == "":
@@ -173,6 +184,17 @@ type benchResult struct {
 	SendP50  float64 `json:"send_p50_ms,omitempty"`
 	SendP99  float64 `json:"send_p99_ms,omitempty"`
 	SendP999 float64 `json:"send_p999_ms,omitempty"`
+	// consume with --metrics: from the broker's cold-read counters, read
+	// before and after the run (other readers of the broker meanwhile
+	// count too).
+	ColdBytes      *int64   `json:"cold_bytes,omitempty"`       // record bytes the broker read from the cold tier
+	HotBytes       *int64   `json:"hot_bytes,omitempty"`        // bytes - cold_bytes (local log)
+	ColdMBPerSec   *float64 `json:"cold_mb_per_sec,omitempty"`  // cold_bytes / seconds
+	BucketBytes    *int64   `json:"bucket_bytes,omitempty"`     // compressed bytes fetched from the bucket
+	DecodedBytes   *int64   `json:"decoded_bytes,omitempty"`    // logical bytes of the frames fetched and decoded
+	BucketGets     *int64   `json:"bucket_gets,omitempty"`      // GET requests
+	Amplification  *float64 `json:"amplification,omitempty"`    // bucket_bytes / bytes delivered
+	DecodedPerByte *float64 `json:"decoded_per_byte,omitempty"` // decoded_bytes / bytes delivered
 }
 
 func (r *benchResult) setLatency(h *histogram) {
@@ -195,6 +217,9 @@ func (r *benchResult) setRates(msgs, bytes int64, elapsed time.Duration) {
 
 // runBench is `stratamq bench ...`; exit code 0 when no request failed.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "rawget" {
+		return runRawGet(ctx, args[1:], stdout, stderr)
+	}
 	o, err := parseBenchFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

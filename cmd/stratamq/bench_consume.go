@@ -229,6 +229,28 @@ func (b *bench) consume(ctx context.Context) (*benchResult, error) {
 		}
 		c.suspend = true
 	}
+	if o.queue >= 0 {
+		if o.queue >= len(start) {
+			return nil, fmt.Errorf("--queue %d: topic %s has %d read queues", o.queue, o.topic, len(start))
+		}
+		if end == nil {
+			end = make([]int64, len(start))
+			for q := range end {
+				end[q] = -1
+			}
+		}
+		for q := range start {
+			if q != o.queue {
+				end[q] = start[q] // nothing to pull
+			}
+		}
+	}
+	var before map[string]float64
+	if o.metrics != "" {
+		if before, err = scrapeMetrics(ctx, o.metrics); err != nil {
+			return nil, err
+		}
+	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	var lastN, lastB int64
@@ -256,6 +278,13 @@ func (b *bench) consume(ctx context.Context) (*benchResult, error) {
 	r.Latency = "per PULL_MESSAGE request"
 	r.setLatency(mergeHists(c.pullH))
 	b.fillErrors(r)
+	if before != nil {
+		after, err := scrapeMetrics(ctx, o.metrics)
+		if err != nil {
+			return nil, err
+		}
+		r.setCold(before, after)
+	}
 	return r, nil
 }
 

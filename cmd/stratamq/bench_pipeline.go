@@ -99,6 +99,7 @@ func (pl *pipeline) writeLoop(ctx context.Context) {
 		Header: remoting.SendHeaderExt{H: &hdr, V2: o.batch > 1}}
 	body := p.newBody()
 	es := p.entrySize()
+	pg := newPayloadGen(o.payload, rand.Uint64())
 	var out []byte
 	gen := int32(0)
 	// Like the official clients, every single send carries a UNIQ_KEY (the
@@ -145,6 +146,15 @@ func (pl *pipeline) writeLoop(ctx context.Context) {
 			payload := body
 			if o.batch > 1 {
 				payload = body[:cnt*es]
+			}
+			if pg != nil {
+				if o.batch == 1 {
+					pg.fill(payload)
+				} else {
+					for off := 20; off < len(payload); off += es {
+						pg.fill(payload[off : off+o.size])
+					}
+				}
 			}
 			now := time.Now()
 			hdr.BornTimestamp = now.UnixMilli()

@@ -239,6 +239,7 @@ func (r *Reader) ReadAt(ctx context.Context, off int64, p []byte) (int, error) {
 		fr := f.Frames[fi]
 		n += copy(p[n:], data[rel-fr.Off:])
 	}
+	r.stats.readBytes.Add(int64(n))
 	return n, nil
 }
 
@@ -477,6 +478,7 @@ func (r *Reader) fetch(ctx context.Context, objKey string, f *segfile.Footer, i 
 		r.stats.corrupt.Add(1)
 		return nil, fmt.Errorf("coldread: %s frame %d: %w", objKey, i, err)
 	}
+	r.stats.decodedBytes.Add(int64(len(data)))
 	return data, nil
 }
 

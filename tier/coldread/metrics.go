@@ -11,6 +11,7 @@ type stats struct {
 	evictions, evictedBytes               atomic.Int64
 	gets, getBytes, errors, corrupt       atomic.Int64
 	aheadFetches, aheadHits, aheadDropped atomic.Int64
+	readBytes, decodedBytes               atomic.Int64
 }
 
 // Stats is a snapshot of a Reader's counters.
@@ -28,6 +29,8 @@ type Stats struct {
 	AheadFetches int64 // background frame fetches started
 	AheadHits    int64 // of those, consumed by a reader
 	AheadDropped int64 // of those, displaced from the buffer unread
+	ReadBytes    int64 // logical bytes returned by ReadAt (what the store read cold)
+	DecodedBytes int64 // logical bytes of the frames fetched and decoded
 }
 
 // Stats returns the current counters.
@@ -40,6 +43,7 @@ func (r *Reader) Stats() Stats {
 		CachedBytes: int64(m.CostAdded()) - int64(m.CostEvicted()),
 		Gets:        s.gets.Load(), GetBytes: s.getBytes.Load(), Errors: s.errors.Load(), Corrupt: s.corrupt.Load(),
 		AheadFetches: s.aheadFetches.Load(), AheadHits: s.aheadHits.Load(), AheadDropped: s.aheadDropped.Load(),
+		ReadBytes: s.readBytes.Load(), DecodedBytes: s.decodedBytes.Load(),
 	}
 }
 
@@ -58,13 +62,17 @@ var (
 		"Compressed bytes fetched from the bucket by cold reads.", nil, nil)
 	descGets = prometheus.NewDesc("rocketmq_tiered_store_cold_get_total",
 		"Bucket GETs by cold reads.", nil, nil)
+	descRead = prometheus.NewDesc("rocketmq_tiered_store_cold_read_bytes_total",
+		"Logical commitlog bytes served by cold reads (ReadAt).", nil, nil)
+	descDecoded = prometheus.NewDesc("rocketmq_tiered_store_cold_decoded_bytes_total",
+		"Logical bytes of the frames fetched from the bucket and decoded.", nil, nil)
 	descErrors = prometheus.NewDesc("rocketmq_tiered_store_cold_read_errors_total",
 		"Cold read failures by reason.", []string{"reason"}, nil)
 )
 
 // Describe implements prometheus.Collector: reg.MustRegister(r).
 func (r *Reader) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHit, descAccess, descMiss, descEvict, descBytes, descDownload, descGets, descErrors} {
+	for _, d := range []*prometheus.Desc{descHit, descAccess, descMiss, descEvict, descBytes, descDownload, descGets, descRead, descDecoded, descErrors} {
 		ch <- d
 	}
 }
@@ -82,6 +90,8 @@ func (r *Reader) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBytes, prometheus.GaugeValue, float64(s.CachedBytes))
 	c(descDownload, s.GetBytes)
 	c(descGets, s.Gets)
+	c(descRead, s.ReadBytes)
+	c(descDecoded, s.DecodedBytes)
 	c(descErrors, s.Corrupt, "corrupt")
 	c(descErrors, s.Errors, "bucket")
 }

@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# Cold replay at the bucket's speed (issue 12 item 3): how fast a new
+# consumer group replays history that lives only in the bucket, next to how
+# fast the same bucket serves the same objects to a plain GET loop.
+#
+#   docs/bench/coldreplay.sh                    # the working tree, 3 rounds
+#   docs/bench/coldreplay.sh 5f3c2a1 HEAD       # A/B: brokers of two revisions
+#   PAYLOAD=json docs/bench/coldreplay.sh       # compressible bodies
+#   QUEUES=64 ONE_QUEUE=1 ROUNDS=1 docs/bench/coldreplay.sh   # amplification
+#
+# Steps (loopback only, every wait bounded):
+#  1. start versitygw on 127.0.0.1 (--keep-alive), build `stratamq` (the
+#     working tree; with REV arguments also each REV, via git archive);
+#  2. `serve` with STRATAMQ_SEGMENT_SIZE=$SEGMENT, STRATAMQ_LOCAL_RETENTION=0
+#     and the s3 bucket; `bench produce` $MSGS messages of $SIZE bytes
+#     (--payload $PAYLOAD) on $QUEUES queues; SIGTERM (a graceful stop seals
+#     and uploads everything);
+#  3. ROUNDS times, for each broker under test: `bench rawget` (every .seg
+#     object GET whole, one stream, then $STREAMS streams); a broker on an
+#     EMPTY data dir with the same bucket; `bench consume --from first` with a
+#     new group and --metrics (cold and hot bytes, bucket bytes); with
+#     ONE_QUEUE=1 also a fresh broker replaying queue 0 alone; the broker's
+#     peak RSS (VmHWM);
+#  4. prints every run and the medians; ratio = consume MB/s ÷ rawget MB/s of
+#     the same round.
+#
+# The load generator, producer and rawget are always the working tree's
+# binary (older revisions lack --payload, --metrics and rawget); only the
+# broker under test changes. PROFILE=DIR saves a 10 s broker CPU profile of
+# every replay (STRATAMQ_PPROF=true). KEEP=1 keeps the work dir.
+set -euo pipefail
+MSGS=${MSGS:-600000}
+SIZE=${SIZE:-1024}
+QUEUES=${QUEUES:-8}
+BATCH=${BATCH:-100}
+PAYLOAD=${PAYLOAD:-random}
+SEGMENT=${SEGMENT:-32MiB}
+CACHE=${CACHE:-256MiB}
+ROUNDS=${ROUNDS:-3}
+STREAMS=${STREAMS:-4}
+ONE_QUEUE=${ONE_QUEUE:-0}
+PROFILE=${PROFILE:-}
+VGW_PORT=${VGW_PORT:-27171}
+NS_PORT=${NS_PORT:-19877}
+BROKER_PORT=${BROKER_PORT:-19912}
+HTTP_PORT=${HTTP_PORT:-19558}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/stratamq-coldreplay.XXXXXX")
+VGW=$(go env GOPATH)/bin/versitygw
+say() { echo "coldreplay: $*" >&2; }
+[[ -x $VGW ]] || { say "no versitygw at $VGW: run bash .ci/versitygw.sh"; exit 1; }
+
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	if [[ ${KEEP:-0} == 1 ]]; then say "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+wait_http() { # url: until it answers 200, at most 30 s
+	for _ in $(seq 300); do
+		if [[ $(curl -s -o /dev/null -w '%{http_code}' "$1" || true) == 200 ]]; then return 0; fi
+		sleep 0.1
+	done
+	say "$1 did not answer 200 within 30 s"
+	return 1
+}
+wait_port() {
+	for _ in $(seq 300); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+	say "nothing listens on 127.0.0.1:$1"
+	return 1
+}
+
+# 1. versitygw and the binaries.
+export AWS_ACCESS_KEY_ID=coldreplay AWS_SECRET_ACCESS_KEY=coldreplaysecret AWS_REGION=us-east-1
+mkdir -p "$WORK/vgw"
+"$VGW" --port "127.0.0.1:$VGW_PORT" --access "$AWS_ACCESS_KEY_ID" --secret "$AWS_SECRET_ACCESS_KEY" --keep-alive --quiet \
+	posix "$WORK/vgw" >"$WORK/vgw.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do
+	[[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$VGW_PORT/" || true) != 000 ]] && break
+	sleep 0.1
+done
+BUCKET="s3://coldreplay/p?endpoint=http://127.0.0.1:$VGW_PORT&region=us-east-1"
+
+say "building the working tree"
+(cd "$ROOT" && go build -o "$WORK/stratamq-tree" ./cmd/stratamq)
+TOOL=$WORK/stratamq-tree
+BROKERS=()
+if [[ $# -eq 0 ]]; then
+	BROKERS=(tree)
+else
+	for rev in "$@"; do
+		say "building $rev"
+		mkdir -p "$WORK/src-$rev"
+		git -C "$ROOT" archive "$rev" | tar -x -C "$WORK/src-$rev"
+		(cd "$WORK/src-$rev" && go build -o "$WORK/stratamq-$rev" ./cmd/stratamq)
+		BROKERS+=("$rev")
+	done
+fi
+
+BPID=
+start_broker() { # bin datadir
+	rm -rf "$2"
+	STRATAMQ_SEGMENT_SIZE=$SEGMENT STRATAMQ_LOCAL_RETENTION=0 STRATAMQ_CACHE_SIZE=$CACHE STRATAMQ_BUCKET=$BUCKET \
+		STRATAMQ_PPROF=true "$1" serve --data-dir "$2" --namesrv-listen "127.0.0.1:$NS_PORT" \
+		--listen "127.0.0.1:$BROKER_PORT" --http-listen "127.0.0.1:$HTTP_PORT" --log-level warn >>"$WORK/broker.log" 2>&1 &
+	BPID=$!
+	PIDS+=("$BPID")
+	wait_port "$BROKER_PORT"
+	wait_port "$NS_PORT"
+	wait_http "http://127.0.0.1:$HTTP_PORT/readyz"
+}
+stop_broker() { # graceful: seals and uploads the active segment; at most 120 s
+	kill -TERM "$BPID"
+	for _ in $(seq 1200); do
+		kill -0 "$BPID" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$BPID" 2>/dev/null; then
+		say "broker $BPID did not stop within 120 s"
+		kill -KILL "$BPID"
+	fi
+	wait "$BPID" 2>/dev/null || true
+}
+common=(--namesrv "127.0.0.1:$NS_PORT" --broker "127.0.0.1:$BROKER_PORT" --topic Cold --progress 0)
+
+# 2. Produce into the bucket.
+start_broker "$TOOL" "$WORK/data-produce"
+say "producing $MSGS x $SIZE B ($PAYLOAD) on $QUEUES queues, batch $BATCH"
+timeout 900 "$TOOL" bench produce "${common[@]}" --queues "$QUEUES" --size "$SIZE" --payload "$PAYLOAD" \
+	--messages "$MSGS" --batch "$BATCH" --conns 2 --inflight 8 2>>"$WORK/bench.log" | tail -1 >"$WORK/produce.json"
+say "produce: $(jq -c '{msgs_per_sec,mb_per_sec,errors}' "$WORK/produce.json")"
+stop_broker
+say "bucket: $(find "$WORK/vgw/coldreplay" -name '*.seg' -path '*commitlog*' | wc -l) segments, $(du -sh "$WORK/vgw/coldreplay" | cut -f1)"
+
+rawget() {
+	timeout 600 "$TOOL" bench rawget --bucket "$BUCKET" --streams "$STREAMS" 2>>"$WORK/bench.log" | tail -1
+}
+rawget >/dev/null # warm the server's page cache
+
+consume() { # bin tag group [queue]
+	start_broker "$1" "$WORK/data-$2"
+	local args=(bench consume "${common[@]}" --group "$3" --from first --metrics "http://127.0.0.1:$HTTP_PORT/metrics")
+	[[ -n ${4:-} ]] && args+=(--queue "$4")
+	local prof=
+	if [[ -n $PROFILE ]]; then
+		mkdir -p "$PROFILE"
+		prof=$PROFILE/$2-$3.pprof
+		curl -s -o "$prof" "http://127.0.0.1:$HTTP_PORT/debug/pprof/profile?seconds=10" &
+		prof=$!
+	fi
+	timeout 900 "$TOOL" "${args[@]}" 2>>"$WORK/bench.log" | tail -1 >"$WORK/consume.json"
+	[[ -n $prof ]] && wait "$prof"
+	local hwm
+	hwm=$(awk '/VmHWM/ {printf "%d", $2/1024}' "/proc/$BPID/status")
+	stop_broker
+	jq -c --arg hwm "$hwm" '. + {broker_vmhwm_mib: ($hwm|tonumber)}' "$WORK/consume.json"
+}
+
+# 3. Rounds, brokers side by side.
+echo "round broker case raw_seq_MB/s raw_par_MB/s consume_MB/s cold_MB/s ratio_seq cold_bytes hot_bytes bucket_bytes amplification gets vmhwm_MiB errors" >"$WORK/results"
+g=0
+for round in $(seq "$ROUNDS"); do
+	for br in "${BROKERS[@]}"; do
+		raw=$(rawget)
+		seq_mbs=$(jq .seq_mb_per_sec <<<"$raw")
+		par_mbs=$(jq .par_mb_per_sec <<<"$raw")
+		cases=(all)
+		[[ $ONE_QUEUE == 1 ]] && cases+=(q0)
+		for c in "${cases[@]}"; do
+			g=$((g + 1))
+			q=
+			[[ $c == q0 ]] && q=0
+			res=$(consume "$WORK/stratamq-$br" "$br-$round-$c" "replay$g" $q)
+			echo "$res" >>"$WORK/runs.jsonl"
+			jq -r --arg r "$round" --arg b "$br" --arg c "$c" --argjson s "$seq_mbs" --argjson p "$par_mbs" \
+				'[$r, $b, $c, $s, $p, .mb_per_sec, (.cold_mb_per_sec // 0), ((.mb_per_sec / $s * 1000 | round) / 1000),
+				  (.cold_bytes // 0), (.hot_bytes // 0), (.bucket_bytes // 0), (.amplification // 0), (.bucket_gets // 0),
+				  .broker_vmhwm_mib, .errors] | @tsv' <<<"$res" | tr '\t' ' ' | tee -a "$WORK/results" >&2
+		done
+	done
+done
+
+# 4. Everything, then the medians per broker and case.
+column -t "$WORK/results"
+echo
+echo "medians:"
+awk 'NR > 1 { k = $2 " " $3; n[k]++; for (i = 4; i <= 15; i++) v[k, i, n[k]] = $i }
+	END {
+		printf "broker case raw_seq_MB/s raw_par_MB/s consume_MB/s cold_MB/s ratio_seq cold_bytes hot_bytes bucket_bytes amplification gets vmhwm_MiB errors\n"
+		for (k in n) {
+			line = k
+			for (i = 4; i <= 15; i++) {
+				m = n[k]
+				for (j = 1; j <= m; j++) { # insertion sort (mawk has no asort)
+					x = v[k, i, j] + 0
+					for (l = j - 1; l >= 1 && a[l] > x; l--) a[l + 1] = a[l]
+					a[l + 1] = x
+				}
+				med = (m % 2) ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+				line = line " " med
+			}
+			print line
+		}
+	}' "$WORK/results" | column -t
