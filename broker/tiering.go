@@ -76,7 +76,6 @@ type tiering struct {
 	mu struct {
 		sync.Mutex
 		uploaded    map[int64]upload.Object // local commitlog segment base → its object
-		uploadedCQ  map[string]bool         // consumequeue file path → uploaded
 		uploadedIdx map[int64]bool          // segment base → its queue index object is uploaded
 		uploadedKix map[int64]bool          // segment base → its key index object is uploaded
 	}
@@ -95,7 +94,6 @@ func spoolDir(dataDir string) string { return filepath.Join(dataDir, "spool") }
 func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer, m *upload.Manifest) (*tiering, error) {
 	t := &tiering{b: b, bucket: bucket, idxSem: make(chan struct{}, 1), readOnly: b.cfg.Role == RoleSlave}
 	t.mu.uploaded = map[int64]upload.Object{}
-	t.mu.uploadedCQ = map[string]bool{}
 	t.mu.uploadedIdx = map[int64]bool{}
 	t.mu.uploadedKix = map[int64]bool{}
 	var objs []coldread.Object
@@ -161,16 +159,16 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer, m *upl
 	return t, nil
 }
 
-// Sealed implements upload.SegmentSource: sealed commitlog segments and
-// full consumequeue files not yet uploaded. Consumequeue files stay local
-// after upload (they are small); the bucket copy is what a broker on a
-// fresh disk restores from.
+// Sealed implements upload.SegmentSource: sealed commitlog segments not
+// yet uploaded, each with its queue index and key index. Consumequeue
+// files are not uploaded: every entry of them is in the queue index object
+// of the segment holding its record (issue 12: consumequeue objects were
+// written and never read, and cost a PUT and a manifest entry each).
 func (t *tiering) Sealed(ctx context.Context) ([]upload.Segment, error) {
 	if d := t.b.dur; d != nil && d.fenced.Load() {
 		return nil, nil // another broker owns the prefix now
 	}
 	segs := t.b.store.SealedSegments()
-	cqs := t.b.store.SealedQueueFiles()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]upload.Segment, 0, 2*len(segs))
@@ -188,13 +186,6 @@ func (t *tiering) Sealed(ctx context.Context) ([]upload.Segment, error) {
 			out = append(out, upload.Segment{Kind: upload.KindKeyIndex, Name: keyIndexName(s.Base), Base: s.Base,
 				Length: -1, SealedAt: s.Created})
 		}
-	}
-	for _, q := range cqs {
-		if t.mu.uploadedCQ[q.Path] {
-			continue
-		}
-		out = append(out, upload.Segment{Kind: upload.KindConsumeQueue, Name: q.Path, Base: q.FirstIndex,
-			Length: q.Entries * upload.ConsumeQueueEntrySize, Topic: q.Topic, QueueID: int(q.QueueID)})
 	}
 	return out, nil
 }
@@ -328,11 +319,6 @@ func (t *tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentRea
 // Consumequeue files stay local; their upload only stops them being listed.
 func (t *tiering) MarkUploaded(ctx context.Context, s upload.Segment, obj upload.Object) error {
 	switch s.Kind {
-	case upload.KindConsumeQueue:
-		t.mu.Lock()
-		t.mu.uploadedCQ[s.Name] = true
-		t.mu.Unlock()
-		return nil
 	case upload.KindQueueIndex:
 		t.mu.Lock()
 		t.mu.uploadedIdx[s.Base] = true

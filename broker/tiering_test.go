@@ -227,10 +227,10 @@ func TestBrokerTierBucketRetention(t *testing.T) {
 	}
 }
 
-// TestBrokerTierUploadsConsumeQueues: full consumequeue files go to the
-// bucket too, under consumequeue/<topic>/<queueId>/<first index>.cq, with
-// the same 20-byte entries as the local file.
-func TestBrokerTierUploadsConsumeQueues(t *testing.T) {
+// TestBrokerTierUploadsNoConsumeQueues: consumequeue files are not
+// uploaded (their entries are in each segment's queue index object), so
+// full ones add no PUT and no manifest entry.
+func TestBrokerTierUploadsNoConsumeQueues(t *testing.T) {
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 1 << 30, CQEntriesPerFile: 10}
@@ -243,35 +243,36 @@ func TestBrokerTierUploadsConsumeQueues(t *testing.T) {
 	if err := b.store.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	waitCond(t, 10*time.Second, "two full consumequeue files", func() bool { return len(b.store.SealedQueueFiles()) == 2 })
+	if err := b.store.SealActive(); err != nil {
+		t.Fatal(err)
+	}
 	b.tier.uploader.Notify()
-	key := func(first int) string {
-		return fmt.Sprintf("DefaultCluster/broker-a/consumequeue/CQ/2/%020d.cq", first)
-	}
-	waitCond(t, 30*time.Second, "two consumequeue objects", func() bool {
-		_, e1 := bucket.Stat(context.Background(), key(0))
-		_, e2 := bucket.Stat(context.Background(), key(10))
-		return e1 == nil && e2 == nil
+	waitCond(t, 30*time.Second, "the segment and its indexes uploaded", func() bool {
+		p, _ := b.tier.Sealed(context.Background())
+		return len(p) == 0
 	})
-	if _, err := bucket.Stat(context.Background(), key(20)); err == nil {
-		t.Fatal("the partly filled consumequeue file was uploaded")
-	}
-	listed := func() (n int) {
-		m := b.tier.uploader.Manifest()
-		if m == nil {
-			return 0
-		}
-		for _, o := range m.Objects {
-			if o.Kind == upload.KindConsumeQueue.String() && o.Topic == "CQ" && o.QueueID == 2 {
-				n++
-				if o.Length != 10*upload.ConsumeQueueEntrySize {
-					t.Fatalf("consumequeue object %s has %d bytes, want 200", o.Key, o.Length)
-				}
-			}
-		}
-		return n
-	}
 	b.tier.uploader.Flush()
-	waitCond(t, 30*time.Second, "manifest lists both consumequeue objects", func() bool { return listed() == 2 })
+	waitCond(t, 30*time.Second, "the manifest lists the segment", func() bool {
+		m := b.tier.uploader.Manifest()
+		return m != nil && len(m.CommitLog()) == 1
+	})
+	var listed int
+	err := bucket.List(context.Background(), "DefaultCluster/broker-a/", func(key string, _ int64) error {
+		listed++
+		if strings.Contains(key, "/consumequeue/") {
+			t.Errorf("consumequeue object uploaded: %s", key)
+		}
+		return nil
+	})
+	if err != nil || listed == 0 {
+		t.Fatalf("list: %d objects, %v", listed, err)
+	}
+	for _, o := range b.tier.uploader.Manifest().Objects {
+		if o.Kind == upload.KindConsumeQueue.String() {
+			t.Fatalf("manifest lists a consumequeue object: %+v", o)
+		}
+	}
 }
 
 // TestBrokerTierSealsByAge: a quiet active segment is sealed after
