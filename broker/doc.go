@@ -45,8 +45,10 @@
 //	                           per-topic retention (retention.go, issue 11 item 7): a topic's
 //	                           retention.time attribute overrides STRATAMQ_RETENTION; each tick
 //	                           raises queue minima by each topic's retention (store.RaiseQueueMins)
-//	                           and deletes a segment only once segmentExpired says every queue with
-//	                           a record in it has its min past them (the one deletion decision);
+//	                           and deletes a segment only once expiredSegments says every queue with
+//	                           a record in it has its min past them (the one deletion decision),
+//	                           from the front of the log or from its middle (Uploader.Expire
+//	                           records the gap in the manifest; the cold index skips it);
 //	                           STRATAMQ_TOPIC_RETENTION (880005) reports what each topic holds back;
 //	                           and their key indexes (the store's .kix files, commitlog/<base>.kix,
 //	                           listed with the segment and its queue index, deleted with them by
@@ -161,7 +163,8 @@
 //	                           groups, offsets on a fresh data dir; floor and queue minima);
 //	                           the store always opens with a replica restore at U = the end of
 //	                           the contiguous prefix of commitlog objects listed with their
-//	                           queue index (restore.go replicaRestorePoint): it keeps a log
+//	                           queue index, counting ranges retention deleted from the middle
+//	                           (Manifest.Expired) as present (restore.go replicaRestorePoint): it keeps a log
 //	                           that reaches U and drops one that lags it; sends and send-backs are refused NO_PERMISSION
 //
 // # Goroutines

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,11 +39,13 @@ import (
 //
 // Consumers behind a min get PULL_OFFSET_MOVED with it. A commitlog object
 // (segment) is deleted from the bucket, and locally, only once every queue
-// with a record in it has its min past them (segmentExpired, from the
+// with a record in it has its min past them (expiredSegments, from the
 // directory of the segment's queue index object): a segment holding a
-// record of a long-retention topic stays, and with it the segments after it
-// (the floor only moves over a prefix of the log), every other topic's
-// records there hidden below their mins. Without any override the default
+// record of a long-retention topic stays, every other topic's records there
+// hidden below their mins. The segments after it go as soon as they have
+// expired, from the middle of the log: the manifest records the gap
+// (Manifest.Expired), nobody reads there (every queue's min is past it),
+// and the store's cold index skips it. Without any override the default
 // rule alone applies, as before.
 
 // RetentionAttribute is the topic attribute that overrides
@@ -226,40 +229,117 @@ type queueSpan struct {
 	first, end int64
 }
 
-// segmentSpans is the queues with records in the commitlog segment at
-// base, from the directory of its queue index object (kept: cached while
-// the segment is the front candidate for deletion).
-type segmentSpans struct {
-	mu    sync.Mutex
-	cache map[int64][]queueSpan
+// maxKeptSpans bounds what segmentBlocks keeps per segment: the first
+// spans still unexpired. When they have all expired and the directory held
+// more, it is read again.
+const maxKeptSpans = 8
+
+// blockReadsPerPass bounds the queue index directories one retention pass
+// reads (one small ranged GET each, on a cold cache): a broker restored on
+// a long history learns its segments over several passes, without a burst.
+const blockReadsPerPass = 64
+
+// segBlock is what keeps one commitlog segment: the spans of its queues
+// whose min has not passed their records (at most maxKeptSpans; more says
+// the directory held others not kept).
+type segBlock struct {
+	spans []queueSpan
+	more  bool
 }
 
-func (t *tiering) spansOf(ctx context.Context, base int64, keep bool) ([]queueSpan, error) {
-	t.spans.mu.Lock()
-	sp, ok := t.spans.cache[base]
-	t.spans.mu.Unlock()
-	if ok {
-		return sp, nil
+// segmentBlocks caches, per commitlog segment of the manifest, the spans
+// that still keep it. Minima only rise, so an expired span never comes
+// back: the cache only shrinks until the segment is deleted (forget). A
+// segment costs one directory read for its life, then O(kept spans) per
+// pass.
+type segmentBlocks struct {
+	mu     sync.Mutex
+	m      map[int64]*segBlock
+	topics map[string]string // interned topic names
+}
+
+// live reports whether span s still keeps its records: its queue exists
+// and its min is below the span's end.
+func (t *tiering) live(s queueSpan) bool {
+	st := t.b.store
+	if st.MaxQueueOffset(s.topic, s.queueID) == 0 {
+		return false // the topic was deleted
 	}
-	x, err := t.readIndexDirectory(ctx, base)
-	if err != nil {
-		return nil, err
-	}
-	for _, q := range x.Queues {
-		if q.Count > 0 {
-			sp = append(sp, queueSpan{topic: q.Topic, queueID: q.QueueID, first: q.FirstOffset, end: q.FirstOffset + q.Count})
+	return st.MinQueueOffset(s.topic, s.queueID) < s.end
+}
+
+// blockersOf returns the spans that keep the segment at base (all of them
+// when all is set, else the cached ones: at most maxKeptSpans), reading
+// its queue index directory when the cache does not answer and *reads > 0
+// (which it decrements). known is false when it was not read. A segment
+// whose queue index object cannot be read is kept (the error is returned).
+func (t *tiering) blockersOf(ctx context.Context, base int64, reads *int, all bool) (spans []queueSpan, known bool, err error) {
+	c := &t.blocks
+	c.mu.Lock()
+	b := c.m[base]
+	if b != nil {
+		kept := b.spans[:0]
+		for _, s := range b.spans {
+			if t.live(s) {
+				kept = append(kept, s)
+			}
+		}
+		b.spans = kept
+		if len(kept) > 0 && !all || !b.more {
+			out := slices.Clone(kept)
+			c.mu.Unlock()
+			return out, true, nil
 		}
 	}
-	if !keep {
-		return sp, nil
+	c.mu.Unlock()
+	if *reads <= 0 {
+		return nil, false, nil
 	}
-	t.spans.mu.Lock()
-	if t.spans.cache == nil {
-		t.spans.cache = map[int64][]queueSpan{}
+	*reads--
+	x, err := t.readIndexDirectory(ctx, base)
+	if err != nil {
+		return nil, false, err
 	}
-	t.spans.cache[base] = sp
-	t.spans.mu.Unlock()
-	return sp, nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.topics == nil {
+		c.topics, c.m = map[string]string{}, map[int64]*segBlock{}
+	}
+	for _, q := range x.Queues {
+		if q.Count == 0 {
+			continue
+		}
+		topic, ok := c.topics[q.Topic]
+		if !ok {
+			topic = q.Topic
+			c.topics[topic] = topic
+		}
+		if s := (queueSpan{topic: topic, queueID: q.QueueID, first: q.FirstOffset, end: q.FirstOffset + q.Count}); t.live(s) {
+			spans = append(spans, s)
+		}
+	}
+	nb := &segBlock{spans: slices.Clone(spans[:min(len(spans), maxKeptSpans)]), more: len(spans) > maxKeptSpans}
+	c.m[base] = nb
+	if !all {
+		spans = slices.Clone(nb.spans)
+	}
+	return spans, true, nil
+}
+
+// forgetBlocks drops the cached spans of segments the manifest no longer
+// lists (deleted).
+func (t *tiering) forgetBlocks(m *upload.Manifest) {
+	listed := map[int64]bool{}
+	for _, o := range m.CommitLog() {
+		listed[o.Base] = true
+	}
+	t.blocks.mu.Lock()
+	defer t.blocks.mu.Unlock()
+	for base := range t.blocks.m {
+		if !listed[base] {
+			delete(t.blocks.m, base)
+		}
+	}
 }
 
 // readIndexDirectory reads the header and directory of the segment's
@@ -285,73 +365,56 @@ func (t *tiering) readIndexDirectory(ctx context.Context, base int64) (*store.Se
 	return store.DecodeSegmentIndexDirectory(prefix)
 }
 
-// forgetSpans drops the cached spans of segments below floor (deleted).
-func (t *tiering) forgetSpans(floor int64) {
-	t.spans.mu.Lock()
-	defer t.spans.mu.Unlock()
-	for base := range t.spans.cache {
-		if base < floor {
-			delete(t.spans.cache, base)
-		}
-	}
-}
-
-// segmentBlockers is the topics whose queues still keep a record of the
-// segment at base (min not past it); a deleted queue keeps nothing.
-func (t *tiering) segmentBlockers(ctx context.Context, base int64, keep bool) ([]string, error) {
-	sp, err := t.spansOf(ctx, base, keep)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, s := range sp {
-		st := t.b.store
-		if st.MaxQueueOffset(s.topic, s.queueID) == 0 {
-			continue // the topic was deleted
-		}
-		if st.MinQueueOffset(s.topic, s.queueID) < s.end && (len(out) == 0 || out[len(out)-1] != s.topic) {
-			out = append(out, s.topic)
-		}
-	}
-	return out, nil
-}
-
-// segmentExpired is THE deletion decision for a commitlog segment and
-// everything stored with it (its queue and key index objects, its local
-// files): every record in it has expired under its own topic's retention,
-// that is, every queue with a record in it has its min past them. A
-// segment whose queue index object cannot be read is kept.
-func (t *tiering) segmentExpired(ctx context.Context, base int64) (bool, error) {
-	bl, err := t.segmentBlockers(ctx, base, true)
-	if err != nil {
-		return false, err
-	}
-	return len(bl) == 0, nil
-}
-
-// expiredPrefix is the floor per-topic retention allows: the end of the
-// longest prefix of the manifest's commitlog objects that segmentExpired
-// accepts, not past the schedule pin; -1 for none.
-func (t *tiering) expiredPrefix(ctx context.Context, m *upload.Manifest) (int64, error) {
-	floor := int64(-1)
+// expiredSegments is THE deletion decision of per-topic retention. A
+// commitlog segment (with everything stored with it: its queue and key
+// index objects, its local files) may go once every record in it has
+// expired under its own topic's retention, that is, once every queue with
+// a record in it has its min past them. It returns
+//
+//   - floor: the end of the longest prefix of the manifest's commitlog
+//     objects that have expired, not past the schedule pin (-1: none); the
+//     store's floor moves there;
+//   - middle: the bases of expired objects after that prefix, which go
+//     from the middle of the log (Uploader.Expire records the gap), except
+//     the newest object (it records how far the log was uploaded) and any
+//     segment still on local disk (the local log stays one run; local
+//     retention drops it first, oldest first).
+//
+// A segment whose queue index object cannot be read is kept.
+func (t *tiering) expiredSegments(ctx context.Context, m *upload.Manifest) (floor int64, middle []int64, err error) {
+	floor = -1
 	pin := t.b.sched.pinnedFloor(ctx)
-	for _, o := range m.CommitLog() {
-		if pin >= 0 && o.End() > pin {
-			break
+	local := map[int64]bool{}
+	for _, s := range t.b.store.LocalSegments() {
+		local[s.Base] = true
+	}
+	reads := blockReadsPerPass
+	cl := m.CommitLog()
+	prefix := true
+	for i, o := range cl {
+		if prefix && pin >= 0 && o.End() > pin {
+			prefix = false
 		}
-		ok, err := t.segmentExpired(ctx, o.Base)
+		spans, known, err := t.blockersOf(ctx, o.Base, &reads, false)
 		if errors.Is(err, tier.ErrNotExist) {
-			break // no queue index object: kept
+			prefix = false // no queue index object: kept
+			continue
 		}
 		if err != nil {
-			return floor, err
+			return floor, middle, err
 		}
-		if !ok {
-			break
+		expired := known && len(spans) == 0
+		switch {
+		case expired && prefix:
+			floor = o.End()
+		case expired && !local[o.Base] && i < len(cl)-1:
+			prefix = false
+			middle = append(middle, o.Base)
+		default:
+			prefix = false
 		}
-		floor = o.End()
 	}
-	return floor, nil
+	return floor, middle, nil
 }
 
 // TopicRetentionStatus is one topic in STRATAMQ_TOPIC_RETENTION's answer.
@@ -381,7 +444,9 @@ type TopicRetentionReport struct {
 }
 
 // topicRetentionReport reads the directory of every commitlog object's
-// queue index (one bucket read per object not cached).
+// queue index that the retention cache cannot answer for (one bucket read
+// each): HeldBytes counts the objects whose every unexpired record is of
+// one topic.
 func (b *Broker) topicRetentionReport(ctx context.Context) (*TopicRetentionReport, error) {
 	r := &TopicRetentionReport{DefaultRetentionMillis: b.cfg.Retention.Milliseconds()}
 	held := map[string][2]int64{}
@@ -393,13 +458,18 @@ func (b *Broker) topicRetentionReport(ctx context.Context) (*TopicRetentionRepor
 		for _, o := range m.CommitLog() {
 			r.BucketSegments++
 			r.BucketBytes += o.Length
-			bl, err := t.segmentBlockers(ctx, o.Base, false)
-			if err != nil {
+			reads := 1
+			spans, known, err := t.blockersOf(ctx, o.Base, &reads, true)
+			if err != nil || !known || len(spans) == 0 {
 				continue
 			}
-			if len(bl) == 1 {
-				h := held[bl[0]]
-				held[bl[0]] = [2]int64{h[0] + 1, h[1] + o.Length}
+			one := true
+			for _, s := range spans {
+				one = one && s.topic == spans[0].topic
+			}
+			if one {
+				h := held[spans[0].topic]
+				held[spans[0].topic] = [2]int64{h[0] + 1, h[1] + o.Length}
 			}
 		}
 	}

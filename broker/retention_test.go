@@ -56,36 +56,7 @@ func TestTopicRetentionExpiresWhileAnotherKeeps(t *testing.T) {
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 1 << 30}
 	var skew atomic.Int64
-	start := func() (*Broker, *remoting.Client, func()) {
-		b, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.tier.testHooks.clock = func(now time.Time) time.Time { return now.Add(time.Duration(skew.Load())) }
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- b.Run(ctx) }()
-		cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
-		stopped := false
-		stop := func() {
-			if stopped {
-				return
-			}
-			stopped = true
-			cl.Close()
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(60 * time.Second):
-				t.Errorf("broker did not stop")
-			}
-		}
-		t.Cleanup(stop)
-		return b, cl, stop
-	}
+	start := func() (*Broker, *remoting.Client, func()) { return startSkewed(t, cfg, bucket, &skew) }
 	b, cl, stop := start()
 	addr := b.Addr().String()
 	if r := invoke(t, cl, addr, createTopicAttrReq("Short", "+"+RetentionAttribute+"=1m")); r.Code != 0 {
@@ -373,4 +344,182 @@ func TestSlaveFollowsTopicRetention(t *testing.T) {
 	if n := ro.writes.Load(); n != 0 {
 		t.Fatalf("the slave tried %d bucket writes, want none", n)
 	}
+}
+
+// startSkewed runs a broker on cfg and bucket whose tiering loop sees the
+// clock moved by skew; stop (also a cleanup) waits for Run to return.
+func startSkewed(t *testing.T, cfg Config, bucket tier.Bucket, skew *atomic.Int64) (*Broker, *remoting.Client, func()) {
+	t.Helper()
+	b, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.tier.testHooks.clock = func(now time.Time) time.Time { return now.Add(time.Duration(skew.Load())) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cl.Close()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Errorf("broker did not stop")
+		}
+	}
+	t.Cleanup(stop)
+	return b, cl, stop
+}
+
+// retentionBodies is what sendRetention sends as message i of topic.
+func retentionBody(topic string, i int) []byte {
+	return bytes.Repeat([]byte(fmt.Sprintf("%s%05d|", topic, i)), 700)
+}
+
+// TestTopicRetentionDeletesFromTheMiddle: segments whose every record has
+// expired are deleted even when an earlier segment is kept by a record of
+// a long-retention topic (issue 11 item 7: not only a prefix of the log).
+// The manifest records the gap; the kept topic reads across it, here and
+// after a restore on an empty disk; a slave's U runs past it; the report
+// counts the kept segments against the topic that keeps them. Without
+// middle deletion the Short-only segments between Keep's stay.
+func TestTopicRetentionDeletesFromTheMiddle(t *testing.T) {
+	bucket := tier.NewMem()
+	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
+		MaxMessageSize: 256 << 10, LocalRetention: 0} // uploaded segments leave the disk at once
+	var skew atomic.Int64
+	b, cl, stop := startSkewed(t, cfg, bucket, &skew)
+	addr := b.Addr().String()
+	if r := invoke(t, cl, addr, createTopicAttrReq("Short", "+"+RetentionAttribute+"=1m")); r.Code != 0 {
+		t.Fatalf("create Short: %d %s", r.Code, r.Remark)
+	}
+	if r := invoke(t, cl, addr, createTopicAttrReq("Keep", "+"+RetentionAttribute+"=forever")); r.Code != 0 {
+		t.Fatalf("create Keep: %d %s", r.Code, r.Remark)
+	}
+	sent := map[string]int{}
+	send := func(topic string, n int) {
+		for range n {
+			i := sent[topic]
+			sent[topic]++
+			if r := invoke(t, cl, addr, sendReq(topic, 0, retentionBody(topic, i), "")); r.Code != 0 {
+				t.Fatalf("send %s %d: %d %s", topic, i, r.Code, r.Remark)
+			}
+		}
+	}
+	// About 130 records a segment: Short only, Keep, three segments of
+	// Short only, Keep, Short.
+	send("Short", 200)
+	send("Keep", 5)
+	send("Short", 400)
+	send("Keep", 5)
+	send("Short", 200)
+	if err := b.store.SealActive(); err != nil {
+		t.Fatal(err)
+	}
+	b.tier.uploader.Notify()
+	end := b.store.MaxPhysOffset()
+	waitCond(t, 30*time.Second, "every segment and its indexes uploaded, and dropped locally", func() bool {
+		p, _ := b.tier.Sealed(context.Background())
+		cl := b.tier.uploader.Manifest().CommitLog()
+		return len(p) == 0 && len(cl) > 0 && cl[len(cl)-1].End() == end && len(b.store.SealedSegments()) == 0
+	})
+	objs := b.tier.uploader.Manifest().CommitLog()
+	segOf := func(phys int64) int {
+		for i, o := range objs {
+			if o.Base <= phys && phys < o.End() {
+				return i
+			}
+		}
+		t.Fatalf("no object holds %d", phys)
+		return -1
+	}
+	k1, k2 := segOf(recordAt(t, b, "Keep", 0, 0).PhysOffset), segOf(recordAt(t, b, "Keep", 0, 5).PhysOffset)
+	if k1 < 1 || k2-k1 < 3 || k2 >= len(objs)-1 {
+		t.Fatalf("Keep's records in segments %d and %d of %d: want Short-only segments before, between (two or more) and after", k1, k2, len(objs))
+	}
+	// Short's retention passes: its min moves past all its records; the
+	// segments before Keep's first go as a prefix, those between Keep's
+	// two from the middle; Keep's two and the newest stay.
+	skew.Store(int64(2 * time.Minute))
+	waitCond(t, 30*time.Second, "Short expired and the Short-only segments deleted", func() bool {
+		m := b.tier.uploader.Manifest()
+		return b.store.MinQueueOffset("Short", 0) == int64(sent["Short"]) && len(m.CommitLog()) == 3
+	})
+	skew.Store(0)
+	m := b.tier.uploader.Manifest()
+	if got := m.CommitLog(); got[0].Base != objs[k1].Base || got[1].Base != objs[k2].Base || got[2].Base != objs[len(objs)-1].Base {
+		t.Fatalf("commitlog objects left %+v, want Keep's %d and %d and the newest", got, objs[k1].Base, objs[k2].Base)
+	}
+	// The gaps: between Keep's two segments, and between Keep's second
+	// and the newest when Short filled more than that one.
+	wantGaps := []upload.Span{{From: objs[k1].End(), To: objs[k2].Base}}
+	if k2 < len(objs)-2 {
+		wantGaps = append(wantGaps, upload.Span{From: objs[k2].End(), To: objs[len(objs)-1].Base})
+	}
+	if fmt.Sprint(m.Expired) != fmt.Sprint(wantGaps) {
+		t.Fatalf("expired ranges %+v, want %+v", m.Expired, wantGaps)
+	}
+	if got := replicaStart(m); got != end {
+		t.Fatalf("a slave's U %d, want the uploaded end %d (the expired gap does not stop it)", got, end)
+	}
+	if got := b.store.MinPhysOffset(); got != objs[k1].Base {
+		t.Fatalf("floor %d, want Keep's first segment %d", got, objs[k1].Base)
+	}
+	// Every object of a deleted segment is gone from the bucket; the kept
+	// ones are all there.
+	waitCond(t, 10*time.Second, "the deleted segments' objects gone", func() bool {
+		for i, o := range objs {
+			kept := i == k1 || i == k2 || i == len(objs)-1
+			for _, kind := range []upload.Kind{upload.KindCommitLog, upload.KindQueueIndex, upload.KindKeyIndex} {
+				key, _ := upload.Key("DefaultCluster/broker-a", upload.Segment{Kind: kind, Base: o.Base})
+				if _, err := bucket.Stat(context.Background(), key); (err == nil) != kept {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	checkKeep := func(b *Broker, cl *remoting.Client) {
+		t.Helper()
+		var want []string
+		for i := range sent["Keep"] {
+			want = append(want, string(retentionBody("Keep", i)))
+		}
+		expectPull(t, "Keep across the gap", invoke(t, cl, b.Addr().String(), pullNow("Keep", 0, 0)), remoting.Success, want, 10, 10)
+		expectPull(t, "Keep after the gap", invoke(t, cl, b.Addr().String(), pullNow("Keep", 0, 5)), remoting.Success, want[5:], 10, 10)
+	}
+	checkKeep(b, cl)
+	resp := invoke(t, cl, addr, pullNow("Short", 0, 300))
+	if resp.Code != int32(remoting.PullOffsetMoved) {
+		t.Fatalf("pull of an expired Short offset: %d %s", resp.Code, resp.Remark)
+	}
+	rep, err := b.topicRetentionReport(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rep.Topics {
+		if s.Topic == "Keep" && (s.HeldSegments != 2 || s.HeldBytes != objs[k1].Length+objs[k2].Length) {
+			t.Fatalf("Keep in the report: %+v, want its two segments (%d bytes)", s, objs[k1].Length+objs[k2].Length)
+		}
+		if s.Topic == "Short" && s.HeldSegments != 0 {
+			t.Fatalf("Short in the report: %+v", s)
+		}
+	}
+	// A restore on an empty disk reads Keep across the gap from the bucket.
+	stop()
+	cfg.DataDir = t.TempDir()
+	b, cl, _ = startSkewed(t, cfg, bucket, &skew)
+	if got := b.store.MinQueueOffset("Short", 0); got != int64(sent["Short"]) {
+		t.Fatalf("restored: Short's min %d, want %d", got, sent["Short"])
+	}
+	checkKeep(b, cl)
 }

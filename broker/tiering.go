@@ -82,7 +82,7 @@ type tiering struct {
 
 	kixObjs atomic.Pointer[kixTable] // key index objects of the manifest last looked at (ColdKeys)
 
-	spans segmentSpans // per-topic retention: queues with records in the front segments (retention.go)
+	blocks segmentBlocks // per-topic retention: what keeps each bucket segment (retention.go)
 }
 
 // spoolDir holds the uploader's temporary files; it is emptied at start.
@@ -452,12 +452,13 @@ func (t *tiering) sealIfOld(now time.Time) {
 	}
 }
 
-// enforceBucketRetention deletes whole commitlog objects past retention,
-// oldest first: raise the store's floor, trim the manifest, drop any local
-// copy, delete the objects. Without a per-topic override, objects uploaded
-// longer ago than STRATAMQ_RETENTION go; with one, queue minima move first
-// by each topic's retention and an object goes once all of its records
-// have expired (retention.go: expireTopics, expiredPrefix).
+// enforceBucketRetention deletes whole commitlog objects past retention:
+// raise the store's floor, trim the manifest, drop any local copy, delete
+// the objects. Without a per-topic override, objects uploaded longer ago
+// than STRATAMQ_RETENTION go, oldest first; with one, queue minima move
+// first by each topic's retention and an object goes once all of its
+// records have expired, from the front of the log (the floor moves) or
+// from its middle (retention.go: expireTopics, expiredSegments).
 func (t *tiering) enforceBucketRetention(ctx context.Context, now time.Time) error {
 	overrides := t.b.hasRetentionOverride()
 	if t.b.cfg.Retention <= 0 && !overrides {
@@ -471,33 +472,45 @@ func (t *tiering) enforceBucketRetention(ctx context.Context, now time.Time) err
 		return nil
 	}
 	floor := t.defaultRetentionFloor(ctx, m, now)
+	var middle []int64
 	if overrides {
 		if err := t.expireTopics(ctx, now, floor); err != nil {
 			t.b.log.Warn("per-topic retention", "err", err) // deletion follows the minima as they are
 		}
 		var err error
-		if floor, err = t.expiredPrefix(ctx, m); err != nil {
+		if floor, middle, err = t.expiredSegments(ctx, m); err != nil {
 			return err
 		}
 	}
-	if floor < 0 {
+	var removed []upload.Object
+	if floor >= 0 {
+		// The manifest still lists the objects below floor (even when an
+		// earlier pass raised the store's floor and then failed to trim).
+		if floor > t.b.store.MinPhysOffset() {
+			if err := t.b.store.SetMinPhysOffset(floor); err != nil {
+				return err
+			}
+		}
+		r, err := t.uploader.Trim(ctx, floor)
+		if err != nil {
+			return err
+		}
+		removed = r
+	}
+	if len(middle) > 0 {
+		r, err := t.uploader.Expire(ctx, middle)
+		if err != nil {
+			return err
+		}
+		removed = append(removed, r...)
+	}
+	if len(removed) == 0 {
 		return nil
-	}
-	// The manifest still lists the objects below floor (even when an
-	// earlier pass raised the store's floor and then failed to trim).
-	if floor > t.b.store.MinPhysOffset() {
-		if err := t.b.store.SetMinPhysOffset(floor); err != nil {
-			return err
-		}
-	}
-	removed, err := t.uploader.Trim(ctx, floor)
-	if err != nil {
-		return err
 	}
 	if err := t.syncCold(); err != nil {
 		return err
 	}
-	t.forgetSpans(floor)
+	t.forgetBlocks(t.uploader.Manifest())
 	var errs []error
 	segs := t.b.store.SealedSegments()
 	sort.Slice(segs, func(i, j int) bool { return segs[i].Base < segs[j].Base })
@@ -520,7 +533,7 @@ func (t *tiering) enforceBucketRetention(ctx context.Context, now time.Time) err
 	if err := t.uploader.DeleteObjects(ctx, removed); err != nil {
 		errs = append(errs, err)
 	}
-	t.b.log.Info("bucket retention", "floor", floor, "objectsDeleted", len(removed))
+	t.b.log.Info("bucket retention", "floor", floor, "expiredFromTheMiddle", len(middle), "objectsDeleted", len(removed))
 	return errors.Join(errs...)
 }
 
