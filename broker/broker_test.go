@@ -33,9 +33,19 @@ func startBroker(t *testing.T, mod func(*Config)) (*Broker, *remoting.Client) {
 // a stop function (graceful; also run at cleanup, idempotent).
 func runBroker(t *testing.T, cfg Config, deps Deps) (*Broker, *remoting.Client, func()) {
 	t.Helper()
+	return runBrokerWith(t, cfg, deps, nil)
+}
+
+// runBrokerWith is runBroker with hook (if not nil) run between New and
+// Run, to set test hooks before any goroutine starts.
+func runBrokerWith(t *testing.T, cfg Config, deps Deps, hook func(*Broker)) (*Broker, *remoting.Client, func()) {
+	t.Helper()
 	b, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if hook != nil {
+		hook(b)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

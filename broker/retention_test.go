@@ -350,37 +350,12 @@ func TestSlaveFollowsTopicRetention(t *testing.T) {
 // clock moved by skew; stop (also a cleanup) waits for Run to return.
 func startSkewed(t *testing.T, cfg Config, bucket tier.Bucket, skew *atomic.Int64) (*Broker, *remoting.Client, func()) {
 	t.Helper()
-	b, err := New(cfg, Deps{Logger: discardLogger(), Bucket: bucket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.tier.testHooks.clock = func(now time.Time) time.Time { return now.Add(time.Duration(skew.Load())) }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cl.Close()
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Errorf("broker did not stop")
-		}
-	}
-	t.Cleanup(stop)
-	return b, cl, stop
+	return runBrokerWith(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket}, func(b *Broker) {
+		b.tier.testHooks.clock = func(now time.Time) time.Time { return now.Add(time.Duration(skew.Load())) }
+	})
 }
 
-// retentionBodies is what sendRetention sends as message i of topic.
+// retentionBody is message i of topic in the retention tests.
 func retentionBody(topic string, i int) []byte {
 	return bytes.Repeat([]byte(fmt.Sprintf("%s%05d|", topic, i)), 700)
 }

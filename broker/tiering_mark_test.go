@@ -19,27 +19,7 @@ import (
 // test hooks before any goroutine starts).
 func runBrokerHooked(t *testing.T, cfg Config, deps Deps, hook func(*Broker)) (*Broker, *remoting.Client) {
 	t.Helper()
-	b, err := New(cfg, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hook(b)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
-	t.Cleanup(func() {
-		cl.Close()
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Errorf("broker did not stop")
-		}
-	})
+	b, cl, _ := runBrokerWith(t, cfg, deps, hook)
 	return b, cl
 }
 
