@@ -106,9 +106,20 @@ func TestFenceStopsEveryWrite(t *testing.T) {
 		t.Fatalf("manifest after the fence: epoch %d version %d, %d objects; want epoch 7, version > %d, 2 objects",
 			m.Epoch, m.Version, len(m.Objects), old.Version)
 	}
-	raw := mustRead(t, mem, mk)
-	if !bytes.Contains(raw, []byte(`"epoch": 7`)) {
-		t.Fatalf("manifest JSON has no epoch: %s", raw)
+	// Every delta written records the epoch.
+	deltas := 0
+	if err := mem.List(ctx, "c1/broker-a/meta/", func(key string, size int64) error {
+		if !upload.IsDeltaKey("c1/broker-a", key) {
+			return nil
+		}
+		deltas++
+		d, err := upload.DecodeDelta("c1/broker-a", mustRead(t, mem, key))
+		if err != nil || d.Epoch != 7 {
+			t.Errorf("delta %s: epoch %d, %v; want 7", key, d.Epoch, err)
+		}
+		return nil
+	}); err != nil || deltas == 0 {
+		t.Fatalf("list: %d deltas, %v", deltas, err)
 	}
 }
 
@@ -120,7 +131,8 @@ func TestNoFenceNoEpoch(t *testing.T) {
 	u, _ := upload.New(fastConfig(mem, src))
 	startRun(t, u)
 	waitFor(t, "uploaded", 10*time.Second, src.allUploaded)
-	if raw := mustRead(t, mem, upload.ManifestKey("c1/broker-a")); bytes.Contains(raw, []byte("epoch")) {
-		t.Fatalf("manifest without fencing has an epoch: %s", raw)
+	m, _, err := upload.LoadManifest(context.Background(), mem, upload.ManifestKey("c1/broker-a"))
+	if err != nil || m.Epoch != 0 || len(m.Objects) != 1 {
+		t.Fatalf("manifest without fencing: %+v %v; want epoch 0", m, err)
 	}
 }

@@ -239,7 +239,7 @@ type hookBucket struct {
 	putHook  func(key string) error // non-nil error fails the call before it reaches the bucket
 	active   int
 	maxAct   int
-	checkMan func(manifest []byte) // called with each manifest before it is written
+	checkMan func(key string, buf []byte) // called with each conditional write (manifest objects) before it is made
 }
 
 func newHookBucket(b tier.Bucket) *hookBucket { return &hookBucket{Bucket: b, puts: map[string]int{}} }
@@ -277,7 +277,7 @@ func (h *hookBucket) PutIf(ctx context.Context, key string, r io.Reader, size in
 		return "", err
 	}
 	if h.checkMan != nil {
-		h.checkMan(buf)
+		h.checkMan(key, buf)
 	}
 	h.mu.Lock()
 	h.puts[key]++

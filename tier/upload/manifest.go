@@ -1,13 +1,10 @@
 package upload
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/stratamq/stratamq/tier"
@@ -123,22 +120,6 @@ func compareObjects(a, b Object) int {
 		cmp.Compare(a.QueueID, b.QueueID), cmp.Compare(a.Base, b.Base), cmp.Compare(a.Key, b.Key))
 }
 
-// merge returns m's objects plus add, one entry per key (add wins), sorted.
-func merge(objs []Object, add ...Object) []Object {
-	byKey := make(map[string]int, len(objs)+len(add))
-	out := make([]Object, 0, len(objs)+len(add))
-	for _, o := range append(slices.Clone(objs), add...) {
-		if i, ok := byKey[o.Key]; ok {
-			out[i] = o
-			continue
-		}
-		byKey[o.Key] = len(out)
-		out = append(out, o)
-	}
-	slices.SortFunc(out, compareObjects)
-	return out
-}
-
 // CommitLog returns the commitlog objects in base-offset order.
 func (m *Manifest) CommitLog() []Object {
 	var out []Object
@@ -151,33 +132,22 @@ func (m *Manifest) CommitLog() []Object {
 	return out
 }
 
-// maxManifestSize bounds what LoadManifest will read.
-const maxManifestSize = 256 << 20
-
-// LoadManifest reads the manifest at key. A missing manifest is an empty
-// one with etag "" (and no error).
+// LoadManifest reads the manifest whose legacy key is key (ManifestKey of
+// the prefix, <prefix>/meta/manifest.json): the newest snapshot under
+// <prefix>/meta/manifest/ and the deltas after it, or, on a bucket no
+// writer has migrated yet, the manifest.json itself (any size). It is for
+// readers that never write (a slave, tools); it costs one List, one GET
+// of the snapshot root, one GET per snapshot shard and one per delta since
+// the snapshot, in parallel. A missing manifest is an empty one with etag
+// "" (and no error); otherwise etag is the sequence number read, in
+// decimal.
 func LoadManifest(ctx context.Context, b tier.Reader, key string) (m *Manifest, etag string, err error) {
-	attrs, err := b.Stat(ctx, key)
-	if errors.Is(err, tier.ErrNotExist) {
-		return &Manifest{}, "", nil
-	}
+	st, err := readState(ctx, b, layoutOf(key))
 	if err != nil {
-		return nil, "", fmt.Errorf("upload: stat manifest: %w", err)
+		return nil, "", err
 	}
-	if attrs.Size > maxManifestSize {
-		return nil, "", fmt.Errorf("upload: manifest %s is %d bytes", key, attrs.Size)
+	if st.m.Version == 0 && len(st.m.Objects) == 0 && !st.legacy && st.snapSeq < 0 {
+		return st.m, "", nil
 	}
-	buf := make([]byte, attrs.Size)
-	if err := b.ReadAt(ctx, key, buf, 0); err != nil {
-		return nil, "", fmt.Errorf("upload: read manifest: %w", err)
-	}
-	m = &Manifest{}
-	if err := json.NewDecoder(bytes.NewReader(buf)).Decode(m); err != nil {
-		return nil, "", fmt.Errorf("upload: decode manifest %s: %w", key, err)
-	}
-	return m, attrs.ETag, nil
-}
-
-func encodeManifest(m *Manifest) ([]byte, error) {
-	return json.MarshalIndent(m, "", " ")
+	return st.m, strconv.FormatInt(st.m.Version, 10), nil
 }

@@ -1,7 +1,6 @@
 package upload_test
 
 import (
-	"encoding/json"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,28 +20,16 @@ func TestPairQueueIndex(t *testing.T) {
 		src := newSource()
 		src.add(upload.Segment{Kind: upload.KindCommitLog, Base: 0}, jsonSegment(1, 300<<10))
 		src.add(upload.Segment{Kind: upload.KindQueueIndex, Base: 0, Name: "idx-0"}, jsonSegment(2, 20<<10))
-		src.add(upload.Segment{Kind: upload.KindConsumeQueue, Base: 0, Topic: "T", QueueID: 1}, jsonSegment(3, 6000))
+		addOtherGroup(src, false)
 		gate := make(chan struct{})
 		src.gates = map[string]chan struct{}{"idx-0": gate}
 		hb := newHookBucket(tier.NewMem())
 		var alone, writes atomic.Int32
-		hb.checkMan = func(buf []byte) {
-			var m upload.Manifest
-			if err := json.Unmarshal(buf, &m); err != nil {
-				t.Error(err)
-				return
-			}
-			writes.Add(1)
-			kinds := map[string]bool{}
-			for _, o := range m.Objects {
-				if o.Kind != upload.KindConsumeQueue.String() {
-					kinds[o.Kind] = true
-				}
-			}
+		hb.checkMan = groupCheck(t, &writes, func(kinds map[string]bool) {
 			if len(kinds) == 1 {
 				alone.Add(1)
 			}
-		}
+		})
 		cfg := fastConfig(hb, src)
 		cfg.PairQueueIndex = pair
 		u, err := upload.New(cfg)
@@ -50,8 +37,8 @@ func TestPairQueueIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 		stop := startRun(t, u)
-		// The segment and the consumequeue finish; the index is held up.
-		waitFor(t, "the consumequeue listed", 20*time.Second, func() bool { return writes.Load() > 0 })
+		// The segment and the other group finish; the index is held up.
+		waitFor(t, "the other group listed", 20*time.Second, func() bool { return writes.Load() > 0 })
 		u.Flush()
 		close(gate)
 		waitFor(t, "all segments uploaded", 20*time.Second, src.allUploaded)
@@ -63,7 +50,7 @@ func TestPairQueueIndex(t *testing.T) {
 			t.Fatal("without PairQueueIndex the segment was never listed alone: the test cannot tell the two apart")
 		}
 		m := checkUploaded(t, hb, "c1/broker-a", src)
-		if len(m.CommitLog()) != 1 {
+		if len(m.CommitLog()) != 2 {
 			t.Fatalf("manifest %+v", m.Objects)
 		}
 	}
@@ -114,28 +101,16 @@ func TestPairKeyIndex(t *testing.T) {
 	src.add(upload.Segment{Kind: upload.KindCommitLog, Base: 0}, jsonSegment(1, 300<<10))
 	src.add(upload.Segment{Kind: upload.KindQueueIndex, Base: 0, Name: "idx-0"}, jsonSegment(2, 20<<10))
 	src.add(upload.Segment{Kind: upload.KindKeyIndex, Base: 0, Name: "kix-0"}, jsonSegment(4, 100<<10))
-	src.add(upload.Segment{Kind: upload.KindConsumeQueue, Base: 0, Topic: "T", QueueID: 1}, jsonSegment(3, 6000))
+	addOtherGroup(src, true)
 	gate := make(chan struct{})
 	src.gates = map[string]chan struct{}{"kix-0": gate}
 	hb := newHookBucket(tier.NewMem())
 	var partial, writes atomic.Int32
-	hb.checkMan = func(buf []byte) {
-		var m upload.Manifest
-		if err := json.Unmarshal(buf, &m); err != nil {
-			t.Error(err)
-			return
-		}
-		writes.Add(1)
-		kinds := map[string]bool{}
-		for _, o := range m.Objects {
-			if o.Kind != upload.KindConsumeQueue.String() {
-				kinds[o.Kind] = true
-			}
-		}
+	hb.checkMan = groupCheck(t, &writes, func(kinds map[string]bool) {
 		if len(kinds) != 0 && len(kinds) != 3 {
 			partial.Add(1)
 		}
-	}
+	})
 	cfg := fastConfig(hb, src)
 	cfg.PairQueueIndex, cfg.PairKeyIndex = true, true
 	u, err := upload.New(cfg)
@@ -143,7 +118,7 @@ func TestPairKeyIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := startRun(t, u)
-	waitFor(t, "the consumequeue listed", 20*time.Second, func() bool { return writes.Load() > 0 })
+	waitFor(t, "the other group listed", 20*time.Second, func() bool { return writes.Load() > 0 })
 	u.Flush()
 	close(gate)
 	waitFor(t, "all segments uploaded", 20*time.Second, src.allUploaded)
@@ -156,16 +131,19 @@ func TestPairKeyIndex(t *testing.T) {
 	for _, o := range m.Objects {
 		if o.Kind == upload.KindKeyIndex.String() {
 			kix++
-			if o.Key != "c1/broker-a/commitlog/00000000000000000000.kix" {
+			if o.Base == 0 && o.Key != "c1/broker-a/commitlog/00000000000000000000.kix" {
 				t.Fatalf("key index object key %q", o.Key)
 			}
 		}
 	}
-	if kix != 1 || len(m.CommitLog()) != 1 {
+	if kix != 2 || len(m.CommitLog()) != 2 {
 		t.Fatalf("manifest %+v", m.Objects)
 	}
 	// Trim takes the key index with its segment.
 	removed, err := u.Trim(t.Context(), m.CommitLog()[0].End())
+	if len(removed) != 3 {
+		t.Fatalf("Trim removed %+v, want the group at 0", removed)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,5 +153,44 @@ func TestPairKeyIndex(t *testing.T) {
 	}
 	if !kinds[upload.KindKeyIndex.String()] || !kinds[upload.KindQueueIndex.String()] || !kinds[upload.KindCommitLog.String()] {
 		t.Fatalf("Trim removed %+v", removed)
+	}
+}
+
+// addOtherGroup adds a complete group (commitlog segment, queue index and,
+// with kix, key index) at base 1 GiB that nothing holds up: its manifest
+// write is the first.
+func addOtherGroup(src *memSource, kix bool) {
+	src.add(upload.Segment{Kind: upload.KindCommitLog, Base: 1 << 30}, jsonSegment(5, 6000))
+	src.add(upload.Segment{Kind: upload.KindQueueIndex, Base: 1 << 30}, jsonSegment(6, 600))
+	if kix {
+		src.add(upload.Segment{Kind: upload.KindKeyIndex, Base: 1 << 30}, jsonSegment(7, 600))
+	}
+}
+
+// groupCheck returns a hookBucket.checkMan that follows the manifest's
+// deltas and calls check with the kinds listed at base 0 after each.
+func groupCheck(t *testing.T, writes *atomic.Int32, check func(kinds map[string]bool)) func(string, []byte) {
+	kinds := map[string]bool{}
+	return func(key string, buf []byte) {
+		if !upload.IsDeltaKey("c1/broker-a", key) {
+			return
+		}
+		d, err := upload.DecodeDelta("c1/broker-a", buf)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		writes.Add(1)
+		for _, o := range d.Put {
+			if o.Base == 0 {
+				kinds[o.Kind] = true
+			}
+		}
+		for _, o := range d.Del {
+			if o.Base == 0 {
+				delete(kinds, o.Kind)
+			}
+		}
+		check(kinds)
 	}
 }

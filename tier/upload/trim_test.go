@@ -10,8 +10,8 @@ import (
 )
 
 // TestTrimRemovesObjectsBelowFloor: Trim drops the commitlog objects that
-// end at or below the floor from the manifest (consumequeue objects and
-// later commitlog objects stay), and a concurrent upload is not undone.
+// end at or below the floor from the manifest (later commitlog objects
+// stay), and a concurrent upload is not undone.
 func TestTrimRemovesObjectsBelowFloor(t *testing.T) {
 	src := newSource()
 	addSegments(src)
@@ -40,15 +40,6 @@ func TestTrimRemovesObjectsBelowFloor(t *testing.T) {
 	cl := m.CommitLog()
 	if len(cl) != 3 || cl[0].Base != floor {
 		t.Fatalf("commitlog objects after trim: %+v", cl)
-	}
-	cq := 0
-	for _, o := range m.Objects {
-		if o.Kind == upload.KindConsumeQueue.String() {
-			cq++
-		}
-	}
-	if cq != 2 {
-		t.Fatalf("consumequeue objects after trim: %d, want 2", cq)
 	}
 	// A later upload merges into the trimmed manifest, not the old one.
 	src.add(upload.Segment{Kind: upload.KindCommitLog, Base: 714<<10 + 8}, jsonSegment(42, 1000))

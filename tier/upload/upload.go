@@ -76,6 +76,9 @@ type Config struct {
 	// the manifest. The epoch it returns is recorded in the manifest
 	// written under it (Manifest.Epoch). Nil means no fencing.
 	Fence func() (epoch int64, err error)
+	// SnapshotEvery is how many manifest deltas are written between two
+	// snapshots (see the package doc). Default DefaultSnapshotEvery.
+	SnapshotEvery int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now defaults to time.Now.
@@ -110,6 +113,9 @@ func (c *Config) normalize() error {
 	if c.FrameSize < 0 || c.FrameSize > segfile.MaxFrameSize {
 		return fmt.Errorf("upload: FrameSize %d", c.FrameSize)
 	}
+	if c.SnapshotEvery <= 0 {
+		c.SnapshotEvery = DefaultSnapshotEvery
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -125,6 +131,8 @@ type Uploader struct {
 	cfg        Config
 	log        *slog.Logger
 	mkey       string
+	lay        layout
+	writeMu    sync.Mutex // one manifest write (delta, snapshot, collection) at a time
 	wake       chan struct{}
 	flush      chan struct{} // cuts a ManifestDelay short (Flush)
 	jobs       chan job
@@ -134,13 +142,15 @@ type Uploader struct {
 	loaded     chan struct{} // closed once the manifest has been read
 	loadedOnce sync.Once
 	fenced     atomic.Bool // the last Fence call refused; for logging state changes
+	cqWarned   atomic.Bool
 
 	mu struct {
 		sync.Mutex
 		inflight map[string]bool      // key -> being uploaded or committed
 		parked   map[string]time.Time // key -> not before
-		manifest *Manifest            // last one written or read
-		etag     string
+		manifest *Manifest            // last one written or read (st.m)
+		st       *mstate              // what writes extend
+		orphans  []string             // keys to delete at the next collection (failed deletes)
 	}
 }
 
@@ -163,6 +173,7 @@ func New(cfg Config) (*Uploader, error) {
 		cfg:    cfg,
 		log:    cfg.Logger.With("component", "tier/upload"),
 		mkey:   ManifestKey(cfg.Prefix),
+		lay:    layoutOf(ManifestKey(cfg.Prefix)),
 		wake:   make(chan struct{}, 1),
 		flush:  make(chan struct{}, 1),
 		jobs:   make(chan job),
@@ -242,12 +253,20 @@ func (u *Uploader) Run(ctx context.Context) error {
 
 func (u *Uploader) loadManifest(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
-		m, etag, err := LoadManifest(ctx, u.cfg.Bucket, u.mkey)
+		st, err := readState(ctx, u.cfg.Bucket, u.lay)
 		if err == nil {
-			u.mu.Lock()
-			u.mu.manifest, u.mu.etag = m, etag
-			u.mu.Unlock()
+			u.setState(st)
 			u.loadedOnce.Do(func() { close(u.loaded) })
+			if st.legacy {
+				// Migrate now if the fence allows; else the first write does.
+				u.writeMu.Lock()
+				if epoch, err := u.fence(); err == nil && epoch >= st.m.Epoch {
+					if err := u.migrate(ctx, epoch); err != nil && ctx.Err() == nil {
+						u.log.Warn("manifest migration failed; retried at the next write", "err", err)
+					}
+				}
+				u.writeMu.Unlock()
+			}
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -259,6 +278,18 @@ func (u *Uploader) loadManifest(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+func (u *Uploader) setState(st *mstate) {
+	u.mu.Lock()
+	u.mu.st, u.mu.manifest = st, st.m
+	u.mu.Unlock()
+}
+
+func (u *Uploader) state() *mstate {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.mu.st
 }
 
 // scanLoop lists sealed segments and hands them to workers until ctx ends.
@@ -303,6 +334,15 @@ func (u *Uploader) scan(ctx context.Context) {
 	}
 
 	for _, s := range segs {
+		if s.Kind == KindConsumeQueue {
+			// Not uploaded any more: every entry is in the queue index
+			// object of the segment holding its record, and the manifest
+			// format does not carry them.
+			if !u.cqWarned.Swap(true) {
+				u.log.Warn("consumequeue segments are not uploaded (the queue index objects hold their entries)", "segment", s.Name)
+			}
+			continue
+		}
 		key, err := Key(u.cfg.Prefix, s)
 		if err != nil {
 			u.stats.errors.Add(1)
@@ -441,6 +481,10 @@ func (u *Uploader) fence() (int64, error) {
 		return 0, nil
 	}
 	epoch, err := u.cfg.Fence()
+	if st := u.state(); err == nil && st != nil && epoch < st.m.Epoch {
+		// A newer lease holder wrote the manifest: this one is deposed.
+		err = fmt.Errorf("%w (fence epoch %d, manifest epoch %d)", errStaleEpoch, epoch, st.m.Epoch)
+	}
 	if err != nil {
 		if !u.fenced.Swap(true) {
 			u.log.Warn("bucket writes fenced; uploads and manifest writes wait", "err", err)
@@ -589,7 +633,7 @@ func (u *Uploader) committer(ctx context.Context) {
 		for i, d := range batch {
 			objs[i] = d.obj
 		}
-		if err := u.writeManifest(ctx, true, func(m *Manifest) { m.Objects = merge(m.Objects, objs...) }); err != nil {
+		if err := u.commit(ctx, true, func(*Manifest) *delta { return &delta{Put: objs} }); err != nil {
 			for _, d := range batch {
 				u.release(d.obj.Key)
 			}
@@ -690,65 +734,19 @@ func (u *Uploader) pairUp(batch []done, held map[pairKey]done) []done {
 	return out
 }
 
-// writeManifest rewrites the manifest with apply(a copy of the current one: its Objects and Expired),
-// retrying until it is written or ctx ends. On a conflicting write it
-// rereads the manifest and applies again, so concurrent writers (the
-// committer and Trim) never undo each other. While Config.Fence refuses,
-// it waits (backing off) if waitFence is set, else returns the refusal.
+// writeManifest commits apply(a copy of the current manifest: its Objects
+// and Expired) as a delta (the difference), retrying until it is written or
+// ctx ends. On a conflicting write it rereads the manifest and applies
+// again, so concurrent writers (the committer and Trim, or another
+// process) never undo each other. While Config.Fence refuses, it waits
+// (backing off) if waitFence is set, else returns the refusal.
 func (u *Uploader) writeManifest(ctx context.Context, waitFence bool, apply func(*Manifest)) error {
-	for attempt := 0; ; attempt++ {
-		epoch, err := u.fence()
-		if err != nil {
-			if !waitFence {
-				return fmt.Errorf("upload: manifest write: %w", err)
-			}
-			if err := u.sleep(ctx, attempt); err != nil {
-				return err
-			}
-			continue
-		}
-		u.mu.Lock()
-		cur, etag := u.mu.manifest, u.mu.etag
-		u.mu.Unlock()
-		next := &Manifest{Version: cur.Version + 1, Epoch: epoch, Updated: u.cfg.Now().UTC(),
-			Objects: slices.Clone(cur.Objects), Expired: slices.Clone(cur.Expired)}
+	return u.commit(ctx, waitFence, func(cur *Manifest) *delta {
+		next := &Manifest{Objects: slices.Clone(cur.Objects), Expired: slices.Clone(cur.Expired)}
 		apply(next)
-		buf, err := encodeManifest(next)
-		if err != nil {
-			return err // a bug; JSON of plain structs does not fail
-		}
-		cond := tier.IfAbsent()
-		if etag != "" {
-			cond = tier.IfMatch(etag)
-		}
-		actx, cancel := context.WithTimeout(ctx, u.cfg.AttemptTimeout)
-		newTag, err := u.cfg.Bucket.PutIf(actx, u.mkey, bytes.NewReader(buf), int64(len(buf)), cond)
-		cancel()
-		if err == nil {
-			u.mu.Lock()
-			u.mu.manifest, u.mu.etag = next, newTag
-			u.mu.Unlock()
-			u.stats.manifests.Add(1)
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		u.stats.errors.Add(1)
-		if errors.Is(err, tier.ErrPreconditionFailed) {
-			// Someone else wrote it, or our own earlier attempt succeeded
-			// without us hearing: reread and merge.
-			u.log.Info("manifest changed underneath; merging", "key", u.mkey)
-			if err := u.loadManifest(ctx); err != nil {
-				return err
-			}
-			continue
-		}
-		u.log.Warn("manifest write failed", "key", u.mkey, "attempt", attempt+1, "err", err)
-		if err := u.sleep(ctx, attempt); err != nil {
-			return err
-		}
-	}
+		next.Objects = mergeSorted(nil, next.Objects)
+		return diff(cur, next)
+	})
 }
 
 // Flush asks the committer to write the manifest for the uploads it is

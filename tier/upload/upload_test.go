@@ -1,8 +1,8 @@
 package upload_test
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -37,23 +37,24 @@ func addSegments(src *memSource) {
 		src.add(upload.Segment{Kind: upload.KindCommitLog, Base: base}, jsonSegment(uint64(i), n))
 		base += int64(n)
 	}
-	src.add(upload.Segment{Kind: upload.KindConsumeQueue, Topic: "TopicA", QueueID: 3, Base: 300_000}, jsonSegment(99, 20*5000))
-	src.add(upload.Segment{Kind: upload.KindConsumeQueue, Topic: "TopicB", QueueID: 0, Base: 0}, jsonSegment(98, 20*10))
 }
 
 func TestUploadAll(t *testing.T) {
 	src := newSource()
 	addSegments(src)
 	hb := newHookBucket(tier.NewMem())
-	// Invariant: a manifest only lists objects that already exist.
+	// Invariant: a manifest delta only lists objects that already exist.
 	var violations atomic.Int32
-	hb.checkMan = func(buf []byte) {
-		var m upload.Manifest
-		if err := json.Unmarshal(buf, &m); err != nil {
+	hb.checkMan = func(key string, buf []byte) {
+		if !upload.IsDeltaKey("c1/broker-a", key) {
+			return
+		}
+		d, err := upload.DecodeDelta("c1/broker-a", buf)
+		if err != nil {
 			violations.Add(1)
 			return
 		}
-		for _, o := range m.Objects {
+		for _, o := range d.Put {
 			if a, err := hb.Bucket.Stat(context.Background(), o.Key); err != nil || a.Size != o.Size {
 				violations.Add(1)
 			}
@@ -79,7 +80,6 @@ func TestUploadAll(t *testing.T) {
 	for _, want := range []string{
 		"c1/broker-a/commitlog/00000000000000000000.seg",
 		"c1/broker-a/commitlog/00000000000000307201.seg",
-		"c1/broker-a/consumequeue/TopicA/3/00000000000000300000.cq",
 	} {
 		if hb.putCount(want) != 1 {
 			t.Errorf("%s put %d times, want 1", want, hb.putCount(want))
@@ -95,7 +95,7 @@ func TestUploadAll(t *testing.T) {
 		t.Fatalf("%d concurrent object PUTs, Concurrency is 2", hb.maxAct)
 	}
 	st := u.Stats()
-	if st.Objects != 7 || st.Errors != 0 || st.Bytes <= 0 || st.LogicalBytes <= st.Bytes {
+	if st.Objects != 5 || st.Errors != 0 || st.Bytes <= 0 || st.LogicalBytes <= st.Bytes {
 		t.Fatalf("stats %+v", st)
 	}
 	mfs, err := reg.Gather()
@@ -107,7 +107,7 @@ func TestUploadAll(t *testing.T) {
 		m := mf.GetMetric()[0]
 		got[mf.GetName()] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
 	}
-	if got["rocketmq_tiered_store_upload_objects_total"] != 7 || got["rocketmq_tiered_store_provider_upload_bytes_total"] != float64(st.Bytes) {
+	if got["rocketmq_tiered_store_upload_objects_total"] != 5 || got["rocketmq_tiered_store_provider_upload_bytes_total"] != float64(st.Bytes) {
 		t.Fatalf("metrics %v", got)
 	}
 }
@@ -182,7 +182,7 @@ func TestCrashBetweenObjectAndManifest(t *testing.T) {
 	mem := tier.NewMem()
 	hb := newHookBucket(mem)
 	hb.putHook = func(key string) error {
-		if strings.HasSuffix(key, "manifest.json") {
+		if strings.Contains(key, "/meta/manifest") {
 			return errors.New("crash")
 		}
 		return nil
@@ -195,8 +195,8 @@ func TestCrashBetweenObjectAndManifest(t *testing.T) {
 	waitFor(t, "manifest write failing", 10*time.Second, func() bool { return u1.Stats().Errors > 0 })
 	stop()
 	first := mustRead(t, mem, key)
-	if _, err := mem.Stat(context.Background(), upload.ManifestKey("c1/broker-a")); !errors.Is(err, tier.ErrNotExist) {
-		t.Fatalf("manifest exists after the crash: %v", err)
+	if m, _, err := upload.LoadManifest(context.Background(), mem, upload.ManifestKey("c1/broker-a")); err != nil || len(m.Objects) != 0 {
+		t.Fatalf("manifest lists objects after the crash: %+v %v", m, err)
 	}
 	if src.allUploaded() {
 		t.Fatal("segment marked uploaded without a manifest")
@@ -239,8 +239,9 @@ func TestCrashAfterManifest(t *testing.T) {
 	checkUploaded(t, mem, "c1/broker-a", src)
 }
 
-// TestManifestConflictMerges: another writer changed the manifest since we
-// read it; our write merges instead of clobbering.
+// TestManifestConflictMerges: another writer appended a delta since we
+// read the manifest; our write loses the race for that sequence number,
+// rereads and merges instead of clobbering.
 func TestManifestConflictMerges(t *testing.T) {
 	mem := tier.NewMem()
 	src := newSource()
@@ -249,21 +250,20 @@ func TestManifestConflictMerges(t *testing.T) {
 	stop := startRun(t, u)
 	waitFor(t, "uploaded", 10*time.Second, src.allUploaded)
 	stop()
-	// Someone else adds an entry behind our back.
+	// Someone else adds an entry behind our back, at the next sequence number.
 	mk := upload.ManifestKey("c1/broker-a")
 	m, _, _ := upload.LoadManifest(context.Background(), mem, mk)
-	m.Version++
-	m.Objects = append(m.Objects, upload.Object{Key: "c1/broker-a/commitlog/99999999999999999999.seg", Kind: "commitlog", Base: 1 << 40, Length: 1})
-	buf, _ := json.Marshal(m)
-	if err := mem.Put(context.Background(), mk, strings.NewReader(string(buf)), int64(len(buf))); err != nil {
+	other := upload.Object{Key: "c1/broker-a/commitlog/99999999999999999999.seg", Kind: "commitlog", Base: 1 << 40, Length: 1}
+	buf := upload.EncodeDelta("c1/broker-a", m.Version+1, 0, []upload.Object{other})
+	if _, err := mem.PutIf(context.Background(), upload.DeltaKey("c1/broker-a", m.Version+1), bytes.NewReader(buf), int64(len(buf)), tier.IfAbsent()); err != nil {
 		t.Fatal(err)
 	}
 	src.add(upload.Segment{Kind: upload.KindCommitLog, Base: 1000}, jsonSegment(8, 1000))
 	startRun(t, u)
 	waitFor(t, "second uploaded", 10*time.Second, src.allUploaded)
 	m2, _, _ := upload.LoadManifest(context.Background(), mem, mk)
-	if len(m2.Objects) != 3 || m2.Version <= m.Version {
-		t.Fatalf("merged manifest v%d has %d objects, want 3 after v%d", m2.Version, len(m2.Objects), m.Version)
+	if len(m2.Objects) != 3 || m2.Version != m.Version+2 {
+		t.Fatalf("merged manifest v%d has %d objects, want 3 at v%d", m2.Version, len(m2.Objects), m.Version+2)
 	}
 }
 

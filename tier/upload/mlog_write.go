@@ -1,0 +1,250 @@
+package upload
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/stratamq/stratamq/tier"
+)
+
+// commit writes the delta build returns for the current manifest at the
+// next sequence number (a conditional create: of two writers at most one
+// wins it), then applies it, and writes a snapshot every
+// Config.SnapshotEvery deltas. On a lost race it rereads the manifest and
+// builds again. While Config.Fence refuses (or returns an epoch older than
+// one the manifest holds) it waits if waitFence is set, else returns the
+// refusal. An empty delta is not written.
+func (u *Uploader) commit(ctx context.Context, waitFence bool, build func(cur *Manifest) *delta) error {
+	u.writeMu.Lock()
+	defer u.writeMu.Unlock()
+	for attempt := 0; ; attempt++ {
+		epoch, err := u.fence() // refuses an epoch older than the manifest's
+		st := u.state()
+		if err != nil {
+			if !waitFence {
+				return fmt.Errorf("upload: manifest write: %w", err)
+			}
+			if err := u.sleep(ctx, attempt); err != nil {
+				return err
+			}
+			continue
+		}
+		if st.legacy {
+			if err := u.migrate(ctx, epoch); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				u.stats.errors.Add(1)
+				u.log.Warn("manifest migration failed", "attempt", attempt+1, "err", err)
+				if err := u.sleep(ctx, attempt); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		d := build(st.m)
+		if d.empty() {
+			return nil
+		}
+		d.Seq, d.Epoch, d.Updated = st.m.Version+1, epoch, u.cfg.Now().UTC()
+		buf := encodeDelta(u.lay, d)
+		key := u.lay.deltaKey(d.Seq)
+		actx, cancel := context.WithTimeout(ctx, u.cfg.AttemptTimeout)
+		_, err = u.cfg.Bucket.PutIf(actx, key, bytes.NewReader(buf), int64(len(buf)), tier.IfAbsent())
+		cancel()
+		if err == nil {
+			next := st.apply(d)
+			u.setState(next)
+			u.stats.manifests.Add(1)
+			if next.m.Version-max(next.snapSeq, 0) >= int64(u.cfg.SnapshotEvery) {
+				if err := u.snapshot(ctx, epoch); err != nil && ctx.Err() == nil {
+					u.stats.errors.Add(1)
+					u.log.Warn("manifest snapshot failed; the deltas stay and the next commit tries again", "err", err)
+				}
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		u.stats.errors.Add(1)
+		if errors.Is(err, tier.ErrPreconditionFailed) {
+			// Someone else wrote this sequence number, or our own earlier
+			// attempt did without us hearing: reread and build again.
+			u.log.Info("manifest changed underneath; merging", "key", key)
+			st, err := readState(ctx, u.cfg.Bucket, u.lay)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				u.log.Warn("reread manifest failed", "err", err)
+				if err := u.sleep(ctx, attempt); err != nil {
+					return err
+				}
+				continue
+			}
+			u.setState(st)
+			continue
+		}
+		u.log.Warn("manifest write failed", "key", key, "attempt", attempt+1, "err", err)
+		if err := u.sleep(ctx, attempt); err != nil {
+			return err
+		}
+	}
+}
+
+// put writes one manifest object under the fence.
+func (u *Uploader) put(ctx context.Context, key string, buf []byte, cond *tier.Cond) error {
+	if _, err := u.fence(); err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeout(ctx, u.cfg.AttemptTimeout)
+	defer cancel()
+	if cond != nil {
+		_, err := u.cfg.Bucket.PutIf(actx, key, bytes.NewReader(buf), int64(len(buf)), *cond)
+		return err
+	}
+	return u.cfg.Bucket.Put(actx, key, bytes.NewReader(buf), int64(len(buf)))
+}
+
+// snapshot writes a snapshot of the current state (held under writeMu):
+// the shards whose objects changed since the last one, then the root
+// (IfAbsent), then collects what it replaced.
+func (u *Uploader) snapshot(ctx context.Context, epoch int64) error {
+	st := u.state()
+	if err := u.writeSnapshot(ctx, st, epoch, false); err != nil {
+		return err
+	}
+	u.collect(ctx)
+	return nil
+}
+
+func (u *Uploader) writeSnapshot(ctx context.Context, st *mstate, epoch int64, all bool) error {
+	seq := st.m.Version
+	refs, write := planSnapshot(st, all)
+	for i := range refs {
+		if write[i] == nil {
+			continue
+		}
+		refs[i].Name = u.lay.shardName(seq, i)
+		buf := encodeShard(u.lay, seq, refs[i].Lo, write[i])
+		if err := u.put(ctx, u.lay.dir+refs[i].Name, buf, nil); err != nil {
+			return fmt.Errorf("write manifest shard: %w", err)
+		}
+	}
+	r := &root{Seq: seq, Epoch: max(epoch, st.m.Epoch), Updated: u.cfg.Now().UTC(), Expired: st.m.Expired, Shards: refs}
+	absent := tier.IfAbsent()
+	if err := u.put(ctx, u.lay.rootKey(seq), encodeRoot(u.lay, r), &absent); err != nil {
+		return fmt.Errorf("write manifest snapshot: %w", err)
+	}
+	next := *st
+	m := *st.m
+	m.Epoch = r.Epoch
+	next.m = &m
+	next.snapSeq, next.shards, next.dirty = seq, refs, map[int64]bool{}
+	next.legacy, next.legacyCQ = false, nil
+	u.setState(&next)
+	return nil
+}
+
+// collect deletes (under the fence) what the newest snapshot replaced:
+// older snapshots, shards it does not reference, deltas more than
+// SnapshotEvery below it (the last interval stays, so a writer a little
+// behind finds its sequence number taken rather than free again), a
+// migrated manifest.json, and keys whose delete failed before. Failures
+// are logged; the next snapshot tries again.
+func (u *Uploader) collect(ctx context.Context) {
+	st := u.state()
+	ls, err := list(ctx, u.cfg.Bucket, u.lay)
+	if err != nil {
+		u.log.Warn("list manifest objects to collect", "err", err)
+		return
+	}
+	live := map[string]bool{}
+	for _, s := range st.shards {
+		live[s.Name] = true
+	}
+	u.mu.Lock()
+	gone := u.mu.orphans
+	u.mu.orphans = nil
+	u.mu.Unlock()
+	for _, r := range ls.roots {
+		if r < st.snapSeq {
+			gone = append(gone, u.lay.rootKey(r))
+		}
+	}
+	for name, seq := range ls.shardSeqs {
+		if !live[name] && seq < st.snapSeq {
+			gone = append(gone, u.lay.dir+name)
+		}
+	}
+	for s := range ls.deltas {
+		if s <= st.snapSeq-int64(u.cfg.SnapshotEvery) {
+			gone = append(gone, u.lay.deltaKey(s))
+		}
+	}
+	if ls.legacy && st.snapSeq >= 0 {
+		gone = append(gone, u.lay.legacy)
+	}
+	slices.Sort(gone) // oldest deltas first
+	u.deleteKeys(ctx, gone)
+}
+
+// deleteKeys deletes keys under the fence; those that fail are kept for
+// the next collection.
+func (u *Uploader) deleteKeys(ctx context.Context, keys []string) {
+	var failed []string
+	for i, k := range keys {
+		if _, err := u.fence(); err != nil {
+			failed = append(failed, keys[i:]...)
+			break
+		}
+		if err := u.cfg.Bucket.Delete(ctx, k); err != nil {
+			failed = append(failed, k)
+		}
+	}
+	if len(failed) > 0 {
+		u.log.Warn("manifest collection: deletes failed; retried after the next snapshot", "keys", len(failed))
+		u.mu.Lock()
+		u.mu.orphans = append(u.mu.orphans, failed...)
+		u.mu.Unlock()
+	}
+}
+
+// migrate turns a legacy manifest.json (held under writeMu) into the first
+// snapshot, at its version, then deletes the consumequeue objects it
+// listed and the manifest.json itself. Readers use the snapshot as soon as
+// it exists.
+func (u *Uploader) migrate(ctx context.Context, epoch int64) error {
+	st := u.state()
+	if !st.legacy {
+		return nil
+	}
+	start := time.Now()
+	cq := st.legacyCQ
+	if err := u.writeSnapshot(ctx, st, epoch, true); err != nil {
+		if errors.Is(err, tier.ErrPreconditionFailed) {
+			// Another writer migrated first: read what it wrote.
+			nst, rerr := readState(ctx, u.cfg.Bucket, u.lay)
+			if rerr != nil {
+				return rerr
+			}
+			u.setState(nst)
+			return nil
+		}
+		return err
+	}
+	keys := make([]string, 0, len(cq)+1)
+	for _, o := range cq {
+		keys = append(keys, o.Key)
+	}
+	keys = append(keys, u.lay.legacy)
+	u.deleteKeys(ctx, keys)
+	u.log.Info("manifest migrated from manifest.json to the delta log", "version", st.m.Version,
+		"objects", len(st.m.Objects), "consumequeue_objects_deleted", len(cq), "took", time.Since(start))
+	return nil
+}

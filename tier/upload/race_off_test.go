@@ -1,0 +1,5 @@
+//go:build !race
+
+package upload_test
+
+const raceEnabled = false
