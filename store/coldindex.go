@@ -29,8 +29,10 @@ const DefaultColdIndexCacheBytes = 32 << 20
 // queue's entries in one segment index.
 const coldBlockEntries = 4096
 
-// coldIdx serves the consumequeue entries of restored queues below their
-// local consumequeue from segment index blobs. Which segment holds queue
+// coldIdx serves the consumequeue entries below a queue's local
+// consumequeue (its coldEnd: a restored queue's history, and the entries
+// reclaim deleted locally after their segments were dropped) from segment
+// index blobs. Which segment holds queue
 // offset x of a queue is found by binary search over the segments: every
 // directory carries each known queue's next offset at the end of its
 // segment, which grows with the segment, so each probe reads one directory
@@ -39,10 +41,14 @@ type coldIdx struct {
 	src      ColdIndex
 	maxBytes int64
 
-	segMu  sync.Mutex
-	limit  int64   // only segments below this base (the restored log's start)
-	segs   []int64 // nil until listed
-	listed bool
+	segMu sync.Mutex
+	// limit: only segments below this base are listed: the local log's
+	// start (every entry served cold points below it). It rises with
+	// DropSegment; the list is taken again when it rose past listedAt.
+	limit    int64
+	listedAt int64   // the limit the list was taken at
+	segs     []int64 // nil until listed
+	listed   bool
 
 	mu    sync.Mutex
 	lru   list.List // of *coldItem, most recent first
@@ -105,7 +111,7 @@ func (c *coldIdx) put(it *coldItem) {
 func (c *coldIdx) segments(ctx context.Context, floor int64) ([]int64, error) {
 	c.segMu.Lock()
 	defer c.segMu.Unlock()
-	if !c.listed {
+	if !c.listed || c.listedAt < c.limit {
 		bases, err := c.src.Segments(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("%w: list segment indexes: %w", ErrColdRead, err)
@@ -114,7 +120,7 @@ func (c *coldIdx) segments(ctx context.Context, floor int64) ([]int64, error) {
 		slices.Sort(bases)
 		bases = slices.Compact(bases)
 		i, _ := slices.BinarySearch(bases, c.limit)
-		c.segs, c.listed = bases[:i:i], true
+		c.segs, c.listed, c.listedAt = bases[:i:i], true, c.limit
 	}
 	t := c.segs
 	for len(t) > 1 && t[1] <= floor {
@@ -124,14 +130,25 @@ func (c *coldIdx) segments(ctx context.Context, floor int64) ([]int64, error) {
 	return t, nil
 }
 
+// setLimit sets the base below which segments are listed. A lower limit
+// trims the list; a higher one has it taken again at the next lookup (the
+// segments dropped since were uploaded with their index first).
 func (c *coldIdx) setLimit(limit int64) {
 	c.segMu.Lock()
 	defer c.segMu.Unlock()
 	c.limit = limit
-	if c.listed {
+	if c.listed && limit <= c.listedAt {
 		i, _ := slices.BinarySearch(c.segs, limit)
-		c.segs = c.segs[:i:i]
+		c.segs, c.listedAt = c.segs[:i:i], limit
 	}
+}
+
+// raiseLimit is setLimit for a limit that only rises (the local log's
+// start after a drop).
+func (c *coldIdx) raiseLimit(limit int64) {
+	c.segMu.Lock()
+	defer c.segMu.Unlock()
+	c.limit = max(c.limit, limit)
 }
 
 // want names the queue offset a directory is read for: the block holding

@@ -30,6 +30,11 @@ type cqFile struct {
 	// needCut: the file holds stale entries after n (a truncation); the
 	// flusher cuts them. Guarded by cqueue.mu.
 	needCut bool
+	// maxEnd is the end (commitlog offset + size) of the last non-blank
+	// entry written to the file, 0 when none, -1 when unknown (a file
+	// listed at Open, or cut by a truncation): reclaim reads it then.
+	// Guarded by cqueue.mu.
+	maxEnd int64
 
 	h       *cqHandle   // guarded by fdCache.mu
 	removed atomic.Bool // retired: removed, topic deleted or store closed
@@ -76,10 +81,15 @@ type cqueue struct {
 	// the flusher (flushMu) after Open.
 	dirMade bool
 
-	// coldEnd is set (at Open, fixed after) for a queue restored from the
-	// tier on an empty disk: entries below it are read through the cold
-	// index (Options.ColdIndex); local files start at or above it.
-	coldEnd int64
+	// coldEnd is the first index the local consumequeue serves: entries
+	// below it are read through the cold index (Options.ColdIndex). It is
+	// the restored max of a queue restored from the tier on an empty disk,
+	// and rises when reclaim deletes the local files of entries whose
+	// records were dropped to the tier (reclaim.go). It only rises; it is
+	// written under mu (with a gen bump, so readers that planned a local
+	// read of a file it retires plan again, cold) and read with or
+	// without it.
+	coldEnd atomic.Int64
 }
 
 type cqEntry struct {
@@ -193,19 +203,7 @@ const maxReadTries = 100
 // into dst (n*20 bytes) and returns how many it copied, as planLocked
 // says. It takes q.mu only to plan; the caller must not hold it.
 func (q *cqueue) readEntriesLocal(dst []byte, from int64, n int) (copied int, hole bool, next int64, err error) {
-	var arr [4]fileRead
-	for try := 0; ; try++ {
-		q.mu.RLock()
-		reads, copied, hole, next, gen := q.planLocked(arr[:0], dst, from, n)
-		q.mu.RUnlock()
-		retry, err := q.runPlan(reads, dst, gen)
-		if !retry {
-			return copied, hole, next, err
-		}
-		if try >= maxReadTries {
-			return 0, false, 0, fmt.Errorf("store: consumequeue %s/%d kept changing under a read", q.topic, q.id)
-		}
-	}
+	return q.readEntries(entrySource{}, dst, from, n)
 }
 
 // fileForLocked returns the file holding index idx, or nil and the start of
@@ -231,20 +229,38 @@ func (q *cqueue) fileForLocked(idx int64) (*cqFile, int64) {
 }
 
 // entrySource is where a scan reads a queue's entries: the local
-// consumequeue (the zero value) or, with cold set, the cold index of a
-// restored queue (below q.coldEnd), with ctx. Neither needs q.mu held (the
+// consumequeue only (the zero value) or, with cold set, the whole queue:
+// the cold index below q.coldEnd (as it is when each read is planned),
+// the local consumequeue above it, with ctx. Neither needs q.mu held (the
 // caller must not hold it).
 type entrySource struct {
 	cold *Store
 	ctx  context.Context
 }
 
-// readEntries is readEntriesLocal, or coldEntries for a cold source.
+// readEntries is readEntriesLocal for a local source. For a cold source it
+// reads through the cold index (coldEntries, up to coldEnd) when from is
+// below q.coldEnd, else locally; a local read that a reclaim overtook
+// (the file it planned to read retired, coldEnd raised) plans again and
+// goes cold.
 func (q *cqueue) readEntries(src entrySource, dst []byte, from int64, n int) (copied int, hole bool, next int64, err error) {
-	if src.cold != nil {
-		return src.cold.coldEntries(src.ctx, q, dst, from, n)
+	var arr [4]fileRead
+	for try := 0; ; try++ {
+		q.mu.RLock()
+		if ce := q.coldEnd.Load(); src.cold != nil && from < ce {
+			q.mu.RUnlock()
+			return src.cold.coldEntries(src.ctx, q, ce, dst, from, n)
+		}
+		reads, copied, hole, next, gen := q.planLocked(arr[:0], dst, from, n)
+		q.mu.RUnlock()
+		retry, err := q.runPlan(reads, dst, gen)
+		if !retry {
+			return copied, hole, next, err
+		}
+		if try >= maxReadTries {
+			return 0, false, 0, fmt.Errorf("store: consumequeue %s/%d kept changing under a read", q.topic, q.id)
+		}
 	}
-	return q.readEntriesLocal(dst, from, n)
 }
 
 // entryFrom returns the entry at idx, read from src; ok is false in a hole.
@@ -351,6 +367,7 @@ func (q *cqueue) staleFromLocked(n int64) {
 		if f.start+f.n > n {
 			f.n = n - f.start
 			f.needCut = true
+			f.maxEnd = -1
 		}
 		return
 	}
@@ -366,7 +383,7 @@ func (q *cqueue) staleFromLocked(n int64) {
 // writer changes entries).
 func (q *cqueue) dispatch(qoff int64, e cqEntry) (int64, error) {
 	q.mu.Lock()
-	if qoff < q.max && qoff >= q.min && qoff >= q.coldEnd {
+	if qoff < q.max && qoff >= q.min && qoff >= q.coldEnd.Load() {
 		q.mu.Unlock()
 		old, ok, err := q.entryFrom(entrySource{}, qoff)
 		q.mu.Lock()
@@ -374,7 +391,9 @@ func (q *cqueue) dispatch(qoff int64, e cqEntry) (int64, error) {
 			q.mu.Unlock()
 			return 0, err
 		}
-		if ok && old == e {
+		if ok && old == e || qoff < q.min || qoff < q.coldEnd.Load() {
+			// A repeat, or an offset reclaim (or retention) took below the
+			// local range meanwhile: nothing to replace.
 			mx := q.max
 			q.mu.Unlock()
 			return mx, nil
@@ -434,8 +453,20 @@ func (s *Store) admitQueue(topic string, id int32) error {
 
 // cqWrite is a file write of one flushQueue round.
 type cqWrite struct {
-	f   *cqFile
-	end int64 // entries in the file after the write
+	f      *cqFile
+	end    int64 // entries in the file after the write
+	maxEnd int64 // lastEntryEnd of the entries written
+}
+
+// lastEntryEnd is the end (commitlog offset + size) of the last non-blank
+// entry in b (whole entries), 0 when all are blank.
+func lastEntryEnd(b []byte) int64 {
+	for i := len(b)/cqEntrySize - 1; i >= 0; i-- {
+		if e := getEntry(b[i*cqEntrySize:]); e.size > 0 {
+			return e.phys + int64(e.size)
+		}
+	}
+	return 0
 }
 
 // flushQueue writes the queue's pending entries to its files, creating
@@ -516,7 +547,7 @@ func (q *cqueue) flushQueue(fs vfs.FS, perFile int64, buf []byte) (touched []*cq
 				}
 				// Files hold the aligned ranges [k*perFile, (k+1)*perFile); a
 				// restored queue's first file starts at its coldEnd instead.
-				start := max(idx/perFile*perFile, min(q.coldEnd, idx))
+				start := max(idx/perFile*perFile, min(q.coldEnd.Load(), idx))
 				f = &cqFile{start: start, path: filepath.Join(q.dir, segmentName(start*cqEntrySize))}
 				var err error
 				if h, err = q.fds.create(f); err != nil {
@@ -537,8 +568,10 @@ func (q *cqueue) flushQueue(fs vfs.FS, perFile int64, buf []byte) (touched []*cq
 			if err != nil {
 				return fmt.Errorf("store: write consumequeue %s: %w", f.path, err)
 			}
+			w := cqWrite{f: f, end: idx - f.start + cnt}
+			w.maxEnd = lastEntryEnd(buf[done*cqEntrySize : (done+cnt)*cqEntrySize])
 			done += cnt
-			writes = append(writes, cqWrite{f: f, end: idx - f.start + cnt})
+			writes = append(writes, w)
 			if len(touched) == 0 || touched[len(touched)-1] != f {
 				touched = append(touched, f)
 			}
@@ -550,6 +583,11 @@ func (q *cqueue) flushQueue(fs vfs.FS, perFile int64, buf []byte) (touched []*cq
 	q.files = append(q.files, created...)
 	for _, w := range writes {
 		w.f.n = w.end
+		if w.maxEnd > 0 {
+			// Writes append: the last non-blank entry written is the
+			// file's last (a queue's entries are in commitlog order).
+			w.f.maxEnd = w.maxEnd
+		}
 	}
 	if dropped < len(drop) { // a failure: the next round tries again
 		q.stale = append(drop[dropped:], q.stale...)
@@ -606,7 +644,7 @@ func loadQueue(fs vfs.FS, fds *fdCache, topic string, id int32, dir string) (*cq
 				return nil, fmt.Errorf("store: truncate torn consumequeue entry: %w", err)
 			}
 		}
-		cf := &cqFile{start: off / cqEntrySize, path: path, n: n}
+		cf := &cqFile{start: off / cqEntrySize, path: path, n: n, maxEnd: -1}
 		if len(q.files) > 0 {
 			if last := q.files[len(q.files)-1]; last.start+last.n > cf.start {
 				last.n = cf.start - last.start // overlapping files: the later one wins

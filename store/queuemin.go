@@ -68,6 +68,7 @@ func (s *Store) RaiseQueueMins(mins []QueueMin) error {
 	if err := s.saveRestoredLocked(); err != nil {
 		return s.restoredFailed(err)
 	}
+	s.reclaimAfterMinsLocked()
 	return nil
 }
 

@@ -86,7 +86,7 @@ func (s *Store) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 			}
 			return res, nil
 		}
-		if off < q.coldEnd {
+		if off < q.coldEnd.Load() {
 			q.mu.RUnlock()
 			return s.getCold(ctx, q, req, res, scan, maxMsgs, maxBytes)
 		}
@@ -218,10 +218,12 @@ func (s *Store) finishGet(ctx context.Context, q *cqueue, req GetRequest, res Ge
 	return res, nil
 }
 
-// getCold is Get for an offset below the local consumequeue of a restored
-// queue: entries come from the cold index a block at a time, then from the
-// local consumequeue, with the same limits as a local Get, so the result
-// is the one the original store gave.
+// getCold is Get for an offset below the local consumequeue of a queue
+// (restored, or reclaimed): entries come from the cold index a block at a
+// time, then from the local consumequeue, with the same limits as a local
+// Get, so the result is the one the original store gave. Each read goes
+// cold or local by the queue's coldEnd as it is then (a reclaim may raise
+// it meanwhile).
 func (s *Store) getCold(ctx context.Context, q *cqueue, req GetRequest, res GetResult, scan, maxMsgs, maxBytes int) (GetResult, error) {
 	off := req.Offset
 	n := int(min(int64(scan), res.MaxOffset-off))
@@ -270,8 +272,10 @@ func (s *Store) getCold(ctx context.Context, q *cqueue, req GetRequest, res GetR
 			}
 		}
 	}
-	for !done && scanned < n && off+int64(scanned) < q.coldEnd {
-		got, hole, next, err := s.coldEntries(ctx, q, ents, off+int64(scanned), n-scanned)
+	src := entrySource{cold: s, ctx: ctx}
+	for !done && scanned < n {
+		// Cold below coldEnd, then on into the local consumequeue.
+		got, hole, next, err := q.readEntries(src, ents, off+int64(scanned), n-scanned)
 		if err != nil {
 			return GetResult{}, err
 		}
@@ -280,16 +284,7 @@ func (s *Store) getCold(ctx context.Context, q *cqueue, req GetRequest, res GetR
 			return res, nil
 		}
 		if hole || got == 0 {
-			done = true
 			break
-		}
-		feed(got)
-	}
-	if !done && scanned < n {
-		// On into the local consumequeue.
-		got, _, _, err := q.readEntriesLocal(ents, off+int64(scanned), n-scanned)
-		if err != nil {
-			return GetResult{}, err
 		}
 		feed(got)
 	}

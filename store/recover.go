@@ -289,7 +289,7 @@ func (s *Store) recover() error {
 	if err := s.trimQueues(valid); err != nil {
 		return err
 	}
-	if err := s.applyFloor(s.floor.Load()); err != nil {
+	if err := s.applyFloor(s.floor.Load(), nil); err != nil {
 		return err
 	}
 	if err := s.loadQueueMins(); err != nil {
@@ -322,6 +322,14 @@ func (s *Store) recover() error {
 	defer s.flushMu.Unlock()
 	if err := s.flushAllLocked(); err != nil && !errors.Is(err, ErrDiskFull) {
 		return err
+	}
+	// Files a drop left before a crash stopped their reclaim.
+	if s.cidx != nil {
+		s.cidx.raiseLimit(s.LocalMinPhysOffset())
+	}
+	if err := s.reclaimLocked(); err != nil {
+		s.reclaimDue = true
+		s.log.Warn("store: reclaim consumequeue files at open; retrying", "err", err)
 	}
 	// Out of space, the store opens disk full: the flusher writes the
 	// checkpoint once there is room, and Puts are refused until then.
@@ -427,7 +435,7 @@ func (s *Store) trimQueues(end int64) error {
 	for _, qs := range s.topics {
 		for _, q := range qs {
 			mn, n := q.bounds()
-			for n > max(mn, q.coldEnd) {
+			for n > max(mn, q.coldEnd.Load()) {
 				e, ok, err := q.entryFrom(entrySource{}, n-1)
 				if err != nil {
 					return err

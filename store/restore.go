@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -330,8 +331,12 @@ func (s *Store) discardLocalLog() error {
 	return syncDir(s.fs, s.clDir)
 }
 
-// installRestored gives every restored queue its cold range: entries below
-// coldEnd come from the cold index, local files start at coldEnd.
+// installRestored applies the cold state read at Open (<Dir>/restored:
+// a restore's decision, and the coldEnd every reclaim raised since): each
+// queue it names gets its coldEnd (entries below come from the cold
+// index) and its min. Local files wholly below coldEnd (a crash between
+// the state's write and their removal) leave the queue's file list and are
+// removed by the flush that ends recovery (reclaim.go).
 func (s *Store) installRestored(rs *restoreState) {
 	s.restored = rs
 	if s.cidx != nil {
@@ -343,7 +348,11 @@ func (s *Store) installRestored(rs *restoreState) {
 		}
 		q := s.queueOrCreate([]byte(r.topic), r.id)
 		q.mu.Lock()
-		q.coldEnd = r.coldEnd
+		for len(q.files) > 0 && q.files[0].start+q.files[0].n <= r.coldEnd {
+			s.reclaimed = append(s.reclaimed, reclaimFile{q: q, f: q.files[0]})
+			q.files = q.files[1:]
+		}
+		q.coldEnd.Store(r.coldEnd)
 		if len(q.files) == 0 && q.max <= r.coldEnd {
 			q.pending = nil
 			q.min, q.max, q.written = r.min, r.coldEnd, r.coldEnd
@@ -357,35 +366,41 @@ func (s *Store) installRestored(rs *restoreState) {
 	}
 }
 
-// saveRestoredLocked rewrites <Dir>/restored with the current min of each
-// restored queue (deleted topics dropped). Caller holds flushMu.
+// saveRestoredLocked rewrites <Dir>/restored when the cold state changed:
+// every queue with a cold range (coldEnd > 0: restored, or reclaimed) with
+// its current min and coldEnd (deleted topics dropped), the floor, and
+// the restore's log start (0 for a store never restored). A store that was
+// never restored and has no cold range writes nothing. Caller holds
+// flushMu.
 func (s *Store) saveRestoredLocked() error {
 	rs := s.restored
-	if rs == nil {
+	nr := &restoreState{floor: s.floor.Load()}
+	old := map[qkey]int64{}
+	if rs != nil {
+		nr.logStart, nr.floor = rs.logStart, max(rs.floor, nr.floor)
+		for _, r := range rs.queues {
+			old[qkey{r.topic, r.id}] = r.min
+		}
+	}
+	for _, q := range s.allQueues() {
+		q.mu.RLock()
+		deleted, mn, ce := q.deleted, q.min, q.coldEnd.Load()
+		q.mu.RUnlock()
+		if deleted || ce <= 0 {
+			continue
+		}
+		if m, ok := old[qkey{q.topic, q.id}]; ok {
+			mn = max(mn, m) // mins never move back
+		}
+		nr.queues = append(nr.queues, restoredQueue{topic: q.topic, id: q.id, min: mn, coldEnd: ce})
+	}
+	if rs == nil && len(nr.queues) == 0 {
 		return nil
 	}
-	nr := &restoreState{logStart: rs.logStart, floor: max(rs.floor, s.floor.Load())}
-	changed := nr.floor != rs.floor
-	for _, r := range rs.queues {
-		q := s.queue(r.topic, r.id)
-		if q == nil {
-			changed = true
-			continue
-		}
-		q.mu.RLock()
-		deleted, mn := q.deleted, q.min
-		q.mu.RUnlock()
-		if deleted {
-			changed = true
-			continue
-		}
-		if mn > r.min {
-			r.min = mn
-			changed = true
-		}
-		nr.queues = append(nr.queues, r)
-	}
-	if !changed {
+	slices.SortFunc(nr.queues, func(a, b restoredQueue) int {
+		return compareQKey(qkey{a.topic, a.id}, qkey{b.topic, b.id})
+	})
+	if rs != nil && rs.logStart == nr.logStart && rs.floor == nr.floor && slices.Equal(rs.queues, nr.queues) {
 		return nil
 	}
 	if err := s.writeRestoreState(nr); err != nil {
@@ -395,20 +410,21 @@ func (s *Store) saveRestoredLocked() error {
 	return nil
 }
 
-// coldEntries reads up to n entries of q from idx (< q.coldEnd) through the
-// cold index, from one block of one segment (callers loop). hole: no
-// indexed segment holds idx; next is then q.coldEnd.
-func (s *Store) coldEntries(ctx context.Context, q *cqueue, dst []byte, idx int64, n int) (got int, hole bool, next int64, err error) {
-	n = int(min(int64(n), q.coldEnd-idx))
+// coldEntries reads up to n entries of q from idx (< ce, q's coldEnd when
+// the read was planned) through the cold index, from one block of one
+// segment (callers loop). hole: no indexed segment holds idx; next is then
+// ce.
+func (s *Store) coldEntries(ctx context.Context, q *cqueue, ce int64, dst []byte, idx int64, n int) (got int, hole bool, next int64, err error) {
+	n = int(min(int64(n), ce-idx))
 	if n <= 0 {
 		return 0, false, 0, nil
 	}
 	if s.cidx == nil {
-		return 0, true, q.coldEnd, nil
+		return 0, true, ce, nil
 	}
 	got, hole, err = s.cidx.entries(ctx, s.floor.Load(), q.topic, q.id, dst, idx, n)
 	if hole {
-		next = q.coldEnd
+		next = ce
 	}
 	return got, hole, next, err
 }
@@ -416,21 +432,14 @@ func (s *Store) coldEntries(ctx context.Context, q *cqueue, dst []byte, idx int6
 // entryAt returns q's entry at idx, cold below q.coldEnd; ok is false in a
 // hole.
 func (s *Store) entryAt(ctx context.Context, q *cqueue, idx int64) (cqEntry, bool, error) {
-	if idx < q.coldEnd {
-		return q.entryFrom(entrySource{cold: s, ctx: ctx}, idx)
-	}
-	return q.entryFrom(entrySource{}, idx)
+	return q.entryFrom(entrySource{cold: s, ctx: ctx}, idx)
 }
 
 // firstEntryFrom returns the first non-blank entry of q at an index >= i
 // (cold, then local), skipping blanks and holes; ok is false when there is
 // none before q.max.
 func (s *Store) firstEntryFrom(ctx context.Context, q *cqueue, i int64) (idx int64, e cqEntry, ok bool, err error) {
-	idx, e, ok, err = q.firstEntryIn(entrySource{cold: s, ctx: ctx}, i, q.coldEnd)
-	if ok || err != nil {
-		return idx, e, ok, err
-	}
-	return q.firstEntryLocal(max(idx, q.coldEnd))
+	return q.firstEntryIn(entrySource{cold: s, ctx: ctx}, i, math.MaxInt64)
 }
 
 // advanceMin moves the min of a queue (a restored one whose min is below

@@ -579,7 +579,7 @@ func (q *cqueue) localLowLocked() int64 {
 	if len(q.files) > 0 {
 		lo = min(lo, q.files[0].start)
 	}
-	return max(lo, q.coldEnd)
+	return max(lo, q.coldEnd.Load())
 }
 
 // nextAt is the queue's next offset at commitlog offset end: the first
@@ -601,6 +601,13 @@ func (q *cqueue) searchPhys(lo, hi, phys int64) (int64, error) {
 		j, e, ok, err := q.firstEntryLocal(m)
 		if err != nil {
 			return 0, err
+		}
+		if m < q.coldEnd.Load() {
+			// Reclaimed meanwhile (the local scan skipped the files it
+			// removed): entries below coldEnd lie below the local log,
+			// below phys (the end of a local segment).
+			lo = m + 1
+			continue
 		}
 		if !ok || e.phys >= phys {
 			hi = m

@@ -48,7 +48,7 @@ func fillIndexMix(t *testing.T, s *Store, rng *rand.Rand, queues []qref, n int) 
 			// those offsets (they are the tier's).
 			qoff = max(0, next-1-rng.Int64N(5))
 			if sq := s.queue(q.topic, q.id); sq != nil {
-				qoff = max(qoff, sq.coldEnd)
+				qoff = max(qoff, sq.coldEnd.Load())
 			}
 		default:
 			m.SysFlag = sysFlagTxPrepared

@@ -76,6 +76,12 @@ type Store struct {
 	// qmins: queue mins raised by RaiseQueueMins (queuemin.go); guarded by flushMu after Open.
 	qmins map[qkey]int64
 
+	// reclaimed: consumequeue files reclaim took off their queues, to be
+	// removed (reclaim.go); reclaimDue: a reclaim failed, the flusher
+	// runs it again. Guarded by flushMu after Open.
+	reclaimed  []reclaimFile
+	reclaimDue bool
+
 	ckSeq     uint64 // guarded by flushMu
 	ckWritten int64  // dispatch offset of the last checkpoint; guarded by flushMu
 
@@ -818,10 +824,10 @@ func (s *Store) AppendRaw(physOffset int64, b []byte) error {
 		if notDispatched(m.sysFlag) || checkTopic(string(m.topic)) != nil {
 			continue
 		}
-		if q := s.queue(string(m.topic), m.queueID); q != nil && m.queueOffset < q.coldEnd {
+		if q := s.queue(string(m.topic), m.queueID); q != nil && m.queueOffset < q.coldEnd.Load() {
 			s.mu.Unlock()
-			return fmt.Errorf("%w: AppendRaw: record at %d is %s/%d queue offset %d, below the %d the queue was restored with",
-				ErrOffsetMismatch, m.physOffset, m.topic, m.queueID, m.queueOffset, q.coldEnd)
+			return fmt.Errorf("%w: AppendRaw: record at %d is %s/%d queue offset %d, below the %d the queue was restored with (or reclaimed to)",
+				ErrOffsetMismatch, m.physOffset, m.topic, m.queueID, m.queueOffset, q.coldEnd.Load())
 		}
 	}
 	if err := s.checkSpaceLocked(s.newBytesLocked(pos, len(b)), time.Now().UnixMilli()); err != nil {
@@ -1031,6 +1037,16 @@ func (s *Store) DropSegment(base int64) error {
 		s.log.Warn("store: close dropped segment", "path", sg.path, "err", cerr)
 	}
 	s.log.Info("store: dropped local segment", "base", base, "bytes", sg.size.Load())
+	// The consumequeue files of its records go too (reclaim.go). The drop
+	// is done: a failure here is owed, and the flusher reclaims again.
+	s.flushMu.Lock()
+	if !s.isClosed() {
+		if err := s.reclaimLocked(); err != nil {
+			s.reclaimDue = true
+			s.log.Warn("store: reclaim consumequeue files after a drop; retrying", "base", base, "err", err)
+		}
+	}
+	s.flushMu.Unlock()
 	return nil
 }
 
@@ -1072,8 +1088,10 @@ func (s *Store) SetMinPhysOffset(off int64) error {
 	// Restored queues whose min is in their cold range search it through
 	// the cold index: first, without flushMu, so that a slow tier does not
 	// stall flushes (it only raises mins; a failure changes no floor).
+	var handled map[*cqueue]bool
 	if c := min(off, s.writePos.Load()); c > s.floor.Load() {
-		if err := s.applyColdFloor(c); err != nil {
+		var err error
+		if handled, err = s.applyColdFloor(c); err != nil {
 			return err
 		}
 	}
@@ -1087,7 +1105,7 @@ func (s *Store) SetMinPhysOffset(off int64) error {
 		return nil
 	}
 	s.floor.Store(off)
-	if err := s.applyFloor(off); err != nil {
+	if err := s.applyFloor(off, handled); err != nil {
 		return err
 	}
 	// Restored queues' mins live in <Dir>/restored: written before the
@@ -1096,7 +1114,20 @@ func (s *Store) SetMinPhysOffset(off int64) error {
 		return s.restoredFailed(err)
 	}
 	s.ckWritten = -1 // force a checkpoint carrying the floor
-	return s.flushAllLocked()
+	if err := s.flushAllLocked(); err != nil {
+		return err
+	}
+	s.reclaimAfterMinsLocked()
+	return nil
+}
+
+// reclaimAfterMinsLocked reclaims the files mins moved past; a failure is
+// owed (the flusher runs reclaim again). Caller holds flushMu.
+func (s *Store) reclaimAfterMinsLocked() {
+	if err := s.reclaimLocked(); err != nil {
+		s.reclaimDue = true
+		s.log.Warn("store: reclaim consumequeue files below queue minima; retrying", "err", err)
+	}
 }
 
 // lockOpen locks s.mu and returns nil, or, when the store is closed,
@@ -1124,29 +1155,35 @@ func (s *Store) allQueues() []*cqueue {
 	return qs
 }
 
-// applyColdFloor advances the min of every restored queue whose min is in
-// its cold range past entries below floor, reading the cold index.
-func (s *Store) applyColdFloor(floor int64) error {
+// applyColdFloor advances the min of every queue whose min is in its cold
+// range past entries below floor, reading the cold index, and returns the
+// queues it advanced.
+func (s *Store) applyColdFloor(floor int64) (map[*cqueue]bool, error) {
+	done := map[*cqueue]bool{}
 	for _, q := range s.allQueues() {
-		if mn, _ := q.bounds(); mn < q.coldEnd {
+		if mn, _ := q.bounds(); mn < q.coldEnd.Load() {
 			if err := s.advanceMin(context.Background(), q, floor); err != nil {
-				return fmt.Errorf("store: advance %s/%d to commitlog offset %d: %w", q.topic, q.id, floor, err)
+				return nil, fmt.Errorf("store: advance %s/%d to commitlog offset %d: %w", q.topic, q.id, floor, err)
 			}
+			done[q] = true
 		}
 	}
-	return nil
+	return done, nil
 }
 
 // applyFloor advances every queue's min offset past entries below floor,
-// from its local entries. A restored queue whose min is still in its cold
-// range is skipped: applyColdFloor handled it, and at Open its min comes
-// from <Dir>/restored, which SetMinPhysOffset keeps up to date.
-func (s *Store) applyFloor(floor int64) error {
+// from its local entries. A queue whose min is in its cold range is
+// skipped when cold (applyColdFloor's queues) is nil, at Open: its min
+// comes from <Dir>/restored, which SetMinPhysOffset keeps up to date.
+// Otherwise only cold's queues are skipped: a reclaim may have moved a
+// queue's coldEnd past its min since applyColdFloor looked, and that
+// queue is searched here, cold.
+func (s *Store) applyFloor(floor int64, cold map[*cqueue]bool) error {
 	if floor <= 0 {
 		return nil
 	}
 	for _, q := range s.allQueues() {
-		if mn, _ := q.bounds(); mn < q.coldEnd {
+		if mn, _ := q.bounds(); cold[q] || cold == nil && mn < q.coldEnd.Load() {
 			continue
 		}
 		if err := s.advanceMin(context.Background(), q, floor); err != nil {
@@ -1191,6 +1228,7 @@ func (s *Store) DeleteTopic(topic string) error {
 	qs := s.topics[topic]
 	delete(s.topics, topic)
 	s.qmu.Unlock()
+	s.forgetReclaimedLocked(qs)
 	var files []*cqFile
 	for _, q := range qs {
 		q.mu.Lock()
