@@ -11,8 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/dgraph-io/ristretto/v2"
-
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/segfile"
 	"github.com/stratamq/stratamq/tier/upload"
@@ -51,14 +49,22 @@ type Config struct {
 	// CacheBytes bounds the decompressed frames kept (STRATAMQ_CACHE_SIZE).
 	// Default 256 MiB.
 	CacheBytes int64
-	// ReadAhead is how many frames past a sequential read are fetched in
-	// the background. Default 2; negative disables read-ahead.
+	// ReadAhead, when positive, is how many frames past a sequential read
+	// are kept fetched in the background, instead of ReadAheadBytes.
+	// Negative disables read-ahead.
 	ReadAhead int
-	// ReadAheadBuffer bounds the frames fetched ahead and not yet read.
-	// Default 16.
-	ReadAheadBuffer int
+	// ReadAheadBytes is how many logical bytes past a sequential read are
+	// kept fetched in the background once the reader has proved sequential
+	// (the depth doubles from one frame with every sequential read).
+	// Default 32 MiB.
+	ReadAheadBytes int64
+	// RunBytes bounds the logical bytes of one background GET: read-ahead
+	// fetches runs of consecutive frames of an object with one ranged GET
+	// each, so a replay makes few, large requests. Default 8 MiB.
+	RunBytes int64
 	// MaxColdGets bounds the bucket GETs in flight (and the goroutines
-	// doing background fetches). Default 4.
+	// doing background fetches); read-ahead uses at most MaxColdGets-1 of
+	// them, so a demand read always finds a slot free soon. Default 4.
 	MaxColdGets int
 }
 
@@ -66,7 +72,7 @@ type Config struct {
 type Reader struct {
 	cfg    Config
 	bucket tier.Reader
-	cache  *ristretto.Cache[string, []byte]
+	cache  *frameCache
 	sem    chan struct{}
 	table  atomic.Pointer[[]Object]
 	stats  stats
@@ -77,12 +83,21 @@ type Reader struct {
 
 	mu struct {
 		sync.Mutex
-		flights  map[string]*flight       // frame key -> fetch in flight, or recently finished
-		retained []string                 // finished keys in flights, oldest first
-		footers  map[string]*footerFlight // object key -> footer
-		lastEnd  map[string]int64         // object key -> end of its last read
-		closed   bool
+		flights map[string]*flight       // frame key -> fetch in flight, or recently finished
+		footers map[string]*footerFlight // object key -> footer
+		seq     map[string]*seqState     // object key -> how it is being read
+		ahead   int                      // read-ahead GETs in flight
+		closed  bool
 	}
+}
+
+// seqState tracks the reads of one object, to tell a sequential scan
+// (possibly several readers moving through the same frames, as the queues
+// of a topic replaying together do) from random reads.
+type seqState struct {
+	hi     int // highest frame a read touched (-1: none; the next object of a scan)
+	streak int // sequential reads in a row (carried into the next object)
+	next   int // first frame not yet considered for read-ahead
 }
 
 type flight struct {
@@ -109,12 +124,15 @@ func New(cfg Config, objects []Object) (*Reader, error) {
 	if cfg.CacheBytes <= 0 {
 		cfg.CacheBytes = 256 << 20
 	}
-	if cfg.ReadAhead == 0 {
-		cfg.ReadAhead = 2
+	if cfg.ReadAheadBytes <= 0 {
+		cfg.ReadAheadBytes = 32 << 20
 	}
-	if cfg.ReadAheadBuffer <= 0 {
-		cfg.ReadAheadBuffer = 16
+	if cfg.RunBytes <= 0 {
+		cfg.RunBytes = 8 << 20
 	}
+	// Read ahead no further than a quarter of the cache, so frames fetched
+	// ahead are not evicted before they are read.
+	cfg.ReadAheadBytes = max(min(cfg.ReadAheadBytes, cfg.CacheBytes/4), 1)
 	if cfg.MaxColdGets <= 0 {
 		cfg.MaxColdGets = 4
 	}
@@ -122,27 +140,11 @@ func New(cfg Config, objects []Object) (*Reader, error) {
 	if err := r.SetObjects(objects); err != nil {
 		return nil, err
 	}
-	// About ten counters per frame that fits, frames being ~256 KiB-4 MiB.
-	counters := max(cfg.CacheBytes/(256<<10)*10, 1000)
-	cache, err := ristretto.NewCache(&ristretto.Config[string, []byte]{
-		NumCounters:        counters,
-		MaxCost:            cfg.CacheBytes,
-		BufferItems:        64,
-		Metrics:            true,
-		IgnoreInternalCost: true,
-		OnEvict: func(it *ristretto.Item[[]byte]) {
-			r.stats.evictions.Add(1)
-			r.stats.evictedBytes.Add(it.Cost)
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("coldread: cache: %w", err)
-	}
-	r.cache = cache
+	r.cache = newFrameCache(cfg.CacheBytes)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.mu.flights = make(map[string]*flight)
 	r.mu.footers = make(map[string]*footerFlight)
-	r.mu.lastEnd = make(map[string]int64)
+	r.mu.seq = make(map[string]*seqState)
 	return r, nil
 }
 
@@ -182,12 +184,12 @@ func (r *Reader) Close() error {
 	r.mu.Unlock()
 	r.cancel()
 	r.wg.Wait()
-	r.cache.Close()
+	r.cache.clear()
 	return nil
 }
 
 // WaitCache waits until cache writes so far are applied (for tests).
-func (r *Reader) WaitCache() { r.cache.Wait() }
+func (r *Reader) WaitCache() {} // the cache applies writes at once
 
 // find returns the index of the object holding off.
 func find(t []Object, off int64) (int, error) {
@@ -274,35 +276,70 @@ func (r *Reader) ReadObjectAt(ctx context.Context, o Object, p []byte, off int64
 }
 
 // beforeRead starts background fetches: the other frames this read needs,
-// and, when the read continues the previous one, the next ReadAhead frames.
+// and, when the read continues a sequential scan of the object (it touches
+// the highest frame read so far or the one after it), keeps the frames up
+// to the read-ahead depth past its end fetched, in runs of consecutive
+// frames (one GET each), continuing into the next objects.
 func (r *Reader) beforeRead(t []Object, oi int, f *segfile.Footer, fi int, pos, end int64) {
-	key := t[oi].Key
-	r.mu.Lock()
-	last, seen := r.mu.lastEnd[key]
-	if len(r.mu.lastEnd) > 4096 {
-		clear(r.mu.lastEnd)
+	obj := t[oi]
+	last := fi
+	if e := min(end, obj.End()) - 1 - obj.Base; e >= 0 {
+		if li := f.Find(e); li > last {
+			last = li
+		}
 	}
-	r.mu.lastEnd[key] = end
-	if end >= t[oi].End() && oi+1 < len(t) {
-		r.mu.lastEnd[t[oi+1].Key] = t[oi+1].Base
+	// The other frames this read needs, in parallel.
+	for fr := fi + 1; fr <= last; fr++ {
+		if !r.prefetchRun(obj.Key, f, fr, fr+1) {
+			break
+		}
+	}
+	depth := int64(0)
+	r.mu.Lock()
+	if len(r.mu.seq) > 4096 {
+		clear(r.mu.seq)
+	}
+	st := r.mu.seq[obj.Key]
+	if st == nil {
+		st = &seqState{hi: last}
+		r.mu.seq[obj.Key] = st
+	} else if st.hi < 0 && fi == 0 { // the next object of a scan
+		st.hi = last
+		st.streak++
+	} else {
+		switch {
+		case fi > st.hi+1: // a jump forward: not a scan (reads behind hi may be a slower reader of the same scan)
+			st.streak = 0
+		case last > st.hi: // on into the next frame
+			st.streak++
+		}
+		st.hi = max(st.hi, last)
+	}
+	// Two reads that moved on into the next frame make a scan; the depth
+	// then doubles with each frame, up to ReadAheadBytes.
+	if st.streak >= 2 && r.cfg.ReadAhead >= 0 {
+		depth = r.cfg.ReadAheadBytes
+		if r.cfg.ReadAhead > 0 {
+			depth = int64(r.cfg.ReadAhead) * f.Frames[fi].Len // frames of this one's size
+		} else if st.streak < 30 {
+			depth = min(depth, f.Frames[fi].Len<<(st.streak-1))
+		}
+	}
+	streak, from := st.streak, max(st.next, last+1)
+	if end >= obj.End() && oi+1 < len(t) && r.mu.seq[t[oi+1].Key] == nil {
+		r.mu.seq[t[oi+1].Key] = &seqState{hi: -1, streak: streak} // the scan goes on there
 	}
 	r.mu.Unlock()
-
-	ahead := 0
-	if r.cfg.ReadAhead > 0 && seen && last == pos {
-		ahead = r.cfg.ReadAhead
+	if depth == 0 {
+		return
 	}
-	// Walk the frames after fi: those inside [pos, end), then `ahead` more.
-	o, fr := oi, fi
-	cur := f
+	limit := end + depth // read ahead of frames that start before this
+	o, cur := oi, f
 	for {
-		fr++
-		if fr >= len(cur.Frames) {
-			o, fr = o+1, 0
-			if o >= len(t) {
-				return
-			}
-			if t[o].Base >= end && ahead == 0 {
+		if from >= len(cur.Frames) {
+			// On into the next object, which the scan will read next.
+			o, from = o+1, 0
+			if o >= len(t) || t[o].Base >= limit {
 				return
 			}
 			nf, ok := r.cachedFooter(t[o].Key)
@@ -310,21 +347,36 @@ func (r *Reader) beforeRead(t []Object, oi int, f *segfile.Footer, fi int, pos, 
 				r.prefetchFooter(t[o])
 				return
 			}
+			r.mu.Lock()
+			if ns := r.mu.seq[t[o].Key]; ns == nil {
+				r.mu.seq[t[o].Key] = &seqState{hi: -1, streak: streak}
+			} else {
+				from = ns.next
+			}
+			r.mu.Unlock()
 			cur = nf
-			if len(cur.Frames) == 0 {
-				return
-			}
+			continue
 		}
-		start := t[o].Base + cur.Frames[fr].Off
-		if start >= end {
-			if ahead == 0 {
-				return
-			}
-			ahead--
+		// A run from `from`: consecutive frames within the depth, up to
+		// RunBytes of input.
+		a, b, run := from, from, int64(0)
+		for b < len(cur.Frames) && t[o].Base+cur.Frames[b].Off < limit &&
+			(b == a || run+cur.Frames[b].Len <= r.cfg.RunBytes) {
+			run += cur.Frames[b].Len
+			b++
 		}
-		if !r.prefetch(t[o].Key, cur, fr) {
-			return // pool busy
+		if b == a {
+			return
 		}
+		if !r.prefetchRun(t[o].Key, cur, a, b) {
+			return // pool busy: the next read carries on from here
+		}
+		from = b
+		r.mu.Lock()
+		if s := r.mu.seq[t[o].Key]; s != nil {
+			s.next = max(s.next, b)
+		}
+		r.mu.Unlock()
 	}
 }
 
@@ -334,13 +386,18 @@ func frameKey(objKey string, i int) string { return objKey + "#" + strconv.Itoa(
 func (r *Reader) frame(ctx context.Context, objKey string, f *segfile.Footer, i int) ([]byte, error) {
 	k := frameKey(objKey, i)
 	for attempt := 0; ; attempt++ {
-		if data, ok := r.cache.Get(k); ok {
+		if data, ok := r.cache.get(k); ok {
 			r.stats.hits.Add(1)
 			return data, nil
 		}
 		r.mu.Lock()
 		fl := r.mu.flights[k]
 		if fl == nil {
+			if data, ok := r.cache.get(k); ok { // a fetch finished since the first look
+				r.mu.Unlock()
+				r.stats.hits.Add(1)
+				return data, nil
+			}
 			fl = &flight{done: make(chan struct{})}
 			r.mu.flights[k] = fl
 			r.mu.Unlock()
@@ -395,41 +452,36 @@ func (r *Reader) acquire(ctx context.Context) error {
 	}
 }
 
-// finish publishes a fetch result and caches good data. A good result
-// also stays in the flight map (a FIFO of ReadAheadBuffer entries): for
-// read-ahead, whose frames ristretto's admission policy may refuse, and for
-// the moment before the cache makes a Set visible.
+// finish publishes a fetch result, caches good data and ends the flight.
 func (r *Reader) finish(k string, fl *flight, data []byte, err error) {
 	fl.data, fl.err = data, err
 	if err == nil {
-		r.cache.Set(k, data, int64(len(data)))
+		r.cache.set(k, data)
 	}
 	r.mu.Lock()
 	fl.finished = true
-	if err == nil {
-		r.mu.retained = append(r.mu.retained, k)
-		for len(r.mu.retained) > r.cfg.ReadAheadBuffer {
-			old := r.mu.retained[0]
-			r.mu.retained = r.mu.retained[1:]
-			if of := r.mu.flights[old]; of != nil && of.finished {
-				if of.ahead && !of.used {
-					r.stats.aheadDropped.Add(1)
-				}
-				delete(r.mu.flights, old)
-			}
-		}
-	} else if r.mu.flights[k] == fl {
-		delete(r.mu.flights, k) // errors are not kept
+	if r.mu.flights[k] == fl {
+		delete(r.mu.flights, k)
+	}
+	if fl.ahead && !fl.used && err == nil && !r.cache.has(k) {
+		r.stats.aheadDropped.Add(1) // too big for the cache
 	}
 	r.mu.Unlock()
 	close(fl.done)
 }
 
-// prefetch starts a background fetch of frame i unless it is cached or in
-// flight. It returns false when the cold GET pool has no free slot.
-func (r *Reader) prefetch(objKey string, f *segfile.Footer, i int) bool {
-	k := frameKey(objKey, i)
-	if _, ok := r.cache.Get(k); ok {
+// prefetchRun starts a background fetch of frames [a, b) of the object
+// with one ranged GET, skipping frames cached or in flight at the start
+// and stopping the run at the first such frame after it. It returns false
+// when the pool has no slot free for read-ahead.
+func (r *Reader) prefetchRun(objKey string, f *segfile.Footer, a, b int) bool {
+	for a < b {
+		if !r.cache.has(frameKey(objKey, a)) {
+			break
+		}
+		a++
+	}
+	if a == b {
 		return true
 	}
 	r.mu.Lock()
@@ -437,9 +489,16 @@ func (r *Reader) prefetch(objKey string, f *segfile.Footer, i int) bool {
 		r.mu.Unlock()
 		return false
 	}
-	if r.mu.flights[k] != nil {
+	for a < b && r.mu.flights[frameKey(objKey, a)] != nil {
+		a++
+	}
+	if a == b {
 		r.mu.Unlock()
 		return true
+	}
+	if r.mu.ahead >= max(r.cfg.MaxColdGets-1, 1) {
+		r.mu.Unlock()
+		return false
 	}
 	select {
 	case r.sem <- struct{}{}:
@@ -447,18 +506,62 @@ func (r *Reader) prefetch(objKey string, f *segfile.Footer, i int) bool {
 		r.mu.Unlock()
 		return false
 	}
-	fl := &flight{done: make(chan struct{}), ahead: true}
-	r.mu.flights[k] = fl
+	r.mu.ahead++
+	keys := make([]string, 0, b-a)
+	fls := make([]*flight, 0, b-a)
+	for i := a; i < b; i++ {
+		k := frameKey(objKey, i)
+		if r.mu.flights[k] != nil {
+			break
+		}
+		fl := &flight{done: make(chan struct{}), ahead: true}
+		r.mu.flights[k] = fl
+		keys, fls = append(keys, k), append(fls, fl)
+	}
 	r.wg.Add(1)
 	r.mu.Unlock()
-	r.stats.aheadFetches.Add(1)
+	r.stats.aheadFetches.Add(int64(len(fls)))
 	go func() {
 		defer r.wg.Done()
-		data, err := r.fetch(r.ctx, objKey, f, i)
-		<-r.sem
-		r.finish(k, fl, data, err)
+		r.fetchRun(objKey, f, a, keys, fls)
 	}()
 	return true
+}
+
+// fetchRun GETs frames a, a+1, ... (one per flight) with one ranged GET,
+// releases the pool slot, then decodes and publishes each frame.
+func (r *Reader) fetchRun(objKey string, f *segfile.Footer, a int, keys []string, fls []*flight) {
+	first, lastF := f.Frames[a], f.Frames[a+len(fls)-1]
+	lo, hi := first.CompOff, lastF.CompOff+lastF.CompLen
+	comp := make([]byte, hi-lo)
+	r.stats.gets.Add(1)
+	err := r.bucket.ReadAt(r.ctx, objKey, comp, lo)
+	<-r.sem
+	r.mu.Lock()
+	r.mu.ahead--
+	r.mu.Unlock()
+	if err != nil {
+		if !isCtxErr(err) {
+			r.stats.errors.Add(1)
+		}
+		err = fmt.Errorf("coldread: get %s frames %d-%d: %w", objKey, a, a+len(fls)-1, err)
+		for j, fl := range fls {
+			r.finish(keys[j], fl, nil, err)
+		}
+		return
+	}
+	r.stats.getBytes.Add(hi - lo)
+	for j, fl := range fls {
+		fr := f.Frames[a+j]
+		data, err := segfile.DecodeFrame(nil, fr, comp[fr.CompOff-lo:fr.CompOff-lo+fr.CompLen])
+		if err != nil {
+			r.stats.corrupt.Add(1)
+			err = fmt.Errorf("coldread: %s frame %d: %w", objKey, a+j, err)
+		} else {
+			r.stats.decodedBytes.Add(int64(len(data)))
+		}
+		r.finish(keys[j], fl, data, err)
+	}
 }
 
 // fetch GETs and decodes frame i. The caller holds a pool slot.

@@ -8,7 +8,6 @@ import (
 
 type stats struct {
 	hits, misses, shared                  atomic.Int64
-	evictions, evictedBytes               atomic.Int64
 	gets, getBytes, errors, corrupt       atomic.Int64
 	aheadFetches, aheadHits, aheadDropped atomic.Int64
 	readBytes, decodedBytes               atomic.Int64
@@ -36,11 +35,11 @@ type Stats struct {
 // Stats returns the current counters.
 func (r *Reader) Stats() Stats {
 	s := &r.stats
-	m := r.cache.Metrics
+	cached, evictions, evictedBytes := r.cache.stats()
 	return Stats{
 		Hits: s.hits.Load(), Misses: s.misses.Load(), Shared: s.shared.Load(),
-		Evictions: s.evictions.Load(), EvictedBytes: s.evictedBytes.Load(),
-		CachedBytes: int64(m.CostAdded()) - int64(m.CostEvicted()),
+		Evictions: evictions, EvictedBytes: evictedBytes,
+		CachedBytes: cached,
 		Gets:        s.gets.Load(), GetBytes: s.getBytes.Load(), Errors: s.errors.Load(), Corrupt: s.corrupt.Load(),
 		AheadFetches: s.aheadFetches.Load(), AheadHits: s.aheadHits.Load(), AheadDropped: s.aheadDropped.Load(),
 		ReadBytes: s.readBytes.Load(), DecodedBytes: s.decodedBytes.Load(),

@@ -1,0 +1,90 @@
+package coldread
+
+import (
+	"container/list"
+	"sync"
+)
+
+// frameCache is the cache of decompressed frames: least recently used
+// out, bounded in bytes (the sum of the frames' lengths). Every frame is
+// admitted: a replay's read-ahead frames are set before anyone reads
+// them, and an admission policy that weighs how often a key was seen
+// (ristretto's TinyLFU, used before) refused them once the cache was full,
+// so readers of the same scan a little behind fetched them again.
+type frameCache struct {
+	max int64
+
+	mu    sync.Mutex
+	bytes int64
+	lru   list.List // of *cacheEntry, most recent first
+	m     map[string]*list.Element
+
+	evictions, evictedBytes, added int64
+}
+
+type cacheEntry struct {
+	key  string
+	data []byte
+}
+
+func newFrameCache(max int64) *frameCache {
+	return &frameCache{max: max, m: map[string]*list.Element{}}
+}
+
+func (c *frameCache) get(k string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el := c.m[k]; el != nil {
+		c.lru.MoveToFront(el)
+		return el.Value.(*cacheEntry).data, true
+	}
+	return nil, false
+}
+
+// has reports whether k is cached without making it more recent.
+func (c *frameCache) has(k string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[k] != nil
+}
+
+// set caches data under k (a frame larger than the budget is not kept),
+// evicting the least recently used frames past the budget.
+func (c *frameCache) set(k string, data []byte) {
+	n := int64(len(data))
+	if n > c.max {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el := c.m[k]; el != nil {
+		c.lru.MoveToFront(el)
+		return
+	}
+	c.m[k] = c.lru.PushFront(&cacheEntry{key: k, data: data})
+	c.bytes += n
+	c.added++
+	for c.bytes > c.max {
+		el := c.lru.Back()
+		e := el.Value.(*cacheEntry)
+		c.lru.Remove(el)
+		delete(c.m, e.key)
+		c.bytes -= int64(len(e.data))
+		c.evictions++
+		c.evictedBytes += int64(len(e.data))
+	}
+}
+
+func (c *frameCache) stats() (bytes, evictions, evictedBytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes, c.evictions, c.evictedBytes
+}
+
+func (c *frameCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lru.Init()
+	clear(c.m)
+	c.bytes = 0
+}
