@@ -101,8 +101,9 @@
 //	+---------------+-------+---------------+
 //
 // An entry with size 0 is blank (before the first entry of a queue that
-// starts past 0). A queue restored from the tier keeps no local entries
-// below its cold range's end; its first file starts there (see Restore). Entries are built by dispatch — one code path for Put,
+// starts past 0). A queue's entries below its coldEnd are not local: they
+// come from the cold index (see Reclaim, and Restore for a queue restored
+// from the tier, whose first file starts at its coldEnd). Entries are built by dispatch — one code path for Put,
 // AppendRaw (replication) and recovery — and are visible to Get as soon as
 // the writer has written the record; new entries are kept in memory and
 // written to their files by the flush service.
@@ -252,7 +253,8 @@
 // Get below it is OFFSET_TOO_SMALL with NextBeginOffset = the new min (the
 // broker's PULL_OFFSET_MOVED). The floor is in the checkpoint, durable when
 // SetMinPhysOffset returns, and re-applied to every queue on Open; call it
-// before deleting the objects. Consumequeue files below the min are kept.
+// before deleting the objects. Consumequeue files wholly below the min go
+// (see Reclaim) when the store has a tier.
 //
 // RaiseQueueMins (queuemin.go) raises single queues' mins above the floor
 // (the broker's per-topic retention): durable in <Dir>/queuemins
@@ -268,7 +270,47 @@
 // reused). Consumequeue entries below the first local segment are valid; a
 // rebuild starts at the first local segment and keeps the entries a queue
 // still has (entries of dropped records that were lost cannot be rebuilt
-// locally).
+// locally). A queue's missing files below its coldEnd are not a loss:
+// recovery neither rebuilds nor trims below it.
+//
+// # Reclaim: local consumequeue files of dropped segments
+//
+// With a tier (Options.Cold and Options.ColdIndex), local consumequeue
+// data does not grow with history (reclaim.go). After every DropSegment
+// (and after SetMinPhysOffset, RaiseQueueMins, at Open, and in a flush
+// round when an earlier reclaim failed) each queue's files are examined
+// oldest first: a file wholly written whose entries all point below
+// LocalMinPhysOffset (every record in a dropped segment: the broker drops
+// a segment only once it, its queue index object and its key index object
+// are uploaded, so the cold index holds every one of those entries), or
+// that lies wholly below the queue's min, is reclaimed, up to the first
+// file that is not. The queue's coldEnd rises to the end of the last
+// reclaimed file: entries below it are read through the cold index, above
+// it from the local files, exactly as for a restored queue (below). The
+// check costs no I/O for files the flusher wrote (it remembers the end of
+// each file's last entry); a file listed at Open is read backwards once.
+// A partly filled last file can go too (an idle queue): the next entry
+// starts a file named by coldEnd.
+//
+// Order, for kill -9 at any point: in memory, under the queue's lock,
+// coldEnd rises, the queue's generation moves (a reader that planned to
+// read a reclaimed file plans again, and goes cold) and the files leave
+// the queue's file list; then <Dir>/restored, the cold state (below),
+// with every queue's coldEnd and min, is written (temp + fsync + rename +
+// dir fsync); only then are the files closed (at their last reader's
+// release) and removed, their directories synced by the next flush round.
+// A crash before the state is durable leaves the files and the old
+// coldEnd; after it, Open takes every file wholly below a queue's coldEnd
+// off the queue and removes it (the state's min and coldEnd stand, the
+// local files above serve the rest). A state write that fails is owed:
+// the flusher writes it (out of space: the disk-full rules) before any
+// file goes. Without a tier nothing is reclaimed and no state is written.
+//
+// At steady state a queue keeps locally the entries of the local
+// retention plus at most one file (CQEntriesPerFile entries, the file
+// still being filled when its oldest entries' segments were dropped), so
+// local consumequeue bytes and descriptors depend on local retention and
+// the number of queues, not on history (BenchmarkReclaimSteadyState).
 //
 // # Segment index blobs
 //
@@ -395,17 +437,25 @@
 //
 // written before the first segment, whose durable name marks the restore
 // done (a crash before it restores again). Every later Open reads it; a
-// damaged file fails Open. SetMinPhysOffset and DeleteTopic rewrite it
-// (mins advanced by the floor, deleted topics gone) before the checkpoint.
+// damaged file fails Open. SetMinPhysOffset, RaiseQueueMins and
+// DeleteTopic rewrite it (mins advanced, deleted topics gone) before the
+// checkpoint. The same file is the cold state of every store that
+// reclaimed consumequeue files (see Reclaim): a row per queue with a cold
+// range (coldEnd > 0: restored, or reclaimed), logStart 0 when the store
+// was never restored; reclaim rewrites it whenever a coldEnd rises, and
+// Open applies it to every queue it names.
 //
-// A restored queue's entries below its coldEnd (the max it was restored
-// with) are read through Options.ColdIndex by Get, QueueEntry,
-// EarliestStoreTime, OffsetByTime and SetMinPhysOffset; the records then
-// through Options.Cold as for any dropped segment. Nothing is read at Open.
-// The segment holding queue offset x is the first indexed segment (below
-// the restored log's start, above the floor) whose directory says the
-// queue's next offset at its end is above x: a binary search, one
-// directory per probe, so a cold lookup costs O(log #segments) blob reads.
+// A queue's entries below its coldEnd (the max a restored queue was
+// restored with, raised by every reclaim) are read through
+// Options.ColdIndex by Get, QueueEntry, EarliestStoreTime, OffsetByTime,
+// QueueOffsetAtTime/AtPhys, VisibleMaxQueueOffset and SetMinPhysOffset;
+// the records then through Options.Cold as for any dropped segment. Each
+// read goes cold or local by the coldEnd it sees when it plans. Nothing is
+// read at Open. The segment holding queue offset x is the first indexed
+// segment (below the local log's start, listed once and again when a drop
+// raised that start; above the floor) whose directory says the queue's
+// next offset at its end is above x: a binary search, one directory per
+// probe, so a cold lookup costs O(log #segments) blob reads.
 // Directories and 4096-entry blocks of one queue's entries are cached in an
 // LRU bounded by ColdIndexCacheBytes; the probe that lands in the right
 // segment caches the block it needs. A cold Get reads block after block,
@@ -465,8 +515,9 @@
 // in-place skip.
 //
 // Assumed: a queue's offsets grow with commitlog offsets across segments.
-// A topic deleted and re-created restarts at 0, and a restore then serves
-// its newest incarnation only where the offsets do not overlap.
+// A topic deleted and re-created restarts at 0, and a restore (or a
+// reclaim of the new incarnation's files) then serves its newest
+// incarnation from the cold index only where the offsets do not overlap.
 //
 // # Offset reservation
 //

@@ -95,8 +95,12 @@ type Options struct {
 	Cold ColdReader
 
 	// ColdIndex serves the segment index blobs (BuildSegmentIndex) kept in
-	// the tier. A store restored on an empty disk (Restore) reads the
-	// consumequeue entries below its local consumequeues from them, lazily.
+	// the tier. The store reads the consumequeue entries below its local
+	// consumequeues from them, lazily: a store restored on an empty disk
+	// (Restore) its history, and any store with Cold the entries of the
+	// local consumequeue files it deletes once their records' segments
+	// were dropped (reclaim; DropSegment must follow the upload of the
+	// segment's blob). nil: every consumequeue file is kept.
 	ColdIndex ColdIndex
 
 	// ColdKeys serves the key index files of segments kept in the tier:
