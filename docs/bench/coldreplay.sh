@@ -4,7 +4,8 @@
 # fast the same bucket serves the same objects to a plain GET loop.
 #
 #   docs/bench/coldreplay.sh                    # the working tree, 3 rounds
-#   docs/bench/coldreplay.sh 5f3c2a1 HEAD       # A/B: brokers of two revisions
+#   docs/bench/coldreplay.sh 4f9564f tree       # A/B: a revision's broker and the working tree's
+#   docs/bench/coldreplay.sh a286bd1 /tmp/x     # ... or a prebuilt binary (absolute path)
 #   PAYLOAD=json docs/bench/coldreplay.sh       # compressible bodies
 #   QUEUES=64 ONE_QUEUE=1 ROUNDS=1 docs/bench/coldreplay.sh   # amplification
 #
@@ -14,7 +15,8 @@
 #  2. `serve` with STRATAMQ_SEGMENT_SIZE=$SEGMENT, STRATAMQ_LOCAL_RETENTION=0
 #     and the s3 bucket; `bench produce` $MSGS messages of $SIZE bytes
 #     (--payload $PAYLOAD) on $QUEUES queues; SIGTERM (a graceful stop seals
-#     and uploads everything);
+#     and uploads everything), with the first broker under test; the
+#     bucket is copied aside and put back before every replay;
 #  3. ROUNDS times, for each broker under test: `bench rawget` (every .seg
 #     object GET whole, one stream, then $STREAMS streams); a broker on an
 #     EMPTY data dir with the same bucket; `bench consume --from first` with a
@@ -44,7 +46,7 @@ VGW_PORT=${VGW_PORT:-27171}
 NS_PORT=${NS_PORT:-19877}
 BROKER_PORT=${BROKER_PORT:-19912}
 HTTP_PORT=${HTTP_PORT:-19558}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/stratamq-coldreplay.XXXXXX")
 VGW=$(go env GOPATH)/bin/versitygw
 say() { echo "coldreplay: $*" >&2; }
@@ -95,11 +97,17 @@ if [[ $# -eq 0 ]]; then
 	BROKERS=(tree)
 else
 	for rev in "$@"; do
+		if [[ $rev == /* ]]; then # a prebuilt binary, by absolute path
+			BROKERS+=("bin${#BROKERS[@]}")
+			ln -s "$rev" "$WORK/stratamq-${BROKERS[-1]}"
+			continue
+		fi
+		BROKERS+=("$rev")
+		[[ $rev == tree ]] && continue # the working tree, built above
 		say "building $rev"
 		mkdir -p "$WORK/src-$rev"
 		git -C "$ROOT" archive "$rev" | tar -x -C "$WORK/src-$rev"
 		(cd "$WORK/src-$rev" && go build -o "$WORK/stratamq-$rev" ./cmd/stratamq)
-		BROKERS+=("$rev")
 	done
 fi
 
@@ -129,14 +137,22 @@ stop_broker() { # graceful: seals and uploads the active segment; at most 120 s
 }
 common=(--namesrv "127.0.0.1:$NS_PORT" --broker "127.0.0.1:$BROKER_PORT" --topic Cold --progress 0)
 
-# 2. Produce into the bucket.
-start_broker "$TOOL" "$WORK/data-produce"
+# 2. Produce into the bucket, with the first broker under test (the oldest
+# format every later revision reads).
+start_broker "$WORK/stratamq-${BROKERS[0]}" "$WORK/data-produce"
 say "producing $MSGS x $SIZE B ($PAYLOAD) on $QUEUES queues, batch $BATCH"
 timeout 900 "$TOOL" bench produce "${common[@]}" --queues "$QUEUES" --size "$SIZE" --payload "$PAYLOAD" \
 	--messages "$MSGS" --batch "$BATCH" --conns 2 --inflight 8 2>>"$WORK/bench.log" | tail -1 >"$WORK/produce.json"
 say "produce: $(jq -c '{msgs_per_sec,mb_per_sec,errors}' "$WORK/produce.json")"
 stop_broker
 say "bucket: $(find "$WORK/vgw/coldreplay" -name '*.seg' -path '*commitlog*' | wc -l) segments, $(du -sh "$WORK/vgw/coldreplay" | cut -f1)"
+# Every replay starts from this copy of the bucket (a broker's start and stop
+# write metadata, and a newer revision may migrate it).
+cp -a "$WORK/vgw/coldreplay" "$WORK/bucket-snapshot"
+restore_bucket() {
+	rm -rf "$WORK/vgw/coldreplay"
+	cp -a "$WORK/bucket-snapshot" "$WORK/vgw/coldreplay"
+}
 
 rawget() {
 	timeout 600 "$TOOL" bench rawget --bucket "$BUCKET" --streams "$STREAMS" 2>>"$WORK/bench.log" | tail -1
@@ -144,6 +160,7 @@ rawget() {
 rawget >/dev/null # warm the server's page cache
 
 consume() { # bin tag group [queue]
+	restore_bucket
 	start_broker "$1" "$WORK/data-$2"
 	local args=(bench consume "${common[@]}" --group "$3" --from first --metrics "http://127.0.0.1:$HTTP_PORT/metrics")
 	[[ -n ${4:-} ]] && args+=(--queue "$4")

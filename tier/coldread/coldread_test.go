@@ -480,3 +480,87 @@ func TestCanceledRead(t *testing.T) {
 		t.Fatalf("after cancel: %v", err)
 	}
 }
+
+// TestReadAheadInterleavedReaders: several readers moving through the same
+// frames in turn (the queues of a topic replaying together: each reads its
+// own records, interleaved in the log) are a scan: frames are fetched
+// ahead, and none is fetched twice although read-ahead frames are set in
+// the cache before anyone reads them. Fails with the old rule (a read is
+// sequential only where the previous one ended) and with an admission
+// policy that refuses frames nobody asked for yet.
+func TestReadAheadInterleavedReaders(t *testing.T) {
+	fx := newFixture(t, base, 1<<20, 16<<10, []int{256 << 10})
+	cb := newCounting(fx.mem)
+	r := newReader(t, cb, fx.objs, coldread.Config{CacheBytes: 1 << 20})
+	const readers, rec = 4, 512
+	p := make([]byte, rec)
+	// Record i belongs to reader i%readers; reader k reads its next record
+	// in turn, skipping the others' records.
+	for off := 0; off+rec <= len(fx.data); off += rec * readers {
+		for k := readers - 1; k >= 0; k-- { // not in log order
+			o := off + k*rec
+			if _, err := r.ReadAt(context.Background(), base+int64(o), p); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(p, fx.data[o:o+rec]) {
+				t.Fatalf("bytes differ at %d", o)
+			}
+		}
+	}
+	st := r.Stats()
+	if st.AheadHits == 0 || st.Misses > 8 {
+		t.Fatalf("read-ahead did not carry the interleaved readers: %+v", st)
+	}
+	if st.DecodedBytes != int64(len(fx.data)) {
+		t.Fatalf("decoded %d bytes of %d: frames fetched twice", st.DecodedBytes, len(fx.data))
+	}
+}
+
+// TestReadAheadBounded: a scan keeps at most ReadAheadBytes fetched past
+// its reads, and no more than a quarter of the cache.
+func TestReadAheadBounded(t *testing.T) {
+	fx := newFixture(t, base, 2<<20, 16<<10, []int{512 << 10})
+	for _, tc := range []struct {
+		name         string
+		cache, ahead int64
+		want         int64 // the depth in force
+	}{
+		{"ReadAheadBytes", 8 << 20, 128 << 10, 128 << 10},
+		{"quarter of the cache", 256 << 10, 1 << 20, 64 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cb := newCounting(fx.mem)
+			r := newReader(t, cb, fx.objs, coldread.Config{CacheBytes: tc.cache, ReadAheadBytes: tc.ahead, MaxColdGets: 4})
+			p := make([]byte, 4<<10)
+			for off := 0; off < len(fx.data)/2; off += len(p) {
+				if _, err := r.ReadAt(context.Background(), base+int64(off), p); err != nil {
+					t.Fatal(err)
+				}
+				// Wait for the background fetches (bounded), then check how
+				// far past this read they reached.
+				deadline := time.Now().Add(5 * time.Second)
+				for {
+					cb.mu.Lock()
+					active := cb.active
+					cb.mu.Unlock()
+					if active == 0 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("background fetches did not finish in 5 s")
+					}
+					time.Sleep(time.Millisecond)
+				}
+				end := int64(off + len(p))
+				fetched := r.Stats().DecodedBytes // frames are fetched in order from the start
+				// One frame of slack: a frame that starts inside the depth is fetched whole.
+				if fetched > end+tc.want+16<<10 {
+					t.Fatalf("after reading to %d, %d bytes fetched: more than %d ahead", end, fetched, tc.want)
+				}
+			}
+			if r.Stats().AheadHits == 0 {
+				t.Fatal("no read-ahead")
+			}
+		})
+	}
+}

@@ -4,31 +4,54 @@
 // A Reader holds a table of objects sorted by base offset (objects may
 // differ in length). ReadAt finds the object holding an offset, reads its
 // footer once (one small ranged GET of the tail, then kept), and fetches
-// only the frames the range needs, one ranged GET per frame:
+// only the frames the range needs, one ranged GET per frame on demand:
 //
 //	ReadAt(off, p)
 //	  -> object table (sort.Search on Base)
 //	  -> footer (cached per object)
-//	  -> frame cache (ristretto, cost = decompressed bytes) --hit--> copy
-//	  -> recent fetches (read-ahead and in-flight frames, singleflight)
+//	  -> frame cache (byte-bounded LRU of decompressed frames) --hit--> copy
+//	  -> fetches in flight (read-ahead runs and demand frames, singleflight)
 //	  -> cold GET pool (semaphore) -> bucket.ReadAt
 //	  -> segfile.DecodeFrame (checksum; ErrCorrupt is returned, never served)
 //
-// # Memory
-//
-// Decompressed frames live in the ristretto cache, bounded by
-// Config.CacheBytes, plus at most Config.ReadAheadBuffer recently fetched
-// frames (mostly the same slices the cache holds; they cover read-ahead
-// frames the cache's admission policy refuses), plus the frames of GETs in flight (at most
-// Config.MaxColdGets). Footers are kept for every object read (32 bytes
-// per frame).
-//
 // # Read-ahead
 //
-// A read that starts where the previous read of the same object ended is
-// sequential; it triggers background fetches of the next Config.ReadAhead
-// frames, continuing into the next object. A read spanning several frames
-// fetches them in parallel. Background fetches take a slot of the cold GET
-// pool only if one is free, so they never queue ahead of demand reads and
-// never start more than MaxColdGets goroutines.
+// Per object the Reader keeps the highest frame a read touched. A read
+// that moves on into the next frame (or into frame 0 of the object a scan
+// reached the end of) extends a streak; a read that jumps further ahead
+// ends it; reads behind the highest frame change nothing, because the
+// queues of a topic replaying together read the same frames in turn, each
+// its own records, and look like one scan that sometimes steps back. From
+// the second step on, the frames up to a depth past the read's end are kept
+// fetched in the background: the depth is one frame, doubling with each
+// step, up to Config.ReadAheadBytes (32 MiB; at most a quarter of the
+// cache, so frames fetched ahead are not evicted before they are read; or
+// Config.ReadAhead frames). Read-ahead continues into the next objects,
+// never walks frames it already considered, and fetches runs of
+// consecutive frames of one object with one ranged GET each (at most
+// Config.RunBytes of input, 8 MiB): a replay makes a few large requests,
+// not one per frame. A read spanning several frames fetches the others in
+// parallel. Background fetches take a slot of the cold GET pool only if
+// one is free, and at most MaxColdGets-1 of them, so they never queue
+// ahead of demand reads, never start more than MaxColdGets goroutines, and
+// leave a slot for a demand read.
+//
+// The cache admits every frame, least recently used out: read-ahead frames
+// are cached before anyone reads them, which an admission policy weighing
+// how often a key was seen (ristretto's TinyLFU, used before) refused once
+// the cache was full, so readers of the same scan a little behind fetched
+// them again.
+//
+// # Memory
+//
+// Decompressed frames in the cache: at most Config.CacheBytes
+// (STRATAMQ_CACHE_SIZE, default 256 MiB). Besides, per GET in flight (at
+// most MaxColdGets): its compressed bytes and the frames being decoded from
+// them, at most RunBytes of input for a read-ahead run (one frame, ≤
+// segfile.MaxFrameSize, for a demand read); readers hold the frames they
+// copy from until they return. Footers are kept for every object read (32
+// bytes per frame), and a few words of scan state per object read (at most
+// 4,096 objects, then forgotten). With the defaults a replay's cold-read
+// memory is at most 256 MiB + 4 × (8 MiB compressed + 8 MiB decoded) = 320
+// MiB, whatever the history's size or the number of readers.
 package coldread
