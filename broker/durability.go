@@ -114,7 +114,17 @@ type durability struct {
 	near chan struct{} // the store says a write came near the reservation: checkpoint now
 	// resv is the reservation the last checkpoint written gave the store.
 	resv atomic.Pointer[store.Reservation]
+	// savedProgress is where the internal services stood in the last
+	// checkpoint written (what a restore resumes from): the schedule
+	// queues' and the transaction check's progress. Retention may expire
+	// those internal queues up to it (retention.go expireInternal).
+	savedProgress atomic.Pointer[internalProgress]
 }
+
+// internalProgress is the progress of the internal services, per internal
+// queue: every record below it is consumed by the broker itself
+// (delivered, or resolved) and never read again.
+type internalProgress map[queueKey]int64
 
 // wakeNear asks run for a checkpoint now (store.Reservation.OnNear: never
 // blocks).
@@ -285,6 +295,12 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 	if err != nil {
 		return nil, err
 	}
+	// The internal services' progress, taken before their sections: it
+	// only grows, so it is never ahead of what this checkpoint holds.
+	progress := b.sched.snapshot()
+	ts := b.trans.snapshot()
+	progress[queueKey{TransHalfTopic, 0}] = ts.HalfOffset
+	progress[queueKey{TransOpHalfTopic, 0}] = ts.OpOffset
 	delayJSON, timerJSON, err := b.sched.sections() // schedule.go
 	if err != nil {
 		return nil, err
@@ -335,7 +351,7 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 	if err != nil {
 		return nil, err
 	}
-	d.pending = pendingReservation{log: cl.Reserved, queues: qres, covered: covered}
+	d.pending = pendingReservation{log: cl.Reserved, queues: qres, covered: covered, progress: progress}
 	return map[string]json.RawMessage{
 		sectionConsumerOffsets:    offsetsJSON,
 		sectionTopics:             topicsJSON,
@@ -348,9 +364,10 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 }
 
 type pendingReservation struct {
-	log     int64
-	queues  map[queueKey]int64
-	covered map[string]int32
+	log      int64
+	queues   map[queueKey]int64
+	covered  map[string]int32
+	progress internalProgress
 }
 
 // checkpoint renews the lease and writes a checkpoint. Once fenced it
@@ -407,6 +424,7 @@ func (d *durability) save(ctx context.Context, final, clean bool, drainFailed *o
 	p := d.pending
 	d.reserved, d.qres = p.log, p.queues
 	d.mu.Unlock()
+	d.savedProgress.Store(&p.progress)
 	// The store may now hand out offsets up to what this checkpoint
 	// reserved, and sends may go to every queue it lists.
 	r := &store.Reservation{Log: p.log, Queues: map[string]map[int32]int64{}, Default: d.queueReserveMin(),

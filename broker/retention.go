@@ -212,6 +212,7 @@ func (t *tiering) expireTopics(ctx context.Context, now time.Time, defFloor int6
 			}
 		}
 	}
+	raise = append(raise, t.expireInternal()...)
 	if len(raise) > 0 {
 		if err := st.RaiseQueueMins(raise); err != nil {
 			errs = append(errs, err)
@@ -220,6 +221,32 @@ func (t *tiering) expireTopics(ctx context.Context, now time.Time, defFloor int6
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// expireInternal returns the minima of the internal queues the broker
+// consumes itself (the schedule and timer queues, the transaction half and
+// op queues) raised to their progress in the last checkpoint written: a
+// record below it is delivered or resolved, never read again, and a
+// restore resumes from there at the earliest. Without it a segment holding
+// one delivered delayed message or resolved half stayed in the bucket for
+// ever (system topics keep the default retention, unlimited unless
+// STRATAMQ_RETENTION is set). A slave (no checkpoint written) raises none.
+func (t *tiering) expireInternal() []store.QueueMin {
+	d := t.b.dur
+	if d == nil {
+		return nil
+	}
+	p := d.savedProgress.Load()
+	if p == nil {
+		return nil
+	}
+	var out []store.QueueMin
+	for k, v := range *p {
+		if v > t.b.store.MinQueueOffset(k.topic, k.queue) {
+			out = append(out, store.QueueMin{Topic: k.topic, QueueID: k.queue, Min: v})
+		}
+	}
+	return out
 }
 
 // queueSpan is one queue's records in a segment: offsets [first, end).

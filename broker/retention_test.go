@@ -498,3 +498,66 @@ func TestTopicRetentionDeletesFromTheMiddle(t *testing.T) {
 	}
 	checkKeep(b, cl)
 }
+
+// TestTopicRetentionExpiresDeliveredInternalRecords: with per-topic
+// retention and no STRATAMQ_RETENTION, the records the broker consumes
+// itself (delayed messages once delivered, half and op records once
+// resolved) expire at the progress of the last checkpoint, so they do not
+// keep their segments for ever: once Short's own retention passes, every
+// segment goes. Without expireInternal the schedule and half queues'
+// minima stay at 0 and keep them all.
+func TestTopicRetentionExpiresDeliveredInternalRecords(t *testing.T) {
+	bucket := tier.NewMem()
+	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
+		MaxMessageSize: 256 << 10, LocalRetention: 0, DelayLevels: "1s", CheckpointInterval: 200 * time.Millisecond,
+		TransactionCheckInterval: 200 * time.Millisecond}
+	var skew atomic.Int64
+	b, cl, _ := startSkewed(t, cfg, bucket, &skew)
+	addr := b.Addr().String()
+	if r := invoke(t, cl, addr, createTopicAttrReq("Short", "+"+RetentionAttribute+"=1m")); r.Code != 0 {
+		t.Fatalf("create Short: %d %s", r.Code, r.Remark)
+	}
+	const delayed = 150
+	halves := int64(0)
+	for i := range delayed {
+		if r := invoke(t, cl, addr, sendReq("Short", 0, retentionBody("Short", i), PropDelay+"\x011\x02")); r.Code != 0 {
+			t.Fatalf("delayed send %d: %d %s", i, r.Code, r.Remark)
+		}
+		if i%8 == 0 {
+			halves++
+			uniq := fmt.Sprintf("TX%03d", i)
+			phys, half := halfSent(t, b, cl, "Short", 0, retentionBody("Half", i), uniq)
+			if r := invoke(t, cl, addr, endReq("pg", phys, half, sysFlagTransCommit, uniq)); r.Code != 0 {
+				t.Fatalf("commit %s: %d %s", uniq, r.Code, r.Remark)
+			}
+		}
+	}
+	waitCond(t, 30*time.Second, "every delayed message delivered and every half committed", func() bool {
+		return b.store.MaxQueueOffset("Short", 0) == delayed+halves
+	})
+	waitCond(t, 30*time.Second, "a checkpoint with the delivery and the check progress", func() bool {
+		p := b.dur.savedProgress.Load()
+		return p != nil && (*p)[queueKey{ScheduleTopic, 0}] == delayed && (*p)[queueKey{TransHalfTopic, 0}] == halves
+	})
+	if err := b.store.SealActive(); err != nil {
+		t.Fatal(err)
+	}
+	b.tier.uploader.Notify()
+	waitCond(t, 30*time.Second, "every segment uploaded and dropped locally", func() bool {
+		p, _ := b.tier.Sealed(context.Background())
+		return len(p) == 0 && len(b.store.SealedSegments()) == 0
+	})
+	before := len(b.tier.uploader.Manifest().CommitLog())
+	if before < 3 {
+		t.Fatalf("%d segments uploaded, want at least 3", before)
+	}
+	skew.Store(int64(2 * time.Minute))
+	waitCond(t, 30*time.Second, "every segment deleted", func() bool {
+		return len(b.tier.uploader.Manifest().CommitLog()) == 0
+	})
+	for _, q := range []queueKey{{ScheduleTopic, 0}, {TransHalfTopic, 0}, {"Short", 0}} {
+		if mn, mx := b.store.MinQueueOffset(q.topic, q.queue), b.store.MaxQueueOffset(q.topic, q.queue); mn != mx {
+			t.Errorf("%s/%d: min %d, max %d: want everything expired", q.topic, q.queue, mn, mx)
+		}
+	}
+}

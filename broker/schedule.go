@@ -180,6 +180,17 @@ func (s *scheduler) save(configDir string) error {
 	return offsets.WriteFileAtomic(s.b.fs, filepath.Join(configDir, delayOffsetFile), raw)
 }
 
+// snapshot is every schedule queue's progress.
+func (s *scheduler) snapshot() internalProgress {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(internalProgress, len(s.done)+2)
+	for k, v := range s.done {
+		out[k] = v
+	}
+	return out
+}
+
 // progress is a queue's saved progress.
 func (s *scheduler) progress(k queueKey) int64 {
 	s.mu.Lock()

@@ -140,6 +140,13 @@ func (t *transactions) save() error {
 	return nil
 }
 
+// snapshot is the check service's progress.
+func (t *transactions) snapshot() transState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.state
+}
+
 // section is the bucket checkpoint's "transactions" section.
 func (t *transactions) section() json.RawMessage {
 	t.mu.Lock()
