@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -21,6 +19,8 @@ import (
 
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
+	"github.com/stratamq/stratamq/tier/localfs"
+	"github.com/stratamq/stratamq/tier/upload"
 )
 
 // TestE2ECrashLoop is issue 9's crash loop: the real binary with
@@ -448,20 +448,8 @@ func startCrashLoopBroker(t *testing.T, bin string, env map[string]string, ns st
 // uploadedCommitlog lists the commitlog objects of the bucket manifest.
 func uploadedCommitlog(t *testing.T, path string) [][2]int64 {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	m, err := loadManifestFile(path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var m struct {
-		Objects []struct {
-			Kind         string
-			Base, Length int64
-		}
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatalf("manifest: %v", err)
 	}
 	var out [][2]int64
@@ -537,4 +525,20 @@ func readAllQueues(t *testing.T, br, ns, topic string) map[clQueueOffset]clRecor
 		}
 	}
 	return out
+}
+
+// loadManifestFile reads the manifest of a localfs bucket, path being its
+// legacy key's file (<bucket dir>/<prefix>/meta/manifest.json): the
+// snapshot and deltas under meta/manifest/, or that file.
+func loadManifestFile(path string) (*upload.Manifest, error) {
+	dir := filepath.Dir(filepath.Dir(path)) // the prefix's directory
+	b, err := localfs.New(dir, localfs.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, _, err := upload.LoadManifest(ctx, b, upload.ManifestKey(""))
+	return m, err
 }

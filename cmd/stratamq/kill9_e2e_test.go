@@ -162,14 +162,8 @@ func TestE2EKill9FreshDiskNoReuse(t *testing.T) {
 	})
 	var uploadedEnd int64
 	waitFor(t, 60*time.Second, "two segments and their queue indexes uploaded, and a checkpoint past them", func() bool {
-		var m struct {
-			Objects []struct {
-				Kind         string
-				Base, Length int64
-			}
-		}
-		b, err := os.ReadFile(filepath.Join(prefix, "meta", "manifest.json"))
-		if err != nil || json.Unmarshal(b, &m) != nil {
+		m, err := loadManifestFile(filepath.Join(prefix, "meta", "manifest.json"))
+		if err != nil {
 			return false
 		}
 		segs, idx := map[int64]int64{}, map[int64]bool{}

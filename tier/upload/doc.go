@@ -8,8 +8,14 @@
 //	<prefix>/commitlog/00000000000104857600.seg            commitlog, by base offset
 //	<prefix>/commitlog/00000000000104857600.idx            its queue index (store.WriteSegmentIndex)
 //	<prefix>/commitlog/00000000000104857600.kix            its key index (store's key index file; 64 KiB frames)
-//	<prefix>/consumequeue/TopicA/3/00000000000000300000.cq consumequeue, by first index
-//	<prefix>/meta/manifest.json                            the manifest
+//	<prefix>/meta/manifest/log/<20-digit seq>              a manifest delta
+//	<prefix>/meta/manifest/snap/<20-digit seq>             a manifest snapshot (root)
+//	<prefix>/meta/manifest/shard/<20-digit seq>-<6-digit>  a snapshot shard
+//	<prefix>/meta/manifest.json                            the manifest before issue 12 (migrated, then deleted)
+//
+// Consumequeue segments (KindConsumeQueue) are not uploaded: every entry
+// is in the queue index object of the segment holding its record. A
+// source that still lists them gets one warning and they stay pending.
 //
 // Because the key and the bytes depend only on the segment, an upload can
 // be repeated at any time (a retry, a crash before the manifest was
@@ -18,23 +24,111 @@
 // # Order of effects
 //
 //  1. Put the object (retried with backoff until it succeeds).
-//  2. Rewrite the manifest with the object in it (a conditional PutIf on
-//     the ETag last seen, merged and retried on a conflict). A manifest
-//     never lists an object that is not complete in the bucket.
+//  2. Commit a manifest delta listing the object (a conditional create at
+//     the next sequence number, merged and retried on a conflict). A
+//     manifest never lists an object that is not complete in the bucket.
 //  3. SegmentSource.MarkUploaded. Only now may the store drop the local
 //     copy. A crash before this step leaves the segment pending; on the
 //     next scan it is found in the manifest and marked without a new PUT
 //     (so does a MarkUploaded that returned an error).
 //
+// # Manifest format
+//
+// The manifest (type Manifest in memory) is stored as an append-only log
+// of deltas plus compacted snapshots, the pattern of table formats on
+// object storage, so that a commit costs O(objects it adds) and a start a
+// bounded number of requests, whatever the history:
+//
+//   - A commit writes one delta at sequence number N+1, where N is the
+//     last it knows, with PutIf(IfAbsent): of two writers at most one wins
+//     N+1; the loser rereads (snapshot and deltas) and builds its delta
+//     again at the next free number. Manifest.Version is the sequence
+//     number of the last delta applied.
+//   - Every Config.SnapshotEvery deltas (64) the writer of the delta
+//     writes a snapshot as of its sequence number S: the shards whose
+//     objects changed since the last snapshot (shards cover base-offset
+//     ranges; an unchanged shard is reused, named by the old snapshot), then
+//     the root snap/S with IfAbsent. A shard holds at most 2 x 8192 objects
+//     (a rewritten shard past that is split at base boundaries), so a
+//     snapshot writes O(1) shards and a root of one entry per shard.
+//   - After the root is written the writer collects: older roots, shards
+//     the root does not reference (named below S), deltas at or below
+//     S - SnapshotEvery (one interval is kept, so a writer slightly behind
+//     finds its number taken rather than deleted and free again), and a
+//     migrated manifest.json. Every delete asks Config.Fence.
+//   - A reader Lists <prefix>/meta/manifest (one request: a listing holds
+//     the live roots, shards and deltas, bounded by the collection), reads
+//     the newest root, its shards and the deltas after S in parallel, and
+//     applies the deltas in order. The deltas after S must follow without
+//     a gap; a root, shard or delta that vanished in between (collected by
+//     a newer snapshot) makes it start over, at most 8 times. A root that
+//     lags (a crash between a delta and the next snapshot) costs only the
+//     extra deltas: there is no separate pointer to keep up to date.
+//   - Epochs: each delta and root records the lease epoch Config.Fence
+//     returned. A delta with an older epoch than the manifest already holds
+//     (written by a deposed holder) is ignored by every reader (its number
+//     is consumed), and an Uploader whose fence returns an epoch older than
+//     the manifest's writes nothing (fence refuses, as for a lapsed lease).
+//
+// Delta (log/<seq>), uncompressed; varint and uvarint are
+// encoding/binary's, times are Unix nanoseconds (MinInt64: zero time):
+//
+//	+------+---+-----------+-------------+----------------+
+//	| SMQD | 1 | seq uvar  | epoch uvar  | updated varint |
+//	+------+---+-----------+-------------+----------------+
+//	| put: count uvar, objects...  | del: count uvar, objects...          |
+//	| expired added: count, (from varint, to varint)... | expired removed |
+//	| CRC-32C (Castagnoli) of all the above, 4 bytes little endian        |
+//
+// Object, in a delta or shard (base and created delta-coded against the
+// previous object of the same list; ~10-20 bytes for a derived key):
+//
+//	+-------+------------------------------+-----------------+------------------+
+//	| flags | kind byte (or string if 0x02)| [topic str 0x04]| [queueId var 0x08]|
+//	+-------+------------------------------+-----------------+------------------+
+//	| base-prev varint | length varint | size varint | frames varint |
+//	| [created-prev varint unless 0x10] | [key str if 0x01]                |
+//
+// flags: 0x01 the key is stored (else derived: Key(prefix, kind, base)),
+// 0x02 kind as a string, 0x04 topic, 0x08 queue id, 0x10 zero Created. A
+// string is a uvarint length and its bytes.
+//
+// Root (snap/<seq>), uncompressed:
+//
+//	| SMQR | 1 | seq uvar | epoch uvar | updated varint |
+//	| expired: count uvar, (from varint, to varint)...  |
+//	| shards: count uvar, (lo varint, objects uvar, name str)... | CRC-32C |
+//
+// Shard i covers bases [lo_i, lo_i+1) (the first from MinInt64, the last
+// to MaxInt64); name is relative to meta/manifest/. Shard (shard/...):
+// zstd (with its checksum) of
+//
+//	| SMQS | 1 | seq uvar | lo varint | count uvar | objects... | CRC-32C |
+//
+// with the objects in Manifest order (kind, topic, queue, base, key).
+//
+// # Migration
+//
+// A bucket with only a format-0 meta/manifest.json is read as that file
+// (streamed, any size: the 256 MiB cap is gone) by every reader. The first
+// Uploader that may write (at Run if Config.Fence allows, else before its
+// first commit) writes it as the snapshot at its Version, without its
+// consumequeue objects, then deletes those objects and manifest.json (each
+// under the fence). Readers prefer the new format as soon as a root or
+// delta exists; a reader that lists before the snapshot and reads after
+// the delete starts over.
+//
 // # Fencing
 //
 // Config.Fence, if set, is asked before every bucket write the Uploader
-// issues: each object PUT attempt, each manifest write, and each delete of
-// DeleteObjects. While it returns an error nothing is written: uploads and
+// issues: each object PUT attempt, each manifest delta, shard, root and
+// collection delete, and each delete of DeleteObjects. While it returns an
+// error, or an epoch older than the manifest holds, nothing is written:
+// uploads and
 // the committer back off and ask again (logged once when the answer
 // changes), Trim and DeleteObjects return the error. The epoch Fence
-// returns is stored in the manifest written under it (Manifest.Epoch), so
-// a reader can tell which lease holder wrote it.
+// returns is stored in every delta and root written under it
+// (Manifest.Epoch), so a reader can tell which lease holder wrote it.
 //
 // # Memory
 //

@@ -120,6 +120,16 @@ func compareObjects(a, b Object) int {
 		cmp.Compare(a.QueueID, b.QueueID), cmp.Compare(a.Base, b.Base), cmp.Compare(a.Key, b.Key))
 }
 
+// find looks up the object with probe's key (Objects are sorted by
+// kind, topic, queue, base and key): O(log n).
+func (m *Manifest) find(probe Object) (Object, bool) {
+	i, ok := slices.BinarySearchFunc(m.Objects, probe, compareObjects)
+	if !ok {
+		return Object{}, false
+	}
+	return m.Objects[i], true
+}
+
 // CommitLog returns the commitlog objects in base-offset order.
 func (m *Manifest) CommitLog() []Object {
 	var out []Object

@@ -545,6 +545,60 @@ func (st *mstate) apply(d *delta) *mstate {
 	return &next
 }
 
+// applyAll is apply of each of ds in turn, in one pass over the objects
+// (per key the last put or delete wins).
+func (st *mstate) applyAll(ds []*delta) *mstate {
+	if len(ds) == 0 {
+		return st
+	}
+	type op struct {
+		o   Object
+		del bool
+	}
+	ops := map[string]op{}
+	m := *st.m
+	next := *st
+	next.dirty = make(map[int64]bool, len(st.dirty))
+	for b := range st.dirty {
+		next.dirty[b] = true
+	}
+	for _, d := range ds {
+		m.Version = d.Seq
+		if d.Epoch < m.Epoch {
+			continue // a deposed lease holder's
+		}
+		m.Epoch, m.Updated = d.Epoch, d.Updated
+		for _, o := range d.Del {
+			ops[o.Key] = op{o: o, del: true}
+			next.dirty[o.Base] = true
+		}
+		for _, o := range d.Put {
+			ops[o.Key] = op{o: o}
+			next.dirty[o.Base] = true
+		}
+		if len(d.ExpAdd) > 0 || len(d.ExpDel) > 0 {
+			m.Expired = applyDelta(&Manifest{Expired: m.Expired}, &delta{ExpAdd: d.ExpAdd, ExpDel: d.ExpDel}).Expired
+		}
+	}
+	if len(ops) > 0 {
+		kept := make([]Object, 0, len(m.Objects))
+		for _, o := range m.Objects {
+			if _, ok := ops[o.Key]; !ok {
+				kept = append(kept, o)
+			}
+		}
+		var puts []Object
+		for _, p := range ops {
+			if !p.del {
+				puts = append(puts, p.o)
+			}
+		}
+		m.Objects = mergeSorted(kept, puts)
+	}
+	next.m = &m
+	return &next
+}
+
 // applyDelta returns a new Manifest: m after d. m is not changed.
 func applyDelta(m *Manifest, d *delta) *Manifest {
 	objs := m.Objects
@@ -808,10 +862,7 @@ func readStateOnce(ctx context.Context, b tier.Reader, l layout) (*mstate, error
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range deltas {
-		st = st.apply(d)
-	}
-	return st, nil
+	return st.applyAll(deltas), nil
 }
 
 // readShards reads the shards of a snapshot in parallel and returns their

@@ -352,7 +352,7 @@ func (u *Uploader) scan(ctx context.Context) {
 		u.mu.Lock()
 		busy := u.mu.inflight[key]
 		notBefore := u.mu.parked[key]
-		listed, inManifest := u.findLocked(key)
+		listed, inManifest := u.findLocked(s, key)
 		if !busy && (notBefore.IsZero() || !now.Before(notBefore)) {
 			u.mu.inflight[key] = true
 			delete(u.mu.parked, key)
@@ -384,16 +384,11 @@ func (u *Uploader) scan(ctx context.Context) {
 	}
 }
 
-func (u *Uploader) findLocked(key string) (Object, bool) {
+func (u *Uploader) findLocked(s Segment, key string) (Object, bool) {
 	if u.mu.manifest == nil {
 		return Object{}, false
 	}
-	for _, o := range u.mu.manifest.Objects {
-		if o.Key == key {
-			return o, true
-		}
-	}
-	return Object{}, false
+	return u.mu.manifest.find(Object{Kind: s.Kind.String(), Topic: s.Topic, QueueID: s.QueueID, Base: s.Base, Key: key})
 }
 
 func (u *Uploader) release(key string) {
@@ -698,13 +693,13 @@ func (u *Uploader) pairUp(batch []done, held map[pairKey]done) []done {
 		}
 	}
 	u.mu.Lock()
-	if m := u.mu.manifest; m != nil && len(listed) > 0 {
-		for _, o := range m.Objects {
-			if k, ok := kindOf(o.Kind); ok {
-				if _, want := listed[pairKey{k, o.Base}]; want {
-					listed[pairKey{k, o.Base}] = true
-				}
+	if m := u.mu.manifest; m != nil {
+		for p := range listed {
+			key, err := Key(u.cfg.Prefix, Segment{Kind: p.kind, Base: p.base})
+			if err != nil {
+				continue
 			}
+			_, listed[p] = m.find(Object{Kind: p.kind.String(), Base: p.base, Key: key})
 		}
 	}
 	u.mu.Unlock()
