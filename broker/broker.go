@@ -414,6 +414,8 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	shutdownCtx, sc := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.ShutdownTimeout)
 	defer sc()
+	stopStart := time.Now()
+	b.log.Info("shutdown: stopping", "deadline", b.cfg.ShutdownTimeout)
 	b.closing.Store(true)
 	b.sched.stop() // no delivery during the drain (schedule.go)
 	// Stop accepting and drain in-flight requests; held pulls are answered
@@ -422,6 +424,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	if e := b.server.Shutdown(shutdownCtx); e != nil && err == nil && !errors.Is(e, context.Canceled) {
 		err = e
 	}
+	b.log.Info("shutdown: requests drained, listener closed", "took", time.Since(stopStart).Round(time.Millisecond))
 	b.stopHA() // no send waits for a slave's ack any more
 	var drainFailed *offsetRange
 	fenced := b.dur != nil && b.dur.fenced.Load()     // another broker has the prefix: nothing may be written to it
@@ -438,8 +441,13 @@ func (b *Broker) Run(ctx context.Context) error {
 				}
 			}
 		}
+		drainStart, pending := time.Now(), b.tier.pendingRange()
 		e := b.tier.drain(drainCtx)
 		dc()
+		if e == nil {
+			b.log.Info("shutdown: active segment sealed, every segment uploaded", "bytes", pending.To-pending.From,
+				"took", time.Since(drainStart).Round(time.Millisecond))
+		}
 		if e != nil {
 			// Only a complete drain is clean: the rest stays on local disk
 			// (a restart on it uploads it), the final checkpoint names the
@@ -464,6 +472,8 @@ func (b *Broker) Run(ctx context.Context) error {
 			if err == nil && drainFailed != nil {
 				err = e
 			}
+		} else {
+			b.log.Info("shutdown: final checkpoint written, bucket lease released", "clean", drainFailed == nil)
 		}
 	}
 	cancel()
@@ -471,6 +481,11 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.unregisterAll(shutdownCtx)
 	if e := b.Close(); e != nil && err == nil {
 		err = e
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		b.log.Error("shutdown: done with an error", "err", err, "took", time.Since(stopStart).Round(time.Millisecond))
+	} else {
+		b.log.Info("shutdown: done; unregistered from the name servers, store closed", "took", time.Since(stopStart).Round(time.Millisecond))
 	}
 	if errors.Is(err, context.Canceled) {
 		err = nil

@@ -197,6 +197,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Check is Validate of the configuration New would run with (defaults
+// applied): a command checks its settings with it before opening anything.
+func (c Config) Check() error { return c.withDefaults().Validate() }
+
 // Validate names the setting at fault.
 func (c Config) Validate() error {
 	switch c.Flush {

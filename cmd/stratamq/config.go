@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -23,14 +26,21 @@ type Config struct {
 	HTTPListen    string `env:"HTTP_LISTEN" envDefault:":5557" help:"metrics and health listen address; empty disables"`
 	LogLevel      string `env:"LOG_LEVEL" envDefault:"info" help:"debug | info | warn | error"`
 	Pprof         bool   `env:"PPROF" help:"serve /debug/pprof/ on the metrics address"`
-	Bucket        string `env:"BUCKET" help:"where sealed segments go: file:///dir, s3://bucket/prefix?endpoint=...&region=..., minio://host:port/bucket/prefix?secure=false (default file://<data dir>/bucket)"`
+	Bucket        string `env:"BUCKET" help:"where sealed segments go: file:///dir, s3://bucket/prefix?endpoint=...&region=..., minio://host:port/bucket/prefix?secure=false (default file://<data dir>-bucket, beside the data dir)"`
 }
 
-// loadConfig parses the environment (environ, KEY=VALUE) then args as flags.
+// loadConfig parses the environment (environ, KEY=VALUE) then args as
+// flags, and checks every setting (checkConfig): each error names the
+// variable or flag at fault, and nothing has been opened yet.
 func loadConfig(name string, args []string, environ map[string]string) (Config, *flag.FlagSet, error) {
+	return loadConfigTo(name, args, environ, os.Stderr)
+}
+
+// loadConfigTo is loadConfig with -h and flag errors printed to out.
+func loadConfigTo(name string, args []string, environ map[string]string, out io.Writer) (Config, *flag.FlagSet, error) {
 	cfg, err := env.ParseAsWithOptions[Config](env.Options{Prefix: "STRATAMQ_", Environment: environ})
 	if err != nil {
-		return cfg, nil, fmt.Errorf("environment: %w", err)
+		return cfg, nil, envError(err, environ)
 	}
 	// env applies a default to a variable set empty too; an empty
 	// STRATAMQ_HTTP_LISTEN means "no endpoint", as its help says.
@@ -38,31 +48,126 @@ func loadConfig(name string, args []string, environ map[string]string) (Config, 
 		cfg.HTTPListen = ""
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	bindFlags(fs, reflect.ValueOf(&cfg).Elem())
+	fs.SetOutput(out)
+	settings := bindFlags(fs, valueOf(&cfg), commandSettings(name))
+	fs.Usage = func() { printFlagUsage(fs, name, settings) }
 	if err := fs.Parse(args); err != nil {
+		return cfg, fs, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fs, fmt.Errorf("unexpected argument %q (settings are flags or STRATAMQ_ variables)", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[flagEnv(f.Name)] = true })
+	for k := range environ {
+		if strings.HasPrefix(k, "STRATAMQ_") {
+			set[strings.TrimPrefix(k, "STRATAMQ_")] = true
+		}
+	}
+	if err := checkConfig(name, cfg, settings, set); err != nil {
 		return cfg, fs, err
 	}
 	return cfg, fs, nil
 }
 
+func valueOf(c *Config) reflect.Value { return reflect.ValueOf(c).Elem() }
+
+// setting is one env-tagged field: STRATAMQ_<Env> and --<flag>.
+type setting struct {
+	Env, Flag, Help, Default string
+	v                        reflect.Value
+}
+
+// flagEnv is the variable name (without STRATAMQ_) of a flag name.
+func flagEnv(flagName string) string { return strings.ToUpper(strings.ReplaceAll(flagName, "-", "_")) }
+
+// envError names the variable behind an environment parse error instead
+// of the Go field (caarlos0/env reports "field SegmentSize").
+func envError(err error, environ map[string]string) error {
+	var agg env.AggregateError
+	errs := []error{err}
+	if errors.As(err, &agg) {
+		errs = agg.Errors
+	}
+	byField := map[string]string{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if f.Anonymous {
+				walk(f.Type)
+				continue
+			}
+			if tag := f.Tag.Get("env"); tag != "" && tag != "-" {
+				byField[f.Name] = tag
+			}
+		}
+	}
+	walk(reflect.TypeOf(Config{}))
+	var out []string
+	for _, e := range errs {
+		var pe env.ParseError
+		if errors.As(e, &pe) && byField[pe.Name] != "" {
+			v := "STRATAMQ_" + byField[pe.Name]
+			out = append(out, fmt.Sprintf("%s=%q: %v", v, environ[v], pe.Err))
+			continue
+		}
+		out = append(out, e.Error())
+	}
+	return errors.New(strings.Join(out, "; "))
+}
+
+// checkConfig refuses what parsing accepts but means nothing: an unknown
+// log level, a setting explicitly set to 0 where 0 is no value (its
+// default is not 0 and its help gives 0 no meaning: STRATAMQ_SEGMENT_SIZE=0
+// used to fall back to the default silently), and whatever the broker's
+// own Validate refuses (STRATAMQ_FLUSH=maybe), all before any port opens.
+func checkConfig(name string, cfg Config, settings []setting, set map[string]bool) error {
+	switch strings.ToLower(cfg.LogLevel) {
+	case "debug", "info", "warn", "warning", "error":
+	default:
+		return fmt.Errorf("STRATAMQ_LOG_LEVEL=%q: want debug, info, warn or error", cfg.LogLevel)
+	}
+	for _, s := range settings {
+		if !set[s.Env] || !s.v.IsZero() || s.Default == "" || s.Default == "0" || strings.Contains(s.Help, "0 =") {
+			continue
+		}
+		switch s.v.Kind() {
+		case reflect.Int, reflect.Int32, reflect.Int64:
+			return fmt.Errorf("STRATAMQ_%s (--%s) is 0: want a positive value, or leave it unset for the default, %s", s.Env, s.Flag, s.Default)
+		}
+	}
+	if name == "namesrv" {
+		return nil
+	}
+	if err := cfg.Config.Check(); err != nil {
+		return err
+	}
+	return nil
+}
+
 // bindFlags registers one flag per env-tagged field (embedded structs
-// included): STRATAMQ_SEGMENT_SIZE ↔ --segment-size.
-func bindFlags(fs *flag.FlagSet, v reflect.Value) {
+// included) that only names (nil: every one): STRATAMQ_SEGMENT_SIZE ↔
+// --segment-size. It returns the settings in declaration order.
+func bindFlags(fs *flag.FlagSet, v reflect.Value, only map[string]bool) []setting {
+	var out []setting
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if f.Anonymous {
-			bindFlags(fs, v.Field(i))
+			out = append(out, bindFlags(fs, v.Field(i), only)...)
 			continue
 		}
 		tag := f.Tag.Get("env")
-		if tag == "" || tag == "-" {
+		if tag == "" || tag == "-" || only != nil && !only[tag] {
 			continue
 		}
-		name := strings.ReplaceAll(strings.ToLower(tag), "_", "-")
-		usage := f.Tag.Get("help") + " (STRATAMQ_" + tag + ")"
-		fs.Var(fieldValue{v.Field(i)}, name, usage)
+		s := setting{Env: tag, Flag: strings.ReplaceAll(strings.ToLower(tag), "_", "-"), Help: f.Tag.Get("help"),
+			Default: f.Tag.Get("envDefault"), v: v.Field(i)}
+		fs.Var(fieldValue{v.Field(i)}, s.Flag, s.Help+" (STRATAMQ_"+tag+")")
+		out = append(out, s)
 	}
+	return out
 }
 
 // fieldValue adapts a struct field to flag.Value.

@@ -67,7 +67,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		fmt.Fprintf(stderr, "stratamq: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
-	cfg, _, err := loadConfig(cmd, rest, environ)
+	cfg, _, err := loadConfigTo(cmd, rest, environ, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}

@@ -158,7 +158,7 @@ func TestE2EPartitionedMasterIsFenced(t *testing.T) {
 	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"} {
 		t.Setenv(k, b.env[k])
 	}
-	bucket, err := openBucket(context.Background(), Config{Bucket: b.env["STRATAMQ_BUCKET"]})
+	bucket, err := openBucket(context.Background(), b.env["STRATAMQ_BUCKET"])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -30,6 +31,30 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var ready readiness
+
+	// Everything that can be checked before a port opens is: the data
+	// dir (its own error, not the bucket's), the metrics port (taken is
+	// an error unless STRATAMQ_HTTP_LISTEN is set empty).
+	bucketURL := ""
+	if withBroker {
+		if err := checkDataDir(cfg.DataDir); err != nil {
+			return err
+		}
+		var note string
+		bucketURL, note = resolveBucket(cfg)
+		if note != "" {
+			log.Warn(note)
+		}
+	}
+	var httpLn net.Listener
+	if cfg.HTTPListen != "" {
+		ln, err := net.Listen("tcp", cfg.HTTPListen)
+		if err != nil {
+			return fmt.Errorf("STRATAMQ_HTTP_LISTEN=%q (metrics and health): %w; set it empty (STRATAMQ_HTTP_LISTEN= or --http-listen=) to run without those endpoints", cfg.HTTPListen, err)
+		}
+		httpLn = ln
+	}
+	startupLog(log, cfg, bucketURL, withNamesrv, withBroker)
 
 	metrics := broker.NewMetrics(reg)
 	nsErr := make(chan error, 2)
@@ -68,7 +93,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 	brokerDone := make(chan error, 1)
 	var routes []httpRoute // admin_http.go: GET /ha with a broker
 	if withBroker {
-		bucket, err := openBucket(ctx, cfg)
+		bucket, err := openBucket(ctx, bucketURL)
 		if err != nil {
 			return err
 		}
@@ -91,8 +116,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 	}
 	ready.set()
 
-	if cfg.HTTPListen != "" {
-		stopHTTP := serveHTTP(cfg.HTTPListen, reg, &ready, cfg.Pprof, log, routes...)
+	if httpLn != nil {
+		stopHTTP := serveHTTP(httpLn, reg, &ready, cfg.Pprof, log, routes...)
 		defer stopHTTP()
 	}
 
@@ -111,17 +136,66 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 	return err
 }
 
-// openBucket opens STRATAMQ_BUCKET, by default a directory under the data
-// dir. The bucket is created when missing.
-func openBucket(ctx context.Context, cfg Config) (tier.Bucket, error) {
-	raw := cfg.Bucket
-	if raw == "" {
-		dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "bucket"))
-		if err != nil {
-			return nil, err
-		}
-		raw = "file://" + dir
+// resolveBucket is the bucket URL to open: STRATAMQ_BUCKET, else a
+// directory beside the data dir (<data dir>-bucket), so that deleting the
+// data dir does not delete the system of record. A data dir that still
+// holds the bucket of the old default (<data dir>/bucket) keeps it, with
+// a warning (note): switching to an empty bucket would lose its history.
+func resolveBucket(cfg Config) (url, note string) {
+	if cfg.Bucket != "" {
+		return cfg.Bucket, ""
 	}
+	data, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		data = filepath.Clean(cfg.DataDir)
+	}
+	old := filepath.Join(data, "bucket")
+	if ents, err := os.ReadDir(old); err == nil && len(ents) > 0 {
+		return "file://" + old, fmt.Sprintf("the bucket is inside the data dir (%s, the old default): deleting the data dir deletes it too; "+
+			"move it beside the data dir (%s-bucket) or set STRATAMQ_BUCKET", old, data)
+	}
+	return "file://" + data + "-bucket", ""
+}
+
+// checkDataDir makes the data dir and checks that it is writable, so a
+// permission problem is reported as STRATAMQ_DATA_DIR's, at once.
+func checkDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("STRATAMQ_DATA_DIR=%q: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".writable-*")
+	if err != nil {
+		return fmt.Errorf("STRATAMQ_DATA_DIR=%q is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	_ = f.Close()
+	_ = os.Remove(name)
+	return nil
+}
+
+// startupLog says where everything is: the data dir, the bucket (its URL
+// redacted), the role and the ports.
+func startupLog(log *slog.Logger, cfg Config, bucketURL string, withNamesrv, withBroker bool) {
+	attrs := []any{"version", version}
+	if withNamesrv {
+		attrs = append(attrs, "namesrvListen", cfg.NamesrvListen)
+	}
+	if withBroker {
+		data, _ := filepath.Abs(cfg.DataDir)
+		role := string(cfg.Role)
+		if cfg.HAFailover {
+			role += " (failover)"
+		}
+		attrs = append(attrs, "dataDir", data, "bucket", bucketurl.Redacted(bucketURL), "role", role,
+			"cluster", cfg.Cluster, "brokerName", cfg.BrokerName, "listen", cfg.Listen, "haListen", cfg.HAListen, "flush", cfg.Flush)
+	}
+	attrs = append(attrs, "httpListen", cfg.HTTPListen)
+	log.Info("stratamq starting", attrs...)
+}
+
+// openBucket opens the bucket URL resolveBucket chose; a file:// bucket's
+// directory is created when missing.
+func openBucket(ctx context.Context, raw string) (tier.Bucket, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	b, err := bucketurl.Open(octx, raw, bucketurl.Options{})
@@ -133,7 +207,7 @@ func openBucket(ctx context.Context, cfg Config) (tier.Bucket, error) {
 
 // serveHTTP serves /metrics, /healthz, /readyz and routes; it returns the
 // stop func.
-func serveHTTP(addr string, reg *prometheus.Registry, ready *readiness, withPprof bool, log *slog.Logger, routes ...httpRoute) func() {
+func serveHTTP(ln net.Listener, reg *prometheus.Registry, ready *readiness, withPprof bool, log *slog.Logger, routes ...httpRoute) func() {
 	mux := http.NewServeMux()
 	for _, r := range routes {
 		mux.Handle(r.path, r.h)
@@ -154,11 +228,6 @@ func serveHTTP(addr string, reg *prometheus.Registry, ready *readiness, withPpro
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		log.Warn("metrics/health endpoint disabled", "addr", addr, "err", err)
-		return func() {}
-	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("metrics and health listening", "addr", ln.Addr().String())

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -17,9 +18,13 @@ import (
 func TestServeHTTPPprofOnlyWhenAsked(t *testing.T) {
 	for _, withPprof := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pprof=%v", withPprof), func(t *testing.T) {
-			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := ln.Addr().String()
 			var ready readiness
-			stop := serveHTTP(addr, prometheus.NewRegistry(), &ready, withPprof, slog.New(slog.DiscardHandler))
+			stop := serveHTTP(ln, prometheus.NewRegistry(), &ready, withPprof, slog.New(slog.DiscardHandler))
 			defer stop()
 			cl := &http.Client{Timeout: 5 * time.Second}
 			get := func(path string) int {
