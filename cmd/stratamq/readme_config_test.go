@@ -1,0 +1,45 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestReadmeConfigurationTable: the README's configuration table lists
+// every setting of the config struct, and no other, and gives each fixed
+// default as the struct does (issue 13 item 6).
+func TestReadmeConfigurationTable(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("^\\| `STRATAMQ_([A-Z0-9_]+)` \\| ([^|]*) \\|")
+	table := map[string]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if m := row.FindStringSubmatch(line); m != nil {
+			table[m[1]] = m[2]
+		}
+	}
+	var c Config
+	settings := bindFlags(flag.NewFlagSet("", flag.ContinueOnError), valueOf(&c), nil)
+	seen := map[string]bool{}
+	for _, s := range settings {
+		seen[s.Env] = true
+		cell, ok := table[s.Env]
+		if !ok {
+			t.Errorf("STRATAMQ_%s is not in the README's configuration table", s.Env)
+			continue
+		}
+		if s.Default != "" && !strings.Contains(cell, "`"+s.Default+"`") {
+			t.Errorf("STRATAMQ_%s: the README gives the default %q, the config struct `%s`", s.Env, strings.TrimSpace(cell), s.Default)
+		}
+	}
+	for env := range table {
+		if !seen[env] {
+			t.Errorf("the README's configuration table lists STRATAMQ_%s, which no command reads", env)
+		}
+	}
+}
