@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -41,5 +43,32 @@ func TestReadmeConfigurationTable(t *testing.T) {
 		if !seen[env] {
 			t.Errorf("the README's configuration table lists STRATAMQ_%s, which no command reads", env)
 		}
+	}
+}
+
+// TestReadmeClientExample: the README shows examples/quickstart/main.go as
+// it is, and that program builds (issue 13 item 6: the README's client
+// example compiles, and shows a consumer).
+func TestReadmeClientExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("../../examples/quickstart/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```go\n"+string(src)+"```\n") {
+		t.Fatal("the README's Go example is not examples/quickstart/main.go as it is")
+	}
+	for _, want := range []string{"NewProducer", "NewPushConsumer", "Subscribe"} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("the example lacks %s", want)
+		}
+	}
+	cmd := exec.Command("go", "build", "-o", filepath.Join(t.TempDir(), "quickstart"), "./examples/quickstart")
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./examples/quickstart: %v\n%s", err, out)
 	}
 }
