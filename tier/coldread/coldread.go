@@ -72,7 +72,7 @@ type Config struct {
 type Reader struct {
 	cfg    Config
 	bucket tier.Reader
-	cache  *frameCache
+	cache  *frames
 	sem    chan struct{}
 	table  atomic.Pointer[[]Object]
 	stats  stats
@@ -140,7 +140,11 @@ func New(cfg Config, objects []Object) (*Reader, error) {
 	if err := r.SetObjects(objects); err != nil {
 		return nil, err
 	}
-	r.cache = newFrameCache(cfg.CacheBytes)
+	cache, err := newFrames(cfg.CacheBytes)
+	if err != nil {
+		return nil, err
+	}
+	r.cache = cache
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.mu.flights = make(map[string]*flight)
 	r.mu.footers = make(map[string]*footerFlight)
@@ -184,12 +188,12 @@ func (r *Reader) Close() error {
 	r.mu.Unlock()
 	r.cancel()
 	r.wg.Wait()
-	r.cache.clear()
+	r.cache.close()
 	return nil
 }
 
 // WaitCache waits until cache writes so far are applied (for tests).
-func (r *Reader) WaitCache() {} // the cache applies writes at once
+func (r *Reader) WaitCache() { r.cache.wait() }
 
 // find returns the index of the object holding off.
 func find(t []Object, off int64) (int, error) {

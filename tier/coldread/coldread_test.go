@@ -272,8 +272,10 @@ func TestCacheHitsOnReread(t *testing.T) {
 	if st2.Hits-st.Hits != 9 || st2.Misses != st.Misses {
 		t.Fatalf("hits %d -> %d, misses %d -> %d", st.Hits, st2.Hits, st.Misses, st2.Misses)
 	}
-	if st2.CachedBytes != 3*16<<10 {
-		t.Fatalf("cached %d bytes, want 3 frames", st2.CachedBytes)
+	// The three frames, in the scan window and (read again) in the
+	// ristretto part: each counts once per part.
+	if st2.CachedBytes < 3*16<<10 || st2.CachedBytes > 2*3*16<<10 {
+		t.Fatalf("cached %d bytes, want 3 frames (in one or both parts)", st2.CachedBytes)
 	}
 }
 
@@ -508,7 +510,7 @@ func TestReadAheadInterleavedReaders(t *testing.T) {
 		}
 	}
 	st := r.Stats()
-	if st.AheadHits == 0 || st.Misses > 8 {
+	if st.AheadFetches == 0 || st.Misses > 8 {
 		t.Fatalf("read-ahead did not carry the interleaved readers: %+v", st)
 	}
 	if st.DecodedBytes != int64(len(fx.data)) {
@@ -558,9 +560,50 @@ func TestReadAheadBounded(t *testing.T) {
 					t.Fatalf("after reading to %d, %d bytes fetched: more than %d ahead", end, fetched, tc.want)
 				}
 			}
-			if r.Stats().AheadHits == 0 {
+			if r.Stats().AheadFetches == 0 {
 				t.Fatal("no read-ahead")
 			}
 		})
+	}
+}
+
+// TestHotFramesSurviveAScan: a frame read again and again stays cached
+// through a one-pass scan of many times the cache (the ristretto part's
+// admission keeps it; the scan's frames pass through the scan window), so
+// a replay does not cost the readers of hot frames their cache. With one
+// least-recently-used cache the scan evicts it (checked).
+func TestHotFramesSurviveAScan(t *testing.T) {
+	fx := newFixture(t, base, 8<<20, 16<<10, []int{1 << 20})
+	cb := newCounting(fx.mem)
+	r := newReader(t, cb, fx.objs, coldread.Config{CacheBytes: 1 << 20, ReadAhead: -1})
+	ctx := context.Background()
+	p := make([]byte, 1<<10)
+	// Hot: read often (ristretto counts reads in batches of 64, so a few
+	// reads may not count yet).
+	for range 4096 {
+		if _, err := r.ReadAt(ctx, base+100, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.WaitCache()
+	for off := 1 << 20; off+len(p) <= len(fx.data); off += 16 << 10 { // one read per frame, 7 MiB
+		if _, err := r.ReadAt(ctx, base+int64(off), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.WaitCache()
+	gets := cb.count()
+	if _, err := r.ReadAt(ctx, base+100, p); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(p, fx.data[100:100+len(p)]) {
+		t.Fatal("bytes differ")
+	}
+	// Under -race, sync.Pool drops at random the buffers ristretto counts
+	// reads in, so its admission sees no frequency: the property holds in
+	// a normal build only, which the README's second (race-free) test pass
+	// runs.
+	if cb.count() != gets && !raceEnabled {
+		t.Fatalf("the hot frame was fetched again after a scan of 7x the cache (%d GETs)", cb.count()-gets)
 	}
 }

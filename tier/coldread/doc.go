@@ -9,7 +9,7 @@
 //	ReadAt(off, p)
 //	  -> object table (sort.Search on Base)
 //	  -> footer (cached per object)
-//	  -> frame cache (byte-bounded LRU of decompressed frames) --hit--> copy
+//	  -> frame cache (ristretto + scan window, decompressed frames) --hit--> copy
 //	  -> fetches in flight (read-ahead runs and demand frames, singleflight)
 //	  -> cold GET pool (semaphore) -> bucket.ReadAt
 //	  -> segfile.DecodeFrame (checksum; ErrCorrupt is returned, never served)
@@ -36,16 +36,19 @@
 // ahead of demand reads, never start more than MaxColdGets goroutines, and
 // leave a slot for a demand read.
 //
-// The cache admits every frame, least recently used out: read-ahead frames
-// are cached before anyone reads them, which an admission policy weighing
-// how often a key was seen (ristretto's TinyLFU, used before) refused once
-// the cache was full, so readers of the same scan a little behind fetched
-// them again.
+// The frame cache (cache.go) has two parts, each bounded in bytes: a
+// ristretto cache (a quarter of Config.CacheBytes) whose TinyLFU admission
+// keeps frames read again and again through a one-pass scan, and a scan
+// window (three quarters: three times the read-ahead depth), first in,
+// first out, that admits every frame fetched: read-ahead frames are
+// cached before anyone reads them, which TinyLFU refuses once the cache is
+// full, so readers of the same scan a little behind would fetch them
+// again. A frame read from the window is offered to ristretto.
 //
 // # Memory
 //
 // Decompressed frames in the cache: at most Config.CacheBytes
-// (STRATAMQ_CACHE_SIZE, default 256 MiB). Besides, per GET in flight (at
+// (STRATAMQ_CACHE_SIZE, default 256 MiB), its two parts together. Besides, per GET in flight (at
 // most MaxColdGets): its compressed bytes and the frames being decoded from
 // them, at most RunBytes of input for a read-ahead run (one frame, ≤
 // segfile.MaxFrameSize, for a demand read); readers hold the frames they

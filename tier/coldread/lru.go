@@ -5,18 +5,21 @@ import (
 	"sync"
 )
 
-// frameCache is the cache of decompressed frames: least recently used
-// out, bounded in bytes (the sum of the frames' lengths). Every frame is
-// admitted: a replay's read-ahead frames are set before anyone reads
-// them, and an admission policy that weighs how often a key was seen
-// (ristretto's TinyLFU, used before) refused them once the cache was full,
-// so readers of the same scan a little behind fetched them again.
+// frameCache is the scan window of the frame cache (frames, cache.go):
+// first in, first out, bounded in bytes (the sum of the frames' lengths).
+// Every frame is admitted: a replay's read-ahead frames are set before
+// anyone reads them, and an admission policy that weighs how often a key
+// was seen (ristretto's TinyLFU) refuses them once the cache is full, so
+// readers of the same scan a little behind would fetch them again. Reads
+// do not reorder it: a scan's frames leave in the order they were fetched,
+// so a frame fetched ahead outlives the frames the scan already read (a
+// frame read often is kept by the ristretto part).
 type frameCache struct {
 	max int64
 
 	mu    sync.Mutex
 	bytes int64
-	lru   list.List // of *cacheEntry, most recent first
+	lru   list.List // of *cacheEntry, newest first
 	m     map[string]*list.Element
 
 	evictions, evictedBytes, added int64
@@ -35,7 +38,6 @@ func (c *frameCache) get(k string) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el := c.m[k]; el != nil {
-		c.lru.MoveToFront(el)
 		return el.Value.(*cacheEntry).data, true
 	}
 	return nil, false
@@ -49,7 +51,7 @@ func (c *frameCache) has(k string) bool {
 }
 
 // set caches data under k (a frame larger than the budget is not kept),
-// evicting the least recently used frames past the budget.
+// evicting the oldest frames past the budget.
 func (c *frameCache) set(k string, data []byte) {
 	n := int64(len(data))
 	if n > c.max {
