@@ -217,13 +217,50 @@ func (c *coldIdx) read(ctx context.Context, base int64, w *want) (*SegmentIndex,
 		if i, ok := x.Find(w.topic, w.id); ok {
 			q := x.Queues[i]
 			if w.x >= q.FirstOffset && w.x < q.End() {
-				if _, err := c.cacheBlock(b, x, q, (w.x-q.FirstOffset)/coldBlockEntries); err != nil {
+				// The segment a reader wants (not a probe of the search).
+				if _, err := c.cacheBlocks(b, x, q, (w.x-q.FirstOffset)/coldBlockEntries); err != nil {
 					return nil, err
 				}
 			}
 		}
 	}
 	return x, nil
+}
+
+// cacheBlocks caches block k of q's entries in blob b and returns it, and
+// with it, from the same read, the rest of the blob's entries: every block
+// of every queue when the blob is at most an eighth of the cache, else
+// every block of q. The queues of a topic replaying together each need
+// their entries of the same segment: one blob read serves them all,
+// instead of one read of the whole blob per queue and block.
+func (c *coldIdx) cacheBlocks(b []byte, x *SegmentIndex, q SegmentIndexQueue, k int64) ([]byte, error) {
+	blk, err := c.cacheBlock(b, x, q, k)
+	if err != nil {
+		return nil, err
+	}
+	qs := []SegmentIndexQueue{q}
+	if int64(len(b)) <= c.maxBytes/8 {
+		qs = x.Queues
+	}
+	for _, o := range qs {
+		if o.Count == 0 || o.EntryPos+o.Count*cqEntrySize > int64(len(b)) {
+			continue
+		}
+		run := b[o.EntryPos : o.EntryPos+o.Count*cqEntrySize]
+		if crc32.ChecksumIEEE(run) != o.crc {
+			continue // reported when that block is asked for
+		}
+		for j := int64(0); j*coldBlockEntries < o.Count; j++ {
+			key := coldKey{base: x.Base, topic: o.Topic, id: o.QueueID, block: j}
+			if o.Topic == q.Topic && o.QueueID == q.QueueID && j == k || c.get(key) != nil {
+				continue
+			}
+			lo, hi := j*coldBlockEntries, min((j+1)*coldBlockEntries, o.Count)
+			part := slices.Clone(run[lo*cqEntrySize : hi*cqEntrySize])
+			c.put(&coldItem{key: key, block: part, size: int64(len(part)) + 64})
+		}
+	}
+	return blk, nil
 }
 
 // cacheBlock verifies q's entries in blob b and caches block k of them.
@@ -251,7 +288,7 @@ func (c *coldIdx) block(ctx context.Context, base int64, q SegmentIndexQueue, k 
 	if !ok || x.Base != base || x.Queues[i] != q || q.EntryPos+q.Count*cqEntrySize > int64(len(b)) {
 		return nil, coldIndexErr(base, corruptf("blob changed under the cache"))
 	}
-	return c.cacheBlock(b, x, q, k)
+	return c.cacheBlocks(b, x, q, k)
 }
 
 // forget drops segment base from the list: its blob is gone (expired).

@@ -665,3 +665,38 @@ func TestStoreRestoreColdIndexSkipsExpiredSegment(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreColdIndexOneBlobReadPerSegment: the queues of a restored store
+// replaying together (each in turn, a few entries at a time) read each
+// segment's index blob about once, not once per queue and block: one blob
+// read caches every queue's entries of that segment.
+func TestStoreColdIndexOneBlobReadPerSegment(t *testing.T) {
+	f := newRestoreFixture(t, 600)
+	b := mustOpen(t, f.opts(vfs.NewMem()))
+	defer mustClose(t, b)
+	f.idx.reads.Store(0)
+	next := map[qref]int64{}
+	for _, q := range restoreQueues {
+		next[q] = b.MinQueueOffset(q.topic, q.id)
+	}
+	for more := true; more; {
+		more = false
+		for _, q := range restoreQueues {
+			if next[q] >= f.ck[q.topic][q.id].Max {
+				continue
+			}
+			more = true
+			r, err := b.Get(context.Background(), GetRequest{Topic: q.topic, QueueID: q.id, Offset: next[q], MaxMsgs: 4})
+			if err != nil || r.Status != Found {
+				t.Fatalf("%v@%d: %v %v", q, next[q], r.Status, err)
+			}
+			next[q] = r.NextBeginOffset
+		}
+	}
+	t.Logf("%d blob reads for %d segments and %d queues", f.idx.reads.Load(), f.nsegs, len(restoreQueues))
+	// A binary search probes a few segments once each; then each segment
+	// is read once for the entries of all the queues.
+	if n, limit := f.idx.reads.Load(), int64(2*f.nsegs); n > limit {
+		t.Fatalf("%d blob reads for %d segments and %d queues, want at most %d", n, f.nsegs, len(restoreQueues), limit)
+	}
+}
