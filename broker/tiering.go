@@ -601,6 +601,20 @@ func (t *tiering) Segments(ctx context.Context) ([]int64, error) {
 // ReadIndex implements store.ColdIndex: the whole queue index object of the
 // segment at base, every frame verified by its checksum.
 func (t *tiering) ReadIndex(ctx context.Context, base int64) ([]byte, error) {
+	// Through the cold reader when the manifest lists the object: its
+	// footer is cached there and its size known, so a read is its frames'
+	// ranged GETs (no HEAD, no footer GET), and a replay's reads of the
+	// same object share the frame cache.
+	if kt, err := t.keyIndexObjects(ctx); err == nil {
+		if o, ok := kt.idx[base]; ok && o.Length > 0 && o.Size > 0 {
+			out := make([]byte, o.Length)
+			err := t.cold.ReadObjectAt(ctx, o, out, 0)
+			if errors.Is(err, tier.ErrNotExist) {
+				return nil, fmt.Errorf("%w: %w", store.ErrNotFound, err) // deleted by retention
+			}
+			return out, err
+		}
+	}
 	key, f, err := t.indexFooter(ctx, base)
 	if errors.Is(err, tier.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %w", store.ErrNotFound, err) // deleted by retention
@@ -656,10 +670,12 @@ func (t *tiering) indexManifest(ctx context.Context) (*upload.Manifest, error) {
 	return m, nil
 }
 
-// kixTable is the key index objects of one manifest, by base.
+// kixTable is the key index and queue index objects of one manifest, by
+// base.
 type kixTable struct {
 	m    *upload.Manifest
-	objs map[int64]kixObject
+	objs map[int64]kixObject       // key index objects
+	idx  map[int64]coldread.Object // queue index objects
 }
 
 type kixObject struct {
@@ -667,8 +683,8 @@ type kixObject struct {
 	created time.Time // uploaded
 }
 
-// keyIndexObjects returns the key index objects of the current manifest
-// (rebuilt only when the manifest changed).
+// keyIndexObjects returns the key and queue index objects of the current
+// manifest (rebuilt only when the manifest changed).
 func (t *tiering) keyIndexObjects(ctx context.Context) (*kixTable, error) {
 	m, err := t.indexManifest(ctx)
 	if err != nil {
@@ -677,10 +693,13 @@ func (t *tiering) keyIndexObjects(ctx context.Context) (*kixTable, error) {
 	if kt := t.kixObjs.Load(); kt != nil && kt.m == m {
 		return kt, nil
 	}
-	kt := &kixTable{m: m, objs: map[int64]kixObject{}}
+	kt := &kixTable{m: m, objs: map[int64]kixObject{}, idx: map[int64]coldread.Object{}}
 	for _, o := range m.Objects {
-		if o.Kind == upload.KindKeyIndex.String() {
+		switch o.Kind {
+		case upload.KindKeyIndex.String():
 			kt.objs[o.Base] = kixObject{coldread.Object{Key: o.Key, Base: o.Base, Length: o.Length, Size: o.Size}, o.Created}
+		case upload.KindQueueIndex.String():
+			kt.idx[o.Base] = coldread.Object{Key: o.Key, Base: o.Base, Length: o.Length, Size: o.Size}
 		}
 	}
 	t.kixObjs.Store(kt)
