@@ -41,7 +41,7 @@ bytes/s), p50_ms, p99_ms, p999_ms, errors, messages, bytes, seconds, ...
 
 Example: stratamq bench produce --namesrv 127.0.0.1:9876 --topic T --size 1024 --messages 200000
 
-flags:
+Run 'stratamq bench <mode> -h' for the flags of a mode.
 `
 
 type benchOpts struct {
@@ -80,7 +80,11 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
 	o := &benchOpts{mode: args[0], queue: -1}
 	fs := flag.NewFlagSet("bench "+o.mode, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, benchUsage); fs.PrintDefaults() }
+	fs.Usage = func() {
+		fmt.Fprint(stderr, benchUsage)
+		fmt.Fprintf(stderr, "\nflags of bench %s:\n", o.mode)
+		fs.PrintDefaults()
+	}
 	switch o.mode {
 	case "produce", "consume", "e2e":
 	case "-h", "--help", "help":

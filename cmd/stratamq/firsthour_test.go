@@ -138,3 +138,19 @@ func TestFirstHourDefaultBucketBesideDataDir(t *testing.T) {
 }
 
 func (c Config) withDataDir(dir string) Config { c.DataDir = dir; return c }
+
+// TestFirstHourBenchHelp: `stratamq bench` lists its modes and says where
+// their flags are (it ended with an empty "flags:"); `bench produce -h`
+// lists produce's flags under a heading.
+func TestFirstHourBenchHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	run(context.Background(), []string{"bench"}, map[string]string{}, &stdout, &stderr)
+	if out := strings.TrimSpace(stderr.String()); strings.HasSuffix(out, "flags:") || !strings.Contains(out, "bench <mode> -h") {
+		t.Fatalf("bench usage:\n%s", out)
+	}
+	stderr.Reset()
+	run(context.Background(), []string{"bench", "produce", "-h"}, map[string]string{}, &stdout, &stderr)
+	if out := stderr.String(); !strings.Contains(out, "flags of bench produce:\n") || !strings.Contains(out, "-messages") {
+		t.Fatalf("bench produce -h:\n%s", out)
+	}
+}
