@@ -3,6 +3,9 @@ package broker
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,14 +14,34 @@ import (
 	"github.com/stratamq/stratamq/tier"
 )
 
-// BenchmarkBrokerColdStart1000Segments: a bucket holding 1,000 sealed
-// segments (and their queue indexes, a manifest and a checkpoint); a broker
-// on an empty data dir is started on it. Reported: time from New to ready
+// BenchmarkBrokerColdStart: a bucket holding N sealed segments (and their
+// queue and key indexes, a manifest and a checkpoint); a broker on an
+// empty data dir is started on it. Reported: time from New to ready
 // (listening, lease held, metadata restored) and to the first cold read
-// (a pull of queue offset 0, served from the bucket).
+// (a pull of queue offset 0, served from the bucket). N is 1,000, or each
+// of STRATAMQ_BENCH_SEGMENTS (comma-separated) in one run: issue 12's
+// "a simulated year" is 100,000.
 //
 //	go test ./broker -run XXX -bench ColdStart -benchtime 3x
-func BenchmarkBrokerColdStart1000Segments(b *testing.B) {
+//	STRATAMQ_BENCH_SEGMENTS=1000,10000,100000 go test ./broker -run XXX -bench ColdStart -benchtime 1x -timeout 60m
+func BenchmarkBrokerColdStart(b *testing.B) {
+	counts := []int{1000}
+	if v := os.Getenv("STRATAMQ_BENCH_SEGMENTS"); v != "" {
+		counts = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("STRATAMQ_BENCH_SEGMENTS=%q: want counts, comma-separated", v)
+			}
+			counts = append(counts, n)
+		}
+	}
+	for _, n := range counts {
+		b.Run(fmt.Sprintf("segments=%d", n), func(b *testing.B) { benchColdStart(b, n) })
+	}
+}
+
+func benchColdStart(b *testing.B, segments int) {
 	bucket := tier.NewMem()
 	seed := Config{DataDir: b.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, LocalRetention: 0,
 		ShutdownTimeout: 2 * time.Minute}
@@ -30,7 +53,6 @@ func BenchmarkBrokerColdStart1000Segments(b *testing.B) {
 	done := make(chan error, 1)
 	go func() { done <- br.Run(ctx) }()
 	br.topics.Put(remoting.TopicConfig{TopicName: "History", ReadQueueNums: 4, WriteQueueNums: 4, Perm: PermRead | PermWrite})
-	const segments = 1000
 	for i := 0; i < segments; i++ {
 		var msgs []store.Message
 		for j := 0; j < 8; j++ {
