@@ -264,6 +264,7 @@ func TestMasterMalformedClosesThatConnectionOnly(t *testing.T) {
 	defer s.Close()
 	put(t, ms, 20, 1000, m.Notify)
 	waitFor(t, "the slave to catch up", 20*time.Second, func() bool { return ss.MaxPhysOffset() == ms.MaxPhysOffset() })
+	before := s.State().Sessions // a redial while starting under load is not what this test is about
 
 	validHello := appendHello(nil, hello{version: Version, name: "b1", offset: 0})
 	cases := []struct {
@@ -301,7 +302,7 @@ func TestMasterMalformedClosesThatConnectionOnly(t *testing.T) {
 		}
 	}
 	// The real slave was never disturbed.
-	if st := s.State(); st.Sessions != 1 || !st.Connected {
+	if st := s.State(); st.Sessions != before || !st.Connected {
 		t.Fatalf("slave state %+v: the malformed connections disturbed it", st)
 	}
 	put(t, ms, 20, 1000, m.Notify)
