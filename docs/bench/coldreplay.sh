@@ -8,6 +8,7 @@
 #   docs/bench/coldreplay.sh a286bd1 /tmp/x     # ... or a prebuilt binary (absolute path)
 #   PAYLOAD=json docs/bench/coldreplay.sh       # compressible bodies
 #   QUEUES=64 ONE_QUEUE=1 ROUNDS=1 docs/bench/coldreplay.sh   # amplification
+#   CONSUME_ARGS="--conns 8" docs/bench/coldreplay.sh         # more flags for bench consume
 #
 # Steps (loopback only, every wait bounded):
 #  1. start versitygw on 127.0.0.1 (--keep-alive), build `stratamq` (the
@@ -164,6 +165,8 @@ consume() { # bin tag group [queue]
 	start_broker "$1" "$WORK/data-$2"
 	local args=(bench consume "${common[@]}" --group "$3" --from first --metrics "http://127.0.0.1:$HTTP_PORT/metrics")
 	[[ -n ${4:-} ]] && args+=(--queue "$4")
+	# shellcheck disable=SC2206 # CONSUME_ARGS is a list of flags
+	[[ -n ${CONSUME_ARGS:-} ]] && args+=($CONSUME_ARGS)
 	local prof=
 	if [[ -n $PROFILE ]]; then
 		mkdir -p "$PROFILE"
