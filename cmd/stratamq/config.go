@@ -15,6 +15,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/stratamq/stratamq/broker"
+	"github.com/stratamq/stratamq/tier/bucketurl"
 )
 
 // Config is everything `stratamq serve|namesrv|broker` reads. Each field is
@@ -142,6 +143,11 @@ func checkConfig(name string, cfg Config, settings []setting, set map[string]boo
 	}
 	if err := cfg.Config.Check(); err != nil {
 		return err
+	}
+	if cfg.Bucket != "" {
+		if _, err := bucketurl.Parse(cfg.Bucket); err != nil {
+			return fmt.Errorf("STRATAMQ_BUCKET=%q: %w", bucketurl.Redacted(cfg.Bucket), err)
+		}
 	}
 	return nil
 }

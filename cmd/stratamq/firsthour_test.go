@@ -48,6 +48,9 @@ func TestFirstHourBadSettings(t *testing.T) {
 		{"data dir", map[string]string{"STRATAMQ_DATA_DIR": filepath.Join(notADir, "data")}, nil, "STRATAMQ_DATA_DIR="},
 		{"metrics port taken", map[string]string{"STRATAMQ_HTTP_LISTEN": httpAddr}, nil, "STRATAMQ_HTTP_LISTEN="},
 		{"stray argument", nil, []string{"now"}, `unexpected argument "now"`},
+		{"bucket URL", map[string]string{"STRATAMQ_BUCKET": "s3://b1/p"}, nil, "STRATAMQ_BUCKET="},
+		{"bucket unreachable", map[string]string{"STRATAMQ_BUCKET": "minio://127.0.0.1:1/bucket/p?secure=false",
+			"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "secretsecret"}, nil, "STRATAMQ_BUCKET"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := map[string]string{"STRATAMQ_NAMESRV_LISTEN": nsAddr, "STRATAMQ_LISTEN": brAddr,

@@ -35,7 +35,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 	// Everything that can be checked before a port opens is: the data
 	// dir (its own error, not the bucket's), the metrics port (taken is
 	// an error unless STRATAMQ_HTTP_LISTEN is set empty).
+	// The bucket is opened (and made, when missing) before any port opens
+	// too: a bad URL, wrong credentials or a missing bucket stop the start
+	// with nothing listening.
 	bucketURL := ""
+	var bucket tier.Bucket
 	if withBroker {
 		if err := checkDataDir(cfg.DataDir); err != nil {
 			return err
@@ -45,6 +49,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 		if note != "" {
 			log.Warn(note)
 		}
+		b, err := openBucket(ctx, bucketURL)
+		if err != nil {
+			return err
+		}
+		bucket = b
+		defer bucket.Close()
 	}
 	var httpLn net.Listener
 	if cfg.HTTPListen != "" {
@@ -93,11 +103,6 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 	brokerDone := make(chan error, 1)
 	var routes []httpRoute // admin_http.go: GET /ha with a broker
 	if withBroker {
-		bucket, err := openBucket(ctx, bucketURL)
-		if err != nil {
-			return err
-		}
-		defer bucket.Close()
 		tuneGC(int64(cfg.CacheSize), log)
 		// A Node runs the broker through its HA role changes (one
 		// generation without STRATAMQ_HA_FAILOVER); ready once the first
