@@ -49,6 +49,12 @@ func adminCommands() []adminCommand {
 			"create or update a topic; -a sets attributes, e.g. +" + broker.RetentionAttribute + "=1m (its own retention; -1 forever)", adminUpdateTopic},
 		{"topicRetention", "-b addr[,addr] | -n namesrv [-c cluster] [--json]",
 			"each topic's retention, its oldest retained message, and the bucket bytes kept only because of it", adminTopicRetention},
+		{"topicList", "-n namesrv [--json]", "every topic the name servers route, one a line", adminTopicList},
+		{"topicRoute", "-t topic -n namesrv [--json]", "a topic's route: its brokers (masters and slaves) and queue counts", adminTopicRoute},
+		{"topicStatus", "-t topic -n namesrv [--json]", "each queue's min and max offset, across the tiers", adminTopicStatus},
+		{"deleteTopic", "-t topic -n namesrv [-c cluster]", "delete a topic from its masters and the name servers", adminDeleteTopic},
+		{"clusterList", "-n namesrv [-c cluster] [--json]", "every broker the name servers know, by cluster", adminClusterList},
+		{"consumerProgress", "-g group -t topic -n namesrv [--json]", "a group's committed offset and lag per queue, and the total lag", adminConsumerProgress},
 		{"queryMsgById", "-i msgId [-t topic] -b addr[,addr] | -n namesrv",
 			"a message by its offsetMsgId (VIEW_MESSAGE_BY_ID) or, with -t, by the client's msgId (UNIQ_KEY)", adminQueryMsgByID},
 	}
@@ -57,7 +63,7 @@ func adminCommands() []adminCommand {
 func adminUsage(w io.Writer) {
 	fmt.Fprint(w, "usage: stratamq admin <command> [flags]\n\ncommands:\n")
 	for _, c := range adminCommands() {
-		fmt.Fprintf(w, "  %-13s %s\n                %s\n", c.name, c.args, c.summary)
+		fmt.Fprintf(w, "  %-17s %s\n                    %s\n", c.name, c.args, c.summary)
 	}
 	fmt.Fprint(w, "\n-n defaults to $NAMESRV_ADDR (mqadmin's), then $STRATAMQ_NAMESRV; several name servers are separated by ';'.\n"+
 		"Run 'stratamq admin <command> -h' for its flags.\n")
@@ -179,6 +185,9 @@ func (e *adminEnv) invoke(ctx context.Context, addr string, req *remoting.Comman
 	resp, err := e.cl.Invoke(ctx, addr, req)
 	if err != nil {
 		return nil, fmt.Errorf("%s to %s: %w", remoting.RequestCode(req.Code), addr, err)
+	}
+	if resp.Code == int32(remoting.QueryNotFound) && req.Code == int32(remoting.QueryConsumerOffset) {
+		return nil, &offsetNotFound{remark: resp.Remark}
 	}
 	if resp.Code != int32(remoting.Success) {
 		return nil, fmt.Errorf("%s to %s: %s: %s", remoting.RequestCode(req.Code), addr, remoting.ResponseCode(resp.Code), resp.Remark)

@@ -38,7 +38,7 @@ commands:
   namesrv   name server only
   broker    broker only (registers with --namesrv)
   bench     load generator: bench produce|consume|e2e (see 'stratamq bench -h')
-  admin     operations on running brokers, mqadmin-style: haStatus, promote, demote (see 'stratamq admin -h')
+  admin     operations on running brokers, mqadmin-style: topicList, topicStatus, consumerProgress, ... (see 'stratamq admin -h')
   version   print the version
 
 Run 'stratamq <command> -h' for the flags; each flag is also STRATAMQ_<NAME>.
