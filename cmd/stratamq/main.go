@@ -39,6 +39,7 @@ commands:
   broker    broker only (registers with --namesrv)
   bench     load generator: bench produce|consume|e2e (see 'stratamq bench -h')
   admin     operations on running brokers, mqadmin-style: topicList, topicStatus, consumerProgress, ... (see 'stratamq admin -h')
+  replay    read a topic's history straight from a bucket, no broker needed (see 'stratamq replay -h')
   version   print the version
 
 Run 'stratamq <command> -h' for the flags; each flag is also STRATAMQ_<NAME>.
@@ -57,6 +58,8 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		return runBench(ctx, rest, stdout, stderr)
 	case "admin":
 		return runAdmin(ctx, rest, environ, stdout, stderr)
+	case "replay":
+		return runReplay(ctx, rest, environ, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "stratamq", version)
 		return 0

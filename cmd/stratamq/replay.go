@@ -1,0 +1,330 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stratamq/stratamq/store"
+	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/bucketurl"
+	"github.com/stratamq/stratamq/tier/coldread"
+	"github.com/stratamq/stratamq/tier/upload"
+)
+
+// `stratamq replay`: a topic's history read straight from a bucket, with no
+// broker running (issue 13 item 2). It loads the brokerName's manifest,
+// reads every commitlog object in offset order through the cold reader
+// (ranged GETs, read-ahead), decodes the records and prints those of the
+// topic that pass the filters, as JSON lines or raw bodies.
+
+const replayUsage = `usage: stratamq replay --bucket URL --topic T [flags]
+
+Reads a topic's messages straight from a bucket (no broker needed): every
+message the bucket holds, in commitlog order (each queue in offset order).
+A broker stopped gracefully has uploaded everything; a running one's
+newest messages are still on its disk until their segment seals.
+
+Output: --format jsonl (default): one JSON object a message (topic,
+queueId, queueOffset, msgId, offsetMsgId, tags, keys, properties,
+bornTimestamp, storeTimestamp, body as base64, or as text with --body
+text); --format raw: the bodies, one a line.
+
+flags:
+`
+
+type replayOpts struct {
+	bucket, cluster, brokerName, topic string
+	queue                              int
+	from, to                           string
+	fromOffset, toOffset               int64
+	tag, key                           string
+	format, body                       string
+	limit                              int64
+}
+
+// runReplay is `stratamq replay`.
+func runReplay(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) int {
+	o := replayOpts{}
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, replayUsage); fs.PrintDefaults() }
+	fs.StringVar(&o.bucket, "bucket", environ["STRATAMQ_BUCKET"], "bucket URL, as STRATAMQ_BUCKET (file://, s3://, minio://)")
+	fs.StringVar(&o.cluster, "cluster", "DefaultCluster", "cluster name (the bucket prefix is <cluster>/<broker name>)")
+	fs.StringVar(&o.brokerName, "broker-name", "broker-a", "broker name")
+	fs.StringVar(&o.topic, "topic", "", "topic (required)")
+	fs.StringVar(&o.topic, "t", "", "same as --topic")
+	fs.IntVar(&o.queue, "queue", -1, "only this queue id (-1: all)")
+	fs.StringVar(&o.from, "from", "", "only messages stored at or after this time (unix ms or RFC 3339)")
+	fs.StringVar(&o.to, "to", "", "only messages stored before this time (unix ms or RFC 3339)")
+	fs.Int64Var(&o.fromOffset, "from-offset", 0, "only queue offsets at or after this")
+	fs.Int64Var(&o.toOffset, "to-offset", -1, "only queue offsets before this (-1: no bound)")
+	fs.StringVar(&o.tag, "tag", "", "only messages with this tag")
+	fs.StringVar(&o.key, "key", "", "only messages with this key among their KEYS")
+	fs.StringVar(&o.format, "format", "jsonl", "jsonl or raw")
+	fs.StringVar(&o.body, "body", "base64", "jsonl bodies: base64 or text")
+	fs.Int64Var(&o.limit, "limit", 0, "stop after this many messages (0: all)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if err := o.check(fs); err != nil {
+		fmt.Fprintf(stderr, "stratamq replay: %v\n", err)
+		return 2
+	}
+	sum, err := replay(ctx, o, stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "stratamq replay: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "stratamq replay: %d messages of %s from %d segments (%d bytes of log read) in %s\n",
+		sum.messages, o.topic, sum.segments, sum.logBytes, sum.took.Round(time.Millisecond))
+	return 0
+}
+
+func (o *replayOpts) check(fs *flag.FlagSet) error {
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case o.bucket == "":
+		return errors.New("--bucket (or STRATAMQ_BUCKET) names the bucket")
+	case o.topic == "":
+		return errors.New("--topic names the topic")
+	case o.format != "jsonl" && o.format != "raw":
+		return fmt.Errorf("--format %q: want jsonl or raw", o.format)
+	case o.body != "base64" && o.body != "text":
+		return fmt.Errorf("--body %q: want base64 or text", o.body)
+	}
+	for _, t := range []string{o.from, o.to} {
+		if _, err := parseReplayTime(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseReplayTime is unix ms or RFC 3339; "" is 0 (no bound).
+func parseReplayTime(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0, fmt.Errorf("time %q: want unix milliseconds or RFC 3339", s)
+	}
+	return t.UnixMilli(), nil
+}
+
+type replaySummary struct {
+	messages, logBytes int64
+	segments           int
+	took               time.Duration
+}
+
+// replayChunk is how much of the log one read takes.
+const replayChunk = 8 << 20
+
+func replay(ctx context.Context, o replayOpts, stdout, stderr io.Writer) (replaySummary, error) {
+	start := time.Now()
+	var sum replaySummary
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	b, err := bucketurl.Open(octx, o.bucket, bucketurl.Options{NoCreate: true})
+	cancel()
+	if err != nil {
+		return sum, err
+	}
+	defer b.Close()
+	scoped, err := tier.WithPrefix(b, o.cluster+"/"+o.brokerName)
+	if err != nil {
+		return sum, err
+	}
+	m, _, err := upload.LoadManifest(ctx, scoped, upload.ManifestKey(""))
+	if err != nil {
+		return sum, err
+	}
+	objs := coldread.CommitLogObjects(m)
+	if len(objs) == 0 {
+		return sum, fmt.Errorf("the bucket holds no commitlog segment under %s/%s (check --cluster and --broker-name)", o.cluster, o.brokerName)
+	}
+	cr, err := coldread.New(coldread.Config{Bucket: scoped, CacheBytes: 64 << 20}, objs)
+	if err != nil {
+		return sum, err
+	}
+	defer cr.Close()
+	from, _ := parseReplayTime(o.from)
+	to, _ := parseReplayTime(o.to)
+	w := bufio.NewWriterSize(stdout, 256<<10)
+	defer w.Flush()
+	progress := isTerminal(stderr)
+	buf := make([]byte, 0, 2*replayChunk)
+	for i, obj := range objs {
+		sum.segments++
+		buf = buf[:0]
+		for off := obj.Base; off < obj.Base+obj.Length; {
+			n := min(int64(replayChunk), obj.Base+obj.Length-off)
+			chunk := buf[len(buf) : len(buf)+int(n)]
+			if _, err := cr.ReadAt(ctx, off, chunk); err != nil {
+				return sum, fmt.Errorf("read segment %d at %d: %w", obj.Base, off, err)
+			}
+			buf = buf[:len(buf)+int(n)]
+			off += n
+			sum.logBytes += n
+			rest, done, err := o.emit(w, buf, from, to, &sum)
+			if err != nil {
+				return sum, fmt.Errorf("segment %d: %w", obj.Base, err)
+			}
+			if done {
+				sum.took = time.Since(start)
+				return sum, nil
+			}
+			// Keep the partial record at the end for the next chunk.
+			buf = append(buf[:0], rest...)
+		}
+		if len(buf) > 0 {
+			return sum, fmt.Errorf("segment %d ends inside a record (%d bytes left)", obj.Base, len(buf))
+		}
+		if progress {
+			fmt.Fprintf(stderr, "\rsegment %d/%d, %d messages", i+1, len(objs), sum.messages)
+		}
+	}
+	if progress {
+		fmt.Fprintln(stderr)
+	}
+	sum.took = time.Since(start)
+	return sum, nil
+}
+
+// emit decodes the whole records at the front of b, prints those that
+// pass the filters, and returns what is left (a record cut by the chunk
+// end); done once --limit is reached.
+func (o *replayOpts) emit(w *bufio.Writer, b []byte, from, to int64, sum *replaySummary) (rest []byte, done bool, err error) {
+	for len(b) >= 8 {
+		size := int(int32(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])))
+		if size <= 0 {
+			return nil, false, fmt.Errorf("bad record size %d", size)
+		}
+		if size > len(b) {
+			return b, false, nil
+		}
+		r, _, err := store.DecodeRecord(b[:size])
+		if err != nil {
+			return nil, false, err
+		}
+		b = b[size:]
+		if !o.match(r, from, to) {
+			continue
+		}
+		if err := o.print(w, r); err != nil {
+			return nil, false, err
+		}
+		sum.messages++
+		if o.limit > 0 && sum.messages >= o.limit {
+			return nil, true, nil
+		}
+	}
+	return b, false, nil
+}
+
+func (o *replayOpts) match(r store.Record, from, to int64) bool {
+	switch {
+	case r.Topic != o.topic,
+		o.queue >= 0 && r.QueueID != int32(o.queue),
+		r.QueueOffset < o.fromOffset, o.toOffset >= 0 && r.QueueOffset >= o.toOffset,
+		from > 0 && r.StoreTimestamp < from, to > 0 && r.StoreTimestamp >= to:
+		return false
+	}
+	props := replayProps(r.Properties)
+	if o.tag != "" && props["TAGS"] != o.tag {
+		return false
+	}
+	if o.key != "" {
+		found := false
+		for _, k := range strings.Fields(props["KEYS"]) {
+			found = found || k == o.key
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// replayProps decodes RocketMQ's properties (name\x01value\x02...).
+func replayProps(s string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, "\x02") {
+		if k, v, ok := strings.Cut(kv, "\x01"); ok && k != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// replayMessage is one line of --format jsonl.
+type replayMessage struct {
+	Topic          string            `json:"topic"`
+	QueueID        int32             `json:"queueId"`
+	QueueOffset    int64             `json:"queueOffset"`
+	MsgID          string            `json:"msgId"`       // the client's (UNIQ_KEY), else the offset msgId
+	OffsetMsgID    string            `json:"offsetMsgId"` // store host and commitlog offset
+	Tags           string            `json:"tags,omitempty"`
+	Keys           string            `json:"keys,omitempty"`
+	Properties     map[string]string `json:"properties"`
+	BornTimestamp  int64             `json:"bornTimestamp"`
+	StoreTimestamp int64             `json:"storeTimestamp"`
+	Body           string            `json:"body"`
+}
+
+func (o *replayOpts) print(w *bufio.Writer, r store.Record) error {
+	if o.format == "raw" {
+		if _, err := w.Write(r.Body); err != nil {
+			return err
+		}
+		return w.WriteByte('\n')
+	}
+	props := replayProps(r.Properties)
+	off := store.EncodeMessageID(r.StoreHost, r.PhysOffset)
+	m := replayMessage{Topic: r.Topic, QueueID: r.QueueID, QueueOffset: r.QueueOffset, MsgID: props["UNIQ_KEY"],
+		OffsetMsgID: off, Tags: props["TAGS"], Keys: props["KEYS"], Properties: props,
+		BornTimestamp: r.BornTimestamp, StoreTimestamp: r.StoreTimestamp}
+	if m.MsgID == "" {
+		m.MsgID = off
+	}
+	if o.body == "text" {
+		m.Body = string(r.Body)
+	} else {
+		m.Body = base64.StdEncoding.EncodeToString(r.Body)
+	}
+	line, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(line); err != nil {
+		return err
+	}
+	return w.WriteByte('\n')
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
