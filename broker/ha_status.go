@@ -82,6 +82,12 @@ type haStatusState struct {
 func (b *Broker) initHAStatus(m *Metrics) {
 	b.hastat.since = time.Now()
 	m.WatchHA(b.HAStatus)
+	m.WatchStore(b.storeStats) // metrics_store.go
+	var topics []string
+	for _, tc := range b.topicConfigs() {
+		topics = append(topics, tc.TopicName)
+	}
+	m.seedTopicCounters(topics)
 }
 
 // haRole is the role the broker plays now (a Node runs each role as a

@@ -25,6 +25,8 @@ type Metrics struct {
 
 	haRecv   haReceived                      // stratamq_ha_received_bytes_total (WatchHASlave)
 	haStatus atomic.Pointer[func() HAStatus] // the running broker's (WatchHA)
+	// storeStats is the running broker's store and lag series (WatchStore).
+	storeStats atomic.Pointer[func() storeStats]
 
 	// servers holds, per WatchServer name, the server its gauges read
 	// (*atomic.Pointer[remoting.Server]): a later broker generation on the

@@ -127,6 +127,31 @@ func (c *ConsumerOffsets) DeleteGroup(group string) {
 	}
 }
 
+// QueueOffset is one committed offset.
+type QueueOffset struct {
+	Group, Topic string
+	QueueID      int32
+	Offset       int64
+}
+
+// All returns every committed offset (a copy: the caller may take its
+// time over it).
+func (c *ConsumerOffsets) All() []QueueOffset {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []QueueOffset
+	for k, qs := range c.mu.table {
+		i := strings.LastIndexByte(k, '@')
+		if i < 0 {
+			continue
+		}
+		for q, off := range qs {
+			out = append(out, QueueOffset{Group: k[i+1:], Topic: k[:i], QueueID: q, Offset: off})
+		}
+	}
+	return out
+}
+
 // Groups returns the groups with offsets on topic, sorted.
 func (c *ConsumerOffsets) Groups(topic string) []string {
 	c.mu.Lock()
