@@ -42,6 +42,7 @@ func (b *Broker) handlerTable() map[remoting.RequestCode]handlerFunc {
 		remoting.DLQList:                          b.dlqList,
 		remoting.DLQResend:                        b.dlqResend,
 		remoting.TopicRetention:                   b.topicRetentionStatus,
+		remoting.TierStatus:                       b.tierStatus,
 		remoting.InvokeBrokerToResetOffset:        b.invokeBrokerToResetOffset,
 		remoting.InvokeBrokerToGetConsumerStatus:  b.invokeBrokerToGetConsumerStatus,
 	}
@@ -63,7 +64,7 @@ func classify(code remoting.RequestCode) remoting.PoolClass {
 	case remoting.UpdateAndCreateTopic, remoting.DeleteTopicInBroker, remoting.GetAllTopicConfig,
 		remoting.UpdateAndCreateSubscriptionGroup, remoting.GetAllSubscriptionGroupConfig, remoting.GetAllConsumerOffset,
 		remoting.GetBrokerHAStatus, remoting.PromoteBroker, remoting.DemoteBroker, remoting.DLQList, remoting.DLQResend,
-		remoting.InvokeBrokerToResetOffset, remoting.InvokeBrokerToGetConsumerStatus, remoting.TopicRetention:
+		remoting.InvokeBrokerToResetOffset, remoting.InvokeBrokerToGetConsumerStatus, remoting.TopicRetention, remoting.TierStatus:
 		return remoting.PoolAdmin
 	}
 	return remoting.PoolDefault

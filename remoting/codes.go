@@ -87,6 +87,8 @@ const (
 	DLQResend     RequestCode = 880004 // admin dlqResend: dead-letter messages back to the group's retry topic
 	// TopicRetention: admin topicRetention, each topic's retention and the bytes it holds back.
 	TopicRetention RequestCode = 880005
+	// TierStatus: admin tierStatus, the local and bucket tiers of a broker's log.
+	TierStatus RequestCode = 880006
 )
 
 var requestCodeNames = map[RequestCode]string{
@@ -162,6 +164,7 @@ var requestCodeNames = map[RequestCode]string{
 	DLQList:                          "STRATAMQ_DLQ_LIST",
 	DLQResend:                        "STRATAMQ_DLQ_RESEND",
 	TopicRetention:                   "STRATAMQ_TOPIC_RETENTION",
+	TierStatus:                       "STRATAMQ_TIER_STATUS",
 	PopMessage:                       "POP_MESSAGE",
 	AckMessage:                       "ACK_MESSAGE",
 	ChangeMessageInvisibleTime:       "CHANGE_MESSAGE_INVISIBLETIME",

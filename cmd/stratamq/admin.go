@@ -55,6 +55,8 @@ func adminCommands() []adminCommand {
 		{"deleteTopic", "-t topic -n namesrv [-c cluster]", "delete a topic from its masters and the name servers", adminDeleteTopic},
 		{"clusterList", "-n namesrv [-c cluster] [--json]", "every broker the name servers know, by cluster", adminClusterList},
 		{"consumerProgress", "-g group -t topic -n namesrv [--json]", "a group's committed offset and lag per queue, and the total lag", adminConsumerProgress},
+		{"tierStatus", "-b addr[,addr] | -n namesrv [-c cluster] [--json]",
+			"each broker's log: segments and bytes local and in the bucket, upload lag, the oldest message still readable", adminTierStatus},
 		{"queryMsgById", "-i msgId [-t topic] -b addr[,addr] | -n namesrv",
 			"a message by its offsetMsgId (VIEW_MESSAGE_BY_ID) or, with -t, by the client's msgId (UNIQ_KEY)", adminQueryMsgByID},
 	}

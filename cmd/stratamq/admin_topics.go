@@ -9,7 +9,9 @@ import (
 	"sort"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
+	"github.com/stratamq/stratamq/broker"
 	"github.com/stratamq/stratamq/remoting"
 )
 
@@ -403,4 +405,46 @@ func adminDeleteTopic(ctx context.Context, e *adminEnv, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "delete topic [%s] from name server success.\n", *topic)
 	return nil
+}
+
+// adminTierStatus is `stratamq admin tierStatus (-n addr | -b addr)`:
+// STRATAMQ_TIER_STATUS (880006) of each broker: its log's local and bucket
+// parts, the upload lag and the oldest message still readable.
+func adminTierStatus(ctx context.Context, e *adminEnv, args []string) error {
+	fs := e.flags("n", "b", "c")
+	asJSON := fs.Bool("json", false, "print each broker's status as the JSON it answered")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	addrs, err := e.targets(ctx)
+	if err != nil {
+		return err
+	}
+	tw := table(e.stdout, "BROKER", "ROLE", "LOCAL SEGMENTS", "LOCAL BYTES", "BUCKET SEGMENTS", "BUCKET LOG BYTES",
+		"BUCKET OBJECT BYTES", "PENDING", "UPLOAD LAG", "OLDEST RETAINED")
+	for _, addr := range addrs {
+		resp, err := e.invoke(ctx, addr, remoting.NewRequest(remoting.TierStatus, nil, nil))
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			fmt.Fprintf(e.stdout, "%s\n", resp.Body)
+			continue
+		}
+		var st broker.TierStatus
+		if err := json.Unmarshal(resp.Body, &st); err != nil {
+			return fmt.Errorf("%s: the tier status does not decode: %w", addr, err)
+		}
+		oldest := "-"
+		if st.OldestRetained > 0 {
+			oldest = time.UnixMilli(st.OldestRetained).UTC().Format(time.RFC3339)
+		}
+		lag := fmt.Sprintf("%d B, %.1f s", st.UploadLagBytes, st.UploadLagSeconds)
+		row(tw, addr, st.Role, st.LocalSegments, st.LocalBytes, st.BucketSegments, st.BucketLogBytes, st.BucketBytes,
+			st.PendingSegments, lag, oldest)
+	}
+	if *asJSON {
+		return nil
+	}
+	return tw.Flush()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
+	"github.com/stratamq/stratamq/broker"
 	"github.com/stratamq/stratamq/remoting"
 )
 
@@ -111,6 +112,18 @@ func TestAdminTopicCommands(t *testing.T) {
 	out := admin("consumerProgress", "-g", group, "-t", topic)
 	if !strings.Contains(out, "LAG") || !strings.Contains(out, "total") || !strings.Contains(out, strconv.Itoa(19)) {
 		t.Fatalf("consumerProgress:\n%s", out)
+	}
+
+	// tierStatus: the messages are in the active segment, none uploaded yet.
+	var ts broker.TierStatus
+	if err := json.Unmarshal([]byte(admin("tierStatus", "--json")), &ts); err != nil {
+		t.Fatal(err)
+	}
+	if !ts.Bucket || ts.LocalSegments < 1 || ts.LocalBytes <= 0 || ts.MaxPhysOffset <= 0 || ts.OldestRetained == 0 || ts.Role != "async_master" {
+		t.Fatalf("tierStatus: %+v", ts)
+	}
+	if out := admin("tierStatus", "-b", s.brokAddr); !strings.Contains(out, "LOCAL SEGMENTS") || !strings.Contains(out, s.brokAddr) {
+		t.Fatalf("tierStatus:\n%s", out)
 	}
 
 	// Usage errors exit 2.
