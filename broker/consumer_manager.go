@@ -264,6 +264,44 @@ func (m *ConsumerManager) Subscription(group, topic string) (Subscription, bool)
 	return s, ok
 }
 
+// GroupConnection is a group's live consumers and subscriptions, as
+// GET_CONSUMER_CONNECTION_LIST answers them.
+type GroupConnection struct {
+	ConsumeType, MessageModel, ConsumeFromWhere string
+	Clients                                     []ClientConn // by client id
+	Subscriptions                               []Subscription
+}
+
+// ClientConn is one live consumer client.
+type ClientConn struct {
+	ClientID, Addr string
+	LastHeartbeat  time.Time
+}
+
+// Connection returns the group's live consumers and subscriptions; ok is
+// false when it has none.
+func (m *ConsumerManager) Connection(group string) (gc GroupConnection, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.mu.groups[group]
+	if g == nil || len(g.clients) == 0 {
+		return gc, false
+	}
+	gc = GroupConnection{ConsumeType: g.consumeType, MessageModel: g.messageModel, ConsumeFromWhere: g.consumeFromWhere}
+	for _, id := range slices.Sorted(maps.Keys(g.clients)) {
+		c := g.clients[id]
+		addr := ""
+		if c.conn != nil {
+			addr = c.conn.RemoteAddr().String()
+		}
+		gc.Clients = append(gc.Clients, ClientConn{ClientID: id, Addr: addr, LastHeartbeat: c.lastUpdate})
+	}
+	for _, t := range slices.Sorted(maps.Keys(g.subs)) {
+		gc.Subscriptions = append(gc.Subscriptions, g.subs[t])
+	}
+	return gc, true
+}
+
 // Groups returns the groups with live clients, sorted.
 func (m *ConsumerManager) Groups() []string {
 	m.mu.Lock()

@@ -43,6 +43,10 @@ func (b *Broker) handlerTable() map[remoting.RequestCode]handlerFunc {
 		remoting.DLQResend:                        b.dlqResend,
 		remoting.TopicRetention:                   b.topicRetentionStatus,
 		remoting.TierStatus:                       b.tierStatus,
+		remoting.GetConsumerConnectionList:        b.getConsumerConnectionList,
+		remoting.DeleteSubscriptionGroup:          b.deleteSubscriptionGroup,
+		remoting.GetBrokerConfig:                  b.getBrokerConfig,
+		remoting.GetBrokerRuntimeInfo:             b.getBrokerRuntimeInfo,
 		remoting.InvokeBrokerToResetOffset:        b.invokeBrokerToResetOffset,
 		remoting.InvokeBrokerToGetConsumerStatus:  b.invokeBrokerToGetConsumerStatus,
 	}
@@ -64,7 +68,8 @@ func classify(code remoting.RequestCode) remoting.PoolClass {
 	case remoting.UpdateAndCreateTopic, remoting.DeleteTopicInBroker, remoting.GetAllTopicConfig,
 		remoting.UpdateAndCreateSubscriptionGroup, remoting.GetAllSubscriptionGroupConfig, remoting.GetAllConsumerOffset,
 		remoting.GetBrokerHAStatus, remoting.PromoteBroker, remoting.DemoteBroker, remoting.DLQList, remoting.DLQResend,
-		remoting.InvokeBrokerToResetOffset, remoting.InvokeBrokerToGetConsumerStatus, remoting.TopicRetention, remoting.TierStatus:
+		remoting.InvokeBrokerToResetOffset, remoting.InvokeBrokerToGetConsumerStatus, remoting.TopicRetention, remoting.TierStatus,
+		remoting.GetConsumerConnectionList, remoting.DeleteSubscriptionGroup, remoting.GetBrokerConfig, remoting.GetBrokerRuntimeInfo:
 		return remoting.PoolAdmin
 	}
 	return remoting.PoolDefault

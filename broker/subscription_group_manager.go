@@ -82,6 +82,18 @@ func (m *SubscriptionGroupManager) Put(g remoting.SubscriptionGroupConfig) {
 	m.bumpLocked()
 }
 
+// Delete removes a group's config; false when there was none.
+func (m *SubscriptionGroupManager) Delete(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.mu.table[name]; !ok {
+		return false
+	}
+	delete(m.mu.table, name)
+	m.bumpLocked()
+	return true
+}
+
 // Encode returns subscriptionGroup.json bytes (also the body of
 // GET_ALL_SUBSCRIPTIONGROUP_CONFIG) and the version they hold.
 func (m *SubscriptionGroupManager) Encode() ([]byte, int64, error) {

@@ -55,6 +55,13 @@ func adminCommands() []adminCommand {
 		{"deleteTopic", "-t topic -n namesrv [-c cluster]", "delete a topic from its masters and the name servers", adminDeleteTopic},
 		{"clusterList", "-n namesrv [-c cluster] [--json]", "every broker the name servers know, by cluster", adminClusterList},
 		{"consumerProgress", "-g group -t topic -n namesrv [--json]", "a group's committed offset and lag per queue, and the total lag", adminConsumerProgress},
+		{"updateSubGroup", "-g group [-r retryMaxTimes] [-q retryQueues] [-s=false] [-o] [-i brokerId] [-w brokerId] (-b addr | -n namesrv [-c cluster])",
+			"create or update a consumer group's config", adminUpdateSubGroup},
+		{"deleteSubGroup", "-g group [--removeOffset] (-b addr | -n namesrv [-c cluster])", "delete a consumer group's config (and its offsets)", adminDeleteSubGroup},
+		{"consumerConnection", "-g group (-b addr | -n namesrv) [--json]", "a group's live clients and subscriptions", adminConsumerConnection},
+		{"brokerStatus", "-b addr[,addr] | -n namesrv [-c cluster] [--json]", "each broker's runtime state (GET_BROKER_RUNTIME_INFO)", adminBrokerStatus},
+		{"getBrokerConfig", "-b addr[,addr] | -n namesrv [-c cluster]", "each broker's settings, as properties", adminGetBrokerConfig},
+		{"queryMsgByOffset", "-t topic -i queueId -o offset [-b brokerName] -n namesrv", "the message at a queue offset (local or in the bucket)", adminQueryMsgByOffset},
 		{"tierStatus", "-b addr[,addr] | -n namesrv [-c cluster] [--json]",
 			"each broker's log: segments and bytes local and in the bucket, upload lag, the oldest message still readable", adminTierStatus},
 		{"queryMsgById", "-i msgId [-t topic] -b addr[,addr] | -n namesrv",
@@ -179,14 +186,9 @@ func (e *adminEnv) parse(fs *flag.FlagSet, args []string) error {
 // invoke sends req to addr and returns a SUCCESS response; any other code
 // is an error naming the code and the remark.
 func (e *adminEnv) invoke(ctx context.Context, addr string, req *remoting.Command) (*remoting.Command, error) {
-	if e.cl == nil {
-		e.cl = remoting.NewClient(remoting.ClientConfig{DialTimeout: e.timeout})
-	}
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
-	resp, err := e.cl.Invoke(ctx, addr, req)
+	resp, err := e.invokeAny(ctx, addr, req)
 	if err != nil {
-		return nil, fmt.Errorf("%s to %s: %w", remoting.RequestCode(req.Code), addr, err)
+		return nil, err
 	}
 	if resp.Code == int32(remoting.QueryNotFound) && req.Code == int32(remoting.QueryConsumerOffset) {
 		return nil, &offsetNotFound{remark: resp.Remark}
