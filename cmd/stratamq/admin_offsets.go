@@ -12,8 +12,8 @@ import (
 	"github.com/stratamq/stratamq/remoting"
 )
 
-// parseAdminTime is mqadmin's -s: milliseconds since the epoch, "now", or
-// yyyy-MM-dd#HH:mm:ss:SSS in local time.
+// parseAdminTime is mqadmin's -s: milliseconds since the epoch, "now",
+// yyyy-MM-dd#HH:mm:ss:SSS in local time, or RFC 3339.
 func parseAdminTime(s string, now time.Time) (int64, error) {
 	if s == "now" {
 		return now.UnixMilli(), nil
@@ -21,9 +21,12 @@ func parseAdminTime(s string, now time.Time) (int64, error) {
 	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return ms, nil
 	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UnixMilli(), nil
+	}
 	t, err := time.ParseInLocation("2006-01-02#15:04:05:000", s, time.Local)
 	if err != nil {
-		return 0, fmt.Errorf("%w: -s %q: want milliseconds since the epoch, now, or yyyy-MM-dd#HH:mm:ss:SSS", errAdminUsage, s)
+		return 0, fmt.Errorf("%w: -s %q: want milliseconds since the epoch, now, RFC 3339 or yyyy-MM-dd#HH:mm:ss:SSS", errAdminUsage, s)
 	}
 	return t.UnixMilli(), nil
 }
@@ -70,7 +73,7 @@ func adminResetOffsetByTime(ctx context.Context, e *adminEnv, args []string) err
 	fs := e.flags("n", "b")
 	group := fs.String("g", "", "consumer group")
 	topic := fs.String("t", "", "topic")
-	at := fs.String("s", "", "time: milliseconds since the epoch, now, or yyyy-MM-dd#HH:mm:ss:SSS (-1: the end of each queue)")
+	at := fs.String("s", "", "time: milliseconds since the epoch, now, RFC 3339 or yyyy-MM-dd#HH:mm:ss:SSS (-1: the end of each queue)")
 	force := fs.Bool("f", true, "move the group forward as well as back (false: only back)")
 	if err := e.parse(fs, args); err != nil {
 		return err

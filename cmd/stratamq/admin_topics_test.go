@@ -143,3 +143,24 @@ func TestAdminTopicCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestParseAdminTime: mqadmin's -s forms and RFC 3339 (issue 13: "-s
+// timestamp (ms or RFC 3339)").
+func TestParseAdminTime(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_123)
+	loc := time.Date(2026, 12, 2, 6, 30, 0, 250e6, time.Local).UnixMilli()
+	for in, want := range map[string]int64{
+		"now":                         now.UnixMilli(),
+		"1700000000000":               1_700_000_000_000,
+		"2026-12-02T06:30:00Z":        time.Date(2026, 12, 2, 6, 30, 0, 0, time.UTC).UnixMilli(),
+		"2026-12-02T07:30:00.5+01:00": time.Date(2026, 12, 2, 6, 30, 0, 500e6, time.UTC).UnixMilli(),
+		"2026-12-02#06:30:00:250":     loc,
+	} {
+		if got, err := parseAdminTime(in, now); err != nil || got != want {
+			t.Errorf("%q: %d %v, want %d", in, got, err, want)
+		}
+	}
+	if _, err := parseAdminTime("yesterday", now); err == nil {
+		t.Error("a bad time was accepted")
+	}
+}
