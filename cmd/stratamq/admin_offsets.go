@@ -24,7 +24,12 @@ func parseAdminTime(s string, now time.Time) (int64, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t.UnixMilli(), nil
 	}
-	t, err := time.ParseInLocation("2006-01-02#15:04:05:000", s, time.Local)
+	// Go's layouts take fractional seconds after a '.', mqadmin writes ':'.
+	frac := s
+	if i := strings.LastIndexByte(s, ':'); i > 0 {
+		frac = s[:i] + "." + s[i+1:]
+	}
+	t, err := time.ParseInLocation("2006-01-02#15:04:05.000", frac, time.Local)
 	if err != nil {
 		return 0, fmt.Errorf("%w: -s %q: want milliseconds since the epoch, now, RFC 3339 or yyyy-MM-dd#HH:mm:ss:SSS", errAdminUsage, s)
 	}
