@@ -204,13 +204,7 @@ func adminQueryMsgByOffset(ctx context.Context, e *adminEnv, args []string) erro
 	brokerName := fs.String("b", "", "broker name (default: the topic's only one)")
 	queue := fs.Int("i", 0, "queue id")
 	offset := fs.Int64("o", 0, "queue offset")
-	if err := e.parse(fs, args); err != nil {
-		return err
-	}
-	if *topic == "" {
-		return fmt.Errorf("%w: -t names the topic", errAdminUsage)
-	}
-	if err := e.needNamesrv(); err != nil {
+	if err := e.parseNamesrv(fs, args, required{"t", "topic", topic}); err != nil {
 		return err
 	}
 	qs, err := e.topicQueues(ctx, *topic)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -55,15 +56,32 @@ func (e *adminEnv) needNamesrv() error {
 	return nil
 }
 
+// required is a flag a command cannot run without.
+type required struct {
+	flag, what string
+	v          *string
+}
+
+// parseNamesrv parses args, then refuses a missing -n or a missing
+// required flag, naming it.
+func (e *adminEnv) parseNamesrv(fs *flag.FlagSet, args []string, req ...required) error {
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	for _, r := range req {
+		if *r.v == "" {
+			return fmt.Errorf("%w: -%s names the %s", errAdminUsage, r.flag, r.what)
+		}
+	}
+	return e.needNamesrv()
+}
+
 // adminTopicList is `stratamq admin topicList -n addr`: every topic the
 // name servers route (GET_ALL_TOPIC_LIST_FROM_NAMESERVER, 206), one per line.
 func adminTopicList(ctx context.Context, e *adminEnv, args []string) error {
 	fs := e.flags("n")
 	asJSON := fs.Bool("json", false, "print the list as JSON")
-	if err := e.parse(fs, args); err != nil {
-		return err
-	}
-	if err := e.needNamesrv(); err != nil {
+	if err := e.parseNamesrv(fs, args); err != nil {
 		return err
 	}
 	resp, err := e.namesrvInvoke(ctx, remoting.NewRequest(remoting.GetAllTopicListFromNameserver, nil, nil))
@@ -99,13 +117,7 @@ func adminTopicRoute(ctx context.Context, e *adminEnv, args []string) error {
 	fs := e.flags("n")
 	topic := fs.String("t", "", "topic")
 	asJSON := fs.Bool("json", false, "print the route as JSON")
-	if err := e.parse(fs, args); err != nil {
-		return err
-	}
-	if *topic == "" {
-		return fmt.Errorf("%w: -t names the topic", errAdminUsage)
-	}
-	if err := e.needNamesrv(); err != nil {
+	if err := e.parseNamesrv(fs, args, required{"t", "topic", topic}); err != nil {
 		return err
 	}
 	r, err := e.route(ctx, *topic)
@@ -144,10 +156,7 @@ func sortedIDs(m map[int64]string) []int64 {
 func adminClusterList(ctx context.Context, e *adminEnv, args []string) error {
 	fs := e.flags("n", "c")
 	asJSON := fs.Bool("json", false, "print the cluster info as JSON")
-	if err := e.parse(fs, args); err != nil {
-		return err
-	}
-	if err := e.needNamesrv(); err != nil {
+	if err := e.parseNamesrv(fs, args); err != nil {
 		return err
 	}
 	ci, err := e.clusterInfo(ctx)
@@ -251,13 +260,7 @@ func adminTopicStatus(ctx context.Context, e *adminEnv, args []string) error {
 	fs := e.flags("n")
 	topic := fs.String("t", "", "topic")
 	asJSON := fs.Bool("json", false, "print the queues as JSON")
-	if err := e.parse(fs, args); err != nil {
-		return err
-	}
-	if *topic == "" {
-		return fmt.Errorf("%w: -t names the topic", errAdminUsage)
-	}
-	if err := e.needNamesrv(); err != nil {
+	if err := e.parseNamesrv(fs, args, required{"t", "topic", topic}); err != nil {
 		return err
 	}
 	rows, err := e.queueStatuses(ctx, *topic, "")
@@ -340,13 +343,7 @@ func adminConsumerProgress(ctx context.Context, e *adminEnv, args []string) erro
 	group := fs.String("g", "", "consumer group")
 	topic := fs.String("t", "", "topic")
 	asJSON := fs.Bool("json", false, "print the queues as JSON")
-	if err := e.parse(fs, args); err != nil {
-		return err
-	}
-	if *group == "" || *topic == "" {
-		return fmt.Errorf("%w: -g names the group and -t the topic", errAdminUsage)
-	}
-	if err := e.needNamesrv(); err != nil {
+	if err := e.parseNamesrv(fs, args, required{"g", "group", group}, required{"t", "topic", topic}); err != nil {
 		return err
 	}
 	rows, err := e.queueStatuses(ctx, *topic, *group)
@@ -379,13 +376,7 @@ func adminConsumerProgress(ctx context.Context, e *adminEnv, args []string) erro
 func adminDeleteTopic(ctx context.Context, e *adminEnv, args []string) error {
 	fs := e.flags("n", "c")
 	topic := fs.String("t", "", "topic")
-	if err := e.parse(fs, args); err != nil {
-		return err
-	}
-	if *topic == "" {
-		return fmt.Errorf("%w: -t names the topic", errAdminUsage)
-	}
-	if err := e.needNamesrv(); err != nil {
+	if err := e.parseNamesrv(fs, args, required{"t", "topic", topic}); err != nil {
 		return err
 	}
 	addrs, err := e.masters(ctx)
