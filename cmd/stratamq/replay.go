@@ -37,7 +37,9 @@ newest messages are still on its disk until their segment seals.
 Output: --format jsonl (default): one JSON object a message (topic,
 queueId, queueOffset, msgId, offsetMsgId, tags, keys, properties,
 bornTimestamp, storeTimestamp, body as base64, or as text with --body
-text); --format raw: the bodies, one a line.
+text); --format raw: the bodies, one a line; --to-topic T2 --namesrv
+ADDR [--rate N]: sent again to topic T2 on a running broker, at most N a
+second, with the original's id in the property ORIGIN_MSG_ID.
 
 flags:
 `
@@ -50,6 +52,10 @@ type replayOpts struct {
 	tag, key                           string
 	format, body                       string
 	limit                              int64
+	pub                                *republisher // with --to-topic
+	// toTopic, namesrv, rate: republish to a topic on a running broker.
+	toTopic, namesrv string
+	rate             float64
 }
 
 // runReplay is `stratamq replay`.
@@ -73,6 +79,10 @@ func runReplay(ctx context.Context, args []string, environ map[string]string, st
 	fs.StringVar(&o.format, "format", "jsonl", "jsonl or raw")
 	fs.StringVar(&o.body, "body", "base64", "jsonl bodies: base64 or text")
 	fs.Int64Var(&o.limit, "limit", 0, "stop after this many messages (0: all)")
+	fs.StringVar(&o.toTopic, "to-topic", "", "republish the messages to this topic on a running broker (needs --namesrv) instead of printing them")
+	fs.StringVar(&o.namesrv, "namesrv", environ["NAMESRV_ADDR"], "name server(s) of the broker to republish to")
+	fs.StringVar(&o.namesrv, "n", environ["NAMESRV_ADDR"], "same as --namesrv")
+	fs.Float64Var(&o.rate, "rate", 0, "republish at most this many messages a second (0: as fast as the broker takes them)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -105,6 +115,10 @@ func (o *replayOpts) check(fs *flag.FlagSet) error {
 		return fmt.Errorf("--format %q: want jsonl or raw", o.format)
 	case o.body != "base64" && o.body != "text":
 		return fmt.Errorf("--body %q: want base64 or text", o.body)
+	case o.toTopic != "" && o.namesrv == "":
+		return errors.New("--to-topic needs --namesrv (or NAMESRV_ADDR): the broker to republish to")
+	case o.rate < 0:
+		return errors.New("--rate must not be negative")
 	}
 	for _, t := range []string{o.from, o.to} {
 		if _, err := parseReplayTime(t); err != nil {
@@ -167,6 +181,12 @@ func replay(ctx context.Context, o replayOpts, stdout, stderr io.Writer) (replay
 	defer cr.Close()
 	from, _ := parseReplayTime(o.from)
 	to, _ := parseReplayTime(o.to)
+	if o.toTopic != "" {
+		if o.pub, err = newRepublisher(ctx, o.namesrv, o.toTopic, o.rate, 10*time.Second); err != nil {
+			return sum, err
+		}
+		defer o.pub.close()
+	}
 	w := bufio.NewWriterSize(stdout, 256<<10)
 	defer w.Flush()
 	progress := isTerminal(stderr)
@@ -183,7 +203,7 @@ func replay(ctx context.Context, o replayOpts, stdout, stderr io.Writer) (replay
 			buf = buf[:len(buf)+int(n)]
 			off += n
 			sum.logBytes += n
-			rest, done, err := o.emit(w, buf, from, to, &sum)
+			rest, done, err := o.emit(ctx, w, buf, from, to, &sum)
 			if err != nil {
 				return sum, fmt.Errorf("segment %d: %w", obj.Base, err)
 			}
@@ -211,7 +231,7 @@ func replay(ctx context.Context, o replayOpts, stdout, stderr io.Writer) (replay
 // emit decodes the whole records at the front of b, prints those that
 // pass the filters, and returns what is left (a record cut by the chunk
 // end); done once --limit is reached.
-func (o *replayOpts) emit(w *bufio.Writer, b []byte, from, to int64, sum *replaySummary) (rest []byte, done bool, err error) {
+func (o *replayOpts) emit(ctx context.Context, w *bufio.Writer, b []byte, from, to int64, sum *replaySummary) (rest []byte, done bool, err error) {
 	for len(b) >= 8 {
 		size := int(int32(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])))
 		if size <= 0 {
@@ -228,7 +248,12 @@ func (o *replayOpts) emit(w *bufio.Writer, b []byte, from, to int64, sum *replay
 		if !o.match(r, from, to) {
 			continue
 		}
-		if err := o.print(w, r); err != nil {
+		if o.pub != nil {
+			err = o.pub.send(ctx, r, 10*time.Second)
+		} else {
+			err = o.print(w, r)
+		}
+		if err != nil {
 			return nil, false, err
 		}
 		sum.messages++

@@ -9,8 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
 )
 
 // TestReplayCommandFromBucket (issue 13 item 2): after a graceful stop,
@@ -130,6 +134,46 @@ func TestReplayCommandFromBucket(t *testing.T) {
 	code, out, _ = replayCmd("--topic", topic, "--body", "text", "--key", "k3")
 	if code != 0 || !strings.Contains(out, `"body":"replay body 3"`) {
 		t.Fatalf("--body text: exit %d, %q", code, out)
+	}
+
+	// Republish the red ones to another topic on a running broker, paced.
+	s.start()
+	copyTopic := uniqueName(t, "Copy")
+	s.createTopic(copyTopic, 2)
+	if code, _, errOut := replayCmd("--topic", topic, "--tag", "red", "--to-topic", copyTopic, "-n", s.nsAddr, "--rate", "500"); code != 0 {
+		t.Fatalf("republish: exit %d: %s", code, errOut)
+	}
+	origins := map[string]bool{}
+	for q := range 2 {
+		h := remoting.PullMessageRequestHeader{ConsumerGroup: "check", Topic: copyTopic, QueueID: int32(q), QueueOffset: 0,
+			MaxMsgNums: 64, SysFlag: remoting.PullFlagSubscription, Subscription: "*", ExpressionType: "TAG"}
+		resp, ok := ask(s.brokAddr, remoting.NewRequest(remoting.PullMessage, h.Encode(), nil), 5*time.Second)
+		if !ok {
+			t.Fatalf("pull %s/%d", copyTopic, q)
+		}
+		for b := resp.Body; len(b) > 0; {
+			r, n, err := store.DecodeRecord(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = b[n:]
+			p := replayProps(r.Properties)
+			if p["TAGS"] != "red" || p["REPLAY_FROM_TOPIC"] != topic || !strings.HasPrefix(string(r.Body), "replay body ") {
+				t.Fatalf("republished %q with %v", r.Body, p)
+			}
+			origins[p["ORIGIN_MSG_ID"]] = true
+		}
+	}
+	if len(origins) != byTag {
+		t.Fatalf("%d distinct messages republished, want the %d red ones", len(origins), byTag)
+	}
+	for _, w := range want {
+		if w.tag == "red" && !origins[w.id] {
+			t.Fatalf("red message %s not republished", w.id)
+		}
+	}
+	if code, _, errOut := replayCmd("--topic", topic, "--to-topic", copyTopic); code != 2 || !strings.Contains(errOut, "--namesrv") {
+		t.Fatalf("--to-topic without a name server: exit %d: %s", code, errOut)
 	}
 
 	// Usage errors.
