@@ -69,13 +69,8 @@ func (b *Broker) tierStatus(ctx context.Context, c *remoting.Conn, req *remoting
 		}
 	}
 	for _, tc := range b.topicConfigs() {
-		for q := range queueCount(tc) {
-			if b.store.MinQueueOffset(tc.TopicName, q) >= b.store.MaxQueueOffset(tc.TopicName, q) {
-				continue
-			}
-			if ts, err := b.store.EarliestStoreTimeContext(ctx, tc.TopicName, q); err == nil && ts > 0 && (st.OldestRetained == 0 || ts < st.OldestRetained) {
-				st.OldestRetained = ts
-			}
+		if ts := b.oldestRetained(ctx, tc); ts > 0 && (st.OldestRetained == 0 || ts < st.OldestRetained) {
+			st.OldestRetained = ts
 		}
 	}
 	body, err := json.Marshal(st)

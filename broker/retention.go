@@ -15,7 +15,6 @@ import (
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
-	"github.com/stratamq/stratamq/tier/segfile"
 	"github.com/stratamq/stratamq/tier/upload"
 )
 
@@ -370,26 +369,21 @@ func (t *tiering) forgetBlocks(m *upload.Manifest) {
 }
 
 // readIndexDirectory reads the header and directory of the segment's
-// queue index object: only the frames that hold them (usually the first),
-// never its entries.
+// queue index object (the frames that hold them, usually the first), never
+// its entries.
 func (t *tiering) readIndexDirectory(ctx context.Context, base int64) (*store.SegmentIndex, error) {
-	key, f, err := t.indexFooter(ctx, base)
+	head, err := t.queueIndexAt(ctx, base, 0, store.SegmentIndexHeaderSize)
 	if err != nil {
 		return nil, err
 	}
-	var prefix []byte
-	need := int64(store.SegmentIndexHeaderSize)
-	for i := 0; i < len(f.Frames) && int64(len(prefix)) < need; i++ {
-		frames, err := segfile.ReadFrames(ctx, t.bucket.ReadAt, key, f, i, i)
-		if err != nil {
-			return nil, err
-		}
-		prefix = append(prefix, frames[0]...)
-		if need == store.SegmentIndexHeaderSize && len(prefix) >= store.SegmentIndexHeaderSize {
-			need += int64(binary.BigEndian.Uint32(prefix[28:])) // the directory's size
-		}
+	if len(head) < store.SegmentIndexHeaderSize {
+		return store.DecodeSegmentIndexDirectory(head) // reports it
 	}
-	return store.DecodeSegmentIndexDirectory(prefix)
+	dir, err := t.queueIndexAt(ctx, base, store.SegmentIndexHeaderSize, int64(binary.BigEndian.Uint32(head[28:])))
+	if err != nil {
+		return nil, err
+	}
+	return store.DecodeSegmentIndexDirectory(append(head, dir...))
 }
 
 // expiredSegments is THE deletion decision of per-topic retention. A
@@ -509,17 +503,26 @@ func (b *Broker) topicRetentionReport(ctx context.Context) (*TopicRetentionRepor
 		if d < 0 {
 			s.RetentionMillis = -1
 		}
-		for q := range queueCount(tc) {
-			if b.store.MinQueueOffset(tc.TopicName, q) >= b.store.MaxQueueOffset(tc.TopicName, q) {
-				continue
-			}
-			if ts, err := b.store.EarliestStoreTimeContext(ctx, tc.TopicName, q); err == nil && ts > 0 && (s.OldestRetained == 0 || ts < s.OldestRetained) {
-				s.OldestRetained = ts
-			}
-		}
+		s.OldestRetained = b.oldestRetained(ctx, tc)
 		h := held[tc.TopicName]
 		s.HeldSegments, s.HeldBytes = int(h[0]), h[1]
 		r.Topics = append(r.Topics, s)
 	}
 	return r, nil
+}
+
+// oldestRetained is the store time (unix ms) of the oldest message of the
+// topic a consumer can still read, over its queues (one record read each,
+// in the bucket for a queue whose oldest message is there); 0 for none.
+func (b *Broker) oldestRetained(ctx context.Context, tc remoting.TopicConfig) int64 {
+	var oldest int64
+	for q := range queueCount(tc) {
+		if b.store.MinQueueOffset(tc.TopicName, q) >= b.store.MaxQueueOffset(tc.TopicName, q) {
+			continue
+		}
+		if ts, err := b.store.EarliestStoreTimeContext(ctx, tc.TopicName, q); err == nil && ts > 0 && (oldest == 0 || ts < oldest) {
+			oldest = ts
+		}
+	}
+	return oldest
 }

@@ -80,7 +80,7 @@ type tiering struct {
 		uploadedKix map[int64]bool          // segment base → its key index object is uploaded
 	}
 
-	kixObjs atomic.Pointer[kixTable] // key index objects of the manifest last looked at (ColdKeys)
+	indexObjs atomic.Pointer[indexTable] // key and queue index objects of the manifest last looked at
 
 	blocks segmentBlocks // per-topic retention: what keeps each bucket segment (retention.go)
 }
@@ -599,41 +599,57 @@ func (t *tiering) Segments(ctx context.Context) ([]int64, error) {
 }
 
 // ReadIndex implements store.ColdIndex: the whole queue index object of the
-// segment at base, every frame verified by its checksum.
+// segment at base, every frame verified by its checksum; an error matching
+// store.ErrNotFound when retention deleted it.
 func (t *tiering) ReadIndex(ctx context.Context, base int64) ([]byte, error) {
-	// Through the cold reader when the manifest lists the object: its
-	// footer is cached there and its size known, so a read is its frames'
-	// ranged GETs (no HEAD, no footer GET), and a replay's reads of the
-	// same object share the frame cache.
-	if kt, err := t.keyIndexObjects(ctx); err == nil {
-		if o, ok := kt.idx[base]; ok && o.Length > 0 && o.Size > 0 {
-			out := make([]byte, o.Length)
-			err := t.cold.ReadObjectAt(ctx, o, out, 0)
-			if errors.Is(err, tier.ErrNotExist) {
-				return nil, fmt.Errorf("%w: %w", store.ErrNotFound, err) // deleted by retention
-			}
-			return out, err
-		}
-	}
-	key, f, err := t.indexFooter(ctx, base)
+	return t.queueIndexAt(ctx, base, 0, -1)
+}
+
+// queueIndexAt reads n logical bytes (-1: to the end) at off of the queue
+// index object of the segment at base. Through the cold reader when the
+// manifest lists the object: its footer is cached there and its size known,
+// so a read is its frames' ranged GETs (no HEAD, no footer GET) and
+// repeated reads share the frame cache. Otherwise (a manifest that does not
+// list it yet) from the bucket: a HEAD, the footer and the frames.
+func (t *tiering) queueIndexAt(ctx context.Context, base, off, n int64) ([]byte, error) {
+	out, err := t.readQueueIndex(ctx, base, off, n)
 	if errors.Is(err, tier.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %w", store.ErrNotFound, err) // deleted by retention
 	}
+	return out, err
+}
+
+func (t *tiering) readQueueIndex(ctx context.Context, base, off, n int64) ([]byte, error) {
+	if kt, err := t.indexObjects(ctx); err == nil {
+		if o, ok := kt.idx[base]; ok && o.Length > 0 && o.Size > 0 {
+			if n < 0 || off+n > o.Length {
+				n = max(o.Length-off, 0)
+			}
+			out := make([]byte, n)
+			return out, t.cold.ReadObjectAt(ctx, o, out, off)
+		}
+	}
+	key, f, err := t.indexFooter(ctx, base)
 	if err != nil {
 		return nil, err
 	}
-	if len(f.Frames) == 0 {
+	if n < 0 || off+n > f.LogicalSize {
+		n = max(f.LogicalSize-off, 0)
+	}
+	if n == 0 {
 		return nil, nil
 	}
-	frames, err := segfile.ReadFrames(ctx, t.bucket.ReadAt, key, f, 0, len(f.Frames)-1)
+	first, last := f.Find(off), f.Find(off+n-1)
+	frames, err := segfile.ReadFrames(ctx, t.bucket.ReadAt, key, f, first, last)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, f.LogicalSize)
+	out := make([]byte, 0, n)
 	for _, fr := range frames {
 		out = append(out, fr...)
 	}
-	return out, nil
+	start := off - f.Frames[first].Off
+	return out[start : start+n], nil
 }
 
 // indexFooter is the key and frame footer of the queue index object of
@@ -670,9 +686,9 @@ func (t *tiering) indexManifest(ctx context.Context) (*upload.Manifest, error) {
 	return m, nil
 }
 
-// kixTable is the key index and queue index objects of one manifest, by
+// indexTable is the key index and queue index objects of one manifest, by
 // base.
-type kixTable struct {
+type indexTable struct {
 	m    *upload.Manifest
 	objs map[int64]kixObject       // key index objects
 	idx  map[int64]coldread.Object // queue index objects
@@ -683,17 +699,17 @@ type kixObject struct {
 	created time.Time // uploaded
 }
 
-// keyIndexObjects returns the key and queue index objects of the current
+// indexObjects returns the key and queue index objects of the current
 // manifest (rebuilt only when the manifest changed).
-func (t *tiering) keyIndexObjects(ctx context.Context) (*kixTable, error) {
+func (t *tiering) indexObjects(ctx context.Context) (*indexTable, error) {
 	m, err := t.indexManifest(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if kt := t.kixObjs.Load(); kt != nil && kt.m == m {
+	if kt := t.indexObjs.Load(); kt != nil && kt.m == m {
 		return kt, nil
 	}
-	kt := &kixTable{m: m, objs: map[int64]kixObject{}, idx: map[int64]coldread.Object{}}
+	kt := &indexTable{m: m, objs: map[int64]kixObject{}, idx: map[int64]coldread.Object{}}
 	for _, o := range m.Objects {
 		switch o.Kind {
 		case upload.KindKeyIndex.String():
@@ -702,7 +718,7 @@ func (t *tiering) keyIndexObjects(ctx context.Context) (*kixTable, error) {
 			kt.idx[o.Base] = coldread.Object{Key: o.Key, Base: o.Base, Length: o.Length, Size: o.Size}
 		}
 	}
-	t.kixObjs.Store(kt)
+	t.indexObjs.Store(kt)
 	return kt, nil
 }
 
@@ -715,7 +731,7 @@ const keyIndexClockMargin = 5 * time.Minute
 // margin (every record was stored before its segment sealed, hence before
 // the upload), so a query bounded to later times reads none of them.
 func (t *tiering) KeyIndexes(ctx context.Context) ([]store.KeyIndexRef, error) {
-	kt, err := t.keyIndexObjects(ctx)
+	kt, err := t.indexObjects(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -734,7 +750,7 @@ func (t *tiering) KeyIndexes(ctx context.Context) ([]store.KeyIndexRef, error) {
 // index object through the cold reader (footer and frames cached in its
 // ristretto cache), never a download of the segment.
 func (t *tiering) ReadKeyIndex(ctx context.Context, base int64, p []byte, off int64) error {
-	kt, err := t.keyIndexObjects(ctx)
+	kt, err := t.indexObjects(ctx)
 	if err != nil {
 		return err
 	}

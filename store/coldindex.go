@@ -227,52 +227,48 @@ func (c *coldIdx) read(ctx context.Context, base int64, w *want) (*SegmentIndex,
 	return x, nil
 }
 
-// cacheBlocks caches block k of q's entries in blob b and returns it, and
-// with it, from the same read, the rest of the blob's entries: every block
-// of every queue when the blob is at most an eighth of the cache, else
-// every block of q. The queues of a topic replaying together each need
-// their entries of the same segment: one blob read serves them all,
-// instead of one read of the whole blob per queue and block.
+// cacheBlocks verifies q's entries in blob b, caches them and returns
+// block k, and with them, from the same read, the rest of the blob's
+// entries: every queue's when the blob is at most an eighth of the cache.
+// The queues of a topic replaying together each need their entries of the
+// same segment: one blob read serves them all, instead of one read of the
+// whole blob per queue and block.
 func (c *coldIdx) cacheBlocks(b []byte, x *SegmentIndex, q SegmentIndexQueue, k int64) ([]byte, error) {
-	blk, err := c.cacheBlock(b, x, q, k)
-	if err != nil {
-		return nil, err
+	blk, ok := c.cacheRun(b, x, q, k)
+	if !ok {
+		return nil, coldIndexErr(x.Base, corruptf("entries of %s/%d: CRC mismatch", q.Topic, q.QueueID))
 	}
-	qs := []SegmentIndexQueue{q}
 	if int64(len(b)) <= c.maxBytes/8 {
-		qs = x.Queues
-	}
-	for _, o := range qs {
-		if o.Count == 0 || o.EntryPos+o.Count*cqEntrySize > int64(len(b)) {
-			continue
-		}
-		run := b[o.EntryPos : o.EntryPos+o.Count*cqEntrySize]
-		if crc32.ChecksumIEEE(run) != o.crc {
-			continue // reported when that block is asked for
-		}
-		for j := int64(0); j*coldBlockEntries < o.Count; j++ {
-			key := coldKey{base: x.Base, topic: o.Topic, id: o.QueueID, block: j}
-			if o.Topic == q.Topic && o.QueueID == q.QueueID && j == k || c.get(key) != nil {
-				continue
+		for _, o := range x.Queues {
+			if o != q {
+				c.cacheRun(b, x, o, -1) // a bad run is reported when it is asked for
 			}
-			lo, hi := j*coldBlockEntries, min((j+1)*coldBlockEntries, o.Count)
-			part := slices.Clone(run[lo*cqEntrySize : hi*cqEntrySize])
-			c.put(&coldItem{key: key, block: part, size: int64(len(part)) + 64})
 		}
 	}
 	return blk, nil
 }
 
-// cacheBlock verifies q's entries in blob b and caches block k of them.
-func (c *coldIdx) cacheBlock(b []byte, x *SegmentIndex, q SegmentIndexQueue, k int64) ([]byte, error) {
-	run := b[q.EntryPos : q.EntryPos+q.Count*cqEntrySize]
-	if crc32.ChecksumIEEE(run) != q.crc {
-		return nil, coldIndexErr(x.Base, corruptf("entries of %s/%d: CRC mismatch", q.Topic, q.QueueID))
+// cacheRun verifies o's entries in blob b by their CRC and caches every
+// block of them; it returns block k (nil for k < 0), and false when the
+// entries are out of the blob or fail their CRC.
+func (c *coldIdx) cacheRun(b []byte, x *SegmentIndex, o SegmentIndexQueue, k int64) ([]byte, bool) {
+	if o.EntryPos < 0 || o.EntryPos+o.Count*cqEntrySize > int64(len(b)) {
+		return nil, false
 	}
-	lo, hi := k*coldBlockEntries, min((k+1)*coldBlockEntries, q.Count)
-	blk := slices.Clone(run[lo*cqEntrySize : hi*cqEntrySize])
-	c.put(&coldItem{key: coldKey{base: x.Base, topic: q.Topic, id: q.QueueID, block: k}, block: blk, size: int64(len(blk)) + 64})
-	return blk, nil
+	run := b[o.EntryPos : o.EntryPos+o.Count*cqEntrySize]
+	if crc32.ChecksumIEEE(run) != o.crc {
+		return nil, false
+	}
+	var want []byte
+	for j := int64(0); j*coldBlockEntries < o.Count; j++ {
+		lo, hi := j*coldBlockEntries, min((j+1)*coldBlockEntries, o.Count)
+		part := slices.Clone(run[lo*cqEntrySize : hi*cqEntrySize])
+		c.put(&coldItem{key: coldKey{base: x.Base, topic: o.Topic, id: o.QueueID, block: j}, block: part, size: int64(len(part)) + 64})
+		if j == k {
+			want = part
+		}
+	}
+	return want, true
 }
 
 // block returns block k of queue q's entries in segment base.

@@ -43,17 +43,10 @@ func adminUpdateSubGroup(ctx context.Context, e *adminEnv, args []string) error 
 	if err != nil {
 		return err
 	}
-	addrs, err := e.masters(ctx)
-	if err != nil {
-		return err
-	}
-	for _, addr := range addrs {
-		if _, err := e.invoke(ctx, addr, remoting.NewRequest(remoting.UpdateAndCreateSubscriptionGroup, nil, body)); err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "create subscription group to %s success.\n", addr)
-	}
-	return nil
+	return e.eachMaster(ctx, func() *remoting.Command {
+		return remoting.NewRequest(remoting.UpdateAndCreateSubscriptionGroup, nil, body)
+	},
+		func(addr string) string { return "create subscription group to " + addr + " success." })
 }
 
 // adminDeleteSubGroup is `stratamq admin deleteSubGroup -g group
@@ -68,18 +61,12 @@ func adminDeleteSubGroup(ctx context.Context, e *adminEnv, args []string) error 
 	if *group == "" {
 		return fmt.Errorf("%w: -g names the group", errAdminUsage)
 	}
-	addrs, err := e.masters(ctx)
-	if err != nil {
-		return err
-	}
-	ext := map[string]string{"groupName": *group, "removeOffset": strconv.FormatBool(*removeOffset)}
-	for _, addr := range addrs {
-		if _, err := e.invoke(ctx, addr, remoting.NewRequest(remoting.DeleteSubscriptionGroup, ext, nil)); err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "delete subscription group [%s] from broker %s success.\n", *group, addr)
-	}
-	return nil
+	return e.eachMaster(ctx, func() *remoting.Command {
+		return remoting.NewRequest(remoting.DeleteSubscriptionGroup,
+			map[string]string{"groupName": *group, "removeOffset": strconv.FormatBool(*removeOffset)}, nil)
+	}, func(addr string) string {
+		return "delete subscription group [" + *group + "] from broker " + addr + " success."
+	})
 }
 
 // adminConsumerConnection is `stratamq admin consumerConnection -g group`:

@@ -20,6 +20,22 @@ func (e *adminEnv) masters(ctx context.Context) ([]string, error) {
 	return e.targets(ctx)
 }
 
+// eachMaster sends the request mk makes to every master and prints
+// done(addr) after each success; it stops at the first failure.
+func (e *adminEnv) eachMaster(ctx context.Context, mk func() *remoting.Command, done func(addr string) string) error {
+	addrs, err := e.masters(ctx)
+	if err != nil {
+		return err
+	}
+	for _, addr := range addrs {
+		if _, err := e.invoke(ctx, addr, mk()); err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout, done(addr))
+	}
+	return nil
+}
+
 // adminQueryMsgByKey is `stratamq admin queryMsgByKey`, mqadmin's
 // command of that name: QUERY_MESSAGE (12) to every master, the records
 // printed one a line.

@@ -36,19 +36,10 @@ func adminUpdateTopic(ctx context.Context, e *adminEnv, args []string) error {
 			}
 		}
 	}
-	addrs, err := e.masters(ctx)
-	if err != nil {
-		return err
-	}
 	h := remoting.CreateTopicRequestHeader{Topic: *topic, DefaultTopic: "TBW102", ReadQueueNums: int32(*read),
 		WriteQueueNums: int32(*write), Perm: int32(*perm), TopicFilterType: "SINGLE_TAG", Order: *order, Attributes: *attrs}
-	for _, addr := range addrs {
-		if _, err := e.invoke(ctx, addr, remoting.NewRequest(remoting.UpdateAndCreateTopic, h.Encode(), nil)); err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "create topic to %s success.\n", addr)
-	}
-	return nil
+	return e.eachMaster(ctx, func() *remoting.Command { return remoting.NewRequest(remoting.UpdateAndCreateTopic, h.Encode(), nil) },
+		func(addr string) string { return "create topic to " + addr + " success." })
 }
 
 // adminTopicRetention is `stratamq admin topicRetention`:

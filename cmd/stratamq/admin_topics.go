@@ -379,16 +379,10 @@ func adminDeleteTopic(ctx context.Context, e *adminEnv, args []string) error {
 	if err := e.parseNamesrv(fs, args, required{"t", "topic", topic}); err != nil {
 		return err
 	}
-	addrs, err := e.masters(ctx)
-	if err != nil {
-		return err
-	}
 	h := remoting.TopicRequestHeader{Topic: *topic}
-	for _, addr := range addrs {
-		if _, err := e.invoke(ctx, addr, remoting.NewRequest(remoting.DeleteTopicInBroker, h.Encode(), nil)); err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "delete topic [%s] from broker %s success.\n", *topic, addr)
+	if err := e.eachMaster(ctx, func() *remoting.Command { return remoting.NewRequest(remoting.DeleteTopicInBroker, h.Encode(), nil) },
+		func(addr string) string { return "delete topic [" + *topic + "] from broker " + addr + " success." }); err != nil {
+		return err
 	}
 	hn := remoting.TopicRequestHeader{Topic: *topic, ClusterName: e.cluster}
 	if _, err := e.namesrvInvoke(ctx, remoting.NewRequest(remoting.DeleteTopicInNamesrv, hn.Encode(), nil)); err != nil {
@@ -402,40 +396,19 @@ func adminDeleteTopic(ctx context.Context, e *adminEnv, args []string) error {
 // STRATAMQ_TIER_STATUS (880006) of each broker: its log's local and bucket
 // parts, the upload lag and the oldest message still readable.
 func adminTierStatus(ctx context.Context, e *adminEnv, args []string) error {
-	fs := e.flags("n", "b", "c")
-	asJSON := fs.Bool("json", false, "print each broker's status as the JSON it answered")
-	if err := e.parse(fs, args); err != nil {
-		return err
-	}
-	addrs, err := e.targets(ctx)
-	if err != nil {
-		return err
-	}
-	tw := table(e.stdout, "BROKER", "ROLE", "LOCAL SEGMENTS", "LOCAL BYTES", "BUCKET SEGMENTS", "BUCKET LOG BYTES",
-		"BUCKET OBJECT BYTES", "PENDING", "UPLOAD LAG", "OLDEST RETAINED")
-	for _, addr := range addrs {
-		resp, err := e.invoke(ctx, addr, remoting.NewRequest(remoting.TierStatus, nil, nil))
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			fmt.Fprintf(e.stdout, "%s\n", resp.Body)
-			continue
-		}
+	return e.perBroker(ctx, args, remoting.TierStatus, func(addr string, body []byte) error {
 		var st broker.TierStatus
-		if err := json.Unmarshal(resp.Body, &st); err != nil {
+		if err := json.Unmarshal(body, &st); err != nil {
 			return fmt.Errorf("%s: the tier status does not decode: %w", addr, err)
 		}
 		oldest := "-"
 		if st.OldestRetained > 0 {
 			oldest = time.UnixMilli(st.OldestRetained).UTC().Format(time.RFC3339)
 		}
-		lag := fmt.Sprintf("%d B, %.1f s", st.UploadLagBytes, st.UploadLagSeconds)
+		tw := table(e.stdout, "BROKER", "ROLE", "LOCAL SEGMENTS", "LOCAL BYTES", "BUCKET SEGMENTS", "BUCKET LOG BYTES",
+			"BUCKET OBJECT BYTES", "PENDING", "UPLOAD LAG", "OLDEST RETAINED")
 		row(tw, addr, st.Role, st.LocalSegments, st.LocalBytes, st.BucketSegments, st.BucketLogBytes, st.BucketBytes,
-			st.PendingSegments, lag, oldest)
-	}
-	if *asJSON {
-		return nil
-	}
-	return tw.Flush()
+			st.PendingSegments, fmt.Sprintf("%d B, %.1f s", st.UploadLagBytes, st.UploadLagSeconds), oldest)
+		return tw.Flush()
+	})
 }

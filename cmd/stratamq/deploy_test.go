@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"io"
 	"os"
 	"os/exec"
@@ -61,9 +60,8 @@ func TestDeployFiles(t *testing.T) {
 		t.Fatalf("kubernetes.yaml kinds %v", kinds)
 	}
 
-	var c Config
 	known := map[string]bool{}
-	for _, s := range bindFlags(flag.NewFlagSet("", flag.ContinueOnError), valueOf(&c), nil) {
+	for _, s := range allSettings() {
 		known["STRATAMQ_"+s.Env] = true
 	}
 	names := regexp.MustCompile(`STRATAMQ_[A-Z0-9_]+`)

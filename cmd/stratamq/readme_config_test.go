@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,8 +24,7 @@ func TestReadmeConfigurationTable(t *testing.T) {
 			table[m[1]] = m[2]
 		}
 	}
-	var c Config
-	settings := bindFlags(flag.NewFlagSet("", flag.ContinueOnError), valueOf(&c), nil)
+	settings := allSettings()
 	seen := map[string]bool{}
 	for _, s := range settings {
 		seen[s.Env] = true

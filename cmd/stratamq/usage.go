@@ -16,13 +16,18 @@ func commandSettings(name string) map[string]bool {
 			"MAX_READ_MEMORY", "MAX_CONNECTIONS", "MAX_CONNECTIONS_PER_IP", "FRAME_TIMEOUT")
 	case "broker":
 		all := map[string]bool{}
-		var c Config
-		for _, s := range bindFlags(flag.NewFlagSet("", flag.ContinueOnError), valueOf(&c), nil) {
+		for _, s := range allSettings() {
 			all[s.Env] = s.Env != "NAMESRV_LISTEN"
 		}
 		return all
 	}
 	return nil
+}
+
+// allSettings is every setting of Config, in declaration order.
+func allSettings() []setting {
+	var c Config
+	return bindFlags(flag.NewFlagSet("", flag.ContinueOnError), valueOf(&c), nil)
 }
 
 func setOf(names ...string) map[string]bool {

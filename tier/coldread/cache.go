@@ -27,14 +27,14 @@ import (
 // CacheBytes.
 type frames struct {
 	hot    *ristretto.Cache[string, []byte]
-	window *frameCache
+	window *scanWindow
 
 	hotEvictions, hotEvictedBytes atomic.Int64
 }
 
 func newFrames(cacheBytes int64) (*frames, error) {
 	hotBytes := max(cacheBytes/4, 1)
-	f := &frames{window: newFrameCache(max(cacheBytes-cacheBytes/4, 1))}
+	f := &frames{window: newScanWindow(max(cacheBytes-cacheBytes/4, 1))}
 	counters := max(hotBytes/(64<<10)*10, 1000) // ten counters per frame of 64 KiB or more
 	hot, err := ristretto.NewCache(&ristretto.Config[string, []byte]{
 		NumCounters:        counters,

@@ -5,7 +5,7 @@ import (
 	"sync"
 )
 
-// frameCache is the scan window of the frame cache (frames, cache.go):
+// scanWindow is the frame cache's scan window (frames, cache.go):
 // first in, first out, bounded in bytes (the sum of the frames' lengths).
 // Every frame is admitted: a replay's read-ahead frames are set before
 // anyone reads them, and an admission policy that weighs how often a key
@@ -14,7 +14,7 @@ import (
 // do not reorder it: a scan's frames leave in the order they were fetched,
 // so a frame fetched ahead outlives the frames the scan already read (a
 // frame read often is kept by the ristretto part).
-type frameCache struct {
+type scanWindow struct {
 	max int64
 
 	mu    sync.Mutex
@@ -30,11 +30,11 @@ type cacheEntry struct {
 	data []byte
 }
 
-func newFrameCache(max int64) *frameCache {
-	return &frameCache{max: max, m: map[string]*list.Element{}}
+func newScanWindow(max int64) *scanWindow {
+	return &scanWindow{max: max, m: map[string]*list.Element{}}
 }
 
-func (c *frameCache) get(k string) ([]byte, bool) {
+func (c *scanWindow) get(k string) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el := c.m[k]; el != nil {
@@ -44,7 +44,7 @@ func (c *frameCache) get(k string) ([]byte, bool) {
 }
 
 // has reports whether k is cached without making it more recent.
-func (c *frameCache) has(k string) bool {
+func (c *scanWindow) has(k string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.m[k] != nil
@@ -52,7 +52,7 @@ func (c *frameCache) has(k string) bool {
 
 // set caches data under k (a frame larger than the budget is not kept),
 // evicting the oldest frames past the budget.
-func (c *frameCache) set(k string, data []byte) {
+func (c *scanWindow) set(k string, data []byte) {
 	n := int64(len(data))
 	if n > c.max {
 		return
@@ -77,13 +77,13 @@ func (c *frameCache) set(k string, data []byte) {
 	}
 }
 
-func (c *frameCache) stats() (bytes, evictions, evictedBytes int64) {
+func (c *scanWindow) stats() (bytes, evictions, evictedBytes int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.bytes, c.evictions, c.evictedBytes
 }
 
-func (c *frameCache) clear() {
+func (c *scanWindow) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lru.Init()
