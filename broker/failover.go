@@ -173,6 +173,14 @@ func (b *Broker) watchLease(ctx context.Context) {
 			b.requestRoleChange(&RoleChange{Role: RoleSlave, Reason: fmt.Sprintf("the master now writes under epoch %d", rec.Epoch)})
 			return
 		}
+		if err == nil && !rec.Released && rec.Instance != b.ident.Instance {
+			// Another broker took the lease this one handed over: the
+			// hold-off has done its job. (A demoted master whose slave
+			// generation started after the new holder took over follows it
+			// in the same generation; keeping the hold-off then left a
+			// later demote of that holder with nobody to take the lease.)
+			b.noTakeover = time.Time{}
+		}
 		if time.Now().Before(b.noTakeover) {
 			// Demoted: leave the released lease to the slave.
 			select {
