@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,10 @@ type ClientConfig struct {
 	// REQUEST_CODE_NOT_SUPPORTED.
 	Handler Handler
 	Logger  *slog.Logger
+	// TLS, when set, makes every conn TLS (the handshake is part of the
+	// dial, under DialTimeout). An empty ServerName is taken from the
+	// address dialled.
+	TLS *tls.Config
 }
 
 const (
@@ -93,6 +98,11 @@ func (cl *Client) Conn(ctx context.Context, addr string) (*Conn, error) {
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("remoting: dial %s: %w", addr, err)
+	}
+	if cl.cfg.TLS != nil {
+		if nc, err = dialTLS(ctx, nc, addr, cl.cfg.TLS, cl.cfg.DialTimeout); err != nil {
+			return nil, err
+		}
 	}
 	cl.mu.Lock()
 	if cl.mu.closed {

@@ -721,8 +721,12 @@ func (c *Conn) writeLoop() {
 				if prev < len(buf) {
 					iov = append(iov, buf[prev:])
 				}
-				nb := net.Buffers(iov)
-				_, err = nb.WriteTo(c.nc)
+				if bw, ok := c.nc.(buffersWriter); ok {
+					_, err = bw.WriteBuffers(iov)
+				} else {
+					nb := net.Buffers(iov)
+					_, err = nb.WriteTo(c.nc)
+				}
 				clear(iov[:cap(iov)])
 			}
 			clear(parts)

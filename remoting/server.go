@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -129,6 +130,13 @@ type ServerConfig struct {
 	// OnRefuse, when set, is called for each conn closed at accept by a
 	// cap: limit is "total" or "per_ip".
 	OnRefuse func(limit string)
+
+	// TLS, with TLSMode permissive or enforcing, serves TLS on the port
+	// (see TLSListener); TLSHandshakeTimeout bounds a new conn's first
+	// byte and handshake (default DefaultTLSHandshakeTimeout).
+	TLS                 *tls.Config
+	TLSMode             TLSMode
+	TLSHandshakeTimeout time.Duration
 
 	// bufRelease: a conn idle this long between frames drops its read
 	// buffer until its next byte (default idleBufferRelease; tests
@@ -300,7 +308,7 @@ func (s *Server) Listen() error {
 	if err != nil {
 		return fmt.Errorf("remoting: listen %s: %w", s.cfg.Addr, err)
 	}
-	s.mu.ln = ln
+	s.mu.ln = TLSListener(ln, s.cfg.TLS, s.cfg.TLSMode, s.cfg.TLSHandshakeTimeout)
 	return nil
 }
 
