@@ -172,12 +172,13 @@ func (x *ACL) CheckNamesrv(c *remoting.Conn, req *remoting.Command) *remoting.Co
 
 func (x *ACL) respond(c *remoting.Conn, req *remoting.Command, sc scope) *remoting.Command {
 	var id uint64
+	var done <-chan struct{}
 	addr := func() netip.Addr { return netip.Addr{} }
 	if c != nil {
-		id = c.ID()
+		id, done = c.ID(), c.Done()
 		addr = func() netip.Addr { return peerAddr(c.RemoteAddr()) }
 	}
-	d := x.check(id, addr, req, sc)
+	d := x.check(id, addr, done, req, sc)
 	if d == nil {
 		return nil
 	}
@@ -185,8 +186,8 @@ func (x *ACL) respond(c *remoting.Conn, req *remoting.Command, sc scope) *remoti
 	return remoting.NewResponse(req, remoting.NoPermission, d.Reason)
 }
 
-// ConnClosed forgets what was cached for c. Wire it into the server's
-// OnClose.
+// ConnClosed forgets what was cached for c at once (without it, the
+// cache drops closed conns when it has doubled in size).
 func (x *ACL) ConnClosed(c *remoting.Conn) { x.peers.drop(c.ID()) }
 
 // Credentials returns the credentials of the account with accessKey in

@@ -32,14 +32,14 @@ func BenchmarkACLVerify(b *testing.B) {
 			}
 			peer := netip.MustParseAddr("127.0.0.1")
 			addr := func() netip.Addr { return peer }
-			if d := x.check(1, addr, dec, scopeBroker); d != nil {
+			if d := x.check(1, addr, nil, dec, scopeBroker); d != nil {
 				b.Fatal(d)
 			}
 			b.ReportAllocs()
 			b.SetBytes(int64(size))
 			b.ResetTimer()
 			for range b.N {
-				if d := x.check(1, addr, dec, scopeBroker); d != nil {
+				if d := x.check(1, addr, nil, dec, scopeBroker); d != nil {
 					b.Fatal(d)
 				}
 			}

@@ -317,3 +317,27 @@ func TestACLReload(t *testing.T) {
 		t.Fatal("a log line holds the secret")
 	}
 }
+
+// TestACLPeerCacheSweep: slots of closed conns go when the cache has
+// doubled, so a broker that never calls ConnClosed does not grow it
+// without bound.
+func TestACLPeerCacheSweep(t *testing.T) {
+	x := NewStatic(mustParse(t, sampleFile))
+	addr := func() netip.Addr { return netip.MustParseAddr("10.0.0.1") }
+	closed := make(chan struct{})
+	close(closed)
+	open := make(chan struct{})
+	for i := range 10 * minSweep {
+		done := closed
+		if i == 0 {
+			done = open
+		}
+		x.check(uint64(i+1), addr, done, sendReq("topicD"), scopeBroker)
+	}
+	x.peers.mu.RLock()
+	n, kept := len(x.peers.m), x.peers.m[1] != nil
+	x.peers.mu.RUnlock()
+	if n > 2*minSweep || !kept {
+		t.Fatalf("cache holds %d slots (open conn kept: %v)", n, kept)
+	}
+}

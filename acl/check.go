@@ -64,6 +64,7 @@ func newPeerView(r *Rules, peer netip.Addr, accessKey string) *peerView {
 // peerSlot caches the current view of one conn.
 type peerSlot struct {
 	peer netip.Addr
+	done <-chan struct{} // closed when the conn is; nil: never pruned
 	view atomic.Pointer[peerView]
 }
 
@@ -160,27 +161,44 @@ func (a *account) signatureOK(pairs []remoting.ExtField, body []byte, sig string
 	return ok
 }
 
-// peers is the per-connection cache of an ACL.
+// peers is the per-connection cache of an ACL. Slots of closed conns are
+// dropped by ConnClosed, or, when nobody calls it, whenever the map has
+// doubled since the last sweep.
 type peers struct {
-	mu sync.RWMutex // guards m; never held across I/O
-	m  map[uint64]*peerSlot
+	mu      sync.RWMutex // guards m and sweepAt; never held across I/O
+	m       map[uint64]*peerSlot
+	sweepAt int
 }
 
-func (p *peers) slot(id uint64, addr func() netip.Addr) *peerSlot {
+const minSweep = 256
+
+func (p *peers) slot(id uint64, addr func() netip.Addr, done <-chan struct{}) *peerSlot {
 	p.mu.RLock()
 	s := p.m[id]
 	p.mu.RUnlock()
 	if s != nil {
 		return s
 	}
-	s = &peerSlot{peer: addr()}
+	s = &peerSlot{peer: addr(), done: done}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if old := p.m[id]; old != nil {
-		s = old
-	} else {
-		p.m[id] = s
+		return old
 	}
-	p.mu.Unlock()
+	p.m[id] = s
+	if len(p.m) >= max(p.sweepAt, minSweep) {
+		for k, v := range p.m {
+			if v.done == nil {
+				continue
+			}
+			select {
+			case <-v.done:
+				delete(p.m, k)
+			default:
+			}
+		}
+		p.sweepAt = 2 * len(p.m)
+	}
 	return s
 }
 
@@ -208,7 +226,7 @@ func peerAddr(a net.Addr) netip.Addr {
 
 // check verifies req from the conn with id and peer address (called only
 // when the conn is new to the cache).
-func (x *ACL) check(id uint64, addr func() netip.Addr, req *remoting.Command, sc scope) *Denial {
+func (x *ACL) check(id uint64, addr func() netip.Addr, done <-chan struct{}, req *remoting.Command, sc scope) *Denial {
 	if sc == scopeNamesrv && !namesrvAdminCodes[remoting.RequestCode(req.Code)] {
 		return nil
 	}
@@ -216,7 +234,7 @@ func (x *ACL) check(id uint64, addr func() netip.Addr, req *remoting.Command, sc
 	var buf [40]remoting.ExtField
 	pairs := req.AppendExtPairs(buf[:0])
 	ak := lookup(pairs, KeyAccessKey)
-	s := x.peers.slot(id, addr)
+	s := x.peers.slot(id, addr, done)
 	v := s.view.Load()
 	if v == nil || v.rules != r || v.accessKey != ak {
 		v = newPeerView(r, s.peer, ak)
