@@ -56,6 +56,10 @@ type commitLogState struct {
 	// Epochs is the epoch history, oldest first: where each epoch's master
 	// took the log over (failover.go; a rejoining slave cuts its log by it).
 	Epochs []epochStart `json:"epochs,omitempty"`
+	// Deleted is the store's tombstones (store.Tombstones): per deleted
+	// queue, the offset its next incarnation starts at, so a restore
+	// neither brings the deleted queue back nor numbers it from 0 again.
+	Deleted map[string]map[string]int64 `json:"deleted,omitempty"`
 }
 
 // offsetRange is [From, To) of the commitlog.
@@ -329,6 +333,17 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 		Clean:            clean,
 		DrainFailed:      drainFailed,
 		Epochs:           withEpoch(d.history, d.id.Epoch, d.from),
+	}
+	for topic, ids := range b.store.Tombstones() {
+		for id, next := range ids {
+			if cl.Deleted == nil {
+				cl.Deleted = map[string]map[string]int64{}
+			}
+			if cl.Deleted[topic] == nil {
+				cl.Deleted[topic] = map[string]int64{}
+			}
+			cl.Deleted[topic][strconv.Itoa(int(id))] = next
+		}
 	}
 	qres := map[queueKey]int64{}
 	for topic, n := range covered {

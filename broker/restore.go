@@ -121,6 +121,7 @@ func (b *Broker) restorePoint() (*store.Restore, error) {
 			}
 			return store.QueueRange{Min: rg.Min, Max: mx}
 		}),
+		Deleted: tombstones(cl.Deleted),
 	}
 	if !cl.Clean && cl.NewQueueReserved > 0 {
 		// Queues of checkpointed topics without messages at the checkpoint
@@ -192,26 +193,39 @@ func (b *Broker) replicaRestorePoint(cp *offsets.Checkpoint) (*store.Restore, er
 	}
 	cl, _ := b.commitLogOf(cp)
 	r := &store.Restore{Replica: true, CommitLogStart: u, Floor: min(cl.Floor, u), IndexedFrom: u,
-		Queues: queueRanges(cl.Queues, func(rg queueRangeJSON) store.QueueRange { return store.QueueRange{Min: rg.Min} })}
+		Queues:  queueRanges(cl.Queues, func(rg queueRangeJSON) store.QueueRange { return store.QueueRange{Min: rg.Min} }),
+		Deleted: tombstones(cl.Deleted)}
 	b.log.Info("slave: the log starts at the end of the master's last uploaded segment; older offsets are read from the bucket",
 		"logStart", u, "floor", r.Floor, "queues", len(cl.Queues))
 	return r, nil
 }
 
 // queueRanges is a checkpoint's queue ranges (queue ids as JSON keys) as
-// the store's, each made by conv; a key that is no queue id is skipped.
+// the store's, each made by conv.
 func queueRanges(qs map[string]map[string]queueRangeJSON, conv func(queueRangeJSON) store.QueueRange) map[string]map[int32]store.QueueRange {
-	out := map[string]map[int32]store.QueueRange{}
-	for topic, rgs := range qs {
-		for q, rg := range rgs {
+	return byQueueID(qs, conv)
+}
+
+// tombstones is a checkpoint's Deleted as the store's.
+func tombstones(d map[string]map[string]int64) map[string]map[int32]int64 {
+	return byQueueID(d, func(next int64) int64 { return next })
+}
+
+// byQueueID rekeys a checkpoint's per-queue values (queue ids as JSON
+// keys) by queue id, each made by conv; a key that is no queue id is
+// skipped.
+func byQueueID[V, W any](m map[string]map[string]V, conv func(V) W) map[string]map[int32]W {
+	out := map[string]map[int32]W{}
+	for topic, vs := range m {
+		for q, v := range vs {
 			id, err := strconv.Atoi(q)
 			if err != nil {
 				continue
 			}
 			if out[topic] == nil {
-				out[topic] = map[int32]store.QueueRange{}
+				out[topic] = map[int32]W{}
 			}
-			out[topic][int32(id)] = conv(rg)
+			out[topic][int32(id)] = conv(v)
 		}
 	}
 	return out

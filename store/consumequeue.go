@@ -417,9 +417,12 @@ func (q *cqueue) dispatch(qoff int64, e cqEntry) (int64, error) {
 	return q.max, nil
 }
 
-// newQueue makes the (empty, in-memory) consumequeue of topic/id.
+// newQueue makes the (empty, in-memory) consumequeue of topic/id, at its
+// tombstone when it was deleted before (tombstone.go). Caller holds qmu.
 func (s *Store) newQueue(topic string, id int32) *cqueue {
-	return &cqueue{topic: topic, id: id, dir: filepath.Join(s.cqDir, topic, queueDirName(id)), fds: s.fds}
+	q := &cqueue{topic: topic, id: id, dir: filepath.Join(s.cqDir, topic, queueDirName(id)), fds: s.fds}
+	s.startAtTomb(q)
+	return q
 }
 
 // admitQueue makes sure topic/id has a consumequeue before a Put writes to

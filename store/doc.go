@@ -432,9 +432,12 @@
 // checkpoint are removed. The decision is kept in <Dir>/restored
 // (temp + fsync + rename):
 //
-//	"SMQRST01" logStart:i64 floor:i64 n:u32
-//	n × (topicLen:u16 topic id:i32 min:i64 coldEnd:i64) crc32:u32
+//	"SMQRST02" logStart:i64 floor:i64 n:u32
+//	n × (topicLen:u16 topic id:i32 min:i64 coldEnd:i64)
+//	m:u32 m × (topicLen:u16 topic id:i32 next:i64) crc32:u32
 //
+// (the m rows are the tombstones of deleted queues, below; "SMQRST01"
+// files, written before them, end after the n rows and are still read)
 // written before the first segment, whose durable name marks the restore
 // done (a crash before it restores again). Every later Open reads it; a
 // damaged file fails Open. SetMinPhysOffset, RaiseQueueMins and
@@ -514,10 +517,14 @@
 // store and opens it again with the new restore point; there is no
 // in-place skip.
 //
-// Assumed: a queue's offsets grow with commitlog offsets across segments.
-// A topic deleted and re-created restarts at 0, and a restore (or a
-// reclaim of the new incarnation's files) then serves its newest
-// incarnation from the cold index only where the offsets do not overlap.
+// A queue's offsets grow with commitlog offsets across segments, across
+// deletions too: DeleteTopic leaves a tombstone per queue (tombstone.go)
+// with the offset the queue reached, kept in <Dir>/restored and in the
+// bucket's checkpoint (Restore.Deleted), and a queue created again under
+// the same name continues there. So no (topic, queue, offset) names two
+// messages in the bucket's queue indexes, the cold index's search by
+// offset never lands on a deleted incarnation's entry, and a restore
+// drops the queues the tier still describes only below their tombstone.
 //
 // # Offset reservation
 //

@@ -47,6 +47,12 @@ type Restore struct {
 	// its local commitlog and consumequeues at Open and restores at U the
 	// same way: every byte it drops is in the tier.
 	Replica bool
+	// Deleted is each deleted queue's tombstone (Store.Tombstones, kept in
+	// the bucket's checkpoint): the offset its next incarnation starts at.
+	// A queue the tier still describes below its tombstone is the deleted
+	// incarnation's, and is not restored; one that continues past it (the
+	// topic was created again) keeps only its offsets from there on.
+	Deleted map[string]map[int32]int64
 }
 
 // QueueRange is a queue's [Min, Max) in a Restore.
@@ -58,17 +64,20 @@ type QueueRange struct {
 const restoreScanBlobs = 4
 
 const (
-	restoreName  = "restored"
-	restoreMagic = "SMQRST01"
+	restoreName    = "restored"
+	restoreMagicV1 = "SMQRST01" // without tombstones
+	restoreMagic   = "SMQRST02"
 )
 
 // restoreState is what a restore decided, kept in <Dir>/restored for the
-// store's lifetime: the log's start, the floor, and per restored queue its
-// min and coldEnd (entries below coldEnd are read through the cold index).
+// store's lifetime: the log's start, the floor, per restored queue its
+// min and coldEnd (entries below coldEnd are read through the cold index),
+// and the tombstones of deleted queues (tombstone.go).
 type restoreState struct {
 	logStart int64
 	floor    int64
 	queues   []restoredQueue // sorted by topic, id
+	tombs    []tombstone     // sorted by topic, id
 }
 
 type restoredQueue struct {
@@ -78,8 +87,10 @@ type restoredQueue struct {
 	coldEnd int64
 }
 
-// encode: "SMQRST01" logStart:i64 floor:i64 n:u32
-// n × (topicLen:u16 topic id:i32 min:i64 coldEnd:i64) crc32:u32
+// encode: "SMQRST02" logStart:i64 floor:i64 n:u32
+// n × (topicLen:u16 topic id:i32 min:i64 coldEnd:i64)
+// m:u32 m × (topicLen:u16 topic id:i32 next:i64) crc32:u32
+// ("SMQRST01", written before tombstones, ends after the n rows.)
 func (r *restoreState) encode() []byte {
 	be := binary.BigEndian
 	b := append([]byte(nil), restoreMagic...)
@@ -91,12 +102,17 @@ func (r *restoreState) encode() []byte {
 		b = be.AppendUint64(b, uint64(q.min))
 		b = be.AppendUint64(b, uint64(q.coldEnd))
 	}
+	b = be.AppendUint32(b, uint32(len(r.tombs)))
+	for _, t := range r.tombs {
+		b = appendQueueKey(b, t.topic, t.id)
+		b = be.AppendUint64(b, uint64(t.next))
+	}
 	return be.AppendUint32(b, crc32.ChecksumIEEE(b))
 }
 
 func parseRestoreState(b []byte) (*restoreState, error) {
 	be := binary.BigEndian
-	if len(b) < 32 || string(b[:8]) != restoreMagic {
+	if len(b) < 32 || string(b[:8]) != restoreMagic && string(b[:8]) != restoreMagicV1 {
 		return nil, corruptf("restore state header")
 	}
 	body := b[:len(b)-4]
@@ -113,6 +129,21 @@ func parseRestoreState(b []byte) (*restoreState, error) {
 		}
 		r.queues = append(r.queues, restoredQueue{topic: topic, id: id, min: int64(be.Uint64(f)), coldEnd: int64(be.Uint64(f[8:]))})
 		p = rest
+	}
+	if string(b[:8]) == restoreMagic {
+		if len(p) < 4 {
+			return nil, corruptf("restore state tombstone count")
+		}
+		m := int(be.Uint32(p))
+		p = p[4:]
+		for range m {
+			topic, id, f, rest, ok := cutQueueRow(p, 8)
+			if !ok {
+				return nil, corruptf("restore state tombstone table")
+			}
+			r.tombs = append(r.tombs, tombstone{topic: topic, id: id, next: int64(be.Uint64(f))})
+			p = rest
+		}
 	}
 	if len(p) != 0 {
 		return nil, corruptf("restore state trailing bytes")
@@ -215,7 +246,8 @@ func (s *Store) restoreFromTier(ck *checkpoint) (*restoreState, error) {
 			}
 		}
 	}
-	st := &restoreState{logStart: start, floor: min(max(r.Floor, 0), start)}
+	st := &restoreState{logStart: start, floor: min(max(r.Floor, 0), start), tombs: tombsOf(r.Deleted)}
+	dropTombstoned(qs, st.tombs)
 	for _, q := range qs {
 		if q.coldEnd > 0 {
 			st.queues = append(st.queues, *q)
@@ -364,6 +396,7 @@ func (s *Store) installRestored(rs *restoreState) {
 		q.next = q.max
 		q.mu.Unlock()
 	}
+	s.installTombs(rs.tombs)
 }
 
 // saveRestoredLocked rewrites <Dir>/restored when the cold state changed:
@@ -394,13 +427,15 @@ func (s *Store) saveRestoredLocked() error {
 		}
 		nr.queues = append(nr.queues, restoredQueue{topic: q.topic, id: q.id, min: mn, coldEnd: ce})
 	}
-	if rs == nil && len(nr.queues) == 0 {
+	nr.tombs = s.tombList()
+	if rs == nil && len(nr.queues) == 0 && len(nr.tombs) == 0 {
 		return nil
 	}
 	slices.SortFunc(nr.queues, func(a, b restoredQueue) int {
 		return compareQKey(qkey{a.topic, a.id}, qkey{b.topic, b.id})
 	})
-	if rs != nil && rs.logStart == nr.logStart && rs.floor == nr.floor && slices.Equal(rs.queues, nr.queues) {
+	if rs != nil && rs.logStart == nr.logStart && rs.floor == nr.floor && slices.Equal(rs.queues, nr.queues) &&
+		slices.Equal(rs.tombs, nr.tombs) {
 		return nil
 	}
 	if err := s.writeRestoreState(nr); err != nil {

@@ -50,9 +50,10 @@ type Store struct {
 	floor    atomic.Int64 // retention floor (SetMinPhysOffset): bytes below are gone
 	dropMu   sync.Mutex   // serializes DropSegment (held across file removal)
 
-	qmu    sync.RWMutex // guards topics (the map, not the queues)
+	qmu    sync.RWMutex // guards topics (the map, not the queues) and tombs
 	topics map[string]map[int32]*cqueue
-	fds    *fdCache // open consumequeue files (Options.MaxOpenQueueFiles)
+	tombs  map[qkey]int64 // deleted queues' next offsets (tombstone.go)
+	fds    *fdCache       // open consumequeue files (Options.MaxOpenQueueFiles)
 
 	badTopics atomic.Int64 // records read back whose topic is invalid (names.go)
 
@@ -1227,6 +1228,13 @@ func (s *Store) DeleteTopic(topic string) error {
 	s.qmu.Lock()
 	qs := s.topics[topic]
 	delete(s.topics, topic)
+	for id, q := range qs {
+		// The next incarnation continues the offsets (tombstone.go); q.next
+		// is guarded by s.mu, held here.
+		q.mu.RLock()
+		s.setTombLocked(topic, id, max(q.next, q.max))
+		q.mu.RUnlock()
+	}
 	s.qmu.Unlock()
 	s.forgetReclaimedLocked(qs)
 	var files []*cqFile
@@ -1240,6 +1248,11 @@ func (s *Store) DeleteTopic(topic string) error {
 		q.mu.Unlock()
 	}
 	s.mu.Unlock()
+	// The tombstones are durable before the files go: a crash between
+	// leaves files that the tombstone drops at Open.
+	if err := s.saveRestoredLocked(); err != nil {
+		return s.restoredFailed(err)
+	}
 	for _, f := range files {
 		if err := s.fds.retire(f); err != nil {
 			s.log.Warn("store: delete topic", "topic", topic, "err", err)
@@ -1251,9 +1264,6 @@ func (s *Store) DeleteTopic(topic string) error {
 	}
 	if err := syncDir(s.fs, s.cqDir); err != nil {
 		return err
-	}
-	if err := s.saveRestoredLocked(); err != nil {
-		return s.restoredFailed(err)
 	}
 	if err := s.forgetQueueMinsLocked(topic); err != nil {
 		return err
