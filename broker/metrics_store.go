@@ -43,9 +43,8 @@ func (b *Broker) storeStats() storeStats {
 		return st
 	}
 	for _, o := range b.offsets.All() {
-		mx := b.store.MaxQueueOffset(o.Topic, o.QueueID)
-		from := max(o.Offset, b.store.MinQueueOffset(o.Topic, o.QueueID))
-		st.lag = append(st.lag, queueLag{group: o.Group, topic: o.Topic, queue: o.QueueID, lag: max(mx-from, 0)})
+		_, _, lag := b.queueLag(o.Topic, o.QueueID, o.Offset)
+		st.lag = append(st.lag, queueLag{group: o.Group, topic: o.Topic, queue: o.QueueID, lag: lag})
 	}
 	for _, s := range b.store.LocalSegments() {
 		st.localBytes += s.Length

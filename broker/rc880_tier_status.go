@@ -41,6 +41,19 @@ type TierStatus struct {
 
 // tierStatus handles STRATAMQ_TIER_STATUS (880006).
 func (b *Broker) tierStatus(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	body, err := json.Marshal(b.TierStatus(ctx))
+	if err != nil {
+		return errResponse(req, remoting.SystemError, err.Error())
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = body
+	return resp
+}
+
+// TierStatus reads where the broker's log lives now (admin tierStatus and
+// the web console show it). A manifest that cannot be read leaves the
+// bucket's figures zero.
+func (b *Broker) TierStatus(ctx context.Context) TierStatus {
 	st := TierStatus{Role: b.haRole(), MinPhysOffset: b.store.MinPhysOffset(), MaxPhysOffset: b.store.MaxPhysOffset(),
 		LocalFrom: b.store.LocalMinPhysOffset(), FlushedTo: b.store.FlushedPhysOffset()}
 	for _, s := range b.store.LocalSegments() {
@@ -73,11 +86,5 @@ func (b *Broker) tierStatus(ctx context.Context, c *remoting.Conn, req *remoting
 			st.OldestRetained = ts
 		}
 	}
-	body, err := json.Marshal(st)
-	if err != nil {
-		return errResponse(req, remoting.SystemError, err.Error())
-	}
-	resp := remoting.NewResponse(req, remoting.Success, "")
-	resp.Body = body
-	return resp
+	return st
 }
