@@ -1,0 +1,211 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/stratamq/stratamq/broker"
+)
+
+// Broker is what the console reads from the broker. Every method is
+// read-only; *broker.Broker implements them in broker/console_view.go
+// (TierStatus in rc880_tier_status.go).
+type Broker interface {
+	ConsoleStatus() broker.ConsoleStatus
+	TierStatus(ctx context.Context) broker.TierStatus
+	TierRequests() broker.TierRequests
+	ConsoleTopics(ctx context.Context, name string, detail bool) ([]broker.ConsoleTopic, error)
+	ConsoleGroups() []broker.ConsoleGroup
+	ConsoleMessages(ctx context.Context, topic string, queueID int32, from int64, n, preview int) ([]broker.ConsoleMessage, int64, error)
+	ConsoleOffsetAtTime(ctx context.Context, topic string, queueID int32, tsMillis int64) (int64, error)
+	ConsoleMessagesByKey(ctx context.Context, topic, key string, n, preview int) ([]broker.ConsoleMessage, error)
+	ConsoleMessageByID(ctx context.Context, id string, preview int) (broker.ConsoleMessage, error)
+}
+
+var _ Broker = (*broker.Broker)(nil)
+
+// Config is the console's setup.
+type Config struct {
+	// Broker returns the running broker (a Node's current generation); nil
+	// while there is none, which the pages answer 503.
+	Broker func() Broker
+	// Version is the binary's version, shown on the overview.
+	Version string
+	// Timeout bounds each request's work (default 15s).
+	Timeout time.Duration
+	// Logger receives failed page loads (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// maxMessagePages is how many message pages are read at once; more wait
+// (until their request ends). With broker.ConsoleMaxMessages previews of
+// broker.ConsoleMaxPreview bytes each and one record in memory at a time,
+// the console's message memory is bounded by this times the largest
+// message.
+const maxMessagePages = 2
+
+//go:embed templates/*.html static/*
+var assets embed.FS
+
+// Handler serves the console's pages. Create it with New.
+type Handler struct {
+	cfg   Config
+	pages map[string]*template.Template // by page name (templates/<name>.html)
+	mux   *http.ServeMux
+	sem   chan struct{} // message pages being read
+}
+
+// New builds the console's handler; it panics only if the embedded
+// templates do not parse (a build error, caught by every test).
+func New(cfg Config) *Handler {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 15 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	h := &Handler{cfg: cfg, pages: map[string]*template.Template{}, mux: http.NewServeMux(), sem: make(chan struct{}, maxMessagePages)}
+	for _, name := range []string{"overview", "topics", "topic", "groups", "tier", "messages", "error"} {
+		h.pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+name+".html"))
+	}
+	css, err := fs.ReadFile(assets, "static/console.css")
+	if err != nil {
+		panic(err)
+	}
+	h.mux.HandleFunc("/static/console.css", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		w.Header().Set("Cache-Control", "max-age=300")
+		_, _ = w.Write(css)
+	})
+	h.mux.HandleFunc("/{$}", h.page(h.overview))
+	h.mux.HandleFunc("/topics", h.page(h.topics))
+	h.mux.HandleFunc("/topic", h.page(h.topic))
+	h.mux.HandleFunc("/groups", h.page(h.groups))
+	h.mux.HandleFunc("/tier", h.page(h.tier))
+	h.mux.HandleFunc("/messages", h.page(h.messages))
+	h.mux.HandleFunc("/", h.page(func(ctx context.Context, b Broker, r *http.Request) (string, any, error) {
+		return "", nil, notFound("no console page at %s", r.URL.Path)
+	}))
+	return h
+}
+
+// ServeHTTP answers GET and HEAD. The console is read-only: every other
+// method is 405. (Issue 14 adds admin credentials; write routes, when
+// they come, are POSTs dispatched here after that check.)
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.Header().Set("X-Frame-Options", "DENY")
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+	default:
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "the web console is read-only: method "+r.Method+" is not allowed (GET and HEAD are)", http.StatusMethodNotAllowed)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// pageFunc reads what a page shows: the template's name and its data.
+type pageFunc func(ctx context.Context, b Broker, r *http.Request) (name string, data any, err error)
+
+// httpError is an error with the status it is answered with.
+type httpError struct {
+	status int
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &httpError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+func notFound(format string, args ...any) error {
+	return &httpError{http.StatusNotFound, fmt.Sprintf(format, args...)}
+}
+
+// layoutData wraps a page's data with what the layout shows.
+type layoutData struct {
+	Title   string
+	Nav     string // the page name, for the menu
+	Broker  string // cluster / broker name
+	Role    string
+	Version string
+	Now     time.Time
+	Page    any
+}
+
+// page turns a pageFunc into a handler: it bounds the request's context,
+// checks the query string, renders into a buffer (so a failure is a clean
+// error page, never half a page) and sets the status.
+func (h *Handler) page(f pageFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+		defer cancel()
+		w.Header().Set("Cache-Control", "no-store")
+		b := h.cfg.Broker()
+		ld := layoutData{Version: h.cfg.Version, Now: time.Now().UTC()}
+		var name string
+		var data any
+		var err error
+		switch {
+		case len(r.URL.RawQuery) > maxQueryLen:
+			err = &httpError{http.StatusBadRequest, fmt.Sprintf("the query string is %d bytes long; at most %d are accepted", len(r.URL.RawQuery), maxQueryLen)}
+		case b == nil:
+			err = &httpError{http.StatusServiceUnavailable, "the broker is not running (starting, or changing role); try again in a moment"}
+		default:
+			st := b.ConsoleStatus()
+			ld.Broker, ld.Role = st.HA.Cluster+" / "+st.HA.BrokerName, st.HA.Role
+			name, data, err = f(ctx, b, r)
+		}
+		status := http.StatusOK
+		if err != nil {
+			var he *httpError
+			switch {
+			case errors.As(err, &he):
+				status = he.status
+			case ctx.Err() != nil && r.Context().Err() == nil:
+				status = http.StatusGatewayTimeout
+				err = fmt.Errorf("the page took longer than %s: %w", h.cfg.Timeout, err)
+			case r.Context().Err() != nil:
+				return // the client went away
+			default:
+				status = http.StatusInternalServerError
+				h.cfg.Logger.Warn("console page failed", "path", r.URL.Path, "query", r.URL.RawQuery, "err", err)
+			}
+			name, data = "error", errorData{Status: status, StatusText: http.StatusText(status), Message: err.Error()}
+		}
+		ld.Nav, ld.Page = name, data
+		ld.Title = titles[name]
+		var buf bytes.Buffer
+		if err := h.pages[name].Execute(&buf, ld); err != nil {
+			h.cfg.Logger.Error("console template failed", "page", name, "err", err)
+			http.Error(w, "the console failed to render this page", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(status)
+		_, _ = w.Write(buf.Bytes())
+	}
+}
+
+var titles = map[string]string{
+	"overview": "Broker", "topics": "Topics", "topic": "Topic", "groups": "Consumer groups",
+	"tier": "Tier", "messages": "Messages", "error": "Error",
+}
+
+type errorData struct {
+	Status     int
+	StatusText string
+	Message    string
+}

@@ -1,0 +1,43 @@
+// Package console is StrataMQ's web console (issue 13 item 3): read-only
+// HTML pages served at / on the HTTP listener (STRATAMQ_HTTP_LISTEN, beside
+// /metrics, /healthz and /ha).
+//
+// It owns the pages, their templates and stylesheet (embedded with
+// go:embed: nothing is fetched from the internet at run time, and the
+// pages run no script), and the validation of every query parameter. It
+// owns no broker state: every figure comes from the Broker interface,
+// which *broker.Broker satisfies through the read-only views of
+// broker/console_view.go, the same in-process computations the admin
+// commands and /metrics use (TierStatus, the queue bounds, the consumer
+// offsets and their lag, the key index, the queue offset by time).
+//
+// Pages:
+//
+//	/          the broker: cluster, name, role, epoch, uptime, versions, log range
+//	/topics    every topic with its queues and message count
+//	/topic     one topic's queues: min and max, where the local range starts,
+//	           how far the bucket holds it, the groups reading it
+//	/groups    consumer groups: clients, committed offsets and lag per queue
+//	/tier      tier status: local and bucket bytes, upload lag, oldest
+//	           retained message, request counts
+//	/messages  the message browser: by topic and queue from an offset or a
+//	           time, by key, or by message id; properties and body previews
+//
+// What it must never do: change anything (no write route exists; the
+// console answers 405 to every method but GET and HEAD), trust a query
+// parameter (each is checked, and a bad one is a 400 page saying which and
+// why), or hold more than a bounded amount of message data (at most
+// broker.ConsoleMaxMessages messages per page, a body preview of at most
+// broker.ConsoleMaxPreview bytes, and at most maxMessagePages message pages
+// read at once). Every handler passes its request's context, bounded by
+// Config.Timeout, to the broker.
+//
+// Write actions (reset an offset, delete a topic) wait for the admin
+// credentials of the security issue (14): they will be POST routes behind
+// that check, registered in Handler.ServeHTTP's method switch.
+//
+// Use:
+//
+//	h := console.New(console.Config{Broker: func() console.Broker { return node.Broker() }, Version: version})
+//	mux.Handle("/", h)
+package console
