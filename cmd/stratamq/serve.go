@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stratamq/stratamq/broker"
+	"github.com/stratamq/stratamq/console"
 	"github.com/stratamq/stratamq/namesrv"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
@@ -101,7 +102,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 	}
 
 	brokerDone := make(chan error, 1)
-	var routes []httpRoute // admin_http.go: GET /ha with a broker
+	var routes []httpRoute // admin_http.go: GET /ha with a broker; the console at /
 	if withBroker {
 		tuneGC(int64(cfg.CacheSize), log)
 		// A Node runs the broker through its HA role changes (one
@@ -117,7 +118,15 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 		case err := <-brokerDone:
 			return err
 		}
-		routes = append(routes, haRoute(node.Broker))
+		// The web console (package console) at /: read-only pages of the
+		// running generation.
+		routes = append(routes, haRoute(node.Broker), httpRoute{"/", console.New(console.Config{Version: version, Logger: log,
+			Broker: func() console.Broker {
+				if b := node.Broker(); b != nil {
+					return b
+				}
+				return nil
+			}})})
 	}
 	ready.set()
 
