@@ -8,8 +8,8 @@
 // re-register every 30 s, so a restarted name server is whole again within
 // one period. KV config (codes 100/101/102/219) is kept in memory too.
 //
-// It imports remoting and the standard library only; it never imports
-// broker.
+// It imports remoting, acl and the standard library only; it never
+// imports broker.
 //
 // # Protocol surface
 //
@@ -43,6 +43,25 @@
 //   - Slaves are listed in brokerAddrs under their id; their REGISTER_BROKER
 //     response carries the live master's haServerAddr and masterAddr.
 //   - Routes are written in the compact JSON form client-go parses by hand.
+//
+// # Protection (issue 14)
+//
+// Unlike RocketMQ's, this name server keeps a live registration to the
+// conn that made it: while it is live (not expired, its conn open, not
+// unregistered), a REGISTER_BROKER from another conn of the same address,
+// of another address under the same broker name and id, or of the same
+// broker name under another cluster is refused with NO_PERMISSION, and so
+// is an UNREGISTER_BROKER from another conn. A conn closing removes only
+// the registrations made on it. A restarted broker is not refused: its old
+// conn closed, which removed its registration. A broker whose machine
+// vanished without closing its conn holds its name until it expires (its
+// heartbeat timeout, 120 s by default).
+//
+// With Config.ACL (STRATAMQ_ACL_FILE) the writes, REGISTER_BROKER,
+// UNREGISTER_BROKER, PUT_KV_CONFIG, DELETE_KV_CONFIG and
+// DELETE_TOPIC_IN_NAMESRV, need an admin account's signature
+// (acl.IsNamesrvAdminCode); route and KV reads stay open, as RocketMQ's
+// are.
 //
 // # Use
 //

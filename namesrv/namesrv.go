@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/remoting"
 )
 
@@ -19,6 +20,12 @@ type Config struct {
 	// Clock returns the current time; tests set it. Default time.Now.
 	Clock  func() time.Time `env:"-"`
 	Logger *slog.Logger     `env:"-"`
+	// ACL, when set (STRATAMQ_ACL_FILE), protects the codes that change
+	// routes or KV config: REGISTER_BROKER, UNREGISTER_BROKER, the KV
+	// writes and DELETE_TOPIC_IN_NAMESRV need an admin account's
+	// signature. Route and KV reads stay open. The caller runs its
+	// reloader.
+	ACL *acl.ACL `env:"-"`
 }
 
 const (
@@ -108,6 +115,12 @@ func (ns *NameServer) Run(ctx context.Context) error {
 
 // ServeRemoting dispatches one request by code.
 func (ns *NameServer) ServeRemoting(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	if ns.cfg.ACL != nil {
+		if resp := ns.cfg.ACL.CheckNamesrv(c, req); resp != nil {
+			ns.log.Warn("namesrv: request refused by the ACL", "code", remoting.RequestCode(req.Code), "peer", peerOf(c), "remark", resp.Remark)
+			return resp
+		}
+	}
 	switch remoting.RequestCode(req.Code) {
 	case remoting.PutKVConfig:
 		return ns.putKVConfig(req)
@@ -118,7 +131,7 @@ func (ns *NameServer) ServeRemoting(ctx context.Context, c *remoting.Conn, req *
 	case remoting.RegisterBroker:
 		return ns.registerBroker(c, req)
 	case remoting.UnregisterBroker:
-		return ns.unregisterBroker(req)
+		return ns.unregisterBroker(c, req)
 	case remoting.GetRouteinfoByTopic:
 		return ns.getRouteInfoByTopic(req)
 	case remoting.GetBrokerClusterInfo:
@@ -143,8 +156,17 @@ func badRequest(req *remoting.Command, err error) *remoting.Command {
 	return remoting.NewResponse(req, remoting.SystemError, err.Error())
 }
 
-// OnConnClose removes every broker that registered on c. Wire it into
-// remoting.ServerConfig.OnClose.
+// peerOf is c's remote address for logs ("" without a conn).
+func peerOf(c *remoting.Conn) string {
+	if c == nil {
+		return ""
+	}
+	return c.RemoteAddr().String()
+}
+
+// OnConnClose removes every broker that registered on c, and only those: a
+// registration made on another conn is never rebound to c (see
+// refuseTakeoverLocked). Wire it into remoting.ServerConfig.OnClose.
 func (ns *NameServer) OnConnClose(c *remoting.Conn) {
 	id := c.ID()
 	ns.mu.Lock()

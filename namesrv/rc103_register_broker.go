@@ -41,7 +41,12 @@ func (ns *NameServer) registerBroker(c *remoting.Conn, req *remoting.Command) *r
 	if c != nil {
 		connID = c.ID()
 	}
-	rh, first, skipped := ns.register(h, body, connID)
+	rh, first, skipped, refused := ns.register(h, body, connID)
+	if refused != "" {
+		ns.log.Warn("namesrv: registration refused", "cluster", h.ClusterName, "broker", h.BrokerName,
+			"id", h.BrokerID, "addr", h.BrokerAddr, "peer", peerOf(c), "reason", refused)
+		return remoting.NewResponse(req, remoting.NoPermission, refused)
+	}
 	if len(skipped) > 0 {
 		ns.log.Warn("namesrv: broker registered topics with invalid names; they get no route", "broker", h.BrokerName,
 			"addr", h.BrokerAddr, "topics", len(skipped), "first", skipped[0])
@@ -62,8 +67,9 @@ func (ns *NameServer) registerBroker(c *remoting.Conn, req *remoting.Command) *r
 
 // register applies one registration and returns the response header,
 // whether this address was new under that id, and the remarks of the
-// topics skipped because their names fail remoting.ValidateTopic.
-func (ns *NameServer) register(h remoting.RegisterBrokerRequestHeader, body remoting.RegisterBrokerBody, connID uint64) (rh remoting.RegisterBrokerResponseHeader, first bool, skipped []string) {
+// topics skipped because their names fail remoting.ValidateTopic; or,
+// changing nothing, why it refused the registration (refuseTakeoverLocked).
+func (ns *NameServer) register(h remoting.RegisterBrokerRequestHeader, body remoting.RegisterBrokerBody, connID uint64) (rh remoting.RegisterBrokerResponseHeader, first bool, skipped []string, refused string) {
 	now := ns.cfg.Clock()
 	timeout := ns.cfg.BrokerExpiry
 	if h.HeartbeatTimeoutMillis > 0 {
@@ -73,6 +79,10 @@ func (ns *NameServer) register(h remoting.RegisterBrokerRequestHeader, body remo
 
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
+
+	if refused = ns.refuseTakeoverLocked(h, connID); refused != "" {
+		return rh, false, nil, refused
+	}
 
 	names := ns.mu.clusters[h.ClusterName]
 	if names == nil {
@@ -150,5 +160,58 @@ func (ns *NameServer) register(h remoting.RegisterBrokerRequestHeader, body remo
 			}
 		}
 	}
-	return rh, first, skipped
+	return rh, first, skipped, ""
+}
+
+// aliveLocked reports whether a registration has not expired.
+func (ns *NameServer) aliveLocked(lb *liveBroker) bool {
+	return ns.cfg.Clock().Sub(lb.lastUpdate) <= lb.timeout
+}
+
+// refuseTakeoverLocked says why a registration would take over another
+// broker's live registration, or "" when it does not. A registration is
+// live from its REGISTER_BROKER until it expires, its conn closes, or its
+// broker unregisters. While it is live:
+//
+//   - its address may be registered again only from the same conn (a
+//     registration from another conn would rebind the address to a conn
+//     whose closing then removed the real broker);
+//   - its broker name and id may not be claimed by another address,
+//     except from the same conn (the same broker re-registering under a
+//     new address);
+//   - its broker name may not be registered under another cluster.
+//
+// A restarted broker registers on a new conn after its old conn closed,
+// which removed its registration, so it is not refused. Registrations
+// without a conn (connID 0) bind nothing.
+func (ns *NameServer) refuseTakeoverLocked(h remoting.RegisterBrokerRequestHeader, connID uint64) string {
+	otherConn := func(lb *liveBroker) bool { return lb.connID != 0 && lb.connID != connID && ns.aliveLocked(lb) }
+	if lb := ns.mu.live[brokerKey{h.ClusterName, h.BrokerAddr}]; lb != nil && otherConn(lb) {
+		return fmt.Sprintf("broker address %s (broker %s, id %d) is registered on another connection; "+
+			"it cannot be registered from this one while that registration is alive", h.BrokerAddr, lb.brokerName, lb.brokerID)
+	}
+	bd := ns.mu.brokers[h.BrokerName]
+	if bd == nil {
+		return ""
+	}
+	if bd.Cluster != h.ClusterName {
+		for _, addr := range bd.BrokerAddrs {
+			if lb := ns.mu.live[brokerKey{bd.Cluster, addr}]; lb != nil && ns.aliveLocked(lb) {
+				return fmt.Sprintf("broker name %s is registered in cluster %s (from %s); it cannot be registered in cluster %s while that registration is alive",
+					h.BrokerName, bd.Cluster, addr, h.ClusterName)
+			}
+		}
+		return ""
+	}
+	old, ok := bd.BrokerAddrs[h.BrokerID]
+	if !ok || old == h.BrokerAddr {
+		return ""
+	}
+	lb := ns.mu.live[brokerKey{bd.Cluster, old}]
+	if lb == nil || !ns.aliveLocked(lb) || lb.connID != 0 && lb.connID == connID {
+		return ""
+	}
+	return fmt.Sprintf("broker %s id %d is registered from %s; a registration from %s is refused while that one is alive "+
+		"(it ends when that broker unregisters, its connection closes, or it misses its heartbeats for %s)",
+		h.BrokerName, h.BrokerID, old, h.BrokerAddr, lb.timeout)
 }
