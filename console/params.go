@@ -58,6 +58,9 @@ func (p params) has(k string) bool { return p[k] != "" }
 // topic checks a topic name as the broker does (remoting.ValidateTopic).
 func (p params) topic(k string) (string, error) {
 	s := p[k]
+	if s == "" {
+		return "", badRequest("parameter %s is missing", k)
+	}
 	if err := remoting.ValidateTopic(s); err != nil {
 		return "", badRequest("parameter %s: %v", k, err)
 	}
@@ -67,6 +70,9 @@ func (p params) topic(k string) (string, error) {
 // group checks a consumer group name (remoting.ValidateGroup).
 func (p params) group(k string) (string, error) {
 	s := p[k]
+	if s == "" {
+		return "", badRequest("parameter %s is missing", k)
+	}
 	if err := remoting.ValidateGroup(s); err != nil {
 		return "", badRequest("parameter %s: %v", k, err)
 	}
