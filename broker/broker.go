@@ -40,6 +40,9 @@ type Deps struct {
 	Bucket tier.Bucket
 	// Registerer receives the tier's collectors; nil skips them.
 	Registerer prometheus.Registerer
+	// TLS: the broker and HA ports' TLS, and the broker's own
+	// connections' (tls.go); the zero value is plain.
+	TLS TLS
 
 	// lease is the bucket lease a promoted slave took (Node hands it to
 	// the master generation it starts); holdOff keeps a demoted master's
@@ -54,6 +57,7 @@ type Broker struct {
 	log     *slog.Logger
 	fs      vfs.FS
 	metrics *Metrics
+	tls     TLS // Deps.TLS, for the HA port and dial
 
 	store     *store.Store
 	topics    *TopicConfigManager
@@ -165,6 +169,8 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		MaxConns:      cfg.MaxConnections,
 		MaxConnsPerIP: cfg.MaxConnectionsPerIP,
 		OnRefuse:      deps.Metrics.ConnRefused("broker"),
+		TLS:           deps.TLS.Server,
+		TLSMode:       deps.TLS.Mode,
 	}, b)
 	deps.Metrics.WatchServer("broker", b.server)
 	if err := b.server.Listen(); err != nil {
@@ -342,7 +348,8 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		}
 		cancel()
 	}
-	b.nsClient = remoting.NewClient(remoting.ClientConfig{DialTimeout: 3 * time.Second, Logger: b.log})
+	b.tls = deps.TLS
+	b.nsClient = remoting.NewClient(remoting.ClientConfig{DialTimeout: 3 * time.Second, Logger: b.log, TLS: deps.TLS.Client})
 	b.handlers = b.handlerTable()
 	b.initHAStatus(deps.Metrics)
 	return b, nil

@@ -54,7 +54,8 @@ func (b *Broker) startHA() error {
 			OnDiverged: func(cut int64) {
 				b.requestRoleChange(&RoleChange{Role: RoleSlave, Reason: fmt.Sprintf("the master says this log diverged from its own at offset %d", cut)})
 			},
-			BrokerName: b.cfg.BrokerName, Log: b.store, MaxTransfer: max(ha.DefaultMaxTransfer, int(b.cfg.MaxMessageSize)+1<<20), Logger: b.log})
+			BrokerName: b.cfg.BrokerName, Log: b.store, MaxTransfer: max(ha.DefaultMaxTransfer, int(b.cfg.MaxMessageSize)+1<<20), Logger: b.log,
+			Dial: b.tls.haDial})
 		if err != nil {
 			return fmt.Errorf("broker: STRATAMQ_ROLE=slave: %w", err)
 		}
@@ -75,7 +76,8 @@ func (b *Broker) startHA() error {
 			onAcked = b.hold.wakeVisible
 		}
 		m, err := ha.StartMaster(ha.MasterOptions{Listen: b.cfg.HAListen, Log: b.store, Epoch: b.epoch, Diverged: b.divergedAt,
-			BrokerName: b.cfg.BrokerName, MaxLag: int64(b.cfg.HAMaxLag), Advertise: b.advertise, OnAcked: onAcked, Logger: b.log})
+			BrokerName: b.cfg.BrokerName, MaxLag: int64(b.cfg.HAMaxLag), Advertise: b.advertise, OnAcked: onAcked, Logger: b.log,
+			WrapListener: b.tls.haListener})
 		if err != nil {
 			return fmt.Errorf("broker: STRATAMQ_HA_LISTEN: %w", err)
 		}

@@ -55,6 +55,8 @@ type MasterOptions struct {
 	IdleTimeout       time.Duration // default 20 s
 	PollInterval      time.Duration // fallback to Notify, default 100 ms
 	Logger            *slog.Logger  // default slog.Default()
+	// WrapListener, if set, wraps the listener (TLS).
+	WrapListener func(net.Listener) net.Listener
 }
 
 func (o MasterOptions) withDefaults() (MasterOptions, error) {
@@ -141,6 +143,9 @@ func StartMaster(opts MasterOptions) (*Master, error) {
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("ha: listen on %s: %w", o.Listen, err)
+	}
+	if o.WrapListener != nil {
+		ln = o.WrapListener(ln)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Master{opts: o, ln: ln, log: o.Logger.With("component", "ha-master"), ctx: ctx, cancel: cancel,

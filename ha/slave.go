@@ -45,6 +45,9 @@ type SlaveOptions struct {
 	MinBackoff     time.Duration // redial backoff, default 100 ms doubling to MaxBackoff
 	MaxBackoff     time.Duration // default 5 s
 	Logger         *slog.Logger
+	// Dial, if set, connects to the master (TLS); it returns within
+	// timeout. Default: a TCP dial.
+	Dial func(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error)
 }
 
 func (o SlaveOptions) withDefaults() (SlaveOptions, error) {
@@ -180,8 +183,14 @@ func (s *Slave) session(ctx context.Context) (progressed bool, err error) {
 	s.mu.Lock()
 	s.st.Dialed = addr
 	s.mu.Unlock()
-	d := net.Dialer{Timeout: s.opts.IdleTimeout}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	dial := s.opts.Dial
+	if dial == nil {
+		dial = func(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+			d := net.Dialer{Timeout: timeout}
+			return d.DialContext(ctx, "tcp", addr)
+		}
+	}
+	c, err := dial(ctx, addr, s.opts.IdleTimeout)
 	if err != nil {
 		return false, err
 	}

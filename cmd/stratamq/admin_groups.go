@@ -231,7 +231,11 @@ func adminQueryMsgByOffset(ctx context.Context, e *adminEnv, args []string) erro
 // invokeAny is invoke without the check for SUCCESS.
 func (e *adminEnv) invokeAny(ctx context.Context, addr string, req *remoting.Command) (*remoting.Command, error) {
 	if e.cl == nil {
-		e.cl = remoting.NewClient(remoting.ClientConfig{DialTimeout: e.timeout})
+		cl, err := e.newClient()
+		if err != nil {
+			return nil, err
+		}
+		e.cl = cl
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()

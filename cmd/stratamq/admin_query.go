@@ -129,7 +129,11 @@ func (e *adminEnv) query(ctx context.Context, h remoting.QueryMessageRequestHead
 		return 0, err
 	}
 	if e.cl == nil {
-		e.cl = remoting.NewClient(remoting.ClientConfig{DialTimeout: e.timeout})
+		cl, err := e.newClient()
+		if err != nil {
+			return 0, err
+		}
+		e.cl = cl
 	}
 	found := 0
 	var errs []error

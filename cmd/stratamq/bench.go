@@ -70,6 +70,7 @@ type benchOpts struct {
 	payload   string // produce/e2e: pattern | random | json
 	queue     int    // consume: only this queue (-1: all)
 	metrics   string // consume: the broker's /metrics URL, read before and after
+	tls       benchTLS
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
@@ -119,7 +120,11 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
 	fs.StringVar(&o.payload, "payload", "pattern", "message bodies: pattern (one repeated a-z body, compresses ~100x), random (fresh random bytes per message: incompressible), json (fresh JSON-like text per message, compresses ~3-5x)")
 	fs.IntVar(&o.queue, "queue", -1, "consume: pull only this queue id (-1: every readable queue)")
 	fs.StringVar(&o.metrics, "metrics", "", "consume: the broker's metrics URL (http://127.0.0.1:5557/metrics), read before and after to report cold bytes (served from the bucket), hot bytes (the rest) and bucket bytes fetched")
+	o.tls.flags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
+		return nil, err
+	}
+	if err := o.tls.load(); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -294,9 +299,9 @@ type bench struct {
 
 func newBench(o *benchOpts, log io.Writer) *bench {
 	b := &bench{o: o, log: log, errCode: map[string]int64{}}
-	b.admin = remoting.NewClient(remoting.ClientConfig{})
+	b.admin = remoting.NewClient(remoting.ClientConfig{TLS: o.tls.cfg})
 	for range o.conns {
-		b.clients = append(b.clients, remoting.NewClient(remoting.ClientConfig{}))
+		b.clients = append(b.clients, remoting.NewClient(remoting.ClientConfig{TLS: o.tls.cfg}))
 	}
 	return b
 }

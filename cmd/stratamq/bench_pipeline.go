@@ -48,8 +48,7 @@ const pipelineMaxFrame = remoting.DefaultMaxFrameSize
 
 func (p *sendLoad) runPipeline(ctx context.Context, w int) {
 	b, o := p.b, p.b.o
-	d := net.Dialer{Timeout: o.timeout}
-	nc, err := d.DialContext(ctx, "tcp", b.addr)
+	nc, err := o.tls.dial(ctx, b.addr, o.timeout)
 	if err != nil {
 		b.fail("transport", err.Error())
 		return

@@ -28,6 +28,8 @@ type Config struct {
 	LogLevel      string `env:"LOG_LEVEL" envDefault:"info" help:"debug | info | warn | error"`
 	Pprof         bool   `env:"PPROF" help:"serve /debug/pprof/ on the metrics address"`
 	Bucket        string `env:"BUCKET" help:"where sealed segments go: file:///dir, s3://bucket/prefix?endpoint=...&region=..., minio://host:port/bucket/prefix?secure=false (default file://<data dir>-bucket, beside the data dir)"`
+
+	TLSSettings // tls.go: STRATAMQ_TLS_*, STRATAMQ_HTTP_TLS
 }
 
 // loadConfig parses the environment (environ, KEY=VALUE) then args as
@@ -137,6 +139,9 @@ func checkConfig(name string, cfg Config, settings []setting, set map[string]boo
 		case reflect.Int, reflect.Int32, reflect.Int64:
 			return fmt.Errorf("STRATAMQ_%s (--%s) is 0: want a positive value, or leave it unset for the default, %s", s.Env, s.Flag, s.Default)
 		}
+	}
+	if _, err := cfg.TLSSettings.load(true); err != nil {
+		return err
 	}
 	if name == "namesrv" {
 		return nil

@@ -56,11 +56,12 @@ type replayOpts struct {
 	// toTopic, namesrv, rate: republish to a topic on a running broker.
 	toTopic, namesrv string
 	rate             float64
+	environ          map[string]string // STRATAMQ_TLS_* of the republisher's connections
 }
 
 // runReplay is `stratamq replay`.
 func runReplay(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) int {
-	o := replayOpts{}
+	o := replayOpts{environ: environ}
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, replayUsage); fs.PrintDefaults() }
@@ -182,7 +183,7 @@ func replay(ctx context.Context, o replayOpts, stdout, stderr io.Writer) (replay
 	from, _ := parseReplayTime(o.from)
 	to, _ := parseReplayTime(o.to)
 	if o.toTopic != "" {
-		if o.pub, err = newRepublisher(ctx, o.namesrv, o.toTopic, o.rate, 10*time.Second); err != nil {
+		if o.pub, err = newRepublisher(ctx, o.environ, o.namesrv, o.toTopic, o.rate, 10*time.Second); err != nil {
 			return sum, err
 		}
 		defer o.pub.close()

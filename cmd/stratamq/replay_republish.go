@@ -36,8 +36,8 @@ var replayDropProps = map[string]bool{
 	"CHECK_IMMUNITY_TIME_IN_SECONDS": true, "__STARTDELIVERTIME": true,
 }
 
-func newRepublisher(ctx context.Context, namesrv, topic string, rate float64, timeout time.Duration) (*republisher, error) {
-	e := &adminEnv{namesrv: namesrv, timeout: timeout}
+func newRepublisher(ctx context.Context, environ map[string]string, namesrv, topic string, rate float64, timeout time.Duration) (*republisher, error) {
+	e := &adminEnv{namesrv: namesrv, timeout: timeout, environ: environ}
 	r, err := e.route(ctx, topic)
 	if err != nil {
 		e.close()
@@ -49,8 +49,12 @@ func newRepublisher(ctx context.Context, namesrv, topic string, rate float64, ti
 			masters[bd.BrokerName] = a
 		}
 	}
-	p := &republisher{cl: remoting.NewClient(remoting.ClientConfig{DialTimeout: timeout}), topic: topic, rate: rate, start: time.Now()}
+	cl, err := e.newClient()
 	e.close()
+	if err != nil {
+		return nil, err
+	}
+	p := &republisher{cl: cl, topic: topic, rate: rate, start: time.Now()}
 	for _, q := range r.QueueDatas {
 		if a, ok := masters[q.BrokerName]; ok && q.Perm&2 != 0 {
 			for id := int32(0); id < q.WriteQueueNums; id++ {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,6 +40,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 	// The bucket is opened (and made, when missing) before any port opens
 	// too: a bad URL, wrong credentials or a missing bucket stop the start
 	// with nothing listening.
+	tlsm, tlsErr := cfg.TLSSettings.load(true) // checked by checkConfig: files read again here
+	if tlsErr != nil {
+		return tlsErr
+	}
 	bucketURL := ""
 	var bucket tier.Bucket
 	if withBroker {
@@ -64,8 +69,19 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 			return fmt.Errorf("STRATAMQ_HTTP_LISTEN=%q (metrics and health): %w; set it empty (STRATAMQ_HTTP_LISTEN= or --http-listen=) to run without those endpoints", cfg.HTTPListen, err)
 		}
 		httpLn = ln
+		if tlsm.http != nil {
+			httpLn = tls.NewListener(ln, tlsm.http)
+		}
 	}
 	startupLog(log, cfg, bucketURL, withNamesrv, withBroker)
+	listens := map[string]string{"STRATAMQ_HTTP_LISTEN": cfg.HTTPListen}
+	if withNamesrv {
+		listens["STRATAMQ_NAMESRV_LISTEN"] = cfg.NamesrvListen
+	}
+	if withBroker {
+		listens["STRATAMQ_LISTEN"], listens["STRATAMQ_HA_LISTEN"] = cfg.Listen, cfg.HAListen
+	}
+	warnOpenWithoutACL(log, aclFileSetting(cfg), listens)
 
 	metrics := broker.NewMetrics(reg)
 	nsErr := make(chan error, 2)
@@ -76,12 +92,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 			MaxReadMemory: int64(cfg.MaxReadMemory), FrameTimeout: cfg.FrameTimeout,
 			MaxConns: cfg.MaxConnections, MaxConnsPerIP: cfg.MaxConnectionsPerIP,
 			OnRefuse: metrics.ConnRefused("namesrv"),
+			TLS:      tlsm.server, TLSMode: tlsm.mode,
 		}, ns)
 		metrics.WatchServer("namesrv", nsServer)
 		if err := nsServer.Listen(); err != nil {
 			return fmt.Errorf("name server: listen %s: %w", cfg.NamesrvListen, err)
 		}
-		log.Info("name server listening", "addr", nsServer.Addr().String())
+		log.Info("name server listening", "addr", nsServer.Addr().String(), "tls", tlsm.mode.String())
 		if cfg.Namesrv == "" {
 			cfg.Namesrv = loopbackFor(nsServer.Addr())
 		}
@@ -110,7 +127,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 		// one is open.
 		opened := make(chan struct{})
 		var once sync.Once
-		node := broker.NewNode(cfg.Config, broker.Deps{Logger: log, Metrics: metrics, Bucket: bucket, Registerer: reg},
+		node := broker.NewNode(cfg.Config, broker.Deps{Logger: log, Metrics: metrics, Bucket: bucket, Registerer: reg,
+			TLS: tlsm.brokerTLS()},
 			func(*broker.Broker) { once.Do(func() { close(opened) }) })
 		go func() { brokerDone <- node.Run(ctx) }()
 		select {
@@ -229,9 +247,9 @@ func serveHTTP(ln net.Listener, reg *prometheus.Registry, ready *readiness, with
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/profile", pprofStreaming(pprof.Profile))
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/trace", pprofStreaming(pprof.Trace))
 	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
@@ -242,7 +260,7 @@ func serveHTTP(ln net.Listener, reg *prometheus.Registry, ready *readiness, with
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := newHTTPServer(mux, defaultHTTPTimeouts)
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("metrics and health listening", "addr", ln.Addr().String())
 	return func() {

@@ -21,7 +21,7 @@ import (
 // Files are the PEM files Write made.
 type Files struct {
 	CA                    string // the CA's certificate
-	Cert, Key             string // server: SANs 127.0.0.1, ::1, localhost
+	Cert, Key             string // server (and client): SANs 127.0.0.1, ::1, localhost
 	ClientCert, ClientKey string // client authentication
 }
 
@@ -49,12 +49,12 @@ func Write(t testing.TB, dir string) Files {
 		t.Fatal(err)
 	}
 	writePEM(t, f.CA, "CERTIFICATE", caDER)
-	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage, certFile, keyFile string) {
+	leaf := func(serial int64, cn string, usage []x509.ExtKeyUsage, certFile, keyFile string) {
 		key := newKey(t)
 		tmpl := &x509.Certificate{
 			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
 			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usage,
 			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, DNSNames: []string{"localhost"},
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
@@ -68,8 +68,10 @@ func Write(t testing.TB, dir string) Files {
 		}
 		writePEM(t, keyFile, "EC PRIVATE KEY", kder)
 	}
-	leaf(2, "127.0.0.1", x509.ExtKeyUsageServerAuth, f.Cert, f.Key)
-	leaf(3, "stratamq test client", x509.ExtKeyUsageClientAuth, f.ClientCert, f.ClientKey)
+	// The server's certificate is a client's too: a broker presents it
+	// to a name server that asks for one (mutual TLS).
+	leaf(2, "127.0.0.1", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, f.Cert, f.Key)
+	leaf(3, "stratamq test client", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, f.ClientCert, f.ClientKey)
 	return f
 }
 
