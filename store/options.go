@@ -141,6 +141,17 @@ type ColdReader interface {
 	ReadAt(ctx context.Context, off int64, p []byte) (int, error)
 }
 
+// ColdLender is a ColdReader that can lend the bytes it holds instead of
+// copying them: Get serves records below the local log as slices of them
+// (records.go), with no buffer of its own and no copy.
+type ColdLender interface {
+	ColdReader
+	// Lend returns between 1 and n bytes of the log at off, as a slice of
+	// memory that is never written again (a cached, decoded frame): the
+	// caller may keep it as long as it likes. Errors as ReadAt's.
+	Lend(ctx context.Context, off int64, n int) ([]byte, error)
+}
+
 func (o *Options) withDefaults() (Options, error) {
 	c := *o
 	if c.Dir == "" {
@@ -274,6 +285,10 @@ type GetResult struct {
 	NextBeginOffset, MinOffset, MaxOffset int64
 	Records                               [][]byte // each one whole V1 record, byte-identical to the log
 	Bytes                                 int      // sum of len(Records[i])
+	// Chunks, when not nil, holds the bytes of Records back to back in
+	// fewer, larger slices (records adjacent in one buffer or one lent
+	// cold frame share a chunk): what a response sends.
+	Chunks [][]byte
 	// HeldBack is, when GetRequest.MaxPhys stopped the scan, the commitlog
 	// end of the first record it hid (0: none): the bound that shows it.
 	HeldBack int64

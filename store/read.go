@@ -184,36 +184,11 @@ func (s *Store) finishGet(ctx context.Context, q *cqueue, req GetRequest, res Ge
 		}
 		return res, nil
 	}
-	// One buffer for all records; adjacent records are read with one pread
-	// (or one cold read below the local log).
-	data := make([]byte, total)
-	res.Records = make([][]byte, len(spans))
-	p := 0
-	for i := 0; i < len(spans); {
-		j, runEnd := i, spans[i].phys
-		for j < len(spans) && spans[j].phys == runEnd {
-			runEnd += int64(spans[j].size)
-			j++
-		}
-		runLen := int(runEnd - spans[i].phys)
-		if err := s.readLog(ctx, data[p:p+runLen], spans[i].phys); err != nil {
-			return GetResult{}, err
-		}
-		for k := i; k < j; k++ {
-			sz := int(spans[k].size)
-			rec := data[p : p+sz : p+sz]
-			// Cheap sanity check: the bytes are the record the entry names
-			// (a bad cold tier or consumequeue is an error, never garbage).
-			if sz < RecordOverhead || binary.BigEndian.Uint32(rec[offTotalSize:]) != uint32(sz) ||
-				binary.BigEndian.Uint32(rec[offMagic:]) != MagicV1 ||
-				int64(binary.BigEndian.Uint64(rec[offPhysOffset:])) != spans[k].phys {
-				return GetResult{}, corruptf("%s/%d: no %d-byte record at commitlog offset %d", req.Topic, req.QueueID, sz, spans[k].phys)
-			}
-			res.Records[k] = rec
-			p += sz
-		}
-		i = j
+	recs, chunks, err := s.readRecords(ctx, req, spans, total) // records.go
+	if err != nil {
+		return GetResult{}, err
 	}
+	res.Records, res.Chunks = recs, chunks
 	res.Status, res.Bytes = Found, total
 	return res, nil
 }

@@ -216,37 +216,61 @@ func (r *Reader) ReadAt(ctx context.Context, off int64, p []byte) (int, error) {
 	}
 	t := *r.table.Load()
 	n := 0
-	first := true
 	for n < len(p) {
-		pos := off + int64(n)
-		oi, err := find(t, pos)
+		b, err := r.frameAt(ctx, t, off+int64(n), off+int64(len(p)), n == 0)
 		if err != nil {
 			return n, err
 		}
-		obj := t[oi]
-		f, err := r.footer(ctx, obj)
-		if err != nil {
-			return n, err
-		}
-		rel := pos - obj.Base
-		fi := f.Find(rel)
-		if fi < 0 {
-			return n, fmt.Errorf("%w: %s: offset %d not in its %d frames (manifest length %d, footer %d)",
-				ErrCorrupt, obj.Key, rel, len(f.Frames), obj.Length, f.LogicalSize)
-		}
-		if first {
-			first = false
-			r.beforeRead(t, oi, f, fi, pos, off+int64(len(p)))
-		}
-		data, err := r.frame(ctx, obj.Key, f, fi)
-		if err != nil {
-			return n, err
-		}
-		fr := f.Frames[fi]
-		n += copy(p[n:], data[rel-fr.Off:])
+		n += copy(p[n:], b)
 	}
 	r.stats.readBytes.Add(int64(n))
 	return n, nil
+}
+
+// Lend returns between 1 and n bytes at logical offset off as a slice of
+// a decoded frame (the cache's, or one just fetched), which is never
+// written again: the caller may keep it (store.ColdLender). It reads
+// ahead as ReadAt does. Errors as ReadAt's.
+func (r *Reader) Lend(ctx context.Context, off int64, n int) ([]byte, error) {
+	if off < 0 || n <= 0 {
+		return nil, fmt.Errorf("coldread: lend %d bytes at %d", n, off)
+	}
+	b, err := r.frameAt(ctx, *r.table.Load(), off, off+int64(n), true)
+	if err != nil {
+		return nil, err
+	}
+	b = b[:min(len(b), n):min(len(b), n)]
+	r.stats.readBytes.Add(int64(len(b)))
+	return b, nil
+}
+
+// frameAt returns the bytes from logical offset pos to the end of the
+// frame holding it (a slice of the decoded frame). first: pos starts a
+// read that ends at end, which may start background fetches.
+func (r *Reader) frameAt(ctx context.Context, t []Object, pos, end int64, first bool) ([]byte, error) {
+	oi, err := find(t, pos)
+	if err != nil {
+		return nil, err
+	}
+	obj := t[oi]
+	f, err := r.footer(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	rel := pos - obj.Base
+	fi := f.Find(rel)
+	if fi < 0 {
+		return nil, fmt.Errorf("%w: %s: offset %d not in its %d frames (manifest length %d, footer %d)",
+			ErrCorrupt, obj.Key, rel, len(f.Frames), obj.Length, f.LogicalSize)
+	}
+	if first {
+		r.beforeRead(t, oi, f, fi, pos, end)
+	}
+	data, err := r.frame(ctx, obj.Key, f, fi)
+	if err != nil {
+		return nil, err
+	}
+	return data[rel-f.Frames[fi].Off:], nil
 }
 
 // ReadObjectAt fills p from logical offset off of object o, which need not

@@ -607,3 +607,47 @@ func TestHotFramesSurviveAScan(t *testing.T) {
 		t.Fatalf("the hot frame was fetched again after a scan of 7x the cache (%d GETs)", cb.count()-gets)
 	}
 }
+
+// TestLendMatchesOriginal: Lend returns the original bytes, at least one
+// and at most n, capped so appends cannot write into the frame, and the
+// same memory for two lends in one cached frame.
+func TestLendMatchesOriginal(t *testing.T) {
+	const frame = 16 << 10
+	fx := newFixture(t, base, 300<<10, frame, []int{100 << 10, 37<<10 + 3, 200 << 10})
+	r := newReader(t, fx.mem, fx.objs, coldread.Config{CacheBytes: 4 << 20})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 6))
+	var all []byte
+	for off := 0; off < len(fx.data); {
+		n := min(len(fx.data)-off, 1+rng.IntN(40<<10))
+		b, err := r.Lend(ctx, base+int64(off), n)
+		if err != nil {
+			t.Fatalf("Lend(%d, %d): %v", off, n, err)
+		}
+		if len(b) == 0 || len(b) > n || cap(b) != len(b) {
+			t.Fatalf("Lend(%d, %d) returned %d bytes (cap %d)", off, n, len(b), cap(b))
+		}
+		if !bytes.Equal(b, fx.data[off:off+len(b)]) {
+			t.Fatalf("Lend(%d, %d): bytes differ", off, n)
+		}
+		all = append(all, b...)
+		off += len(b)
+	}
+	if !bytes.Equal(all, fx.data) {
+		t.Fatal("a replay in lends differs")
+	}
+	a, err := r.Lend(ctx, base+10, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.Lend(ctx, base+12, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &a[2] != &b[0] {
+		t.Fatal("two lends from one cached frame are not the same memory")
+	}
+	if _, err := r.Lend(ctx, base+int64(len(fx.data)), 1); err == nil {
+		t.Fatal("Lend past the end succeeded")
+	}
+}
