@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/internal/s3proto"
 	"github.com/stratamq/stratamq/tier/localfs"
 	"github.com/stratamq/stratamq/tier/minio"
 	"github.com/stratamq/stratamq/tier/s3"
@@ -44,6 +45,9 @@ type Spec struct {
 	// Secure and CAFile (minio only).
 	Secure bool
 	CAFile string
+	// SSE and SSEKMSKeyID (s3 and minio): server-side encryption of every
+	// upload, from sse= and sse-kms-key-id= (s3proto's modes).
+	SSE, SSEKMSKeyID string
 }
 
 // Parse parses and validates a bucket URL without touching the network or
@@ -54,16 +58,20 @@ func Parse(raw string) (Spec, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
+		if hasUserinfo(raw) {
+			return fail("%s", credentialsRefused)
+		}
 		return fail("not a URL")
 	}
 	if u.User != nil {
-		return fail("credentials in the URL are not accepted; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+		return fail("%s", credentialsRefused)
 	}
 	if u.Fragment != "" || u.Opaque != "" {
 		return fail("unexpected fragment or opaque part")
 	}
 	q := u.Query()
-	allowed := map[string][]string{"file": nil, "s3": {"endpoint", "region", "path_style"}, "minio": {"secure", "ca", "region"}}
+	allowed := map[string][]string{"file": nil, "s3": {"endpoint", "region", "path_style", "sse", "sse-kms-key-id"},
+		"minio": {"secure", "ca", "region", "sse", "sse-kms-key-id"}}
 	keys, ok := allowed[u.Scheme]
 	if !ok {
 		return fail("scheme must be file, s3 or minio, not %q", u.Scheme)
@@ -126,6 +134,10 @@ func Parse(raw string) (Spec, error) {
 		if s.CAFile != "" && !s.Secure {
 			return fail("ca is set but secure=false")
 		}
+	}
+	s.SSE, s.SSEKMSKeyID = q.Get("sse"), q.Get("sse-kms-key-id")
+	if err := s3proto.CheckSSE(s.Scheme, s.SSE, s.SSEKMSKeyID, s.Scheme == "s3"); err != nil {
+		return fail("sse: %v", err)
 	}
 	if err := validBucketName(s.Bucket); err != nil {
 		return fail("%v", err)
@@ -197,7 +209,7 @@ func open(ctx context.Context, s Spec, opts Options) (tier.Bucket, error) {
 		b, err := s3.New(ctx, s3.Config{
 			Bucket: s.Bucket, Region: s.Region, Endpoint: s.Endpoint, VirtualHostStyle: s.VirtualHostStyle,
 			AccessKey: opts.AccessKey, SecretKey: opts.SecretKey, SessionToken: opts.SessionToken,
-			PartSize: opts.PartSize,
+			PartSize: opts.PartSize, SSE: s.SSE, SSEKMSKeyID: s.SSEKMSKeyID,
 		})
 		if err != nil {
 			return nil, err
@@ -207,7 +219,7 @@ func open(ctx context.Context, s Spec, opts Options) (tier.Bucket, error) {
 		b, err := minio.New(minio.Config{
 			Endpoint: s.Endpoint, Bucket: s.Bucket, Region: s.Region, Secure: s.Secure, CAFile: s.CAFile,
 			AccessKey: opts.AccessKey, SecretKey: opts.SecretKey, SessionToken: opts.SessionToken,
-			PartSize: opts.PartSize,
+			PartSize: opts.PartSize, SSE: s.SSE, SSEKMSKeyID: s.SSEKMSKeyID,
 		})
 		if err != nil {
 			return nil, err
@@ -230,6 +242,25 @@ func ensure(ctx context.Context, b interface {
 		}
 	}
 	return b, nil
+}
+
+// credentialsRefused is Parse's error for a URL with user info.
+const credentialsRefused = "credentials in the URL are refused (a bucket URL ends up in process listings, " +
+	"shell history and configuration dumps): remove user:password@ and give them through the AWS credential chain " +
+	"instead (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or an instance or pod role)"
+
+// hasUserinfo reports whether an unparseable URL seems to carry
+// user:password@ before its host (a secret with a '/' or '#' in it makes
+// url.Parse fail).
+func hasUserinfo(raw string) bool {
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return false
+	}
+	if i := strings.IndexAny(rest, "?"); i >= 0 {
+		rest = rest[:i]
+	}
+	return strings.Contains(rest, "@")
 }
 
 // sensitive reports whether a query parameter may carry a secret.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/encrypt"
 
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/internal/body"
@@ -54,13 +55,19 @@ type Config struct {
 	MaxRetries int
 	// Transport replaces the default HTTP transport (tests, tracing).
 	Transport http.RoundTripper
+	// SSE is the server-side encryption every upload asks for: "AES256"
+	// (SSE-S3) or "aws:kms" (SSE-KMS, with SSEKMSKeyID or the server's
+	// default key); "" leaves it to the bucket's default.
+	SSE         string
+	SSEKMSKeyID string
 }
 
 // String describes the config without its secrets.
 func (c Config) String() string {
 	redact := s3proto.Redact
-	return fmt.Sprintf("minio.Config{Endpoint:%q Bucket:%q Region:%q Secure:%t CAFile:%q AccessKey:%s SecretKey:%s SessionToken:%s PartSize:%d}",
-		c.Endpoint, c.Bucket, c.Region, c.Secure, c.CAFile, redact(c.AccessKey), redact(c.SecretKey), redact(c.SessionToken), c.PartSize)
+	return fmt.Sprintf("minio.Config{Endpoint:%q Bucket:%q Region:%q Secure:%t CAFile:%q AccessKey:%s SecretKey:%s SessionToken:%s PartSize:%d SSE:%q SSEKMSKeyID:%q}",
+		c.Endpoint, c.Bucket, c.Region, c.Secure, c.CAFile, redact(c.AccessKey), redact(c.SecretKey), redact(c.SessionToken), c.PartSize,
+		c.SSE, c.SSEKMSKeyID)
 }
 
 // Bucket is a tier.Bucket through minio-go.
@@ -72,6 +79,7 @@ type Bucket struct {
 	region      string
 	partSize    int64
 	concurrency int
+	sse         encrypt.ServerSide // nil: none
 }
 
 var _ tier.Bucket = (*Bucket)(nil)
@@ -90,7 +98,10 @@ func New(cfg Config) (*Bucket, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
-	var err error
+	sse, err := newSSE(cfg.SSE, cfg.SSEKMSKeyID)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.PartSize, cfg.Concurrency, err = s3proto.UploadDefaults("minio", cfg.PartSize, cfg.Concurrency); err != nil {
 		return nil, err
 	}
@@ -121,7 +132,21 @@ func New(cfg Config) (*Bucket, error) {
 		return nil, fmt.Errorf("minio: %w", err)
 	}
 	return &Bucket{client: client, core: minio.Core{Client: client}, transport: tr, bucket: cfg.Bucket,
-		region: cfg.Region, partSize: cfg.PartSize, concurrency: cfg.Concurrency}, nil
+		region: cfg.Region, partSize: cfg.PartSize, concurrency: cfg.Concurrency, sse: sse}, nil
+}
+
+// newSSE is minio-go's form of the SSE settings (nil for none).
+func newSSE(mode, kmsKeyID string) (encrypt.ServerSide, error) {
+	if err := s3proto.CheckSSE("minio", mode, kmsKeyID, false); err != nil {
+		return nil, err
+	}
+	switch mode {
+	case s3proto.SSES3:
+		return encrypt.NewSSE(), nil
+	case s3proto.SSEKMS:
+		return encrypt.NewSSEKMS(kmsKeyID, nil)
+	}
+	return nil, nil
 }
 
 func transport(cfg Config) (*http.Transport, error) {
@@ -194,6 +219,7 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 		// on it then fails with 400 BadRequest. An empty payload has nothing
 		// to protect, so send it unsigned.
 		DisableContentSha256: size == 0,
+		ServerSideEncryption: b.sse,
 	}
 	if cond != nil {
 		if cond.Absent() {

@@ -66,13 +66,21 @@ type Config struct {
 	MaxBackoff time.Duration
 	// HTTPClient replaces the default client (for tests and tracing).
 	HTTPClient *http.Client
+	// SSE is the server-side encryption every upload (PutObject,
+	// CreateMultipartUpload) asks for: "AES256" (SSE-S3), "aws:kms"
+	// (SSE-KMS, with SSEKMSKeyID or the account's default key) or
+	// "aws:kms:dsse"; "" leaves it to the bucket's default encryption.
+	// Reads need nothing: S3 decrypts them.
+	SSE         string
+	SSEKMSKeyID string
 }
 
 // String describes the config without its secrets.
 func (c Config) String() string {
 	redact := s3proto.Redact
-	return fmt.Sprintf("s3.Config{Bucket:%q Region:%q Endpoint:%q AccessKey:%s SecretKey:%s SessionToken:%s PartSize:%d Concurrency:%d}",
-		c.Bucket, c.Region, c.Endpoint, redact(c.AccessKey), redact(c.SecretKey), redact(c.SessionToken), c.PartSize, c.Concurrency)
+	return fmt.Sprintf("s3.Config{Bucket:%q Region:%q Endpoint:%q AccessKey:%s SecretKey:%s SessionToken:%s PartSize:%d Concurrency:%d SSE:%q SSEKMSKeyID:%q}",
+		c.Bucket, c.Region, c.Endpoint, redact(c.AccessKey), redact(c.SecretKey), redact(c.SessionToken), c.PartSize, c.Concurrency,
+		c.SSE, c.SSEKMSKeyID)
 }
 
 // Bucket is a tier.Bucket on S3.
@@ -83,6 +91,8 @@ type Bucket struct {
 	region      string
 	partSize    int64
 	concurrency int
+	sse         types.ServerSideEncryption // "" for none
+	sseKMSKeyID *string
 }
 
 var _ tier.Bucket = (*Bucket)(nil)
@@ -95,6 +105,9 @@ func New(ctx context.Context, cfg Config) (*Bucket, error) {
 	}
 	var err error
 	if cfg.PartSize, cfg.Concurrency, err = s3proto.UploadDefaults("s3", cfg.PartSize, cfg.Concurrency); err != nil {
+		return nil, err
+	}
+	if err := s3proto.CheckSSE("s3", cfg.SSE, cfg.SSEKMSKeyID, true); err != nil {
 		return nil, err
 	}
 	if cfg.MaxAttempts <= 0 {
@@ -148,8 +161,12 @@ func New(ctx context.Context, cfg Config) (*Bucket, error) {
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
-	return &Bucket{client: client, http: hc, bucket: cfg.Bucket, region: awsCfg.Region,
-		partSize: cfg.PartSize, concurrency: cfg.Concurrency}, nil
+	b := &Bucket{client: client, http: hc, bucket: cfg.Bucket, region: awsCfg.Region,
+		partSize: cfg.PartSize, concurrency: cfg.Concurrency, sse: types.ServerSideEncryption(cfg.SSE)}
+	if cfg.SSEKMSKeyID != "" {
+		b.sseKMSKeyID = aws.String(cfg.SSEKMSKeyID)
+	}
+	return b, nil
 }
 
 // EnsureBucket creates the bucket if it does not exist. A bucket that
@@ -222,6 +239,7 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 		out, err := b.client.PutObject(ctx, &s3.PutObjectInput{
 			Bucket: &b.bucket, Key: &key, Body: body, ContentLength: aws.Int64(size),
 			IfNoneMatch: ifNoneMatch, IfMatch: ifMatch,
+			ServerSideEncryption: b.sse, SSEKMSKeyId: b.sseKMSKeyID,
 		})
 		if err != nil {
 			return "", mapPut(err)
@@ -245,7 +263,8 @@ func (b *Bucket) multipart(ctx context.Context, key string, src *source, size in
 	}
 	nParts := int((size + partSize - 1) / partSize)
 
-	created, err := b.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &b.bucket, Key: &key})
+	created, err := b.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &b.bucket, Key: &key,
+		ServerSideEncryption: b.sse, SSEKMSKeyId: b.sseKMSKeyID})
 	if err != nil {
 		return "", mapPut(err)
 	}
