@@ -21,6 +21,9 @@ const DefaultPollInterval = 2 * time.Second
 type Options struct {
 	PollInterval time.Duration // default DefaultPollInterval
 	Logger       *slog.Logger
+	// OnDeny, when set, is called with each refused request's code and
+	// remark (metrics, tests). It must not block.
+	OnDeny func(code remoting.RequestCode, remark string)
 }
 
 // ACL holds the rules of one plain_acl.yml, reloaded by Run when the file
@@ -74,8 +77,11 @@ func Open(path string, opt Options) (*ACL, error) {
 }
 
 // NewStatic returns an ACL of fixed rules (tests; nothing to reload).
-func NewStatic(r *Rules) *ACL {
-	x := &ACL{opt: Options{PollInterval: DefaultPollInterval}, log: slog.Default()}
+func NewStatic(r *Rules, opt Options) *ACL {
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	x := &ACL{opt: opt, log: opt.Logger.With("component", "acl")}
 	x.peers.m = make(map[uint64]*peerSlot)
 	x.rules.Store(r)
 	return x
@@ -183,6 +189,9 @@ func (x *ACL) respond(c *remoting.Conn, req *remoting.Command, sc scope) *remoti
 		return nil
 	}
 	x.log.Debug("acl: request refused", "code", req.Code, "reason", d.Reason)
+	if x.opt.OnDeny != nil {
+		x.opt.OnDeny(remoting.RequestCode(req.Code), d.Reason)
+	}
 	return remoting.NewResponse(req, remoting.NoPermission, d.Reason)
 }
 

@@ -16,7 +16,7 @@ import (
 //	go test -run '^$' -bench BenchmarkACLVerify -benchmem ./acl/
 func BenchmarkACLVerify(b *testing.B) {
 	r := mustParse(b, "accounts:\n  - accessKey: bench-user\n    secretKey: bench-secret\n    defaultTopicPerm: PUB\n    defaultGroupPerm: SUB\n")
-	x := NewStatic(r)
+	x := NewStatic(r, Options{})
 	for _, size := range []int{128, 4096} {
 		b.Run("body="+itoa(size), func(b *testing.B) {
 			req := sendReq("BenchTopic")

@@ -322,7 +322,7 @@ func TestACLReload(t *testing.T) {
 // doubled, so a broker that never calls ConnClosed does not grow it
 // without bound.
 func TestACLPeerCacheSweep(t *testing.T) {
-	x := NewStatic(mustParse(t, sampleFile))
+	x := NewStatic(mustParse(t, sampleFile), Options{})
 	addr := func() netip.Addr { return netip.MustParseAddr("10.0.0.1") }
 	closed := make(chan struct{})
 	close(closed)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/infra/bytesize"
 	"github.com/stratamq/stratamq/remoting"
 )
@@ -75,6 +76,18 @@ type Config struct {
 	TransactionTimeout       time.Duration `env:"TRANSACTION_TIMEOUT" envDefault:"6s" help:"a half message with no commit or rollback is checked back with its producer group once it is this old (RocketMQ's transactionTimeOut)"`
 	TransactionCheckInterval time.Duration `env:"TRANSACTION_CHECK_INTERVAL" envDefault:"60s" help:"how often the master checks back half messages in doubt (CHECK_TRANSACTION_STATE to a live producer of the group)"`
 	TransactionCheckMax      int           `env:"TRANSACTION_CHECK_MAX" envDefault:"15" help:"checks of one half message before it is discarded (logged)"`
+
+	// Access control (issue 14; acl package, broker/acl.go).
+	ACLFile      string `env:"ACL_FILE" help:"a RocketMQ plain_acl.yml: every request must be signed by one of its accounts (AccessKey + HMAC signature, as the official clients send with credentials) and is checked against its permissions; reloaded when it changes. The name server protects its route and KV writes with it too. Empty: no ACL"`
+	ACLAccessKey string `env:"ACL_ACCESS_KEY" help:"the account the broker signs its own requests with (name-server registration, a slave's calls to its master): an admin account of STRATAMQ_ACL_FILE (default: the file's first admin account); without an ACL file the secret comes from STRATAMQ_ACL_SECRET_KEY"`
+	// ACL is the opened STRATAMQ_ACL_FILE (cmd opens it and runs its
+	// reloader; tests set it); nil with no file. ACLCredentials, when
+	// set, sign the broker's own requests instead of ACLAccessKey's
+	// account (cmd fills it from STRATAMQ_ACL_ACCESS_KEY and
+	// STRATAMQ_ACL_SECRET_KEY when there is no ACL file). Neither is an
+	// environment setting, so GET_BROKER_CONFIG never shows them.
+	ACL            *acl.ACL        `env:"-"`
+	ACLCredentials acl.Credentials `env:"-"`
 
 	// Not from the environment: set by tests and by serve.
 	RegisterInterval time.Duration `env:"-"` // default 30s

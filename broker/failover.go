@@ -277,7 +277,7 @@ func (b *Broker) Promote(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.HATimeout+10*time.Second)
 	defer cancel()
-	resp, err := b.nsClient.Invoke(ctx, addr, remoting.NewRequest(remoting.DemoteBroker, nil, nil))
+	resp, err := b.invoke(ctx, addr, remoting.NewRequest(remoting.DemoteBroker, nil, nil))
 	if err != nil {
 		return fmt.Errorf("broker: ask the master at %s to demote: %w (if it is gone, this slave takes over once its lease lapses)", addr, err)
 	}

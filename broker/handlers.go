@@ -102,6 +102,10 @@ func (b *Broker) ServeRemoting(ctx context.Context, c *remoting.Conn, req *remot
 	if !ok {
 		return remoting.NotSupported(req)
 	}
+	if resp := b.checkACL(c, req); resp != nil {
+		resp.Version = Version
+		return resp
+	}
 	resp := h(ctx, c, req)
 	if resp != nil {
 		resp.Version = Version

@@ -26,9 +26,12 @@ func (b *Broker) registrar(ctx context.Context) {
 	defer t.Stop()
 	// A slave that learns its master from the name servers asks again
 	// every STRATAMQ_HA_SYNC_INTERVAL until an answer names the master.
+	// A registration a name server refused (NO_PERMISSION: the ACL, or
+	// the name still held by a live registration of an old broker) is
+	// retried at that pace too.
 	retry := time.NewTicker(min(b.cfg.RegisterInterval, b.cfg.HASyncInterval))
 	defer retry.Stop()
-	b.registerAll(ctx)
+	refused := b.registerAll(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -36,22 +39,24 @@ func (b *Broker) registrar(ctx context.Context) {
 		case <-t.C:
 		case <-b.registerNow:
 		case <-retry.C:
-			if f := b.ha.follow; f == nil || b.cfg.HAMaster != "" || loadStr(&f.nsHA) != "" {
+			if f := b.ha.follow; !refused && (f == nil || b.cfg.HAMaster != "" || loadStr(&f.nsHA) != "") {
 				continue
 			}
 		}
-		b.registerAll(ctx)
+		refused = b.registerAll(ctx)
 	}
 }
 
-func (b *Broker) registerAll(ctx context.Context) {
+// registerAll registers with every name server; it reports whether one
+// refused with NO_PERMISSION.
+func (b *Broker) registerAll(ctx context.Context) (refused bool) {
 	body, err := json.Marshal(remoting.RegisterBrokerBody{
 		TopicConfigSerializeWrapper: b.topics.Wrapper(),
 		FilterServerList:            []string{},
 	})
 	if err != nil {
 		b.log.Error("encode registration", "err", err)
-		return
+		return false
 	}
 	h := remoting.RegisterBrokerRequestHeader{
 		BrokerName: b.cfg.BrokerName, BrokerAddr: b.advertise, ClusterName: b.cfg.Cluster,
@@ -60,13 +65,14 @@ func (b *Broker) registerAll(ctx context.Context) {
 	for _, ns := range b.cfg.NameServers() {
 		req := remoting.NewRequest(remoting.RegisterBroker, h.Encode(), body)
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		resp, err := b.nsClient.Invoke(cctx, ns, req)
+		resp, err := b.invoke(cctx, ns, req)
 		cancel()
 		switch {
 		case err != nil:
 			b.log.Warn("register with name server failed", "namesrv", ns, "err", err)
 		case resp.Code != int32(remoting.Success):
 			b.log.Warn("name server refused registration", "namesrv", ns, "code", resp.Code, "remark", resp.Remark)
+			refused = refused || resp.Code == int32(remoting.NoPermission)
 		default:
 			b.log.Debug("registered with name server", "namesrv", ns)
 			if f := b.ha.follow; f != nil {
@@ -78,6 +84,7 @@ func (b *Broker) registerAll(ctx context.Context) {
 			}
 		}
 	}
+	return refused
 }
 
 func (b *Broker) unregisterAll(ctx context.Context) {
@@ -85,7 +92,7 @@ func (b *Broker) unregisterAll(ctx context.Context) {
 		ClusterName: b.cfg.Cluster, BrokerID: b.cfg.BrokerID}
 	for _, ns := range b.cfg.NameServers() {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if _, err := b.nsClient.Invoke(cctx, ns, remoting.NewRequest(remoting.UnregisterBroker, h.Encode(), nil)); err != nil {
+		if _, err := b.invoke(cctx, ns, remoting.NewRequest(remoting.UnregisterBroker, h.Encode(), nil)); err != nil {
 			b.log.Warn("unregister from name server failed", "namesrv", ns, "err", err)
 		}
 		cancel()

@@ -281,7 +281,7 @@ func (b *Broker) syncFromMaster(ctx context.Context, f *follower) error {
 func (b *Broker) fetchFromMaster(ctx context.Context, addr string, code remoting.RequestCode) ([]byte, error) {
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	resp, err := b.nsClient.Invoke(cctx, addr, remoting.NewRequest(code, nil, nil))
+	resp, err := b.invoke(cctx, addr, remoting.NewRequest(code, nil, nil))
 	if err != nil {
 		return nil, fmt.Errorf("%s from the master at %s: %w", code, addr, err)
 	}
@@ -303,7 +303,7 @@ func (b *Broker) pushOffsets(ctx context.Context, f *follower, addr string) erro
 	for _, k := range keys {
 		h := remoting.UpdateConsumerOffsetRequestHeader{ConsumerGroup: k.group, Topic: k.topic, QueueID: k.queue, CommitOffset: p[k]}
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		resp, err := b.nsClient.Invoke(cctx, addr, remoting.NewRequest(remoting.UpdateConsumerOffset, h.Encode(), nil))
+		resp, err := b.invoke(cctx, addr, remoting.NewRequest(remoting.UpdateConsumerOffset, h.Encode(), nil))
 		cancel()
 		if err != nil {
 			return fmt.Errorf("pushing the offset of %s on %s/%d committed to this slave to the master at %s: %w", k.group, k.topic, k.queue, addr, err)

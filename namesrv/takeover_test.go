@@ -202,7 +202,7 @@ func TestNamesrvACL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := startWithCloses(t, Config{ACL: acl.NewStatic(rules)})
+	e := startWithCloses(t, Config{ACL: acl.NewStatic(rules, acl.Options{})})
 	admin := acl.Credentials{AccessKey: "ns-admin", SecretKey: "ns-admin-secret"}
 	user := acl.Credentials{AccessKey: "ns-user1", SecretKey: "ns-user-secret"}
 	wrong := acl.Credentials{AccessKey: "ns-admin", SecretKey: "not-the-secret"}

@@ -1,0 +1,43 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/stratamq/stratamq/acl"
+	"github.com/stratamq/stratamq/remoting"
+)
+
+// checkACL answers a request the ACL refuses (NO_PERMISSION naming what
+// was missing); nil lets it through. Without STRATAMQ_ACL_FILE every
+// request goes through.
+func (b *Broker) checkACL(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	x := b.cfg.ACL
+	if x == nil {
+		return nil
+	}
+	return x.CheckBroker(c, req)
+}
+
+// credentials are what the broker signs its own requests with: the
+// explicit ones (STRATAMQ_ACL_ACCESS_KEY and STRATAMQ_ACL_SECRET_KEY
+// without an ACL file), else the account STRATAMQ_ACL_ACCESS_KEY names
+// in the ACL file, else the file's first admin account; zero (unsigned)
+// without either. They are looked up on every call, so a reloaded file's
+// new secret is used at once.
+func (b *Broker) credentials() acl.Credentials {
+	if !b.cfg.ACLCredentials.IsZero() {
+		return b.cfg.ACLCredentials
+	}
+	if x := b.cfg.ACL; x != nil {
+		c, _ := x.Credentials(b.cfg.ACLAccessKey)
+		return c
+	}
+	return acl.Credentials{}
+}
+
+// invoke sends a request of the broker's own (to a name server, or a
+// slave's to its master), signed when the broker has credentials.
+func (b *Broker) invoke(ctx context.Context, addr string, req *remoting.Command) (*remoting.Command, error) {
+	b.credentials().Sign(req)
+	return b.nsClient.Invoke(ctx, addr, req)
+}
