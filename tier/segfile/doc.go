@@ -1,7 +1,8 @@
 // Package segfile is the object format of a tiered segment: the bytes of a
 // sealed commitlog segment (or of a consumequeue or index range) cut into
-// frames, each frame compressed on its own with zstd, followed by a frame
-// table and a fixed-size trailer.
+// frames, each frame compressed on its own with zstd (or stored as is when
+// zstd would not save an eighth of it), followed by a frame table and a
+// fixed-size trailer.
 //
 // A reader needs one small ranged GET for the tail (trailer + frame table)
 // and then one ranged GET per run of frames it wants; every frame decodes
@@ -15,7 +16,8 @@
 // All integers are little-endian.
 //
 //	+----------------------+  compressed offset 0
-//	| frame 0 (zstd frame) |  input bytes [0, L0)
+//	| frame 0 (zstd frame, |  input bytes [0, L0)
+//	|   or raw bytes)      |
 //	+----------------------+
 //	| frame 1 (zstd frame) |  input bytes [L0, L0+L1)
 //	+----------------------+
@@ -36,8 +38,8 @@
 //	| trailer (32 bytes)   |
 //	|   u64 FooterLen      |
 //	|   u64 xxhash64       |  of the footer body
-//	|   u16 version (1)    |
-//	|   u16 flags (0)      |
+//	|   u16 version (1|2)  |  2 when a frame is stored raw
+//	|   u16 flags          |  version 2: FlagRaw (1); version 1: 0
 //	|   u32 reserved (0)   |
 //	|   [8]byte magic      |  "SMQSEG\x00\x01"
 //	+----------------------+  object size
@@ -48,6 +50,20 @@
 // bytes. Reading input byte 5,000,000 fetches the tail (the last
 // TailReadSize bytes, which covers footers of up to ~2,000 frames), then
 // frame 1's compressed range only.
+//
+// # Raw frames
+//
+// A frame zstd would shrink by less than 1/RawSavingDiv (an eighth) is
+// stored as is: its stored length equals its logical length, and the
+// trailer says version 2 with FlagRaw, under which exactly such frames
+// are raw. Decoding a nearly incompressible zstd frame (random or already
+// compressed payloads) runs at about 1 GB/s per core, slower than the
+// bucket serves it, while a raw frame costs only its checksum and is
+// handed out as the fetched bytes themselves (no copy). It costs at most
+// an eighth more bucket bytes for such data. Objects without a raw frame
+// are written as version 1, byte for byte as before; both versions are
+// read, and a reader that knows only version 1 refuses version 2 as
+// corrupt rather than misreading it.
 //
 // # Integrity
 //

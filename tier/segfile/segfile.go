@@ -19,8 +19,21 @@ var ErrCorrupt = errors.New("segfile: corrupt object")
 
 // Format constants.
 const (
-	// Version is the format version this package writes and reads.
-	Version = 1
+	// Version is the format version this package writes for an object
+	// with a frame stored raw (FlagRaw); an object without one is written
+	// as version 1, byte for byte as before raw frames existed. Both are
+	// read.
+	Version = 2
+	// FlagRaw, in the trailer's flags (version 2): a frame whose stored
+	// length equals its logical length is stored as is, not as a zstd
+	// frame. The writer stores a frame raw when zstd would save less than
+	// 1/RawSavingDiv of it: decoding a nearly incompressible zstd frame
+	// (random or already compressed payloads) runs at about 1 GB/s per
+	// core, more than the bucket's bandwidth costs, while serving a raw
+	// frame costs only its checksum.
+	FlagRaw = 1
+	// RawSavingDiv: see FlagRaw.
+	RawSavingDiv = 8
 	// TrailerSize is the fixed size of the trailer at the end of an object.
 	TrailerSize = 32
 	// EntrySize is the size of one frame-table entry.
@@ -48,6 +61,7 @@ type Frame struct {
 	CompOff int64  // offset of the compressed bytes in the object
 	CompLen int64  // compressed length
 	Sum     uint64 // xxhash64 of the compressed bytes
+	Raw     bool   // stored as is (CompLen == Len; FlagRaw)
 }
 
 // End is the logical offset just past the frame.
@@ -227,17 +241,21 @@ func (w *Writer) flush() error {
 		return nil
 	}
 	w.out = w.enc.EncodeAll(w.buf, w.out[:0])
-	if _, err := w.w.Write(w.out); err != nil {
+	stored, raw := w.out, false
+	if len(w.out) >= len(w.buf)-len(w.buf)/RawSavingDiv {
+		stored, raw = w.buf, true // see FlagRaw
+	}
+	if _, err := w.w.Write(stored); err != nil {
 		w.err = fmt.Errorf("segfile: write frame %d: %w", len(w.frames), err)
 		return w.err
 	}
 	w.frames = append(w.frames, Frame{
 		Off: w.start, Len: int64(len(w.buf)),
-		CompOff: w.comp, CompLen: int64(len(w.out)),
-		Sum: xxhash.Sum64(w.out),
+		CompOff: w.comp, CompLen: int64(len(stored)),
+		Sum: xxhash.Sum64(stored), Raw: raw,
 	})
 	w.start += int64(len(w.buf))
-	w.comp += int64(len(w.out))
+	w.comp += int64(len(stored))
 	w.buf = w.buf[:0]
 	return nil
 }
@@ -282,10 +300,17 @@ func AppendFooter(dst []byte, f *Footer) []byte {
 		dst = binary.LittleEndian.AppendUint64(dst, fr.Sum)
 	}
 	sum := xxhash.Sum64(dst[start:])
+	version, flags := uint16(1), uint16(0)
+	for _, fr := range f.Frames {
+		if fr.Raw {
+			version, flags = Version, FlagRaw
+			break
+		}
+	}
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.FooterLen))
 	dst = binary.LittleEndian.AppendUint64(dst, sum)
-	dst = binary.LittleEndian.AppendUint16(dst, Version)
-	dst = binary.LittleEndian.AppendUint16(dst, 0)
+	dst = binary.LittleEndian.AppendUint16(dst, version)
+	dst = binary.LittleEndian.AppendUint16(dst, flags)
 	dst = binary.LittleEndian.AppendUint32(dst, 0)
 	return append(dst, magic[:]...)
 }
@@ -315,27 +340,34 @@ func corrupt(format string, args ...any) error {
 }
 
 // ParseTrailer decodes the last TrailerSize bytes of an object and returns
-// the footer body's length and checksum.
-func ParseTrailer(tr []byte) (footerLen int64, sum uint64, err error) {
+// the footer body's length and checksum, and the flags (FlagRaw).
+func ParseTrailer(tr []byte) (footerLen int64, sum uint64, flags uint16, err error) {
 	if len(tr) != TrailerSize {
-		return 0, 0, corrupt("trailer is %d bytes, want %d", len(tr), TrailerSize)
+		return 0, 0, 0, corrupt("trailer is %d bytes, want %d", len(tr), TrailerSize)
 	}
 	if [8]byte(tr[24:32]) != magic {
-		return 0, 0, corrupt("bad magic %x", tr[24:32])
+		return 0, 0, 0, corrupt("bad magic %x", tr[24:32])
 	}
-	if v := binary.LittleEndian.Uint16(tr[16:]); v != Version {
-		return 0, 0, corrupt("unsupported version %d", v)
+	switch v := binary.LittleEndian.Uint16(tr[16:]); v {
+	case 1:
+	case 2:
+		flags = binary.LittleEndian.Uint16(tr[18:])
+		if flags&^FlagRaw != 0 {
+			return 0, 0, 0, corrupt("unknown flags %#x", flags)
+		}
+	default:
+		return 0, 0, 0, corrupt("unsupported version %d", v)
 	}
 	fl := binary.LittleEndian.Uint64(tr[0:])
 	if fl < footerHeaderSize || fl > 1<<31 {
-		return 0, 0, corrupt("footer length %d", fl)
+		return 0, 0, 0, corrupt("footer length %d", fl)
 	}
-	return int64(fl), binary.LittleEndian.Uint64(tr[8:]), nil
+	return int64(fl), binary.LittleEndian.Uint64(tr[8:]), flags, nil
 }
 
 // ParseFooter decodes and validates the footer body of an object of the
-// given size, against the checksum from its trailer.
-func ParseFooter(body []byte, sum uint64, size int64) (*Footer, error) {
+// given size, against the checksum and flags from its trailer.
+func ParseFooter(body []byte, sum uint64, flags uint16, size int64) (*Footer, error) {
 	if xxhash.Sum64(body) != sum {
 		return nil, corrupt("footer checksum mismatch")
 	}
@@ -362,6 +394,7 @@ func ParseFooter(body []byte, sum uint64, size int64) (*Footer, error) {
 			CompLen: int64(binary.LittleEndian.Uint32(e[20:])),
 			Sum:     binary.LittleEndian.Uint64(e[24:]),
 		}
+		fr.Raw = flags&FlagRaw != 0 && fr.CompLen == fr.Len
 		if fr.Off != off || fr.CompOff != comp || fr.Len <= 0 || fr.Len > MaxFrameSize || fr.CompLen <= 0 {
 			return nil, corrupt("frame %d entry %+v does not follow offset %d / %d", i, fr, off, comp)
 		}
@@ -394,7 +427,7 @@ func ReadFooter(ctx context.Context, readAt ReadAtFunc, key string, size int64) 
 	if err := readAt(ctx, key, tail, size-int64(len(tail))); err != nil {
 		return nil, fmt.Errorf("segfile: read footer of %s: %w", key, err)
 	}
-	fl, sum, err := ParseTrailer(tail[len(tail)-TrailerSize:])
+	fl, sum, flags, err := ParseTrailer(tail[len(tail)-TrailerSize:])
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
@@ -410,7 +443,7 @@ func ReadFooter(ctx context.Context, readAt ReadAtFunc, key string, size int64) 
 			return nil, fmt.Errorf("segfile: read footer of %s: %w", key, err)
 		}
 	}
-	f, err := ParseFooter(body, sum, size)
+	f, err := ParseFooter(body, sum, flags, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
@@ -418,14 +451,21 @@ func ReadFooter(ctx context.Context, readAt ReadAtFunc, key string, size int64) 
 }
 
 // DecodeFrame checks comp (the compressed bytes of fr) against fr's length
-// and checksum and decompresses it into dst[:0] (grown as needed). Any
-// mismatch is an error matching ErrCorrupt, and nothing is returned.
+// and checksum and decompresses it into dst[:0] (grown as needed); a raw
+// frame (FlagRaw) is returned as comp itself, not copied. Any mismatch is
+// an error matching ErrCorrupt, and nothing is returned.
 func DecodeFrame(dst []byte, fr Frame, comp []byte) ([]byte, error) {
 	if int64(len(comp)) != fr.CompLen {
 		return nil, corrupt("frame at %d: %d compressed bytes, want %d", fr.Off, len(comp), fr.CompLen)
 	}
 	if xxhash.Sum64(comp) != fr.Sum {
 		return nil, corrupt("frame at %d: checksum mismatch", fr.Off)
+	}
+	if fr.Raw {
+		if fr.CompLen != fr.Len {
+			return nil, corrupt("frame at %d: stored raw, %d bytes, want %d", fr.Off, fr.CompLen, fr.Len)
+		}
+		return comp[:len(comp):len(comp)], nil // stored as is: comp is the frame
 	}
 	if int64(cap(dst)) < fr.Len {
 		dst = make([]byte, 0, fr.Len)

@@ -3,6 +3,7 @@ package segfile_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -327,5 +328,82 @@ func TestCompressionRatio(t *testing.T) {
 	t.Logf("corpus %d bytes -> object %d bytes: %.2fx", len(data), len(obj), ratio)
 	if ratio < 3 {
 		t.Fatalf("compression ratio %.2fx < 3x", ratio)
+	}
+}
+
+// TestRawFrames: frames zstd would shrink by less than 1/RawSavingDiv are
+// stored as is (FlagRaw, trailer version 2) and read back without a
+// decode, as slices of the fetched bytes; an object of compressible
+// frames only is version 1, as before raw frames; a mixed object reads
+// back whole; and without the flag a raw frame is not taken for zstd
+// data (it fails as corrupt).
+func TestRawFrames(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	noise := make([]byte, 3*4096)
+	for i := range noise {
+		noise[i] = byte(rng.Uint32())
+	}
+	json := loadCorpus(t)[:3*4096]
+	trailer := func(obj []byte) (version, flags uint16) {
+		tr := obj[len(obj)-segfile.TrailerSize:]
+		return binary.LittleEndian.Uint16(tr[16:]), binary.LittleEndian.Uint16(tr[18:])
+	}
+	for _, tc := range []struct {
+		name           string
+		data           []byte
+		raw            []bool
+		version, flags uint16
+	}{
+		{"noise", noise, []bool{true, true, true}, 2, segfile.FlagRaw},
+		{"json", json, []bool{false, false, false}, 1, 0},
+		{"mixed", append(append(bytes.Clone(json[:4096]), noise[:4096]...), json[4096:8192]...), []bool{false, true, false}, 2, segfile.FlagRaw},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj, f := encode(t, tc.data, segfile.Options{FrameSize: 4096})
+			for i, fr := range f.Frames {
+				if fr.Raw != tc.raw[i] || fr.Raw != (fr.CompLen == fr.Len) && fr.Raw {
+					t.Fatalf("frame %d: %+v, want raw %v", i, fr, tc.raw[i])
+				}
+			}
+			if v, fl := trailer(obj); v != tc.version || fl != tc.flags {
+				t.Fatalf("trailer version %d flags %#x, want %d %#x", v, fl, tc.version, tc.flags)
+			}
+			b := tier.NewMem()
+			put(t, b, "x.seg", obj)
+			got, err := readAll(ctx, b, "x.seg", int64(len(obj)))
+			if err != nil || !bytes.Equal(got, tc.data) {
+				t.Fatalf("read back: %v (equal %v)", err, bytes.Equal(got, tc.data))
+			}
+			rf, err := segfile.ReadFooter(ctx, b.ReadAt, "x.seg", int64(len(obj)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, fr := range rf.Frames {
+				if fr.Raw != tc.raw[i] {
+					t.Fatalf("footer read back: frame %d raw %v, want %v", i, fr.Raw, tc.raw[i])
+				}
+				comp := obj[fr.CompOff : fr.CompOff+fr.CompLen]
+				d, err := segfile.DecodeFrame(nil, fr, comp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fr.Raw && &d[0] != &comp[0] {
+					t.Fatalf("frame %d: a raw frame was copied", i)
+				}
+			}
+			if tc.flags == 0 {
+				return
+			}
+			// The flag cleared (and the trailer back at version 1): the
+			// raw frames are read as zstd and fail.
+			o := bytes.Clone(obj)
+			binary.LittleEndian.PutUint16(o[len(o)-segfile.TrailerSize+16:], 1)
+			binary.LittleEndian.PutUint16(o[len(o)-segfile.TrailerSize+18:], 0)
+			put(t, b, "y.seg", o)
+			if _, err := readAll(ctx, b, "y.seg", int64(len(o))); !errors.Is(err, segfile.ErrCorrupt) {
+				t.Fatalf("raw frames read without the flag: %v, want ErrCorrupt", err)
+			}
+		})
 	}
 }
