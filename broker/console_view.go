@@ -1,9 +1,12 @@
 package broker
 
 import (
+	"bytes"
+	"compress/zlib"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -256,8 +259,18 @@ type ConsoleMessage struct {
 	SysFlag        int32
 	// Properties in the order they are stored.
 	Properties []Property
-	BodySize   int
-	Body       []byte // the first ConsoleMaxPreview bytes (or fewer, as asked) of the body; a copy
+	// BodySize is the body's size as stored (compressed when Compressed).
+	BodySize int
+	// Body is the first ConsoleMaxPreview bytes (or fewer, as asked) of
+	// the body, decompressed when the producer compressed it; a copy.
+	Body []byte
+	// Cut: Body is shorter than the (decompressed) body.
+	Cut bool
+	// Compressed: the producer zlib-compressed the body (sysFlag bit 0,
+	// as clients do past 4 KiB); Body is then the decompressed start, or
+	// the stored bytes with BodyError saying why it is not.
+	Compressed bool
+	BodyError  string
 	// Cold: the record lies below the local log (read from the bucket).
 	Cold bool
 }
@@ -265,8 +278,6 @@ type ConsoleMessage struct {
 // Property is one message property.
 type Property struct{ Key, Value string }
 
-// Truncated reports whether Body is shorter than the body.
-func (m ConsoleMessage) Truncated() bool { return len(m.Body) < m.BodySize }
 
 // ConsoleMessages reads up to n (≤ ConsoleMaxMessages) messages of a queue
 // from offset from on; blank entries are skipped. next is the offset after
@@ -363,8 +374,29 @@ func consoleMessage(rec []byte, preview int, localMin int64) (ConsoleMessage, er
 		StoreTimestamp: r.StoreTimestamp, BornHost: r.BornHost.String(), StoreHost: r.StoreHost.String(),
 		ReconsumeTimes: r.ReconsumeTimes, SysFlag: r.SysFlag, BodySize: len(r.Body), Cold: r.PhysOffset < localMin}
 	body := r.Body[:min(len(r.Body), preview)]
+	m.Cut = len(body) < len(r.Body)
+	if r.SysFlag&sysFlagCompressed != 0 {
+		// Decompress no more than the preview (and one byte to tell
+		// whether there is more): a small body may inflate to any size.
+		m.Compressed = true
+		buf := make([]byte, preview+1)
+		zr, err := zlib.NewReader(bytes.NewReader(r.Body))
+		if err == nil {
+			var n int
+			n, err = io.ReadFull(zr, buf)
+			if err == io.ErrUnexpectedEOF || err == io.EOF {
+				err = nil
+			}
+			if err == nil {
+				body, m.Cut = buf[:min(n, preview)], n > preview
+			}
+		}
+		if err != nil {
+			m.BodyError = "the body does not decompress (zlib): " + err.Error() + "; the stored bytes are shown"
+		}
+	}
 	// Do not cut a UTF-8 sequence in two: a text preview stays text.
-	if len(body) < len(r.Body) {
+	if m.Cut {
 		for k := 1; k <= utf8.UTFMax && k <= len(body); k++ {
 			if utf8.RuneStart(body[len(body)-k]) {
 				if !utf8.FullRune(body[len(body)-k:]) {

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"compress/zlib"
 	"context"
 	"strings"
 	"testing"
@@ -64,7 +65,7 @@ func TestConsoleViewTiered(t *testing.T) {
 	}
 	for i, m := range msgs {
 		off := from + int64(i)
-		if m.QueueOffset != off || m.BodySize != len(bodies[off]) || !bytes.Equal(m.Body, bodies[off][:100]) || !m.Truncated() {
+		if m.QueueOffset != off || m.BodySize != len(bodies[off]) || !bytes.Equal(m.Body, bodies[off][:100]) || !m.Cut {
 			t.Fatalf("message %d: offset %d, size %d, body %q", off, m.QueueOffset, m.BodySize, m.Body)
 		}
 		if m.Cold != (off < q.LocalFrom) {
@@ -154,5 +155,39 @@ func TestConsoleViewKeysAndPreview(t *testing.T) {
 	at, err := b.ConsoleOffsetAtTime(ctx, "KeyT", 0, time.Now().Add(time.Hour).UnixMilli())
 	if err != nil || at != 3 {
 		t.Fatalf("offset at a future time: %d %v, want the max 3", at, err)
+	}
+}
+
+// TestConsoleViewCompressedBody: a body the producer zlib-compressed is
+// previewed decompressed, never inflated past the preview (50 MiB of
+// zeros compress to a small message); one that does not decompress is
+// shown as stored, saying so.
+func TestConsoleViewCompressedBody(t *testing.T) {
+	b, cl := startBroker(t, nil)
+	var zbuf bytes.Buffer
+	zw := zlib.NewWriter(&zbuf)
+	if _, err := zw.Write(make([]byte, 50<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range [][]byte{zbuf.Bytes(), []byte("not zlib at all")} {
+		h := remoting.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "ZipT", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4,
+			SysFlag: sysFlagCompressed, BornTimestamp: time.Now().UnixMilli()}
+		if r := invoke(t, cl, b.Addr().String(), remoting.NewRequest(remoting.SendMessage, h.Encode(), body)); r.Code != int32(remoting.Success) {
+			t.Fatalf("send: %d %s", r.Code, r.Remark)
+		}
+	}
+	ms, _, err := b.ConsoleMessages(context.Background(), "ZipT", 0, 0, 10, ConsoleMaxPreview)
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("%d messages, %v", len(ms), err)
+	}
+	if m := ms[0]; !m.Compressed || !m.Cut || len(m.Body) != ConsoleMaxPreview || !bytes.Equal(m.Body, make([]byte, ConsoleMaxPreview)) ||
+		m.BodySize != zbuf.Len() || m.BodyError != "" {
+		t.Fatalf("compressed: compressed %v cut %v, %d body bytes, size %d, error %q", m.Compressed, m.Cut, len(m.Body), m.BodySize, m.BodyError)
+	}
+	if m := ms[1]; !m.Compressed || string(m.Body) != "not zlib at all" || !strings.Contains(m.BodyError, "does not decompress") {
+		t.Fatalf("bad zlib: %q, error %q", m.Body, m.BodyError)
 	}
 }

@@ -278,4 +278,13 @@ func TestConsoleBrowse(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `<td class="num q-max">10</td>`) {
 		t.Fatalf("topic:\n%s", body)
 	}
+	// Every page renders whole.
+	for _, target := range []string{"/", "/topics", "/topic?topic=BrowseT", "/groups", "/tier", "/messages", "/messages?topic=BrowseT&queue=1"} {
+		if code, body, _ := get(t, h, http.MethodGet, target); code != 200 || !strings.Contains(body, "</main>") || !strings.Contains(body, "</html>") {
+			t.Fatalf("%s: %d\n%s", target, code, body)
+		}
+	}
+	if _, body, _ := get(t, h, http.MethodGet, "/"); !strings.Contains(body, `<span id="st-binary">test</span>`) {
+		t.Fatalf("overview without the version:\n%s", body)
+	}
 }

@@ -19,8 +19,9 @@ import (
 // template (templates/<name>.html inside templates/layout.html).
 
 type overviewData struct {
-	Status broker.ConsoleStatus
-	Uptime time.Duration
+	Status  broker.ConsoleStatus
+	Uptime  time.Duration
+	Version string // the binary's
 }
 
 func (h *Handler) overview(ctx context.Context, b Broker, r *http.Request) (string, any, error) {
@@ -28,7 +29,7 @@ func (h *Handler) overview(ctx context.Context, b Broker, r *http.Request) (stri
 		return "", nil, err
 	}
 	st := b.ConsoleStatus()
-	return "overview", overviewData{Status: st, Uptime: time.Since(st.Since).Round(time.Second)}, nil
+	return "overview", overviewData{Status: st, Uptime: time.Since(st.Since).Round(time.Second), Version: h.cfg.Version}, nil
 }
 
 type topicsData struct {
