@@ -278,7 +278,6 @@ type ConsoleMessage struct {
 // Property is one message property.
 type Property struct{ Key, Value string }
 
-
 // ConsoleMessages reads up to n (≤ ConsoleMaxMessages) messages of a queue
 // from offset from on; blank entries are skipped. next is the offset after
 // the last entry looked at (the queue's max at its end). One record is held
