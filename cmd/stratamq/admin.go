@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/broker"
 	"github.com/stratamq/stratamq/remoting"
 )
@@ -124,6 +125,7 @@ type adminEnv struct {
 	environ        map[string]string
 	name, args     string
 	cl             *remoting.Client
+	creds          acl.Credentials // --access-key, --secret-key (acl.go); zero: unsigned
 
 	namesrv, brokers, cluster string
 	timeout                   time.Duration
@@ -163,6 +165,7 @@ func (e *adminEnv) flags(which ...string) *flag.FlagSet {
 		}
 	}
 	fs.DurationVar(&e.timeout, "timeout", 5*time.Second, "per-request timeout")
+	credentialFlags(fs, e.environ, &e.creds)
 	return fs
 }
 
@@ -179,6 +182,9 @@ func (e *adminEnv) parse(fs *flag.FlagSet, args []string) error {
 	}
 	if e.timeout <= 0 {
 		return fmt.Errorf("%w: --timeout must be positive", errAdminUsage)
+	}
+	if err := checkCredentials(e.creds); err != nil {
+		return fmt.Errorf("%w: %v", errAdminUsage, err)
 	}
 	return nil
 }

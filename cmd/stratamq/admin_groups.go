@@ -239,6 +239,7 @@ func (e *adminEnv) invokeAny(ctx context.Context, addr string, req *remoting.Com
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
+	e.creds.Sign(req)
 	resp, err := e.cl.Invoke(ctx, addr, req)
 	if err != nil {
 		return nil, fmt.Errorf("%s to %s: %w", remoting.RequestCode(req.Code), addr, err)

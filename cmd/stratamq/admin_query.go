@@ -139,7 +139,9 @@ func (e *adminEnv) query(ctx context.Context, h remoting.QueryMessageRequestHead
 	var errs []error
 	for _, addr := range addrs {
 		cctx, cancel := context.WithTimeout(ctx, e.timeout)
-		resp, err := e.cl.Invoke(cctx, addr, remoting.NewRequest(remoting.QueryMessage, h.Encode(), nil))
+		req := remoting.NewRequest(remoting.QueryMessage, h.Encode(), nil)
+		e.creds.Sign(req)
+		resp, err := e.cl.Invoke(cctx, addr, req)
 		cancel()
 		switch {
 		case err != nil:

@@ -78,6 +78,10 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		fmt.Fprintf(stderr, "stratamq %s: %v\n", cmd, err)
 		return 2
 	}
+	if err := aclCredentialsFromEnv(&cfg, environ); err != nil {
+		fmt.Fprintf(stderr, "stratamq %s: %v\n", cmd, err)
+		return 2
+	}
 	log := newLogger(stderr, cfg.LogLevel)
 	limitOpenQueueFiles(&cfg, log)
 	var runErr error

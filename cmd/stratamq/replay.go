@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/bucketurl"
@@ -55,6 +56,7 @@ type replayOpts struct {
 	pub                                *republisher // with --to-topic
 	// toTopic, namesrv, rate: republish to a topic on a running broker.
 	toTopic, namesrv string
+	creds            acl.Credentials // --access-key, --secret-key
 	rate             float64
 	environ          map[string]string // STRATAMQ_TLS_* of the republisher's connections
 }
@@ -84,6 +86,7 @@ func runReplay(ctx context.Context, args []string, environ map[string]string, st
 	fs.StringVar(&o.namesrv, "namesrv", environ["NAMESRV_ADDR"], "name server(s) of the broker to republish to")
 	fs.StringVar(&o.namesrv, "n", environ["NAMESRV_ADDR"], "same as --namesrv")
 	fs.Float64Var(&o.rate, "rate", 0, "republish at most this many messages a second (0: as fast as the broker takes them)")
+	credentialFlags(fs, environ, &o.creds) // with --to-topic: the account the sends are signed with
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -118,6 +121,8 @@ func (o *replayOpts) check(fs *flag.FlagSet) error {
 		return fmt.Errorf("--body %q: want base64 or text", o.body)
 	case o.toTopic != "" && o.namesrv == "":
 		return errors.New("--to-topic needs --namesrv (or NAMESRV_ADDR): the broker to republish to")
+	case checkCredentials(o.creds) != nil:
+		return checkCredentials(o.creds)
 	case o.rate < 0:
 		return errors.New("--rate must not be negative")
 	}
@@ -183,7 +188,7 @@ func replay(ctx context.Context, o replayOpts, stdout, stderr io.Writer) (replay
 	from, _ := parseReplayTime(o.from)
 	to, _ := parseReplayTime(o.to)
 	if o.toTopic != "" {
-		if o.pub, err = newRepublisher(ctx, o.environ, o.namesrv, o.toTopic, o.rate, 10*time.Second); err != nil {
+		if o.pub, err = newRepublisher(ctx, o.environ, o.creds, o.namesrv, o.toTopic, o.rate, 10*time.Second); err != nil {
 			return sum, err
 		}
 		defer o.pub.close()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 )
@@ -20,6 +21,7 @@ import (
 // dropped.
 type republisher struct {
 	cl     *remoting.Client
+	creds  acl.Credentials
 	topic  string
 	queues []queueRef // the topic's write queues on its masters
 	next   int
@@ -36,8 +38,8 @@ var replayDropProps = map[string]bool{
 	"CHECK_IMMUNITY_TIME_IN_SECONDS": true, "__STARTDELIVERTIME": true,
 }
 
-func newRepublisher(ctx context.Context, environ map[string]string, namesrv, topic string, rate float64, timeout time.Duration) (*republisher, error) {
-	e := &adminEnv{namesrv: namesrv, timeout: timeout, environ: environ}
+func newRepublisher(ctx context.Context, environ map[string]string, creds acl.Credentials, namesrv, topic string, rate float64, timeout time.Duration) (*republisher, error) {
+	e := &adminEnv{namesrv: namesrv, timeout: timeout, environ: environ, creds: creds}
 	r, err := e.route(ctx, topic)
 	if err != nil {
 		e.close()
@@ -54,7 +56,7 @@ func newRepublisher(ctx context.Context, environ map[string]string, namesrv, top
 	if err != nil {
 		return nil, err
 	}
-	p := &republisher{cl: cl, topic: topic, rate: rate, start: time.Now()}
+	p := &republisher{cl: cl, creds: creds, topic: topic, rate: rate, start: time.Now()}
 	for _, q := range r.QueueDatas {
 		if a, ok := masters[q.BrokerName]; ok && q.Perm&2 != 0 {
 			for id := int32(0); id < q.WriteQueueNums; id++ {
@@ -100,7 +102,9 @@ func (p *republisher) send(ctx context.Context, r store.Record, timeout time.Dur
 		DefaultTopicQueueNums: 4, QueueID: q.QueueID, BornTimestamp: time.Now().UnixMilli(), Flag: r.Flag, Properties: sb.String()}
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	resp, err := p.cl.Invoke(sctx, q.Addr, remoting.NewRequest(remoting.SendMessage, h.Encode(), r.Body))
+	req := remoting.NewRequest(remoting.SendMessage, h.Encode(), r.Body)
+	p.creds.Sign(req)
+	resp, err := p.cl.Invoke(sctx, q.Addr, req)
 	if err != nil {
 		return fmt.Errorf("republish to %s on %s: %w", p.topic, q.Addr, err)
 	}

@@ -44,6 +44,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 	if tlsErr != nil {
 		return tlsErr
 	}
+	aclx, aclStop, aclErr := openACL(ctx, cfg, log, withBroker) // acl.go; nil without STRATAMQ_ACL_FILE
+	if aclErr != nil {
+		return aclErr
+	}
+	defer aclStop()
+	cfg.ACL = aclx
 	bucketURL := ""
 	var bucket tier.Bucket
 	if withBroker {
@@ -86,7 +92,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 	metrics := broker.NewMetrics(reg)
 	nsErr := make(chan error, 2)
 	if withNamesrv {
-		ns := namesrv.New(namesrv.Config{Logger: log})
+		ns := namesrv.New(namesrv.Config{Logger: log, ACL: aclx})
 		nsServer := remoting.NewServer(remoting.ServerConfig{
 			Addr: cfg.NamesrvListen, Logger: log.With("component", "namesrv"), OnClose: ns.OnConnClose,
 			MaxReadMemory: int64(cfg.MaxReadMemory), FrameTimeout: cfg.FrameTimeout,

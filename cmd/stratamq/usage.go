@@ -12,7 +12,7 @@ import (
 func commandSettings(name string) map[string]bool {
 	switch name {
 	case "namesrv":
-		return setOf("NAMESRV_LISTEN", "HTTP_LISTEN", "LOG_LEVEL", "PPROF",
+		return setOf("NAMESRV_LISTEN", "HTTP_LISTEN", "LOG_LEVEL", "PPROF", "ACL_FILE",
 			"MAX_READ_MEMORY", "MAX_CONNECTIONS", "MAX_CONNECTIONS_PER_IP", "FRAME_TIMEOUT",
 			"TLS_MODE", "TLS_CERT", "TLS_KEY", "TLS_CLIENT_CA", "HTTP_TLS")
 	case "broker":
