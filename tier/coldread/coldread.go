@@ -1,6 +1,7 @@
 package coldread
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -587,6 +588,13 @@ func (r *Reader) fetchRun(objKey string, f *segfile.Footer, a int, keys []string
 			err = fmt.Errorf("coldread: %s frame %d: %w", objKey, a+j, err)
 		} else {
 			r.stats.decodedBytes.Add(int64(len(data)))
+			if fr.Raw && len(fls) > 1 {
+				// A raw frame is a slice of the run's buffer: one frame
+				// kept (cached, or lent to a response) would keep the whole
+				// run. Its own copy keeps the cache's bound in bytes; a
+				// copy is a tenth of a decode's cost.
+				data = bytes.Clone(data)
+			}
 		}
 		r.finish(keys[j], fl, data, err)
 	}
