@@ -147,7 +147,7 @@ type messagesData struct {
 	Form     params
 	Topics   []string // for the form's topic list
 	Searched bool
-	How      string // what was searched, in words
+	How      string               // what was searched, in words
 	Queue    *broker.ConsoleQueue // its min and max only (LocalFrom is not looked up here)
 	Messages []messageView
 	// Paging through a queue: the previous and next page's first offsets
