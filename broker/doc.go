@@ -11,7 +11,11 @@
 // the handler table (handlers.go) → one file per request code,
 // rcNNN_<name>.go, named by RocketMQ's code, so `ls broker/rc*` is the
 // protocol surface. Handlers run on the remoting server's bounded pools
-// (send, pull, admin, heartbeat); a full pool answers SYSTEM_BUSY.
+// (send, pull, admin, heartbeat); a full pool answers SYSTEM_BUSY. With
+// STRATAMQ_ACL_FILE, ServeRemoting first has the acl package check the
+// request's signature and permissions (acl.go) and answers NO_PERMISSION
+// itself when they fail; the broker's own requests to name servers and to
+// its master go through Broker.invoke, which signs them.
 //
 // # State and who owns it
 //
