@@ -76,6 +76,8 @@ func adminUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-17s %s\n                    %s\n", c.name, c.args, c.summary)
 	}
 	fmt.Fprint(w, "\n-n defaults to $NAMESRV_ADDR (mqadmin's), then $STRATAMQ_NAMESRV; several name servers are separated by ';'.\n"+
+		"With an ACL (STRATAMQ_ACL_FILE), every command signs with --access-key and --secret-key, or STRATAMQ_ACCESS_KEY and\n"+
+		"STRATAMQ_SECRET_KEY (the variable keeps the secret out of the process list); most commands need an admin account.\n"+
 		"Run 'stratamq admin <command> -h' for its flags.\n")
 }
 
