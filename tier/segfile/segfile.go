@@ -1,11 +1,14 @@
 package segfile
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"sort"
 	"sync"
 
@@ -34,6 +37,17 @@ const (
 	FlagRaw = 1
 	// RawSavingDiv: see FlagRaw.
 	RawSavingDiv = 8
+	// FlagLayout, in the trailer's flags (version 2): the object stores its
+	// input in another order than the logical one (Options.Layout): frame
+	// offsets are stream positions, and the footer maps logical ranges to
+	// them (Footer.Layout). See the package doc.
+	FlagLayout = 2
+	// LayoutEntrySize is the size of one layout entry in the footer.
+	LayoutEntrySize = 20
+	// groupStartBit marks, in a layout object's frame entry (the length's
+	// top bit; lengths are at most MaxFrameSize), a frame that starts a
+	// group (Writer.CutGroup).
+	groupStartBit = 1 << 31
 	// TrailerSize is the fixed size of the trailer at the end of an object.
 	TrailerSize = 32
 	// EntrySize is the size of one frame-table entry.
@@ -62,6 +76,18 @@ type Frame struct {
 	CompLen int64  // compressed length
 	Sum     uint64 // xxhash64 of the compressed bytes
 	Raw     bool   // stored as is (CompLen == Len; FlagRaw)
+	// GroupStart: in a layout object, the frame starts a group of runs
+	// (a queue's records, say): read-ahead within a group stops here.
+	GroupStart bool
+}
+
+// Run is a range of an object's logical input, [Off, Off+Len), stored at
+// stream position Pos (Options.Layout, Footer.Layout).
+type Run struct {
+	Off, Len, Pos int64
+	// Group numbers the run's group when writing (Encode cuts frames
+	// between groups); not stored.
+	Group int64
 }
 
 // End is the logical offset just past the frame.
@@ -73,13 +99,30 @@ type Footer struct {
 	LogicalSize int64   // total input bytes
 	DataSize    int64   // bytes of compressed frames (where the footer starts)
 	FooterLen   int64   // bytes of the footer body
-	Frames      []Frame // in logical order, contiguous
+	Frames      []Frame // in stream order, contiguous
+	// Layout, when not nil (FlagLayout), maps the logical input to the
+	// stream the frames hold: runs sorted by Off, covering [0,
+	// LogicalSize); without it the stream is the logical input.
+	Layout []Run
+}
+
+// Locate returns the stream position of logical offset off and how many
+// logical bytes from off on are stored contiguously there (to the end of
+// its run). off must be in [0, LogicalSize).
+func (f *Footer) Locate(off int64) (pos, n int64) {
+	if f.Layout == nil {
+		return off, f.LogicalSize - off
+	}
+	i := sort.Search(len(f.Layout), func(i int) bool { return f.Layout[i].Off+f.Layout[i].Len > off }) // off < LogicalSize: found
+	r := f.Layout[i]
+	return r.Pos + off - r.Off, r.Off + r.Len - off
 }
 
 // ObjectSize is the size of the whole object.
 func (f *Footer) ObjectSize() int64 { return f.DataSize + f.FooterLen + TrailerSize }
 
-// Find returns the index of the frame holding logical offset off, or -1 if
+// Find returns the index of the frame holding stream position off (the
+// logical offset, for an object without a layout; see Locate), or -1 if
 // off is outside [0, LogicalSize).
 func (f *Footer) Find(off int64) int {
 	if off < 0 || off >= f.LogicalSize {
@@ -105,6 +148,14 @@ type Options struct {
 	Level zstd.EncoderLevel
 	// Base is stored in the footer unchanged (the segment's base offset).
 	Base int64
+	// Layout, if set, stores the input in another order: Encode reads the
+	// runs in this order (each Run's Pos must be the sum of the lengths
+	// before it) and ends the frame at each change of Group when it holds
+	// at least FrameSize/16 bytes (Writer.CutGroup), so a group's runs
+	// share frames with other groups only at its ends. The runs must cover
+	// the input exactly once. Cuts are then stream positions. Without it
+	// the input is stored in order.
+	Layout []Run
 }
 
 func (o *Options) normalize() error {
@@ -169,6 +220,7 @@ type Writer struct {
 	out    []byte // compressed scratch
 	comp   int64  // compressed bytes written so far
 	frames []Frame
+	group  bool // the next frame starts a group (CutGroup)
 	footer *Footer
 	err    error // sticky
 }
@@ -233,6 +285,24 @@ func (w *Writer) Cut() error {
 	return w.flush()
 }
 
+// CutGroup marks a group boundary (Options.Layout) at the bytes written so
+// far: the current frame ends here when it holds at least FrameSize/16
+// bytes (or none), and the next frame is then marked GroupStart; a
+// smaller frame goes on, shared by the groups on both sides.
+func (w *Writer) CutGroup() error {
+	if w.err != nil {
+		return w.err
+	}
+	if len(w.buf) > 0 && len(w.buf) < w.opts.FrameSize/16 {
+		return nil
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	w.group = true
+	return nil
+}
+
 // Buffered returns the input bytes of the frame being built.
 func (w *Writer) Buffered() int { return len(w.buf) }
 
@@ -252,8 +322,9 @@ func (w *Writer) flush() error {
 	w.frames = append(w.frames, Frame{
 		Off: w.start, Len: int64(len(w.buf)),
 		CompOff: w.comp, CompLen: int64(len(stored)),
-		Sum: xxhash.Sum64(stored), Raw: raw,
+		Sum: xxhash.Sum64(stored), Raw: raw, GroupStart: w.group,
 	})
+	w.group = false
 	w.start += int64(len(w.buf))
 	w.comp += int64(len(stored))
 	w.buf = w.buf[:0]
@@ -270,6 +341,14 @@ func (w *Writer) Close() error {
 		return err
 	}
 	f := &Footer{Base: w.opts.Base, LogicalSize: w.start, DataSize: w.comp, Frames: w.frames}
+	if w.opts.Layout != nil {
+		f.Layout = slices.Clone(w.opts.Layout)
+		slices.SortFunc(f.Layout, func(a, b Run) int { return cmp.Compare(a.Off, b.Off) })
+		if err := checkLayout(f.Layout, f.LogicalSize); err != nil {
+			w.err = fmt.Errorf("segfile: %w", err)
+			return w.err
+		}
+	}
 	tail := AppendFooter(nil, f)
 	if _, err := w.w.Write(tail); err != nil {
 		w.err = fmt.Errorf("segfile: write footer: %w", err)
@@ -286,18 +365,27 @@ func (w *Writer) Footer() *Footer { return w.footer }
 // AppendFooter appends f's footer body and trailer to dst. It sets
 // f.FooterLen.
 func AppendFooter(dst []byte, f *Footer) []byte {
-	f.FooterLen = int64(footerHeaderSize + EntrySize*len(f.Frames))
+	f.FooterLen = int64(footerHeaderSize + EntrySize*len(f.Frames) + LayoutEntrySize*len(f.Layout))
 	start := len(dst)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(f.Frames)))
-	dst = binary.LittleEndian.AppendUint32(dst, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(f.Layout)))
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.Base))
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.LogicalSize))
 	for _, fr := range f.Frames {
+		n := uint32(fr.Len)
+		if fr.GroupStart && f.Layout != nil {
+			n |= groupStartBit
+		}
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(fr.Off))
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(fr.Len))
+		dst = binary.LittleEndian.AppendUint32(dst, n)
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(fr.CompOff))
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(fr.CompLen))
 		dst = binary.LittleEndian.AppendUint64(dst, fr.Sum)
+	}
+	for _, r := range f.Layout {
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(r.Off))
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(r.Len))
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(r.Pos))
 	}
 	sum := xxhash.Sum64(dst[start:])
 	version, flags := uint16(1), uint16(0)
@@ -306,6 +394,9 @@ func AppendFooter(dst []byte, f *Footer) []byte {
 			version, flags = Version, FlagRaw
 			break
 		}
+	}
+	if f.Layout != nil {
+		version, flags = Version, flags|FlagLayout
 	}
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.FooterLen))
 	dst = binary.LittleEndian.AppendUint64(dst, sum)
@@ -323,8 +414,26 @@ func Encode(dst io.Writer, src io.ReaderAt, size int64, opts Options) (*Footer, 
 		return nil, err
 	}
 	buf := make([]byte, 256<<10)
-	if _, err := io.CopyBuffer(w, io.NewSectionReader(src, 0, size), buf); err != nil {
-		return nil, err
+	if opts.Layout == nil {
+		if _, err := io.CopyBuffer(w, io.NewSectionReader(src, 0, size), buf); err != nil {
+			return nil, err
+		}
+	} else {
+		var pos int64
+		for i, r := range opts.Layout {
+			if r.Pos != pos {
+				return nil, fmt.Errorf("segfile: encode: layout run %d at stream position %d, want %d", i, r.Pos, pos)
+			}
+			if i > 0 && r.Group != opts.Layout[i-1].Group {
+				if err := w.CutGroup(); err != nil {
+					return nil, err
+				}
+			}
+			if _, err := io.CopyBuffer(w, io.NewSectionReader(src, r.Off, r.Len), buf); err != nil {
+				return nil, err
+			}
+			pos += r.Len
+		}
 	}
 	if err := w.Close(); err != nil {
 		return nil, err
@@ -333,6 +442,31 @@ func Encode(dst io.Writer, src io.ReaderAt, size int64, opts Options) (*Footer, 
 		return nil, fmt.Errorf("segfile: encode: read %d of %d bytes", w.Footer().LogicalSize, size)
 	}
 	return w.Footer(), nil
+}
+
+// checkLayout verifies that runs, sorted by Off, cover [0, size) in
+// order and that their stream ranges cover [0, size) exactly once.
+func checkLayout(runs []Run, size int64) error {
+	var off int64
+	for i, r := range runs {
+		if r.Off != off || r.Len <= 0 || r.Len > math.MaxUint32 || r.Pos < 0 {
+			return corrupt("layout entry %d %+v does not follow logical offset %d", i, r, off)
+		}
+		off += r.Len
+	}
+	if off != size {
+		return corrupt("layout covers %d bytes of %d", off, size)
+	}
+	byPos := slices.Clone(runs)
+	slices.SortFunc(byPos, func(a, b Run) int { return cmp.Compare(a.Pos, b.Pos) })
+	var pos int64
+	for _, r := range byPos {
+		if r.Pos != pos {
+			return corrupt("layout: stream position %d stored twice or never (run at %d)", pos, r.Pos)
+		}
+		pos += r.Len
+	}
+	return nil
 }
 
 func corrupt(format string, args ...any) error {
@@ -352,7 +486,7 @@ func ParseTrailer(tr []byte) (footerLen int64, sum uint64, flags uint16, err err
 	case 1:
 	case 2:
 		flags = binary.LittleEndian.Uint16(tr[18:])
-		if flags&^FlagRaw != 0 {
+		if flags&^(FlagRaw|FlagLayout) != 0 {
 			return 0, 0, 0, corrupt("unknown flags %#x", flags)
 		}
 	default:
@@ -375,8 +509,12 @@ func ParseFooter(body []byte, sum uint64, flags uint16, size int64) (*Footer, er
 		return nil, corrupt("footer is %d bytes", len(body))
 	}
 	n := int(binary.LittleEndian.Uint32(body[0:]))
-	if len(body) != footerHeaderSize+n*EntrySize {
-		return nil, corrupt("footer is %d bytes for %d frames", len(body), n)
+	nl := int(binary.LittleEndian.Uint32(body[4:]))
+	if flags&FlagLayout == 0 && nl != 0 || flags&FlagLayout != 0 && nl == 0 {
+		return nil, corrupt("footer: %d layout entries with flags %#x", nl, flags)
+	}
+	if len(body) != footerHeaderSize+n*EntrySize+nl*LayoutEntrySize {
+		return nil, corrupt("footer is %d bytes for %d frames and %d layout entries", len(body), n, nl)
 	}
 	f := &Footer{
 		Base:        int64(binary.LittleEndian.Uint64(body[8:])),
@@ -387,9 +525,11 @@ func ParseFooter(body []byte, sum uint64, flags uint16, size int64) (*Footer, er
 	var off, comp int64
 	for i := range f.Frames {
 		e := body[footerHeaderSize+i*EntrySize:]
+		ln := binary.LittleEndian.Uint32(e[8:])
 		fr := Frame{
-			Off:     int64(binary.LittleEndian.Uint64(e[0:])),
-			Len:     int64(binary.LittleEndian.Uint32(e[8:])),
+			Off:        int64(binary.LittleEndian.Uint64(e[0:])),
+			Len:        int64(ln &^ groupStartBit),
+			GroupStart: flags&FlagLayout != 0 && ln&groupStartBit != 0,
 			CompOff: int64(binary.LittleEndian.Uint64(e[12:])),
 			CompLen: int64(binary.LittleEndian.Uint32(e[20:])),
 			Sum:     binary.LittleEndian.Uint64(e[24:]),
@@ -405,6 +545,17 @@ func ParseFooter(body []byte, sum uint64, flags uint16, size int64) (*Footer, er
 	f.DataSize = comp
 	if off != f.LogicalSize {
 		return nil, corrupt("frames hold %d bytes, footer says %d", off, f.LogicalSize)
+	}
+	if nl > 0 {
+		f.Layout = make([]Run, nl)
+		for i := range f.Layout {
+			e := body[footerHeaderSize+n*EntrySize+i*LayoutEntrySize:]
+			f.Layout[i] = Run{Off: int64(binary.LittleEndian.Uint64(e)), Len: int64(binary.LittleEndian.Uint32(e[8:])),
+				Pos: int64(binary.LittleEndian.Uint64(e[12:]))}
+		}
+		if err := checkLayout(f.Layout, f.LogicalSize); err != nil {
+			return nil, err
+		}
 	}
 	if f.ObjectSize() != size {
 		return nil, corrupt("object is %d bytes, footer implies %d", size, f.ObjectSize())

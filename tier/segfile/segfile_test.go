@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/segfile"
 )
@@ -405,5 +407,122 @@ func TestRawFrames(t *testing.T) {
 				t.Fatalf("raw frames read without the flag: %v, want ErrCorrupt", err)
 			}
 		})
+	}
+}
+
+// layoutOf is a queue-major layout of data cut into records of the given
+// lengths, record i belonging to group groups[i%len(groups)]: each group's
+// records in logical order, groups one after another.
+func layoutOf(lens []int, groups []int64) []segfile.Run {
+	type rec struct{ off, n, g int64 }
+	var recs []rec
+	off := int64(0)
+	for i, n := range lens {
+		recs = append(recs, rec{off, int64(n), groups[i%len(groups)]})
+		off += int64(n)
+	}
+	var out []segfile.Run
+	pos := int64(0)
+	seen := map[int64]bool{}
+	for _, g0 := range groups {
+		if seen[g0] {
+			continue
+		}
+		seen[g0] = true
+		for _, r := range recs {
+			if r.g != g0 {
+				continue
+			}
+			if k := len(out) - 1; k >= 0 && out[k].Group == g0 && out[k].Off+out[k].Len == r.off {
+				out[k].Len += r.n // adjacent in the log too: one run
+			} else {
+				out = append(out, segfile.Run{Off: r.off, Len: r.n, Pos: pos, Group: g0})
+			}
+			pos += r.n
+		}
+	}
+	return out
+}
+
+// TestLayoutRoundTrip: an object written in another order than the
+// logical one (a queue-major layout) maps every logical offset back to
+// its bytes (Locate, then Find on the stream position), starts a frame at
+// each group big enough to have its own, marks those GroupStart, and
+// refuses a footer whose layout does not cover the input exactly once.
+func TestLayoutRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(8, 9))
+	var lens []int
+	size := 0
+	for size < 200<<10 {
+		n := 100 + rng.IntN(3000)
+		lens = append(lens, n)
+		size += n
+	}
+	data := randBytes(4, size)
+	layout := layoutOf(lens, []int64{0, 1, 2, 1, 3, 0, 0, 2})
+	obj, f := encode(t, data, segfile.Options{FrameSize: 16 << 10, Layout: layout})
+	b := tier.NewMem()
+	put(t, b, "l.seg", obj)
+	rf, err := segfile.ReadFooter(ctx, b.ReadAt, "l.seg", int64(len(obj)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rf.Layout) != len(layout) || len(rf.Frames) != len(f.Frames) {
+		t.Fatalf("footer read back: %d runs, %d frames; want %d, %d", len(rf.Layout), len(rf.Frames), len(layout), len(f.Frames))
+	}
+	frames := make([][]byte, len(rf.Frames))
+	for i, fr := range rf.Frames {
+		if frames[i], err = segfile.DecodeFrame(nil, fr, obj[fr.CompOff:fr.CompOff+fr.CompLen]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every logical byte, run by run.
+	for off := int64(0); off < int64(size); {
+		pos, n := rf.Locate(off)
+		fi := rf.Find(pos)
+		fr := rf.Frames[fi]
+		k := min(n, fr.Off+fr.Len-pos)
+		if !bytes.Equal(frames[fi][pos-fr.Off:pos-fr.Off+k], data[off:off+k]) {
+			t.Fatalf("logical %d (stream %d, frame %d): bytes differ", off, pos, fi)
+		}
+		off += k
+	}
+	// Groups of more than FrameSize/16 bytes start frames.
+	starts := map[int64]bool{}
+	for _, fr := range rf.Frames {
+		if fr.GroupStart {
+			starts[fr.Off] = true
+		}
+	}
+	for i, r := range layout {
+		if i > 0 && r.Group != layout[i-1].Group && !starts[r.Pos] {
+			t.Fatalf("group %d starts at stream position %d inside a frame", r.Group, r.Pos)
+		}
+	}
+	if len(starts) != 3 {
+		t.Fatalf("%d frames start groups, want 3 (four groups)", len(starts))
+	}
+	// A layout that stores a range twice is refused, when writing and
+	// when reading.
+	bad := append([]segfile.Run(nil), layout...)
+	bad[1].Pos = bad[0].Pos
+	if _, err := segfile.Encode(&bytes.Buffer{}, bytes.NewReader(data), int64(size), segfile.Options{Layout: bad}); err == nil {
+		t.Fatal("a layout storing a range twice was written")
+	}
+	o := bytes.Clone(obj)
+	// Swap two layout entries' positions in the footer body and fix its
+	// checksum: still one stream range per run, but the wrong one.
+	fl, _, _, err := segfile.ParseTrailer(o[len(o)-segfile.TrailerSize:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := o[len(o)-segfile.TrailerSize-int(fl) : len(o)-segfile.TrailerSize]
+	le := body[len(body)-len(layout)*segfile.LayoutEntrySize:]
+	binary.LittleEndian.PutUint64(le[12:], binary.LittleEndian.Uint64(le[segfile.LayoutEntrySize+12:]))
+	binary.LittleEndian.PutUint64(o[len(o)-segfile.TrailerSize+8:], xxhash.Sum64(body))
+	put(t, b, "bad.seg", o)
+	if _, err := segfile.ReadFooter(ctx, b.ReadAt, "bad.seg", int64(len(o))); !errors.Is(err, segfile.ErrCorrupt) {
+		t.Fatalf("a layout storing a range twice read back: %v", err)
 	}
 }
