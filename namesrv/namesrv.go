@@ -81,6 +81,33 @@ type NameServer struct {
 		live     map[brokerKey]*liveBroker
 		kv       map[string]map[string]string // namespace → key → value
 	}
+
+	// refusals rate-limits the warnings about refused requests (ACL,
+	// takeovers): a flood of them must not flood the log.
+	refusals struct {
+		sync.Mutex
+		last       time.Time
+		suppressed int
+	}
+}
+
+// warnLimited logs a refusal, at most one a second; the next line logged
+// says how many were left out.
+func (ns *NameServer) warnLimited(msg string, args ...any) {
+	ns.refusals.Lock()
+	now := time.Now()
+	if now.Sub(ns.refusals.last) < time.Second {
+		ns.refusals.suppressed++
+		ns.refusals.Unlock()
+		return
+	}
+	n := ns.refusals.suppressed
+	ns.refusals.last, ns.refusals.suppressed = now, 0
+	ns.refusals.Unlock()
+	if n > 0 {
+		args = append(args, "refusals not logged since the last one", n)
+	}
+	ns.log.Warn(msg, args...)
 }
 
 // New returns a name server with empty tables. It starts nothing.
@@ -117,7 +144,7 @@ func (ns *NameServer) Run(ctx context.Context) error {
 func (ns *NameServer) ServeRemoting(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	if ns.cfg.ACL != nil {
 		if resp := ns.cfg.ACL.CheckNamesrv(c, req); resp != nil {
-			ns.log.Warn("namesrv: request refused by the ACL", "code", remoting.RequestCode(req.Code), "peer", peerOf(c), "remark", resp.Remark)
+			ns.warnLimited("namesrv: request refused by the ACL", "code", remoting.RequestCode(req.Code), "peer", peerOf(c), "remark", resp.Remark)
 			return resp
 		}
 	}

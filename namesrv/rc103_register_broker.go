@@ -43,7 +43,7 @@ func (ns *NameServer) registerBroker(c *remoting.Conn, req *remoting.Command) *r
 	}
 	rh, first, skipped, refused := ns.register(h, body, connID)
 	if refused != "" {
-		ns.log.Warn("namesrv: registration refused", "cluster", h.ClusterName, "broker", h.BrokerName,
+		ns.warnLimited("namesrv: registration refused", "cluster", h.ClusterName, "broker", h.BrokerName,
 			"id", h.BrokerID, "addr", h.BrokerAddr, "peer", peerOf(c), "reason", refused)
 		return remoting.NewResponse(req, remoting.NoPermission, refused)
 	}

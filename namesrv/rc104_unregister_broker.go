@@ -30,7 +30,7 @@ func (ns *NameServer) unregisterBroker(c *remoting.Conn, req *remoting.Command) 
 	key := brokerKey{cluster, h.BrokerAddr}
 	if lb := ns.mu.live[key]; lb != nil && lb.connID != 0 && lb.connID != connID && ns.aliveLocked(lb) {
 		ns.mu.Unlock()
-		ns.log.Warn("namesrv: UNREGISTER_BROKER from another connection refused", "broker", h.BrokerName,
+		ns.warnLimited("namesrv: UNREGISTER_BROKER from another connection refused", "broker", h.BrokerName,
 			"addr", h.BrokerAddr, "peer", peerOf(c))
 		return remoting.NewResponse(req, remoting.NoPermission, fmt.Sprintf(
 			"broker %s at %s was registered on another connection; only that connection may unregister it",
