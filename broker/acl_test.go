@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -172,7 +173,7 @@ func (e *aclEnv) createTopic(t *testing.T, c primitive.Credentials, topic string
 func newProducer(t *testing.T, nsAddr string, c primitive.Credentials) rocketmqProducer {
 	t.Helper()
 	opts := []producer.Option{producer.WithNameServer([]string{nsAddr}), producer.WithRetry(1),
-		producer.WithGroupName("acl-pg-" + strings.ReplaceAll(t.Name(), "/", "-")), producer.WithInstanceName(c.AccessKey + c.SecretKey[:3]),
+		producer.WithGroupName("acl-pg-" + strings.ReplaceAll(t.Name(), "/", "-")), producer.WithInstanceName(c.AccessKey + c.SecretKey[:3] + c.SecurityToken),
 		producer.WithSendMsgTimeout(5 * time.Second)}
 	if c.AccessKey != "" {
 		opts = append(opts, producer.WithCredentials(c))
@@ -420,5 +421,28 @@ func TestBrokerACLGoldenSignature(t *testing.T) {
 	req.ExtFields["topic"] = "OtherTopic"
 	if d := rules.Verify(peer, req, true); d == nil {
 		t.Fatal("a changed header verified")
+	}
+
+	// With a SecurityToken, client-go signs without it (Java signs with
+	// it): its requests verify too.
+	withToken := aclUser
+	withToken.SecurityToken = "session-token-1"
+	e.b.server.Control(remoting.SendMessage, func(c *remoting.Conn, req *remoting.Command) (*remoting.Command, bool) {
+		select {
+		case captured <- &remoting.Command{Code: req.Code, ExtFields: maps.Clone(req.ExtFields)}:
+		default:
+		}
+		return nil, false
+	})
+	if err := send(newProducer(t, e.nsAddr, withToken), "GoldenTopic", "with a token"); err != nil {
+		t.Fatalf("send with a security token: %v", err)
+	}
+	select {
+	case req = <-captured:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no SEND_MESSAGE captured")
+	}
+	if req.ExtFields[acl.KeySecurityToken] != "session-token-1" {
+		t.Fatalf("the client sent no token: %v", req.ExtFields)
 	}
 }
