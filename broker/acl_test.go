@@ -446,3 +446,44 @@ func TestBrokerACLGoldenSignature(t *testing.T) {
 		t.Fatalf("the client sent no token: %v", req.ExtFields)
 	}
 }
+
+// TestSlaveFollowsMasterWithACL: a slave's calls to its master (topics,
+// groups and offsets, all admin codes) are signed with the ACL file's
+// admin account, so a slave follows a master that has an ACL; the master
+// refuses none of them.
+func TestSlaveFollowsMasterWithACL(t *testing.T) {
+	rules, err := acl.Parse([]byte(aclTestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &denials{}
+	x := acl.NewStatic(rules, acl.Options{Logger: discardLogger(), OnDeny: d.add})
+	haAddr := haTestAddr(t)
+	m, mcl, _ := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20,
+		HAListen: haAddr, ACL: x}, Deps{Logger: discardLogger()})
+	s, _, _ := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20,
+		Role: RoleSlave, BrokerID: 1, HAMaster: haAddr, HASyncInterval: 50 * time.Millisecond, ACL: x}, Deps{Logger: discardLogger()})
+	maddr := m.Addr().String()
+	signedInvoke := func(c primitive.Credentials, req *remoting.Command) *remoting.Command {
+		ours(c).Sign(req)
+		return invoke(t, mcl, maddr, req)
+	}
+	if r := signedInvoke(aclAdmin, createTopicReq("Keep", 2)); r.Code != 0 {
+		t.Fatalf("create: %d %s", r.Code, r.Remark)
+	}
+	if r := signedInvoke(aclUser, commitReq("FollowGroup", "Keep", 1, 1)); r.Code != 0 {
+		t.Fatalf("commit: %d %s", r.Code, r.Remark)
+	}
+	waitCond(t, 20*time.Second, "the slave to copy the master's topic and offset", func() bool {
+		_, keep := s.topics.Get("Keep")
+		off, ok := s.offsets.Query("FollowGroup", "Keep", 1)
+		return keep && ok && off == 1
+	})
+	n := s.ha.follow.syncs.Load()
+	waitCond(t, 10*time.Second, "two more syncs", func() bool { return s.ha.follow.syncs.Load() >= n+2 })
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.list) != 0 {
+		t.Fatalf("the master refused the slave: %v", d.list)
+	}
+}
