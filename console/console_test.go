@@ -24,11 +24,14 @@ type testBroker struct {
 	cl *remoting.Client
 }
 
-func startBroker(t *testing.T) *testBroker {
+func startBroker(t *testing.T) *testBroker { return startBrokerWith(t, tier.NewMem()) }
+
+// startBrokerWith runs a broker on bucket (nil: none).
+func startBrokerWith(t *testing.T, bucket tier.Bucket) *testBroker {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	b, err := broker.New(broker.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20},
-		broker.Deps{Logger: log, Bucket: tier.NewMem()})
+		broker.Deps{Logger: log, Bucket: bucket})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,5 +289,24 @@ func TestConsoleBrowse(t *testing.T) {
 	}
 	if _, body, _ := get(t, h, http.MethodGet, "/"); !strings.Contains(body, `<span id="st-binary">test</span>`) {
 		t.Fatalf("overview without the version:\n%s", body)
+	}
+}
+
+// TestConsoleNoBucket: without a bucket the pages say so and show no
+// bucket ranges.
+func TestConsoleNoBucket(t *testing.T) {
+	tb := startBrokerWith(t, nil)
+	tb.send(t, "LocalT", 0, []byte("x"), "")
+	h := newHandler(tb)
+	code, body, _ := get(t, h, http.MethodGet, "/topic?topic=LocalT")
+	if code != 200 || !strings.Contains(body, "This broker has no bucket") || strings.Contains(body, "Bucket to") || !strings.Contains(body, `<td class="num q-max">1</td>`) {
+		t.Fatalf("topic without a bucket: %d\n%s", code, body)
+	}
+	code, body, _ = get(t, h, http.MethodGet, "/tier")
+	if code != 200 || !strings.Contains(body, `id="tier-none"`) {
+		t.Fatalf("tier without a bucket: %d\n%s", code, body)
+	}
+	if _, body, _ := get(t, h, http.MethodGet, "/"); !strings.Contains(body, "none: everything is local") {
+		t.Fatalf("overview without a bucket:\n%s", body)
 	}
 }

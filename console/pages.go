@@ -57,6 +57,7 @@ func (h *Handler) topics(ctx context.Context, b Broker, r *http.Request) (string
 
 type topicData struct {
 	Topic  broker.ConsoleTopic
+	Bucket bool // the broker has one: show the queues' bucket ranges
 	Groups []groupOnTopic
 }
 
@@ -83,7 +84,7 @@ func (h *Handler) topic(ctx context.Context, b Broker, r *http.Request) (string,
 	if len(ts) == 0 {
 		return "", nil, notFound("the broker has no topic %s", quote(name))
 	}
-	d := topicData{Topic: ts[0]}
+	d := topicData{Topic: ts[0], Bucket: b.ConsoleStatus().Bucket}
 	for _, g := range b.ConsoleGroups() {
 		og := groupOnTopic{Name: g.Name}
 		for _, q := range g.Queues {
@@ -381,5 +382,4 @@ var funcs = template.FuncMap{
 	},
 	"secs": func(s float64) string { return fmt.Sprintf("%.1f s", s) },
 	"sub":  func(a, b int64) int64 { return a - b },
-	"qid":  func(q int32) int64 { return int64(q) },
 }
