@@ -58,3 +58,11 @@ func ExtPairsOf(h ExtAppender) ([]ExtField, error) {
 }
 
 var errBadExtPairs = errors.New("remoting: typed header wrote malformed extFields")
+
+// AppendExtBinary appends the extFields h writes to dst in the ROCKETMQ
+// binary layout ([2-byte key length][key][4-byte value length][value]
+// per field, big-endian), for callers that read a typed header's fields
+// without building strings (the ACL's header signer).
+func AppendExtBinary(dst []byte, h ExtAppender) ([]byte, error) {
+	return appendExt(dst, h, SerializeRocketMQ)
+}
