@@ -87,6 +87,8 @@ type Reader struct {
 		flights map[string]*flight       // frame key -> fetch in flight, or recently finished
 		footers map[string]*footerFlight // object key -> footer
 		seq     map[string]*seqState     // object key -> how it is being read
+		streams map[string][]*stream     // object key -> its layout's readers (layout.go)
+		tick    uint64                   // counts layout reads (stream recency)
 		ahead   int                      // read-ahead GETs in flight
 		closed  bool
 	}
@@ -150,6 +152,7 @@ func New(cfg Config, objects []Object) (*Reader, error) {
 	r.mu.flights = make(map[string]*flight)
 	r.mu.footers = make(map[string]*footerFlight)
 	r.mu.seq = make(map[string]*seqState)
+	r.mu.streams = make(map[string][]*stream)
 	return r, nil
 }
 
@@ -259,19 +262,29 @@ func (r *Reader) frameAt(ctx context.Context, t []Object, pos, end int64, first 
 		return nil, err
 	}
 	rel := pos - obj.Base
-	fi := f.Find(rel)
+	fi, spos, n := -1, int64(0), int64(0)
+	if rel < f.LogicalSize {
+		spos, n = f.Locate(rel)
+		fi = f.Find(spos)
+	}
 	if fi < 0 {
 		return nil, fmt.Errorf("%w: %s: offset %d not in its %d frames (manifest length %d, footer %d)",
 			ErrCorrupt, obj.Key, rel, len(f.Frames), obj.Length, f.LogicalSize)
 	}
-	if first {
+	if first && f.Layout != nil {
+		r.beforeReadLayout(obj, f, fi) // layout.go
+	} else if first {
 		r.beforeRead(t, oi, f, fi, pos, end)
 	}
 	data, err := r.frame(ctx, obj.Key, f, fi)
 	if err != nil {
 		return nil, err
 	}
-	return data[rel-f.Frames[fi].Off:], nil
+	b := data[spos-f.Frames[fi].Off:]
+	if int64(len(b)) > n {
+		b = b[:n] // the run ends: the next logical byte is stored elsewhere
+	}
+	return b, nil
 }
 
 // ReadObjectAt fills p from logical offset off of object o, which need not
@@ -291,7 +304,8 @@ func (r *Reader) ReadObjectAt(ctx context.Context, o Object, p []byte, off int64
 		if rel >= f.LogicalSize {
 			return fmt.Errorf("coldread: %s: %d bytes at %d: %w", o.Key, len(p), off, io.EOF)
 		}
-		fi := f.Find(rel)
+		spos, run := f.Locate(rel)
+		fi := f.Find(spos)
 		if fi < 0 {
 			return fmt.Errorf("%w: %s: offset %d not in its %d frames", ErrCorrupt, o.Key, rel, len(f.Frames))
 		}
@@ -299,7 +313,8 @@ func (r *Reader) ReadObjectAt(ctx context.Context, o Object, p []byte, off int64
 		if err != nil {
 			return err
 		}
-		n += copy(p[n:], data[rel-f.Frames[fi].Off:])
+		b := data[spos-f.Frames[fi].Off:]
+		n += copy(p[n:], b[:min(int64(len(b)), run)])
 	}
 	return nil
 }

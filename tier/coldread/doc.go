@@ -36,6 +36,13 @@
 // ahead of demand reads, never start more than MaxColdGets goroutines, and
 // leave a slot for a demand read.
 //
+// Objects with a layout (segfile.FlagLayout: each queue's records stored
+// together) map a logical offset to its stream position first
+// (Footer.Locate), and a read returns at most the bytes of one run.
+// Read-ahead there follows each reader of the object on its own (a queue
+// reading its group of frames) and stops at the end of the group, so
+// replaying one queue fetches only that queue's frames (layout.go).
+//
 // The frame cache (cache.go) has two parts, each bounded in bytes: a
 // ristretto cache (a quarter of Config.CacheBytes) whose TinyLFU admission
 // keeps frames read again and again through a one-pass scan, and a scan

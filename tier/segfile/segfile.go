@@ -76,8 +76,10 @@ type Frame struct {
 	CompLen int64  // compressed length
 	Sum     uint64 // xxhash64 of the compressed bytes
 	Raw     bool   // stored as is (CompLen == Len; FlagRaw)
-	// GroupStart: in a layout object, the frame starts a group of runs
-	// (a queue's records, say): read-ahead within a group stops here.
+	// GroupStart: in a layout object, the frame holds the start of a
+	// group of runs (a queue's records, say); a group of FrameSize/16
+	// bytes or more starts at the frame's start. Read-ahead within a
+	// group stops before such a frame.
 	GroupStart bool
 }
 
@@ -152,7 +154,7 @@ type Options struct {
 	// runs in this order (each Run's Pos must be the sum of the lengths
 	// before it) and ends the frame at each change of Group when it holds
 	// at least FrameSize/16 bytes (Writer.CutGroup), so a group's runs
-	// share frames with other groups only at its ends. The runs must cover
+	// share frames only with groups that small. The runs must cover
 	// the input exactly once. Cuts are then stream positions. Without it
 	// the input is stored in order.
 	Layout []Run
@@ -220,7 +222,8 @@ type Writer struct {
 	out    []byte // compressed scratch
 	comp   int64  // compressed bytes written so far
 	frames []Frame
-	group  bool // the next frame starts a group (CutGroup)
+	group  bool  // the frame being built holds a group's start (CutGroup)
+	gsize  int64 // target frame size within the current group (CutGroup); 0: FrameSize
 	footer *Footer
 	err    error // sticky
 }
@@ -244,10 +247,14 @@ func (w *Writer) target() int {
 	for w.cut < len(cuts) && cuts[w.cut] <= w.start {
 		w.cut++
 	}
-	if w.cut == len(cuts) {
-		return w.opts.FrameSize
+	size := w.opts.FrameSize
+	if w.gsize > 0 {
+		size = int(w.gsize)
 	}
-	limit := w.start + int64(w.opts.FrameSize)
+	if w.cut == len(cuts) {
+		return size
+	}
+	limit := w.start + int64(size)
 	// Last cut <= limit among cuts[w.cut:].
 	j := w.cut + sort.Search(len(cuts)-w.cut, func(i int) bool { return cuts[w.cut+i] > limit })
 	if j > w.cut {
@@ -285,21 +292,29 @@ func (w *Writer) Cut() error {
 	return w.flush()
 }
 
-// CutGroup marks a group boundary (Options.Layout) at the bytes written so
-// far: the current frame ends here when it holds at least FrameSize/16
-// bytes (or none), and the next frame is then marked GroupStart; a
-// smaller frame goes on, shared by the groups on both sides.
-func (w *Writer) CutGroup() error {
+// CutGroup marks the start of a group of size bytes (Options.Layout) at
+// the bytes written so far. The current frame ends here, unless both it
+// and the new group are smaller than FrameSize/16 (tiny groups share
+// frames); the frame holding the group's start is marked GroupStart. The
+// group's frames are then of equal size, about FrameSize, so none of them
+// is a small tail shared with the next group.
+func (w *Writer) CutGroup(size int64) error {
 	if w.err != nil {
 		return w.err
 	}
-	if len(w.buf) > 0 && len(w.buf) < w.opts.FrameSize/16 {
-		return nil
-	}
-	if err := w.flush(); err != nil {
-		return err
+	tiny := int64(w.opts.FrameSize / 16)
+	if len(w.buf) >= int(tiny) || size >= tiny {
+		if err := w.flush(); err != nil {
+			return err
+		}
 	}
 	w.group = true
+	fs := int64(w.opts.FrameSize)
+	w.gsize = 0
+	if size >= tiny {
+		n := (size + fs - 1) / fs
+		w.gsize = (size + n - 1) / n
+	}
 	return nil
 }
 
@@ -424,8 +439,15 @@ func Encode(dst io.Writer, src io.ReaderAt, size int64, opts Options) (*Footer, 
 			if r.Pos != pos {
 				return nil, fmt.Errorf("segfile: encode: layout run %d at stream position %d, want %d", i, r.Pos, pos)
 			}
-			if i > 0 && r.Group != opts.Layout[i-1].Group {
-				if err := w.CutGroup(); err != nil {
+			if i == 0 || r.Group != opts.Layout[i-1].Group {
+				g := int64(0)
+				for _, r2 := range opts.Layout[i:] {
+					if r2.Group != r.Group {
+						break
+					}
+					g += r2.Len
+				}
+				if err := w.CutGroup(g); err != nil {
 					return nil, err
 				}
 			}

@@ -488,7 +488,7 @@ func TestLayoutRoundTrip(t *testing.T) {
 		}
 		off += k
 	}
-	// Groups of more than FrameSize/16 bytes start frames.
+	// Groups of FrameSize/16 bytes or more start frames.
 	starts := map[int64]bool{}
 	for _, fr := range rf.Frames {
 		if fr.GroupStart {
@@ -496,12 +496,12 @@ func TestLayoutRoundTrip(t *testing.T) {
 		}
 	}
 	for i, r := range layout {
-		if i > 0 && r.Group != layout[i-1].Group && !starts[r.Pos] {
+		if (i == 0 || r.Group != layout[i-1].Group) && !starts[r.Pos] {
 			t.Fatalf("group %d starts at stream position %d inside a frame", r.Group, r.Pos)
 		}
 	}
-	if len(starts) != 3 {
-		t.Fatalf("%d frames start groups, want 3 (four groups)", len(starts))
+	if len(starts) != 4 {
+		t.Fatalf("%d frames start groups, want 4 (four groups)", len(starts))
 	}
 	// A layout that stores a range twice is refused, when writing and
 	// when reading.
