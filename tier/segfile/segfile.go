@@ -552,9 +552,9 @@ func ParseFooter(body []byte, sum uint64, flags uint16, size int64) (*Footer, er
 			Off:        int64(binary.LittleEndian.Uint64(e[0:])),
 			Len:        int64(ln &^ groupStartBit),
 			GroupStart: flags&FlagLayout != 0 && ln&groupStartBit != 0,
-			CompOff: int64(binary.LittleEndian.Uint64(e[12:])),
-			CompLen: int64(binary.LittleEndian.Uint32(e[20:])),
-			Sum:     binary.LittleEndian.Uint64(e[24:]),
+			CompOff:    int64(binary.LittleEndian.Uint64(e[12:])),
+			CompLen:    int64(binary.LittleEndian.Uint32(e[20:])),
+			Sum:        binary.LittleEndian.Uint64(e[24:]),
 		}
 		fr.Raw = flags&FlagRaw != 0 && fr.CompLen == fr.Len
 		if fr.Off != off || fr.CompOff != comp || fr.Len <= 0 || fr.Len > MaxFrameSize || fr.CompLen <= 0 {
