@@ -253,3 +253,33 @@ func TestE2EACLSecretsNeverLeak(t *testing.T) {
 		t.Fatalf("only %d files under the data and bucket dirs: the grep proves little", files)
 	}
 }
+
+// TestBenchWithACL: stratamq bench signs with --access-key/--secret-key
+// (single sends through the typed-header signer, batches, pulls and the
+// admin topic creation), and an unsigned run is refused NO_PERMISSION.
+func TestBenchWithACL(t *testing.T) {
+	aclFile := filepath.Join(t.TempDir(), "plain_acl.yml")
+	if err := os.WriteFile(aclFile, []byte(e2eACLFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, t.TempDir(), map[string]string{"STRATAMQ_ACL_FILE": aclFile})
+	topic := uniqueName(t, "benchacl")
+	common := []string{"--namesrv", s.nsAddr, "--topic", topic, "--size", "200", "--progress", "0",
+		"--access-key", "e2e-admin", "--secret-key", e2eAdminSecret}
+	r := runBenchCmd(t, 0, append([]string{"produce", "--messages", "500", "--conns", "2", "--inflight", "4"}, common...)...)
+	if r.Messages != 500 || r.Errors != 0 {
+		t.Fatalf("signed produce: %+v", r)
+	}
+	r = runBenchCmd(t, 0, append([]string{"produce", "--messages", "70", "--batch", "7"}, common...)...)
+	if r.Messages != 70 || r.Errors != 0 {
+		t.Fatalf("signed batch produce: %+v", r)
+	}
+	r = runBenchCmd(t, 0, append([]string{"consume", "--pull-batch", "64"}, common...)...)
+	if r.Messages != 570 || r.Errors != 0 {
+		t.Fatalf("signed consume: %+v", r)
+	}
+	r = runBenchCmd(t, 1, "produce", "--messages", "20", "--namesrv", s.nsAddr, "--topic", topic, "--progress", "0", "--max-errors", "5")
+	if r.Errors == 0 || r.ErrorCodes["NO_PERMISSION"] == 0 {
+		t.Fatalf("unsigned produce: %+v", r)
+	}
+}

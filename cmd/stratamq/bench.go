@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/remoting"
 )
 
@@ -71,6 +72,7 @@ type benchOpts struct {
 	queue     int    // consume: only this queue (-1: all)
 	metrics   string // consume: the broker's /metrics URL, read before and after
 	tls       benchTLS
+	creds     acl.Credentials // --access-key, --secret-key: sign every request (a broker with an ACL)
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
@@ -121,10 +123,14 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
 	fs.IntVar(&o.queue, "queue", -1, "consume: pull only this queue id (-1: every readable queue)")
 	fs.StringVar(&o.metrics, "metrics", "", "consume: the broker's metrics URL (http://127.0.0.1:5557/metrics), read before and after to report cold bytes (served from the bucket), hot bytes (the rest) and bucket bytes fetched")
 	o.tls.flags(fs)
+	credentialFlags(fs, nil, &o.creds)
 	if err := fs.Parse(args[1:]); err != nil {
 		return nil, err
 	}
 	if err := o.tls.load(); err != nil {
+		return nil, err
+	}
+	if err := checkCredentials(o.creds); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -356,6 +362,7 @@ func (b *bench) newResult() *benchResult {
 func (b *bench) invoke(ctx context.Context, cl *remoting.Client, addr string, req *remoting.Command) (*remoting.Command, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
 	defer cancel()
+	b.o.creds.Sign(req)
 	return cl.Invoke(ctx, addr, req)
 }
 

@@ -94,8 +94,9 @@ func (pl *pipeline) writeLoop(ctx context.Context) {
 	if o.batch > 1 {
 		code = remoting.SendBatchMessage
 	}
-	req := remoting.Command{Code: int32(code), Language: remoting.LanguageGo, Version: remoting.Version,
-		Header: remoting.SendHeaderExt{H: &hdr, V2: o.batch > 1}}
+	base := remoting.SendHeaderExt{H: &hdr, V2: o.batch > 1}
+	req := remoting.Command{Code: int32(code), Language: remoting.LanguageGo, Version: remoting.Version, Header: base}
+	signer := o.creds.NewHeaderSigner() // nil without --access-key
 	body := p.newBody()
 	es := p.entrySize()
 	pg := newPayloadGen(o.payload, rand.Uint64())
@@ -179,7 +180,13 @@ func (pl *pipeline) writeLoop(ctx context.Context) {
 			req.Opaque = int32(slot) + int32(o.inflight)*(gen&0xFFFF)
 			req.Body = payload
 			var err error
-			if out, err = remoting.AppendFrame(out, &req); err != nil {
+			if signer != nil {
+				req.Header, err = signer.Sign(base, payload)
+			}
+			if err == nil {
+				out, err = remoting.AppendFrame(out, &req)
+			}
+			if err != nil {
 				b.fail("encode", err.Error())
 				pl.stop()
 				pl.free <- slot
