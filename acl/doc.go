@@ -7,7 +7,8 @@
 // It owns: parsing plain_acl.yml (Parse, Load), reloading it when it
 // changes (ACL.Run), verifying a request's signature and permissions
 // (ACL.CheckBroker, ACL.CheckNamesrv), and signing requests StrataMQ
-// itself sends (Credentials.Sign). It imports remoting (commands, codes)
+// itself sends (Credentials.Sign; HeaderSigner for a typed header, without
+// a map, as stratamq bench sends). It imports remoting (commands, codes)
 // and the standard library; broker, namesrv and cmd import it. It never
 // logs, formats or returns a secret key: secrets are of type Secret,
 // which prints as [REDACTED], and denials name the access key only.
