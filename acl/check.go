@@ -84,7 +84,12 @@ func (v *peerView) verify(req *remoting.Command, pairs []remoting.ExtField, sc s
 	}
 	a := v.acct
 	if a == nil {
-		return &Denial{AccessKey: v.accessKey, Reason: fmt.Sprintf("ACL: no account for accessKey %q", v.accessKey)}
+		// An unknown key is echoed cut short: it is the client's text.
+		ak := v.accessKey
+		if len(ak) > 64 {
+			ak = ak[:64] + "..."
+		}
+		return &Denial{AccessKey: ak, Reason: fmt.Sprintf("ACL: no account for accessKey %q", ak)}
 	}
 	if v.acctWhite {
 		return nil
