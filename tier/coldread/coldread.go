@@ -264,7 +264,11 @@ func (r *Reader) frameAt(ctx context.Context, t []Object, pos, end int64, first 
 	rel := pos - obj.Base
 	fi, spos, n := -1, int64(0), int64(0)
 	if rel < f.LogicalSize {
-		spos, n = f.Locate(rel)
+		sec, err := r.layout(ctx, obj.Key, f)
+		if err != nil {
+			return nil, err
+		}
+		spos, n = f.Locate(sec, rel)
 		fi = f.Find(spos)
 	}
 	if fi < 0 {
@@ -304,7 +308,11 @@ func (r *Reader) ReadObjectAt(ctx context.Context, o Object, p []byte, off int64
 		if rel >= f.LogicalSize {
 			return fmt.Errorf("coldread: %s: %d bytes at %d: %w", o.Key, len(p), off, io.EOF)
 		}
-		spos, run := f.Locate(rel)
+		sec, err := r.layout(ctx, o.Key, f)
+		if err != nil {
+			return err
+		}
+		spos, run := f.Locate(sec, rel)
 		fi := f.Find(spos)
 		if fi < 0 {
 			return fmt.Errorf("%w: %s: offset %d not in its %d frames", ErrCorrupt, o.Key, rel, len(f.Frames))
@@ -425,6 +433,25 @@ func (r *Reader) beforeRead(t []Object, oi int, f *segfile.Footer, fi int, pos, 
 }
 
 func frameKey(objKey string, i int) string { return objKey + "#" + strconv.Itoa(i) }
+
+// layout returns the expanded layout section of a layout object (nil for
+// one without), through the frame cache as frame len(f.Frames), so it is
+// fetched once, shared and evicted like a frame (checked and expanded by
+// fetch).
+func (r *Reader) layout(ctx context.Context, objKey string, f *segfile.Footer) ([]byte, error) {
+	if f.Layout == nil {
+		return nil, nil
+	}
+	return r.frame(ctx, objKey, f, len(f.Frames))
+}
+
+// frameInfo is frame i of f, or its layout section for i == len(f.Frames).
+func frameInfo(f *segfile.Footer, i int) segfile.Frame {
+	if i == len(f.Frames) && f.Layout != nil {
+		return *f.Layout
+	}
+	return f.Frames[i]
+}
 
 // frame returns frame i of the object, decoded and verified.
 func (r *Reader) frame(ctx context.Context, objKey string, f *segfile.Footer, i int) ([]byte, error) {
@@ -617,7 +644,7 @@ func (r *Reader) fetchRun(objKey string, f *segfile.Footer, a int, keys []string
 
 // fetch GETs and decodes frame i. The caller holds a pool slot.
 func (r *Reader) fetch(ctx context.Context, objKey string, f *segfile.Footer, i int) ([]byte, error) {
-	fr := f.Frames[i]
+	fr := frameInfo(f, i)
 	comp := make([]byte, fr.CompLen)
 	r.stats.gets.Add(1)
 	if err := r.bucket.ReadAt(ctx, objKey, comp, fr.CompOff); err != nil {
@@ -628,11 +655,16 @@ func (r *Reader) fetch(ctx context.Context, objKey string, f *segfile.Footer, i 
 	}
 	r.stats.getBytes.Add(fr.CompLen)
 	data, err := segfile.DecodeFrame(nil, fr, comp)
+	if err == nil && i == len(f.Frames) {
+		data, err = segfile.ExpandLayout(data, f.LayoutRuns, f.LogicalSize)
+	}
 	if err != nil {
 		r.stats.corrupt.Add(1)
 		return nil, fmt.Errorf("coldread: %s frame %d: %w", objKey, i, err)
 	}
-	r.stats.decodedBytes.Add(int64(len(data)))
+	if i < len(f.Frames) {
+		r.stats.decodedBytes.Add(int64(len(data)))
+	}
 	return data, nil
 }
 

@@ -23,6 +23,8 @@
 //	+----------------------+
 //	|         ...          |
 //	+----------------------+  DataSize = sum of compressed frame lengths
+//	| layout section       |  FlagLayout only (below)
+//	+----------------------+
 //	| footer body          |  FooterLen bytes:
 //	|   u32 frame count N  |
 //	|   u32 reserved (0)   |
@@ -34,6 +36,13 @@
 //	|     i64 compr. off   |
 //	|     u32 compr. len   |
 //	|     u64 xxhash64     |  of the compressed frame bytes
+//	|   FlagLayout only:   |  where the layout section is:
+//	|     u64 offset       |  = DataSize
+//	|     u32 stored len   |
+//	|     u32 decoded len  |  (equal: stored raw)
+//	|     u32 runs         |
+//	|     u32 reserved (0) |
+//	|     u64 xxhash64     |  of the stored section
 //	+----------------------+
 //	| trailer (32 bytes)   |
 //	|   u64 FooterLen      |
@@ -64,6 +73,28 @@
 // are written as version 1, byte for byte as before; both versions are
 // read, and a reader that knows only version 1 refuses version 2 as
 // corrupt rather than misreading it.
+//
+// # Layout
+//
+// With Options.Layout the input is stored in another order: the uploader
+// stores each queue's records together (a queue-major segment), so that
+// replaying one queue fetches only its frames. Frame offsets are then
+// positions in the stored stream; the layout section maps the logical
+// input to them as runs sorted by logical offset, each uvarint(len)
+// uvarint(stream position) (a run's logical offset is the previous one's
+// end), zstd-compressed like a frame (about 5 bytes a run). A run is a
+// stretch of the log stored contiguously: one queue's records that are
+// adjacent in the log. A reader fetches the section once per object,
+// like a frame, checks that the runs cover the input exactly once in
+// both orders, and expands it to LayoutEntrySize bytes per run for a
+// binary search (Footer.Locate). Frames never straddle two groups (two
+// queues) unless both are under FrameSize/16 bytes; a group's frames are
+// of equal size, and the frame holding a group's start has the top bit of
+// its length entry set (Frame.GroupStart), where read-ahead for the group
+// before it stops. Example: a 32 MiB segment of 8 queues written in
+// batches of 100 messages has ~300 runs (a 1.5 KiB section) and 16 frames
+// per queue, 2 MiB each; replaying one queue fetches its 16 frames and
+// the section, not the other 112 frames.
 //
 // # Integrity
 //

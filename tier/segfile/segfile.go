@@ -39,11 +39,15 @@ const (
 	RawSavingDiv = 8
 	// FlagLayout, in the trailer's flags (version 2): the object stores its
 	// input in another order than the logical one (Options.Layout): frame
-	// offsets are stream positions, and the footer maps logical ranges to
-	// them (Footer.Layout). See the package doc.
+	// offsets are stream positions, and a layout section after the frames
+	// maps logical ranges to them (Footer.Layout). See the package doc.
 	FlagLayout = 2
-	// LayoutEntrySize is the size of one layout entry in the footer.
+	// LayoutEntrySize is the size of one run in an expanded layout
+	// section (ReadLayout, Locate).
 	LayoutEntrySize = 20
+	// layoutDescSize is the size of the layout section's description at
+	// the end of the footer body.
+	layoutDescSize = 32
 	// groupStartBit marks, in a layout object's frame entry (the length's
 	// top bit; lengths are at most MaxFrameSize), a frame that starts a
 	// group (Writer.CutGroup).
@@ -102,26 +106,101 @@ type Footer struct {
 	DataSize    int64   // bytes of compressed frames (where the footer starts)
 	FooterLen   int64   // bytes of the footer body
 	Frames      []Frame // in stream order, contiguous
-	// Layout, when not nil (FlagLayout), maps the logical input to the
-	// stream the frames hold: runs sorted by Off, covering [0,
-	// LogicalSize); without it the stream is the logical input.
-	Layout []Run
+	// Layout, when not nil (FlagLayout), is where the layout section is: a
+	// frame right after the data frames (at DataSize; compressed, or raw
+	// as FlagRaw says) holding the runs that map the logical input to the
+	// stream the frames hold, sorted by logical offset, covering [0,
+	// LogicalSize): per run uvarint(Len) uvarint(Pos) (each Off is the
+	// previous run's end). It is read on demand and expanded to
+	// LayoutEntrySize bytes per run (ExpandLayout, ReadLayout), so a
+	// footer stays small whatever the runs. Without it the stream is the
+	// logical input.
+	Layout *Frame
+	// LayoutRuns is the number of runs in the layout section.
+	LayoutRuns int
 }
 
-// Locate returns the stream position of logical offset off and how many
-// logical bytes from off on are stored contiguously there (to the end of
-// its run). off must be in [0, LogicalSize).
-func (f *Footer) Locate(off int64) (pos, n int64) {
+// Locate returns the stream position of logical offset off, in [0,
+// LogicalSize), and how many logical bytes from off on are stored
+// contiguously there (to the end of its run). section is the object's
+// expanded layout section (ExpandLayout; unused without a layout).
+func (f *Footer) Locate(section []byte, off int64) (pos, n int64) {
 	if f.Layout == nil {
 		return off, f.LogicalSize - off
 	}
-	i := sort.Search(len(f.Layout), func(i int) bool { return f.Layout[i].Off+f.Layout[i].Len > off }) // off < LogicalSize: found
-	r := f.Layout[i]
-	return r.Pos + off - r.Off, r.Off + r.Len - off
+	le := binary.LittleEndian
+	i := sort.Search(len(section)/LayoutEntrySize, func(i int) bool {
+		e := section[i*LayoutEntrySize:]
+		return int64(le.Uint64(e))+int64(le.Uint32(e[8:])) > off
+	})
+	e := section[i*LayoutEntrySize:]
+	roff, rlen, rpos := int64(le.Uint64(e)), int64(le.Uint32(e[8:])), int64(le.Uint64(e[12:]))
+	return rpos + off - roff, roff + rlen - off
+}
+
+// ExpandLayout verifies the decoded layout section of an object of
+// size logical bytes (runs covering [0, size) in order, their stream
+// ranges covering [0, size) exactly once) and returns it expanded to
+// LayoutEntrySize bytes per run (u64 Off, u32 Len, u64 Pos), for Locate.
+func ExpandLayout(section []byte, n int, size int64) ([]byte, error) {
+	runs := make([]Run, 0, n)
+	var off int64
+	for p := section; len(p) > 0; {
+		l, k := binary.Uvarint(p)
+		if k <= 0 || l == 0 || l > math.MaxUint32 {
+			return nil, corrupt("layout run %d: bad length", len(runs))
+		}
+		pos, k2 := binary.Uvarint(p[k:])
+		if k2 <= 0 || pos > math.MaxInt64 {
+			return nil, corrupt("layout run %d: bad position", len(runs))
+		}
+		runs = append(runs, Run{Off: off, Len: int64(l), Pos: int64(pos)})
+		off += int64(l)
+		p = p[k+k2:]
+	}
+	if len(runs) != n {
+		return nil, corrupt("layout section holds %d runs, the footer says %d", len(runs), n)
+	}
+	if err := checkLayout(runs, size); err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(runs)*LayoutEntrySize)
+	for _, r := range runs {
+		out = binary.LittleEndian.AppendUint64(out, uint64(r.Off))
+		out = binary.LittleEndian.AppendUint32(out, uint32(r.Len))
+		out = binary.LittleEndian.AppendUint64(out, uint64(r.Pos))
+	}
+	return out, nil
+}
+
+// ReadLayout fetches, checks and expands the layout section of the object
+// key (nil when it has none).
+func ReadLayout(ctx context.Context, readAt ReadAtFunc, key string, f *Footer) ([]byte, error) {
+	if f.Layout == nil {
+		return nil, nil
+	}
+	b := make([]byte, f.Layout.CompLen)
+	if err := readAt(ctx, key, b, f.Layout.CompOff); err != nil {
+		return nil, fmt.Errorf("segfile: read layout of %s: %w", key, err)
+	}
+	sec, err := DecodeFrame(nil, *f.Layout, b)
+	if err == nil {
+		sec, err = ExpandLayout(sec, f.LayoutRuns, f.LogicalSize)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: layout: %w", key, err)
+	}
+	return sec, nil
 }
 
 // ObjectSize is the size of the whole object.
-func (f *Footer) ObjectSize() int64 { return f.DataSize + f.FooterLen + TrailerSize }
+func (f *Footer) ObjectSize() int64 {
+	n := f.DataSize + f.FooterLen + TrailerSize
+	if f.Layout != nil {
+		n += f.Layout.CompLen
+	}
+	return n
+}
 
 // Find returns the index of the frame holding stream position off (the
 // logical offset, for an object without a layout; see Locate), or -1 if
@@ -357,12 +436,27 @@ func (w *Writer) Close() error {
 	}
 	f := &Footer{Base: w.opts.Base, LogicalSize: w.start, DataSize: w.comp, Frames: w.frames}
 	if w.opts.Layout != nil {
-		f.Layout = slices.Clone(w.opts.Layout)
-		slices.SortFunc(f.Layout, func(a, b Run) int { return cmp.Compare(a.Off, b.Off) })
-		if err := checkLayout(f.Layout, f.LogicalSize); err != nil {
+		runs := slices.Clone(w.opts.Layout)
+		slices.SortFunc(runs, func(a, b Run) int { return cmp.Compare(a.Off, b.Off) })
+		if err := checkLayout(runs, f.LogicalSize); err != nil {
 			w.err = fmt.Errorf("segfile: %w", err)
 			return w.err
 		}
+		sec := make([]byte, 0, len(runs)*6)
+		for _, r := range runs {
+			sec = binary.AppendUvarint(sec, uint64(r.Len))
+			sec = binary.AppendUvarint(sec, uint64(r.Pos))
+		}
+		stored, raw := w.enc.EncodeAll(sec, nil), false
+		if len(stored) >= len(sec)-len(sec)/RawSavingDiv {
+			stored, raw = sec, true
+		}
+		if _, err := w.w.Write(stored); err != nil {
+			w.err = fmt.Errorf("segfile: write layout: %w", err)
+			return w.err
+		}
+		f.Layout = &Frame{Len: int64(len(sec)), CompOff: w.comp, CompLen: int64(len(stored)), Sum: xxhash.Sum64(stored), Raw: raw}
+		f.LayoutRuns = len(runs)
 	}
 	tail := AppendFooter(nil, f)
 	if _, err := w.w.Write(tail); err != nil {
@@ -380,10 +474,13 @@ func (w *Writer) Footer() *Footer { return w.footer }
 // AppendFooter appends f's footer body and trailer to dst. It sets
 // f.FooterLen.
 func AppendFooter(dst []byte, f *Footer) []byte {
-	f.FooterLen = int64(footerHeaderSize + EntrySize*len(f.Frames) + LayoutEntrySize*len(f.Layout))
+	f.FooterLen = int64(footerHeaderSize + EntrySize*len(f.Frames))
+	if f.Layout != nil {
+		f.FooterLen += layoutDescSize
+	}
 	start := len(dst)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(f.Frames)))
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(f.Layout)))
+	dst = binary.LittleEndian.AppendUint32(dst, 0)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.Base))
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.LogicalSize))
 	for _, fr := range f.Frames {
@@ -397,10 +494,13 @@ func AppendFooter(dst []byte, f *Footer) []byte {
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(fr.CompLen))
 		dst = binary.LittleEndian.AppendUint64(dst, fr.Sum)
 	}
-	for _, r := range f.Layout {
-		dst = binary.LittleEndian.AppendUint64(dst, uint64(r.Off))
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(r.Len))
-		dst = binary.LittleEndian.AppendUint64(dst, uint64(r.Pos))
+	if l := f.Layout; l != nil {
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(l.CompOff))
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(l.CompLen))
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(l.Len))
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(f.LayoutRuns))
+		dst = binary.LittleEndian.AppendUint32(dst, 0)
+		dst = binary.LittleEndian.AppendUint64(dst, l.Sum)
 	}
 	sum := xxhash.Sum64(dst[start:])
 	version, flags := uint16(1), uint16(0)
@@ -409,6 +509,9 @@ func AppendFooter(dst []byte, f *Footer) []byte {
 			version, flags = Version, FlagRaw
 			break
 		}
+	}
+	if f.Layout != nil && f.Layout.Raw {
+		version, flags = Version, FlagRaw
 	}
 	if f.Layout != nil {
 		version, flags = Version, flags|FlagLayout
@@ -531,12 +634,12 @@ func ParseFooter(body []byte, sum uint64, flags uint16, size int64) (*Footer, er
 		return nil, corrupt("footer is %d bytes", len(body))
 	}
 	n := int(binary.LittleEndian.Uint32(body[0:]))
-	nl := int(binary.LittleEndian.Uint32(body[4:]))
-	if flags&FlagLayout == 0 && nl != 0 || flags&FlagLayout != 0 && nl == 0 {
-		return nil, corrupt("footer: %d layout entries with flags %#x", nl, flags)
+	desc := 0
+	if flags&FlagLayout != 0 {
+		desc = layoutDescSize
 	}
-	if len(body) != footerHeaderSize+n*EntrySize+nl*LayoutEntrySize {
-		return nil, corrupt("footer is %d bytes for %d frames and %d layout entries", len(body), n, nl)
+	if len(body) != footerHeaderSize+n*EntrySize+desc {
+		return nil, corrupt("footer is %d bytes for %d frames (flags %#x)", len(body), n, flags)
 	}
 	f := &Footer{
 		Base:        int64(binary.LittleEndian.Uint64(body[8:])),
@@ -568,16 +671,16 @@ func ParseFooter(body []byte, sum uint64, flags uint16, size int64) (*Footer, er
 	if off != f.LogicalSize {
 		return nil, corrupt("frames hold %d bytes, footer says %d", off, f.LogicalSize)
 	}
-	if nl > 0 {
-		f.Layout = make([]Run, nl)
-		for i := range f.Layout {
-			e := body[footerHeaderSize+n*EntrySize+i*LayoutEntrySize:]
-			f.Layout[i] = Run{Off: int64(binary.LittleEndian.Uint64(e)), Len: int64(binary.LittleEndian.Uint32(e[8:])),
-				Pos: int64(binary.LittleEndian.Uint64(e[12:]))}
+	if desc > 0 {
+		e := body[footerHeaderSize+n*EntrySize:]
+		l := &Frame{CompOff: int64(binary.LittleEndian.Uint64(e)), CompLen: int64(binary.LittleEndian.Uint32(e[8:])),
+			Len: int64(binary.LittleEndian.Uint32(e[12:])), Sum: binary.LittleEndian.Uint64(e[24:])}
+		l.Raw = flags&FlagRaw != 0 && l.CompLen == l.Len
+		runs := int(binary.LittleEndian.Uint32(e[16:]))
+		if l.CompOff != comp || l.CompLen <= 0 || l.Len <= 0 || l.Len > MaxFrameSize || runs <= 0 || int64(runs) > l.Len {
+			return nil, corrupt("layout section %+v of %d runs (data ends at %d)", *l, runs, comp)
 		}
-		if err := checkLayout(f.Layout, f.LogicalSize); err != nil {
-			return nil, err
-		}
+		f.Layout, f.LayoutRuns = l, runs
 	}
 	if f.ObjectSize() != size {
 		return nil, corrupt("object is %d bytes, footer implies %d", size, f.ObjectSize())

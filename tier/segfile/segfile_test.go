@@ -2,14 +2,14 @@ package segfile_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
-
-	"github.com/cespare/xxhash/v2"
 
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/segfile"
@@ -468,8 +468,12 @@ func TestLayoutRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rf.Layout) != len(layout) || len(rf.Frames) != len(f.Frames) {
-		t.Fatalf("footer read back: %d runs, %d frames; want %d, %d", len(rf.Layout), len(rf.Frames), len(layout), len(f.Frames))
+	sec, err := segfile.ReadLayout(ctx, b.ReadAt, "l.seg", rf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sec) != len(layout)*segfile.LayoutEntrySize || len(rf.Frames) != len(f.Frames) {
+		t.Fatalf("read back: %d runs, %d frames; want %d, %d", len(sec)/segfile.LayoutEntrySize, len(rf.Frames), len(layout), len(f.Frames))
 	}
 	frames := make([][]byte, len(rf.Frames))
 	for i, fr := range rf.Frames {
@@ -479,7 +483,7 @@ func TestLayoutRoundTrip(t *testing.T) {
 	}
 	// Every logical byte, run by run.
 	for off := int64(0); off < int64(size); {
-		pos, n := rf.Locate(off)
+		pos, n := rf.Locate(sec, off)
 		fi := rf.Find(pos)
 		fr := rf.Frames[fi]
 		k := min(n, fr.Off+fr.Len-pos)
@@ -510,19 +514,31 @@ func TestLayoutRoundTrip(t *testing.T) {
 	if _, err := segfile.Encode(&bytes.Buffer{}, bytes.NewReader(data), int64(size), segfile.Options{Layout: bad}); err == nil {
 		t.Fatal("a layout storing a range twice was written")
 	}
-	o := bytes.Clone(obj)
-	// Swap two layout entries' positions in the footer body and fix its
-	// checksum: still one stream range per run, but the wrong one.
-	fl, _, _, err := segfile.ParseTrailer(o[len(o)-segfile.TrailerSize:])
-	if err != nil {
-		t.Fatal(err)
+	// A section storing a range twice, or missing one, is refused.
+	var dup, short []byte
+	for i, r := range layout {
+		pos := r.Pos
+		if i == 1 {
+			pos = layout[0].Pos // twice
+		}
+		dup = binary.AppendUvarint(binary.AppendUvarint(dup, uint64(r.Len)), uint64(pos))
 	}
-	body := o[len(o)-segfile.TrailerSize-int(fl) : len(o)-segfile.TrailerSize]
-	le := body[len(body)-len(layout)*segfile.LayoutEntrySize:]
-	binary.LittleEndian.PutUint64(le[12:], binary.LittleEndian.Uint64(le[segfile.LayoutEntrySize+12:]))
-	binary.LittleEndian.PutUint64(o[len(o)-segfile.TrailerSize+8:], xxhash.Sum64(body))
+	sorted := append([]segfile.Run(nil), layout...)
+	slices.SortFunc(sorted, func(a, b segfile.Run) int { return cmp.Compare(a.Off, b.Off) })
+	for _, r := range sorted[:len(sorted)-1] {
+		short = binary.AppendUvarint(binary.AppendUvarint(short, uint64(r.Len)), uint64(r.Pos))
+	}
+	if _, err := segfile.ExpandLayout(dup, len(layout), int64(size)); !errors.Is(err, segfile.ErrCorrupt) {
+		t.Fatalf("a layout storing a range twice: %v", err)
+	}
+	if _, err := segfile.ExpandLayout(short, len(layout)-1, int64(size)); !errors.Is(err, segfile.ErrCorrupt) {
+		t.Fatalf("a layout missing a run: %v", err)
+	}
+	// A flipped byte in the section fails its checksum.
+	o := bytes.Clone(obj)
+	o[rf.Layout.CompOff+3] ^= 1
 	put(t, b, "bad.seg", o)
-	if _, err := segfile.ReadFooter(ctx, b.ReadAt, "bad.seg", int64(len(o))); !errors.Is(err, segfile.ErrCorrupt) {
-		t.Fatalf("a layout storing a range twice read back: %v", err)
+	if _, err := segfile.ReadLayout(ctx, b.ReadAt, "bad.seg", rf); !errors.Is(err, segfile.ErrCorrupt) {
+		t.Fatalf("a damaged layout section read back: %v", err)
 	}
 }
