@@ -157,3 +157,29 @@ func TestRemotingParseTLSMode(t *testing.T) {
 		t.Error("ParseTLSMode(strict) succeeded")
 	}
 }
+
+// TestRemotingTLSIdleBufferRelease: a TLS conn that idles past the read
+// buffer's release (a read deadline that fires between frames) keeps
+// working: TLS read timeouts are not fatal to the conn.
+func TestRemotingTLSIdleBufferRelease(t *testing.T) {
+	checkLeaks(t)
+	srvCfg, cliCfg, _ := tlsPair(t, false)
+	s := startServer(t, ServerConfig{TLS: srvCfg, TLSMode: TLSPermissive, bufRelease: 20 * time.Millisecond}, HandlerFunc(echo))
+	cl := NewClient(ClientConfig{Logger: quiet, TLS: cliCfg})
+	defer cl.Close()
+	ctx := ctxT(t)
+	c, err := cl.Conn(ctx, s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		resp, err := c.Invoke(ctx, NewRequest(GetRouteinfoByTopic, nil, []byte{byte(i)}))
+		if err != nil || resp.Code != int32(Success) || !bytes.Equal(resp.Body, []byte{byte(i)}) {
+			t.Fatalf("request %d after idling: %v %v", i, resp, err)
+		}
+		time.Sleep(100 * time.Millisecond) // idle past bufRelease: the server's read deadline fires
+	}
+	if _, ok := c.TLSState(); !ok {
+		t.Fatal("the conn is not TLS")
+	}
+}

@@ -73,7 +73,10 @@ func (p *sendLoad) runPipeline(ctx context.Context, w int) {
 			return
 		}
 	}
-	nc.Close()
+	// Through stop, so the reader takes what its read returns now for
+	// the end, not an error: over TLS it may be the broker's close_notify
+	// answering ours (io.EOF), not net.ErrClosed.
+	pl.stop()
 	<-readerDone
 }
 

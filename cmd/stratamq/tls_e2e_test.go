@@ -137,6 +137,35 @@ func TestTLSOfficialClientEnforcing(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "the refusal logged", func() bool { return strings.Contains(s.logs.String(), "plain-text client refused") })
 
+	// The tools: admin with STRATAMQ_TLS_CLIENT, bench with --tls; neither
+	// gets through without.
+	admin := func(env map[string]string) (int, string) {
+		var stdout, stderr bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		code := run(ctx, []string{"admin", "clusterList", "-n", s.nsAddr, "--timeout", "2s"}, env, &stdout, &stderr)
+		return code, stdout.String() + stderr.String()
+	}
+	if code, out := admin(map[string]string{"STRATAMQ_TLS_CLIENT": "true", "STRATAMQ_TLS_CA": f.CA}); code != 0 || !strings.Contains(out, s.brokAddr) {
+		t.Fatalf("admin clusterList over TLS: exit %d:\n%s", code, out)
+	}
+	if code, out := admin(nil); code == 0 {
+		t.Fatalf("admin clusterList without TLS succeeded:\n%s", out)
+	}
+	common := []string{"produce", "--namesrv", s.nsAddr, "--topic", topic, "--messages", "500", "--progress", "0", "--size", "100"}
+	if r := runBenchCmd(t, 0, append(common, "--tls", "--tls-ca", f.CA)...); r.Messages != 500 || r.Errors != 0 {
+		t.Fatalf("bench produce --tls: %+v", r)
+	}
+	if r := runBenchCmd(t, 0, append(common, "--tls", "--tls-insecure-skip-verify", "--conns", "2")...); r.Messages != 500 || r.Errors != 0 {
+		t.Fatalf("bench produce --tls --tls-insecure-skip-verify: %+v", r)
+	}
+	var stdout, stderr bytes.Buffer
+	bctx, bcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer bcancel()
+	if code := run(bctx, append([]string{"bench"}, append(common, "--timeout", "2s", "--max-errors", "1")...), nil, &stdout, &stderr); code == 0 {
+		t.Fatal("bench produce without --tls succeeded against an enforcing broker")
+	}
+
 	setOfficialTLS(t, false)
 	p, err := rocketmq.NewProducer(rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.nsAddr})),
 		rmqproducer.WithGroupName(uniqueName(t, "plain")), rmqproducer.WithInstanceName(uniqueName(t, "plain")), rmqproducer.WithRetry(0), rmqproducer.WithSendMsgTimeout(2*time.Second))
