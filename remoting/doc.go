@@ -69,6 +69,19 @@
 //
 // Codes a handler does not serve are answered with NotSupported(req).
 //
+// # TLS
+//
+// ServerConfig.TLS with TLSMode permissive or enforcing (RocketMQ's
+// tls.server.mode names) wraps the listener in TLSListener: each accepted
+// conn reads its first byte on its own reader goroutine, under a handshake
+// deadline (DefaultTLSHandshakeTimeout), never in the accept loop; 0x16 (a
+// TLS record) starts a handshake, anything else is a plain conn
+// (permissive) or closed (enforcing, ErrPlainRefused). A Client with
+// ClientConfig.TLS handshakes as part of its dial. A TLS conn writes a
+// batch of frames as one Write (one record) instead of a writev; a plain
+// conn on a permissive port keeps writev. Conn.TLSState tells them apart.
+// remoting builds no tls.Config: infra/tlsconf does, from files.
+//
 // # Names
 //
 // ValidateTopic and ValidateGroup are RocketMQ 4.9's name rules

@@ -9,11 +9,15 @@
 //
 // Query parameters: s3 takes endpoint, region and path_style (default true
 // with an endpoint, false on AWS); minio takes secure (default true), ca and
-// region. Unknown parameters are errors, so a typo does not silently fall
+// region. Both take sse (AES256 for SSE-S3, aws:kms for SSE-KMS; s3 also
+// aws:kms:dsse) and sse-kms-key-id: the server-side encryption every upload
+// asks for. Unknown parameters are errors, so a typo does not silently fall
 // back to a default. A non-empty prefix wraps the bucket in tier.WithPrefix.
 //
 // Credentials never come from the URL (one with user:password@ is
-// rejected): they come from Options, else from the environment and each
-// SDK's chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
-// shared config, web identity, IMDS). Log URLs with Redacted.
+// refused, also when the secret makes it unparseable, without echoing
+// either part): they come from Options, else from the environment and
+// each SDK's chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+// AWS_SESSION_TOKEN, shared config, web identity, IMDS). Log URLs with
+// Redacted.
 package bucketurl
