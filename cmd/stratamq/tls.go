@@ -21,7 +21,7 @@ type TLSSettings struct {
 	TLSKey                string `env:"TLS_KEY" help:"PEM private key of STRATAMQ_TLS_CERT"`
 	TLSClientCA           string `env:"TLS_CLIENT_CA" help:"PEM CA bundle: clients must present a certificate it signed (mutual TLS; on the HTTP port only checked when given)"`
 	TLSClient             bool   `env:"TLS_CLIENT" help:"outgoing connections use TLS: the broker's to the name servers and a slave's to its master (always with STRATAMQ_TLS_MODE=enforcing), and the admin, replay and bench tools'"`
-	TLSCA                 string `env:"TLS_CA" help:"PEM CA bundle that verifies the servers outgoing TLS connections reach (default: the system's roots)"`
+	TLSCA                 string `env:"TLS_CA" help:"PEM CA bundle that verifies the servers outgoing TLS connections reach (default: the system's roots, and for serve, broker and namesrv STRATAMQ_TLS_CERT's certificate itself)"`
 	TLSInsecureSkipVerify bool   `env:"TLS_INSECURE_SKIP_VERIFY" help:"outgoing TLS connections accept any server certificate: for tests only"`
 	HTTPTLS               bool   `env:"HTTP_TLS" help:"serve the HTTP port (metrics, health, console) over TLS with STRATAMQ_TLS_CERT"`
 }
@@ -83,7 +83,7 @@ func (s TLSSettings) load(forServer bool) (tlsMaterial, error) {
 	}
 	if s.TLSClient || mode == remoting.TLSEnforcing {
 		co := tlsconf.ClientOptions{CAFile: s.TLSCA, InsecureSkipVerify: s.TLSInsecureSkipVerify,
-			CertFile: s.TLSCert, KeyFile: s.TLSKey}
+			CertFile: s.TLSCert, KeyFile: s.TLSKey, TrustOwnCert: forServer}
 		if m.client, err = tlsconf.Client(co); err != nil {
 			if s.TLSCA != "" {
 				return m, fmt.Errorf("STRATAMQ_TLS_CA=%q: %v", s.TLSCA, err)

@@ -184,7 +184,9 @@ func TestTLSOfficialClientEnforcing(t *testing.T) {
 }
 
 // TestTLSOfficialClientPermissive: in permissive mode one port serves the
-// official client with TLS and without.
+// official client with TLS and without. The broker registers over TLS
+// (STRATAMQ_TLS_CLIENT) without STRATAMQ_TLS_CA: it trusts its own
+// certificate for its own name server.
 func TestTLSOfficialClientPermissive(t *testing.T) {
 	f := tlstest.Write(t, t.TempDir())
 	cli, err := tlsconf.Client(tlsconf.ClientOptions{CAFile: f.CA})
@@ -193,7 +195,7 @@ func TestTLSOfficialClientPermissive(t *testing.T) {
 	}
 	t.Cleanup(func() { setOfficialTLS(t, false) })
 	s := startServeTLS(t, map[string]string{"STRATAMQ_TLS_CERT": f.Cert, "STRATAMQ_TLS_KEY": f.Key,
-		"STRATAMQ_TLS_MODE": "permissive"}, cli)
+		"STRATAMQ_TLS_MODE": "permissive", "STRATAMQ_TLS_CLIENT": "true"}, cli)
 	setOfficialTLS(t, true)
 	tlsProduceConsume(t, s.nsAddr, uniqueName(t, "TlsTopic"), 10)
 	setOfficialTLS(t, false)

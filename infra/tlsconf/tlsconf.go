@@ -63,6 +63,11 @@ type ClientOptions struct {
 	// CertFile and KeyFile, when both set, are presented to servers that
 	// ask for a client certificate (mutual TLS).
 	CertFile, KeyFile string
+	// TrustOwnCert, with CertFile and no CAFile, also trusts CertFile's
+	// certificate itself, next to the system's roots: a process reaching
+	// its own server (serve's broker, its name server) with a self-signed
+	// certificate. Only the holder of its key can present it.
+	TrustOwnCert bool
 }
 
 // Client returns a client configuration.
@@ -72,6 +77,19 @@ func Client(opts ClientOptions) (*tls.Config, error) {
 		pool, err := loadPool(opts.CAFile)
 		if err != nil {
 			return nil, err
+		}
+		cfg.RootCAs = pool
+	} else if opts.TrustOwnCert && opts.CertFile != "" {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		pem, err := os.ReadFile(opts.CertFile)
+		if err != nil {
+			return nil, fmt.Errorf("tlsconf: certificate: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tlsconf: certificate file %s holds no PEM certificate", opts.CertFile)
 		}
 		cfg.RootCAs = pool
 	}
