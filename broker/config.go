@@ -40,6 +40,7 @@ type Config struct {
 	// Tiering (used when a bucket is configured; cmd opens STRATAMQ_BUCKET).
 	LocalRetention     bytesize.Size `env:"LOCAL_RETENTION" envDefault:"1GiB" help:"bytes of sealed, uploaded segments kept on local disk (0 = drop right after upload)"`
 	CacheSize          bytesize.Size `env:"CACHE_SIZE" envDefault:"256MiB" help:"cold-read cache of decompressed frames, bytes"`
+	TierLayout         string        `env:"TIER_LAYOUT" envDefault:"queue" help:"queue | log: how a segment's records are ordered in its bucket object; queue stores each queue's records together, so replaying one queue reads only its bytes"`
 	SegmentMaxAge      time.Duration `env:"SEGMENT_MAX_AGE" envDefault:"10m" help:"seal (and upload) the active segment after this long"`
 	Retention          time.Duration `env:"RETENTION" help:"delete bucket objects uploaded longer ago than this (0 = keep forever)"`
 	LeaseTTL           time.Duration `env:"LEASE_TTL" help:"lifetime of the bucket lease (default 3 × checkpoint interval, at least 30s); a crashed broker's replacement waits this long"`
@@ -121,6 +122,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Flush == "" {
 		c.Flush = "async"
+	}
+	if c.TierLayout == "" {
+		c.TierLayout = "queue"
 	}
 	if c.SegmentSize == 0 {
 		c.SegmentSize = 256 << 20
@@ -223,6 +227,11 @@ func (c Config) Validate() error {
 	}
 	if c.SegmentSize < 1<<20 {
 		return fmt.Errorf("STRATAMQ_SEGMENT_SIZE=%s: want at least 1MiB", c.SegmentSize)
+	}
+	switch c.TierLayout {
+	case "queue", "log":
+	default:
+		return fmt.Errorf("STRATAMQ_TIER_LAYOUT=%q: want queue or log", c.TierLayout)
 	}
 	if c.MaxMessageSize < 1024 || c.MaxMessageSize > 15<<20 {
 		return fmt.Errorf("STRATAMQ_MAX_MESSAGE_SIZE=%s: want 1KiB..15MiB", c.MaxMessageSize)

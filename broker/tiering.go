@@ -302,11 +302,46 @@ func (t *tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentRea
 		}
 		return r, nil
 	}
+	var layout []segfile.Run
+	if s.Kind == upload.KindCommitLog && t.b.cfg.TierLayout == "queue" {
+		runs, err := t.b.store.SegmentLayout(s.Base)
+		if err != nil {
+			return nil, fmt.Errorf("broker: layout of segment %d: %w", s.Base, err)
+		}
+		layout = segmentLayout(runs)
+	}
 	f, err := t.b.fs.OpenFile(s.Name, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("broker: open segment %s: %w", s.Name, err)
 	}
+	if layout != nil {
+		return &layoutFile{segmentFile{f: f, size: s.Length}, layout}, nil
+	}
 	return &segmentFile{f: f, size: s.Length}, nil
+}
+
+// layoutFile is a commitlog segment stored queue-major (upload.Layouter).
+type layoutFile struct {
+	segmentFile
+	layout []segfile.Run
+}
+
+func (l *layoutFile) Layout() []segfile.Run { return l.layout }
+
+// segmentLayout is the store's layout of a segment (STRATAMQ_TIER_LAYOUT=
+// queue) as segfile's runs: stream positions in order, a group per queue.
+// nil (log order) when the store gave none.
+func segmentLayout(runs []store.LayoutRun) []segfile.Run {
+	if len(runs) == 0 {
+		return nil
+	}
+	out := make([]segfile.Run, len(runs))
+	var pos int64
+	for i, r := range runs {
+		out[i] = segfile.Run{Off: r.Off, Len: r.Len, Pos: pos, Group: int64(r.Group)}
+		pos += r.Len
+	}
+	return out
 }
 
 // MarkUploaded implements upload.SegmentSource: the segment is in the

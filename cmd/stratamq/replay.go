@@ -203,7 +203,9 @@ func replay(ctx context.Context, o replayOpts, stdout, stderr io.Writer) (replay
 		for off := obj.Base; off < obj.Base+obj.Length; {
 			n := min(int64(replayChunk), obj.Base+obj.Length-off)
 			chunk := buf[len(buf) : len(buf)+int(n)]
-			if _, err := cr.ReadAt(ctx, off, chunk); err != nil {
+			// The stored order: for a queue-major segment (STRATAMQ_TIER_LAYOUT=
+			// queue) its queues one after another, each in order.
+			if err := cr.ReadStream(ctx, obj, chunk, off-obj.Base); err != nil {
 				return sum, fmt.Errorf("read segment %d at %d: %w", obj.Base, off, err)
 			}
 			buf = buf[:len(buf)+int(n)]

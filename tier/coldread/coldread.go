@@ -327,6 +327,49 @@ func (r *Reader) ReadObjectAt(ctx context.Context, o Object, p []byte, off int64
 	return nil
 }
 
+// ReadStream fills p with the stored stream of object o (in the object
+// table or not) from stream position pos: the object's bytes in the order
+// its frames hold them, which for an object with a layout is not the
+// log's (each queue's records together; whole records in every run). A
+// reader that wants every record of an object, in any order, reads it so:
+// each frame once, in order, with the frames after it fetched ahead, where
+// reading a layout object in log order would go back and forth between
+// its frames. Reading past the end is io.EOF.
+func (r *Reader) ReadStream(ctx context.Context, o Object, p []byte, pos int64) error {
+	f, err := r.footer(ctx, o)
+	if err != nil {
+		return err
+	}
+	for n := 0; n < len(p); {
+		at := pos + int64(n)
+		if at < 0 || at >= f.LogicalSize {
+			return fmt.Errorf("coldread: %s: %d stream bytes at %d: %w", o.Key, len(p), pos, io.EOF)
+		}
+		fi := f.Find(at)
+		if n == 0 && r.cfg.ReadAhead >= 0 {
+			// The frames after it, up to ReadAheadBytes, in runs.
+			limit := f.Frames[fi].End() + r.cfg.ReadAheadBytes
+			for a := fi + 1; a < len(f.Frames) && f.Frames[a].Off < limit; {
+				b, run := a, int64(0)
+				for b < len(f.Frames) && f.Frames[b].Off < limit && (b == a || run+f.Frames[b].Len <= r.cfg.RunBytes) {
+					run += f.Frames[b].Len
+					b++
+				}
+				if !r.prefetchRun(o.Key, f, a, b) {
+					break
+				}
+				a = b
+			}
+		}
+		data, err := r.frame(ctx, o.Key, f, fi)
+		if err != nil {
+			return err
+		}
+		n += copy(p[n:], data[at-f.Frames[fi].Off:])
+	}
+	return nil
+}
+
 // beforeRead starts background fetches: the other frames this read needs,
 // and, when the read continues a sequential scan of the object (it touches
 // the highest frame read so far or the one after it), keeps the frames up
@@ -560,8 +603,8 @@ func (r *Reader) prefetchRun(objKey string, f *segfile.Footer, a, b int) bool {
 		r.mu.Unlock()
 		return false
 	}
-	for a < b && r.mu.flights[frameKey(objKey, a)] != nil {
-		a++
+	for a < b && (r.mu.flights[frameKey(objKey, a)] != nil || r.cache.has(frameKey(objKey, a))) {
+		a++ // fetched meanwhile, or being fetched
 	}
 	if a == b {
 		r.mu.Unlock()
@@ -582,8 +625,8 @@ func (r *Reader) prefetchRun(objKey string, f *segfile.Footer, a, b int) bool {
 	fls := make([]*flight, 0, b-a)
 	for i := a; i < b; i++ {
 		k := frameKey(objKey, i)
-		if r.mu.flights[k] != nil {
-			break
+		if r.mu.flights[k] != nil || r.cache.has(k) {
+			break // the run ends before a frame that needs no fetch
 		}
 		fl := &flight{done: make(chan struct{}), ahead: true}
 		r.mu.flights[k] = fl

@@ -192,3 +192,47 @@ func TestLayoutAllQueuesTogether(t *testing.T) {
 		t.Fatal("no read-ahead")
 	}
 }
+
+// TestReadStreamReadsEachFrameOnce: reading layout objects in their
+// stored order (as stratamq replay does) returns every logical byte once
+// (the runs, queue by queue) and fetches each frame once, with a cache
+// far smaller than an object.
+func TestReadStreamReadsEachFrameOnce(t *testing.T) {
+	fx := newLayoutFixture(t, 64, 1, 12<<20, 4<<20, 256<<10)
+	r := newReader(t, fx.mem, fx.objs, coldread.Config{CacheBytes: 2 << 20, ReadAheadBytes: 512 << 10})
+	ctx := context.Background()
+	var stream []byte
+	for _, o := range fx.objs {
+		for pos := int64(0); pos < o.Length; {
+			p := make([]byte, min(100<<10, o.Length-pos))
+			if err := r.ReadStream(ctx, o, p, pos); err != nil {
+				t.Fatal(err)
+			}
+			stream = append(stream, p...)
+			pos += int64(len(p))
+		}
+	}
+	// The stream holds each queue's records, in order, queue after queue
+	// within an object.
+	at := 0
+	for oi, o := range fx.objs {
+		for q := range fx.recs {
+			for _, rec := range fx.recs[q] {
+				if rec[0] < o.Base || rec[0] >= o.Base+o.Length {
+					continue
+				}
+				want := fx.data[rec[0]-base : rec[0]-base+rec[1]]
+				if !bytes.Equal(stream[at:at+int(rec[1])], want) {
+					t.Fatalf("object %d, queue %d: record at %d is not next in the stream", oi, q, rec[0])
+				}
+				at += int(rec[1])
+			}
+		}
+	}
+	if at != len(fx.data) {
+		t.Fatalf("stream of %d bytes, records %d", len(stream), at)
+	}
+	if st := r.Stats(); st.GetBytes > int64(len(fx.data)) {
+		t.Fatalf("fetched %d bytes for %d", st.GetBytes, len(fx.data))
+	}
+}

@@ -88,7 +88,7 @@
 // like a frame, checks that the runs cover the input exactly once in
 // both orders, and expands it to LayoutEntrySize bytes per run for a
 // binary search (Footer.Locate). Frames never straddle two groups (two
-// queues) unless both are under FrameSize/16 bytes; a group's frames are
+// queues) unless both are under FrameSize/64 bytes; a group's frames are
 // of equal size, and the frame holding a group's start has the top bit of
 // its length entry set (Frame.GroupStart), where read-ahead for the group
 // before it stops. Example: a 32 MiB segment of 8 queues written in

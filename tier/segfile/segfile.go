@@ -81,7 +81,7 @@ type Frame struct {
 	Sum     uint64 // xxhash64 of the compressed bytes
 	Raw     bool   // stored as is (CompLen == Len; FlagRaw)
 	// GroupStart: in a layout object, the frame holds the start of a
-	// group of runs (a queue's records, say); a group of FrameSize/16
+	// group of runs (a queue's records, say); a group of FrameSize/64
 	// bytes or more starts at the frame's start. Read-ahead within a
 	// group stops before such a frame.
 	GroupStart bool
@@ -232,7 +232,7 @@ type Options struct {
 	// Layout, if set, stores the input in another order: Encode reads the
 	// runs in this order (each Run's Pos must be the sum of the lengths
 	// before it) and ends the frame at each change of Group when it holds
-	// at least FrameSize/16 bytes (Writer.CutGroup), so a group's runs
+	// at least FrameSize/64 bytes (Writer.CutGroup), so a group's runs
 	// share frames only with groups that small. The runs must cover
 	// the input exactly once. Cuts are then stream positions. Without it
 	// the input is stored in order.
@@ -373,7 +373,7 @@ func (w *Writer) Cut() error {
 
 // CutGroup marks the start of a group of size bytes (Options.Layout) at
 // the bytes written so far. The current frame ends here, unless both it
-// and the new group are smaller than FrameSize/16 (tiny groups share
+// and the new group are smaller than FrameSize/64 (tiny groups share
 // frames); the frame holding the group's start is marked GroupStart. The
 // group's frames are then of equal size, about FrameSize, so none of them
 // is a small tail shared with the next group.
@@ -381,7 +381,7 @@ func (w *Writer) CutGroup(size int64) error {
 	if w.err != nil {
 		return w.err
 	}
-	tiny := int64(w.opts.FrameSize / 16)
+	tiny := int64(w.opts.FrameSize / 64)
 	if len(w.buf) >= int(tiny) || size >= tiny {
 		if err := w.flush(); err != nil {
 			return err

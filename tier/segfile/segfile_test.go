@@ -492,7 +492,7 @@ func TestLayoutRoundTrip(t *testing.T) {
 		}
 		off += k
 	}
-	// Groups of FrameSize/16 bytes or more start frames.
+	// Groups of FrameSize/64 bytes or more start frames.
 	starts := map[int64]bool{}
 	for _, fr := range rf.Frames {
 		if fr.GroupStart {

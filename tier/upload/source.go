@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/stratamq/stratamq/tier/segfile"
 )
 
 // Kind is what a segment holds.
@@ -73,6 +75,13 @@ type SegmentReader interface {
 // so a record never straddles two frames.
 type Cutter interface {
 	Cuts() []int64
+}
+
+// Layouter may be implemented by the SegmentReader of a commitlog segment
+// to store its bytes in another order (segfile's Options.Layout): each
+// queue's records together. nil: in order.
+type Layouter interface {
+	Layout() []segfile.Run
 }
 
 // SegmentSource is what the Uploader needs from the store. It is declared

@@ -559,6 +559,9 @@ func (u *Uploader) encode(ctx context.Context, s Segment) (spool, *segfile.Foote
 	if c, ok := r.(Cutter); ok {
 		opts.Cuts = c.Cuts()
 	}
+	if l, ok := r.(Layouter); ok {
+		opts.Layout = l.Layout()
+	}
 	if s.Kind == KindConsumeQueue && opts.Cuts == nil {
 		fs := opts.FrameSize
 		if fs == 0 {

@@ -1,0 +1,90 @@
+package store
+
+import (
+	"fmt"
+	"slices"
+)
+
+// LayoutRun is a stretch of a sealed segment, [Off, Off+Len) relative to
+// its base, of records of one queue adjacent in the log (Group numbers
+// the queue within the segment).
+type LayoutRun struct {
+	Off, Len int64
+	Group    int
+}
+
+// MaxLayoutRuns bounds the runs of one segment's layout (SegmentLayout);
+// a segment interleaving its queues more finely than that is stored in
+// log order. At 1 KiB messages interleaved one by one it is reached by a
+// 1 GiB segment; it holds the layout's memory while a segment is encoded
+// to 32 MiB.
+const MaxLayoutRuns = 1 << 20
+
+// SegmentLayout returns the queue-major layout of the sealed local
+// segment at base, for the uploader to store each queue's records
+// together (segfile's Options.Layout): the runs in the order to store
+// them, each queue's runs in log order, queues in the order they first
+// appear. Records that are not dispatched to a queue (transaction
+// prepares and rollbacks) form the group of their topic and queue like
+// any other. A zero-filled tail is the last group. nil: the segment's runs
+// exceed MaxLayoutRuns (store it in log order). ErrNotFound: no such
+// local segment; a segment that is not sealed is refused.
+func (s *Store) SegmentLayout(base int64) ([]LayoutRun, error) {
+	t := *s.segs.Load()
+	i := slices.IndexFunc(t, func(sg *segment) bool { return sg.base == base })
+	if i < 0 {
+		return nil, fmt.Errorf("store: segment layout %d: no such local segment: %w", base, ErrNotFound)
+	}
+	sg := t[i]
+	if !sg.sealed.Load() {
+		return nil, fmt.Errorf("store: segment layout %d: segment is not sealed", base)
+	}
+	type key struct {
+		topic string
+		id    int32
+	}
+	groups := map[key]int{}
+	var runs [][]LayoutRun // by group
+	total := 0
+	var lastKey key
+	lastGroup := -1
+	valid, err := scanSegmentsBuf(segTable{sg}, base, make([]byte, segIndexScanBuf), false, func(m *recordMeta) error {
+		if total > MaxLayoutRuns {
+			return nil
+		}
+		g := lastGroup
+		if g < 0 || lastKey.id != m.queueID || lastKey.topic != string(m.topic) {
+			k := key{string(m.topic), m.queueID}
+			var ok bool
+			if g, ok = groups[k]; !ok {
+				g = len(runs)
+				groups[k] = g
+				runs = append(runs, nil)
+			}
+			lastKey, lastGroup = k, g
+		}
+		off := m.physOffset - base
+		rs := runs[g]
+		if n := len(rs); n > 0 && rs[n-1].Off+rs[n-1].Len == off {
+			rs[n-1].Len += int64(m.size)
+			return nil
+		}
+		runs[g] = append(rs, LayoutRun{Off: off, Len: int64(m.size), Group: g})
+		total++
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: segment layout %d: %w", base, err)
+	}
+	if total > MaxLayoutRuns {
+		return nil, nil
+	}
+	out := make([]LayoutRun, 0, total+1)
+	for _, rs := range runs {
+		out = append(out, rs...)
+	}
+	if end := sg.end(); valid < end {
+		out = append(out, LayoutRun{Off: valid - base, Len: end - valid, Group: len(runs)})
+	}
+	return out, nil
+}
