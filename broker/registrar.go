@@ -29,9 +29,35 @@ func (b *Broker) registrar(ctx context.Context) {
 	// A registration a name server refused (NO_PERMISSION: the ACL, or
 	// the name still held by a live registration of an old broker) is
 	// retried at that pace too.
+	//
+	// A master whose bucket lease may have lapsed (it cannot renew it: cut
+	// off from the bucket, or another broker took it) refuses writes; it
+	// also leaves the routes: it unregisters and registers no more until
+	// the lease is renewed. The name servers keep a live registration of
+	// a broker name and id from being taken over from another address,
+	// so the slave that takes the lease needs the old master gone from
+	// them to be routed as master. The lease is looked at every retry tick.
 	retry := time.NewTicker(min(b.cfg.RegisterInterval, b.cfg.HASyncInterval))
 	defer retry.Stop()
-	refused := b.registerAll(ctx)
+	lapsed := false // unregistered for a lapsed lease
+	refused := false
+	register := func() {
+		if b.leaseLapsed() {
+			if !lapsed {
+				b.log.Warn("the bucket lease may have lapsed: unregistering from the name servers until it is renewed")
+				b.unregisterAll(ctx)
+				lapsed = true
+			}
+			refused = false
+			return
+		}
+		if lapsed {
+			b.log.Info("the bucket lease is renewed: registering with the name servers again")
+			lapsed = false
+		}
+		refused = b.registerAll(ctx)
+	}
+	register()
 	for {
 		select {
 		case <-ctx.Done():
@@ -39,12 +65,22 @@ func (b *Broker) registrar(ctx context.Context) {
 		case <-t.C:
 		case <-b.registerNow:
 		case <-retry.C:
-			if f := b.ha.follow; !refused && (f == nil || b.cfg.HAMaster != "" || loadStr(&f.nsHA) != "") {
+			if f := b.ha.follow; b.leaseLapsed() == lapsed && !refused && (f == nil || b.cfg.HAMaster != "" || loadStr(&f.nsHA) != "") {
 				continue
 			}
 		}
-		refused = b.registerAll(ctx)
+		register()
 	}
+}
+
+// leaseLapsed reports whether this broker is a master whose bucket lease
+// may have lapsed or was taken (durability.writable fails).
+func (b *Broker) leaseLapsed() bool {
+	if b.cfg.BrokerID != 0 || b.dur == nil || b.dur.lease == nil {
+		return false
+	}
+	_, err := b.dur.writable()
+	return err != nil
 }
 
 // registerAll registers with every name server; it reports whether one
