@@ -53,9 +53,11 @@
 // broker name under another cluster is refused with NO_PERMISSION, and so
 // is an UNREGISTER_BROKER from another conn. A conn closing removes only
 // the registrations made on it. A restarted broker is not refused: its old
-// conn closed, which removed its registration. A broker whose machine
-// vanished without closing its conn holds its name until it expires (its
-// heartbeat timeout, 120 s by default).
+// conn closed, which removed its registration; a master whose bucket
+// lease lapsed unregisters itself (broker/registrar.go), so a promoted
+// slave is not refused. A broker whose machine vanished without closing
+// its conn holds its name until it expires (its heartbeat timeout, 120 s
+// by default).
 //
 // With Config.ACL (STRATAMQ_ACL_FILE) the writes, REGISTER_BROKER,
 // UNREGISTER_BROKER, PUT_KV_CONFIG, DELETE_KV_CONFIG and
