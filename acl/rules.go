@@ -3,7 +3,6 @@ package acl
 import (
 	"crypto/hmac"
 	"crypto/sha1"
-	"errors"
 	"fmt"
 	"hash"
 	"os"
@@ -205,6 +204,3 @@ func (r *Rules) Credentials(accessKey string) (c Credentials, ok bool) {
 	}
 	return Credentials{AccessKey: a.accessKey, SecretKey: a.secret}, true
 }
-
-// ErrNoAccount is returned for credentials that name no account.
-var ErrNoAccount = errors.New("acl: no such account")
