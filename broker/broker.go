@@ -71,7 +71,8 @@ type Broker struct {
 	scoped    tier.Bucket // the bucket under <cluster>/<brokerName>/; nil without one
 	locks     queueLocks
 	uniq      *uniqIDs
-	sqlCache  sqlCache // compiled SQL92 subscriptions (sql_filter.go)
+	sqlCache  sqlCache   // compiled SQL92 subscriptions (sql_filter.go)
+	lagLat    lagLatency // store times of committed offsets for rocketmq_consumer_lag_latency (metrics_lag_latency.go)
 	// Scheduled messages (schedule.go): the delay levels and the service.
 	delayLevels []time.Duration
 	sched       *scheduler

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -20,10 +21,19 @@ var (
 		"Bytes of commitlog on local disk (segments not dropped after upload).", nil, nil)
 	flushBehindDesc = prometheus.NewDesc("rocketmq_storage_flush_behind_bytes",
 		"Commitlog bytes written but not yet flushed to disk.", nil, nil)
+	// The lag latency series (metrics_lag_latency.go).
+	lagLatencyDesc = prometheus.NewDesc("rocketmq_consumer_lag_latency",
+		"Milliseconds since the oldest message a consumer group has not consumed on a queue was stored: now minus the store time of the message at the group's committed offset; 0 when the group is caught up.",
+		[]string{"consumer_group", "topic", "queue_id"}, nil)
+	groupLatencyDesc = prometheus.NewDesc("rocketmq_group_get_latency_by_storetime",
+		"As rocketmq-exporter names it: the largest rocketmq_consumer_lag_latency (milliseconds) of a group's queues on a topic.",
+		[]string{"cluster", "broker", "topic", "group"}, nil)
 )
 
 // storeStats is what the store collector reports.
 type storeStats struct {
+	cluster     string // the broker's cluster and name (exporter-style labels)
+	brokerName  string
 	lag         []queueLag
 	localBytes  int64
 	flushBehind int64
@@ -33,19 +43,26 @@ type queueLag struct {
 	group, topic string
 	queue        int32
 	lag          int64
+	from         int64 // the first offset not consumed: max(committed, the queue's min)
+	// latencyMs is rocketmq_consumer_lag_latency, when hasLatency (see
+	// lagLatency.fill).
+	latencyMs  int64
+	hasLatency bool
 }
 
 // storeStats reads the broker's offsets and store for a scrape: O(committed
-// offsets) map lookups, no I/O.
+// offsets) map lookups, and for the lag latency at most one record read
+// per lagging queue every few seconds, under a time budget (lagLatency).
 func (b *Broker) storeStats() storeStats {
-	var st storeStats
+	st := storeStats{cluster: b.cfg.Cluster, brokerName: b.cfg.BrokerName}
 	if b.store == nil {
 		return st
 	}
 	for _, o := range b.offsets.All() {
-		_, _, lag := b.queueLag(o.Topic, o.QueueID, o.Offset)
-		st.lag = append(st.lag, queueLag{group: o.Group, topic: o.Topic, queue: o.QueueID, lag: lag})
+		mn, _, lag := b.queueLag(o.Topic, o.QueueID, o.Offset)
+		st.lag = append(st.lag, queueLag{group: o.Group, topic: o.Topic, queue: o.QueueID, lag: lag, from: max(o.Offset, mn)})
 	}
+	b.lagLat.fill(b, time.Now(), st.lag)
 	for _, s := range b.store.LocalSegments() {
 		st.localBytes += s.Length
 	}
@@ -67,16 +84,30 @@ func (m *Metrics) WatchStore(stats func() storeStats) {
 type storeCollector struct{ stats func() storeStats }
 
 func (storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{lagMessagesDesc, storageSizeDesc, flushBehindDesc} {
+	for _, d := range []*prometheus.Desc{lagMessagesDesc, lagLatencyDesc, groupLatencyDesc, storageSizeDesc, flushBehindDesc} {
 		ch <- d
 	}
 }
 
 func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.stats()
+	type groupTopic struct{ group, topic string }
+	var byGroup map[groupTopic]int64
 	for _, l := range st.lag {
-		ch <- prometheus.MustNewConstMetric(lagMessagesDesc, prometheus.GaugeValue, float64(l.lag),
-			l.group, l.topic, strconv.Itoa(int(l.queue)))
+		q := strconv.Itoa(int(l.queue))
+		ch <- prometheus.MustNewConstMetric(lagMessagesDesc, prometheus.GaugeValue, float64(l.lag), l.group, l.topic, q)
+		if !l.hasLatency {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(lagLatencyDesc, prometheus.GaugeValue, float64(l.latencyMs), l.group, l.topic, q)
+		if byGroup == nil {
+			byGroup = map[groupTopic]int64{}
+		}
+		k := groupTopic{l.group, l.topic}
+		byGroup[k] = max(byGroup[k], l.latencyMs)
+	}
+	for k, v := range byGroup {
+		ch <- prometheus.MustNewConstMetric(groupLatencyDesc, prometheus.GaugeValue, float64(v), st.cluster, st.brokerName, k.topic, k.group)
 	}
 	ch <- prometheus.MustNewConstMetric(storageSizeDesc, prometheus.GaugeValue, float64(st.localBytes))
 	ch <- prometheus.MustNewConstMetric(flushBehindDesc, prometheus.GaugeValue, float64(st.flushBehind))
