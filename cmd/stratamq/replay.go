@@ -23,24 +23,39 @@ import (
 )
 
 // `stratamq replay`: a topic's history read straight from a bucket, with no
-// broker running (issue 13 item 2). It loads the brokerName's manifest,
-// reads every commitlog object in offset order through the cold reader
-// (ranged GETs, read-ahead), decodes the records and prints those of the
-// topic that pass the filters, as JSON lines or raw bodies.
+// broker running, or from a running broker (issue 13 item 2). From a
+// bucket it loads the brokerName's manifest, reads every commitlog object
+// in offset order through the cold reader (ranged GETs, read-ahead),
+// decodes the records and prints those of the topic that pass the filters,
+// as JSON lines or raw bodies. From a broker (-n without --bucket) it pulls
+// each queue instead (replay_broker.go).
 
 const replayUsage = `usage: stratamq replay --bucket URL --topic T [flags]
+       stratamq replay -n NAMESRV --topic T [flags]
 
-Reads a topic's messages straight from a bucket (no broker needed): every
-message the bucket holds, in commitlog order (each queue in offset order).
-A broker stopped gracefully has uploaded everything; a running one's
-newest messages are still on its disk until their segment seals.
+Reads a topic's messages. The source is exactly one of:
+  --bucket URL   the bucket, straight (no broker needed): every message the
+                 bucket holds, in commitlog order (each queue in offset
+                 order). A broker stopped gracefully has uploaded
+                 everything; a running one's newest messages are still on
+                 its disk until their segment seals.
+  -n NAMESRV     the running brokers the name server routes the topic to:
+                 each queue pulled (PULL_MESSAGE, local and bucket alike)
+                 from its start (--from: SEARCH_OFFSET_BY_TIMESTAMP) up to
+                 its max offset when replay started, queue after queue.
+                 Nothing is committed: the pulls use the group
+                 ` + replayGroup + ` (mqadmin's tools group) and leave no
+                 offset behind.
+With --bucket, -n is only the cluster --to-topic republishes to. Flags win
+over STRATAMQ_BUCKET and NAMESRV_ADDR: an explicit -n without --bucket
+reads from the broker even when STRATAMQ_BUCKET is set.
 
 Output: --format jsonl (default): one JSON object a message (topic,
 queueId, queueOffset, msgId, offsetMsgId, tags, keys, properties,
 bornTimestamp, storeTimestamp, body as base64, or as text with --body
-text); --format raw: the bodies, one a line; --to-topic T2 --namesrv
-ADDR [--rate N]: sent again to topic T2 on a running broker, at most N a
-second, with the original's id in the property ORIGIN_MSG_ID.
+text); --format raw: the bodies, one a line; --to-topic T2 [--rate N]:
+sent again to topic T2 on a running broker (-n's, or --to-namesrv's), at
+most N a second, with the original's id in the property ORIGIN_MSG_ID.
 
 flags:
 `
@@ -59,6 +74,11 @@ type replayOpts struct {
 	creds            acl.Credentials // --access-key, --secret-key
 	rate             float64
 	environ          map[string]string // STRATAMQ_TLS_* of the republisher's connections
+	// fromBroker: read from the brokers of namesrv (no bucket); onlyBroker:
+	// with it, only this brokerName's queues (an explicit --broker-name).
+	fromBroker bool
+	onlyBroker string
+	toNamesrv  string // --to-namesrv: where --to-topic republishes (default namesrv)
 }
 
 // runReplay is `stratamq replay`.
@@ -67,9 +87,9 @@ func runReplay(ctx context.Context, args []string, environ map[string]string, st
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, replayUsage); fs.PrintDefaults() }
-	fs.StringVar(&o.bucket, "bucket", environ["STRATAMQ_BUCKET"], "bucket URL, as STRATAMQ_BUCKET (file://, s3://, minio://)")
-	fs.StringVar(&o.cluster, "cluster", "DefaultCluster", "cluster name (the bucket prefix is <cluster>/<broker name>)")
-	fs.StringVar(&o.brokerName, "broker-name", "broker-a", "broker name")
+	fs.StringVar(&o.bucket, "bucket", environ["STRATAMQ_BUCKET"], "read from this bucket, as STRATAMQ_BUCKET (file://, s3://, minio://)")
+	fs.StringVar(&o.cluster, "cluster", "DefaultCluster", "with --bucket: cluster name (the bucket prefix is <cluster>/<broker name>)")
+	fs.StringVar(&o.brokerName, "broker-name", "broker-a", "broker name: with --bucket, whose objects to read; with -n, when given, the only broker whose queues are read (else every broker of the topic)")
 	fs.StringVar(&o.topic, "topic", "", "topic (required)")
 	fs.StringVar(&o.topic, "t", "", "same as --topic")
 	fs.IntVar(&o.queue, "queue", -1, "only this queue id (-1: all)")
@@ -82,9 +102,10 @@ func runReplay(ctx context.Context, args []string, environ map[string]string, st
 	fs.StringVar(&o.format, "format", "jsonl", "jsonl or raw")
 	fs.StringVar(&o.body, "body", "base64", "jsonl bodies: base64 or text")
 	fs.Int64Var(&o.limit, "limit", 0, "stop after this many messages (0: all)")
-	fs.StringVar(&o.toTopic, "to-topic", "", "republish the messages to this topic on a running broker (needs --namesrv) instead of printing them")
-	fs.StringVar(&o.namesrv, "namesrv", environ["NAMESRV_ADDR"], "name server(s) of the broker to republish to")
+	fs.StringVar(&o.toTopic, "to-topic", "", "republish the messages to this topic on a running broker (-n's, or --to-namesrv's) instead of printing them")
+	fs.StringVar(&o.namesrv, "namesrv", environ["NAMESRV_ADDR"], "name server(s), ';'-separated: without --bucket, read from their brokers; with --bucket, where --to-topic republishes")
 	fs.StringVar(&o.namesrv, "n", environ["NAMESRV_ADDR"], "same as --namesrv")
+	fs.StringVar(&o.toNamesrv, "to-namesrv", "", "with --to-topic: republish to this cluster's name server(s) instead of -n's")
 	fs.Float64Var(&o.rate, "rate", 0, "republish at most this many messages a second (0: as fast as the broker takes them)")
 	credentialFlags(fs, environ, &o.creds) // with --to-topic: the account the sends are signed with
 	if err := fs.Parse(args); err != nil {
@@ -97,10 +118,19 @@ func runReplay(ctx context.Context, args []string, environ map[string]string, st
 		fmt.Fprintf(stderr, "stratamq replay: %v\n", err)
 		return 2
 	}
-	sum, err := replay(ctx, o, stdout, stderr)
+	run := replay
+	if o.fromBroker {
+		run = replayFromBroker
+	}
+	sum, err := run(ctx, o, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "stratamq replay: %v\n", err)
 		return 1
+	}
+	if o.fromBroker {
+		fmt.Fprintf(stderr, "stratamq replay: %d messages of %s from %d queues (%d bytes pulled) in %s\n",
+			sum.messages, o.topic, sum.queues, sum.logBytes, sum.took.Round(time.Millisecond))
+		return 0
 	}
 	fmt.Fprintf(stderr, "stratamq replay: %d messages of %s from %d segments (%d bytes of log read) in %s\n",
 		sum.messages, o.topic, sum.segments, sum.logBytes, sum.took.Round(time.Millisecond))
@@ -108,19 +138,39 @@ func runReplay(ctx context.Context, args []string, environ map[string]string, st
 }
 
 func (o *replayOpts) check(fs *flag.FlagSet) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	bucketFlag, nsFlag := set["bucket"], set["n"] || set["namesrv"]
+	if !bucketFlag && nsFlag && o.toTopic == "" {
+		o.bucket = "" // an explicit -n alone names the source, whatever STRATAMQ_BUCKET says
+	}
+	o.fromBroker = o.bucket == ""
+	if o.fromBroker && set["broker-name"] {
+		o.onlyBroker = o.brokerName
+	}
+	target := o.toNamesrv
+	if target == "" {
+		target = o.namesrv
+	}
 	switch {
 	case fs.NArg() > 0:
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case o.bucket == "":
-		return errors.New("--bucket (or STRATAMQ_BUCKET) names the bucket")
+	case bucketFlag && nsFlag && o.toTopic == "":
+		return errors.New("--bucket and -n both name where to read from: give one (with --bucket, -n only names where --to-topic republishes)")
+	case o.bucket == "" && o.namesrv == "":
+		return errors.New("name where to read from: --bucket URL (or STRATAMQ_BUCKET), a bucket read with no broker running, or -n NAMESRV (or NAMESRV_ADDR), a running broker's name server")
 	case o.topic == "":
 		return errors.New("--topic names the topic")
 	case o.format != "jsonl" && o.format != "raw":
 		return fmt.Errorf("--format %q: want jsonl or raw", o.format)
 	case o.body != "base64" && o.body != "text":
 		return fmt.Errorf("--body %q: want base64 or text", o.body)
-	case o.toTopic != "" && o.namesrv == "":
-		return errors.New("--to-topic needs --namesrv (or NAMESRV_ADDR): the broker to republish to")
+	case o.toTopic != "" && target == "":
+		return errors.New("--to-topic needs --namesrv (-n, or NAMESRV_ADDR) or --to-namesrv: the broker to republish to")
+	case o.toNamesrv != "" && o.toTopic == "":
+		return errors.New("--to-namesrv goes with --to-topic")
+	case o.fromBroker && o.toTopic == o.topic && target == o.namesrv:
+		return fmt.Errorf("--to-topic %s is the topic read, on the same brokers: it would republish the topic into itself", o.toTopic)
 	case checkCredentials(o.creds) != nil:
 		return checkCredentials(o.creds)
 	case o.rate < 0:
@@ -150,8 +200,9 @@ func parseReplayTime(s string) (int64, error) {
 }
 
 type replaySummary struct {
-	messages, logBytes int64
+	messages, logBytes int64 // logBytes: from a broker, the record bytes pulled
 	segments           int
+	queues             int // from a broker: the queues read
 	took               time.Duration
 }
 
@@ -187,12 +238,10 @@ func replay(ctx context.Context, o replayOpts, stdout, stderr io.Writer) (replay
 	defer cr.Close()
 	from, _ := parseReplayTime(o.from)
 	to, _ := parseReplayTime(o.to)
-	if o.toTopic != "" {
-		if o.pub, err = newRepublisher(ctx, o.environ, o.creds, o.namesrv, o.toTopic, o.rate, 10*time.Second); err != nil {
-			return sum, err
-		}
-		defer o.pub.close()
+	if err := o.startRepublisher(ctx); err != nil {
+		return sum, err
 	}
+	defer o.pub.close()
 	w := bufio.NewWriterSize(stdout, 256<<10)
 	defer w.Flush()
 	progress := isTerminal(stderr)
@@ -256,20 +305,41 @@ func (o *replayOpts) emit(ctx context.Context, w *bufio.Writer, b []byte, from, 
 		if !o.match(r, from, to) {
 			continue
 		}
-		if o.pub != nil {
-			err = o.pub.send(ctx, r, 10*time.Second)
-		} else {
-			err = o.print(w, r)
-		}
-		if err != nil {
-			return nil, false, err
-		}
-		sum.messages++
-		if o.limit > 0 && sum.messages >= o.limit {
-			return nil, true, nil
+		if done, err := o.deliver(ctx, w, r, sum); done || err != nil {
+			return nil, done, err
 		}
 	}
 	return b, false, nil
+}
+
+// deliver prints or republishes r, a message that passed the filters;
+// done once --limit is reached.
+func (o *replayOpts) deliver(ctx context.Context, w *bufio.Writer, r store.Record, sum *replaySummary) (done bool, err error) {
+	if o.pub != nil {
+		err = o.pub.send(ctx, r, 10*time.Second)
+	} else {
+		err = o.print(w, r)
+	}
+	if err != nil {
+		return false, err
+	}
+	sum.messages++
+	return o.limit > 0 && sum.messages >= o.limit, nil
+}
+
+// startRepublisher sets o.pub with --to-topic (to --to-namesrv's cluster,
+// else -n's); o.pub.close is then safe to call either way.
+func (o *replayOpts) startRepublisher(ctx context.Context) error {
+	if o.toTopic == "" {
+		return nil
+	}
+	ns := o.toNamesrv
+	if ns == "" {
+		ns = o.namesrv
+	}
+	var err error
+	o.pub, err = newRepublisher(ctx, o.environ, o.creds, ns, o.toTopic, o.rate, 10*time.Second)
+	return err
 }
 
 func (o *replayOpts) match(r store.Record, from, to int64) bool {

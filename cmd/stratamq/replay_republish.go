@@ -71,7 +71,12 @@ func newRepublisher(ctx context.Context, environ map[string]string, creds acl.Cr
 	return p, nil
 }
 
-func (p *republisher) close() { p.cl.Close() }
+// close closes p's connections (nil: nothing to close).
+func (p *republisher) close() {
+	if p != nil {
+		p.cl.Close()
+	}
+}
 
 // send republishes r, first waiting out --rate.
 func (p *republisher) send(ctx context.Context, r store.Record, timeout time.Duration) error {
