@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"compress/zlib"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -315,6 +317,14 @@ func (o *replayOpts) emit(ctx context.Context, w *bufio.Writer, b []byte, from, 
 // deliver prints or republishes r, a message that passed the filters;
 // done once --limit is reached.
 func (o *replayOpts) deliver(ctx context.Context, w *bufio.Writer, r store.Record, sum *replaySummary) (done bool, err error) {
+	// A body the producer compressed (sysFlag bit 0: clients zlib bodies
+	// past 4 KiB) is printed and republished as consumers see it.
+	if r.SysFlag&replayCompressed != 0 {
+		if r.Body, err = inflateBody(r.Body); err != nil {
+			return false, fmt.Errorf("%s queue %d offset %d: the compressed body does not inflate: %w", r.Topic, r.QueueID, r.QueueOffset, err)
+		}
+		r.SysFlag &^= replayCompressed
+	}
 	if o.pub != nil {
 		err = o.pub.send(ctx, r, 10*time.Second)
 	} else {
@@ -325,6 +335,29 @@ func (o *replayOpts) deliver(ctx context.Context, w *bufio.Writer, r store.Recor
 	}
 	sum.messages++
 	return o.limit > 0 && sum.messages >= o.limit, nil
+}
+
+// replayCompressed is the sysFlag bit of a zlib-compressed body.
+const replayCompressed = 1
+
+// replayMaxInflated bounds a decompressed body (a stored body is at most
+// STRATAMQ_MAX_MESSAGE_SIZE, but zlib inflates up to about 1000 times).
+const replayMaxInflated = 256 << 20
+
+func inflateBody(b []byte) ([]byte, error) {
+	zr, err := zlib.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	defer zr.Close()
+	out, err := io.ReadAll(io.LimitReader(zr, replayMaxInflated+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > replayMaxInflated {
+		return nil, fmt.Errorf("it inflates past %d bytes", replayMaxInflated)
+	}
+	return out, nil
 }
 
 // startRepublisher sets o.pub with --to-topic (to --to-namesrv's cluster,
