@@ -9,7 +9,8 @@ import (
 
 // Store and consumer series computed at scrape time (issue 13 item 4),
 // named as RocketMQ 5's metrics name them: each consumer group's lag per
-// queue, the local store's size and how far flushing is behind. They read
+// queue, in messages and in time (metrics_lag_latency.go), the local
+// store's size and how far flushing is behind. They read
 // the running broker generation (WatchStore), so a Node's next generation
 // takes them over.
 
