@@ -19,7 +19,10 @@ import (
 // touched on its way from the bucket to the socket (docs/benchmarks.md),
 // and this takes away the per-pull buffer's clearing and the copy into it.
 func (s *Store) readRecords(ctx context.Context, req GetRequest, spans []span, total int) (recs, chunks [][]byte, err error) {
-	recs = make([][]byte, len(spans))
+	// One allocation for both: a local read makes one chunk (its runs
+	// are packed into one buffer); lent runs make more, and append grows.
+	both := make([][]byte, len(spans)+1)
+	recs, chunks = both[:len(spans):len(spans)], both[len(spans):len(spans)]
 	lender, _ := s.opts.Cold.(ColdLender)
 	var data []byte // the copy buffer, made on first use
 	p := 0          // bytes of data used
