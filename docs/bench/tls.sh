@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# What TLS costs the send path (issue 14): in one run, on this machine,
-# `stratamq bench produce` against
+# What TLS and the ACL cost the send path (issue 14): in one run, on this
+# machine, `stratamq bench produce` against
 #   plain  `stratamq serve` (STRATAMQ_TLS_MODE unset: plain TCP), and
+#   acl    `stratamq serve` with STRATAMQ_ACL_FILE (every request signed and
+#          checked: HMAC-SHA1 over the fields and the body, the account's
+#          topic permissions), and `bench produce --access-key --secret-key`,
 #   tls    `stratamq serve` with STRATAMQ_TLS_MODE=enforcing (name server
 #          and broker ports TLS only; the broker registers over TLS too),
 #          and `bench produce --tls`,
+#   acltls both,
 # real binaries, loopback, fresh temp data dirs, a throwaway ECDSA P-256
 # certificate from openssl. Rounds alternate the setups; prints every run,
 # then the medians side by side.
@@ -19,7 +23,7 @@
 set -euo pipefail
 ROUNDS=${ROUNDS:-3}
 CASES=${CASES:-"1x1 1x64 4x16"}
-SETUPS=${SETUPS:-"plain tls"}
+SETUPS=${SETUPS:-"plain acl tls acltls"}
 SIZE=${SIZE:-1024}
 BATCH=${BATCH:-1}
 NS_PORT=${NS_PORT:-18876}
@@ -44,6 +48,19 @@ say "building"
 (cd "$ROOT" && go build -o "$WORK/stratamq" ./cmd/stratamq)
 BIN=$WORK/stratamq
 
+say "ACL file"
+# An admin (bench creates its topics) held to the topics it lists, so the
+# sends pay for the resource check as well as the signature.
+cat >"$WORK/plain_acl.yml" <<'ACL'
+accounts:
+  - accessKey: bench-admin
+    secretKey: bench-admin-secret
+    admin: true
+    topicPerms:
+      - Warm=PUB|SUB
+      - Tls=PUB|SUB
+ACL
+
 say "certificates"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=127.0.0.1 \
 	-addext "subjectAltName=IP:127.0.0.1" -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>>"$WORK/log"
@@ -58,15 +75,23 @@ wait_port() {
 }
 
 # setup_env and bench_args give each setup's serve environment and bench flags.
+TLS_ENV="STRATAMQ_TLS_CERT=$WORK/cert.pem STRATAMQ_TLS_KEY=$WORK/key.pem STRATAMQ_TLS_MODE=enforcing STRATAMQ_TLS_CA=$WORK/cert.pem"
+ACL_ENV="STRATAMQ_ACL_FILE=$WORK/plain_acl.yml"
 setup_env() {
 	case $1 in
-	tls) echo "STRATAMQ_TLS_CERT=$WORK/cert.pem STRATAMQ_TLS_KEY=$WORK/key.pem STRATAMQ_TLS_MODE=enforcing STRATAMQ_TLS_CA=$WORK/cert.pem" ;;
+	tls) echo "$TLS_ENV" ;;
+	acl) echo "$ACL_ENV" ;;
+	acltls) echo "$TLS_ENV $ACL_ENV" ;;
 	*) echo "" ;;
 	esac
 }
+TLS_ARGS="--tls --tls-ca $WORK/cert.pem"
+ACL_ARGS="--access-key bench-admin --secret-key bench-admin-secret"
 bench_args() {
 	case $1 in
-	tls) echo "--tls --tls-ca $WORK/cert.pem" ;;
+	tls) echo "$TLS_ARGS" ;;
+	acl) echo "$ACL_ARGS" ;;
+	acltls) echo "$TLS_ARGS $ACL_ARGS" ;;
 	*) echo "" ;;
 	esac
 }
