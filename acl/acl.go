@@ -195,6 +195,39 @@ func (x *ACL) respond(c *remoting.Conn, req *remoting.Command, sc scope) *remoti
 	return remoting.NewResponse(req, remoting.NoPermission, d.Reason)
 }
 
+// CheckStored checks, for a request CheckBroker let through, one more
+// resource the broker found while handling it: the topic of the stored
+// message a CONSUMER_SEND_MSG_BACK or VIEW_MESSAGE_BY_ID reads by its
+// offset (the header names no topic, or one the client chose). A retry
+// or dead-letter topic is its group's. nil: allowed; else NO_PERMISSION.
+func (x *ACL) CheckStored(c *remoting.Conn, req *remoting.Command, topic string, perm Perm) *remoting.Command {
+	r := x.rules.Load()
+	var buf [40]remoting.ExtField
+	pairs := req.AppendExtPairs(buf[:0])
+	var id uint64
+	var done <-chan struct{}
+	addr := func() netip.Addr { return netip.Addr{} }
+	if c != nil {
+		id, done = c.ID(), c.Done()
+		addr = func() netip.Addr { return peerAddr(c.RemoteAddr()) }
+	}
+	ak := lookup(pairs, KeyAccessKey)
+	s := x.peers.slot(id, addr, done)
+	v := s.view.Load()
+	if v == nil || v.rules != r || v.accessKey != ak {
+		v = newPeerView(r, s.peer, ak)
+		s.view.Store(v)
+	}
+	d := v.allows(req, topic, perm)
+	if d == nil {
+		return nil
+	}
+	if x.opt.OnDeny != nil {
+		x.opt.OnDeny(remoting.RequestCode(req.Code), d.Reason)
+	}
+	return remoting.NewResponse(req, remoting.NoPermission, d.Reason)
+}
+
 // ConnClosed forgets what was cached for c at once (without it, the
 // cache drops closed conns when it has doubled in size).
 func (x *ACL) ConnClosed(c *remoting.Conn) { x.peers.drop(c.ID()) }

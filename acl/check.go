@@ -262,3 +262,37 @@ func (r *Rules) Verify(peer netip.Addr, req *remoting.Command, broker bool) *Den
 	pairs := req.AppendExtPairs(nil)
 	return newPeerView(r, peer, lookup(pairs, KeyAccessKey)).verify(req, pairs, sc)
 }
+
+// allows checks one more resource for a request verify passed: a topic
+// the broker found only while handling it (the stored message a
+// send-back or a view by id reads).
+func (v *peerView) allows(req *remoting.Command, topic string, perm Perm) *Denial {
+	if v.globalWhite || v.acct == nil || v.acctWhite {
+		return nil // white-listed; a missing account was refused by verify
+	}
+	a := v.acct
+	if !a.hasPerms && a.admin {
+		return nil
+	}
+	var n needs
+	n.topic(topic, perm)
+	if n.n == 0 {
+		return nil
+	}
+	x := n.fixed[0]
+	owned, kind := a.defaultTopicPerm, "topic"
+	if x.group {
+		owned, kind = a.defaultGroupPerm, "group"
+		if p, ok := a.groups[x.name]; ok {
+			owned = p
+		}
+	} else if p, ok := a.topics[x.name]; ok {
+		owned = p
+	}
+	if owned.Allows(x.perm) {
+		return nil
+	}
+	code := remoting.RequestCode(req.Code)
+	return &Denial{AccessKey: a.accessKey, Reason: fmt.Sprintf("ACL: accessKey %q has no %s permission on %s %q (it has %s), the topic of the stored message %s (%d) reads",
+		a.accessKey, x.perm, kind, x.name, owned, code, req.Code)}
+}

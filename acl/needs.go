@@ -108,6 +108,15 @@ func IsBrokerAdminCode(code remoting.RequestCode) bool { return brokerAdminCodes
 // admin signature.
 func IsNamesrvAdminCode(code remoting.RequestCode) bool { return namesrvAdminCodes[code] }
 
+func hasKey(pairs []remoting.ExtField, key string) bool {
+	for i := range pairs {
+		if pairs[i].Key == key {
+			return true
+		}
+	}
+	return false
+}
+
 func lookup(pairs []remoting.ExtField, key string) string {
 	for i := range pairs {
 		if pairs[i].Key == key {
@@ -127,9 +136,14 @@ func brokerNeeds(code remoting.RequestCode, pairs []remoting.ExtField, body []by
 	switch code {
 	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage,
 		remoting.SendReplyMessage, remoting.SendReplyMessageV2:
+		// The topic the broker will write: it reads the one-letter keys
+		// when "a" or "b" is present, whatever the code (remoting's
+		// SendMessageRequestHeader), so this does too; a request that
+		// carried both styles cannot pass one topic here and write
+		// another.
 		t := get("topic")
-		if t == "" {
-			t = get("b") // V2 header
+		if hasKey(pairs, "a") || hasKey(pairs, "b") {
+			t = get("b")
 		}
 		n.topic(t, Pub)
 	case remoting.ConsumerSendMsgBack:

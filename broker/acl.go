@@ -18,6 +18,17 @@ func (b *Broker) checkACL(c *remoting.Conn, req *remoting.Command) *remoting.Com
 	return x.CheckBroker(c, req)
 }
 
+// checkStored checks the topic of a stored message a request reads by
+// its offset (send-back, view by id) against the ACL: the header's topic,
+// if any, is the client's word, the record's is not.
+func (b *Broker) checkStored(c *remoting.Conn, req *remoting.Command, topic string, perm acl.Perm) *remoting.Command {
+	x := b.cfg.ACL
+	if x == nil {
+		return nil
+	}
+	return x.CheckStored(c, req, topic, perm)
+}
+
 // credentials are what the broker signs its own requests with: the
 // explicit ones (STRATAMQ_ACL_ACCESS_KEY and STRATAMQ_ACL_SECRET_KEY
 // without an ACL file), else the account STRATAMQ_ACL_ACCESS_KEY names

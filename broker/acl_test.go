@@ -23,6 +23,7 @@ import (
 	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/namesrv"
 	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
 )
 
 const aclTestFile = `
@@ -485,5 +486,67 @@ func TestSlaveFollowsMasterWithACL(t *testing.T) {
 	defer d.mu.Unlock()
 	if len(d.list) != 0 {
 		t.Fatalf("the master refused the slave: %v", d.list)
+	}
+}
+
+// TestBrokerACLStoredMessageTopic: a CONSUMER_SEND_MSG_BACK or a
+// VIEW_MESSAGE_BY_ID reads a stored message by its offset; with an ACL the
+// account needs SUB on that message's own topic. Before, an account
+// could send back (or view) a message of a topic it is denied, naming a
+// topic it may use as originTopic, and read the copy from its group's
+// retry topic.
+func TestBrokerACLStoredMessageTopic(t *testing.T) {
+	rules, err := acl.Parse([]byte(aclTestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, cl := startBroker(t, func(c *Config) { c.ACL = acl.NewStatic(rules, acl.Options{Logger: discardLogger()}) })
+	addr := b.Addr().String()
+	signed := func(c primitive.Credentials, req *remoting.Command) *remoting.Command {
+		ours(c).Sign(req)
+		return invoke(t, cl, addr, req)
+	}
+	offsetOf := func(topic string, c primitive.Credentials) int64 {
+		t.Helper()
+		if r := signed(aclAdmin, createTopicReq(topic, 1)); r.Code != 0 {
+			t.Fatalf("create %s: %d %s", topic, r.Code, r.Remark)
+		}
+		r := signed(c, sendReq(topic, 0, []byte("stored in "+topic), ""))
+		if r.Code != 0 {
+			t.Fatalf("send to %s: %d %s", topic, r.Code, r.Remark)
+		}
+		_, off, err := store.DecodeMessageID(r.ExtFields["msgId"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return off
+	}
+	secret := offsetOf("SecretTopic", aclAdmin)
+	mine := offsetOf("AclTopic", aclUser)
+	sendBack := func(offset int64, origin string) *remoting.Command {
+		h := remoting.ConsumerSendMsgBackRequestHeader{Offset: offset, Group: "AppGroup", DelayLevel: 1, OriginMsgID: "x", OriginTopic: origin}
+		return signed(aclUser, remoting.NewRequest(remoting.ConsumerSendMsgBack, h.Encode(), nil))
+	}
+	if r := sendBack(secret, "AclTopic"); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, `topic "SecretTopic"`) {
+		t.Fatalf("send-back of a DENY topic's message naming another origin: %d %q", r.Code, r.Remark)
+	}
+	if r := sendBack(mine, "AclTopic"); r.Code != 0 {
+		t.Fatalf("send-back of an allowed message: %d %q", r.Code, r.Remark)
+	}
+	view := func(offset int64) *remoting.Command {
+		return signed(aclUser, remoting.NewRequest(remoting.ViewMessageByID, map[string]string{"offset": strconv.FormatInt(offset, 10)}, nil))
+	}
+	if r := view(secret); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, `topic "SecretTopic"`) {
+		t.Fatalf("view of a DENY topic's message: %d %q", r.Code, r.Remark)
+	}
+	if r := view(mine); r.Code != 0 {
+		t.Fatalf("view of an allowed message: %d %q", r.Code, r.Remark)
+	}
+	// A send whose long and one-letter topic keys disagree is checked on
+	// the one the broker writes (it reads the one-letter keys).
+	req := sendReq("AclTopic", 0, []byte("x"), "")
+	req.ExtFields["a"], req.ExtFields["b"] = "pg", "SecretTopic"
+	if r := signed(aclUser, req); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, `topic "SecretTopic"`) {
+		t.Fatalf("send with mixed key styles: %d %q", r.Code, r.Remark)
 	}
 }

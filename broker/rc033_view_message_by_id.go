@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
 )
 
 // viewMessageByID handles VIEW_MESSAGE_BY_ID (33): the client decodes the
@@ -17,6 +19,14 @@ func (b *Broker) viewMessageByID(ctx context.Context, c *remoting.Conn, req *rem
 	rec, err := b.store.ReadRecord(h.Offset)
 	if err != nil {
 		return errResponse(req, remoting.SystemError, fmt.Sprintf("can not find message by the offset, %d: %v", h.Offset, err))
+	}
+	if b.cfg.ACL != nil {
+		// With an ACL, reading a message needs SUB on its own topic.
+		if m, _, err := store.DecodeRecord(rec); err == nil {
+			if r := b.checkStored(c, req, m.Topic, acl.Sub); r != nil {
+				return r
+			}
+		}
 	}
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.Body = rec

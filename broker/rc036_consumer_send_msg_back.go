@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 )
@@ -45,6 +46,18 @@ func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req 
 		return errResponse(req, remoting.SystemError, fmt.Sprintf("decode message at offset %d: %v", h.Offset, err))
 	}
 	props := parseProps(rec.Properties)
+	// With an ACL the account must be able to read the message it sends
+	// back: SUB on the stored message's topic (a retry message's
+	// original topic), not only on the originTopic it names, or any
+	// message could be copied into a group's retry topic and read there.
+	if real := props[PropRetryTopic]; b.cfg.ACL != nil {
+		if real == "" {
+			real = rec.Topic
+		}
+		if r := b.checkStored(c, req, real, acl.Sub); r != nil {
+			return r
+		}
+	}
 	if _, ok := props[PropRetryTopic]; !ok {
 		props[PropRetryTopic] = rec.Topic
 	}
