@@ -147,6 +147,7 @@ type Uploader struct {
 	mu struct {
 		sync.Mutex
 		inflight map[string]bool      // key -> being uploaded or committed
+		idle     int                  // workers waiting for a job (worker, scan)
 		parked   map[string]time.Time // key -> not before
 		manifest *Manifest            // last one written or read (st.m)
 		st       *mstate              // what writes extend
@@ -247,6 +248,7 @@ func (u *Uploader) Run(ctx context.Context) error {
 	// starts clean.
 	u.mu.Lock()
 	clear(u.mu.inflight)
+	u.mu.idle = 0 // its workers are gone
 	u.mu.Unlock()
 	return ctx.Err()
 }
@@ -370,14 +372,21 @@ func (u *Uploader) scan(ctx context.Context) {
 			u.release(key)
 			continue
 		}
-		select {
-		case u.jobs <- job{seg: s, key: key}:
-		case <-ctx.Done():
-			u.release(key)
-			return
-		default:
+		u.mu.Lock()
+		free := u.mu.idle > 0
+		if free {
+			u.mu.idle--
+		}
+		u.mu.Unlock()
+		if !free {
 			// All workers busy: leave the rest for the next scan (a
 			// finishing worker triggers one).
+			u.release(key)
+			return
+		}
+		select {
+		case u.jobs <- job{seg: s, key: key}: // taken at once: that worker counted itself free
+		case <-ctx.Done():
 			u.release(key)
 			return
 		}
@@ -406,6 +415,14 @@ func (u *Uploader) park(key string) {
 
 func (u *Uploader) worker(ctx context.Context) {
 	for {
+		// Free: the next scan hands this worker a job (counted, so a scan
+		// never offers one nobody will take), and a scan runs now, so what
+		// an earlier scan left for want of a free worker does not wait for
+		// the next PollInterval.
+		u.mu.Lock()
+		u.mu.idle++
+		u.mu.Unlock()
+		u.Notify()
 		select {
 		case <-ctx.Done():
 			return
