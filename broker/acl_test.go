@@ -550,3 +550,45 @@ func TestBrokerACLStoredMessageTopic(t *testing.T) {
 		t.Fatalf("send with mixed key styles: %d %q", r.Code, r.Remark)
 	}
 }
+
+// TestBrokerACLEndTransactionTopic: with an ACL, END_TRANSACTION needs PUB
+// on the topic of the half message it resolves (its header names none):
+// an account denied that topic cannot commit or roll back another
+// producer's transaction.
+func TestBrokerACLEndTransactionTopic(t *testing.T) {
+	rules, err := acl.Parse([]byte(aclTestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, cl := startBroker(t, func(c *Config) { c.ACL = acl.NewStatic(rules, acl.Options{Logger: discardLogger()}) })
+	addr := b.Addr().String()
+	signed := func(c primitive.Credentials, req *remoting.Command) *remoting.Command {
+		ours(c).Sign(req)
+		return invoke(t, cl, addr, req)
+	}
+	half := func(topic string) (phys, half int64, uniq string) {
+		t.Helper()
+		if r := signed(aclAdmin, createTopicReq(topic, 1)); r.Code != 0 {
+			t.Fatalf("create %s: %d %s", topic, r.Code, r.Remark)
+		}
+		uniq = "UNIQ" + topic
+		resp := signed(aclAdmin, preparedReq(topic, 0, []byte("half"), uniq))
+		if resp.Code != 0 {
+			t.Fatalf("prepared send: %d %s", resp.Code, resp.Remark)
+		}
+		_, phys, err := store.DecodeMessageID(resp.ExtFields["msgId"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := strconv.ParseInt(resp.ExtFields["queueOffset"], 10, 64)
+		return phys, h, uniq
+	}
+	phys, h, uniq := half("SecretTopic")
+	if r := signed(aclUser, endReq("pg", phys, h, 8, uniq)); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, `topic "SecretTopic"`) {
+		t.Fatalf("commit of a DENY topic's half message: %d %q", r.Code, r.Remark)
+	}
+	phys, h, uniq = half("AclTopic")
+	if r := signed(aclUser, endReq("pg", phys, h, 8, uniq)); r.Code != 0 {
+		t.Fatalf("commit of an allowed half message: %d %q", r.Code, r.Remark)
+	}
+}

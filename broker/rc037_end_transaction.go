@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 )
@@ -53,6 +54,15 @@ func (b *Broker) endTransaction(ctx context.Context, c *remoting.Conn, req *remo
 	}
 	if pg, _ := propValue(rec.Properties, PropProducerGroup); pg != h.ProducerGroup {
 		return b.transErr(req, remoting.SystemError, fmt.Sprintf("The producer group wrong: the half message is of group %q", pg), &h)
+	}
+	if b.cfg.ACL != nil {
+		// Committing or rolling back a half message needs PUB on the topic
+		// it is for (the header names none).
+		if real, _ := propValue(rec.Properties, PropRealTopic); real != "" {
+			if r := b.checkStored(c, req, real, acl.Pub); r != nil {
+				return r
+			}
+		}
 	}
 	if rec.QueueOffset != h.TranStateTableOffset {
 		return b.transErr(req, remoting.SystemError, fmt.Sprintf("The transaction state table offset wrong: the half message is at %d", rec.QueueOffset), &h)
