@@ -58,7 +58,10 @@
 //     topic; pulls, offset commits and queries SUB on the topic and the
 //     consumer group; a heartbeat SUB on each group and subscribed
 //     topic; a consumer send-back SUB on the group and PUB on the
-//     original topic. A retry (%RETRY%g) or dead-letter (%DLQ%g) topic
+//     original topic. The broker then checks what the header cannot say
+//     (ACL.CheckStored): SUB on the stored message's own topic for a
+//     send-back and a view by id, PUB on the half message's topic for
+//     END_TRANSACTION. A retry (%RETRY%g) or dead-letter (%DLQ%g) topic
 //     is its group's resource. An admin account that lists no topicPerms
 //     or groupPerms may use every resource; one that lists some is held
 //     to them, as in RocketMQ. A PUB to RMQ_SYS_TRACE_TOPIC skips step 6.
