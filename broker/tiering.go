@@ -702,31 +702,48 @@ func (t *tiering) indexFooter(ctx context.Context, base int64) (string, *segfile
 	return key, f, err
 }
 
-// indexManifest is the manifest the cold indexes go by: the uploader's, a
-// slave's last reload of its master's, else read from the bucket.
+// indexManifest is the manifest the cold indexes go by: the uploader's
+// once it has loaded it; until then (always on a slave, whose uploader
+// never runs) a slave's last reload of its master's, else the manifest read
+// at start (nothing was written since: the uploader writes only after its
+// load), else read from the bucket.
 func (t *tiering) indexManifest(ctx context.Context) (*upload.Manifest, error) {
-	m := t.uploader.Manifest()
-	if m == nil && t.readOnly {
-		m = t.latest.Load() // the objects the cold reader knows
-		if m == nil {
-			m = t.atStart
+	m, _, err := t.currentIndexManifest(ctx)
+	return m, err
+}
+
+// currentIndexManifest is indexManifest, and live when it is the
+// uploader's (a copy: Uploader.Version tells whether it changed since).
+func (t *tiering) currentIndexManifest(ctx context.Context) (*upload.Manifest, bool, error) {
+	if m := t.uploader.Manifest(); m != nil {
+		return m, true, nil
+	}
+	if m := t.heldManifest(); m != nil {
+		return m, false, nil
+	}
+	m, _, err := upload.LoadManifest(ctx, t.bucket, upload.ManifestKey(""))
+	return m, false, err
+}
+
+// heldManifest is the manifest in memory the cold indexes go by while the
+// uploader has none: a slave's last reload, else the one read at start.
+func (t *tiering) heldManifest() *upload.Manifest {
+	if t.readOnly {
+		if m := t.latest.Load(); m != nil {
+			return m
 		}
 	}
-	if m == nil {
-		var err error
-		if m, _, err = upload.LoadManifest(ctx, t.bucket, upload.ManifestKey("")); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
+	return t.atStart
 }
 
 // indexTable is the key index and queue index objects of one manifest, by
 // base.
 type indexTable struct {
-	m    *upload.Manifest
-	objs map[int64]kixObject       // key index objects
-	idx  map[int64]coldread.Object // queue index objects
+	m       *upload.Manifest
+	live    bool                      // m is a copy of the uploader's manifest at version
+	version int64                     // m.Version
+	objs    map[int64]kixObject       // key index objects
+	idx     map[int64]coldread.Object // queue index objects
 }
 
 type kixObject struct {
@@ -735,16 +752,26 @@ type kixObject struct {
 }
 
 // indexObjects returns the key and queue index objects of the current
-// manifest (rebuilt only when the manifest changed).
+// manifest, built once per manifest: every queue and key index read looks
+// an object up here, so a lookup must not cost O(history) (neither a copy
+// of the uploader's manifest, nor a bucket read of it).
 func (t *tiering) indexObjects(ctx context.Context) (*indexTable, error) {
-	m, err := t.indexManifest(ctx)
+	if kt := t.indexObjs.Load(); kt != nil {
+		if v, ok := t.uploader.Version(); ok {
+			// Also a table of the manifest read at start, when the
+			// uploader loaded the same version (the same delta log).
+			if kt.version == v && (kt.live || kt.m == t.atStart) {
+				return kt, nil
+			}
+		} else if !kt.live && kt.m == t.heldManifest() {
+			return kt, nil
+		}
+	}
+	m, live, err := t.currentIndexManifest(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if kt := t.indexObjs.Load(); kt != nil && kt.m == m {
-		return kt, nil
-	}
-	kt := &indexTable{m: m, objs: map[int64]kixObject{}, idx: map[int64]coldread.Object{}}
+	kt := &indexTable{m: m, live: live, version: m.Version, objs: map[int64]kixObject{}, idx: map[int64]coldread.Object{}}
 	for _, o := range m.Objects {
 		switch o.Kind {
 		case upload.KindKeyIndex.String():

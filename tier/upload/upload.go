@@ -206,6 +206,19 @@ func (u *Uploader) Notify() {
 	}
 }
 
+// Version is the Version of the manifest Manifest would return, and false
+// before Run has loaded it. It copies nothing (Manifest copies every
+// object): a cheap way to tell whether the manifest changed, since every
+// write raises it.
+func (u *Uploader) Version() (int64, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.mu.manifest == nil {
+		return 0, false
+	}
+	return u.mu.manifest.Version, true
+}
+
 // Manifest returns a copy of the last manifest written or read, or nil
 // before Run has loaded it.
 func (u *Uploader) Manifest() *Manifest {
