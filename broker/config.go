@@ -91,7 +91,7 @@ type Config struct {
 	ACLCredentials acl.Credentials `env:"-"`
 
 	// Not from the environment: set by tests and by serve.
-	RegisterInterval time.Duration `env:"-"` // default 30s
+	RegisterInterval time.Duration `env:"-"` // default 10s; the registration expires after 3 of them (registrar.go)
 	ClientExpiry     time.Duration `env:"-"` // consumers/producers without heartbeat; default 120s
 	ConfigFlush      time.Duration `env:"-"` // config files persisted this often when dirty; default 5s
 	MaxHold          time.Duration `env:"-"` // cap on a long-poll hold; default 25s
@@ -148,7 +148,7 @@ func (c Config) withDefaults() Config {
 		c.MaxOpenQueueFiles = 1024
 	}
 	if c.RegisterInterval == 0 {
-		c.RegisterInterval = 30 * time.Second
+		c.RegisterInterval = 10 * time.Second
 	}
 	if c.ClientExpiry == 0 {
 		c.ClientExpiry = 120 * time.Second

@@ -94,9 +94,17 @@ func (b *Broker) registerAll(ctx context.Context) (refused bool) {
 		b.log.Error("encode registration", "err", err)
 		return false
 	}
+	// The registration expires after three missed intervals (RocketMQ's
+	// brokers leave the name server's 120 s default): a name server keeps
+	// a live registration's name from any other address (issue 14), so a
+	// master whose machine vanished without closing its conn holds its
+	// name, and keeps its promoted slave out of the routes, until then.
+	// With the 10 s default that is 30 s, about the bucket lease's TTL,
+	// after which the slave takes over anyway.
 	h := remoting.RegisterBrokerRequestHeader{
 		BrokerName: b.cfg.BrokerName, BrokerAddr: b.advertise, ClusterName: b.cfg.Cluster,
 		HAServerAddr: b.haServerAddr(), BrokerID: b.cfg.BrokerID,
+		HeartbeatTimeoutMillis: registrationTTL(b.cfg.RegisterInterval).Milliseconds(),
 	}
 	for _, ns := range b.cfg.NameServers() {
 		req := remoting.NewRequest(remoting.RegisterBroker, h.Encode(), body)
@@ -134,3 +142,7 @@ func (b *Broker) unregisterAll(ctx context.Context) {
 		cancel()
 	}
 }
+
+// registrationTTL is how long a name server keeps a registration that is
+// not renewed: three register intervals.
+func registrationTTL(interval time.Duration) time.Duration { return 3 * interval }

@@ -56,8 +56,9 @@
 // conn closed, which removed its registration; a master whose bucket
 // lease lapsed unregisters itself (broker/registrar.go), so a promoted
 // slave is not refused. A broker whose machine vanished without closing
-// its conn holds its name until it expires (its heartbeat timeout, 120 s
-// by default).
+// its conn holds its name until it expires (its heartbeat timeout: 30 s,
+// three register intervals, for StrataMQ's brokers; the 120 s default
+// for brokers that send none).
 //
 // With Config.ACL (STRATAMQ_ACL_FILE) the writes, REGISTER_BROKER,
 // UNREGISTER_BROKER, PUT_KV_CONFIG, DELETE_KV_CONFIG and
