@@ -93,7 +93,10 @@ func (b *Broker) slaveHolds(phys int64) bool {
 }
 
 // masterStreaming reports whether a slave's HA stream from its master is
-// connected.
+// connected. It runs on handler goroutines while Run may still be
+// starting HA: it reads the slave through hastat's atomic pointer (b.ha is
+// Run's).
 func (b *Broker) masterStreaming() bool {
-	return b.ha.slave != nil && b.ha.slave.State().Connected
+	s := b.hastat.slave.Load()
+	return s != nil && s.State().Connected
 }
