@@ -15,10 +15,12 @@ type LayoutRun struct {
 
 // MaxLayoutRuns bounds the runs of one segment's layout (SegmentLayout);
 // a segment interleaving its queues more finely than that is stored in
-// log order. At 1 KiB messages interleaved one by one it is reached by a
-// 1 GiB segment; it holds the layout's memory while a segment is encoded
-// to 32 MiB.
-const MaxLayoutRuns = 1 << 20
+// log order. At 1 KiB messages interleaved one by one across queues it is
+// reached by a 256 MiB segment (the default size). It bounds the layout's
+// memory while a segment is encoded (24 bytes a run here, 32 in segfile's
+// runs: ~14 MiB per segment being uploaded) and the expanded layout a
+// reader caches (20 bytes a run, counted in the cache like a frame).
+const MaxLayoutRuns = 1 << 18
 
 // SegmentLayout returns the queue-major layout of the sealed local
 // segment at base, for the uploader to store each queue's records

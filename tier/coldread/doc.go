@@ -54,7 +54,9 @@
 //
 // # Memory
 //
-// Decompressed frames in the cache: at most Config.CacheBytes
+// Decompressed frames in the cache (with the expanded layout sections of
+// queue-major objects, 20 bytes a run, at most ~5 MiB each): at most
+// Config.CacheBytes
 // (STRATAMQ_CACHE_SIZE, default 256 MiB), its two parts together. Besides, per GET in flight (at
 // most MaxColdGets): its compressed bytes and the frames being decoded from
 // them, at most RunBytes of input for a read-ahead run (one frame, ≤
