@@ -43,6 +43,12 @@ type Config struct {
 	Timeout time.Duration
 	// Logger receives failed page loads (default slog.Default()).
 	Logger *slog.Logger
+	// NoBrowse, when not empty, turns the message browser off and says
+	// why: the broker has an ACL (STRATAMQ_ACL_FILE), and the console's
+	// pages are not signed requests, so showing message bodies on the HTTP
+	// port would bypass the topics' permissions. The other pages (status,
+	// offsets, lag, tier) show what /metrics shows.
+	NoBrowse string
 }
 
 // maxMessagePages is how many message pages are read at once; more wait
@@ -128,6 +134,10 @@ func (e *httpError) Error() string { return e.msg }
 
 func badRequest(format string, args ...any) error {
 	return &httpError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+func forbidden(format string, args ...any) error {
+	return &httpError{http.StatusForbidden, fmt.Sprintf(format, args...)}
 }
 
 func notFound(format string, args ...any) error {

@@ -310,3 +310,27 @@ func TestConsoleNoBucket(t *testing.T) {
 		t.Fatalf("overview without a bucket:\n%s", body)
 	}
 }
+
+// TestConsoleNoBrowseWithACL: with NoBrowse set (serve sets it when the
+// broker has an ACL: the console's pages are not signed requests) the
+// message browser answers 403 with the reason and shows no body, by
+// queue, key or id; the other pages still work.
+func TestConsoleNoBrowseWithACL(t *testing.T) {
+	tb := startBroker(t)
+	tb.send(t, "Secret", 0, []byte("top-secret-body"), "KEYS\x01k1\x02")
+	h := New(Config{Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Broker: func() Broker { return tb.b }, NoBrowse: "the broker has an ACL"})
+	for _, target := range []string{"/messages?topic=Secret&queue=0&offset=0", "/messages?topic=Secret&key=k1", "/messages"} {
+		code, body, _ := get(t, h, http.MethodGet, target)
+		if code != http.StatusForbidden || !strings.Contains(body, "the broker has an ACL") || strings.Contains(body, "top-secret-body") {
+			t.Fatalf("GET %s with NoBrowse: %d %q", target, code, body)
+		}
+	}
+	if code, body, _ := get(t, h, http.MethodGet, "/topics"); code != http.StatusOK || !strings.Contains(body, "Secret") {
+		t.Fatalf("topics page with NoBrowse: %d", code)
+	}
+	// Without it, the same message is shown.
+	if code, body, _ := get(t, newHandler(tb), http.MethodGet, "/messages?topic=Secret&queue=0&offset=0"); code != 200 || !strings.Contains(body, "top-secret-body") {
+		t.Fatalf("browser without NoBrowse: %d", code)
+	}
+}

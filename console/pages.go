@@ -165,6 +165,9 @@ type messageView struct {
 }
 
 func (h *Handler) messages(ctx context.Context, b Broker, r *http.Request) (string, any, error) {
+	if h.cfg.NoBrowse != "" {
+		return "", nil, forbidden("the message browser is off: %s", h.cfg.NoBrowse)
+	}
 	p, err := parseParams(r.URL.RawQuery, "topic", "queue", "offset", "time", "key", "msgId", "n")
 	if err != nil {
 		return "", nil, err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -191,6 +192,18 @@ func TestE2EACLSecretsNeverLeak(t *testing.T) {
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	note(string(metrics))
+	// The console's message browser is off with an ACL: its pages are not
+	// signed, and would show any topic's bodies to whoever reaches the port.
+	resp, err = http.Get("http://" + httpAddr + "/messages?topic=" + url.QueryEscape(topic) + "&queue=0&offset=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(page), "STRATAMQ_ACL_FILE") {
+		t.Fatalf("console message browser with an ACL: %d %.200q", resp.StatusCode, page)
+	}
+	note(string(page))
 
 	// Replay republishes from the bucket, signed.
 	s.stop() // graceful: seals and uploads everything

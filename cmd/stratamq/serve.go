@@ -144,7 +144,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 		}
 		// The web console (package console) at /: read-only pages of the
 		// running generation.
+		noBrowse := ""
+		if cfg.ACLFile != "" {
+			noBrowse = "the broker has an ACL (STRATAMQ_ACL_FILE) and the console's pages are not signed; read messages with a signed client or stratamq admin queryMsgById/queryMsgByKey/queryMsgByOffset and --access-key"
+		}
 		routes = append(routes, haRoute(node.Broker), httpRoute{"/", console.New(console.Config{Version: version, Logger: log,
+			NoBrowse: noBrowse,
 			Broker: func() console.Broker {
 				if b := node.Broker(); b != nil {
 					return b
