@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/segfile"
@@ -86,6 +87,7 @@ type Reader struct {
 		sync.Mutex
 		flights map[string]*flight       // frame key -> fetch in flight, or recently finished
 		footers map[string]*footerFlight // object key -> footer
+		fbytes  int64                    // footerCost of the footers read and kept
 		seq     map[string]*seqState     // object key -> how it is being read
 		streams map[string][]*stream     // object key -> its layout's readers (layout.go)
 		tick    uint64                   // counts layout reads (stream recency)
@@ -113,10 +115,24 @@ type flight struct {
 }
 
 type footerFlight struct {
-	done chan struct{}
-	f    *segfile.Footer
-	err  error
+	done  chan struct{}
+	f     *segfile.Footer
+	err   error
+	bytes int64 // what it counts against footerBudget once read (footerCost)
+	hit   bool  // read again since the last eviction pass looked at it
 }
+
+// footerCost is what a footer counts against the footer budget: its frame
+// entries as held in memory, and the map entry around it.
+func footerCost(f *segfile.Footer, key string) int64 {
+	return int64(len(f.Frames))*int64(unsafe.Sizeof(segfile.Frame{})) + int64(len(key)) + 256
+}
+
+// footerBudget is the bytes of footers kept: a sixteenth of the cache (16
+// MiB, ~3,000 footers of 128 frames, with the default cache), at least 1
+// MiB. Past it the least recently used go (see evictFootersLocked); a
+// footer read again costs one small GET.
+func footerBudget(cacheBytes int64) int64 { return max(cacheBytes/16, 1<<20) }
 
 // New returns a Reader over objects (see SetObjects). Close it to stop its
 // goroutines.
@@ -740,6 +756,7 @@ func (r *Reader) footer(ctx context.Context, o Object) (*segfile.Footer, error) 
 		}
 		r.loadFooter(ctx, o, ff)
 	} else {
+		ff.hit = true
 		r.mu.Unlock()
 	}
 	select {
@@ -774,8 +791,39 @@ func (r *Reader) footerDone(o Object, ff *footerFlight, err error) {
 		r.mu.Lock()
 		delete(r.mu.footers, o.Key) // errors are not cached
 		r.mu.Unlock()
+	} else {
+		r.mu.Lock()
+		if r.mu.footers[o.Key] == ff {
+			ff.bytes = footerCost(ff.f, o.Key)
+			r.mu.fbytes += ff.bytes
+			r.evictFootersLocked(ff)
+		}
+		r.mu.Unlock()
 	}
 	close(ff.done)
+}
+
+// evictFootersLocked drops footers while they exceed the budget: a clock
+// over the map's (random) order, sparing once each footer read again since
+// the last pass, never keep (just read) nor one still being read.
+func (r *Reader) evictFootersLocked(keep *footerFlight) {
+	budget := footerBudget(r.cfg.CacheBytes)
+	for pass := 0; pass < 2 && r.mu.fbytes > budget; pass++ {
+		for k, ff := range r.mu.footers {
+			if r.mu.fbytes <= budget {
+				return
+			}
+			if ff == keep || ff.bytes == 0 {
+				continue // being read, or just read
+			}
+			if ff.hit && pass == 0 {
+				ff.hit = false
+				continue
+			}
+			delete(r.mu.footers, k)
+			r.mu.fbytes -= ff.bytes
+		}
+	}
 }
 
 func (r *Reader) prefetchFooter(o Object) {

@@ -651,3 +651,39 @@ func TestLendMatchesOriginal(t *testing.T) {
 		t.Fatal("Lend past the end succeeded")
 	}
 }
+
+// TestFooterCacheBounded: the footers kept stay within their budget (a
+// sixteenth of the cache, at least 1 MiB) however many objects a replay
+// reads, and an object whose footer went is read again with one more GET
+// of its tail.
+func TestFooterCacheBounded(t *testing.T) {
+	// 300 objects of 16 KiB in 64-byte frames: 256 frames, ~10 KiB of
+	// footer each in memory, ~3 MiB in all, against the 1 MiB budget of a
+	// 4 MiB cache (max(CacheBytes/16, 1 MiB)).
+	const objs, objLen = 300, 16 << 10
+	lens := []int{objLen}
+	fx := newFixture(t, base, objs*objLen, 64, lens)
+	r := newReader(t, fx.mem, fx.objs, coldread.Config{CacheBytes: 4 << 20, ReadAhead: -1})
+	ctx := context.Background()
+	p := make([]byte, 10)
+	for _, o := range fx.objs {
+		if _, err := r.ReadAt(ctx, o.Base, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := r.Stats()
+	t.Logf("footers kept: %d bytes after reading %d objects", st.FooterBytes, objs)
+	if st.FooterBytes > 1<<20 || st.FooterBytes < 512<<10 {
+		t.Fatalf("footers kept: %d bytes, want within the 1 MiB budget and near it", st.FooterBytes)
+	}
+	gets := st.Gets
+	if _, err := r.ReadAt(ctx, fx.objs[0].Base+20, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Stats().Gets - gets; got < 1 {
+		t.Fatalf("re-reading the first object made %d GETs", got)
+	}
+	if !bytes.Equal(p, fx.data[20:30]) {
+		t.Fatal("bytes differ after the footer was read again")
+	}
+}

@@ -61,9 +61,11 @@
 // most MaxColdGets): its compressed bytes and the frames being decoded from
 // them, at most RunBytes of input for a read-ahead run (one frame, ≤
 // segfile.MaxFrameSize, for a demand read); readers hold the frames they
-// copy from until they return. Footers are kept for every object read (32
-// bytes per frame), and a few words of scan state per object read (at most
-// 4,096 objects, then forgotten). With the defaults a replay's cold-read
+// copy from until they return. Footers (48
+// bytes per frame in memory) are kept up to a sixteenth of CacheBytes (at
+// least 1 MiB), the least recently read going first, and a few words of
+// scan state per object read (at most 4,096 objects, then forgotten). With the defaults a replay's cold-read
 // memory is at most 256 MiB + 4 × (8 MiB compressed + 8 MiB decoded) = 320
-// MiB, whatever the history's size or the number of readers.
+// MiB, plus 16 MiB of footers, whatever the history's size or the number
+// of readers.
 package coldread

@@ -30,6 +30,7 @@ type Stats struct {
 	AheadDropped int64 // of those, displaced from the buffer unread
 	ReadBytes    int64 // logical bytes returned by ReadAt (what the store read cold)
 	DecodedBytes int64 // logical bytes of the frames fetched and decoded
+	FooterBytes  int64 // footers kept (bounded: a sixteenth of CacheBytes, at least 1 MiB)
 }
 
 // Stats returns the current counters.
@@ -43,6 +44,7 @@ func (r *Reader) Stats() Stats {
 		Gets:        s.gets.Load(), GetBytes: s.getBytes.Load(), Errors: s.errors.Load(), Corrupt: s.corrupt.Load(),
 		AheadFetches: s.aheadFetches.Load(), AheadHits: s.aheadHits.Load(), AheadDropped: s.aheadDropped.Load(),
 		ReadBytes: s.readBytes.Load(), DecodedBytes: s.decodedBytes.Load(),
+		FooterBytes: r.footerBytes(),
 	}
 }
 
@@ -93,4 +95,10 @@ func (r *Reader) Collect(ch chan<- prometheus.Metric) {
 	c(descDecoded, s.DecodedBytes)
 	c(descErrors, s.Corrupt, "corrupt")
 	c(descErrors, s.Errors, "bucket")
+}
+
+func (r *Reader) footerBytes() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.fbytes
 }
