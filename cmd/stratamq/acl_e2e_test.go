@@ -49,8 +49,8 @@ accounts:
 // refused without it; the official client with credentials produces and
 // consumes; replay republishes signed and is refused with a wrong secret.
 // Afterwards none of the secrets is in the logs, the tools' output,
-// /metrics, the remarks of refusals, or any file under the data dir and
-// the bucket dir.
+// /metrics, the console's pages, the remarks of refusals, or any file
+// under the data dir and the bucket dir.
 func TestE2EACLSecretsNeverLeak(t *testing.T) {
 	dir := t.TempDir()
 	aclDir := t.TempDir() // the ACL file itself holds the secrets: outside the dirs grepped
@@ -204,6 +204,19 @@ func TestE2EACLSecretsNeverLeak(t *testing.T) {
 		t.Fatalf("console message browser with an ACL: %d %.200q", resp.StatusCode, page)
 	}
 	note(string(page))
+	// The console's other pages are grepped too (item 5: not in the console).
+	for _, path := range []string{"/", "/topics", "/groups", "/tier"} {
+		resp, err := http.Get("http://" + httpAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("console %s: %d", path, resp.StatusCode)
+		}
+		note(string(page))
+	}
 
 	// Replay republishes from the bucket, signed.
 	s.stop() // graceful: seals and uploads everything
