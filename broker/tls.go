@@ -3,10 +3,10 @@ package broker
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"net"
 	"time"
 
+	"github.com/stratamq/stratamq/infra/tlsconf"
 	"github.com/stratamq/stratamq/remoting"
 )
 
@@ -29,22 +29,5 @@ func (t TLS) haListener(ln net.Listener) net.Listener {
 
 // haDial is a slave's dial of its master's HA port: TLS with Client set.
 func (t TLS) haDial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout}
-	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil || t.Client == nil {
-		return nc, err
-	}
-	cfg := t.Client
-	if cfg.ServerName == "" {
-		cfg = cfg.Clone()
-		cfg.ServerName, _, _ = net.SplitHostPort(addr)
-	}
-	tc := tls.Client(nc, cfg)
-	hctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := tc.HandshakeContext(hctx); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
-	}
-	return tc, nil
+	return tlsconf.Dial(ctx, addr, t.Client, timeout)
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/stratamq/stratamq/infra/tlsconf"
 )
 
 // TLSMode is how a server port treats TLS, with the names of RocketMQ's
@@ -342,18 +344,9 @@ func (c *Conn) TLSState() (tls.ConnectionState, bool) {
 // dialTLS runs a client handshake on nc (closed on failure) within
 // timeout. cfg's ServerName defaults to addr's host.
 func dialTLS(ctx context.Context, nc net.Conn, addr string, cfg *tls.Config, timeout time.Duration) (net.Conn, error) {
-	if cfg.ServerName == "" {
-		cfg = cfg.Clone()
-		if host, _, err := net.SplitHostPort(addr); err == nil {
-			cfg.ServerName = host
-		}
-	}
-	tc := tls.Client(nc, cfg)
-	hctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := tc.HandshakeContext(hctx); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("remoting: TLS handshake with %s: %w", addr, err)
+	tc, err := tlsconf.Handshake(ctx, nc, addr, cfg, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("remoting: %w", err)
 	}
 	return &clientTLSConn{Conn: tc}, nil
 }

@@ -52,22 +52,5 @@ func (t *benchTLS) load() error {
 
 // dial connects to addr, with TLS when --tls is set.
 func (t *benchTLS) dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout}
-	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil || t.cfg == nil {
-		return nc, err
-	}
-	cfg := t.cfg
-	if cfg.ServerName == "" {
-		cfg = cfg.Clone()
-		cfg.ServerName, _, _ = net.SplitHostPort(addr)
-	}
-	tc := tls.Client(nc, cfg)
-	hctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := tc.HandshakeContext(hctx); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
-	}
-	return tc, nil
+	return tlsconf.Dial(ctx, addr, t.cfg, timeout)
 }
