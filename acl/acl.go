@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"os"
 	"sync/atomic"
 	"time"
@@ -177,13 +176,7 @@ func (x *ACL) CheckNamesrv(c *remoting.Conn, req *remoting.Command) *remoting.Co
 }
 
 func (x *ACL) respond(c *remoting.Conn, req *remoting.Command, sc scope) *remoting.Command {
-	var id uint64
-	var done <-chan struct{}
-	addr := func() netip.Addr { return netip.Addr{} }
-	if c != nil {
-		id, done = c.ID(), c.Done()
-		addr = func() netip.Addr { return peerAddr(c.RemoteAddr()) }
-	}
+	id, addr, done := peerOf(c)
 	d := x.check(id, addr, done, req, sc)
 	if d == nil {
 		return nil
@@ -201,24 +194,10 @@ func (x *ACL) respond(c *remoting.Conn, req *remoting.Command, sc scope) *remoti
 // offset (the header names no topic, or one the client chose). A retry
 // or dead-letter topic is its group's. nil: allowed; else NO_PERMISSION.
 func (x *ACL) CheckStored(c *remoting.Conn, req *remoting.Command, topic string, perm Perm) *remoting.Command {
-	r := x.rules.Load()
 	var buf [40]remoting.ExtField
 	pairs := req.AppendExtPairs(buf[:0])
-	var id uint64
-	var done <-chan struct{}
-	addr := func() netip.Addr { return netip.Addr{} }
-	if c != nil {
-		id, done = c.ID(), c.Done()
-		addr = func() netip.Addr { return peerAddr(c.RemoteAddr()) }
-	}
-	ak := lookup(pairs, KeyAccessKey)
-	s := x.peers.slot(id, addr, done)
-	v := s.view.Load()
-	if v == nil || v.rules != r || v.accessKey != ak {
-		v = newPeerView(r, s.peer, ak)
-		s.view.Store(v)
-	}
-	d := v.allows(req, topic, perm)
+	id, addr, done := peerOf(c)
+	d := x.viewOf(id, addr, done, pairs).allows(req, topic, perm)
 	if d == nil {
 		return nil
 	}

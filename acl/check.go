@@ -122,15 +122,7 @@ func (v *peerView) verify(req *remoting.Command, pairs []remoting.ExtField, sc s
 	}
 	for i := 0; i < n.n+len(n.more); i++ {
 		x := n.at(i)
-		owned, kind := a.defaultTopicPerm, "topic"
-		if x.group {
-			owned, kind = a.defaultGroupPerm, "group"
-			if p, ok := a.groups[x.name]; ok {
-				owned = p
-			}
-		} else if p, ok := a.topics[x.name]; ok {
-			owned = p
-		}
+		owned, kind := a.owned(x)
 		if !owned.Allows(x.perm) {
 			return &Denial{AccessKey: a.accessKey, Reason: fmt.Sprintf("ACL: accessKey %q has no %s permission on %s %q (it has %s); %s (%d) needs it",
 				a.accessKey, x.perm, kind, x.name, owned, code, req.Code)}
@@ -235,9 +227,15 @@ func (x *ACL) check(id uint64, addr func() netip.Addr, done <-chan struct{}, req
 	if sc == scopeNamesrv && !namesrvAdminCodes[remoting.RequestCode(req.Code)] {
 		return nil
 	}
-	r := x.rules.Load()
 	var buf [40]remoting.ExtField
 	pairs := req.AppendExtPairs(buf[:0])
+	return x.viewOf(id, addr, done, pairs).verify(req, pairs, sc)
+}
+
+// viewOf is the cached view of conn id's peer under the access key pairs
+// name, made anew when the rules or the key changed.
+func (x *ACL) viewOf(id uint64, addr func() netip.Addr, done <-chan struct{}, pairs []remoting.ExtField) *peerView {
+	r := x.rules.Load()
 	ak := lookup(pairs, KeyAccessKey)
 	s := x.peers.slot(id, addr, done)
 	v := s.view.Load()
@@ -245,7 +243,30 @@ func (x *ACL) check(id uint64, addr func() netip.Addr, done <-chan struct{}, req
 		v = newPeerView(r, s.peer, ak)
 		s.view.Store(v)
 	}
-	return v.verify(req, pairs, sc)
+	return v
+}
+
+// peerOf is c's id, peer address and done channel for the cache (zero
+// for a nil c).
+func peerOf(c *remoting.Conn) (id uint64, addr func() netip.Addr, done <-chan struct{}) {
+	if c == nil {
+		return 0, func() netip.Addr { return netip.Addr{} }, nil
+	}
+	return c.ID(), func() netip.Addr { return peerAddr(c.RemoteAddr()) }, c.Done()
+}
+
+// owned is the permission a has on x's resource, and the resource's kind.
+func (a *account) owned(x need) (Perm, string) {
+	if x.group {
+		if p, ok := a.groups[x.name]; ok {
+			return p, "group"
+		}
+		return a.defaultGroupPerm, "group"
+	}
+	if p, ok := a.topics[x.name]; ok {
+		return p, "topic"
+	}
+	return a.defaultTopicPerm, "topic"
 }
 
 // Verify checks one request from peer against r without a cache (tests,
@@ -280,15 +301,7 @@ func (v *peerView) allows(req *remoting.Command, topic string, perm Perm) *Denia
 		return nil
 	}
 	x := n.fixed[0]
-	owned, kind := a.defaultTopicPerm, "topic"
-	if x.group {
-		owned, kind = a.defaultGroupPerm, "group"
-		if p, ok := a.groups[x.name]; ok {
-			owned = p
-		}
-	} else if p, ok := a.topics[x.name]; ok {
-		owned = p
-	}
+	owned, kind := a.owned(x)
 	if owned.Allows(x.perm) {
 		return nil
 	}
