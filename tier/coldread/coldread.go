@@ -364,18 +364,7 @@ func (r *Reader) ReadStream(ctx context.Context, o Object, p []byte, pos int64) 
 		fi := f.Find(at)
 		if n == 0 && r.cfg.ReadAhead >= 0 {
 			// The frames after it, up to ReadAheadBytes, in runs.
-			limit := f.Frames[fi].End() + r.cfg.ReadAheadBytes
-			for a := fi + 1; a < len(f.Frames) && f.Frames[a].Off < limit; {
-				b, run := a, int64(0)
-				for b < len(f.Frames) && f.Frames[b].Off < limit && (b == a || run+f.Frames[b].Len <= r.cfg.RunBytes) {
-					run += f.Frames[b].Len
-					b++
-				}
-				if !r.prefetchRun(o.Key, f, a, b) {
-					break
-				}
-				a = b
-			}
+			r.prefetchUpTo(o.Key, f, fi+1, f.Frames[fi].End()+r.cfg.ReadAheadBytes, false)
 		}
 		data, err := r.frame(ctx, o.Key, f, fi)
 		if err != nil {

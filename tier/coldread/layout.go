@@ -91,19 +91,33 @@ func (r *Reader) beforeReadLayout(obj Object, f *segfile.Footer, fi int) {
 	if depth <= 0 {
 		return
 	}
-	limit := fr.Off + fr.Len + depth // fetch frames that start before this
-	for from < len(f.Frames) && f.Frames[from].Off < limit && !f.Frames[from].GroupStart {
-		a, b, run := from, from, int64(0)
-		for b < len(f.Frames) && f.Frames[b].Off < limit && (b == a || !f.Frames[b].GroupStart && run+f.Frames[b].Len <= r.cfg.RunBytes) {
+	// Frames that start before limit; a busy pool stops it, and the
+	// stream's next read carries on from there.
+	next := r.prefetchUpTo(obj.Key, f, from, fr.Off+fr.Len+depth, true)
+	r.mu.Lock()
+	st.next = max(st.next, next)
+	r.mu.Unlock()
+}
+
+// prefetchUpTo fetches in the background the frames of f from frame from
+// on that start before stream position limit, in runs of at most RunBytes
+// (one GET each), stopping before a frame that starts a group when group
+// is set, or when the pool is busy. It returns the first frame it did not
+// start a fetch for.
+func (r *Reader) prefetchUpTo(key string, f *segfile.Footer, from int, limit int64, group bool) int {
+	stop := func(i int) bool {
+		return i >= len(f.Frames) || f.Frames[i].Off >= limit || group && f.Frames[i].GroupStart
+	}
+	for !stop(from) {
+		b, run := from+1, f.Frames[from].Len
+		for !stop(b) && run+f.Frames[b].Len <= r.cfg.RunBytes {
 			run += f.Frames[b].Len
 			b++
 		}
-		if !r.prefetchRun(obj.Key, f, a, b) {
-			return // pool busy: the stream's next read carries on from here
+		if !r.prefetchRun(key, f, from, b) {
+			break
 		}
 		from = b
-		r.mu.Lock()
-		st.next = max(st.next, b)
-		r.mu.Unlock()
 	}
+	return from
 }
