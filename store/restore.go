@@ -378,25 +378,36 @@ func (s *Store) installRestored(rs *restoreState) {
 		if checkTopic(r.topic) != nil {
 			continue // never dispatched (names.go): nothing to serve
 		}
-		q := s.queueOrCreate([]byte(r.topic), r.id)
-		q.mu.Lock()
-		for len(q.files) > 0 && q.files[0].start+q.files[0].n <= r.coldEnd {
-			s.reclaimed = append(s.reclaimed, reclaimFile{q: q, f: q.files[0]})
-			q.files = q.files[1:]
-		}
-		q.coldEnd.Store(r.coldEnd)
-		if len(q.files) == 0 && q.max <= r.coldEnd {
-			q.pending = nil
-			q.min, q.max, q.written = r.min, r.coldEnd, r.coldEnd
-		} else if r.min < r.coldEnd {
-			q.min = r.min
-		} else {
-			q.min = max(q.min, r.min)
-		}
-		q.next = q.max
-		q.mu.Unlock()
+		s.installCold(s.queueOrCreate([]byte(r.topic), r.id), r.min, r.coldEnd)
 	}
 	s.installTombs(rs.tombs)
+}
+
+// installCold gives q, at Open, a cold range below coldEnd (raised, never
+// lowered) and the min mn. Local files wholly below coldEnd leave q's file
+// list, for the flush that ends recovery to remove. A queue with no file
+// left whose entries end by coldEnd becomes [mn, coldEnd), all of it cold;
+// otherwise its min is mn when mn is in the cold range, else at least mn.
+func (s *Store) installCold(q *cqueue, mn, coldEnd int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.files) > 0 && q.files[0].start+q.files[0].n <= coldEnd {
+		s.reclaimed = append(s.reclaimed, reclaimFile{q: q, f: q.files[0]})
+		q.files = q.files[1:]
+	}
+	if q.coldEnd.Load() < coldEnd {
+		q.coldEnd.Store(coldEnd)
+	}
+	switch {
+	case len(q.files) == 0 && q.max <= coldEnd:
+		q.pending = nil
+		q.min, q.max, q.written = mn, coldEnd, coldEnd
+	case mn < coldEnd:
+		q.min = mn
+	default:
+		q.min = max(q.min, mn)
+	}
+	q.next = q.max
 }
 
 // saveRestoredLocked rewrites <Dir>/restored when the cold state changed:

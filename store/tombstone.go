@@ -124,22 +124,7 @@ func (s *Store) installTombs(ts []tombstone) {
 			s.qmu.Unlock()
 			continue
 		}
-		q.mu.Lock()
-		for len(q.files) > 0 && q.files[0].start+q.files[0].n <= t.next {
-			s.reclaimed = append(s.reclaimed, reclaimFile{q: q, f: q.files[0]})
-			q.files = q.files[1:]
-		}
-		if q.coldEnd.Load() < t.next {
-			q.coldEnd.Store(t.next)
-		}
-		if len(q.files) == 0 && q.max <= t.next {
-			q.pending = nil
-			q.min, q.max, q.written = t.next, t.next, t.next
-		} else {
-			q.min = max(q.min, t.next)
-		}
-		q.next = q.max
-		q.mu.Unlock()
+		s.installCold(q, t.next, t.next) // nothing below the tombstone is served
 	}
 }
 
