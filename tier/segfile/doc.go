@@ -25,6 +25,9 @@
 //	+----------------------+  DataSize = sum of compressed frame lengths
 //	| layout section       |  FlagLayout only (below)
 //	+----------------------+
+//	| section 0            |  FlagSections only (below): each a whole
+//	| section 1 ...        |  object of this format (frames, footer,
+//	+----------------------+  trailer), back to back
 //	| footer body          |  FooterLen bytes:
 //	|   u32 frame count N  |
 //	|   u32 reserved (0)   |
@@ -43,12 +46,22 @@
 //	|     u32 runs         |
 //	|     u32 reserved (0) |
 //	|     u64 xxhash64     |  of the stored section
+//	|   FlagSections only: |
+//	|     u32 count S (>0) |
+//	|     u32 reserved (0) |
+//	|     S x 32-byte entry|  by ascending id:
+//	|       u32 id         |    the caller's (tier/upload: its Kind)
+//	|       u32 reserved   |
+//	|       u64 offset     |    first: DataSize + layout stored len;
+//	|       u64 size       |    each next: previous offset + size
+//	|       u64 logical    |    the section's input bytes
 //	+----------------------+
 //	| trailer (32 bytes)   |
 //	|   u64 FooterLen      |
 //	|   u64 xxhash64       |  of the footer body
 //	|   u16 version (1|2)  |  2 when a frame is stored raw
-//	|   u16 flags          |  version 2: FlagRaw (1); version 1: 0
+//	|   u16 flags          |  version 2: FlagRaw (1), FlagLayout (2),
+//	|                      |  FlagSections (4); version 1: 0
 //	|   u32 reserved (0)   |
 //	|   [8]byte magic      |  "SMQSEG\x00\x01"
 //	+----------------------+  object size
@@ -95,6 +108,24 @@
 // batches of 100 messages has ~300 runs (a 1.5 KiB section) and 16 frames
 // per queue, 2 MiB each; replaying one queue fetches its 16 frames and
 // the section, not the other 112 frames.
+//
+// # Sections
+//
+// With Writer.AddSection (after the data, before Close) an object carries
+// other objects of this format inside it, after its frames and layout
+// section: the uploader stores a commitlog segment's queue index and key
+// index so, one bucket object (one PUT) per segment instead of three. A
+// section is a complete object (its own frames, frame size, footer and
+// trailer; no layout, no sections), so a reader reads it exactly as it
+// would a separate object, through Section.ReadAt (ranged GETs shifted by
+// the section's offset, confined to its size): one GET of its tail for
+// its footer (cacheable like any footer), then its frames. Readers that
+// know where a section is (tier/upload's manifest records each section's
+// offset and size) need not read the enclosing footer at all. Example: a
+// 256 MiB segment with a 2.6 MiB queue index and a 9 MiB key index (64
+// KiB frames) stores 128 data frames, the two sections and a footer of
+// 24 + 128*32 + 8 + 2*32 bytes; looking one key up fetches the key
+// index section's tail and one or two of its 64 KiB frames.
 //
 // # Integrity
 //

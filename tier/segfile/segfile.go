@@ -42,6 +42,13 @@ const (
 	// offsets are stream positions, and a layout section after the frames
 	// maps logical ranges to them (Footer.Layout). See the package doc.
 	FlagLayout = 2
+	// FlagSections, in the trailer's flags (version 2): the object holds
+	// sections after its data frames (and layout section), each a complete
+	// object of this format, listed in the footer (Footer.Sections). See
+	// the package doc.
+	FlagSections = 4
+	// sectionEntrySize is the size of one section's entry in the footer.
+	sectionEntrySize = 32
 	// LayoutEntrySize is the size of one run in an expanded layout
 	// section (ReadLayout, Locate).
 	LayoutEntrySize = 20
@@ -118,6 +125,40 @@ type Footer struct {
 	Layout *Frame
 	// LayoutRuns is the number of runs in the layout section.
 	LayoutRuns int
+	// Sections (FlagSections) are the objects stored after the data
+	// frames and the layout section, in order, by ascending ID.
+	Sections []Section
+}
+
+// Section is an object of this format stored inside another (after its
+// frames and layout section): what Writer.AddSection wrote. Read it with
+// ReadFooter, ReadFrames and the like through ReadAt, at Size bytes.
+type Section struct {
+	ID          uint32 // the caller's; unique in an object
+	Off         int64  // where its first byte is in the enclosing object
+	Size        int64  // its bytes (a whole object: frames, footer, trailer)
+	LogicalSize int64  // its input bytes
+}
+
+// ReadAt returns readAt confined to the section: offsets are relative to
+// its first byte, and a read past its Size is refused.
+func (s Section) ReadAt(readAt ReadAtFunc) ReadAtFunc {
+	return func(ctx context.Context, key string, p []byte, off int64) error {
+		if off < 0 || off+int64(len(p)) > s.Size {
+			return fmt.Errorf("segfile: %d bytes at %d past section %d of %d bytes", len(p), off, s.ID, s.Size)
+		}
+		return readAt(ctx, key, p, s.Off+off)
+	}
+}
+
+// Section returns the section with the given ID.
+func (f *Footer) Section(id uint32) (Section, bool) {
+	for _, s := range f.Sections {
+		if s.ID == id {
+			return s, true
+		}
+	}
+	return Section{}, false
 }
 
 // Locate returns the stream position of logical offset off, in [0,
@@ -195,9 +236,23 @@ func ReadLayout(ctx context.Context, readAt ReadAtFunc, key string, f *Footer) (
 
 // ObjectSize is the size of the whole object.
 func (f *Footer) ObjectSize() int64 {
-	n := f.DataSize + f.FooterLen + TrailerSize
+	return f.sectionsStart() + f.sectionBytes() + f.FooterLen + TrailerSize
+}
+
+// sectionsStart is where the first section starts: after the frames and
+// the layout section.
+func (f *Footer) sectionsStart() int64 {
+	n := f.DataSize
 	if f.Layout != nil {
 		n += f.Layout.CompLen
+	}
+	return n
+}
+
+func (f *Footer) sectionBytes() int64 {
+	var n int64
+	for _, s := range f.Sections {
+		n += s.Size
 	}
 	return n
 }
@@ -301,8 +356,9 @@ type Writer struct {
 	out    []byte // compressed scratch
 	comp   int64  // compressed bytes written so far
 	frames []Frame
-	group  bool  // the frame being built holds a group's start (CutGroup)
-	gsize  int64 // target frame size within the current group (CutGroup); 0: FrameSize
+	group  bool    // the frame being built holds a group's start (CutGroup)
+	gsize  int64   // target frame size within the current group (CutGroup); 0: FrameSize
+	data   *Footer // frames and layout written (finishData): sections may follow
 	footer *Footer
 	err    error // sticky
 }
@@ -347,6 +403,9 @@ func (w *Writer) target() int {
 func (w *Writer) Write(p []byte) (int, error) {
 	if w.err != nil {
 		return 0, w.err
+	}
+	if w.data != nil {
+		return 0, errors.New("segfile: Write after AddSection or Close")
 	}
 	n := len(p)
 	for len(p) > 0 {
@@ -425,14 +484,14 @@ func (w *Writer) flush() error {
 	return nil
 }
 
-// Close ends the last frame and writes the footer and trailer. It does not
-// close the underlying writer.
-func (w *Writer) Close() error {
-	if w.footer != nil {
-		return nil
+// finishData ends the last frame and writes the layout section: what the
+// footer says of the data, before any section.
+func (w *Writer) finishData() (*Footer, error) {
+	if w.data != nil {
+		return w.data, nil
 	}
 	if err := w.Cut(); err != nil {
-		return err
+		return nil, err
 	}
 	f := &Footer{Base: w.opts.Base, LogicalSize: w.start, DataSize: w.comp, Frames: w.frames}
 	if w.opts.Layout != nil {
@@ -440,7 +499,7 @@ func (w *Writer) Close() error {
 		slices.SortFunc(runs, func(a, b Run) int { return cmp.Compare(a.Off, b.Off) })
 		if err := checkLayout(runs, f.LogicalSize); err != nil {
 			w.err = fmt.Errorf("segfile: %w", err)
-			return w.err
+			return nil, w.err
 		}
 		sec := make([]byte, 0, len(runs)*6)
 		for _, r := range runs {
@@ -453,10 +512,77 @@ func (w *Writer) Close() error {
 		}
 		if _, err := w.w.Write(stored); err != nil {
 			w.err = fmt.Errorf("segfile: write layout: %w", err)
-			return w.err
+			return nil, w.err
 		}
 		f.Layout = &Frame{Len: int64(len(sec)), CompOff: w.comp, CompLen: int64(len(stored)), Sum: xxhash.Sum64(stored), Raw: raw}
 		f.LayoutRuns = len(runs)
+	}
+	w.data = f
+	w.buf, w.out = nil, nil
+	return f, nil
+}
+
+// AddSection ends the data (the last frame and the layout section; Write
+// may not be called after it) and appends the size bytes of src as
+// section id: a complete object of this format, encoded with opts, that a
+// reader finds through the enclosing object's footer (Footer.Section) and
+// reads on its own (Section.ReadAt). Sections are added in ascending id
+// order. It returns the section's own footer.
+func (w *Writer) AddSection(id uint32, src io.ReaderAt, size int64, opts Options) (*Footer, error) {
+	if w.err != nil {
+		return nil, w.err
+	}
+	if w.footer != nil {
+		return nil, errors.New("segfile: AddSection after Close")
+	}
+	f, err := w.finishData()
+	if err != nil {
+		return nil, err
+	}
+	if n := len(f.Sections); n > 0 && f.Sections[n-1].ID >= id {
+		return nil, fmt.Errorf("segfile: section %d added after section %d", id, f.Sections[n-1].ID)
+	}
+	if opts.Layout != nil {
+		return nil, errors.New("segfile: a section has no layout")
+	}
+	cw := &countWriter{w: w.w}
+	sf, err := Encode(cw, src, size, opts)
+	if err != nil {
+		w.err = fmt.Errorf("segfile: section %d: %w", id, err)
+		return nil, w.err
+	}
+	if cw.n != sf.ObjectSize() {
+		w.err = fmt.Errorf("segfile: section %d: wrote %d bytes, its footer says %d", id, cw.n, sf.ObjectSize())
+		return nil, w.err
+	}
+	f.Sections = append(f.Sections, Section{ID: id, Off: f.sectionsStart() + f.sectionBytes(), Size: cw.n, LogicalSize: sf.LogicalSize})
+	return sf, nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Close ends the last frame and writes the layout section (unless
+// AddSection did), the footer and the trailer. It does not close the
+// underlying writer.
+func (w *Writer) Close() error {
+	if w.footer != nil {
+		return nil
+	}
+	if w.err != nil {
+		return w.err
+	}
+	f, err := w.finishData()
+	if err != nil {
+		return err
 	}
 	tail := AppendFooter(nil, f)
 	if _, err := w.w.Write(tail); err != nil {
@@ -464,7 +590,6 @@ func (w *Writer) Close() error {
 		return w.err
 	}
 	w.footer = f
-	w.buf, w.out = nil, nil
 	return nil
 }
 
@@ -477,6 +602,9 @@ func AppendFooter(dst []byte, f *Footer) []byte {
 	f.FooterLen = int64(footerHeaderSize + EntrySize*len(f.Frames))
 	if f.Layout != nil {
 		f.FooterLen += layoutDescSize
+	}
+	if len(f.Sections) > 0 {
+		f.FooterLen += 8 + sectionEntrySize*int64(len(f.Sections))
 	}
 	start := len(dst)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(f.Frames)))
@@ -502,6 +630,17 @@ func AppendFooter(dst []byte, f *Footer) []byte {
 		dst = binary.LittleEndian.AppendUint32(dst, 0)
 		dst = binary.LittleEndian.AppendUint64(dst, l.Sum)
 	}
+	if len(f.Sections) > 0 {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(f.Sections)))
+		dst = binary.LittleEndian.AppendUint32(dst, 0)
+		for _, s := range f.Sections {
+			dst = binary.LittleEndian.AppendUint32(dst, s.ID)
+			dst = binary.LittleEndian.AppendUint32(dst, 0)
+			dst = binary.LittleEndian.AppendUint64(dst, uint64(s.Off))
+			dst = binary.LittleEndian.AppendUint64(dst, uint64(s.Size))
+			dst = binary.LittleEndian.AppendUint64(dst, uint64(s.LogicalSize))
+		}
+	}
 	sum := xxhash.Sum64(dst[start:])
 	version, flags := uint16(1), uint16(0)
 	for _, fr := range f.Frames {
@@ -515,6 +654,9 @@ func AppendFooter(dst []byte, f *Footer) []byte {
 	}
 	if f.Layout != nil {
 		version, flags = Version, flags|FlagLayout
+	}
+	if len(f.Sections) > 0 {
+		version, flags = Version, flags|FlagSections
 	}
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.FooterLen))
 	dst = binary.LittleEndian.AppendUint64(dst, sum)
@@ -531,42 +673,60 @@ func Encode(dst io.Writer, src io.ReaderAt, size int64, opts Options) (*Footer, 
 	if err != nil {
 		return nil, err
 	}
+	if err := w.WriteFrom(src, size); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return w.Footer(), nil
+}
+
+// WriteFrom writes the size bytes of src as the object's input, one chunk
+// at a time, in the order Options.Layout gives (cutting frames between its
+// groups), and checks that they are all the input (nothing written
+// before, nothing after).
+func (w *Writer) WriteFrom(src io.ReaderAt, size int64) error {
+	if w.start != 0 || len(w.buf) != 0 || w.data != nil {
+		return errors.New("segfile: WriteFrom after Write")
+	}
 	buf := make([]byte, 256<<10)
-	if opts.Layout == nil {
+	if w.opts.Layout == nil {
 		if _, err := io.CopyBuffer(w, io.NewSectionReader(src, 0, size), buf); err != nil {
-			return nil, err
+			return err
 		}
 	} else {
+		layout := w.opts.Layout
 		var pos int64
-		for i, r := range opts.Layout {
+		for i, r := range layout {
 			if r.Pos != pos {
-				return nil, fmt.Errorf("segfile: encode: layout run %d at stream position %d, want %d", i, r.Pos, pos)
+				return fmt.Errorf("segfile: encode: layout run %d at stream position %d, want %d", i, r.Pos, pos)
 			}
-			if i == 0 || r.Group != opts.Layout[i-1].Group {
+			if i == 0 || r.Group != layout[i-1].Group {
 				g := int64(0)
-				for _, r2 := range opts.Layout[i:] {
+				for _, r2 := range layout[i:] {
 					if r2.Group != r.Group {
 						break
 					}
 					g += r2.Len
 				}
 				if err := w.CutGroup(g); err != nil {
-					return nil, err
+					return err
 				}
 			}
 			if _, err := io.CopyBuffer(w, io.NewSectionReader(src, r.Off, r.Len), buf); err != nil {
-				return nil, err
+				return err
 			}
 			pos += r.Len
 		}
 	}
-	if err := w.Close(); err != nil {
-		return nil, err
+	if err := w.Cut(); err != nil {
+		return err
 	}
-	if w.Footer().LogicalSize != size {
-		return nil, fmt.Errorf("segfile: encode: read %d of %d bytes", w.Footer().LogicalSize, size)
+	if w.start != size {
+		return fmt.Errorf("segfile: encode: read %d of %d bytes", w.start, size)
 	}
-	return w.Footer(), nil
+	return nil
 }
 
 // checkLayout verifies that runs, sorted by Off, cover [0, size) in
@@ -611,7 +771,7 @@ func ParseTrailer(tr []byte) (footerLen int64, sum uint64, flags uint16, err err
 	case 1:
 	case 2:
 		flags = binary.LittleEndian.Uint16(tr[18:])
-		if flags&^(FlagRaw|FlagLayout) != 0 {
+		if flags&^(FlagRaw|FlagLayout|FlagSections) != 0 {
 			return 0, 0, 0, corrupt("unknown flags %#x", flags)
 		}
 	default:
@@ -637,6 +797,18 @@ func ParseFooter(body []byte, sum uint64, flags uint16, size int64) (*Footer, er
 	desc := 0
 	if flags&FlagLayout != 0 {
 		desc = layoutDescSize
+	}
+	nsec := 0
+	if flags&FlagSections != 0 {
+		at := footerHeaderSize + n*EntrySize + desc
+		if n < 0 || at < 0 || at+8 > len(body) {
+			return nil, corrupt("footer is %d bytes for %d frames and sections (flags %#x)", len(body), n, flags)
+		}
+		nsec = int(binary.LittleEndian.Uint32(body[at:]))
+		if nsec == 0 || nsec > (len(body)-at-8)/sectionEntrySize {
+			return nil, corrupt("footer of %d bytes holds %d sections", len(body), nsec)
+		}
+		desc += 8 + nsec*sectionEntrySize
 	}
 	if len(body) != footerHeaderSize+n*EntrySize+desc {
 		return nil, corrupt("footer is %d bytes for %d frames (flags %#x)", len(body), n, flags)
@@ -681,6 +853,21 @@ func ParseFooter(body []byte, sum uint64, flags uint16, size int64) (*Footer, er
 			return nil, corrupt("layout section %+v of %d runs (data ends at %d)", *l, runs, comp)
 		}
 		f.Layout, f.LayoutRuns = l, runs
+	}
+	if nsec > 0 {
+		e := body[len(body)-nsec*sectionEntrySize:]
+		at := f.sectionsStart()
+		for i := range nsec {
+			s := Section{ID: binary.LittleEndian.Uint32(e), Off: int64(binary.LittleEndian.Uint64(e[8:])),
+				Size: int64(binary.LittleEndian.Uint64(e[16:])), LogicalSize: int64(binary.LittleEndian.Uint64(e[24:]))}
+			if s.Off != at || s.Size < TrailerSize+footerHeaderSize || s.Size > size || s.LogicalSize < 0 ||
+				i > 0 && s.ID <= f.Sections[i-1].ID {
+				return nil, corrupt("section %d %+v does not follow offset %d", i, s, at)
+			}
+			at += s.Size
+			f.Sections = append(f.Sections, s)
+			e = e[sectionEntrySize:]
+		}
 	}
 	if f.ObjectSize() != size {
 		return nil, corrupt("object is %d bytes, footer implies %d", size, f.ObjectSize())
