@@ -43,6 +43,8 @@ type Deps struct {
 	// TLS: the broker and HA ports' TLS, and the broker's own
 	// connections' (tls.go); the zero value is plain.
 	TLS TLS
+	// GRPC: the gRPC endpoint's callbacks (grpc_backend.go); zero: none.
+	GRPC GRPCDeps
 
 	// lease is the bucket lease a promoted slave took (Node hands it to
 	// the master generation it starts); holdOff keeps a demoted master's
@@ -57,7 +59,8 @@ type Broker struct {
 	log     *slog.Logger
 	fs      vfs.FS
 	metrics *Metrics
-	tls     TLS // Deps.TLS, for the HA port and dial
+	tls     TLS      // Deps.TLS, for the HA port and dial
+	grpc    GRPCDeps // Deps.GRPC
 
 	store     *store.Store
 	topics    *TopicConfigManager
@@ -140,7 +143,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	}
 	b := &Broker{
 		cfg: cfg, log: deps.Logger.With("component", "broker", "broker", cfg.BrokerName),
-		fs: deps.FS, metrics: deps.Metrics,
+		fs: deps.FS, metrics: deps.Metrics, grpc: deps.GRPC,
 		consumers:   NewConsumerManager(),
 		producers:   NewProducerManager(),
 		registerNow: make(chan struct{}, 1),

@@ -18,6 +18,7 @@ import (
 type Config struct {
 	DataDir         string        `env:"DATA_DIR" envDefault:"./data" help:"data directory: store, config, local bucket"`
 	Listen          string        `env:"LISTEN" envDefault:":10911" help:"broker remoting listen address"`
+	GRPCListen      string        `env:"GRPC_LISTEN" envDefault:":8081" help:"RocketMQ 5 gRPC (proxy protocol) listen address, for the 5.x clients; empty disables"`
 	Namesrv         string        `env:"NAMESRV" help:"name servers, ';'-separated (serve: its own)"`
 	Cluster         string        `env:"CLUSTER" envDefault:"DefaultCluster" help:"cluster name"`
 	BrokerName      string        `env:"BROKER_NAME" envDefault:"broker-a" help:"broker name (also the bucket prefix)"`

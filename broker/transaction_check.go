@@ -149,6 +149,9 @@ func (b *Broker) checkBack(ctx context.Context, rec store.Record, props map[stri
 	b.trans.release(rec.QueueOffset, res[1].QueueOffset, true)
 	group := props[PropProducerGroup]
 	conn := b.producers.Conn(group)
+	if conn == nil && b.grpcCheck(ctx, group, props, res[0]) { // grpc_backend.go
+		return nil
+	}
 	if conn == nil {
 		b.log.Info("transaction check not sent: no live producer of the group; asked again next interval",
 			"producerGroup", group, "msgId", props[PropUniqKey], "halfOffset", res[0].QueueOffset, "check", n)

@@ -50,6 +50,9 @@ func loadConfigTo(name string, args []string, environ map[string]string, out io.
 	if v, ok := environ["STRATAMQ_HTTP_LISTEN"]; ok && v == "" {
 		cfg.HTTPListen = ""
 	}
+	if v, ok := environ["STRATAMQ_GRPC_LISTEN"]; ok && v == "" {
+		cfg.GRPCListen = ""
+	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
 	settings := bindFlags(fs, valueOf(&cfg), commandSettings(name))

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,7 @@ import (
 	"github.com/stratamq/stratamq/broker"
 	"github.com/stratamq/stratamq/console"
 	"github.com/stratamq/stratamq/namesrv"
+	"github.com/stratamq/stratamq/proxy"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/bucketurl"
@@ -133,9 +135,20 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 		// one is open.
 		opened := make(chan struct{})
 		var once sync.Once
-		node := broker.NewNode(cfg.Config, broker.Deps{Logger: log, Metrics: metrics, Bucket: bucket, Registerer: reg,
-			TLS: tlsm.brokerTLS()},
-			func(*broker.Broker) { once.Do(func() { close(opened) }) })
+		// The gRPC endpoint (RocketMQ 5 clients) serves whichever broker
+		// generation runs now; it binds before the broker starts.
+		var nodeRef atomic.Pointer[broker.Node]
+		grpcSrv, err := startGRPC(ctx, cfg, log, tlsm, metrics, nodeRef.Load)
+		if err != nil {
+			return err
+		}
+		deps := broker.Deps{Logger: log, Metrics: metrics, Bucket: bucket, Registerer: reg, TLS: tlsm.brokerTLS()}
+		if grpcSrv != nil {
+			deps.GRPC = broker.GRPCDeps{CheckTransaction: grpcSrv.CheckTransaction}
+			defer grpcSrv.Stop(5 * time.Second)
+		}
+		node := broker.NewNode(cfg.Config, deps, func(*broker.Broker) { once.Do(func() { close(opened) }) })
+		nodeRef.Store(node)
 		go func() { brokerDone <- node.Run(ctx) }()
 		select {
 		case <-opened:
@@ -303,4 +316,38 @@ func loopbackFor(a net.Addr) string {
 		return fmt.Sprintf("127.0.0.1:%d", t.Port)
 	}
 	return t.String()
+}
+
+// startGRPC binds STRATAMQ_GRPC_LISTEN (nil server when it is empty, or
+// taken: logged) and serves the RocketMQ 5 gRPC protocol until ctx ends or
+// Stop; node is read on each call, once it is set.
+func startGRPC(ctx context.Context, cfg Config, log *slog.Logger, tlsm tlsMaterial, metrics *broker.Metrics, node func() *broker.Node) (*proxy.Server, error) {
+	if cfg.GRPCListen == "" {
+		return nil, nil
+	}
+	srv, err := proxy.New(proxy.Config{
+		Addr: cfg.GRPCListen, Logger: log, TLS: tlsm.server, TLSMode: tlsm.mode, Metrics: metrics,
+		MaxRecvMsgSize: int(cfg.MaxMessageSize) + proxy.DefaultRecvOverhead,
+		Backend: func() proxy.Backend {
+			if n := node(); n != nil {
+				if b := n.Broker(); b != nil {
+					return b
+				}
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		// The gRPC endpoint is an addition to the remoting port the
+		// broker lives on: a taken port is said loudly, not fatal.
+		log.Warn("the gRPC endpoint (RocketMQ 5 clients) is not running: its port cannot be bound; set STRATAMQ_GRPC_LISTEN to a free address, or empty to turn it off",
+			"err", err)
+		return nil, nil
+	}
+	go func() {
+		if err := srv.Serve(ctx); err != nil {
+			log.Error("gRPC endpoint stopped", "err", err)
+		}
+	}()
+	return srv, nil
 }

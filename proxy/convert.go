@@ -1,0 +1,295 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"compress/zlib"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/stratamq/stratamq/proxy/apiv2"
+	"github.com/stratamq/stratamq/store"
+)
+
+// Limits of a message's fields, as RocketMQ's proxy validates them.
+const (
+	maxPropertiesLen = 32767 // the record's 2-byte properties length
+	maxMessageIDLen  = 128
+	maxTopicLen      = 127
+)
+
+// sysFlag bits (RocketMQ MessageSysFlag).
+const (
+	sysFlagCompressed = 0x1
+	sysFlagTransPrep  = 0x4
+)
+
+// toStore converts a v2 message sent by a client at peer into RocketMQ's
+// model (the mapping is in doc.go). It refuses, with the v2 code the
+// clients expect, what would not come back the same way: separators of
+// the properties encoding in names or values, system property names used
+// as user properties, a key with a space, a body over maxBody.
+func toStore(m *apiv2.Message, peer netip.AddrPort, maxBody int, now time.Time) (Message, error) {
+	topic := resourceName(m.GetTopic())
+	if topic == "" || len(topic) > maxTopicLen || hasSeparator(topic) {
+		return Message{}, bad(apiv2.Code_ILLEGAL_TOPIC, "the topic %q is empty, longer than %d bytes or holds a control character", cut(topic), maxTopicLen)
+	}
+	sp := m.GetSystemProperties()
+	if sp == nil {
+		return Message{}, bad(apiv2.Code_BAD_REQUEST, "the message has no system_properties")
+	}
+	body, err := decodeBody(m.GetBody(), sp.GetBodyEncoding(), maxBody)
+	if err != nil {
+		return Message{}, err
+	}
+	var p propsBuilder
+	users := m.GetUserProperties()
+	keys := make([]string, 0, len(users))
+	for k := range users {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := users[k]
+		if k == "" || systemProps[k] || hasSeparator(k) {
+			return Message{}, bad(apiv2.Code_ILLEGAL_MESSAGE_PROPERTY_KEY, "the user property %q is empty, a RocketMQ system property or holds a control character", cut(k))
+		}
+		if hasSeparator(v) {
+			return Message{}, bad(apiv2.Code_ILLEGAL_MESSAGE_PROPERTY_KEY, "the value of user property %q holds a control character (\\x01 or \\x02)", cut(k))
+		}
+		p.add(k, v)
+	}
+	if sp.Tag != nil {
+		tag := sp.GetTag()
+		if tag == "" || strings.TrimSpace(tag) == "" || strings.Contains(tag, "|") || hasSeparator(tag) {
+			return Message{}, bad(apiv2.Code_ILLEGAL_MESSAGE_TAG, "the tag %q is blank or holds '|' or a control character", cut(tag))
+		}
+		p.add(propTags, tag)
+	}
+	if ks := sp.GetKeys(); len(ks) > 0 {
+		for _, k := range ks {
+			if k == "" || strings.ContainsAny(k, " \x01\x02") {
+				return Message{}, bad(apiv2.Code_ILLEGAL_MESSAGE_KEY, "the key %q is empty or holds a space or a control character", cut(k))
+			}
+		}
+		p.add(propKeys, strings.Join(ks, keySeparator))
+	}
+	id := sp.GetMessageId()
+	if len(id) > maxMessageIDLen || hasSeparator(id) {
+		return Message{}, bad(apiv2.Code_ILLEGAL_MESSAGE_ID, "the message id %q is longer than %d bytes or holds a control character", cut(id), maxMessageIDLen)
+	}
+	if id != "" {
+		p.add(propUniqKey, id)
+	}
+	typ := sp.GetMessageType()
+	group, hasGroup := sp.GetMessageGroup(), sp.MessageGroup != nil
+	hasDelivery := sp.DeliveryTimestamp != nil
+	switch {
+	case typ == apiv2.MessageType_FIFO && (!hasGroup || group == ""):
+		return Message{}, bad(apiv2.Code_ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a message group")
+	case typ == apiv2.MessageType_DELAY && !hasDelivery:
+		return Message{}, bad(apiv2.Code_ILLEGAL_DELIVERY_TIME, "a DELAY message needs a delivery timestamp")
+	case typ == apiv2.MessageType_TRANSACTION && (hasGroup || hasDelivery):
+		return Message{}, bad(apiv2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a transactional message may not have a message group or a delivery timestamp")
+	case hasGroup && hasDelivery:
+		return Message{}, bad(apiv2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a message may not have both a message group and a delivery timestamp")
+	}
+	if hasGroup {
+		if group == "" || hasSeparator(group) {
+			return Message{}, bad(apiv2.Code_ILLEGAL_MESSAGE_GROUP, "the message group %q is empty or holds a control character", cut(group))
+		}
+		p.add(propShardingKey, group)
+	}
+	if hasDelivery {
+		ts := sp.GetDeliveryTimestamp()
+		if err := ts.CheckValid(); err != nil || ts.AsTime().UnixMilli() < 0 {
+			return Message{}, bad(apiv2.Code_ILLEGAL_DELIVERY_TIME, "the delivery timestamp is not a valid time after 1970")
+		}
+		p.add(propTimerDeliverMs, strconv.FormatInt(ts.AsTime().UnixMilli(), 10))
+	}
+	if sp.TraceContext != nil {
+		if hasSeparator(sp.GetTraceContext()) {
+			return Message{}, bad(apiv2.Code_BAD_REQUEST, "the trace context holds a control character")
+		}
+		p.add(propTraceContext, sp.GetTraceContext())
+	}
+	if h := sp.GetBornHost(); h != "" {
+		if hasSeparator(h) {
+			return Message{}, bad(apiv2.Code_BAD_REQUEST, "the born host holds a control character")
+		}
+		p.add(propBornHost, h)
+	}
+	var sysFlag int32
+	if typ == apiv2.MessageType_TRANSACTION {
+		sysFlag |= sysFlagTransPrep
+		p.add(propTranMsg, "true")
+		p.add(propProducerGroup, topic) // the gRPC producers of a topic are its group
+		if d := sp.GetOrphanedTransactionRecoveryDuration(); d != nil {
+			if err := d.CheckValid(); err == nil && d.AsDuration() >= 0 {
+				p.add(propCheckImmunity, strconv.FormatInt(int64(d.AsDuration()/time.Second), 10))
+			}
+		}
+	}
+	props := p.String()
+	if len(props) > maxPropertiesLen {
+		return Message{}, bad(apiv2.Code_MESSAGE_PROPERTIES_TOO_LARGE, "the message's properties take %d bytes encoded; the limit is %d", len(props), maxPropertiesLen)
+	}
+	born := now.UnixMilli()
+	if ts := sp.GetBornTimestamp(); ts != nil && ts.CheckValid() == nil {
+		born = ts.AsTime().UnixMilli()
+	}
+	qid := sp.GetQueueId()
+	return Message{Topic: topic, QueueID: qid, SysFlag: sysFlag, BornTimestamp: born, BornHost: bornHost(peer),
+		Body: body, Properties: props}, nil
+}
+
+// bornHost is the record's BORNHOST: the peer's IPv4 address (the V1
+// record layout holds IPv4; an IPv6 peer is recorded as loopback, as the
+// remoting path does).
+func bornHost(peer netip.AddrPort) netip.AddrPort {
+	a := peer.Addr().Unmap()
+	if a.Is4() {
+		return netip.AddrPortFrom(a, peer.Port())
+	}
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), peer.Port())
+}
+
+// decodeBody is a sent body as it is stored: a GZIP body is inflated (the
+// store keeps bodies plain, so every consumer reads them as sent), never
+// past maxBody.
+func decodeBody(b []byte, enc apiv2.Encoding, maxBody int) ([]byte, error) {
+	switch enc {
+	case apiv2.Encoding_GZIP:
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil, bad(apiv2.Code_MESSAGE_CORRUPTED, "the body is not gzip: %v", err)
+		}
+		out, err := io.ReadAll(io.LimitReader(zr, int64(maxBody)+1))
+		if err != nil {
+			return nil, bad(apiv2.Code_MESSAGE_CORRUPTED, "the gzip body does not inflate: %v", err)
+		}
+		b = out
+	case apiv2.Encoding_ENCODING_UNSPECIFIED, apiv2.Encoding_IDENTITY:
+	default:
+		return nil, bad(apiv2.Code_BAD_REQUEST, "unknown body encoding %d", enc)
+	}
+	if len(b) == 0 {
+		return nil, bad(apiv2.Code_MESSAGE_BODY_EMPTY, "the message body is empty")
+	}
+	if len(b) > maxBody {
+		return nil, bad(apiv2.Code_MESSAGE_BODY_TOO_LARGE, "the message body is larger than the limit of %d bytes (STRATAMQ_MAX_MESSAGE_SIZE)", maxBody)
+	}
+	return b, nil
+}
+
+// maxInflate bounds the inflated size of a compressed stored body.
+const maxInflate = 64 << 20
+
+// MessageFromRecord converts a stored record into the v2 message a client
+// receives, under topic (the record's own topic when empty): the
+// reverse of the send mapping (doc.go). A body stored compressed (a
+// remoting producer's, sysFlag bit 0, zlib) is inflated. The receipt
+// handle, invisible duration and delivery attempt are the consumer's to
+// set; delivery_attempt is RECONSUME times + 1 here.
+func MessageFromRecord(rec *store.Record, topic string) (*apiv2.Message, error) {
+	if topic == "" {
+		topic = rec.Topic
+	}
+	body := rec.Body
+	if rec.SysFlag&sysFlagCompressed != 0 {
+		zr, err := zlib.NewReader(bytes.NewReader(body))
+		if err != nil {
+			return nil, fmt.Errorf("proxy: the compressed body of the record at %d: %w", rec.PhysOffset, err)
+		}
+		out, err := io.ReadAll(io.LimitReader(zr, maxInflate+1))
+		if err != nil {
+			return nil, fmt.Errorf("proxy: the compressed body of the record at %d: %w", rec.PhysOffset, err)
+		}
+		if len(out) > maxInflate {
+			return nil, errors.New("proxy: a compressed body inflates past 64 MiB")
+		}
+		body = out
+	}
+	props := parseProps(rec.Properties)
+	sum := md5.Sum(body)
+	sp := &apiv2.SystemProperties{
+		MessageId:      props[propUniqKey],
+		BodyDigest:     &apiv2.Digest{Type: apiv2.DigestType_MD5, Checksum: strings.ToUpper(hex.EncodeToString(sum[:]))},
+		BodyEncoding:   apiv2.Encoding_IDENTITY,
+		MessageType:    apiv2.MessageType_NORMAL,
+		BornTimestamp:  timestamppb.New(time.UnixMilli(rec.BornTimestamp)),
+		BornHost:       rec.BornHost.String(),
+		StoreTimestamp: timestamppb.New(time.UnixMilli(rec.StoreTimestamp)),
+		StoreHost:      rec.StoreHost.String(),
+		QueueId:        rec.QueueID,
+		QueueOffset:    &rec.QueueOffset,
+	}
+	if sp.MessageId == "" {
+		sp.MessageId = store.EncodeMessageID(rec.StoreHost, rec.PhysOffset)
+	}
+	attempt := rec.ReconsumeTimes + 1
+	sp.DeliveryAttempt = &attempt
+	if v, ok := props[propTags]; ok {
+		sp.Tag = &v
+	}
+	if v := props[propKeys]; v != "" {
+		for _, k := range strings.Split(v, keySeparator) {
+			if k != "" {
+				sp.Keys = append(sp.Keys, k)
+			}
+		}
+	}
+	if v, ok := props[propBornHost]; ok && v != "" {
+		sp.BornHost = v
+	}
+	if v, ok := props[propShardingKey]; ok && v != "" {
+		sp.MessageGroup = &v
+		sp.MessageType = apiv2.MessageType_FIFO
+	}
+	if v, ok := props[propTimerDeliverMs]; ok {
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+			sp.DeliveryTimestamp = timestamppb.New(time.UnixMilli(ms))
+			sp.MessageType = apiv2.MessageType_DELAY
+		}
+	}
+	if v := props[propDelay]; v != "" && v != "0" && sp.DeliveryTimestamp == nil {
+		sp.MessageType = apiv2.MessageType_DELAY
+	}
+	if props[propTranMsg] == "true" {
+		sp.MessageType = apiv2.MessageType_TRANSACTION
+	}
+	if v, ok := props[propTraceContext]; ok {
+		sp.TraceContext = &v
+	}
+	if v, ok := props[propCheckImmunity]; ok {
+		if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
+			sp.OrphanedTransactionRecoveryDuration = durationpb.New(time.Duration(s) * time.Second)
+		}
+	}
+	users := map[string]string{}
+	for k, v := range props {
+		if !systemProps[k] {
+			users[k] = v
+		}
+	}
+	return &apiv2.Message{Topic: &apiv2.Resource{Name: topic}, UserProperties: users, SystemProperties: sp, Body: body}, nil
+}
+
+// cut shortens client text quoted in an error.
+func cut(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}

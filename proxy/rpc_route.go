@@ -1,0 +1,116 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"strconv"
+
+	"github.com/stratamq/stratamq/proxy/apiv2"
+)
+
+// RocketMQ's permission bits.
+const (
+	permRead  = 1 << 2
+	permWrite = 1 << 1
+)
+
+// acceptAll is every message type a queue of ours takes: a topic has no
+// type here, as in RocketMQ 4.x (the clients check a send against it).
+var acceptAll = []apiv2.MessageType{apiv2.MessageType_NORMAL, apiv2.MessageType_FIFO,
+	apiv2.MessageType_DELAY, apiv2.MessageType_TRANSACTION}
+
+// QueryRoute answers a topic's queues, all on this endpoint: the clients
+// then send to and receive from this address, whatever the remoting
+// routes say. Queues that are both read and write are READ_WRITE; the
+// extra ones of a topic with more read than write queues (or the
+// reverse) are READ or WRITE only.
+func (svc *service) QueryRoute(ctx context.Context, req *apiv2.QueryRouteRequest) (*apiv2.QueryRouteResponse, error) {
+	b, err := svc.s.backend()
+	if err != nil {
+		return &apiv2.QueryRouteResponse{Status: statusOf(err)}, nil
+	}
+	topic := resourceName(req.GetTopic())
+	if topic == "" {
+		return &apiv2.QueryRouteResponse{Status: statusOf(bad(apiv2.Code_ILLEGAL_TOPIC, "the topic is empty"))}, nil
+	}
+	if err := svc.s.authAny(ctx, b); err != nil {
+		return &apiv2.QueryRouteResponse{Status: statusOf(err)}, nil
+	}
+	r, err := b.Route(ctx, topic)
+	if err != nil {
+		return &apiv2.QueryRouteResponse{Status: statusOf(err)}, nil
+	}
+	return &apiv2.QueryRouteResponse{Status: okStatus(), MessageQueues: svc.queues(b, req.GetTopic(), r)}, nil
+}
+
+// queues are r's message queues on this endpoint.
+func (svc *service) queues(b Backend, topic *apiv2.Resource, r Route) []*apiv2.MessageQueue {
+	broker := &apiv2.Broker{Name: b.BrokerName(), Id: 0, Endpoints: svc.endpoints()}
+	n := max(r.ReadQueues, r.WriteQueues)
+	out := make([]*apiv2.MessageQueue, 0, n)
+	for i := range n {
+		read := i < r.ReadQueues && r.Perm&permRead != 0
+		write := i < r.WriteQueues && r.Perm&permWrite != 0
+		p := apiv2.Permission_NONE
+		switch {
+		case read && write:
+			p = apiv2.Permission_READ_WRITE
+		case read:
+			p = apiv2.Permission_READ
+		case write:
+			p = apiv2.Permission_WRITE
+		}
+		out = append(out, &apiv2.MessageQueue{
+			Topic: &apiv2.Resource{ResourceNamespace: topic.GetResourceNamespace(), Name: topic.GetName()},
+			Id:    i, Permission: p, Broker: broker, AcceptMessageTypes: acceptAll,
+		})
+	}
+	return out
+}
+
+// endpoints is this server's advertised address as v2 Endpoints.
+func (svc *service) endpoints() *apiv2.Endpoints {
+	host, port, err := net.SplitHostPort(svc.s.cfg.Advertise)
+	if err != nil {
+		return &apiv2.Endpoints{Scheme: apiv2.AddressScheme_DOMAIN_NAME, Addresses: []*apiv2.Address{{Host: svc.s.cfg.Advertise}}}
+	}
+	p, _ := strconv.Atoi(port)
+	scheme := apiv2.AddressScheme_DOMAIN_NAME
+	if a, err := netip.ParseAddr(host); err == nil {
+		scheme = apiv2.AddressScheme_IPv4
+		if a.Is6() && !a.Is4In6() {
+			scheme = apiv2.AddressScheme_IPv6
+		}
+	}
+	return &apiv2.Endpoints{Scheme: scheme, Addresses: []*apiv2.Address{{Host: host, Port: int32(p)}}}
+}
+
+// Heartbeat keeps a client known. Producers and consumers alike need only
+// a valid identity here; a client's liveness is its Telemetry stream.
+func (svc *service) Heartbeat(ctx context.Context, req *apiv2.HeartbeatRequest) (*apiv2.HeartbeatResponse, error) {
+	b, err := svc.s.backend()
+	if err == nil {
+		err = svc.s.authAny(ctx, b)
+	}
+	if err == nil && clientID(ctx) == "" {
+		err = bad(apiv2.Code_CLIENT_ID_REQUIRED, "the %s header is missing", hdrClientID)
+	}
+	if err == nil {
+		svc.sessions.touch(clientID(ctx))
+	}
+	return &apiv2.HeartbeatResponse{Status: statusOf(err)}, nil
+}
+
+// NotifyClientTermination forgets the client: its transaction checks go
+// to another producer from now on.
+func (svc *service) NotifyClientTermination(ctx context.Context, req *apiv2.NotifyClientTerminationRequest) (*apiv2.NotifyClientTerminationResponse, error) {
+	b, err := svc.s.backend()
+	if err == nil {
+		err = svc.s.authAny(ctx, b)
+	}
+	if err == nil {
+		svc.sessions.terminate(clientID(ctx))
+	}
+	return &apiv2.NotifyClientTerminationResponse{Status: statusOf(err)}, nil
+}

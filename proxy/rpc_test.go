@@ -1,0 +1,114 @@
+package proxy_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/stratamq/stratamq/proxy/apiv2"
+)
+
+func res(name string) *apiv2.Resource { return &apiv2.Resource{Name: name} }
+
+func textMsg(topic, id, body string) *apiv2.Message {
+	tag := "TagA"
+	return &apiv2.Message{Topic: res(topic), Body: []byte(body), UserProperties: map[string]string{"k1": "v1"},
+		SystemProperties: &apiv2.SystemProperties{MessageId: id, Tag: &tag, Keys: []string{"key1", "key2"},
+			MessageType: apiv2.MessageType_NORMAL, BornTimestamp: timestamppb.Now(), BornHost: "test-host"}}
+}
+
+// TestGRPCQueryRouteAnswersOwnEndpoint: the route names this endpoint,
+// broker id 0, one queue per queue of the (auto-created) topic, each
+// READ_WRITE and accepting every message type.
+func TestGRPCQueryRouteAnswersOwnEndpoint(t *testing.T) {
+	e := startEnv(t, envOpts{})
+	resp, err := e.cli.QueryRoute(callCtx(t, "c1"), &apiv2.QueryRouteRequest{Topic: res("RouteTopic")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetStatus().GetCode() != apiv2.Code_OK {
+		t.Fatalf("status %v", resp.GetStatus())
+	}
+	if len(resp.MessageQueues) == 0 {
+		t.Fatal("no queue")
+	}
+	for i, mq := range resp.MessageQueues {
+		addr := mq.GetBroker().GetEndpoints().GetAddresses()
+		if mq.GetId() != int32(i) || mq.GetPermission() != apiv2.Permission_READ_WRITE || mq.GetBroker().GetId() != 0 ||
+			len(addr) != 1 || addr[0].GetHost() != "127.0.0.1" ||
+			len(mq.GetAcceptMessageTypes()) != 4 {
+			t.Fatalf("queue %d: %v", i, mq)
+		}
+	}
+	if got, want := resp.MessageQueues[0].GetBroker().GetEndpoints().GetAddresses()[0].GetPort(), int32(portOf(t, e)); got != want {
+		t.Fatalf("route port %d, want the endpoint's %d", got, want)
+	}
+
+	// A topic name RocketMQ refuses is refused with a status, not an error.
+	resp, err = e.cli.QueryRoute(callCtx(t, "c1"), &apiv2.QueryRouteRequest{Topic: res("bad topic!")})
+	if err != nil || resp.GetStatus().GetCode() == apiv2.Code_OK {
+		t.Fatalf("bad topic: %v %v", resp.GetStatus(), err)
+	}
+}
+
+// TestGRPCHeartbeatNeedsClientID: a heartbeat with a client id is OK,
+// one without gets CLIENT_ID_REQUIRED.
+func TestGRPCHeartbeatNeedsClientID(t *testing.T) {
+	e := startEnv(t, envOpts{})
+	resp, err := e.cli.Heartbeat(callCtx(t, "c1"), &apiv2.HeartbeatRequest{ClientType: apiv2.ClientType_PRODUCER})
+	if err != nil || resp.GetStatus().GetCode() != apiv2.Code_OK {
+		t.Fatalf("heartbeat: %v %v", resp.GetStatus(), err)
+	}
+	resp, err = e.cli.Heartbeat(callCtx(t, ""), &apiv2.HeartbeatRequest{ClientType: apiv2.ClientType_PRODUCER})
+	if err != nil || resp.GetStatus().GetCode() != apiv2.Code_CLIENT_ID_REQUIRED {
+		t.Fatalf("heartbeat without client id: %v %v", resp.GetStatus(), err)
+	}
+}
+
+// TestGRPCSendMessageStores: a sent message gets its id back and a queue
+// offset; a second one the next offset.
+func TestGRPCSendMessageStores(t *testing.T) {
+	e := startEnv(t, envOpts{})
+	var last int64 = -1
+	for i, id := range []string{"01AAAA", "01BBBB"} {
+		m := textMsg("SendTopic", id, "hello")
+		m.SystemProperties.QueueId = 0
+		resp, err := e.cli.SendMessage(callCtx(t, "c1"), &apiv2.SendMessageRequest{Messages: []*apiv2.Message{m}})
+		if err != nil || resp.GetStatus().GetCode() != apiv2.Code_OK || len(resp.Entries) != 1 {
+			t.Fatalf("send %d: %v %v", i, resp, err)
+		}
+		en := resp.Entries[0]
+		if en.GetMessageId() != id || en.GetOffset() != last+1 || en.GetTransactionId() != "" {
+			t.Fatalf("send %d: entry %v, want id %s offset %d", i, en, id, last+1)
+		}
+		last = en.GetOffset()
+	}
+}
+
+// TestGRPCUnimplementedAnswersAtOnce: an RPC the server does not serve
+// answers Unimplemented (or UNSUPPORTED in its status), never hangs.
+func TestGRPCUnimplementedAnswersAtOnce(t *testing.T) {
+	e := startEnv(t, envOpts{})
+	start := time.Now()
+	resp, err := e.cli.SyncLiteSubscription(callCtx(t, "c1"), &apiv2.SyncLiteSubscriptionRequest{})
+	if err != nil || resp.GetStatus().GetCode() != apiv2.Code_UNSUPPORTED {
+		t.Fatalf("SyncLiteSubscription: %v %v", resp.GetStatus(), err)
+	}
+	// A method name the service does not have at all.
+	err = e.conn.Invoke(callCtx(t, "c1"), "/apache.rocketmq.v2.MessagingService/NoSuchMethod", &apiv2.HeartbeatRequest{}, &apiv2.HeartbeatResponse{})
+	if status.Code(err) != codes.Unimplemented {
+		t.Fatalf("unknown method: %v, want Unimplemented", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("answers took %v", d)
+	}
+}
+
+func portOf(t *testing.T, e *env) int {
+	t.Helper()
+	return e.srv.Addr().(*net.TCPAddr).Port
+}

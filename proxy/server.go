@@ -1,0 +1,175 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/stratamq/stratamq/proxy/apiv2"
+	"github.com/stratamq/stratamq/remoting"
+)
+
+// Defaults of Config's limits.
+const (
+	DefaultMaxConcurrentStreams = 1024
+	// DefaultMaxRecvMsgSize is added to the broker's largest message: room
+	// for the properties and the protobuf framing of one message.
+	DefaultRecvOverhead   = 1 << 20
+	DefaultMaxSendMsgSize = 64 << 20
+	DefaultKeepaliveMin   = 10 * time.Second
+	DefaultTelemetryQueue = 64
+)
+
+// Config is a Server's configuration.
+type Config struct {
+	Addr string // listen address, e.g. ":8081"
+	// Backend returns the broker generation serving now; nil while none is
+	// (the RPC then answers UNAVAILABLE). HA role changes swap it.
+	Backend func() Backend
+	// Advertise is the host:port QueryRoute hands clients; default: the
+	// listener's address (loopback for a wildcard bind).
+	Advertise string
+	Logger    *slog.Logger
+	// TLS and TLSMode: the broker port's TLS (permissive: TLS and plain
+	// clients on the same port, told apart by the first byte). "h2" is
+	// added to the ALPN protocols.
+	TLS     *tls.Config
+	TLSMode remoting.TLSMode
+	// Limits (zero: the defaults above). MaxRecvMsgSize defaults to the
+	// backend's MaxMessageSize at New plus DefaultRecvOverhead.
+	MaxConcurrentStreams uint32
+	MaxRecvMsgSize       int
+	KeepaliveMinTime     time.Duration // clients pinging more often are closed (ENHANCE_YOUR_CALM)
+	// Metrics, when set, counts requests and messages.
+	Metrics Metrics
+}
+
+// Metrics is what the server reports; broker.Metrics implements it
+// (broker/grpc_metrics.go).
+type Metrics interface {
+	GRPCRequest(method, code string)
+	GRPCMessagesIn(topic string, n, bytes int)
+}
+
+// Server is the gRPC endpoint. New binds, Serve serves, Stop ends.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	ln   net.Listener
+	grpc *grpc.Server
+	svc  *service
+
+	stopOnce sync.Once
+}
+
+// New binds the listener and builds the server; it starts nothing.
+func New(cfg Config) (*Server, error) {
+	if cfg.Backend == nil {
+		return nil, errors.New("proxy: Config.Backend is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxConcurrentStreams == 0 {
+		cfg.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if cfg.MaxRecvMsgSize == 0 {
+		max := 4 << 20
+		if b := cfg.Backend(); b != nil {
+			max = b.MaxMessageSize()
+		}
+		cfg.MaxRecvMsgSize = max + DefaultRecvOverhead
+	}
+	if cfg.KeepaliveMinTime == 0 {
+		cfg.KeepaliveMinTime = DefaultKeepaliveMin
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("STRATAMQ_GRPC_LISTEN=%q: %w", cfg.Addr, err)
+	}
+	if cfg.Advertise == "" {
+		cfg.Advertise = loopbackFor(ln.Addr())
+	}
+	if cfg.TLS != nil && cfg.TLSMode != remoting.TLSDisabled {
+		t := cfg.TLS.Clone()
+		t.NextProtos = append([]string{"h2"}, t.NextProtos...)
+		ln = remoting.TLSListener(ln, t, cfg.TLSMode, 0)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "grpc"), ln: ln}
+	s.svc = newService(s)
+	s.grpc = grpc.NewServer(
+		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
+		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
+		grpc.MaxSendMsgSize(DefaultMaxSendMsgSize),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 60 * time.Second, Timeout: 20 * time.Second}),
+		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
+		grpc.ChainStreamInterceptor(s.streamInterceptor),
+	)
+	apiv2.RegisterMessagingServiceServer(s.grpc, s.svc)
+	return s, nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve serves until Stop (or ctx ends, which stops the server). It
+// returns nil after a Stop.
+func (s *Server) Serve(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { s.Stop(5 * time.Second) })
+	defer stop()
+	s.log.Info("gRPC (RocketMQ 5 proxy protocol) listening", "addr", s.ln.Addr().String(), "advertise", s.cfg.Advertise)
+	err := s.grpc.Serve(s.ln)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Stop ends the server: streams (Telemetry, long polls) are told to end,
+// in-flight unary calls get until timeout, then everything is closed.
+func (s *Server) Stop(timeout time.Duration) {
+	s.stopOnce.Do(func() {
+		s.svc.shutdown()
+		done := make(chan struct{})
+		go func() { s.grpc.GracefulStop(); close(done) }()
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			s.grpc.Stop()
+			<-done
+		}
+	})
+}
+
+// backend is the broker generation serving now.
+func (s *Server) backend() (Backend, error) {
+	b := s.cfg.Backend()
+	if b == nil {
+		return nil, bad(apiv2.Code_INTERNAL_SERVER_ERROR, "the broker is starting or changing role; retry")
+	}
+	return b, nil
+}
+
+// loopbackFor turns a bound wildcard address into one a local client can
+// dial.
+func loopbackFor(a net.Addr) string {
+	t, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	if t.IP == nil || t.IP.IsUnspecified() {
+		return fmt.Sprintf("127.0.0.1:%d", t.Port)
+	}
+	return t.String()
+}
