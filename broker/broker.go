@@ -80,6 +80,7 @@ type Broker struct {
 	delayLevels []time.Duration
 	sched       *scheduler
 	trans       *transactions // half messages and the check service's progress (transaction.go)
+	pop         *popEngine    // POP consumption: in-flight messages and progress (pop.go)
 
 	server    *remoting.Server
 	nsClient  *remoting.Client
@@ -158,6 +159,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	b.hold = newPullHold(b)
 	b.delayLevels, _ = ParseDelayLevels(cfg.DelayLevels) // checked by Validate
 	b.sched = newScheduler(b)
+	b.pop = newPopEngine(b)
 	if clamped {
 		b.log.Warn("largest accepted message lowered to fit the segment size",
 			"maxMessageSize", cfg.MaxMessageSize.String(), "segmentSize", cfg.SegmentSize.String())
@@ -334,6 +336,9 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if err := b.trans.load(); err != nil {
 		return fail(err)
 	}
+	if err := b.pop.load(); err != nil {
+		return fail(err)
+	}
 	if b.dur != nil {
 		// This epoch takes the log over from the older ones here.
 		b.dur.from = b.store.MaxPhysOffset()
@@ -401,6 +406,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	} else {
 		loops = append(loops, b.sched.run)        // schedule.go: a master only
 		loops = append(loops, b.transactionCheck) // transaction_check.go
+		loops = append(loops, b.pop.run)          // pop.go: expiry and dead-lettering
 	}
 	if b.cfg.Role == RoleSlave && b.cfg.HAFailover && b.scoped != nil {
 		loops = append(loops, b.watchLease)
@@ -532,7 +538,7 @@ func (b *Broker) Close() error {
 
 func (b *Broker) saveConfig() error {
 	return errors.Join(b.topics.Save(), b.groups.Save(), b.offsets.Save(),
-		b.sched.save(filepath.Join(b.cfg.DataDir, "config")))
+		b.sched.save(filepath.Join(b.cfg.DataDir, "config")), b.pop.save())
 }
 
 // housekeeping persists config files and expires silent clients.

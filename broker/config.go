@@ -91,6 +91,14 @@ type Config struct {
 	ACL            *acl.ACL        `env:"-"`
 	ACLCredentials acl.Credentials `env:"-"`
 
+	// POP consumption (issue 16; pop.go): bounds on the messages the
+	// broker tracks in flight.
+	PopMaxInflight         int `env:"POP_MAX_INFLIGHT" envDefault:"100000" help:"most POP-consumed (gRPC SimpleConsumer/PushConsumer) messages in flight, unacked, across all groups; a receive past it gets what fits, or a clear error when nothing does"`
+	PopMaxInflightPerGroup int `env:"POP_MAX_INFLIGHT_PER_GROUP" envDefault:"20000" help:"most POP-consumed messages one consumer group has in flight"`
+	// PopReviveInterval is how often POP expiry runs (not from the
+	// environment); default 100ms.
+	PopReviveInterval time.Duration `env:"-"`
+
 	// Not from the environment: set by tests and by serve.
 	RegisterInterval time.Duration `env:"-"` // default 10s; the registration expires after 3 of them (registrar.go)
 	ClientExpiry     time.Duration `env:"-"` // consumers/producers without heartbeat; default 120s
@@ -156,6 +164,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConfigFlush == 0 {
 		c.ConfigFlush = 5 * time.Second
+	}
+	if c.PopReviveInterval == 0 {
+		c.PopReviveInterval = 100 * time.Millisecond
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = 10 * time.Second

@@ -309,6 +309,10 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 	if err != nil {
 		return nil, err
 	}
+	popJSON, err := b.pop.section() // pop_persist.go
+	if err != nil {
+		return nil, err
+	}
 	covered := make(map[string]int32, len(tw.TopicConfigTable))
 	for name, tc := range tw.TopicConfigTable {
 		covered[name] = queueCount(tc)
@@ -375,6 +379,7 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 		sectionTimerOffsets:       timerJSON,
 		sectionCommitLog:          clJSON,
 		sectionTransactions:       b.trans.section(),
+		sectionPop:                popJSON,
 	}, nil
 }
 

@@ -29,8 +29,7 @@ func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req 
 	if r := badGroup(req, h.Group); r != nil {
 		return r
 	}
-	retryTopic, err := retryTopicFor(h.Group)
-	if err != nil {
+	if _, err := retryTopicFor(h.Group); err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
 	g := b.groups.GetOrCreate(h.Group)
@@ -58,26 +57,47 @@ func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req 
 			return r
 		}
 	}
-	if _, ok := props[PropRetryTopic]; !ok {
-		props[PropRetryTopic] = rec.Topic
-	}
-	if h.OriginMsgID != "" {
-		props[PropOriginMessageID] = h.OriginMsgID
-	} else if _, ok := props[PropOriginMessageID]; !ok {
-		if u, ok := props[PropUniqKey]; ok {
-			props[PropOriginMessageID] = u
-		} else {
-			props[PropOriginMessageID] = store.EncodeMessageID(b.storeHost, h.Offset)
-		}
-	}
 	maxTimes := int32(g.RetryMaxTimes)
 	if req.Version >= 121 && h.MaxReconsumeTimes > 0 {
 		maxTimes = h.MaxReconsumeTimes
 	}
+	msg := b.sendBackMessage(h.Group, g, &rec, props, h.Offset, h.OriginMsgID, maxTimes, h.DelayLevel,
+		rec.ReconsumeTimes >= maxTimes || h.DelayLevel < 0)
+	if r := b.scheduleRoute(req, &msg, time.Now().UnixMilli()); r != nil {
+		return r
+	}
+	if err := b.putSendBack(ctx, msg); err != nil {
+		return b.putError(req, err)
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// sendBackMessage builds the message a send-back stores for rec, read at
+// commitlog offset phys with its properties props (changed in place):
+// RETRY_TOPIC and ORIGIN_MESSAGE_ID kept or set, MAX_RECONSUME_TIMES set,
+// reconsume times plus one; in %RETRY%<group> with DELAY delayLevel (0:
+// 3 + reconsume times), or, dlq, in %DLQ%<group> queue 0 without a delay.
+// The retry or DLQ topic is created when missing. CONSUMER_SEND_MSG_BACK
+// and POP's dead-lettering (pop.go) both store through it.
+func (b *Broker) sendBackMessage(group string, g remoting.SubscriptionGroupConfig, rec *store.Record, props map[string]string,
+	phys int64, originMsgID string, maxTimes, delayLevel int32, dlq bool) store.Message {
+	if _, ok := props[PropRetryTopic]; !ok {
+		props[PropRetryTopic] = rec.Topic
+	}
+	if originMsgID != "" {
+		props[PropOriginMessageID] = originMsgID
+	} else if _, ok := props[PropOriginMessageID]; !ok {
+		if u, ok := props[PropUniqKey]; ok {
+			props[PropOriginMessageID] = u
+		} else {
+			props[PropOriginMessageID] = store.EncodeMessageID(b.storeHost, phys)
+		}
+	}
+	retryTopic := RetryGroupTopicPrefix + group
 	topic := retryTopic
 	queueID := rand.Int32N(max(int32(g.RetryQueueNums), 1))
-	if rec.ReconsumeTimes >= maxTimes || h.DelayLevel < 0 {
-		topic, queueID = DLQGroupTopicPrefix+h.Group, 0
+	if dlq {
+		topic, queueID = DLQGroupTopicPrefix+group, 0
 		if _, created := b.topics.CreateSystemTopic(topic, 1, PermWrite); created {
 			b.requestRegister()
 		}
@@ -87,30 +107,27 @@ func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req 
 	props[PropMaxReconsumeTimes] = strconv.Itoa(int(maxTimes))
 	delete(props, PropDelay)
 	if topic == retryTopic {
-		level := h.DelayLevel
+		level := delayLevel
 		if level == 0 {
 			level = 3 + rec.ReconsumeTimes
 		}
 		props[PropDelay] = strconv.Itoa(int(level))
 	}
-	msg := store.Message{
+	return store.Message{
 		Topic: topic, QueueID: queueID, Flag: rec.Flag, SysFlag: rec.SysFlag,
 		BornTimestamp: rec.BornTimestamp, BornHost: rec.BornHost, ReconsumeTimes: rec.ReconsumeTimes + 1,
 		Body: rec.Body, Properties: encodeProps(props), TagsCode: tagsCode(props[PropTags]),
 	}
-	if r := b.scheduleRoute(req, &msg, time.Now().UnixMilli()); r != nil {
-		return r
+}
+
+// putSendBack stores a message sendBackMessage built (and scheduleRoute
+// routed): the send gates, then the store.
+func (b *Broker) putSendBack(ctx context.Context, msg store.Message) error {
+	if err := b.writeGate(ctx, msg.Topic, msg.QueueID); err != nil {
+		return err
 	}
-	topic, queueID = msg.Topic, msg.QueueID
-	if err := b.writeGate(ctx, topic, queueID); err != nil {
-		return b.putError(req, err)
+	if _, err := b.store.Put(ctx, []store.Message{msg}); err != nil {
+		return err
 	}
-	_, err = b.store.Put(ctx, []store.Message{msg})
-	if err == nil {
-		err = b.ackGate()
-	}
-	if err != nil {
-		return b.putError(req, err)
-	}
-	return remoting.NewResponse(req, remoting.Success, "")
+	return b.ackGate()
 }
