@@ -253,6 +253,10 @@ func MessageFromRecord(rec *store.Record, topic string) (*apiv2.Message, error) 
 	if v, ok := props[propBornHost]; ok && v != "" {
 		sp.BornHost = v
 	}
+	if v := props[propShardingKey]; v == "" && props[propGoShardingKey] != "" {
+		// rocketmq-client-go's WithShardingKey names it differently.
+		props[propShardingKey] = props[propGoShardingKey]
+	}
 	if v, ok := props[propShardingKey]; ok && v != "" {
 		sp.MessageGroup = &v
 		sp.MessageType = apiv2.MessageType_FIFO

@@ -14,6 +14,7 @@ const (
 	propKeys           = "KEYS"
 	propUniqKey        = "UNIQ_KEY"
 	propShardingKey    = "__SHARDINGKEY"
+	propGoShardingKey  = "SHARDING_KEY"
 	propTimerDeliverMs = "TIMER_DELIVER_MS"
 	propDelay          = "DELAY"
 	propTraceContext   = "TRACE_CONTEXT"
