@@ -85,6 +85,8 @@ var (
 	ErrPopGroup = errors.New("broker: consumer group may not consume")
 	// ErrPopFilter: the filter expression is refused.
 	ErrPopFilter = errors.New("broker: bad filter expression")
+	// ErrPopInvisible: the invisible duration is not in (0, 12 h].
+	ErrPopInvisible = errors.New("broker: bad invisible duration")
 )
 
 // Defaults and bounds.
@@ -496,7 +498,7 @@ func (b *Broker) PopReceive(ctx context.Context, req PopRequest) ([]PopMessage, 
 		return nil, fmt.Errorf("%w: %s", ErrPopGroup, req.Group)
 	}
 	if req.Invisible <= 0 || req.Invisible > PopMaxInvisible {
-		return nil, fmt.Errorf("broker: invisible duration %s: want more than 0 and at most %s", req.Invisible, PopMaxInvisible)
+		return nil, fmt.Errorf("%w: %s: want more than 0 and at most %s", ErrPopInvisible, req.Invisible, PopMaxInvisible)
 	}
 	sub, serr := b.subscriptionFor(req.Topic, req.FilterExpression, req.FilterType)
 	if serr != nil {
@@ -819,7 +821,7 @@ func (b *Broker) PopChangeInvisible(group, topic, handle string, d time.Duration
 		return "", time.Time{}, err
 	}
 	if d <= 0 || d > PopMaxInvisible {
-		return "", time.Time{}, fmt.Errorf("broker: invisible duration %s: want more than 0 and at most %s", d, PopMaxInvisible)
+		return "", time.Time{}, fmt.Errorf("%w: %s: want more than 0 and at most %s", ErrPopInvisible, d, PopMaxInvisible)
 	}
 	e := b.pop
 	e.mu.Lock()
