@@ -95,7 +95,18 @@ func toStore(m *apiv2.Message, peer netip.AddrPort, maxBody int, now time.Time) 
 	typ := sp.GetMessageType()
 	group, hasGroup := sp.GetMessageGroup(), sp.MessageGroup != nil
 	hasDelivery := sp.DeliveryTimestamp != nil
+	switch typ {
+	case apiv2.MessageType_MESSAGE_TYPE_UNSPECIFIED, apiv2.MessageType_NORMAL, apiv2.MessageType_FIFO,
+		apiv2.MessageType_DELAY, apiv2.MessageType_TRANSACTION:
+	case apiv2.MessageType_LITE, apiv2.MessageType_PRIORITY:
+		return Message{}, bad(apiv2.Code_UNSUPPORTED, "%s messages are not supported", typ)
+	default:
+		return Message{}, bad(apiv2.Code_BAD_REQUEST, "unknown message type %d", typ)
+	}
 	switch {
+	case typ == apiv2.MessageType_NORMAL && (hasGroup || hasDelivery),
+		typ == apiv2.MessageType_FIFO && hasDelivery, typ == apiv2.MessageType_DELAY && hasGroup:
+		return Message{}, bad(apiv2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a %s message may not have a message group or a delivery timestamp other than its type's", typ)
 	case typ == apiv2.MessageType_FIFO && (!hasGroup || group == ""):
 		return Message{}, bad(apiv2.Code_ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a message group")
 	case typ == apiv2.MessageType_DELAY && !hasDelivery:
