@@ -16,24 +16,30 @@ func TestRemotingSendPathAllocations(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("allocation counts differ under -race and -cover")
 	}
-	c := benchSendCommand(1024)
-	frame, _ := AppendFrame(nil, c)
-	raw := frame[4:]
 	var h SendMessageRequestHeader
-	decode := testing.AllocsPerRun(200, func() {
-		d, err := decodeFrame(raw)
-		if err != nil {
-			t.Fatal(err)
+	// Both serializations: JSON (client-go's, Java's default) and
+	// RocketMQ's binary header (Java's rocketmq.serialize.type=ROCKETMQ).
+	for _, st := range []SerializeType{SerializeJSON, SerializeRocketMQ} {
+		c := benchSendCommand(1024)
+		c.Serialize = st
+		frame, _ := AppendFrame(nil, c)
+		raw := frame[4:]
+		h = SendMessageRequestHeader{}
+		decode := testing.AllocsPerRun(200, func() {
+			d, err := decodeFrame(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.DecodeCommand(d); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if decode != 1 {
+			t.Errorf("decoding a SEND_MESSAGE frame (serialize type %d, header %d bytes) allocates %.0f times, want 1", st, len(frame)-4-1024, decode)
 		}
-		if err := h.DecodeCommand(d); err != nil {
-			t.Fatal(err)
+		if !strings.Contains(h.Properties, "UNIQ_KEY") || h.Topic != "TopicA" {
+			t.Fatalf("decoded header %+v", h)
 		}
-	})
-	if decode != 1 {
-		t.Errorf("decoding a SEND_MESSAGE frame (header %d bytes) allocates %.0f times, want 1", len(frame)-4-1024, decode)
-	}
-	if !strings.Contains(h.Properties, "UNIQ_KEY") || h.Topic != "TopicA" {
-		t.Fatalf("decoded header %+v", h)
 	}
 
 	resp := &Command{Code: int32(Success), Language: LanguageGo, Version: Version, Opaque: 42, Flag: FlagResponse,

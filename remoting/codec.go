@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Codec errors. Every decode error wraps ErrMalformed, except a length
@@ -660,7 +661,10 @@ func decodeFrame(frame []byte) (*Command, error) {
 			c, err = decodeJSONHeaderSlow(header)
 		}
 	case SerializeRocketMQ:
-		c, err = decodeBinaryHeader(header)
+		var ok bool
+		if c, ok = decodeBinaryFrameHeader(header); !ok {
+			c, err = decodeBinaryHeader(header)
+		}
 	default:
 		return nil, malformed("unknown serialize type %d", st)
 	}
@@ -767,6 +771,66 @@ func (r *binReader) i32(what string) int32 {
 		return int32(binary.BigEndian.Uint32(p))
 	}
 	return 0
+}
+
+// decodeBinaryFrameHeader decodes a ROCKETMQ binary header the way
+// decodeJSONFrameHeader does a JSON one: into extFields pairs that alias one
+// copy of the header, held in the command's own allocation, with no map and
+// no string per field. It declines (ok false) what decodeBinaryHeader must
+// take or refuse: a header too long to copy inline, a short or malformed
+// one, a duplicate key (the map keeps the last value).
+func decodeBinaryFrameHeader(header []byte) (c *Command, ok bool) {
+	if len(header) < binaryFixedLen || len(header) > inlineHeaderMax {
+		return nil, false
+	}
+	dh := new(decodedCommandHeader)
+	n := copy(dh.hdr[:], header)
+	b := dh.hdr[:n]
+	s := unsafe.String(&dh.hdr[0], n)
+	c = &dh.cmd
+	c.Code = int32(int16(binary.BigEndian.Uint16(b)))
+	c.Language = languageName(b[2])
+	c.Version = int32(int16(binary.BigEndian.Uint16(b[3:])))
+	c.Opaque = int32(binary.BigEndian.Uint32(b[5:]))
+	c.Flag = int32(binary.BigEndian.Uint32(b[9:]))
+	i := 13
+	rl := int(int32(binary.BigEndian.Uint32(b[i:])))
+	i += 4
+	if rl < 0 || rl > n-i-4 {
+		return nil, false
+	}
+	c.Remark = s[i : i+rl]
+	i += rl
+	el := int(int32(binary.BigEndian.Uint32(b[i:])))
+	i += 4
+	if el != n-i {
+		return nil, false
+	}
+	if el == 0 {
+		return c, true
+	}
+	c.ext = dh.pairs[:0]
+	var seen uint64
+	for i < n {
+		if n-i < 2 {
+			return nil, false
+		}
+		kl := int(binary.BigEndian.Uint16(b[i:]))
+		i += 2
+		if kl > n-i || n-i-kl < 4 {
+			return nil, false
+		}
+		k := s[i : i+kl]
+		i += kl
+		vl := int(int32(binary.BigEndian.Uint32(b[i:])))
+		i += 4
+		if vl < 0 || vl > n-i || len(c.ext) >= maxFastExt || dupExt(c, &seen, k) {
+			return nil, false
+		}
+		c.ext = append(c.ext, ExtField{Key: k, Value: s[i : i+vl]})
+		i += vl
+	}
+	return c, true
 }
 
 func decodeBinaryHeader(b []byte) (*Command, error) {

@@ -161,3 +161,42 @@ func fastHeader(b []byte) (*Command, bool) {
 	}
 	return c, ok
 }
+
+// FuzzBinaryHeaderFastPath checks decodeBinaryFrameHeader against
+// decodeBinaryHeader: whatever the fast path accepts, the map decoder
+// accepts too and decodes to the same command; whatever the map decoder
+// refuses, the fast path declines.
+func FuzzBinaryHeaderFastPath(f *testing.F) {
+	for _, c := range []*Command{
+		{Code: 10, Language: "JAVA", Version: 407, Opaque: 7, ExtFields: map[string]string{"a": "x", "topic": "T", "properties": "UNIQ_KEY\x01AB\x02"}},
+		{Code: 0, Flag: FlagResponse, Remark: "fine", Opaque: -3},
+		{Code: 11, Remark: "", ExtFields: map[string]string{"": ""}},
+	} {
+		frame, err := AppendFrame(nil, &Command{Code: c.Code, Language: c.Language, Version: c.Version, Opaque: c.Opaque,
+			Flag: c.Flag, Remark: c.Remark, ExtFields: c.ExtFields, Serialize: SerializeRocketMQ})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(frame[8:])
+	}
+	// A duplicate key: the map keeps the last value, so the fast path declines.
+	f.Add([]byte{0, 10, 0, 1, 0x97, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15,
+		0, 1, 'k', 0, 0, 0, 0, 0, 1, 'k', 0, 0, 0, 1, 'v'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		slow, err := decodeBinaryHeader(b)
+		fast, ok := decodeBinaryFrameHeader(b)
+		if err != nil {
+			if ok {
+				t.Fatalf("fast path accepted what decodeBinaryHeader refuses (%v): %q", err, b)
+			}
+			return
+		}
+		if !ok {
+			return
+		}
+		fast.ExtMap()
+		if !equalCommands(fast, slow) {
+			t.Fatalf("fast path differs on %q\nfast %+v\nslow %+v", b, fast, slow)
+		}
+	})
+}

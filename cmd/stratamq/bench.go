@@ -68,6 +68,7 @@ type benchOpts struct {
 	progress  time.Duration
 	drain     time.Duration
 	cpuProf   string
+	serialize string // json | rocketmq: the send requests' header serialization
 	payload   string // produce/e2e: pattern | random | json
 	queue     int    // consume: only this queue (-1: all)
 	metrics   string // consume: the broker's /metrics URL, read before and after
@@ -118,6 +119,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
 	fs.Int64Var(&o.maxErrors, "max-errors", 1000, "stop after this many errors")
 	fs.DurationVar(&o.progress, "progress", time.Second, "progress line period on stderr (0: none)")
 	fs.DurationVar(&o.drain, "drain", 10*time.Second, "e2e: how long the consumer may lag behind the producer's end")
+	fs.StringVar(&o.serialize, "serialize", "json", "produce: header serialization of the send requests: json (client-go's, and the Java client's default) or rocketmq (RocketMQ's binary header, the Java client's -Drocketmq.serialize.type=ROCKETMQ)")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write the load generator's own CPU profile to this file")
 	fs.StringVar(&o.payload, "payload", "pattern", "message bodies: pattern (one repeated a-z body, compresses ~100x), random (fresh random bytes per message: incompressible), json (fresh JSON-like text per message, compresses ~3-5x)")
 	fs.IntVar(&o.queue, "queue", -1, "consume: pull only this queue id (-1: every readable queue)")
@@ -129,6 +131,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
 	}
 	if err := o.tls.load(); err != nil {
 		return nil, err
+	}
+	if o.serialize != "json" && o.serialize != "rocketmq" {
+		return nil, fmt.Errorf("--serialize %q: want json or rocketmq", o.serialize)
 	}
 	if err := checkCredentials(o.creds); err != nil {
 		return nil, err

@@ -99,6 +99,9 @@ func (pl *pipeline) writeLoop(ctx context.Context) {
 	}
 	base := remoting.SendHeaderExt{H: &hdr, V2: o.batch > 1}
 	req := remoting.Command{Code: int32(code), Language: remoting.LanguageGo, Version: remoting.Version, Header: base}
+	if o.serialize == "rocketmq" {
+		req.Serialize = remoting.SerializeRocketMQ
+	}
 	signer := o.creds.NewHeaderSigner() // nil without --access-key
 	body := p.newBody()
 	es := p.entrySize()
