@@ -50,5 +50,7 @@ async function main() {
   if (why === 'timeout') throw new Error(`timed out with ${seen.size} of ${plan.expect} consumed`);
 }
 
-main().then(() => { out({ event: 'done' }); process.exit(0); },
-  e => { out({ event: 'error', message: String(e && e.stack || e) }); out({ event: 'done' }); process.exit(0); });
+// Exit once stdout is flushed (a pipe's writes are asynchronous).
+const finish = () => process.stdout.write('', () => process.exit(0));
+main().then(() => { out({ event: 'done' }); finish(); },
+  e => { out({ event: 'error', message: String(e && e.stack || e) }); out({ event: 'done' }); finish(); });

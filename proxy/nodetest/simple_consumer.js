@@ -98,5 +98,7 @@ async function main() {
   }
 }
 
-main().then(() => { out({ event: 'done' }); process.exit(0); },
-  e => { out({ event: 'error', message: String(e && e.stack || e), code: e && e.code }); out({ event: 'done' }); process.exit(0); });
+// Exit once stdout is flushed (a pipe's writes are asynchronous).
+const finish = () => process.stdout.write('', () => process.exit(0));
+main().then(() => { out({ event: 'done' }); finish(); },
+  e => { out({ event: 'error', message: String(e && e.stack || e), code: e && e.code }); out({ event: 'done' }); finish(); });
