@@ -45,7 +45,8 @@ type Config struct {
 	TLSMode remoting.TLSMode
 	// Limits (zero: the defaults above). MaxRecvMsgSize defaults to the
 	// backend's MaxMessageSize at New plus DefaultRecvOverhead.
-	MaxConcurrentStreams uint32
+	MaxConcurrentStreams uint32 // per connection
+	MaxConns             int    // connections served at once; more wait to be accepted
 	MaxRecvMsgSize       int
 	KeepaliveMinTime     time.Duration // clients pinging more often are closed (ENHANCE_YOUR_CALM)
 	// Metrics, when set, counts requests and messages.
@@ -88,6 +89,9 @@ func New(cfg Config) (*Server, error) {
 		}
 		cfg.MaxRecvMsgSize = max + DefaultRecvOverhead
 	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
 	if cfg.KeepaliveMinTime == 0 {
 		cfg.KeepaliveMinTime = DefaultKeepaliveMin
 	}
@@ -98,6 +102,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Advertise == "" {
 		cfg.Advertise = loopbackFor(ln.Addr())
 	}
+	ln = newLimitListener(ln, cfg.MaxConns)
 	if cfg.TLS != nil && cfg.TLSMode != remoting.TLSDisabled {
 		t := cfg.TLS.Clone()
 		t.NextProtos = append([]string{"h2"}, t.NextProtos...)
