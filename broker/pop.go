@@ -894,7 +894,7 @@ func (b *Broker) PopInflight(group string) int {
 	return 0
 }
 
-// popDeleteTopic forgets every group's POP state of topic.
+// deleteTopic forgets every group's POP state of topic.
 func (e *popEngine) deleteTopic(topic string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -903,12 +903,31 @@ func (e *popEngine) deleteTopic(topic string) {
 			if k.topic != topic {
 				continue
 			}
+			q.next = -1 // nothing committed for it
 			for _, ent := range q.inflight {
 				e.removeLocked(ent)
 			}
 			delete(g.queues, k)
 		}
 	}
+	e.version++
+}
+
+// deleteGroup forgets group's POP state (its messages in flight).
+func (e *popEngine) deleteGroup(group string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	g := e.groups[group]
+	if g == nil {
+		return
+	}
+	for _, q := range g.queues {
+		q.next = -1 // nothing committed for it
+		for _, ent := range q.inflight {
+			e.removeLocked(ent)
+		}
+	}
+	delete(e.groups, group)
 	e.version++
 }
 

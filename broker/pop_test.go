@@ -569,3 +569,34 @@ func TestPopHandleRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestPopForgetsDeletedTopicAndGroup: deleting a topic or a group (with
+// its offsets) drops their messages in flight and leaves no offset
+// behind.
+func TestPopForgetsDeletedTopicAndGroup(t *testing.T) {
+	b, cl, _ := runBrokerWith(t, popCfg(t), popDeps(), nil)
+	addr := b.Addr().String()
+	popSend(t, b, cl, "PopDel", 0, 0, 2, "")
+	popRecv(t, b, PopRequest{Group: "GDel1", Topic: "PopDel"})
+	got := popRecv(t, b, PopRequest{Group: "GDel2", Topic: "PopDel"})
+	if b.PopInflight("") != 4 {
+		t.Fatalf("%d in flight", b.PopInflight(""))
+	}
+	req := remoting.NewRequest(remoting.DeleteSubscriptionGroup, map[string]string{"groupName": "GDel2", "cleanOffset": "true"}, nil)
+	if r := invoke(t, cl, addr, req); r.Code != 0 {
+		t.Fatalf("delete group: %d %s", r.Code, r.Remark)
+	}
+	if n, c := b.PopInflight("GDel2"), popCommitted(b, "GDel2", "PopDel", 0); n != 0 || c != -1 {
+		t.Fatalf("deleted group: %d in flight, committed %d", n, c)
+	}
+	if err := b.PopAck("GDel2", "PopDel", got[0].Handle); !errors.Is(err, ErrPopHandleExpired) {
+		t.Fatalf("ack after the group was deleted: %v", err)
+	}
+	req = remoting.NewRequest(remoting.DeleteTopicInBroker, map[string]string{"topic": "PopDel"}, nil)
+	if r := invoke(t, cl, addr, req); r.Code != 0 {
+		t.Fatalf("delete topic: %d %s", r.Code, r.Remark)
+	}
+	if n, c := b.PopInflight(""), popCommitted(b, "GDel1", "PopDel", 0); n != 0 || c != -1 {
+		t.Fatalf("deleted topic: %d in flight, committed %d", n, c)
+	}
+}
