@@ -259,3 +259,43 @@ func TestGRPCNodeProducerToGoConsumer(t *testing.T) {
 		}
 	}
 }
+
+// TestGRPCNodeProducerSignsForACL: with STRATAMQ_ACL_FILE, the Node client
+// signing with an account's keys sends; with a wrong secret it is refused,
+// and with no keys too.
+func TestGRPCNodeProducerSignsForACL(t *testing.T) {
+	needNode(t)
+	aclFile := filepath.Join(t.TempDir(), "plain_acl.yml")
+	if err := os.WriteFile(aclFile, []byte(e2eACLFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, addr := startServeGRPC(t, map[string]string{"STRATAMQ_ACL_FILE": aclFile})
+	_ = s
+	topic := uniqueName(t, "A")
+	plan := func(ak, sk string) map[string]any {
+		p := map[string]any{"endpoints": addr, "topic": topic, "timeoutMs": 20000,
+			"messages": []map[string]any{{"kind": "normal", "body": "signed"}}}
+		if ak != "" {
+			p["accessKey"], p["secretKey"] = ak, sk
+		}
+		return p
+	}
+	evs := runNode(t, "producer.js", plan("e2e-user", e2eUserSecret), 60*time.Second)
+	if len(evs) != 2 || evs[0].Event != "sent" || evs[0].MessageID == "" {
+		t.Fatalf("signed producer: %+v", evs)
+	}
+	for _, p := range []map[string]any{plan("e2e-user", e2eWrongSecret), plan("", "")} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		raw, _ := json.Marshal(p)
+		cmd := exec.CommandContext(ctx, "node", "producer.js", string(raw))
+		cmd.Dir = nodeDir
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err == nil || strings.Contains(string(out), `"event":"sent"`) {
+			t.Fatalf("producer with accessKey %q: sent (err %v):\n%s", p["accessKey"], err, out)
+		}
+		if !strings.Contains(string(out), "ACL") && !strings.Contains(strings.ToLower(string(out)), "unauthorized") {
+			t.Errorf("producer with accessKey %q: the refusal does not say why:\n%s", p["accessKey"], out)
+		}
+	}
+}
