@@ -26,9 +26,10 @@ type env struct {
 }
 
 type envOpts struct {
-	cfg   func(*broker.Config)
-	proxy func(*proxy.Config)
-	dial  []grpc.DialOption
+	metrics *broker.Metrics
+	cfg     func(*broker.Config)
+	proxy   func(*proxy.Config)
+	dial    []grpc.DialOption
 }
 
 func startEnv(t *testing.T, o envOpts) *env {
@@ -46,6 +47,9 @@ func startEnv(t *testing.T, o envOpts) *env {
 		}
 		return e.b
 	}}
+	if o.metrics != nil {
+		pc.Metrics = o.metrics
+	}
 	if o.proxy != nil {
 		o.proxy(&pc)
 	}
@@ -54,7 +58,7 @@ func startEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	e.srv = srv
-	b, err := broker.New(cfg, broker.Deps{Logger: log, GRPC: broker.GRPCDeps{CheckTransaction: srv.CheckTransaction}})
+	b, err := broker.New(cfg, broker.Deps{Logger: log, Metrics: o.metrics, GRPC: broker.GRPCDeps{CheckTransaction: srv.CheckTransaction}})
 	if err != nil {
 		t.Fatal(err)
 	}
