@@ -80,6 +80,7 @@ type Broker struct {
 	delayLevels []time.Duration
 	sched       *scheduler
 	trans       *transactions // half messages and the check service's progress (transaction.go)
+	recall      recalls       // recalled timer messages (grpc_recall.go)
 	pop         *popEngine    // POP consumption: in-flight messages and progress (pop.go)
 
 	server    *remoting.Server

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -209,12 +208,6 @@ func (b *Broker) EndTransaction(ctx context.Context, e proxy.EndTransaction, all
 		return grpcRefusal(resp)
 	}
 	return nil
-}
-
-// Recall implements proxy.Backend. The scheduler has no cancellation of
-// a stored timer or delay record yet, so nothing can be recalled.
-func (b *Broker) Recall(ctx context.Context, r proxy.Recall) error {
-	return fmt.Errorf("%w: the timer and delay services deliver every stored record (no cancellation yet)", proxy.ErrRecallUnsupported)
 }
 
 // grpcCheck hands the check of the half put back at res (props are its

@@ -512,6 +512,9 @@ func (s *scheduler) put(ctx context.Context, msgs []store.Message) error {
 // as stored. ok is false for a message whose real topic no longer exists
 // (deleted meanwhile; logged and dropped).
 func (b *Broker) dueMessage(rec *store.Record, now int64) (store.Message, bool) {
+	if b.recalled(rec) { // grpc_recall.go
+		return store.Message{}, false
+	}
 	props := rec.Properties
 	tags, _ := propValue(props, PropTags)
 	m := store.Message{

@@ -138,6 +138,8 @@ func v2Code(c remoting.ResponseCode) apiv2.Code {
 		return apiv2.Code_INTERNAL_SERVER_ERROR
 	case remoting.RequestCodeNotSupported:
 		return apiv2.Code_UNSUPPORTED
+	case remoting.QueryNotFound:
+		return apiv2.Code_MESSAGE_NOT_FOUND
 	}
 	return apiv2.Code_INTERNAL_SERVER_ERROR
 }
