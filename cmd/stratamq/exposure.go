@@ -67,7 +67,7 @@ func warnOpenWithoutACL(log *slog.Logger, aclFile string, listens map[string]str
 		return
 	}
 	var exposed []string
-	for _, name := range []string{"STRATAMQ_NAMESRV_LISTEN", "STRATAMQ_LISTEN", "STRATAMQ_HA_LISTEN", "STRATAMQ_HTTP_LISTEN"} {
+	for _, name := range []string{"STRATAMQ_NAMESRV_LISTEN", "STRATAMQ_LISTEN", "STRATAMQ_GRPC_LISTEN", "STRATAMQ_HA_LISTEN", "STRATAMQ_HTTP_LISTEN"} {
 		addr, ok := listens[name]
 		if !ok || addr == "" || isLoopbackListen(addr) {
 			continue

@@ -88,6 +88,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 	}
 	if withBroker {
 		listens["STRATAMQ_LISTEN"], listens["STRATAMQ_HA_LISTEN"] = cfg.Listen, cfg.HAListen
+		listens["STRATAMQ_GRPC_LISTEN"] = cfg.GRPCListen
 	}
 	warnOpenWithoutACL(log, aclFileSetting(cfg), listens)
 
