@@ -369,23 +369,17 @@ func benchColdStart(b *testing.B, segments int) {
 // listed, are dropped from the store, oldest first.
 type seedSource struct{ *tiering }
 
-// Sealed is tiering.Sealed without formatting two names per segment and
+// Sealed is tiering.Sealed without formatting names per segment and
 // scan (the uploader scans whenever a worker is free; a name is only
-// logged).
+// logged). Each segment's indexes go into its object (Config.Sections).
 func (s seedSource) Sealed(context.Context) ([]upload.Segment, error) {
 	segs := s.b.store.SealedSegments()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]upload.Segment, 0, 3*len(segs))
+	out := make([]upload.Segment, 0, len(segs))
 	for _, sg := range segs {
 		if _, ok := s.mu.uploaded[sg.Base]; !ok {
 			out = append(out, upload.Segment{Kind: upload.KindCommitLog, Name: sg.Path, Base: sg.Base, Length: sg.Length, SealedAt: sg.Created})
-		}
-		if !s.mu.uploadedIdx[sg.Base] {
-			out = append(out, upload.Segment{Kind: upload.KindQueueIndex, Name: "queueindex", Base: sg.Base, Length: -1, SealedAt: sg.Created})
-		}
-		if !s.mu.uploadedKix[sg.Base] {
-			out = append(out, upload.Segment{Kind: upload.KindKeyIndex, Name: "keyindex", Base: sg.Base, Length: -1, SealedAt: sg.Created})
 		}
 	}
 	return out, nil
@@ -393,20 +387,9 @@ func (s seedSource) Sealed(context.Context) ([]upload.Segment, error) {
 
 func (s seedSource) MarkUploaded(_ context.Context, seg upload.Segment, obj upload.Object) error {
 	s.mu.Lock()
-	switch seg.Kind {
-	case upload.KindQueueIndex:
-		s.mu.uploadedIdx[seg.Base] = true
-	case upload.KindKeyIndex:
-		s.mu.uploadedKix[seg.Base] = true
-	default:
-		s.mu.uploaded[seg.Base] = obj
-	}
-	_, all := s.mu.uploaded[seg.Base]
-	all = all && s.mu.uploadedIdx[seg.Base] && s.mu.uploadedKix[seg.Base]
+	s.mu.uploaded[seg.Base] = obj
+	s.mu.uploadedIdx[seg.Base], s.mu.uploadedKix[seg.Base] = true, true
 	s.mu.Unlock()
-	if !all {
-		return nil
-	}
 	return s.enforceLocalRetention()
 }
 
@@ -445,8 +428,8 @@ func seedHistory(b *testing.B, bucket tier.Bucket, cfg Config, segments int) {
 		Concurrency: 8, PollInterval: 5 * time.Millisecond, ManifestDelay: 250 * time.Millisecond,
 		// Frequent snapshots: the start reads a recent one and few of the
 		// seeding's large deltas, as after a broker's many small commits.
-		SnapshotEvery:  8,
-		PairQueueIndex: true, PairKeyIndex: true})
+		SnapshotEvery: 8,
+		Sections:      []upload.Kind{upload.KindQueueIndex, upload.KindKeyIndex}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -457,7 +440,7 @@ func seedHistory(b *testing.B, bucket tier.Bucket, cfg Config, segments int) {
 		<-runDone
 	}()
 	// At most window sealed segments wait for upload: the store's memory
-	// stays bounded, and a manifest commit lists up to 3 × window objects.
+	// stays bounded, and a manifest commit lists up to window objects.
 	const window = 512
 	waitBelow := func(n int) {
 		deadline := time.Now().Add(30 * time.Minute)

@@ -54,8 +54,8 @@
 //	                           from the front of the log or from its middle (Uploader.Expire
 //	                           records the gap in the manifest; the cold index skips it);
 //	                           STRATAMQ_TOPIC_RETENTION (880005) reports what each topic holds back;
-//	                           and their key indexes (the store's .kix files, commitlog/<base>.kix,
-//	                           listed with the segment and its queue index, deleted with them by
+//	                           and their key indexes (the store's .kix files, a section of the
+//	                           segment's object beside its queue index, deleted with it by
 //	                           retention), served back to QUERY_MESSAGE (rc012) as ColdKeys
 //	                           through the cold reader's frame cache
 //	fence.go                   Broker.fence: asked before every bucket write of the uploader

@@ -12,6 +12,7 @@ import (
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/upload"
 )
 
 // TestBrokerFencingLease: a second broker on the same prefix refuses to
@@ -83,13 +84,7 @@ func TestBrokerUncleanRestoreSkipsReservedOffsets(t *testing.T) {
 		if m == nil {
 			return false
 		}
-		idx := 0
-		for _, o := range m.Objects {
-			if o.Kind == "queueindex" {
-				idx++
-			}
-		}
-		return idx >= 2 && first.dur.cp.Version() >= 3
+		return len(m.Indexes(upload.KindQueueIndex)) >= 2 && first.dur.cp.Version() >= 3
 	})
 	// The machine dies: no final checkpoint, no lease release.
 	first.dur.fenced.Store(true) // stop its checkpoints, as a dead process would

@@ -15,6 +15,8 @@ import (
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/segfile"
+	"github.com/stratamq/stratamq/tier/upload"
 )
 
 // produceKeyed sends n messages of ~8 KiB to topic queue 0: message i has
@@ -86,11 +88,22 @@ func wantIDs(t *testing.T, what string, got []int, from, to int) {
 	}
 }
 
-func countKeyIndexObjects(t *testing.T, bucket tier.Bucket) int {
+// countKeyIndexes counts the key indexes in the bucket: the segment
+// objects whose footer holds a key index section. A segment's indexes are
+// inside its object, so any other object under commitlog/ fails the test.
+func countKeyIndexes(t *testing.T, bucket tier.Bucket) int {
 	t.Helper()
+	ctx := context.Background()
 	n := 0
-	err := bucket.List(context.Background(), "DefaultCluster/broker-a/commitlog/", func(key string, _ int64) error {
-		if strings.HasSuffix(key, ".kix") {
+	err := bucket.List(ctx, "DefaultCluster/broker-a/commitlog/", func(key string, size int64) error {
+		if !strings.HasSuffix(key, ".seg") {
+			t.Fatalf("object %s besides the segments (their indexes are sections of them)", key)
+		}
+		f, err := segfile.ReadFooter(ctx, bucket.ReadAt, key, size)
+		if err != nil {
+			return err
+		}
+		if _, ok := f.Section(uint32(upload.KindKeyIndex)); ok {
 			n++
 		}
 		return nil
@@ -158,7 +171,7 @@ func TestBrokerQueryMessageTiers(t *testing.T) {
 	ts := produceKeyed(t, b, cl, "Keyed", n)
 	waitCond(t, 30*time.Second, "segments uploaded with their key indexes and dropped locally", func() bool {
 		b.tier.uploader.Flush() // no manifest delay
-		return b.store.LocalMinPhysOffset() > 0 && countKeyIndexObjects(t, bucket) >= 2
+		return b.store.LocalMinPhysOffset() > 0 && countKeyIndexes(t, bucket) >= 2
 	})
 	// Some segments are local still: new ones seal while older ones go.
 	produceKeyed(t, b, cl, "Filler", 1)
@@ -210,10 +223,10 @@ func TestBrokerQueryMessageExpired(t *testing.T) {
 	produceKeyed(t, b, cl, "Old", 400)
 	waitCond(t, 30*time.Second, "key indexes uploaded", func() bool {
 		b.tier.uploader.Flush()
-		return countKeyIndexObjects(t, bucket) >= 2 || b.store.MinPhysOffset() > 0
+		return countKeyIndexes(t, bucket) >= 2 || b.store.MinPhysOffset() > 0
 	})
 	waitCond(t, 30*time.Second, "expired key index objects deleted", func() bool {
-		return countKeyIndexObjects(t, bucket) == 0 && b.store.MinPhysOffset() > 0
+		return countKeyIndexes(t, bucket) == 0 && b.store.MinPhysOffset() > 0
 	})
 	_, _, resp := queryKey(t, b, cl, remoting.QueryMessageRequestHeader{Topic: "Old", Key: "k0", MaxNum: 64, EndTimestamp: math.MaxInt64})
 	if resp.Code != int32(remoting.QueryNotFound) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/tier/upload"
 )
 
 // TierStatus is STRATAMQ_TIER_STATUS's body (admin tierStatus): where the
@@ -24,7 +25,9 @@ type TierStatus struct {
 	LocalBytes    int64 `json:"localBytes"`
 	Bucket        bool  `json:"bucket"`
 	// The bucket's commitlog objects: count, log bytes, object bytes
-	// (compressed), and the upload of the oldest and the newest.
+	// (compressed, with the indexes stored in them, and index objects
+	// of segments uploaded before that), and the upload of the oldest and
+	// the newest.
 	BucketSegments   int       `json:"bucketSegments"`
 	BucketLogBytes   int64     `json:"bucketLogBytes"`
 	BucketBytes      int64     `json:"bucketBytes"`
@@ -72,6 +75,15 @@ func (b *Broker) TierStatus(ctx context.Context) TierStatus {
 				}
 				if o.Created.After(st.NewestUploaded) {
 					st.NewestUploaded = o.Created
+				}
+			}
+			// Indexes uploaded before sections are objects of their own;
+			// since, they are inside the segment's (counted above).
+			for _, k := range []upload.Kind{upload.KindQueueIndex, upload.KindKeyIndex} {
+				for _, o := range m.Indexes(k) {
+					if o.Off == 0 {
+						st.BucketBytes += o.Size
+					}
 				}
 			}
 			st.ExpiredRanges = len(m.Expired)

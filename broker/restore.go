@@ -159,17 +159,13 @@ func (b *Broker) readReplicaCheckpoint() *offsets.Checkpoint {
 
 // replicaStart is U, where a slave's log starts: the End of the last
 // commitlog object of the contiguous prefix (from the lowest base) of
-// objects listed in m together with their queue index object; a range
-// per-topic retention deleted from the middle (Manifest.Expired) does not
-// break the run.
+// objects listed in m together with their queue index (a section of the
+// object, or an object of its own before sections); a range per-topic
+// retention deleted from the middle (Manifest.Expired) does not break the
+// run.
 func replicaStart(m *upload.Manifest) int64 {
-	indexed := map[int64]bool{}
-	for _, o := range m.Objects {
-		if o.Kind == upload.KindQueueIndex.String() {
-			indexed[o.Base] = true
-		}
-	}
-	run := m.Contiguous(func(o upload.Object) bool { return !indexed[o.Base] })
+	indexed := m.Indexes(upload.KindQueueIndex)
+	run := m.Contiguous(func(o upload.Object) bool { _, ok := indexed[o.Base]; return !ok })
 	if len(run) == 0 {
 		return 0
 	}

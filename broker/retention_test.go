@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/segfile"
 	"github.com/stratamq/stratamq/tier/upload"
 )
 
@@ -140,30 +143,18 @@ func TestTopicRetentionExpiresWhileAnotherKeeps(t *testing.T) {
 	if cl := m.CommitLog(); len(cl) == 0 || cl[0].Base != keepSeg || cl[len(cl)-1].End() != end {
 		t.Fatalf("manifest after retention: %+v, want from %d to %d", cl, keepSeg, end)
 	}
-	objectsLeft := func() (before, after int) {
-		for _, o := range objs {
-			for _, kind := range []upload.Kind{upload.KindCommitLog, upload.KindQueueIndex, upload.KindKeyIndex} {
-				key, _ := upload.Key("DefaultCluster/broker-a", upload.Segment{Kind: kind, Base: o.Base})
-				if _, err := bucket.Stat(context.Background(), key); err == nil && o.Base < keepSeg {
-					before++
-				} else if err == nil {
-					after++
-				}
-			}
-		}
-		return before, after
-	}
-	// Deleted after the manifest is trimmed.
-	waitCond(t, 10*time.Second, "the expired segments' objects deleted", func() bool { n, _ := objectsLeft(); return n == 0 })
-	kept := 0
+	// Deleted after the manifest is trimmed: the bucket holds exactly the
+	// objects of Keep's segment and after, each with its queue and key
+	// index inside (every kind of object of a segment is that one).
+	var kept []int64
 	for _, o := range objs {
 		if o.Base >= keepSeg {
-			kept += 3 // the segment, its queue index and its key index
+			kept = append(kept, o.Base)
 		}
 	}
-	if _, n := objectsLeft(); n != kept {
-		t.Fatalf("%d objects of Keep's segment and after left, want %d", n, kept)
-	}
+	waitCond(t, 10*time.Second, "the expired segments' objects deleted", func() bool {
+		return fmt.Sprint(bucketSegments(t, bucket)) == fmt.Sprint(kept)
+	})
 	if got := b.store.LocalMinPhysOffset(); got != keepSeg {
 		t.Fatalf("local log starts at %d, want Keep's segment %d (the expired ones dropped)", got, keepSeg)
 	}
@@ -452,18 +443,10 @@ func TestTopicRetentionDeletesFromTheMiddle(t *testing.T) {
 		t.Fatalf("floor %d, want Keep's first segment %d", got, objs[k1].Base)
 	}
 	// Every object of a deleted segment is gone from the bucket; the kept
-	// ones are all there.
+	// ones are all there, each holding its queue and key index.
+	want := []int64{objs[k1].Base, objs[k2].Base, objs[len(objs)-1].Base}
 	waitCond(t, 10*time.Second, "the deleted segments' objects gone", func() bool {
-		for i, o := range objs {
-			kept := i == k1 || i == k2 || i == len(objs)-1
-			for _, kind := range []upload.Kind{upload.KindCommitLog, upload.KindQueueIndex, upload.KindKeyIndex} {
-				key, _ := upload.Key("DefaultCluster/broker-a", upload.Segment{Kind: kind, Base: o.Base})
-				if _, err := bucket.Stat(context.Background(), key); (err == nil) != kept {
-					return false
-				}
-			}
-		}
-		return true
+		return fmt.Sprint(bucketSegments(t, bucket)) == fmt.Sprint(want)
 	})
 	checkKeep := func(b *Broker, cl *remoting.Client) {
 		t.Helper()
@@ -562,4 +545,36 @@ func TestTopicRetentionExpiresDeliveredInternalRecords(t *testing.T) {
 			t.Errorf("%s/%d: min %d, max %d: want everything expired", q.topic, q.queue, mn, mx)
 		}
 	}
+}
+
+// bucketSegments lists the segment objects of broker-a's prefix by base,
+// in order. A segment is one object holding its queue and key index as
+// sections: an object of any other kind under commitlog/ (an index object
+// of its own), or a segment object without both sections, fails the test.
+func bucketSegments(t *testing.T, bucket tier.Bucket) []int64 {
+	t.Helper()
+	ctx := context.Background()
+	var bases []int64
+	err := bucket.List(ctx, "DefaultCluster/broker-a/commitlog/", func(key string, size int64) error {
+		name := strings.TrimPrefix(key, "DefaultCluster/broker-a/commitlog/")
+		base, err := strconv.ParseInt(strings.TrimSuffix(name, ".seg"), 10, 64)
+		if err != nil || !strings.HasSuffix(name, ".seg") {
+			t.Fatalf("object %s besides the segments", key)
+		}
+		f, err := segfile.ReadFooter(ctx, bucket.ReadAt, key, size)
+		if err != nil {
+			return err
+		}
+		for _, k := range []upload.Kind{upload.KindQueueIndex, upload.KindKeyIndex} {
+			if _, ok := f.Section(uint32(k)); !ok {
+				t.Fatalf("segment object %s holds no %s", key, k)
+			}
+		}
+		bases = append(bases, base)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bases
 }

@@ -110,13 +110,11 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer, m *upl
 	} else {
 		t.atStart = m
 		objs = coldread.CommitLogObjects(m)
-		for _, o := range m.Objects {
-			switch o.Kind {
-			case upload.KindQueueIndex.String():
-				t.mu.uploadedIdx[o.Base] = true
-			case upload.KindKeyIndex.String():
-				t.mu.uploadedKix[o.Base] = true
-			}
+		for base := range m.Indexes(upload.KindQueueIndex) {
+			t.mu.uploadedIdx[base] = true
+		}
+		for base := range m.Indexes(upload.KindKeyIndex) {
+			t.mu.uploadedKix[base] = true
 		}
 	}
 	t.cold, err = coldread.New(coldread.Config{Bucket: bucket, CacheBytes: int64(b.cfg.CacheSize)}, objs)
@@ -141,10 +139,14 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer, m *upl
 	}
 	// ManifestDelay batches manifest rewrites: at high ingest several
 	// segments share one PUT, which keeps requests per GiB low. Fence
-	// stops every bucket write of a broker that lost the prefix.
+	// stops every bucket write of a broker that lost the prefix. A
+	// segment's queue and key index are sections of its object (one PUT);
+	// the pairing applies only to indexes of segments whose object was
+	// uploaded before sections, on their own.
 	t.spool = spool
 	t.uploader, err = upload.New(upload.Config{Bucket: bucket, Source: t, Logger: b.log,
-		ManifestDelay: 5 * time.Second, SpoolDir: spool, Fence: b.fence, PairQueueIndex: true, PairKeyIndex: true})
+		ManifestDelay: 5 * time.Second, SpoolDir: spool, Fence: b.fence, PairQueueIndex: true, PairKeyIndex: true,
+		Sections: []upload.Kind{upload.KindQueueIndex, upload.KindKeyIndex}})
 	if err != nil {
 		t.cold.Close()
 		return nil, err
@@ -160,10 +162,14 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer, m *upl
 }
 
 // Sealed implements upload.SegmentSource: sealed commitlog segments not
-// yet uploaded, each with its queue index and key index. Consumequeue
-// files are not uploaded: every entry of them is in the queue index object
-// of the segment holding its record (issue 12: consumequeue objects were
-// written and never read, and cost a PUT and a manifest entry each).
+// yet uploaded; the uploader stores each one's queue index and key index
+// inside its object (upload.Config.Sections, opened here by Open). A
+// segment whose object was uploaded before sections existed, without an
+// index object the manifest lists, gets that index uploaded on its own,
+// as before. Consumequeue files are not uploaded: every entry of them is
+// in the queue index of the segment holding its record (issue 12:
+// consumequeue objects were written and never read, and cost a PUT and a
+// manifest entry each).
 func (t *tiering) Sealed(ctx context.Context) ([]upload.Segment, error) {
 	if d := t.b.dur; d != nil && d.fenced.Load() {
 		return nil, nil // another broker owns the prefix now
@@ -171,10 +177,11 @@ func (t *tiering) Sealed(ctx context.Context) ([]upload.Segment, error) {
 	segs := t.b.store.SealedSegments()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]upload.Segment, 0, 2*len(segs))
+	out := make([]upload.Segment, 0, len(segs))
 	for _, s := range segs {
 		if _, ok := t.mu.uploaded[s.Base]; !ok {
 			out = append(out, upload.Segment{Kind: upload.KindCommitLog, Name: s.Path, Base: s.Base, Length: s.Length, SealedAt: s.Created})
+			continue
 		}
 		if !t.mu.uploadedIdx[s.Base] {
 			// Built when opened: its length is not known yet.
@@ -370,6 +377,12 @@ func (t *tiering) MarkUploaded(ctx context.Context, s upload.Segment, obj upload
 	}
 	t.mu.Lock()
 	t.mu.uploaded[s.Base] = obj
+	if _, ok := obj.Section(upload.KindQueueIndex); ok {
+		t.mu.uploadedIdx[s.Base] = true
+	}
+	if _, ok := obj.Section(upload.KindKeyIndex); ok {
+		t.mu.uploadedKix[s.Base] = true
+	}
 	t.mu.Unlock()
 	if h := t.testHooks.uploaded; h != nil {
 		h(s.Base)
@@ -615,19 +628,18 @@ func (t *tiering) pendingRange() *offsetRange {
 
 func (t *tiering) close() error { return t.cold.Close() }
 
-// ColdIndex implements store.ColdIndex over the queue index objects listed
-// in the manifest: how a broker restored on a fresh disk finds the
-// consumequeue entries of history it never had locally.
+// Segments implements store.ColdIndex over the queue indexes the manifest
+// lists (sections of segment objects, or objects of their own before
+// sections): how a broker restored on a fresh disk finds the consumequeue
+// entries of history it never had locally.
 func (t *tiering) Segments(ctx context.Context) ([]int64, error) {
-	m, err := t.indexManifest(ctx)
+	kt, err := t.indexObjects(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []int64
-	for _, o := range m.Objects {
-		if o.Kind == upload.KindQueueIndex.String() {
-			out = append(out, o.Base)
-		}
+	out := make([]int64, 0, len(kt.idx))
+	for base := range kt.idx {
+		out = append(out, base)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out, nil
@@ -664,7 +676,7 @@ func (t *tiering) readQueueIndex(ctx context.Context, base, off, n int64) ([]byt
 			return out, t.cold.ReadObjectAt(ctx, o, out, off)
 		}
 	}
-	key, f, err := t.indexFooter(ctx, base)
+	key, readAt, f, err := t.indexFooter(ctx, base)
 	if err != nil {
 		return nil, err
 	}
@@ -675,7 +687,7 @@ func (t *tiering) readQueueIndex(ctx context.Context, base, off, n int64) ([]byt
 		return nil, nil
 	}
 	first, last := f.Find(off), f.Find(off+n-1)
-	frames, err := segfile.ReadFrames(ctx, t.bucket.ReadAt, key, f, first, last)
+	frames, err := segfile.ReadFrames(ctx, readAt, key, f, first, last)
 	if err != nil {
 		return nil, err
 	}
@@ -687,19 +699,38 @@ func (t *tiering) readQueueIndex(ctx context.Context, base, off, n int64) ([]byt
 	return out[start : start+n], nil
 }
 
-// indexFooter is the key and frame footer of the queue index object of
-// the segment at base.
-func (t *tiering) indexFooter(ctx context.Context, base int64) (string, *segfile.Footer, error) {
-	key, err := upload.Key("", upload.Segment{Kind: upload.KindQueueIndex, Base: base})
+// indexFooter finds the queue index of the segment at base in the bucket
+// alone: the section of the segment's object (its footer says where), or,
+// for a segment uploaded before sections, its own object. It returns the
+// key, how to read the index's bytes, and the index's footer.
+func (t *tiering) indexFooter(ctx context.Context, base int64) (string, segfile.ReadAtFunc, *segfile.Footer, error) {
+	key, err := upload.Key("", upload.Segment{Kind: upload.KindCommitLog, Base: base})
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	attrs, err := t.bucket.Stat(ctx, key)
+	if err == nil {
+		var f *segfile.Footer
+		if f, err = segfile.ReadFooter(ctx, t.bucket.ReadAt, key, attrs.Size); err != nil {
+			return "", nil, nil, err
+		}
+		if s, ok := f.Section(uint32(upload.KindQueueIndex)); ok {
+			readAt := s.ReadAt(t.bucket.ReadAt)
+			f, err := segfile.ReadFooter(ctx, readAt, key, s.Size)
+			return key, readAt, f, err
+		}
+	} else if !errors.Is(err, tier.ErrNotExist) {
+		return "", nil, nil, err
+	}
+	key, err = upload.Key("", upload.Segment{Kind: upload.KindQueueIndex, Base: base})
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
+	}
+	if attrs, err = t.bucket.Stat(ctx, key); err != nil {
+		return "", nil, nil, err
 	}
 	f, err := segfile.ReadFooter(ctx, t.bucket.ReadAt, key, attrs.Size)
-	return key, f, err
+	return key, t.bucket.ReadAt, f, err
 }
 
 // indexManifest is the manifest the cold indexes go by: the uploader's
@@ -772,13 +803,13 @@ func (t *tiering) indexObjects(ctx context.Context) (*indexTable, error) {
 		return nil, err
 	}
 	kt := &indexTable{m: m, live: live, version: m.Version, objs: map[int64]kixObject{}, idx: map[int64]coldread.Object{}}
-	for _, o := range m.Objects {
-		switch o.Kind {
-		case upload.KindKeyIndex.String():
-			kt.objs[o.Base] = kixObject{coldread.Object{Key: o.Key, Base: o.Base, Length: o.Length, Size: o.Size}, o.Created}
-		case upload.KindQueueIndex.String():
-			kt.idx[o.Base] = coldread.Object{Key: o.Key, Base: o.Base, Length: o.Length, Size: o.Size}
-		}
+	// Sections of the segments' objects, or (uploaded before sections)
+	// objects of their own: read alike through the cold reader.
+	for base, o := range m.Indexes(upload.KindKeyIndex) {
+		kt.objs[base] = kixObject{coldread.Object{Key: o.Key, Off: o.Off, Base: o.Base, Length: o.Length, Size: o.Size}, o.Created}
+	}
+	for base, o := range m.Indexes(upload.KindQueueIndex) {
+		kt.idx[base] = coldread.Object{Key: o.Key, Off: o.Off, Base: o.Base, Length: o.Length, Size: o.Size}
 	}
 	t.indexObjs.Store(kt)
 	return kt, nil

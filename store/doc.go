@@ -281,8 +281,8 @@
 // round when an earlier reclaim failed) each queue's files are examined
 // oldest first: a file wholly written whose entries all point below
 // LocalMinPhysOffset (every record in a dropped segment: the broker drops
-// a segment only once it, its queue index object and its key index object
-// are uploaded, so the cold index holds every one of those entries), or
+// a segment only once it is uploaded with its queue index and its key
+// index, so the cold index holds every one of those entries), or
 // that lies wholly below the queue's min, is reclaimed, up to the first
 // file that is not. The queue's coldEnd rises to the end of the last
 // reclaimed file: entries below it are read through the cold index, above
@@ -385,9 +385,10 @@
 // file. Write failures are logged, retried every 3 s with the entries kept
 // in memory, and reported by Close.
 //
-// The file (big-endian), also the object the broker uploads beside its
-// segment (commitlog/<base>.kix, read back by ranged reads through
-// Options.ColdKeys):
+// The file (big-endian), also what the broker uploads with its segment (a
+// section of the segment's object; an object of its own, commitlog/<base>.kix,
+// in buckets written before sections), read back by ranged reads through
+// Options.ColdKeys:
 //
 //	 0       8               16              24              32              40      44      48      52     56
 //	+-------+---------------+---------------+---------------+---------------+-------+-------+-------+------+

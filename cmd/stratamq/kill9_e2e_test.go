@@ -15,6 +15,8 @@ import (
 	"time"
 
 	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
+
+	"github.com/stratamq/stratamq/tier/upload"
 )
 
 // binaryServe is `stratamq serve` as a real process.
@@ -166,21 +168,13 @@ func TestE2EKill9FreshDiskNoReuse(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		segs, idx := map[int64]int64{}, map[int64]bool{}
-		for _, o := range m.Objects {
-			switch o.Kind {
-			case "commitlog":
-				segs[o.Base] = o.Base + o.Length
-			case "queueindex":
-				idx[o.Base] = true
-			}
-		}
+		idx := m.Indexes(upload.KindQueueIndex)
 		var end int64
 		n := 0
-		for base, e := range segs {
-			if idx[base] {
+		for _, o := range m.CommitLog() {
+			if _, ok := idx[o.Base]; ok {
 				n++
-				end = max(end, e)
+				end = max(end, o.End())
 			}
 		}
 		var cp struct {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -31,6 +32,37 @@ type Object struct {
 	Base   int64 // logical offset of the object's first byte
 	Length int64 // logical bytes
 	Size   int64 // object bytes (for the footer read)
+	// Off, when not 0, is where the object starts inside the bucket object
+	// Key: a segfile section (a segment's queue or key index stored in the
+	// segment's object). ReadObjectAt and ReadStream read it as an object
+	// of its own, cached under its own name (sectionKey).
+	Off int64
+}
+
+// sectionSep separates a bucket key from a section's offset in the name
+// the caches know a section by ("commitlog/….seg#268435456"); object keys
+// of the tier never hold it.
+const sectionSep = "#"
+
+// named returns o with the name the caches and GETs go by: its Key, or,
+// for a section (Off > 0), its Key and Off joined by sectionSep.
+func (o Object) named() Object {
+	if o.Off > 0 {
+		o.Key = o.Key + sectionSep + strconv.FormatInt(o.Off, 10)
+		o.Off = 0
+	}
+	return o
+}
+
+// readAt reads p at off of the object a cache name (named) stands for:
+// a section's reads are shifted by its offset in the bucket object.
+func (r *Reader) readAt(ctx context.Context, name string, p []byte, off int64) error {
+	if i := strings.LastIndex(name, sectionSep); i >= 0 {
+		if at, err := strconv.ParseInt(name[i+len(sectionSep):], 10, 64); err == nil && at > 0 {
+			return r.bucket.ReadAt(ctx, name[:i], p, at+off)
+		}
+	}
+	return r.bucket.ReadAt(ctx, name, p, off)
 }
 
 // End is the logical offset just past the object.
@@ -186,7 +218,7 @@ func (r *Reader) SetObjects(objects []Object) error {
 	t := slices.Clone(objects)
 	slices.SortFunc(t, func(a, b Object) int { return int(min(max(a.Base-b.Base, -1), 1)) })
 	for i, o := range t {
-		if o.Length < 0 || o.Key == "" {
+		if o.Length < 0 || o.Key == "" || o.Off != 0 {
 			return fmt.Errorf("coldread: bad object %+v", o)
 		}
 		if i > 0 && o.Base < t[i-1].End() {
@@ -312,6 +344,7 @@ func (r *Reader) frameAt(ctx context.Context, t []Object, pos, end int64, first 
 // through the same footer cache, frame cache and GET pool as ReadAt,
 // without read-ahead. Reading past the object's end is io.EOF.
 func (r *Reader) ReadObjectAt(ctx context.Context, o Object, p []byte, off int64) error {
+	o = o.named()
 	if off < 0 {
 		return fmt.Errorf("coldread: negative offset %d", off)
 	}
@@ -352,6 +385,7 @@ func (r *Reader) ReadObjectAt(ctx context.Context, o Object, p []byte, off int64
 // reading a layout object in log order would go back and forth between
 // its frames. Reading past the end is io.EOF.
 func (r *Reader) ReadStream(ctx context.Context, o Object, p []byte, pos int64) error {
+	o = o.named()
 	f, err := r.footer(ctx, o)
 	if err != nil {
 		return err
@@ -654,7 +688,7 @@ func (r *Reader) fetchRun(objKey string, f *segfile.Footer, a int, keys []string
 	lo, hi := first.CompOff, lastF.CompOff+lastF.CompLen
 	comp := make([]byte, hi-lo)
 	r.stats.gets.Add(1)
-	err := r.bucket.ReadAt(r.ctx, objKey, comp, lo)
+	err := r.readAt(r.ctx, objKey, comp, lo)
 	<-r.sem
 	r.mu.Lock()
 	r.mu.ahead--
@@ -695,7 +729,7 @@ func (r *Reader) fetch(ctx context.Context, objKey string, f *segfile.Footer, i 
 	fr := frameInfo(f, i)
 	comp := make([]byte, fr.CompLen)
 	r.stats.gets.Add(1)
-	if err := r.bucket.ReadAt(ctx, objKey, comp, fr.CompOff); err != nil {
+	if err := r.readAt(ctx, objKey, comp, fr.CompOff); err != nil {
 		if !isCtxErr(err) {
 			r.stats.errors.Add(1)
 		}
@@ -760,7 +794,7 @@ func (r *Reader) footer(ctx context.Context, o Object) (*segfile.Footer, error) 
 // released.
 func (r *Reader) loadFooter(ctx context.Context, o Object, ff *footerFlight) {
 	r.stats.gets.Add(1)
-	f, err := segfile.ReadFooter(ctx, r.bucket.ReadAt, o.Key, o.Size)
+	f, err := segfile.ReadFooter(ctx, r.readAt, o.Key, o.Size)
 	<-r.sem
 	ff.f = f
 	r.footerDone(o, ff, err)

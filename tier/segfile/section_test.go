@@ -131,6 +131,36 @@ func TestSectionsRoundTrip(t *testing.T) {
 	}
 }
 
+// TestSectionsWithoutLayout: sections after frames stored in log order.
+func TestSectionsWithoutLayout(t *testing.T) {
+	ctx := context.Background()
+	data := randBytes(31, 50<<10)
+	idx := randBytes(32, 3<<10)
+	var obj bytes.Buffer
+	w, _ := segfile.NewWriter(&obj, segfile.Options{FrameSize: 16 << 10})
+	if err := w.WriteFrom(bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.AddSection(7, bytes.NewReader(idx), int64(len(idx)), segfile.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rf, err := segfile.ReadFooter(ctx, bytesReadAt(obj.Bytes()), "k", int64(obj.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := rf.Section(7)
+	if rf.Layout != nil || !ok || s.Off != rf.DataSize {
+		t.Fatalf("footer: layout %v, section %+v %v, data %d", rf.Layout, s, ok, rf.DataSize)
+	}
+	got, err := readAllWith(ctx, s.ReadAt(bytesReadAt(obj.Bytes())), "k", s.Size)
+	if err != nil || !bytes.Equal(got, idx) {
+		t.Fatalf("section read back: %v", err)
+	}
+}
+
 // TestSectionlessObjectUnchanged: an object written without sections is
 // byte for byte what Encode wrote before sections existed (version 1, no
 // section table), so readers of that format keep reading it.

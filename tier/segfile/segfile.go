@@ -151,6 +151,14 @@ func (s Section) ReadAt(readAt ReadAtFunc) ReadAtFunc {
 	}
 }
 
+// sectionTableSize is the footer bytes of a table of n sections.
+func sectionTableSize(n int) int {
+	if n == 0 {
+		return 0
+	}
+	return 8 + n*sectionEntrySize
+}
+
 // Section returns the section with the given ID.
 func (f *Footer) Section(id uint32) (Section, bool) {
 	for _, s := range f.Sections {
@@ -603,9 +611,7 @@ func AppendFooter(dst []byte, f *Footer) []byte {
 	if f.Layout != nil {
 		f.FooterLen += layoutDescSize
 	}
-	if len(f.Sections) > 0 {
-		f.FooterLen += 8 + sectionEntrySize*int64(len(f.Sections))
-	}
+	f.FooterLen += int64(sectionTableSize(len(f.Sections)))
 	start := len(dst)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(f.Frames)))
 	dst = binary.LittleEndian.AppendUint32(dst, 0)
@@ -808,9 +814,8 @@ func ParseFooter(body []byte, sum uint64, flags uint16, size int64) (*Footer, er
 		if nsec == 0 || nsec > (len(body)-at-8)/sectionEntrySize {
 			return nil, corrupt("footer of %d bytes holds %d sections", len(body), nsec)
 		}
-		desc += 8 + nsec*sectionEntrySize
 	}
-	if len(body) != footerHeaderSize+n*EntrySize+desc {
+	if len(body) != footerHeaderSize+n*EntrySize+desc+sectionTableSize(nsec) {
 		return nil, corrupt("footer is %d bytes for %d frames (flags %#x)", len(body), n, flags)
 	}
 	f := &Footer{

@@ -5,9 +5,9 @@
 // footer frame table, per-frame checksum) and stores it under a key derived
 // from the segment alone:
 //
-//	<prefix>/commitlog/00000000000104857600.seg            commitlog, by base offset
-//	<prefix>/commitlog/00000000000104857600.idx            its queue index (store.WriteSegmentIndex)
-//	<prefix>/commitlog/00000000000104857600.kix            its key index (store's key index file; 64 KiB frames)
+//	<prefix>/commitlog/00000000000104857600.seg            commitlog, by base offset, with its indexes inside
+//	<prefix>/commitlog/00000000000104857600.idx            its queue index, before sections (read, not written)
+//	<prefix>/commitlog/00000000000104857600.kix            its key index, before sections (read, not written)
 //	<prefix>/meta/manifest/log/<20-digit seq>              a manifest delta
 //	<prefix>/meta/manifest/snap/<20-digit seq>             a manifest snapshot (root)
 //	<prefix>/meta/manifest/shard/<20-digit seq>-<6-digit>  a snapshot shard
@@ -16,6 +16,34 @@
 // Consumequeue segments (KindConsumeQueue) are not uploaded: every entry
 // is in the queue index object of the segment holding its record. A
 // source that still lists them gets one warning and they stay pending.
+//
+// # One object per segment
+//
+// With Config.Sections (the broker sets both kinds) a commitlog segment's
+// queue index (store.WriteSegmentIndex) and key index (the store's key
+// index file, 64 KiB frames) are segfile sections of its object, after
+// its frames and layout section: one PUT and one manifest entry per
+// segment, where there were three of each. The Uploader opens each index
+// from the Source (Segment{Kind: k, Base: the segment's, Length: -1}) only
+// once the segment's frames are encoded, so one index at a time is held.
+// The manifest entry records where each section is (Object.Sections:
+// kind, offset, size, logical length), so a reader reaches an index with
+// the same requests as a separate object (its footer, then its frames,
+// by ranged GETs shifted by the offset) and without reading the
+// segment's footer; Manifest.Indexes presents either format as one
+// Object per segment (Off set for a section). Indexes of segments whose
+// object was uploaded before sections stay objects of their own: they are
+// read as before, trimmed with their segment, and a Source may still
+// list one (its segment's object listed without it), which is then paired
+// as before (PairQueueIndex, PairKeyIndex).
+//
+//	commitlog/<base>.seg:
+//	+-----------------+--------+------------------------+----------------------+--------+---------+
+//	| frames (layout) | layout | queue index section    | key index section    | footer | trailer |
+//	|                 | section| (frames, footer,       | (64 KiB frames,      | + 2    |         |
+//	|                 |        |  trailer: an object)   |  footer, trailer)    | entries|         |
+//	+-----------------+--------+------------------------+----------------------+--------+---------+
+//	                           ^ Sections[0].Off         ^ Sections[1].Off
 //
 // Because the key and the bytes depend only on the segment, an upload can
 // be repeated at any time (a retry, a crash before the manifest was
@@ -27,6 +55,14 @@
 //  2. Commit a manifest delta listing the object (a conditional create at
 //     the next sequence number, merged and retried on a conflict). A
 //     manifest never lists an object that is not complete in the bucket.
+//     With Config.ManifestDelay the committer holds finished uploads for
+//     up to that long after the first, while another upload runs or
+//     Config.MoreSoon expects another segment in time, and lists them all
+//     in one delta (Flush cuts the wait short). A crash while it holds
+//     them leaves objects no manifest lists: their segments are not marked,
+//     so they stay local and the next run puts them again under the same
+//     keys and lists them (an orphan of a lost disk stays unlisted and
+//     unread; a later upload of that base overwrites it).
 //  3. SegmentSource.MarkUploaded. Only now may the store drop the local
 //     copy. A crash before this step leaves the segment pending; on the
 //     next scan it is found in the manifest and marked without a new PUT
@@ -70,12 +106,12 @@
 //     is consumed), and an Uploader whose fence returns an epoch older than
 //     the manifest's writes nothing (fence refuses, as for a lapsed lease).
 //
-// Delta (log/<seq>), uncompressed; varint and uvarint are
+// Delta (log/<seq>), uncompressed (1|2: the format version, below); varint and uvarint are
 // encoding/binary's, times are Unix nanoseconds (MinInt64: zero time):
 //
-//	+------+---+-----------+-------------+----------------+
-//	| SMQD | 1 | seq uvar  | epoch uvar  | updated varint |
-//	+------+---+-----------+-------------+----------------+
+//	+------+-----+----------+-------------+----------------+
+//	| SMQD | 1|2 | seq uvar | epoch uvar  | updated varint |
+//	+------+-----+----------+-------------+----------------+
 //	| put: count uvar, objects...  | del: count uvar, objects...          |
 //	| expired added: count, (from varint, to varint)... | expired removed |
 //	| CRC-32C (Castagnoli) of all the above, 4 bytes little endian        |
@@ -88,14 +124,25 @@
 //	+-------+------------------------------+-----------------+------------------+
 //	| base-prev varint | length varint | size varint | frames varint |
 //	| [created-prev varint unless 0x10] | [key str if 0x01]                |
+//	| [sections if 0x20: count uvar, (kind byte, off varint, size varint,  |
+//	|   length varint)...]                                                 |
 //
 // flags: 0x01 the key is stored (else derived: Key(prefix, kind, base)),
-// 0x02 kind as a string, 0x04 topic, 0x08 queue id, 0x10 zero Created. A
+// 0x02 kind as a string, 0x04 topic, 0x08 queue id, 0x10 zero Created,
+// 0x20 sections (Object.Sections; kind 3 queue index, 4 key index). A
 // string is a uvarint length and its bytes.
+//
+// Versions: a delta, root or shard holding an object with sections is
+// written as format version 2 (the byte after the magic); one without is
+// version 1, byte for byte as before sections, so buckets that never
+// held sections stay readable by older binaries. This build reads both
+// and refuses flag 0x20 in version 1; older builds refuse version 2 (a
+// bucket written with sections is not readable by a binary from before
+// them).
 //
 // Root (snap/<seq>), uncompressed:
 //
-//	| SMQR | 1 | seq uvar | epoch uvar | updated varint |
+//	| SMQR | 1|2 | seq uvar | epoch uvar | updated varint |
 //	| expired: count uvar, (from varint, to varint)...  |
 //	| shards: count uvar, (lo varint, objects uvar, name str)... | CRC-32C |
 //
@@ -103,7 +150,7 @@
 // to MaxInt64); name is relative to meta/manifest/. Shard (shard/...):
 // zstd (with its checksum) of
 //
-//	| SMQS | 1 | seq uvar | lo varint | count uvar | objects... | CRC-32C |
+//	| SMQS | 1|2 | seq uvar | lo varint | count uvar | objects... | CRC-32C |
 //
 // with the objects in Manifest order (kind, topic, queue, base, key).
 //

@@ -37,6 +37,7 @@ type memSource struct {
 	openFail int                      // fail this many Opens
 	hidden   bool                     // Sealed lists nothing
 	gates    map[string]chan struct{} // Open of the named segment waits for its channel to close
+	opened   map[string][]byte        // opened by name but never listed (Config.Sections' indexes)
 }
 
 type srcSeg struct {
@@ -99,6 +100,9 @@ func (s *memSource) Open(ctx context.Context, seg upload.Segment) (upload.Segmen
 	if s.openFail > 0 {
 		s.openFail--
 		return nil, errors.New("injected open failure")
+	}
+	if b, ok := s.opened[seg.Name]; ok {
+		return segReader{bytes.NewReader(b), new(bool)}, nil
 	}
 	e := s.segs[seg.Name]
 	if e == nil {

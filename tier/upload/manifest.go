@@ -21,6 +21,34 @@ type Object struct {
 	Size    int64     `json:"size"`   // object bytes
 	Frames  int       `json:"frames"`
 	Created time.Time `json:"created"`
+	// Sections are the indexes stored inside a commitlog object
+	// (Config.Sections; segfile sections), in Kind order. Objects
+	// uploaded before sections existed have none: their indexes are
+	// objects of their own (KindQueueIndex, KindKeyIndex).
+	Sections []Section `json:"sections,omitempty"`
+	// Off is where the object's bytes start in Key: 0 for a whole object,
+	// the section's offset for a section seen as an object (Indexes).
+	// Never stored in a manifest.
+	Off int64 `json:"-"`
+}
+
+// Section is an index stored inside a commitlog object: a complete
+// segfile object of Size bytes at Off in it, holding Length logical bytes.
+type Section struct {
+	Kind   string `json:"kind"` // Kind.String(): queueindex or keyindex
+	Off    int64  `json:"off"`
+	Size   int64  `json:"size"`
+	Length int64  `json:"length"`
+}
+
+// Section returns o's section of kind k.
+func (o Object) Section(k Kind) (Section, bool) {
+	for _, s := range o.Sections {
+		if s.Kind == k.String() {
+			return s, true
+		}
+	}
+	return Section{}, false
 }
 
 // End is the logical offset just past the object (Base + Length for a
@@ -128,6 +156,30 @@ func (m *Manifest) find(probe Object) (Object, bool) {
 		return Object{}, false
 	}
 	return m.Objects[i], true
+}
+
+// Indexes returns, by segment base, where the index of kind k
+// (KindQueueIndex or KindKeyIndex) of each commitlog segment is: a
+// section of the segment's object (Key the segment's, Off the section's,
+// Length and Size the section's, Created the object's), or, for a segment
+// uploaded before sections existed, the index's own object. Every reader
+// of an index goes through here, so both formats are read alike.
+func (m *Manifest) Indexes(k Kind) map[int64]Object {
+	out := map[int64]Object{}
+	for _, o := range m.Objects {
+		switch o.Kind {
+		case k.String():
+			if _, ok := out[o.Base]; !ok {
+				out[o.Base] = o
+			}
+		case KindCommitLog.String():
+			if s, ok := o.Section(k); ok {
+				out[o.Base] = Object{Key: o.Key, Kind: k.String(), Base: o.Base, Length: s.Length, Size: s.Size,
+					Created: o.Created, Off: s.Off}
+			}
+		}
+	}
+	return out
 }
 
 // CommitLog returns the commitlog objects in base-offset order.

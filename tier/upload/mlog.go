@@ -27,10 +27,15 @@ import (
 )
 
 const (
-	deltaMagic    = "SMQD"
-	rootMagic     = "SMQR"
-	shardMagic    = "SMQS"
-	formatVersion = 1
+	deltaMagic = "SMQD"
+	rootMagic  = "SMQR"
+	shardMagic = "SMQS"
+	// formatVersion is what a delta, root or shard holding an object with
+	// sections (fSections) is written as; one without is written as
+	// formatV1, byte for byte as before sections, so an older reader
+	// refuses only what it cannot read. Both are read.
+	formatVersion = 2
+	formatV1      = 1
 
 	// DefaultSnapshotEvery is Config.SnapshotEvery's default.
 	DefaultSnapshotEvery = 64
@@ -150,10 +155,12 @@ const (
 	fTopic     = 1 << 2
 	fQueue     = 1 << 3
 	fNoCreated = 1 << 4 // Created is the zero time
+	fSections  = 1 << 5 // sections follow the key (format version 2)
 )
 
 type enc struct {
 	b                     []byte
+	vpos                  int // index of the format version byte in b
 	l                     layout
 	prevBase, prevCreated int64
 }
@@ -208,6 +215,10 @@ func (e *enc) object(o Object) {
 	if dk, ok := e.l.derivedKey(o); !ok || dk != o.Key {
 		flags |= fKey
 	}
+	if len(o.Sections) > 0 {
+		flags |= fSections
+		e.b[e.vpos] = formatVersion
+	}
 	e.b = append(e.b, flags)
 	if known {
 		e.b = append(e.b, byte(k))
@@ -233,6 +244,16 @@ func (e *enc) object(o Object) {
 	if flags&fKey != 0 {
 		e.str(o.Key)
 	}
+	if flags&fSections != 0 {
+		e.uvarint(uint64(len(o.Sections)))
+		for _, sec := range o.Sections {
+			k, _ := kindOf(sec.Kind)
+			e.b = append(e.b, byte(k))
+			e.varint(sec.Off)
+			e.varint(sec.Size)
+			e.varint(sec.Length)
+		}
+	}
 }
 
 func (e *enc) objects(objs []Object) {
@@ -250,7 +271,8 @@ func (e *enc) seal() []byte {
 func newEnc(l layout, magic string) *enc {
 	e := &enc{l: l, b: make([]byte, 0, 256)}
 	e.b = append(e.b, magic...)
-	e.b = append(e.b, formatVersion)
+	e.vpos = len(e.b)
+	e.b = append(e.b, formatV1) // raised by the first object with sections
 	return e
 }
 
@@ -259,6 +281,7 @@ type dec struct {
 	l                     layout
 	err                   error
 	prevBase, prevCreated int64
+	version               byte // the object's format version
 }
 
 var errCorrupt = errors.New("corrupt")
@@ -368,6 +391,21 @@ func (d *dec) object() Object {
 	} else {
 		d.fail()
 	}
+	if flags&fSections != 0 {
+		if d.version < formatVersion {
+			d.fail()
+			return o
+		}
+		n := d.count()
+		for range n {
+			k, ok := kindOf(Kind(d.byte()).String())
+			if !ok || k != KindQueueIndex && k != KindKeyIndex {
+				d.fail()
+				return o
+			}
+			o.Sections = append(o.Sections, Section{Kind: k.String(), Off: d.varint(), Size: d.varint(), Length: d.varint()})
+		}
+	}
 	return o
 }
 
@@ -392,10 +430,11 @@ func open(l layout, buf []byte, magic string) (*dec, error) {
 	if crc32.Checksum(body, castagnoli) != sum {
 		return nil, errors.New("checksum mismatch")
 	}
-	if v := body[len(magic)]; v != formatVersion {
-		return nil, fmt.Errorf("format version %d (this build reads %d)", v, formatVersion)
+	v := body[len(magic)]
+	if v != formatV1 && v != formatVersion {
+		return nil, fmt.Errorf("format version %d (this build reads %d and %d)", v, formatV1, formatVersion)
 	}
-	return &dec{b: body[len(magic)+1:], l: l}, nil
+	return &dec{b: body[len(magic)+1:], l: l, version: v}, nil
 }
 
 func (d *dec) done() error {
@@ -712,7 +751,7 @@ func diff(cur, next *Manifest) *delta {
 func sameObject(a, b Object) bool {
 	return a.Key == b.Key && a.Kind == b.Kind && a.Topic == b.Topic && a.QueueID == b.QueueID &&
 		a.Base == b.Base && a.Length == b.Length && a.Size == b.Size && a.Frames == b.Frames &&
-		a.Created.Equal(b.Created)
+		a.Created.Equal(b.Created) && slices.Equal(a.Sections, b.Sections)
 }
 
 // listing is what one List of layout.stem found.

@@ -47,10 +47,20 @@ type Config struct {
 	// MaxHardAttempts is how many times an error tier.IsRetryable rejects is
 	// tried before the segment is parked for MaxBackoff. Default 5.
 	MaxHardAttempts int
-	// ManifestDelay is how long the committer waits after the first
-	// finished upload to batch more into one manifest write (fewer PUTs).
-	// Default 0.
+	// ManifestDelay is how long the committer may hold finished uploads
+	// after the first one, to list more in one manifest delta (fewer
+	// PUTs). Default 0. It holds them only while another upload is
+	// running or, with MoreSoon, another segment is expected to be ready
+	// in time; otherwise it commits at once. Segments it holds are not
+	// marked uploaded (so stay local) until their delta is written.
 	ManifestDelay time.Duration
+	// MoreSoon, if set, tells the committer whether another segment is
+	// expected to be sealed within the given duration (the rest of the
+	// ManifestDelay window, less the time the last upload took): asked
+	// when an upload finishes and again every ManifestDelay/8 (at most 1
+	// s) while it holds some, with no other upload running. Nil: hold for
+	// the whole ManifestDelay.
+	MoreSoon func(within time.Duration) bool
 	// PairQueueIndex lists a commitlog segment's object and the queue
 	// index object of the same base in the manifest only together (or
 	// one of them once the other is already listed): a restore that
@@ -62,6 +72,15 @@ type Config struct {
 	// once the others are listed, so a restored broker finds every listed
 	// segment's keys.
 	PairKeyIndex bool
+	// Sections lists the index kinds (KindQueueIndex, KindKeyIndex) stored
+	// inside each commitlog object as segfile sections, in this order
+	// (ascending Kind): after encoding a commitlog segment's frames the
+	// Uploader opens Segment{Kind: k, Base: its base, Length: -1} of the
+	// Source for each and appends it, so a segment and its indexes are one
+	// object, one PUT and one manifest entry (Object.Sections). Pairing
+	// (PairQueueIndex) then concerns only indexes uploaded on their own,
+	// for segments whose object was uploaded before sections existed.
+	Sections []Kind
 	// SpoolDir, if set, holds each encoded object in a temporary file there
 	// (upload-*.seg) instead of memory while it is uploaded, so a worker
 	// keeps only its encoding buffers in memory however long the bucket is
@@ -116,6 +135,11 @@ func (c *Config) normalize() error {
 	if c.SnapshotEvery <= 0 {
 		c.SnapshotEvery = DefaultSnapshotEvery
 	}
+	for i, k := range c.Sections {
+		if k != KindQueueIndex && k != KindKeyIndex || i > 0 && k <= c.Sections[i-1] {
+			return fmt.Errorf("upload: Config.Sections %v: want queue and key index kinds, ascending, once each", c.Sections)
+		}
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -161,8 +185,9 @@ type job struct {
 }
 
 type done struct {
-	seg Segment
-	obj Object
+	seg  Segment
+	obj  Object
+	took time.Duration // encoding and putting it
 }
 
 // New checks cfg and returns an Uploader.
@@ -440,6 +465,7 @@ func (u *Uploader) worker(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case j := <-u.jobs:
+			start := time.Now()
 			obj, err := u.upload(ctx, j)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -450,7 +476,7 @@ func (u *Uploader) worker(ctx context.Context) {
 				continue
 			}
 			select {
-			case u.done <- done{seg: j.seg, obj: obj}:
+			case u.done <- done{seg: j.seg, obj: obj, took: time.Since(start)}:
 			case <-ctx.Done():
 				u.release(j.key)
 				return
@@ -525,7 +551,7 @@ func (u *Uploader) fence() (int64, error) {
 // upload encodes j's segment once, then puts it until it succeeds, ctx
 // ends, or a non-retryable error repeats MaxHardAttempts times.
 func (u *Uploader) upload(ctx context.Context, j job) (Object, error) {
-	sp, footer, err := u.encode(ctx, j.seg)
+	sp, footer, secs, err := u.encode(ctx, j.seg)
 	if err != nil {
 		u.stats.errors.Add(1)
 		u.log.Warn("encode segment failed; parked", "segment", j.seg.Name, "err", err)
@@ -554,7 +580,7 @@ func (u *Uploader) upload(ctx context.Context, j job) (Object, error) {
 			return Object{
 				Key: j.key, Kind: j.seg.Kind.String(), Topic: j.seg.Topic, QueueID: j.seg.QueueID,
 				Base: j.seg.Base, Length: footer.LogicalSize, Size: size, Frames: len(footer.Frames),
-				Created: u.cfg.Now().UTC(),
+				Created: u.cfg.Now().UTC(), Sections: secs,
 			}, nil
 		}
 		if ctx.Err() != nil {
@@ -575,43 +601,83 @@ func (u *Uploader) upload(ctx context.Context, j job) (Object, error) {
 	}
 }
 
-func (u *Uploader) encode(ctx context.Context, s Segment) (spool, *segfile.Footer, error) {
+func (u *Uploader) encode(ctx context.Context, s Segment) (spool, *segfile.Footer, []Section, error) {
 	r, err := u.cfg.Source.Open(ctx, s)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open %s: %w", s.Name, err)
+		return nil, nil, nil, fmt.Errorf("open %s: %w", s.Name, err)
 	}
 	defer r.Close()
 	length := r.Size()
 	if s.Length >= 0 && length != s.Length {
-		return nil, nil, fmt.Errorf("segment %s: opened %d bytes, listed %d", s.Name, length, s.Length)
+		return nil, nil, nil, fmt.Errorf("segment %s: opened %d bytes, listed %d", s.Name, length, s.Length)
 	}
-	opts := segfile.Options{FrameSize: u.cfg.FrameSize, Level: u.cfg.Level, Base: s.Base}
-	if c, ok := r.(Cutter); ok {
-		opts.Cuts = c.Cuts()
-	}
+	opts := u.options(s.Kind, s.Base, r)
 	if l, ok := r.(Layouter); ok {
 		opts.Layout = l.Layout()
 	}
-	if s.Kind == KindConsumeQueue && opts.Cuts == nil {
+	sp, err := u.newSpool()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	w, err := segfile.NewWriter(sp, opts)
+	if err == nil {
+		err = w.WriteFrom(r, length)
+	}
+	if err == nil && s.Kind == KindCommitLog {
+		err = u.sections(ctx, s, w)
+	}
+	if err == nil {
+		err = w.Close()
+	}
+	if err != nil {
+		sp.close()
+		return nil, nil, nil, fmt.Errorf("encode %s: %w", s.Name, err)
+	}
+	var secs []Section
+	for _, sec := range w.Footer().Sections {
+		secs = append(secs, Section{Kind: Kind(sec.ID).String(), Off: sec.Off, Size: sec.Size, Length: sec.LogicalSize})
+	}
+	return sp, w.Footer(), secs, nil
+}
+
+// options are the segfile options of a segment (or section) of kind k.
+func (u *Uploader) options(k Kind, base int64, r SegmentReader) segfile.Options {
+	opts := segfile.Options{FrameSize: u.cfg.FrameSize, Level: u.cfg.Level, Base: base}
+	if c, ok := r.(Cutter); ok {
+		opts.Cuts = c.Cuts()
+	}
+	if k == KindConsumeQueue && opts.Cuts == nil {
 		fs := opts.FrameSize
 		if fs == 0 {
 			fs = segfile.DefaultFrameSize
 		}
 		opts.FrameSize = max(fs-fs%ConsumeQueueEntrySize, ConsumeQueueEntrySize)
 	}
-	if s.Kind == KindKeyIndex && opts.Cuts == nil {
+	if k == KindKeyIndex && opts.Cuts == nil {
 		opts.FrameSize = KeyIndexFrameSize
 	}
-	sp, err := u.newSpool()
-	if err != nil {
-		return nil, nil, err
+	return opts
+}
+
+// sections appends the Config.Sections indexes of commitlog segment s to
+// its object, each opened from the Source only now (a queue index is
+// built on Open) and closed once encoded.
+func (u *Uploader) sections(ctx context.Context, s Segment, w *segfile.Writer) error {
+	for _, k := range u.cfg.Sections {
+		is := Segment{Kind: k, Name: fmt.Sprintf("%s:%s", s.Name, k), Base: s.Base, Length: -1, SealedAt: s.SealedAt}
+		r, err := u.cfg.Source.Open(ctx, is)
+		if err != nil {
+			return fmt.Errorf("open its %s: %w", k, err)
+		}
+		_, err = w.AddSection(uint32(k), r, r.Size(), u.options(k, s.Base, r))
+		if cerr := r.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("its %s: %w", k, err)
+		}
 	}
-	f, err := segfile.Encode(sp, r, length, opts)
-	if err != nil {
-		sp.close()
-		return nil, nil, fmt.Errorf("encode %s: %w", s.Name, err)
-	}
-	return sp, f, nil
+	return nil
 }
 
 // committer writes the manifest after uploads finish, batching those that
@@ -626,13 +692,16 @@ func (u *Uploader) committer(ctx context.Context) {
 		case d := <-u.done:
 			batch = append(batch, d)
 		}
-		if u.cfg.ManifestDelay > 0 {
-			t := time.NewTimer(u.cfg.ManifestDelay)
+		if d := u.cfg.ManifestDelay; d > 0 {
+			deadline := time.Now().Add(d)
+			t := time.NewTimer(d)
+			tick := time.NewTicker(min(d/8, time.Second))
 		gather:
-			for {
+			for u.worthHolding(batch, len(held), deadline) {
 				select {
 				case d := <-u.done:
 					batch = append(batch, d)
+				case <-tick.C:
 				case <-t.C:
 					break gather
 				case <-u.flush:
@@ -642,6 +711,7 @@ func (u *Uploader) committer(ctx context.Context) {
 				}
 			}
 			t.Stop()
+			tick.Stop()
 		}
 	drain:
 		for {
@@ -675,27 +745,55 @@ func (u *Uploader) committer(ctx context.Context) {
 	}
 }
 
+// worthHolding reports whether the committer should go on holding the
+// finished uploads of batch (and held, waiting for partners) before
+// writing their delta: the window is not over, and another upload is
+// running, or (MoreSoon) another segment is expected to be sealed in time
+// for its upload to finish within the window.
+func (u *Uploader) worthHolding(batch []done, held int, deadline time.Time) bool {
+	left := time.Until(deadline)
+	if left <= 0 {
+		return false
+	}
+	u.mu.Lock()
+	running := len(u.mu.inflight) > len(batch)+held
+	u.mu.Unlock()
+	if running || u.cfg.MoreSoon == nil {
+		return true
+	}
+	var took time.Duration
+	for _, d := range batch {
+		took = max(took, d.took)
+	}
+	return left > took && u.cfg.MoreSoon(left-took)
+}
+
 // pairKey names a commitlog segment or its queue index.
 type pairKey struct {
 	kind Kind
 	base int64
 }
 
-// partners are the other members of s's group: a commitlog segment, its
-// queue index and (PairKeyIndex) its key index.
-func (u *Uploader) partners(s Segment) []pairKey {
+// partners are the other members of d's group: a commitlog segment, its
+// queue index and (PairKeyIndex) its key index; an index stored inside
+// the commitlog object (Config.Sections) is no partner: it comes with it.
+func (u *Uploader) partners(d done) []pairKey {
 	kinds := []Kind{KindCommitLog, KindQueueIndex}
 	if u.cfg.PairKeyIndex {
 		kinds = append(kinds, KindKeyIndex)
 	}
-	if !slices.Contains(kinds, s.Kind) {
+	if !slices.Contains(kinds, d.seg.Kind) {
 		return nil
 	}
 	var out []pairKey
 	for _, k := range kinds {
-		if k != s.Kind {
-			out = append(out, pairKey{k, s.Base})
+		if k == d.seg.Kind {
+			continue
 		}
+		if _, inside := d.obj.Section(k); inside && d.seg.Kind == KindCommitLog {
+			continue
+		}
+		out = append(out, pairKey{k, d.seg.Base})
 	}
 	return out
 }
@@ -703,8 +801,9 @@ func (u *Uploader) partners(s Segment) []pairKey {
 // pairUp returns the finished uploads of batch that may be listed now,
 // with those of held whose group is now complete: a commitlog object, its
 // queue index (and its key index) go into the manifest together, or the
-// rest once the others are listed. The rest wait in held (still in
-// flight, so nobody uploads them again).
+// rest once the others are listed (an index inside the listed commitlog
+// object counts as listed). The rest wait in held (still in flight, so
+// nobody uploads them again).
 func (u *Uploader) pairUp(batch []done, held map[pairKey]done) []done {
 	avail := map[pairKey]bool{} // finished now, or earlier and held
 	for _, d := range batch {
@@ -719,7 +818,7 @@ func (u *Uploader) pairUp(batch []done, held map[pairKey]done) []done {
 	// replace it).
 	listed := map[pairKey]bool{}
 	for _, d := range batch {
-		for _, p := range u.partners(d.seg) {
+		for _, p := range u.partners(d) {
 			if !avail[p] {
 				listed[p] = false
 			}
@@ -733,6 +832,12 @@ func (u *Uploader) pairUp(batch []done, held map[pairKey]done) []done {
 				continue
 			}
 			_, listed[p] = m.find(Object{Kind: p.kind.String(), Base: p.base, Key: key})
+			if !listed[p] && p.kind != KindCommitLog {
+				ckey, _ := Key(u.cfg.Prefix, Segment{Kind: KindCommitLog, Base: p.base})
+				if o, ok := m.find(Object{Kind: KindCommitLog.String(), Base: p.base, Key: ckey}); ok {
+					_, listed[p] = o.Section(p.kind)
+				}
+			}
 		}
 	}
 	u.mu.Unlock()
@@ -740,7 +845,7 @@ func (u *Uploader) pairUp(batch []done, held map[pairKey]done) []done {
 	// available or listed), so the members of one group agree.
 	var out []done
 	for _, d := range batch {
-		ps := u.partners(d.seg)
+		ps := u.partners(d)
 		ready := true
 		for _, p := range ps {
 			if !avail[p] && !listed[p] {
