@@ -126,9 +126,10 @@ func (s *Server) endBatch(c *Conn) {
 					"stack", string(debug.Stack()))
 			}
 		}()
-		// The batch's answers go out together.
+		// The batch's answers go out together, written by this reader
+		// when nothing else is writing (no wakeup of the writer).
 		c.HoldWrites()
-		defer c.ReleaseWrites()
+		defer c.ReleaseWritesInline()
 		s.h.(BatchHandler).EndBatch(b)
 	}()
 	n := len(b.held)
