@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/remoting"
 )
 
@@ -58,12 +59,27 @@ func (p *sendLoad) runPipeline(ctx context.Context, w int) {
 	for i := range o.inflight {
 		pl.free <- i
 	}
+	e := pl.newEncoder()
 	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		pl.readLoop()
-	}()
-	pl.writeLoop(ctx)
+	if o.rate > 0 {
+		// Paced: the writer sends each request at its time.
+		go func() {
+			defer close(readerDone)
+			pl.readLoop(ctx, nil)
+		}()
+		pl.writeLoop(ctx, e)
+	} else {
+		// Unpaced: the window is filled once, then the reader sends a
+		// request in each slot an ack frees, in one write per read: no
+		// goroutine handoff per ack (a pipelined client's event loop
+		// works this way). The reader starts after the first write, so
+		// the encoder has one user at a time.
+		pl.fillWindow(ctx, e)
+		go func() {
+			defer close(readerDone)
+			pl.readLoop(ctx, e)
+		}()
+	}
 	// Wait for the acks still in flight (the reader times out on its own).
 	for range o.inflight {
 		select {
@@ -88,34 +104,147 @@ func (pl *pipeline) stop() {
 	})
 }
 
-func (pl *pipeline) writeLoop(ctx context.Context) {
+// encoder builds a connection's send requests: one header, body and
+// signer reused for every request. Exactly one goroutine uses it at a
+// time: the writer, or (without --rate) the reader once the window is
+// first filled.
+type encoder struct {
+	pl     *pipeline
+	hdr    remoting.SendMessageRequestHeader
+	base   remoting.SendHeaderExt
+	req    remoting.Command
+	signer *acl.HeaderSigner
+	body   []byte
+	es     int
+	pg     *payloadGen
+	// Like the official clients, every single send carries a UNIQ_KEY
+	// (the client-side message id): 32 upper-case hex digits, here a
+	// random per-connection prefix and a counter.
+	uniq    []byte
+	counter uint32
+	gen     int32
+	out     []byte
+}
+
+func (pl *pipeline) newEncoder() *encoder {
 	p := pl.p
 	b, o := p.b, p.b.o
-	hdr := remoting.SendMessageRequestHeader{ProducerGroup: benchProducerGroup, Topic: o.topic, DefaultTopic: "TBW102",
-		DefaultTopicQueueNums: 4, Batch: o.batch > 1, BrokerName: b.brokerName}
+	e := &encoder{pl: pl, hdr: remoting.SendMessageRequestHeader{ProducerGroup: benchProducerGroup, Topic: o.topic,
+		DefaultTopic: "TBW102", DefaultTopicQueueNums: 4, Batch: o.batch > 1, BrokerName: b.brokerName}}
 	code := remoting.SendMessage
 	if o.batch > 1 {
 		code = remoting.SendBatchMessage
 	}
-	base := remoting.SendHeaderExt{H: &hdr, V2: o.batch > 1}
-	req := remoting.Command{Code: int32(code), Language: remoting.LanguageGo, Version: remoting.Version, Header: base}
+	e.base = remoting.SendHeaderExt{H: &e.hdr, V2: o.batch > 1}
+	e.req = remoting.Command{Code: int32(code), Language: remoting.LanguageGo, Version: remoting.Version, Header: e.base}
 	if o.serialize == "rocketmq" {
-		req.Serialize = remoting.SerializeRocketMQ
+		e.req.Serialize = remoting.SerializeRocketMQ
 	}
-	signer := o.creds.NewHeaderSigner() // nil without --access-key
-	body := p.newBody()
-	es := p.entrySize()
-	pg := newPayloadGen(o.payload, rand.Uint64())
-	var out []byte
-	gen := int32(0)
-	// Like the official clients, every single send carries a UNIQ_KEY (the
-	// client-side message id): 32 upper-case hex digits, here a random
-	// per-connection prefix and a counter.
-	var uniq []byte
+	e.signer = o.creds.NewHeaderSigner() // nil without --access-key
+	e.body = p.newBody()
+	e.es = p.entrySize()
+	e.pg = newPayloadGen(o.payload, rand.Uint64())
 	if o.batch == 1 {
-		uniq = fmt.Appendf(nil, "UNIQ_KEY\x01%016X%08X%08X\x02", rand.Uint64(), uint32(os.Getpid()), 0)
+		e.uniq = fmt.Appendf(nil, "UNIQ_KEY\x01%016X%08X%08X\x02", rand.Uint64(), uint32(os.Getpid()), 0)
 	}
-	counter := uint32(0)
+	return e
+}
+
+// add encodes the request of cnt messages for slot, born now, into e.out.
+func (e *encoder) add(slot int, cnt int, now time.Time) error {
+	p := e.pl.p
+	b, o := p.b, p.b.o
+	e.hdr.QueueID = int32(int(p.rr.Add(1)-1) % b.writeQ)
+	payload := e.body
+	if o.batch > 1 {
+		payload = e.body[:cnt*e.es]
+	}
+	if e.pg != nil {
+		if o.batch == 1 {
+			e.pg.fill(payload)
+		} else {
+			for off := 20; off < len(payload); off += e.es {
+				e.pg.fill(payload[off : off+o.size])
+			}
+		}
+	}
+	e.hdr.BornTimestamp = now.UnixMilli()
+	if p.stamp {
+		ns := uint64(now.UnixNano())
+		if o.batch == 1 {
+			binary.BigEndian.PutUint64(payload, ns)
+		} else {
+			for off := 20; off < len(payload); off += e.es {
+				binary.BigEndian.PutUint64(payload[off:], ns)
+			}
+		}
+	}
+	if e.uniq != nil {
+		e.counter++
+		hexAt := len(e.uniq) - 1 - 8
+		for i, v := 7, e.counter; i >= 0; i, v = i-1, v>>4 {
+			e.uniq[hexAt+i] = "0123456789ABCDEF"[v&15]
+		}
+		e.hdr.Properties = string(e.uniq)
+	}
+	e.gen++
+	e.req.Opaque = int32(slot) + int32(o.inflight)*(e.gen&0xFFFF)
+	e.req.Body = payload
+	var err error
+	if e.signer != nil {
+		e.req.Header, err = e.signer.Sign(e.base, payload)
+	}
+	if err == nil {
+		e.out, err = remoting.AppendFrame(e.out, &e.req)
+	}
+	if err != nil {
+		return err
+	}
+	e.pl.sent[slot].Store(max(int64(now.Sub(p.start)), 1))
+	e.pl.msgs[slot].Store(int32(cnt))
+	return nil
+}
+
+// sendSlots sends a request in each of slots, in one write, while there
+// are messages left to send; the slots it cannot use go back to free.
+// False when the pipeline failed or stopped.
+func (e *encoder) sendSlots(ctx context.Context, slots []int) bool {
+	pl := e.pl
+	e.out = e.out[:0]
+	now := time.Now()
+	for k, slot := range slots {
+		_, cnt := pl.p.claim(pl.p.b.o.batch)
+		if cnt == 0 || ctx.Err() != nil || pl.failed() {
+			for _, s := range slots[k:] {
+				pl.free <- s // never blocks: free has room for every slot
+			}
+			break
+		}
+		if err := e.add(slot, cnt, now); err != nil {
+			pl.p.b.fail("encode", err.Error())
+			pl.stop()
+			for _, s := range slots[k:] {
+				pl.free <- s
+			}
+			return false
+		}
+	}
+	return pl.flush(e.out)
+}
+
+// fillWindow sends a request in every free slot: the first window of a
+// pipeline whose reader then sends the next requests itself.
+func (pl *pipeline) fillWindow(ctx context.Context, e *encoder) {
+	slots := make([]int, 0, pl.p.b.o.inflight)
+	for range pl.p.b.o.inflight {
+		slots = append(slots, <-pl.free)
+	}
+	e.sendSlots(ctx, slots)
+}
+
+func (pl *pipeline) writeLoop(ctx context.Context, e *encoder) {
+	p := pl.p
+	o := p.b.o
 	for {
 		// One slot (waiting for it), then every other free one: all go
 		// out in one write.
@@ -125,82 +254,37 @@ func (pl *pipeline) writeLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		out = out[:0]
+		e.out = e.out[:0]
 		for {
 			first, cnt := p.claim(o.batch)
 			if cnt == 0 || ctx.Err() != nil || pl.failed() {
 				pl.free <- slot
-				pl.flush(out)
+				pl.flush(e.out)
 				return
 			}
 			if o.rate > 0 {
 				at := p.start.Add(time.Duration(float64(first) / o.rate * float64(time.Second)))
 				if wait := time.Until(at); wait > 0 {
 					// Send what is encoded before pausing.
-					if !pl.flush(out) {
+					if !pl.flush(e.out) {
 						pl.free <- slot
 						return
 					}
-					out = out[:0]
+					e.out = e.out[:0]
 					if sleepCtx(ctx, wait) != nil {
 						pl.free <- slot
 						return
 					}
 				}
 			}
-			hdr.QueueID = int32(int(p.rr.Add(1)-1) % b.writeQ)
-			payload := body
-			if o.batch > 1 {
-				payload = body[:cnt*es]
-			}
-			if pg != nil {
-				if o.batch == 1 {
-					pg.fill(payload)
-				} else {
-					for off := 20; off < len(payload); off += es {
-						pg.fill(payload[off : off+o.size])
-					}
-				}
-			}
-			now := time.Now()
-			hdr.BornTimestamp = now.UnixMilli()
-			if p.stamp {
-				ns := uint64(now.UnixNano())
-				if o.batch == 1 {
-					binary.BigEndian.PutUint64(payload, ns)
-				} else {
-					for off := 20; off < len(payload); off += es {
-						binary.BigEndian.PutUint64(payload[off:], ns)
-					}
-				}
-			}
-			if uniq != nil {
-				counter++
-				hexAt := len(uniq) - 1 - 8
-				for i, v := 7, counter; i >= 0; i, v = i-1, v>>4 {
-					uniq[hexAt+i] = "0123456789ABCDEF"[v&15]
-				}
-				hdr.Properties = string(uniq)
-			}
-			gen++
-			req.Opaque = int32(slot) + int32(o.inflight)*(gen&0xFFFF)
-			req.Body = payload
-			var err error
-			if signer != nil {
-				req.Header, err = signer.Sign(base, payload)
-			}
-			if err == nil {
-				out, err = remoting.AppendFrame(out, &req)
-			}
-			if err != nil {
+			if err := e.add(slot, cnt, time.Now()); err != nil {
+				b := p.b
 				b.fail("encode", err.Error())
 				pl.stop()
 				pl.free <- slot
 				return
 			}
-			pl.sent[slot].Store(max(int64(now.Sub(p.start)), 1))
-			pl.msgs[slot].Store(int32(cnt))
-			if len(out) >= 256<<10 {
+			if len(e.out) >= 256<<10 {
 				break
 			}
 			var ok bool
@@ -212,7 +296,7 @@ func (pl *pipeline) writeLoop(ctx context.Context) {
 				break
 			}
 		}
-		if !pl.flush(out) {
+		if !pl.flush(e.out) {
 			return
 		}
 	}
@@ -243,7 +327,10 @@ func (pl *pipeline) failed() bool {
 	}
 }
 
-func (pl *pipeline) readLoop() {
+// readLoop reads acks. With e, it sends the next requests itself, in the
+// slots the acks of each read freed; without, it hands the slots to the
+// writer.
+func (pl *pipeline) readLoop(ctx context.Context, e *encoder) {
 	p := pl.p
 	b, o := p.b, p.b.o
 	br := bufio.NewReaderSize(pl.nc, 64<<10)
@@ -260,8 +347,15 @@ func (pl *pipeline) readLoop() {
 	}()
 	for {
 		if !remoting.FrameBuffered(br, pipelineMaxFrame) {
-			for _, s := range freed {
-				pl.free <- s // never blocks: free has room for every slot
+			if e != nil && len(freed) > 0 {
+				if !e.sendSlots(ctx, freed) {
+					freed = freed[:0]
+					return
+				}
+			} else {
+				for _, s := range freed {
+					pl.free <- s // never blocks: free has room for every slot
+				}
 			}
 			freed = freed[:0]
 			_ = pl.nc.SetReadDeadline(time.Now().Add(o.timeout))
