@@ -20,6 +20,9 @@ import (
 type Backend interface {
 	// BrokerName is this broker's name (the route's Broker.name).
 	BrokerName() string
+	// AdvertisedAddr is the host:port the broker registers for remoting
+	// clients; QueryRoute answers its host with the gRPC port.
+	AdvertisedAddr() string
 	// MaxMessageSize is the largest accepted message body, bytes.
 	MaxMessageSize() int
 	// ACL is the broker's ACL; nil when none is configured.

@@ -41,12 +41,40 @@ func (svc *service) QueryRoute(ctx context.Context, req *apiv2.QueryRouteRequest
 	if err != nil {
 		return &apiv2.QueryRouteResponse{Status: statusOf(err)}, nil
 	}
-	return &apiv2.QueryRouteResponse{Status: okStatus(), MessageQueues: svc.queues(b, req.GetTopic(), r)}, nil
+	return &apiv2.QueryRouteResponse{Status: okStatus(), MessageQueues: svc.queues(b, req.GetTopic(), r, svc.endpointsFor(b, req.GetEndpoints()))}, nil
 }
 
-// queues are r's message queues on this endpoint.
-func (svc *service) queues(b Backend, topic *apiv2.Resource, r Route) []*apiv2.MessageQueue {
-	broker := &apiv2.Broker{Name: b.BrokerName(), Id: 0, Endpoints: svc.endpoints()}
+// endpointsFor is the address a route hands the client: the one the
+// client named as its access point (it reached this endpoint through it:
+// a load balancer's, a DNS name), else Config.Advertise, else the broker's
+// advertised host with this server's port.
+func (svc *service) endpointsFor(b Backend, asked *apiv2.Endpoints) *apiv2.Endpoints {
+	if len(asked.GetAddresses()) > 0 {
+		out := &apiv2.Endpoints{Scheme: asked.GetScheme()}
+		for _, a := range asked.GetAddresses() {
+			if a.GetHost() != "" && a.GetPort() > 0 && a.GetPort() < 65536 {
+				out.Addresses = append(out.Addresses, &apiv2.Address{Host: a.GetHost(), Port: a.GetPort()})
+			}
+		}
+		if len(out.Addresses) > 0 {
+			return out
+		}
+	}
+	addr := svc.s.cfg.Advertise
+	if addr == "" {
+		_, port, _ := net.SplitHostPort(svc.s.ln.Addr().String())
+		host, _, err := net.SplitHostPort(b.AdvertisedAddr())
+		if err != nil || host == "" {
+			host = "127.0.0.1"
+		}
+		addr = net.JoinHostPort(host, port)
+	}
+	return endpointsOf(addr)
+}
+
+// queues are r's message queues at ep.
+func (svc *service) queues(b Backend, topic *apiv2.Resource, r Route, ep *apiv2.Endpoints) []*apiv2.MessageQueue {
+	broker := &apiv2.Broker{Name: b.BrokerName(), Id: 0, Endpoints: ep}
 	n := max(r.ReadQueues, r.WriteQueues)
 	out := make([]*apiv2.MessageQueue, 0, n)
 	for i := range n {
@@ -69,11 +97,11 @@ func (svc *service) queues(b Backend, topic *apiv2.Resource, r Route) []*apiv2.M
 	return out
 }
 
-// endpoints is this server's advertised address as v2 Endpoints.
-func (svc *service) endpoints() *apiv2.Endpoints {
-	host, port, err := net.SplitHostPort(svc.s.cfg.Advertise)
+// endpointsOf is a host:port as v2 Endpoints.
+func endpointsOf(addr string) *apiv2.Endpoints {
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return &apiv2.Endpoints{Scheme: apiv2.AddressScheme_DOMAIN_NAME, Addresses: []*apiv2.Address{{Host: svc.s.cfg.Advertise}}}
+		return &apiv2.Endpoints{Scheme: apiv2.AddressScheme_DOMAIN_NAME, Addresses: []*apiv2.Address{{Host: addr}}}
 	}
 	p, _ := strconv.Atoi(port)
 	scheme := apiv2.AddressScheme_DOMAIN_NAME
@@ -113,4 +141,14 @@ func (svc *service) NotifyClientTermination(ctx context.Context, req *apiv2.Noti
 		svc.sessions.terminate(clientID(ctx))
 	}
 	return &apiv2.NotifyClientTerminationResponse{Status: statusOf(err)}, nil
+}
+
+// endpoints is this server's address as a route names it when the client
+// gave no access point (endpointsFor with none).
+func (svc *service) endpoints() *apiv2.Endpoints {
+	b, err := svc.s.backend()
+	if err != nil {
+		return endpointsOf(svc.s.ln.Addr().String())
+	}
+	return svc.endpointsFor(b, nil)
 }

@@ -71,10 +71,9 @@ func (svc *service) Telemetry(stream apiv2.MessagingService_TelemetryServer) err
 			if err := stream.Send(cmd); err != nil {
 				return err
 			}
-		case err := <-recvErr:
-			if status.Code(err) == codes.Canceled || err.Error() == "EOF" {
-				return nil
-			}
+		case <-recvErr:
+			// The client closed its side (EOF) or went away: the session
+			// ends; nothing is owed to it.
 			return nil
 		case <-svc.done:
 			return status.Error(codes.Unavailable, "the server is shutting down")
@@ -103,13 +102,19 @@ func (svc *service) telemetryCommand(ctx context.Context, se *session, cmd *apiv
 		svc.sessions.add(se)
 		return &apiv2.TelemetryCommand{Status: okStatus(), Command: &apiv2.TelemetryCommand_Settings{Settings: out}}, nil
 	case *apiv2.TelemetryCommand_VerifyMessageResult:
-		svc.s.log.Info("verify message result", "client", se.clientID, "nonce", c.VerifyMessageResult.GetNonce(), "status", cmd.GetStatus().GetCode().String())
+		if !svc.pending.answer(c.VerifyMessageResult.GetNonce(), cmd) {
+			svc.s.log.Debug("verify message result nobody waits for", "client", se.clientID, "nonce", c.VerifyMessageResult.GetNonce())
+		}
 	case *apiv2.TelemetryCommand_ThreadStackTrace:
-		svc.s.log.Info("thread stack trace", "client", se.clientID, "nonce", c.ThreadStackTrace.GetNonce(), "bytes", len(c.ThreadStackTrace.GetThreadStackTrace()))
+		if !svc.pending.answer(c.ThreadStackTrace.GetNonce(), cmd) {
+			svc.s.log.Debug("thread stack trace nobody waits for", "client", se.clientID, "nonce", c.ThreadStackTrace.GetNonce())
+		}
 	case *apiv2.TelemetryCommand_VerifyMessageCommand:
-		// The clients answer a verify command they cannot do with the
-		// command itself and a status (NOT_IMPLEMENTED): nothing to do.
-		svc.s.log.Debug("verify message answered", "client", se.clientID, "status", cmd.GetStatus().GetCode().String())
+		// A client that cannot verify echoes the command with a status
+		// (the Node.js client: NOT_IMPLEMENTED).
+		if !svc.pending.answer(c.VerifyMessageCommand.GetNonce(), cmd) {
+			svc.s.log.Debug("verify message answer nobody waits for", "client", se.clientID, "status", cmd.GetStatus().GetCode().String())
+		}
 	case nil:
 		// A status alone (a client reporting an error): logged.
 		svc.s.log.Debug("telemetry status from client", "client", se.clientID, "status", cmd.GetStatus().GetCode().String(), "message", cmd.GetStatus().GetMessage())

@@ -112,3 +112,19 @@ func portOf(t *testing.T, e *env) int {
 	t.Helper()
 	return e.srv.Addr().(*net.TCPAddr).Port
 }
+
+// TestGRPCQueryRouteAnswersClientAccessPoint: a client that names its
+// access point (a load balancer, a DNS name) gets the route at it.
+func TestGRPCQueryRouteAnswersClientAccessPoint(t *testing.T) {
+	e := startEnv(t, envOpts{})
+	ap := &apiv2.Endpoints{Scheme: apiv2.AddressScheme_DOMAIN_NAME, Addresses: []*apiv2.Address{{Host: "mq.example.net", Port: 8081}}}
+	resp, err := e.cli.QueryRoute(callCtx(t, "c1"), &apiv2.QueryRouteRequest{Topic: res("APTopic"), Endpoints: ap})
+	if err != nil || resp.GetStatus().GetCode() != apiv2.Code_OK || len(resp.MessageQueues) == 0 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	got := resp.MessageQueues[0].GetBroker().GetEndpoints()
+	if len(got.GetAddresses()) != 1 || got.GetAddresses()[0].GetHost() != "mq.example.net" || got.GetAddresses()[0].GetPort() != 8081 ||
+		got.GetScheme() != apiv2.AddressScheme_DOMAIN_NAME {
+		t.Fatalf("route endpoints %v, want the client's access point", got)
+	}
+}

@@ -34,8 +34,9 @@ type Config struct {
 	// Backend returns the broker generation serving now; nil while none is
 	// (the RPC then answers UNAVAILABLE). HA role changes swap it.
 	Backend func() Backend
-	// Advertise is the host:port QueryRoute hands clients; default: the
-	// listener's address (loopback for a wildcard bind).
+	// Advertise is the host:port QueryRoute hands clients that name no
+	// endpoints of their own; default: the broker's advertised host (its
+	// STRATAMQ_ADVERTISE_ADDR, or first non-loopback IP) with this port.
 	Advertise string
 	Logger    *slog.Logger
 	// TLS and TLSMode: the broker port's TLS (permissive: TLS and plain
@@ -99,9 +100,6 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("STRATAMQ_GRPC_LISTEN=%q: %w", cfg.Addr, err)
 	}
-	if cfg.Advertise == "" {
-		cfg.Advertise = loopbackFor(ln.Addr())
-	}
 	ln = newLimitListener(ln, cfg.MaxConns)
 	if cfg.TLS != nil && cfg.TLSMode != remoting.TLSDisabled {
 		t := cfg.TLS.Clone()
@@ -131,7 +129,7 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 func (s *Server) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.Stop(5 * time.Second) })
 	defer stop()
-	s.log.Info("gRPC (RocketMQ 5 proxy protocol) listening", "addr", s.ln.Addr().String(), "advertise", s.cfg.Advertise)
+	s.log.Info("gRPC (RocketMQ 5 proxy protocol) listening", "addr", s.ln.Addr().String())
 	err := s.grpc.Serve(s.ln)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
@@ -164,17 +162,4 @@ func (s *Server) backend() (Backend, error) {
 		return nil, bad(apiv2.Code_INTERNAL_SERVER_ERROR, "the broker is starting or changing role; retry")
 	}
 	return b, nil
-}
-
-// loopbackFor turns a bound wildcard address into one a local client can
-// dial.
-func loopbackFor(a net.Addr) string {
-	t, ok := a.(*net.TCPAddr)
-	if !ok {
-		return a.String()
-	}
-	if t.IP == nil || t.IP.IsUnspecified() {
-		return fmt.Sprintf("127.0.0.1:%d", t.Port)
-	}
-	return t.String()
 }

@@ -22,6 +22,9 @@ type service struct {
 	// sessions are the clients with a Telemetry stream open, by client id
 	// (rpc_telemetry.go).
 	sessions sessions
+	// pending are the server's telemetry questions waiting for answers
+	// (telemetry_ask.go).
+	pending pendingAnswers
 	// done is closed by shutdown: streams end.
 	done     chan struct{}
 	doneOnce sync.Once

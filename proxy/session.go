@@ -19,6 +19,10 @@ type session struct {
 	mu       sync.Mutex
 	settings *apiv2.Settings // the client's last Settings
 	seen     time.Time
+	// txTopics are topics the client sent transactional messages to that
+	// its settings may not list yet (the clients add a topic on first
+	// use and tell the server at the next settings sync, minutes later).
+	txTopics map[string]bool
 }
 
 // clientType is the type the client's settings declare.
@@ -32,6 +36,9 @@ func (se *session) clientType() apiv2.ClientType {
 func (se *session) publishes(topic string) bool {
 	se.mu.Lock()
 	defer se.mu.Unlock()
+	if se.txTopics[topic] {
+		return true
+	}
 	if se.settings.GetClientType() != apiv2.ClientType_PRODUCER {
 		return false
 	}
@@ -86,6 +93,26 @@ func (ss *sessions) get(clientID string) *session {
 	defer ss.mu.Unlock()
 	return ss.m[clientID]
 }
+
+// noteTxTopic records that the client sent a transactional message to
+// topic: it can be asked about it.
+func (ss *sessions) noteTxTopic(clientID, topic string) {
+	se := ss.get(clientID)
+	if se == nil {
+		return
+	}
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if se.txTopics == nil {
+		se.txTopics = map[string]bool{}
+	}
+	if len(se.txTopics) < maxTxTopics {
+		se.txTopics[topic] = true
+	}
+}
+
+// maxTxTopics bounds the topics noted per session.
+const maxTxTopics = 1024
 
 // touch records a heartbeat of the client.
 func (ss *sessions) touch(clientID string) {

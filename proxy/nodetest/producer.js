@@ -12,6 +12,8 @@
 //   messages: [{ kind: "normal"|"fifo"|"delay"|"tx-commit"|"tx-rollback"|"tx-open",
 //                body (utf8) | bodyB64, tag?, keys?, props?: {k: v}, group?, delayMs? }]
 //   recall?: true                     // recall each delay message right after sending it
+//   hold?: true                       // then print {event: "ready", clientId} and keep the
+//                                     // session open until stdin closes
 // }
 //
 // Prints one JSON object per line: {event: "sent", i, messageId, offset,
@@ -104,6 +106,17 @@ async function main() {
       });
     }
     if (checkEnds < want) out({ event: 'error', message: `only ${checkEnds} of ${want} transaction checks were answered (${checks} asked)` });
+    if (plan.hold) {
+      // Keep the session (Telemetry stream) open until stdin closes, so
+      // the test can send commands to this client.
+      out({ event: 'ready', clientId: producer.clientId });
+      await new Promise(resolve => {
+        process.stdin.on('end', resolve);
+        process.stdin.on('close', resolve);
+        process.stdin.resume();
+        setTimeout(resolve, Math.max(deadline - Date.now(), 0));
+      });
+    }
   } finally {
     await producer.shutdown();
   }
