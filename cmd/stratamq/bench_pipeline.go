@@ -368,28 +368,35 @@ func (pl *pipeline) readLoop(ctx context.Context, e *encoder) {
 			pl.stop()
 			return
 		}
-		resp, err := remoting.DecodeFramePairs(frame)
-		if err != nil {
-			b.fail("transport", err.Error())
-			pl.stop()
-			return
+		// Successful acks are read by ackHead alone; others decode whole,
+		// for their remark.
+		code, opaque, flag, ok := ackHead(frame)
+		remark := ""
+		if !ok || code != int32(remoting.Success) {
+			resp, err := remoting.DecodeFramePairs(frame)
+			if err != nil {
+				b.fail("transport", err.Error())
+				pl.stop()
+				return
+			}
+			code, opaque, flag, remark = resp.Code, resp.Opaque, resp.Flag, resp.Remark
 		}
-		if !resp.IsResponse() {
+		if flag&remoting.FlagResponse == 0 {
 			continue // a server request (none expected from a broker here)
 		}
-		slot := int(resp.Opaque) % o.inflight
+		slot := int(opaque) % o.inflight
 		var at int64
-		if resp.Opaque >= 0 {
+		if opaque >= 0 {
 			at = pl.sent[slot].Swap(0)
 		}
 		if at == 0 {
-			b.fail("transport", fmt.Sprintf("ack with unknown opaque %d", resp.Opaque))
+			b.fail("transport", fmt.Sprintf("ack with unknown opaque %d", opaque))
 			continue
 		}
 		lat := time.Since(p.start) - time.Duration(at)
 		n := pl.msgs[slot].Load()
-		if resp.Code != int32(remoting.Success) {
-			b.fail(remoting.ResponseCode(resp.Code).String(), resp.Remark)
+		if code != int32(remoting.Success) {
+			b.fail(remoting.ResponseCode(code).String(), remark)
 		} else {
 			pl.hist.record(lat)
 			p.okMsgs.Add(int64(n))
