@@ -81,6 +81,7 @@ type Broker struct {
 	sched       *scheduler
 	trans       *transactions // half messages and the check service's progress (transaction.go)
 	recall      recalls       // recalled timer messages (grpc_recall.go)
+	grpcPuts    grpcPutter    // the gRPC endpoint's sends, stored together (grpc_put.go)
 	pop         *popEngine    // POP consumption: in-flight messages and progress (pop.go)
 
 	server    *remoting.Server
