@@ -124,7 +124,10 @@ func (b *Broker) grpcSendOne(ctx context.Context, m *proxy.Message) proxy.SendRe
 	if err := b.writeGate(ctx, msg.Topic, msg.QueueID); err != nil {
 		return proxy.SendResult{Err: grpcRefusal(b.putError(req, err))}
 	}
-	res, err := b.store.Put(ctx, []store.Message{msg})
+	if err := b.store.Validate(&msg); err != nil {
+		return proxy.SendResult{Err: grpcRefusal(b.putError(req, err))}
+	}
+	res, err := b.grpcPut([]store.Message{msg}) // grpc_put.go: stored with the other sends of the moment
 	if err == nil {
 		err = b.ackGate()
 	}

@@ -32,7 +32,7 @@ type envOpts struct {
 	dial    []grpc.DialOption
 }
 
-func startEnv(t *testing.T, o envOpts) *env {
+func startEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	cfg := broker.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20,
 		TransactionCheckInterval: 200 * time.Millisecond, TransactionTimeout: 500 * time.Millisecond}

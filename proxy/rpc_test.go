@@ -1,7 +1,9 @@
 package proxy_test
 
 import (
+	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,5 +128,55 @@ func TestGRPCQueryRouteAnswersClientAccessPoint(t *testing.T) {
 	if len(got.GetAddresses()) != 1 || got.GetAddresses()[0].GetHost() != "mq.example.net" || got.GetAddresses()[0].GetPort() != 8081 ||
 		got.GetScheme() != apiv2.AddressScheme_DOMAIN_NAME {
 		t.Fatalf("route endpoints %v, want the client's access point", got)
+	}
+}
+
+// TestGRPCConcurrentSendsStoredOnce: sends arriving together are stored
+// together (broker/grpc_put.go) and each gets its own queue offset: no
+// offset twice, none skipped.
+func TestGRPCConcurrentSendsStoredOnce(t *testing.T) {
+	e := startEnv(t, envOpts{})
+	const senders, each = 16, 20
+	type got struct {
+		offset int64
+		err    error
+	}
+	results := make(chan got, senders*each)
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				m := textMsg("ConcTopic", fmt.Sprintf("01C%02d%02d", s, i), "b")
+				m.SystemProperties.QueueId = 0
+				resp, err := e.cli.SendMessage(callCtx(t, "c"), &apiv2.SendMessageRequest{Messages: []*apiv2.Message{m}})
+				if err == nil && resp.GetStatus().GetCode() != apiv2.Code_OK {
+					err = fmt.Errorf("%v", resp.GetStatus())
+				}
+				var off int64
+				if err == nil {
+					off = resp.Entries[0].GetOffset()
+				}
+				results <- got{off, err}
+			}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	seen := map[int64]bool{}
+	for r := range results {
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if seen[r.offset] {
+			t.Fatalf("queue offset %d handed out twice", r.offset)
+		}
+		seen[r.offset] = true
+	}
+	for i := range int64(senders * each) {
+		if !seen[i] {
+			t.Fatalf("queue offset %d missing of %d sends", i, senders*each)
+		}
 	}
 }
