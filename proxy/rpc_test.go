@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/stratamq/stratamq/broker"
 	"github.com/stratamq/stratamq/proxy/apiv2"
 )
 
@@ -177,6 +178,34 @@ func TestGRPCConcurrentSendsStoredOnce(t *testing.T) {
 	for i := range int64(senders * each) {
 		if !seen[i] {
 			t.Fatalf("queue offset %d missing of %d sends", i, senders*each)
+		}
+	}
+}
+
+// TestGRPCSendWithSyncFlush: with STRATAMQ_FLUSH=sync a gRPC send is
+// answered after the group commit's fdatasync (store.Put returns then),
+// and concurrent ones share it.
+func TestGRPCSendWithSyncFlush(t *testing.T) {
+	e := startEnv(t, envOpts{cfg: func(c *broker.Config) { c.Flush = "sync" }})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := e.cli.SendMessage(callCtx(t, "c"), &apiv2.SendMessageRequest{Messages: []*apiv2.Message{
+				textMsg("SyncTopic", fmt.Sprintf("01S%d", i), "durable")}})
+			if err == nil && resp.GetStatus().GetCode() != apiv2.Code_OK {
+				err = fmt.Errorf("%v", resp.GetStatus())
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
