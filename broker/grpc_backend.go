@@ -77,25 +77,81 @@ func (b *Broker) Route(ctx context.Context, topic string) (proxy.Route, error) {
 // slave holds it.
 func (b *Broker) Send(ctx context.Context, msgs []proxy.Message) []proxy.SendResult {
 	out := make([]proxy.SendResult, len(msgs))
+	ready := make([]store.Message, 0, len(msgs))
+	at := make([]int, 0, len(msgs)) // ready[k] is msgs[at[k]]
 	for i := range msgs {
-		out[i] = b.grpcSendOne(ctx, &msgs[i])
+		m, err := b.grpcPrepare(ctx, &msgs[i])
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		ready = append(ready, m)
+		at = append(at, i)
+	}
+	if len(ready) == 0 {
+		return out
+	}
+	req := remoting.NewRequest(remoting.SendMessage, nil, nil)
+	res, err := b.grpcPut(ready) // grpc_put.go: stored with the other sends of the moment
+	if err == nil {
+		err = b.ackGate()
+	}
+	var slaveErr error
+	if err == nil {
+		slaveErr = b.slaveAck(ctx, res)
+	}
+	for k, i := range at {
+		m := &ready[k]
+		if err != nil {
+			out[i].Err = grpcRefusal(b.putError(req, err))
+			continue
+		}
+		b.metrics.messagesIn(grpcCountedTopic(m), 1, len(m.Body))
+		r := proxy.SendResult{Topic: m.Topic, QueueID: m.QueueID, QueueOffset: res[k].QueueOffset, PhysOffset: res[k].PhysOffset}
+		if m.Topic == TimerTopic {
+			if v, ok := propValue(m.Properties, PropTimerDeliverMs); ok {
+				r.DeliverMs, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		if slaveErr != nil {
+			code := remoting.SlaveNotAvailable
+			if errors.Is(slaveErr, ha.ErrSlaveTimeout) {
+				code = remoting.FlushSlaveTimeout
+			}
+			r.Err = proxy.Errorf(code, "the message is stored but no slave acknowledged it: %v", slaveErr)
+		}
+		out[i] = r
 	}
 	return out
 }
 
-func (b *Broker) grpcSendOne(ctx context.Context, m *proxy.Message) proxy.SendResult {
+// grpcCountedTopic is the topic a stored message counts under in
+// rocketmq_messages_in_total: its real topic for a timer or delay record
+// (as the remoting send counts it), the half topic for a half.
+func grpcCountedTopic(m *store.Message) string {
+	if m.Topic == TimerTopic || m.Topic == ScheduleTopic {
+		if t, ok := propValue(m.Properties, PropRealTopic); ok {
+			return t
+		}
+	}
+	return m.Topic
+}
+
+// grpcPrepare runs SEND_MESSAGE's checks and routing on one message and
+// returns the record to store, or the refusal.
+func (b *Broker) grpcPrepare(ctx context.Context, m *proxy.Message) (store.Message, error) {
 	req := remoting.NewRequest(remoting.SendMessage, nil, m.Body)
 	h := remoting.SendMessageRequestHeader{Topic: m.Topic, DefaultTopic: DefaultTopic, QueueID: m.QueueID,
 		SysFlag: m.SysFlag, BornTimestamp: m.BornTimestamp, Flag: m.Flag, Properties: m.Properties}
 	tc, resp := b.prepareSend(req, &h)
 	if resp != nil {
-		return proxy.SendResult{Err: grpcRefusal(resp)}
+		return store.Message{}, grpcRefusal(resp)
 	}
 	if len(m.Body) == 0 {
-		return proxy.SendResult{Err: proxy.Errorf(remoting.MessageIllegal, "the message body is empty")}
+		return store.Message{}, proxy.Errorf(remoting.MessageIllegal, "the message body is empty")
 	}
 	if len(m.Body) > int(b.cfg.MaxMessageSize) {
-		return proxy.SendResult{Err: proxy.Errorf(remoting.MessageIllegal, "the message body size %d exceeds the limit %d bytes (STRATAMQ_MAX_MESSAGE_SIZE)", len(m.Body), b.cfg.MaxMessageSize)}
+		return store.Message{}, proxy.Errorf(remoting.MessageIllegal, "the message body size %d exceeds the limit %d bytes (STRATAMQ_MAX_MESSAGE_SIZE)", len(m.Body), b.cfg.MaxMessageSize)
 	}
 	props := h.Properties
 	if uniq, ok := propValue(props, PropUniqKey); !ok || uniq == "" {
@@ -105,7 +161,7 @@ func (b *Broker) grpcSendOne(ctx context.Context, m *proxy.Message) proxy.SendRe
 	if strings.HasPrefix(topic, RetryGroupTopicPrefix) {
 		var r *remoting.Command
 		if topic, queueID, r = b.retryOrDLQ(req, topic, queueID, 0, 0); r != nil {
-			return proxy.SendResult{Err: grpcRefusal(r)}
+			return store.Message{}, grpcRefusal(r)
 		}
 	}
 	sysFlag := h.SysFlag
@@ -119,36 +175,15 @@ func (b *Broker) grpcSendOne(ctx context.Context, m *proxy.Message) proxy.SendRe
 		TagsCode: tagsCode(tags),
 	}
 	if r := b.scheduleSend(ctx, req, &msg); r != nil {
-		return proxy.SendResult{Err: grpcRefusal(r)}
+		return store.Message{}, grpcRefusal(r)
 	}
 	if err := b.writeGate(ctx, msg.Topic, msg.QueueID); err != nil {
-		return proxy.SendResult{Err: grpcRefusal(b.putError(req, err))}
+		return store.Message{}, grpcRefusal(b.putError(req, err))
 	}
 	if err := b.store.Validate(&msg); err != nil {
-		return proxy.SendResult{Err: grpcRefusal(b.putError(req, err))}
+		return store.Message{}, grpcRefusal(b.putError(req, err))
 	}
-	res, err := b.grpcPut([]store.Message{msg}) // grpc_put.go: stored with the other sends of the moment
-	if err == nil {
-		err = b.ackGate()
-	}
-	if err != nil {
-		return proxy.SendResult{Err: grpcRefusal(b.putError(req, err))}
-	}
-	b.metrics.messagesIn(topic, 1, len(m.Body))
-	r := proxy.SendResult{Topic: msg.Topic, QueueID: msg.QueueID, QueueOffset: res[0].QueueOffset, PhysOffset: res[0].PhysOffset}
-	if msg.Topic == TimerTopic {
-		if v, ok := propValue(msg.Properties, PropTimerDeliverMs); ok {
-			r.DeliverMs, _ = strconv.ParseInt(v, 10, 64)
-		}
-	}
-	if err := b.slaveAck(ctx, res); err != nil {
-		code := remoting.SlaveNotAvailable
-		if errors.Is(err, ha.ErrSlaveTimeout) {
-			code = remoting.FlushSlaveTimeout
-		}
-		r.Err = proxy.Errorf(code, "the message is stored but no slave acknowledged it: %v", err)
-	}
-	return r
+	return msg, nil
 }
 
 // EndTransaction implements proxy.Backend as END_TRANSACTION does

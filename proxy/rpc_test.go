@@ -209,3 +209,24 @@ func TestGRPCSendWithSyncFlush(t *testing.T) {
 		}
 	}
 }
+
+// TestGRPCSendBatchOneRequest: several messages of one request (the Java
+// client's batch send) are stored together, one entry each, in order.
+func TestGRPCSendBatchOneRequest(t *testing.T) {
+	e := startEnv(t, envOpts{})
+	var msgs []*apiv2.Message
+	for i := range 5 {
+		m := textMsg("BatchTopic", fmt.Sprintf("01BATCH%d", i), fmt.Sprintf("body-%d", i))
+		m.SystemProperties.QueueId = 1
+		msgs = append(msgs, m)
+	}
+	resp, err := e.cli.SendMessage(callCtx(t, "c"), &apiv2.SendMessageRequest{Messages: msgs})
+	if err != nil || resp.GetStatus().GetCode() != apiv2.Code_OK || len(resp.Entries) != len(msgs) {
+		t.Fatalf("%v %v", resp, err)
+	}
+	for i, en := range resp.Entries {
+		if en.GetMessageId() != msgs[i].SystemProperties.MessageId || en.GetOffset() != int64(i) || en.GetStatus().GetCode() != apiv2.Code_OK {
+			t.Fatalf("entry %d: %v", i, en)
+		}
+	}
+}
