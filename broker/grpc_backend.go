@@ -107,7 +107,8 @@ func (b *Broker) Send(ctx context.Context, msgs []proxy.Message) []proxy.SendRes
 			continue
 		}
 		b.metrics.messagesIn(grpcCountedTopic(m), 1, len(m.Body))
-		r := proxy.SendResult{Topic: m.Topic, QueueID: m.QueueID, QueueOffset: res[k].QueueOffset, PhysOffset: res[k].PhysOffset}
+		r := proxy.SendResult{Topic: m.Topic, QueueID: m.QueueID, QueueOffset: res[k].QueueOffset, PhysOffset: res[k].PhysOffset,
+			MsgID: propOr(m.Properties, PropUniqKey)}
 		if m.Topic == TimerTopic {
 			if v, ok := propValue(m.Properties, PropTimerDeliverMs); ok {
 				r.DeliverMs, _ = strconv.ParseInt(v, 10, 64)

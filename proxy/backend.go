@@ -64,6 +64,7 @@ type Message struct {
 // SendResult is where one message was stored, or why not (Err).
 type SendResult struct {
 	Err         error
+	MsgID       string // the message's UNIQ_KEY (the broker makes one when the client sent none)
 	Topic       string // where the record went (the half or timer topic for those)
 	QueueID     int32
 	QueueOffset int64

@@ -51,14 +51,38 @@
 //
 // A transactional send's transaction_id and a timer send's recall_handle
 // are opaque to clients; ours encode the half's commitlog and queue
-// offsets (transaction) and the timer record's topic, queue offset and
-// UNIQ_KEY (recall), see convert_ids.go.
+// offsets (transaction) and the timer record's place and UNIQ_KEY
+// (recall), see convert_ids.go.
 //
-// # Sessions
+// # Sessions and Telemetry
 //
 // A client is known by its x-mq-client-id header. Its Telemetry stream is
-// owned by one goroutine (the RPC's) which alone writes to the stream; the
-// check service hands it commands through a bounded channel. A client's
-// settings answer sets publishing.max_body_size to the broker's limit and
-// echoes the backoff policy, as the clients wait for it before starting.
+// owned by one goroutine (the RPC's), which alone writes to the stream; a
+// reader goroutine only hands received commands over, and the broker's
+// check service and Server.ThreadStack/VerifyMessage hand it commands
+// through a bounded queue (64; full: the command is dropped and asked
+// again later). Answers are matched by nonce (telemetry_ask.go). A
+// client's settings answer echoes its own, with publishing.max_body_size
+// the broker's limit and a backoff policy, as the clients wait for it
+// before they start. A transaction check (broker/transaction_check.go) goes
+// to a remoting producer of the half's group first, else to a gRPC
+// producer whose settings (or transactional sends) name the topic.
+//
+// # Bounds
+//
+// Per request MaxRecvMsgSize (the broker's message size + 1 MiB):
+// RESOURCE_EXHAUSTED naming it; per connection MaxConcurrentStreams
+// (1024); connections MaxConns (4096; past it Accept waits, so a flood
+// costs no goroutine); keepalive pings no more often than every 10 s
+// (GOAWAY ENHANCE_YOUR_CALM); at most 1024 messages per SendMessage.
+// Malformed protobuf is INTERNAL from grpc-go's decoder, that call only.
+//
+// # Sends
+//
+// SendMessage converts each message (toStore: refusals carry the v2 code
+// the clients map to exceptions), checks PUB on the topic, and hands the
+// batch to Backend.Send, which runs SEND_MESSAGE's checks per message and
+// stores the batch with the other gRPC sends of the moment in one
+// store.Put (broker/grpc_put.go). A recall stores a marker record the
+// scheduler reads before it moves a timer record on (broker/grpc_recall.go).
 package proxy

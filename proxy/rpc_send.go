@@ -54,6 +54,9 @@ func (svc *service) SendMessage(ctx context.Context, req *apiv2.SendMessageReque
 	stored, bytes := 0, 0
 	for i, r := range res {
 		e := &apiv2.SendResultEntry{Status: statusOf(r.Err), MessageId: msgs[i].GetSystemProperties().GetMessageId(), Offset: r.QueueOffset}
+		if r.MsgID != "" {
+			e.MessageId = r.MsgID
+		}
 		if r.Err != nil && resp.Status.Code == apiv2.Code_OK {
 			resp.Status = e.Status
 		}

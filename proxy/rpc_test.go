@@ -230,3 +230,14 @@ func TestGRPCSendBatchOneRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestGRPCSendWithoutMessageIDGetsOne: a message sent without an id gets
+// the UNIQ_KEY the broker made, in its entry.
+func TestGRPCSendWithoutMessageIDGetsOne(t *testing.T) {
+	e := startEnv(t, envOpts{})
+	m := textMsg("NoIDTopic", "", "b")
+	resp, err := e.cli.SendMessage(callCtx(t, "c"), &apiv2.SendMessageRequest{Messages: []*apiv2.Message{m}})
+	if err != nil || resp.GetStatus().GetCode() != apiv2.Code_OK || len(resp.Entries[0].GetMessageId()) != 32 {
+		t.Fatalf("%v %v, want a 32-hex-digit id made by the broker", resp, err)
+	}
+}
