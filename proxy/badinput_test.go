@@ -39,7 +39,7 @@ func TestGRPCMalformedProtobufRefused(t *testing.T) {
 	for _, junk := range [][]byte{{0xff, 0xff, 0xff, 0xff}, {0x0a, 0x7f, 0x01}, {0x0a, 0x05, 0x0a, 0x03, 0x0a, 0x80, 0x80}} {
 		var out []byte
 		err := e.conn.Invoke(callCtx(t, "c1"), "/apache.rocketmq.v2.MessagingService/SendMessage", &junk, &out,
-			grpc.ForceCodecV2(nil), grpc.ForceCodec(rawCodec{}))
+			grpc.ForceCodec(rawCodec{}))
 		if status.Code(err) != codes.Internal || !strings.Contains(status.Convert(err).Message(), "unmarshal") {
 			t.Fatalf("malformed %x: %v, want Internal naming the unmarshalling", junk, err)
 		}
