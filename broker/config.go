@@ -43,6 +43,7 @@ type Config struct {
 	CacheSize          bytesize.Size `env:"CACHE_SIZE" envDefault:"256MiB" help:"cold-read cache of decompressed frames, bytes"`
 	TierLayout         string        `env:"TIER_LAYOUT" envDefault:"queue" help:"queue | log: how a segment's records are ordered in its bucket object; queue stores each queue's records together, so replaying one queue reads only its bytes"`
 	SegmentMaxAge      time.Duration `env:"SEGMENT_MAX_AGE" envDefault:"10m" help:"seal (and upload) the active segment after this long"`
+	TierCommitDelay    time.Duration `env:"TIER_COMMIT_DELAY" envDefault:"30s" help:"longest an uploaded segment waits to be listed in the bucket's manifest with the next ones (one manifest PUT for several segments); it waits only while another segment is uploading or due to seal within it, and stays on local disk until listed"`
 	Retention          time.Duration `env:"RETENTION" help:"delete bucket objects uploaded longer ago than this (0 = keep forever)"`
 	LeaseTTL           time.Duration `env:"LEASE_TTL" help:"lifetime of the bucket lease (default 3 × checkpoint interval, at least 30s); a crashed broker's replacement waits this long"`
 	CheckpointInterval time.Duration `env:"CHECKPOINT_INTERVAL" envDefault:"10s" help:"how often offsets, topics, groups and the log's high-water mark are checkpointed to the bucket (and the lease renewed)"`
@@ -177,6 +178,9 @@ func (c Config) withDefaults() Config {
 	if c.SegmentMaxAge == 0 {
 		c.SegmentMaxAge = 10 * time.Minute
 	}
+	if c.TierCommitDelay == 0 {
+		c.TierCommitDelay = 30 * time.Second
+	}
 	if c.MaxReadMemory == 0 {
 		c.MaxReadMemory = remoting.DefaultMaxReadMemory
 	}
@@ -253,6 +257,9 @@ func (c Config) Validate() error {
 	}
 	if c.LocalRetention < 0 {
 		return fmt.Errorf("STRATAMQ_LOCAL_RETENTION=%s: want >= 0", c.LocalRetention)
+	}
+	if c.TierCommitDelay < 0 {
+		return fmt.Errorf("STRATAMQ_TIER_COMMIT_DELAY=%s: want >= 0", c.TierCommitDelay)
 	}
 	if c.Retention < 0 || c.SegmentMaxAge < 0 {
 		return fmt.Errorf("STRATAMQ_RETENTION and STRATAMQ_SEGMENT_MAX_AGE must not be negative")

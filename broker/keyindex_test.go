@@ -202,9 +202,17 @@ func TestBrokerQueryMessageStraddles(t *testing.T) {
 	b, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
 	const n = 600
 	ts := produceKeyed(t, b, cl, "Keyed", n)
-	waitCond(t, 30*time.Second, "old segments dropped", func() bool {
+	// Every sealed segment listed and local retention applied: the
+	// boundary no longer moves while the queries run (uploads finishing
+	// together are listed together, a moment after the first drop).
+	waitCond(t, 30*time.Second, "old segments dropped, the rest uploaded", func() bool {
 		b.tier.uploader.Flush()
-		return b.store.LocalMinPhysOffset() > 0
+		p, _ := b.tier.Sealed(context.Background())
+		var local int64
+		for _, s := range b.store.SealedSegments() {
+			local += s.Length
+		}
+		return b.store.LocalMinPhysOffset() > 0 && len(p) == 0 && local <= int64(cfg.LocalRetention)
 	})
 	if straddle := checkKeyQueries(t, b, cl, "Keyed", n, ts); straddle == 0 {
 		t.Fatalf("no key group straddles the boundary at %d", b.store.LocalMinPhysOffset())

@@ -63,8 +63,14 @@ type tiering struct {
 	retMu    sync.Mutex       // serializes local-retention passes (uploader and ticker)
 	coldMu   sync.Mutex       // serializes telling the cold reader the manifest's objects
 	idxSem   chan struct{}    // one queue index blob built and held at a time
+	growMu   sync.Mutex       // guards grow
+	grow     growth           // moreSoon's last look at the active segment
 
 	latest atomic.Pointer[upload.Manifest] // readOnly: the master's manifest last reloaded (slave_follow.go)
+
+	// ownIndexObjects: indexes are uploaded as objects of their own, with
+	// their segment (indexObjectsForTest), not inside it.
+	ownIndexObjects bool
 
 	// testHooks are set only by tests.
 	testHooks struct {
@@ -84,6 +90,12 @@ type tiering struct {
 
 	blocks segmentBlocks // per-topic retention: what keeps each bucket segment (retention.go)
 }
+
+// indexObjectsForTest, set only by tests, makes brokers created while it
+// is set upload a segment's queue and key index as objects of their own
+// (commitlog/<base>.idx, .kix), as brokers did before sections: a bucket
+// in the old format, for the tests that read one.
+var indexObjectsForTest atomic.Bool
 
 // spoolDir holds the uploader's temporary files; it is emptied at start.
 func spoolDir(dataDir string) string { return filepath.Join(dataDir, "spool") }
@@ -137,16 +149,22 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer, m *upl
 			return nil, fmt.Errorf("create spool dir: %w", err)
 		}
 	}
-	// ManifestDelay batches manifest rewrites: at high ingest several
-	// segments share one PUT, which keeps requests per GiB low. Fence
+	// ManifestDelay (STRATAMQ_TIER_COMMIT_DELAY) batches manifest
+	// deltas: an upload waits for the next ones while another runs or
+	// moreSoon expects the active segment to seal in time, so at a steady
+	// write rate several segments share one PUT. Fence
 	// stops every bucket write of a broker that lost the prefix. A
 	// segment's queue and key index are sections of its object (one PUT);
 	// the pairing applies only to indexes of segments whose object was
 	// uploaded before sections, on their own.
 	t.spool = spool
+	sections := []upload.Kind{upload.KindQueueIndex, upload.KindKeyIndex}
+	if t.ownIndexObjects = indexObjectsForTest.Load(); t.ownIndexObjects {
+		sections = nil
+	}
 	t.uploader, err = upload.New(upload.Config{Bucket: bucket, Source: t, Logger: b.log,
-		ManifestDelay: 5 * time.Second, SpoolDir: spool, Fence: b.fence, PairQueueIndex: true, PairKeyIndex: true,
-		Sections: []upload.Kind{upload.KindQueueIndex, upload.KindKeyIndex}})
+		ManifestDelay: b.cfg.TierCommitDelay, MoreSoon: t.moreSoon, SpoolDir: spool, Fence: b.fence, PairQueueIndex: true, PairKeyIndex: true,
+		Sections: sections})
 	if err != nil {
 		t.cold.Close()
 		return nil, err
@@ -181,7 +199,9 @@ func (t *tiering) Sealed(ctx context.Context) ([]upload.Segment, error) {
 	for _, s := range segs {
 		if _, ok := t.mu.uploaded[s.Base]; !ok {
 			out = append(out, upload.Segment{Kind: upload.KindCommitLog, Name: s.Path, Base: s.Base, Length: s.Length, SealedAt: s.Created})
-			continue
+			if !t.ownIndexObjects {
+				continue
+			}
 		}
 		if !t.mu.uploadedIdx[s.Base] {
 			// Built when opened: its length is not known yet.
@@ -482,6 +502,47 @@ func (t *tiering) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// moreSoon implements upload.Config.MoreSoon: whether the active segment
+// is expected to seal within d, by age (SegmentMaxAge) or by size at the
+// rate it grew since the last call (since it was created, on the first
+// call for it). A producer that stops makes the rate 0, so finished
+// uploads are listed at the next ask, not after the whole delay.
+func (t *tiering) moreSoon(d time.Duration) bool {
+	var act *store.SegmentInfo
+	for _, s := range t.b.store.LocalSegments() {
+		if !s.Sealed {
+			act = &s
+		}
+	}
+	if act == nil || act.Created.IsZero() {
+		return false
+	}
+	now := time.Now()
+	if act.Length > 0 && now.Add(d).Sub(act.Created) >= t.b.cfg.SegmentMaxAge {
+		return true
+	}
+	t.growMu.Lock()
+	prev := t.grow
+	t.grow = growth{base: act.Base, length: act.Length, at: now}
+	t.growMu.Unlock()
+	var rate float64 // bytes a second
+	if el := now.Sub(prev.at); prev.base == act.Base && !prev.at.IsZero() && el > 0 {
+		rate = float64(act.Length-prev.length) / el.Seconds()
+	} else if el := now.Sub(act.Created); el > 0 {
+		rate = float64(act.Length) / el.Seconds()
+	}
+	if rate <= 0 {
+		return false
+	}
+	return float64(int64(t.b.cfg.SegmentSize)-act.Length)/rate <= d.Seconds()
+}
+
+// growth is the active segment's length when moreSoon last looked.
+type growth struct {
+	base, length int64
+	at           time.Time
 }
 
 // sealIfOld seals a non-empty active segment older than SegmentMaxAge.

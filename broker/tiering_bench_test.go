@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +22,8 @@ import (
 type countingBucket struct {
 	tier.Bucket
 	puts, logPuts atomic.Int64
+	mu            sync.Mutex
+	byKey         map[string]int // PUTs of each key
 }
 
 func (c *countingBucket) count(key string) {
@@ -28,6 +31,12 @@ func (c *countingBucket) count(key string) {
 	if strings.Contains(key, "/commitlog/") || strings.Contains(key, "/meta/manifest") {
 		c.logPuts.Add(1)
 	}
+	c.mu.Lock()
+	if c.byKey == nil {
+		c.byKey = map[string]int{}
+	}
+	c.byKey[key]++
+	c.mu.Unlock()
 }
 
 func (c *countingBucket) Put(ctx context.Context, key string, r io.Reader, size int64) error {

@@ -822,6 +822,7 @@ func (s *Store) QueryByKey(ctx context.Context, q KeyQuery) (KeyQueryResult, err
 	k.mu.Unlock()
 	slices.SortFunc(local, func(a, b *kixSeg) int { return cmp.Compare(b.base, a.base) })
 	lowest := s.LocalMinPhysOffset()
+	var dropped []int64 // local segments dropped while this ran: read cold below
 	for _, ks := range local {
 		if full || rerr != nil {
 			break
@@ -857,6 +858,7 @@ func (s *Store) QueryByKey(ctx context.Context, q KeyQuery) (KeyQueryResult, err
 			hdr = ks.hdr
 			k.mu.Unlock()
 			if hdr == nil {
+				dropped = append(dropped, ks.base)
 				continue // dropped meanwhile: its range is read cold below
 			}
 		}
@@ -865,7 +867,8 @@ func (s *Store) QueryByKey(ctx context.Context, q KeyQuery) (KeyQueryResult, err
 		}
 		f, err := s.fs.OpenFile(k.path(ks.base), os.O_RDONLY, 0)
 		if errors.Is(err, os.ErrNotExist) {
-			continue // dropped meanwhile
+			dropped = append(dropped, ks.base)
+			continue // dropped meanwhile: read cold below
 		}
 		if err != nil {
 			return res, fmt.Errorf("store: open key index %d: %w", ks.base, err)
@@ -889,7 +892,7 @@ func (s *Store) QueryByKey(ctx context.Context, q KeyQuery) (KeyQueryResult, err
 				break
 			}
 			base := ref.Base
-			if base >= lowest || ref.StoredBy > 0 && ref.StoredBy < q.Begin {
+			if base >= lowest && !slices.Contains(dropped, base) || ref.StoredBy > 0 && ref.StoredBy < q.Begin {
 				continue
 			}
 			readAt := func(ctx context.Context, p []byte, off int64) error { return c.ReadKeyIndex(ctx, base, p, off) }
