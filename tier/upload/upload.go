@@ -57,7 +57,7 @@ type Config struct {
 	// MoreSoon, if set, tells the committer whether another segment is
 	// expected to be sealed within the given duration (the rest of the
 	// ManifestDelay window, less the time the last upload took): asked
-	// when an upload finishes and again every ManifestDelay/8 (at most 1
+	// when an upload finishes and again every ManifestDelay/8 (1 ms to 1
 	// s) while it holds some, with no other upload running. Nil: hold for
 	// the whole ManifestDelay.
 	MoreSoon func(within time.Duration) bool
@@ -695,7 +695,7 @@ func (u *Uploader) committer(ctx context.Context) {
 		if d := u.cfg.ManifestDelay; d > 0 {
 			deadline := time.Now().Add(d)
 			t := time.NewTimer(d)
-			tick := time.NewTicker(min(d/8, time.Second))
+			tick := time.NewTicker(max(min(d/8, time.Second), time.Millisecond))
 		gather:
 			for u.worthHolding(batch, len(held), deadline) {
 				select {
