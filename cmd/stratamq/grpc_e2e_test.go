@@ -311,7 +311,7 @@ func TestGRPCNodeRecallCancelsDelayedMessage(t *testing.T) {
 	topic := uniqueName(t, "R")
 	s.createTopic(topic, 2)
 	evs := runNode(t, "producer.js", map[string]any{"endpoints": addr, "topic": topic, "timeoutMs": 20000, "recall": true,
-		"messages": []map[string]any{{"kind": "delay", "body": "recalled", "delayMs": 4000}}}, 60*time.Second)
+		"messages": []map[string]any{{"kind": "delay", "body": "recalled", "delayMs": 8000}}}, 60*time.Second)
 	var recalled nodeEvent
 	for _, ev := range evs {
 		switch ev.Event {
