@@ -2,6 +2,8 @@
 // StrataMQ gRPC endpoint, for the Go tests (cmd/stratamq/grpc_e2e_test.go).
 //
 // Usage: node producer.js '<plan JSON>'
+//        node producer.js '"<path of a file holding the plan JSON>"'
+//        (a plan too large for one argument: Linux caps one at 128 KiB)
 //
 // plan: {
 //   endpoints: "127.0.0.1:8081", topic: "T",
@@ -25,7 +27,10 @@
 const { Producer } = require('rocketmq-client-nodejs');
 const { TransactionResolution } = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb');
 
-const plan = JSON.parse(process.argv[2]);
+const fs = require('node:fs');
+
+const arg = JSON.parse(process.argv[2]);
+const plan = typeof arg === 'string' ? JSON.parse(fs.readFileSync(arg, 'utf8')) : arg;
 const out = obj => process.stdout.write(JSON.stringify(obj) + '\n');
 const logger = {
   info() {}, debug() {}, warn(...a) { process.stderr.write('WARN ' + a.map(String).join(' ') + '\n'); },
