@@ -15,6 +15,7 @@ import (
 
 	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/broker"
+	"github.com/stratamq/stratamq/proxy"
 	"github.com/stratamq/stratamq/proxy/apiv2"
 )
 
@@ -35,7 +36,12 @@ accounts:
 // x-mq-date-time).
 func signed(t *testing.T, ak, sk string) context.Context {
 	t.Helper()
-	date := time.Now().UTC().Format("20060102T150405Z")
+	return signedDate(t, ak, sk, time.Now().UTC().Format("20060102T150405Z"))
+}
+
+// signedDate is signed with x-mq-date-time date.
+func signedDate(t *testing.T, ak, sk, date string) context.Context {
+	t.Helper()
 	mac := hmac.New(sha1.New, []byte(sk))
 	mac.Write([]byte(date))
 	auth := "MQv2-HMAC-SHA1 Credential=" + ak + ", SignedHeaders=x-mq-date-time, Signature=" + strings.ToUpper(hex.EncodeToString(mac.Sum(nil)))
@@ -104,5 +110,48 @@ func TestGRPCACL(t *testing.T) {
 		Topic: res("OtherTopic"), MessageId: "01TXACL", TransactionId: txID, Resolution: apiv2.TransactionResolution_COMMIT})
 	if err != nil || end.GetStatus().GetCode() != apiv2.Code_OK {
 		t.Errorf("EndTransaction by the admin: %v %v", end.GetStatus(), err)
+	}
+}
+
+// TestGRPCACLDateTimeSkew: a correctly signed x-mq-date-time more than
+// proxy.MaxClockSkew (15 minutes) from the broker's clock is UNAUTHORIZED,
+// naming the skew (a replayed request); one within it is accepted; a date
+// not of the clients' format is UNAUTHORIZED naming it.
+func TestGRPCACLDateTimeSkew(t *testing.T) {
+	rules, err := acl.Parse([]byte(testACL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := acl.NewStatic(rules, acl.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	e := startEnv(t, envOpts{cfg: func(c *broker.Config) { c.ACL = x }})
+	at := func(d time.Duration) string { return time.Now().Add(d).UTC().Format("20060102T150405Z") }
+	for _, c := range []struct {
+		name, date string
+		code       apiv2.Code
+		says       string
+	}{
+		{"an hour old", at(-time.Hour), apiv2.Code_UNAUTHORIZED, "is 1h0m"},
+		{"16 minutes old", at(-16 * time.Minute), apiv2.Code_UNAUTHORIZED, "behind the broker's clock"},
+		{"16 minutes ahead", at(16 * time.Minute), apiv2.Code_UNAUTHORIZED, "ahead of the broker's clock"},
+		{"14 minutes old", at(-14 * time.Minute), apiv2.Code_OK, ""},
+		{"14 minutes ahead", at(14 * time.Minute), apiv2.Code_OK, ""},
+		{"not the clients' format", time.Now().UTC().Format(time.RFC3339), apiv2.Code_UNAUTHORIZED, "is not of the form"},
+	} {
+		ctx := signedDate(t, "grpc-producer", "PRODUCER-secret-2", c.date)
+		resp, err := e.cli.SendMessage(ctx, &apiv2.SendMessageRequest{Messages: []*apiv2.Message{textMsg("AclTopic", "01SKEW", "b")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := resp.GetStatus(); st.GetCode() != c.code || !strings.Contains(st.GetMessage(), c.says) {
+			t.Errorf("%s (%s): %v, want %v saying %q", c.name, c.date, st, c.code, c.says)
+		}
+		// The identity-only RPCs are checked alike.
+		route, err := e.cli.QueryRoute(ctx, &apiv2.QueryRouteRequest{Topic: res("AclTopic")})
+		if err != nil || route.GetStatus().GetCode() != c.code {
+			t.Errorf("%s: QueryRoute %v %v, want %v", c.name, route.GetStatus(), err, c.code)
+		}
+	}
+	if proxy.MaxClockSkew != 15*time.Minute {
+		t.Errorf("MaxClockSkew %s, want S3's 15m", proxy.MaxClockSkew)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -27,7 +28,35 @@ const (
 	hdrClientVersion = "x-mq-client-version"
 
 	authAlgorithm = "MQv2-HMAC-SHA1"
+
+	// dateTimeLayout is x-mq-date-time's format (yyyyMMdd'T'HHmmss'Z', UTC).
+	dateTimeLayout = "20060102T150405Z"
 )
+
+// MaxClockSkew is how far a signed request's x-mq-date-time may be from
+// the broker's clock, either way: the signature covers only that header,
+// so a captured request could be replayed for as long as its date is
+// accepted. As S3 allows for SigV4 (15 minutes).
+const MaxClockSkew = 15 * time.Minute
+
+// checkDateTime is nil when date is an x-mq-date-time within MaxClockSkew
+// of now, else why not.
+func checkDateTime(date string, now time.Time) error {
+	t, err := time.Parse(dateTimeLayout, date)
+	if err != nil {
+		return bad(apiv2.Code_UNAUTHORIZED, "ACL: x-mq-date-time %q is not of the form yyyyMMdd'T'HHmmss'Z' (UTC)", date)
+	}
+	skew := now.Sub(t).Truncate(time.Second)
+	switch {
+	case skew > MaxClockSkew:
+		return bad(apiv2.Code_UNAUTHORIZED, "ACL: x-mq-date-time %s is %s behind the broker's clock (%s), more than the %s allowed: a replayed request, or the client's clock is wrong",
+			date, skew, now.UTC().Format(dateTimeLayout), MaxClockSkew)
+	case skew < -MaxClockSkew:
+		return bad(apiv2.Code_UNAUTHORIZED, "ACL: x-mq-date-time %s is %s ahead of the broker's clock (%s), more than the %s allowed: the client's clock is wrong",
+			date, -skew, now.UTC().Format(dateTimeLayout), MaxClockSkew)
+	}
+	return nil
+}
 
 // header is the first value of a metadata key ("" when absent).
 func header(ctx context.Context, key string) string {
@@ -101,8 +130,9 @@ func parseAuthorization(v string) (authorization, bool) {
 // request code with ext would be checked: the same accounts, white lists
 // and per-topic and per-group permissions (acl.Rules.Verify). The 5.x
 // clients sign x-mq-date-time (HMAC-SHA1, hex) instead of the request, so
-// that signature is checked here; a request it passes is then checked as
-// if signed by the account. nil: allowed (always, without an ACL).
+// that signature is checked here, and the date must be within
+// MaxClockSkew of the broker's clock (no replay of an old request); a
+// request it passes is then checked as if signed by the account. nil: allowed (always, without an ACL).
 func (s *Server) authorize(ctx context.Context, b Backend, code remoting.RequestCode, ext map[string]string) error {
 	x := b.ACL()
 	if x == nil {
@@ -137,6 +167,14 @@ func (s *Server) authorize(ctx context.Context, b Backend, code remoting.Request
 					return nil // the account's white list lets the peer in unsigned
 				}
 				return bad(apiv2.Code_UNAUTHORIZED, "ACL: signature check failed for accessKey %q (wrong secretKey, or x-mq-date-time was changed)", a.accessKey)
+			}
+			// A valid signature of a date too far from now: refused as a
+			// wrong signature is (a replay).
+			if err := checkDateTime(date, time.Now()); err != nil {
+				if d := rules.Verify(peer, withKey(req, a.accessKey), true); d == nil {
+					return nil
+				}
+				return err
 			}
 			creds.Sign(req)
 		}
