@@ -226,17 +226,16 @@ func (s *Slave) session(ctx context.Context) (progressed bool, err error) {
 	s.mu.Unlock()
 	s.log.Info("ha: following the master", "master", addr, "masterAddr", r.advertise, "offset", pos, "masterMax", r.masterMax, "epoch", r.epoch)
 
-	var acked atomic.Int64
-	acked.Store(pos)
-	kick := make(chan struct{}, 1)
+	rep := &reporter{s: s, c: c}
+	rep.acked.Store(pos)
 	repDone := make(chan error, 1)
 	repCtx, repStop := context.WithCancel(ctx)
 	go func() {
-		err := s.report(repCtx, c, &acked, kick)
+		err := s.report(repCtx, rep)
 		c.Close() // stops the reader
 		repDone <- err
 	}()
-	err = s.receive(c, pos, &acked, kick)
+	err = s.receive(c, pos, rep)
 	repStop()
 	c.Close()
 	rerr := <-repDone
@@ -261,33 +260,54 @@ func (s *Slave) checkEpoch(e int64) error {
 	return nil
 }
 
-// report sends the applied end after each batch (kick) and every
-// ReportInterval.
-func (s *Slave) report(ctx context.Context, c net.Conn, acked *atomic.Int64, kick <-chan struct{}) error {
+// reporter sends the slave's applied end to the master: the receiver
+// after each transfer it appended (at once, on its own goroutine: no
+// wakeup of another between the append and the report, which a
+// sync_master's send waits for), and the report loop every
+// ReportInterval. mu keeps the reports in order: a report never goes out
+// below one sent before it (the master refuses a report that goes back).
+type reporter struct {
+	s     *Slave
+	c     net.Conn
+	acked atomic.Int64 // the applied end
+	mu    sync.Mutex
+}
+
+func (r *reporter) send() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	off := r.acked.Load()
+	var b [reportLen]byte
+	binary.BigEndian.PutUint64(b[:], uint64(off))
+	r.c.SetWriteDeadline(time.Now().Add(r.s.opts.IdleTimeout))
+	if _, err := r.c.Write(b[:]); err != nil {
+		return fmt.Errorf("sending a report: %w", err)
+	}
+	r.s.mu.Lock()
+	r.s.st.Acked = off
+	r.s.mu.Unlock()
+	return nil
+}
+
+// report sends the applied end every ReportInterval (the receiver reports
+// each transfer itself).
+func (s *Slave) report(ctx context.Context, rep *reporter) error {
 	t := time.NewTicker(s.opts.ReportInterval)
 	defer t.Stop()
-	var b [reportLen]byte
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-kick:
 		case <-t.C:
 		}
-		off := acked.Load()
-		binary.BigEndian.PutUint64(b[:], uint64(off))
-		c.SetWriteDeadline(time.Now().Add(s.opts.IdleTimeout))
-		if _, err := c.Write(b[:]); err != nil {
-			return fmt.Errorf("sending a report: %w", err)
+		if err := rep.send(); err != nil {
+			return err
 		}
-		s.mu.Lock()
-		s.st.Acked = off
-		s.mu.Unlock()
 	}
 }
 
 // receive reads transfers and appends them.
-func (s *Slave) receive(c net.Conn, pos int64, acked *atomic.Int64, kick chan<- struct{}) error {
+func (s *Slave) receive(c net.Conn, pos int64, rep *reporter) error {
 	var hb [headerLen]byte
 	var body []byte
 	for {
@@ -320,10 +340,9 @@ func (s *Slave) receive(c net.Conn, pos int64, acked *atomic.Int64, kick chan<- 
 				return fmt.Errorf("appending %d bytes at %d: %w", h.size, h.phyOffset, err)
 			}
 			pos += int64(h.size)
-			acked.Store(pos)
-			select {
-			case kick <- struct{}{}:
-			default:
+			rep.acked.Store(pos)
+			if err := rep.send(); err != nil {
+				return err
 			}
 		}
 		s.mu.Lock()
