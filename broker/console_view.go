@@ -47,6 +47,7 @@ type ConsoleStatus struct {
 	MaxPhysOffset   int64
 	FlushedTo       int64
 	Bucket          bool
+	GRPC            GRPCTraffic // the RocketMQ 5 gRPC endpoint's calls and messages in (its metrics' sums)
 }
 
 // ConsoleStatus reads the broker's status now.
@@ -54,7 +55,7 @@ func (b *Broker) ConsoleStatus() ConsoleStatus {
 	return ConsoleStatus{HA: b.HAStatus(), ProtocolVersion: Version, Since: b.hastat.since,
 		Topics: len(b.topicConfigs()), GroupsOnline: len(b.consumers.Groups()),
 		MinPhysOffset: b.store.MinPhysOffset(), MaxPhysOffset: b.store.MaxPhysOffset(),
-		FlushedTo: b.store.FlushedPhysOffset(), Bucket: b.tier != nil}
+		FlushedTo: b.store.FlushedPhysOffset(), Bucket: b.tier != nil, GRPC: b.metrics.GRPCTraffic()}
 }
 
 // TierRequests counts the bucket requests the broker made since it

@@ -9,6 +9,14 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/stratamq/stratamq/proxy"
+	"github.com/stratamq/stratamq/proxy/apiv2"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
 )
@@ -189,5 +197,90 @@ func TestConsoleViewCompressedBody(t *testing.T) {
 	}
 	if m := ms[1]; !m.Compressed || string(m.Body) != "not zlib at all" || !strings.Contains(m.BodyError, "does not decompress") {
 		t.Fatalf("bad zlib: %q, error %q", m.Body, m.BodyError)
+	}
+}
+
+// TestConsoleViewCountsGRPC: the console's status counts the RocketMQ 5
+// gRPC endpoint's traffic (calls, those not OK, messages and body bytes
+// stored), the sums of the stratamq_grpc_* series /metrics exports, with
+// the real endpoint (package proxy) in front of the broker.
+func TestConsoleViewCountsGRPC(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg)
+	b, _, _ := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20},
+		Deps{Logger: discardLogger(), Metrics: metrics})
+	if got := b.ConsoleStatus().GRPC; got != (GRPCTraffic{}) {
+		t.Fatalf("before any gRPC call: %+v", got)
+	}
+	srv, err := proxy.New(proxy.Config{Addr: "127.0.0.1:0", Logger: discardLogger(), Metrics: metrics,
+		Backend: func() proxy.Backend { return b }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		srv.Stop(5 * time.Second)
+		cancel()
+		<-served
+	})
+	conn, err := grpc.NewClient(srv.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cli := apiv2.NewMessagingServiceClient(conn)
+	call, done := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-mq-client-id", "console"), 10*time.Second)
+	defer done()
+
+	for i := range 3 {
+		m := &apiv2.Message{Topic: &apiv2.Resource{Name: "ConsoleGRPC"}, Body: []byte("body" + strings.Repeat("x", i)),
+			SystemProperties: &apiv2.SystemProperties{MessageId: "01C0" + string(rune('A'+i)), MessageType: apiv2.MessageType_NORMAL,
+				BornTimestamp: timestamppb.Now()}}
+		resp, err := cli.SendMessage(call, &apiv2.SendMessageRequest{Messages: []*apiv2.Message{m}})
+		if err != nil || resp.GetStatus().GetCode() != apiv2.Code_OK {
+			t.Fatalf("send %d: %v %v", i, resp.GetStatus(), err)
+		}
+	}
+	if resp, err := cli.SendMessage(call, &apiv2.SendMessageRequest{}); err != nil || resp.GetStatus().GetCode() != apiv2.Code_BAD_REQUEST {
+		t.Fatalf("an empty send: %v %v", resp.GetStatus(), err)
+	}
+	if resp, err := cli.QueryRoute(call, &apiv2.QueryRouteRequest{Topic: &apiv2.Resource{Name: "ConsoleGRPC"}}); err != nil || resp.GetStatus().GetCode() != apiv2.Code_OK {
+		t.Fatalf("route: %v %v", resp.GetStatus(), err)
+	}
+
+	got := b.ConsoleStatus().GRPC
+	want := GRPCTraffic{Requests: 5, Failed: 1, MessagesIn: 3, BytesIn: 4*3 + 0 + 1 + 2}
+	if got != want {
+		t.Fatalf("console gRPC traffic %+v, want %+v", got, want)
+	}
+	// The same numbers /metrics exports.
+	sum := func(name string) (all, notOK int64) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				v := int64(m.GetCounter().GetValue())
+				all += v
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "code" && l.GetValue() != "OK" {
+						notOK += v
+					}
+				}
+			}
+		}
+		return all, notOK
+	}
+	if all, notOK := sum("stratamq_grpc_requests_total"); all != got.Requests || notOK != got.Failed {
+		t.Errorf("stratamq_grpc_requests_total sums to %d (%d not OK), the console shows %+v", all, notOK, got)
+	}
+	if in, _ := sum("stratamq_grpc_messages_in_total"); in != got.MessagesIn {
+		t.Errorf("stratamq_grpc_messages_in_total sums to %d, the console shows %d", in, got.MessagesIn)
 	}
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -13,6 +14,29 @@ import (
 type grpcMetrics struct {
 	requests *prometheus.CounterVec
 	msgsIn   *prometheus.CounterVec
+	// The series' sums, counted with them, for the console
+	// (GRPCTraffic): calls, those not OK, messages and bytes stored.
+	calls, failed, msgs, bytes atomic.Int64
+}
+
+// GRPCTraffic is the gRPC endpoint's traffic since the process started:
+// the sums of stratamq_grpc_requests_total (all, and those whose code is
+// not OK) and of stratamq_grpc_messages_in_total, with the bytes of those
+// messages' bodies.
+type GRPCTraffic struct {
+	Requests   int64
+	Failed     int64
+	MessagesIn int64
+	BytesIn    int64
+}
+
+// GRPCTraffic reads the gRPC counters' sums (zero for a nil Metrics).
+func (m *Metrics) GRPCTraffic() GRPCTraffic {
+	if m == nil {
+		return GRPCTraffic{}
+	}
+	g := m.grpcCounters()
+	return GRPCTraffic{Requests: g.calls.Load(), Failed: g.failed.Load(), MessagesIn: g.msgs.Load(), BytesIn: g.bytes.Load()}
 }
 
 // grpcByMetrics holds each Metrics' gRPC counters (*grpcMetrics),
@@ -46,7 +70,12 @@ func (m *Metrics) GRPCRequest(method, code string) {
 	if m == nil {
 		return
 	}
-	m.grpcCounters().requests.WithLabelValues(method, code).Inc()
+	g := m.grpcCounters()
+	g.requests.WithLabelValues(method, code).Inc()
+	g.calls.Add(1)
+	if code != "OK" {
+		g.failed.Add(1)
+	}
 }
 
 // GRPCMessagesIn implements proxy.Metrics.
@@ -54,5 +83,8 @@ func (m *Metrics) GRPCMessagesIn(topic string, n, bytes int) {
 	if m == nil {
 		return
 	}
-	m.grpcCounters().msgsIn.WithLabelValues(topic).Add(float64(n))
+	g := m.grpcCounters()
+	g.msgsIn.WithLabelValues(topic).Add(float64(n))
+	g.msgs.Add(int64(n))
+	g.bytes.Add(int64(bytes))
 }
