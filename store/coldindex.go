@@ -302,15 +302,37 @@ func (c *coldIdx) forget(base int64) {
 // blob is gone is forgotten and the search runs again: the queue's entries
 // in it have expired, so the directories left still order every offset a
 // reader may ask for.
-func (c *coldIdx) locate(ctx context.Context, floor int64, topic string, id int32, x int64) (base int64, q SegmentIndexQueue, ok bool, err error) {
+//
+// gap: x lies before the queue's first entry in that segment, and the
+// segment listed before it does not end where it starts (or it is the
+// first one listed and starts above floor): x may be the offset of a
+// record in a segment the list lacks (uploaded, not listed yet: manifest
+// deltas may list segment N+1 before N), so it is not available; the
+// offsets before the queue's first entry there are not blanks. A lookup
+// that finds a gap lists the segments again once (the list may have been
+// taken before the missing segment was listed).
+func (c *coldIdx) locate(ctx context.Context, floor int64, topic string, id int32, x int64) (base int64, q SegmentIndexQueue, ok, gap bool, err error) {
+	relisted := false
 	for {
-		base, q, ok, err = c.locateOnce(ctx, floor, topic, id, x)
+		base, q, ok, gap, err = c.locateOnce(ctx, floor, topic, id, x)
 		var gone *goneError
-		if !errors.As(err, &gone) {
-			return base, q, ok, err
+		switch {
+		case errors.As(err, &gone):
+			c.forget(gone.base)
+		case err == nil && gap && !relisted:
+			relisted = true
+			c.relist()
+		default:
+			return base, q, ok, gap, err
 		}
-		c.forget(gone.base)
 	}
+}
+
+// relist has the segments listed again at the next lookup.
+func (c *coldIdx) relist() {
+	c.segMu.Lock()
+	defer c.segMu.Unlock()
+	c.listed = false
 }
 
 // goneError: the blob of segment base is gone (ErrNotFound from ReadIndex).
@@ -322,10 +344,10 @@ type goneError struct {
 func (e *goneError) Error() string { return e.err.Error() }
 func (e *goneError) Unwrap() error { return e.err }
 
-func (c *coldIdx) locateOnce(ctx context.Context, floor int64, topic string, id int32, x int64) (base int64, q SegmentIndexQueue, ok bool, err error) {
+func (c *coldIdx) locateOnce(ctx context.Context, floor int64, topic string, id int32, x int64) (base int64, q SegmentIndexQueue, ok, gap bool, err error) {
 	segs, err := c.segments(ctx, floor)
 	if err != nil {
-		return 0, q, false, err
+		return 0, q, false, false, err
 	}
 	w := &want{topic, id, x}
 	lo, hi := 0, len(segs)
@@ -333,7 +355,7 @@ func (c *coldIdx) locateOnce(ctx context.Context, floor int64, topic string, id 
 		m := lo + (hi-lo)/2
 		d, err := c.dir(ctx, segs[m], w)
 		if err != nil {
-			return 0, q, false, err
+			return 0, q, false, false, err
 		}
 		end := int64(0)
 		if i, found := d.Find(topic, id); found {
@@ -346,37 +368,59 @@ func (c *coldIdx) locateOnce(ctx context.Context, floor int64, topic string, id 
 		}
 	}
 	if lo == len(segs) {
-		return 0, q, false, nil
+		return 0, q, false, false, nil
 	}
 	d, err := c.dir(ctx, segs[lo], w)
 	if err != nil {
-		return 0, q, false, err
+		return 0, q, false, false, err
 	}
 	i, _ := d.Find(topic, id)
-	return segs[lo], d.Queues[i], true, nil
+	q = d.Queues[i]
+	if x >= q.FirstOffset {
+		return segs[lo], q, true, false, nil
+	}
+	// Blanks only when the segment before this one is listed and ends
+	// where this one starts: its directory then says the queue's next
+	// offset at this segment's start, at or below x.
+	if lo == 0 {
+		return segs[lo], q, true, d.Base > floor, nil
+	}
+	p, err := c.dir(ctx, segs[lo-1], nil)
+	if err != nil {
+		return 0, q, false, false, err
+	}
+	return segs[lo], q, true, p.Base+p.Length != d.Base, nil
 }
 
 // entries copies up to n entries of topic/id from queue offset x into dst
 // (all from one block of one segment: callers loop). Offsets in a gap
-// before the segment's first entry come back blank. hole: no indexed
-// segment holds x.
-func (c *coldIdx) entries(ctx context.Context, floor int64, topic string, id int32, dst []byte, x int64, n int) (got int, hole bool, err error) {
-	base, q, ok, err := c.locate(ctx, floor, topic, id, x)
-	if err != nil || !ok {
-		return 0, !ok && err == nil, err
+// before the segment's first entry come back blank when the segment
+// before it is listed and adjacent. hole: no indexed segment holds x
+// (next < 0), or x lies in a gap of the list (next: the queue's first
+// offset after it).
+func (c *coldIdx) entries(ctx context.Context, floor int64, topic string, id int32, dst []byte, x int64, n int) (got int, hole bool, next int64, err error) {
+	base, q, ok, gap, err := c.locate(ctx, floor, topic, id, x)
+	if err != nil {
+		return 0, false, 0, err
+	}
+	if !ok {
+		return 0, true, -1, nil
+	}
+	if gap {
+		return 0, true, q.FirstOffset, nil
 	}
 	if x < q.FirstOffset {
 		got = int(min(int64(n), q.FirstOffset-x))
 		clear(dst[:got*cqEntrySize])
-		return got, false, nil
+		return got, false, 0, nil
 	}
 	rel := x - q.FirstOffset
 	k := rel / coldBlockEntries
 	blk, err := c.block(ctx, base, q, k)
 	if err != nil {
-		return 0, false, err
+		return 0, false, 0, err
 	}
 	from := rel - k*coldBlockEntries
 	got = copy(dst[:n*cqEntrySize], blk[from*cqEntrySize:]) / cqEntrySize
-	return got, false, nil
+	return got, false, 0, nil
 }

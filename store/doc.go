@@ -468,7 +468,15 @@
 // record near the tier's end reads its size first (the restored log
 // starts past the tier, so [tier end, log start) does not exist). No indexed
 // segment for x (blobs never uploaded): OffsetFoundNull with
-// NextBeginOffset = coldEnd. Local consumequeue files of such a queue
+// NextBeginOffset = coldEnd. Offsets before a queue's first entry in a
+// segment are blanks only when the segment listed before it ends where it
+// starts (or it is the first listed and holds the floor): after a gap in
+// the list (a segment uploaded but not listed yet, as when manifest deltas
+// list segment N+1 before N, or never listed) they may be records of the
+// missing segment, so a read there is OffsetFoundNull with
+// NextBeginOffset = the queue's first offset after the gap (at most
+// coldEnd), never a record of another offset; the lookup lists the
+// segments again once first, so a segment listed since is found. Local consumequeue files of such a queue
 // start at coldEnd: the first file is named by coldEnd*20 and ends at the
 // next multiple of CQEntriesPerFile (it is never listed by
 // SealedQueueFiles).

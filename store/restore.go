@@ -458,8 +458,9 @@ func (s *Store) saveRestoredLocked() error {
 
 // coldEntries reads up to n entries of q from idx (< ce, q's coldEnd when
 // the read was planned) through the cold index, from one block of one
-// segment (callers loop). hole: no indexed segment holds idx; next is then
-// ce.
+// segment (callers loop). hole: no indexed segment holds idx (next is
+// then ce), or idx lies in a gap of the cold index's list (a segment not
+// listed: next is the queue's first offset after it, at most ce).
 func (s *Store) coldEntries(ctx context.Context, q *cqueue, ce int64, dst []byte, idx int64, n int) (got int, hole bool, next int64, err error) {
 	n = int(min(int64(n), ce-idx))
 	if n <= 0 {
@@ -468,9 +469,9 @@ func (s *Store) coldEntries(ctx context.Context, q *cqueue, ce int64, dst []byte
 	if s.cidx == nil {
 		return 0, true, ce, nil
 	}
-	got, hole, err = s.cidx.entries(ctx, s.floor.Load(), q.topic, q.id, dst, idx, n)
-	if hole {
-		next = ce
+	got, hole, next, err = s.cidx.entries(ctx, s.floor.Load(), q.topic, q.id, dst, idx, n)
+	if hole && (next < 0 || next > ce) {
+		next = ce // past the indexed segments, or the rest is local
 	}
 	return got, hole, next, err
 }
