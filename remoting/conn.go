@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -91,6 +92,7 @@ type Conn struct {
 	frameTimeout  time.Duration // a frame must arrive whole within this of its first byte; 0: no limit
 	frameDeadline time.Time     // the reader's: the current frame's deadline, zero while none is set
 	deadlineSet   bool          // the reader's: a read deadline is armed on nc
+	tlsKind       int8          // the reader's: 0 not known yet, 1 TLS, 2 plain
 	bufRelease    time.Duration // idle this long between frames: drop the read buffer; 0: never
 	ip            netip.Addr    // the remote IP the server's per-IP cap counts this conn under
 
@@ -469,7 +471,7 @@ func (c *Conn) readLoop() {
 	var br *bufio.Reader
 	pr := &prefixReader{nc: c.nc}
 	for {
-		if br == nil || !FrameBuffered(br, c.maxFrame) {
+		if br == nil || !FrameBuffered(br, c.maxFrame) && !c.tlsPending(br) {
 			// The next read may wait on the socket: first finish the
 			// batch served from what arrived so far, and (re)arm the
 			// deadlines only now, not once per frame: the idle timeout
@@ -569,6 +571,79 @@ func (c *Conn) waitNextFrame(br **bufio.Reader, pr *prefixReader) error {
 	*br = bufio.NewReaderSize(pr, firstReadBufferSize)
 	_, err := (*br).Peek(1) // the byte just read: no wait
 	return err
+}
+
+// tlsPending reports whether a whole frame is buffered in br once the TLS
+// records already received are decrypted into it. crypto/tls hands out
+// one record (at most 16 KiB, less early in a connection) per Read, so one
+// socket read that brought a batch of requests in several records would
+// otherwise end the read batch at every record boundary: a pwrite and a
+// response write per record, not per read. Records crypto/tls already
+// holds are decrypted under a read deadline in the past (it decrypts what
+// it holds and returns a timeout, which it does not keep as an error);
+// bytes waiting in the kernel (FIONREAD) are read under a short deadline,
+// so a peer that sends half a record holds the batch for at most that.
+// The deadline is then cleared; the caller arms the ones it needs. Plain
+// conns: false at once (a socket read took all there was, up to the
+// buffer).
+func (c *Conn) tlsPending(br *bufio.Reader) bool {
+	if c.tlsKind == 0 {
+		if _, ok := c.TLSState(); ok {
+			c.tlsKind = 1
+		} else if sc, isSniff := c.nc.(*sniffConn); !isSniff || sc.decided.Load() {
+			c.tlsKind = 2 // plain for good (a sniffed one once decided)
+		}
+	}
+	if c.tlsKind != 1 {
+		return false
+	}
+	touched := false
+	for br.Buffered() < br.Size() && !FrameBuffered(br, c.maxFrame) {
+		before := br.Buffered()
+		touched = true
+		c.setReadDeadline(pastDeadline)
+		if _, _ = br.Peek(before + 1); br.Buffered() > before {
+			continue
+		}
+		if socketPending(c.nc) <= 0 {
+			break
+		}
+		c.setReadDeadline(time.Now().Add(tlsPendingWait))
+		if _, _ = br.Peek(before + 1); br.Buffered() == before {
+			break
+		}
+	}
+	if touched {
+		c.setReadDeadline(time.Time{})
+	}
+	return FrameBuffered(br, c.maxFrame)
+}
+
+// pastDeadline is a read deadline that has passed: reads return at once.
+var pastDeadline = time.Unix(1, 0)
+
+// tlsPendingWait bounds the read of bytes the kernel already holds, in
+// case they end in the middle of a record.
+const tlsPendingWait = time.Millisecond
+
+// socketPending is how many bytes the kernel holds unread for the TCP
+// socket under nc (a sniffed TLS conn's), or -1 when unknown.
+func socketPending(nc net.Conn) int {
+	sc, ok := nc.(*sniffConn)
+	if !ok {
+		return -1
+	}
+	rc, ok := sc.raw.(syscall.Conn)
+	if !ok {
+		return -1
+	}
+	raw, err := rc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	n := -1
+	_ = raw.Control(func(fd uintptr) { n = fionread(fd) })
+	return n
 }
 
 // setReadDeadline arms the socket's read deadline (zero: none), skipping

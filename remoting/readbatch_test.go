@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -199,5 +201,36 @@ func TestRemotingReadBatchShutdownWaits(t *testing.T) {
 	defer h.mu.Unlock()
 	if len(h.batches) == 0 {
 		t.Fatal("EndBatch never finished")
+	}
+}
+
+// TestRemotingReadBatchSpansTLSRecords: over TLS, requests that arrived
+// together are one read batch even when they span several TLS records
+// (crypto/tls hands out one record of at most 16 KiB per Read). 40 frames
+// of ~1 KiB are three records; the first batch is held in EndBatch until
+// the client has written them all, so the records after it are waiting
+// at the socket: the next batch must take more than one record's worth
+// (a record holds at most 17 of these frames, counting one straddling its
+// start).
+func TestRemotingReadBatchSpansTLSRecords(t *testing.T) {
+	srvCfg, cliCfg, _ := tlsPair(t, false)
+	h := &batchRecorder{block: make(chan struct{})}
+	cfg := inlineSendConfig()
+	cfg.TLS, cfg.TLSMode = srvCfg, TLSEnforcing
+	s := startServer(t, cfg, h)
+	nc, err := tls.Dial("tcp", s.Addr().String(), cliCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	const n = 40
+	sendFrames(t, nc, 1, n)
+	close(h.block)
+	readAnswers(t, bufio.NewReader(nc), nc, n)
+	h.mu.Lock()
+	batches := append([]int(nil), h.batches...)
+	h.mu.Unlock()
+	if most := slices.Max(batches); most <= 17 {
+		t.Fatalf("batches %v: none spans two TLS records", batches)
 	}
 }
