@@ -880,8 +880,10 @@ func (s *Store) QueryByKey(ctx context.Context, q KeyQuery) (KeyQueryResult, err
 		}
 	}
 
-	// Below the local segments: the tier's key indexes.
-	if c := s.opts.ColdKeys; c != nil && !full && rerr == nil && lowest > floor {
+	// Below the local segments, and the local segments dropped while this
+	// ran (one at the floor too: its base is then not above it), the
+	// tier's key indexes.
+	if c := s.opts.ColdKeys; c != nil && !full && rerr == nil && (lowest > floor || len(dropped) > 0) {
 		refs, err := c.KeyIndexes(ctx)
 		if err != nil {
 			return res, fmt.Errorf("%w: list key indexes: %w", ErrColdRead, err)
