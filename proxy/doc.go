@@ -68,6 +68,12 @@
 // to a remoting producer of the half's group first, else to a gRPC
 // producer whose settings (or transactional sends) name the topic.
 //
+// A receive with auto_renew (a PushConsumer's) has its receipt handles
+// renewed by the server while the client's session lives (renew.go): one
+// goroutine extends each before its deadline and maps the client's
+// original handle to the current one for Ack, ChangeInvisibleDuration and
+// ForwardMessageToDeadLetterQueue; a session's end drops its handles.
+//
 // # Bounds
 //
 // Per request MaxRecvMsgSize (the broker's message size + 1 MiB):

@@ -27,8 +27,8 @@ const (
 	MaxLongPolling = 60 * time.Second
 	// DefaultInvisible is the invisible duration of a receive that asks
 	// for none (a push consumer's, auto_renew), as RocketMQ's proxy
-	// defaults it. StrataMQ does not renew it: a push consumer whose
-	// listener runs longer sees the message again.
+	// defaults it (Config.AutoRenewInvisible). An auto_renew receive's
+	// handles are renewed while the client's session lives (renew.go).
 	DefaultInvisible = 60 * time.Second
 	// maxReceiveBatch caps batch_size.
 	maxReceiveBatch = 1024
@@ -164,7 +164,7 @@ func (svc *service) ReceiveMessage(req *apiv2.ReceiveMessageRequest, stream apiv
 	}
 	switch d := req.GetInvisibleDuration(); {
 	case d == nil || (req.GetAutoRenew() && d.AsDuration() <= 0):
-		r.Invisible = DefaultInvisible
+		r.Invisible = svc.s.cfg.AutoRenewInvisible
 	case d.CheckValid() != nil || d.AsDuration() <= 0:
 		return sendStatus(statusOf(bad(apiv2.Code_ILLEGAL_INVISIBLE_TIME, "the invisible duration must be positive")))
 	default:
@@ -200,6 +200,11 @@ func (svc *service) ReceiveMessage(req *apiv2.ReceiveMessageRequest, stream apiv
 		DeliveryTimestamp: timestamppb.Now()}}); err != nil {
 		return err
 	}
+	// auto_renew: the handles are renewed while the client's session lives.
+	renewFor := ""
+	if id := clientID(ctx); req.GetAutoRenew() && id != "" && svc.sessions.get(id) != nil {
+		renewFor = id
+	}
 	for i := range got {
 		m := &got[i]
 		pm, err := MessageFromRecord(&m.Record, topic)
@@ -215,6 +220,13 @@ func (svc *service) ReceiveMessage(req *apiv2.ReceiveMessageRequest, stream apiv
 		pm.SystemProperties.InvisibleDuration = durationpb.New(r.Invisible)
 		if err := stream.Send(&apiv2.ReceiveMessageResponse{Content: &apiv2.ReceiveMessageResponse_Message{Message: pm}}); err != nil {
 			return err
+		}
+		if renewFor != "" {
+			until := m.InvisibleUntil
+			if until.IsZero() {
+				until = time.Now().Add(r.Invisible)
+			}
+			svc.renew.add(renewFor, group, topic, handle, r.Invisible, until)
 		}
 	}
 	return sendStatus(okStatus())
@@ -236,7 +248,7 @@ func (svc *service) AckMessage(ctx context.Context, req *apiv2.AckMessageRequest
 	}
 	resp := &apiv2.AckMessageResponse{Status: okStatus()}
 	for _, e := range req.GetEntries() {
-		st := consumerStatus(cb.Ack(group, topic, e.GetReceiptHandle()))
+		st := consumerStatus(cb.Ack(group, topic, svc.renew.take(e.GetReceiptHandle())))
 		if st.GetCode() != apiv2.Code_OK && resp.Status.GetCode() == apiv2.Code_OK {
 			resp.Status = st
 		}
@@ -263,7 +275,8 @@ func (svc *service) ChangeInvisibleDuration(ctx context.Context, req *apiv2.Chan
 	}
 	// A duration of 0 (a nack without backoff) makes it visible at once.
 	dur := max(d.AsDuration(), time.Millisecond)
-	h, err := cb.ChangeInvisible(group, topic, req.GetReceiptHandle(), dur)
+	// A renewed handle's current one; the client manages it from now on.
+	h, err := cb.ChangeInvisible(group, topic, svc.renew.take(req.GetReceiptHandle()), dur)
 	if err != nil {
 		return &apiv2.ChangeInvisibleDurationResponse{Status: consumerStatus(err)}, nil
 	}
@@ -281,7 +294,7 @@ func (svc *service) ForwardMessageToDeadLetterQueue(ctx context.Context, req *ap
 	if err != nil {
 		return &apiv2.ForwardMessageToDeadLetterQueueResponse{Status: consumerStatus(err)}, nil
 	}
-	if err := cb.ForwardToDLQ(ctx, group, topic, req.GetReceiptHandle()); err != nil {
+	if err := cb.ForwardToDLQ(ctx, group, topic, svc.renew.take(req.GetReceiptHandle())); err != nil {
 		return &apiv2.ForwardMessageToDeadLetterQueueResponse{Status: consumerStatus(err)}, nil
 	}
 	return &apiv2.ForwardMessageToDeadLetterQueueResponse{Status: okStatus()}, nil

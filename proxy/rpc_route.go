@@ -131,7 +131,8 @@ func (svc *service) Heartbeat(ctx context.Context, req *apiv2.HeartbeatRequest) 
 }
 
 // NotifyClientTermination forgets the client: its transaction checks go
-// to another producer from now on.
+// to another producer from now on, and its auto_renew handles are renewed
+// no more.
 func (svc *service) NotifyClientTermination(ctx context.Context, req *apiv2.NotifyClientTerminationRequest) (*apiv2.NotifyClientTerminationResponse, error) {
 	b, err := svc.s.backend()
 	if err == nil {
@@ -139,6 +140,7 @@ func (svc *service) NotifyClientTermination(ctx context.Context, req *apiv2.Noti
 	}
 	if err == nil {
 		svc.sessions.terminate(clientID(ctx))
+		svc.renew.dropClient(clientID(ctx))
 	}
 	return &apiv2.NotifyClientTerminationResponse{Status: statusOf(err)}, nil
 }

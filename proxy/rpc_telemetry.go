@@ -37,7 +37,12 @@ func (svc *service) Telemetry(stream apiv2.MessagingService_TelemetryServer) err
 	}
 	se := &session{clientID: id, out: make(chan *apiv2.TelemetryCommand, DefaultTelemetryQueue), done: make(chan struct{}), seen: time.Now()}
 	defer close(se.done)
-	defer svc.sessions.remove(se)
+	defer func() {
+		if svc.sessions.remove(se) {
+			// The session ended: its auto_renew handles expire as they are.
+			svc.renew.dropClient(id)
+		}
+	}()
 
 	in := make(chan *apiv2.TelemetryCommand)
 	recvErr := make(chan error, 1)

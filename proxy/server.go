@@ -52,6 +52,10 @@ type Config struct {
 	KeepaliveMinTime     time.Duration // clients pinging more often are closed (ENHANCE_YOUR_CALM)
 	// Metrics, when set, counts requests and messages.
 	Metrics Metrics
+	// AutoRenewInvisible is the invisible time of a receive that asks for
+	// none (a PushConsumer's, auto_renew), and of each renewal of its
+	// handles (renew.go); zero: DefaultInvisible.
+	AutoRenewInvisible time.Duration
 }
 
 // Metrics is what the server reports; broker.Metrics implements it
@@ -96,6 +100,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.KeepaliveMinTime == 0 {
 		cfg.KeepaliveMinTime = DefaultKeepaliveMin
 	}
+	if cfg.AutoRenewInvisible <= 0 {
+		cfg.AutoRenewInvisible = DefaultInvisible
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("STRATAMQ_GRPC_LISTEN=%q: %w", cfg.Addr, err)
@@ -129,6 +136,18 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 func (s *Server) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.Stop(5 * time.Second) })
 	defer stop()
+	// The renewer of auto_renew handles runs until the server stops.
+	rctx, rcancel := context.WithCancel(ctx)
+	renewDone := make(chan struct{})
+	go func() { defer close(renewDone); s.svc.renew.run(rctx) }()
+	go func() {
+		select {
+		case <-s.svc.done:
+			rcancel()
+		case <-rctx.Done():
+		}
+	}()
+	defer func() { rcancel(); <-renewDone }()
 	s.log.Info("gRPC (RocketMQ 5 proxy protocol) listening", "addr", s.ln.Addr().String())
 	err := s.grpc.Serve(s.ln)
 	if errors.Is(err, grpc.ErrServerStopped) {

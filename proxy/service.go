@@ -25,6 +25,8 @@ type service struct {
 	// pending are the server's telemetry questions waiting for answers
 	// (telemetry_ask.go).
 	pending pendingAnswers
+	// renew keeps auto_renew receipt handles invisible (renew.go).
+	renew *renewer
 	// done is closed by shutdown: streams end.
 	done     chan struct{}
 	doneOnce sync.Once
@@ -33,6 +35,7 @@ type service struct {
 func newService(s *Server) *service {
 	svc := &service{s: s, done: make(chan struct{})}
 	svc.sessions.m = map[string]*session{}
+	svc.renew = newRenewer(svc)
 	return svc
 }
 

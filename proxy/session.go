@@ -79,13 +79,15 @@ func (ss *sessions) add(se *session) {
 	ss.mu.Unlock()
 }
 
-// remove drops se if it is still the client's session.
-func (ss *sessions) remove(se *session) {
+// remove drops se if it is still the client's session; true if it was.
+func (ss *sessions) remove(se *session) bool {
 	ss.mu.Lock()
+	defer ss.mu.Unlock()
 	if ss.m[se.clientID] == se {
 		delete(ss.m, se.clientID)
+		return true
 	}
-	ss.mu.Unlock()
+	return false
 }
 
 func (ss *sessions) get(clientID string) *session {
