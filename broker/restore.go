@@ -1,10 +1,12 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -293,7 +295,19 @@ func (b *Broker) checkLocalData() (*upload.Manifest, error) {
 			end = max(end, o.End())
 		}
 		if localEnd < end {
-			return m, b.setAside(fmt.Sprintf("this slave's copy of the log ends at offset %d, before the end %d of what the master uploaded", localEnd, end))
+			why := fmt.Sprintf("this slave's copy of the log ends at offset %d, before the end %d of what the master uploaded", localEnd, end)
+			// A copy is set aside only if the bucket holds all of it that
+			// retention kept: a segment the master never got listed (its
+			// upload failed, or a later one's delta landed first) may be
+			// on this disk alone, acknowledged (DESIGN §8).
+			floor := int64(0)
+			if haveCP {
+				floor = cl.Floor
+			}
+			if gap := bucketGap(m, segs, floor); gap != nil {
+				return m, b.refuseOrSetAside(why+", and it holds offsets no bucket object holds", *gap, true)
+			}
+			return m, b.setAside(why)
 		}
 		b.promotedReplica = true
 		return m, nil
@@ -380,6 +394,40 @@ func lackingRange(m *upload.Manifest, segs []localSegment) *offsetRange {
 		if n, ok := uploaded[sg.base]; !ok || n < sg.size {
 			end := segs[len(segs)-1].base + segs[len(segs)-1].size
 			return &offsetRange{From: sg.base, To: end}
+		}
+	}
+	return nil
+}
+
+// bucketGap is the first range of the local log, at or above floor (the
+// retention floor), that neither a listed commitlog object nor an expired
+// range of the manifest covers; nil when the bucket covers all of it.
+func bucketGap(m *upload.Manifest, segs []localSegment, floor int64) *offsetRange {
+	var covered []offsetRange
+	for _, o := range m.CommitLog() {
+		covered = append(covered, offsetRange{From: o.Base, To: o.End()})
+	}
+	for _, s := range m.Expired {
+		covered = append(covered, offsetRange{From: s.From, To: s.To})
+	}
+	slices.SortFunc(covered, func(a, b offsetRange) int { return cmp.Compare(a.From, b.From) })
+	for _, sg := range segs {
+		from, to := max(sg.base, floor), sg.base+sg.size
+		for _, c := range covered {
+			if from >= to || c.From > from {
+				break
+			}
+			from = max(from, c.To)
+		}
+		if from < to {
+			end := to
+			for _, c := range covered {
+				if c.From > from && c.From < end {
+					end = c.From
+					break
+				}
+			}
+			return &offsetRange{From: from, To: end}
 		}
 	}
 	return nil
