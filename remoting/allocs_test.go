@@ -1,6 +1,8 @@
 package remoting
 
 import (
+	"bufio"
+	"bytes"
 	"strings"
 	"testing"
 	"unsafe"
@@ -69,5 +71,34 @@ func TestRemotingDecodedCommandFitsItsSizeClass(t *testing.T) {
 	}
 	if n := unsafe.Sizeof(decodedCommandText{}) + mallocHeader; n > 896 {
 		t.Errorf("decodedCommandText takes %d bytes with its malloc header, over its 896-byte size class", n)
+	}
+}
+
+// TestRemotingClientReadsLargeFrameOnce: a client conn (no read budget)
+// reads a 1 MiB response into one buffer of its declared length: one
+// allocation, not a buffer grown by doubling from what was buffered
+// (which copied the frame about twice and zeroed each new buffer).
+func TestRemotingClientReadsLargeFrameOnce(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("allocation counts differ under -race and -cover")
+	}
+	resp := &Command{Code: int32(Success), Flag: FlagResponse, Body: bytes.Repeat([]byte{'r'}, 1<<20)}
+	frame, err := AppendFrame(nil, resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Conn{maxFrame: 4 << 20} // as dialled: no budget, frames not pooled
+	r := bytes.NewReader(frame)
+	br := bufio.NewReaderSize(r, readBufferSize)
+	allocs := testing.AllocsPerRun(20, func() {
+		r.Reset(frame)
+		br.Reset(r)
+		f, err := c.readFrame(br)
+		if err != nil || len(f.b) != len(frame)-4 {
+			t.Fatalf("readFrame: %d bytes, %v", len(f.b), err)
+		}
+	})
+	if allocs != 1 {
+		t.Errorf("reading a 1 MiB frame on a client conn allocates %.0f times, want 1", allocs)
 	}
 }
