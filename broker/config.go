@@ -47,7 +47,7 @@ type Config struct {
 	Retention          time.Duration `env:"RETENTION" help:"delete bucket objects uploaded longer ago than this (0 = keep forever)"`
 	LeaseTTL           time.Duration `env:"LEASE_TTL" help:"lifetime of the bucket lease (default 3 × checkpoint interval, at least 30s); a crashed broker's replacement waits this long"`
 	CheckpointInterval time.Duration `env:"CHECKPOINT_INTERVAL" envDefault:"10s" help:"how often offsets, topics, groups and the log's high-water mark are checkpointed to the bucket (and the lease renewed)"`
-	AcceptLoss         bool          `env:"ACCEPT_LOSS" help:"start even though messages the bucket lacks would be left behind (a drain that failed, or a local disk another broker has since overtaken); the local data is set aside, not deleted"`
+	AcceptLoss         bool          `env:"ACCEPT_LOSS" help:"start even though messages the bucket lacks would be left behind (a drain that failed, a local disk another broker has since overtaken, or a promoted slave's lagging copy holding offsets the bucket lacks); the local data is set aside, not deleted"`
 
 	// Resource limits of the remoting servers (broker and name server each).
 	MaxReadMemory       bytesize.Size `env:"MAX_READ_MEMORY" envDefault:"64MiB" help:"bytes of requests being read or waiting to be handled, per server; past it connections stop being read until memory frees (one request of up to 16 MiB may go past it)"`
