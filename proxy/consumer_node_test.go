@@ -1,38 +1,23 @@
 package proxy_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stratamq/stratamq/broker"
+	"github.com/stratamq/stratamq/proxy/nodetest"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 )
 
 // The official Node.js 5.x client's consumers against the in-process
 // broker's gRPC endpoint (scripts in proxy/nodetest, installed by .ci/run).
-
-const consumerNodeDir = "nodetest"
-
-func needNodeClient(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed: .ci/run installs nodejs and runs npm ci in proxy/nodetest")
-	}
-	if _, err := os.Stat(filepath.Join(consumerNodeDir, "node_modules", "rocketmq-client-nodejs")); err != nil {
-		t.Skip("proxy/nodetest/node_modules is missing: run npm ci in proxy/nodetest (.ci/run does)")
-	}
-}
 
 // consumerEvent is one JSON line of a consumer script.
 type consumerEvent struct {
@@ -54,39 +39,7 @@ type consumerEvent struct {
 // events; an "error" event fails the test.
 func runConsumerScript(t *testing.T, script string, plan any, timeout time.Duration) []consumerEvent {
 	t.Helper()
-	raw, err := json.Marshal(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", script, string(raw))
-	cmd.Dir = consumerNodeDir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	var evs []consumerEvent
-	for _, line := range strings.Split(stdout.String(), "\n") {
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		var ev consumerEvent
-		if json.Unmarshal([]byte(line), &ev) == nil {
-			evs = append(evs, ev)
-		}
-	}
-	if err != nil {
-		t.Fatalf("node %s: %v\nstdout:\n%s\nstderr:\n%s", script, err, stdout.String(), stderr.String())
-	}
-	for _, ev := range evs {
-		if ev.Event == "error" {
-			t.Fatalf("node %s: %s\nstderr:\n%s", script, ev.Message, stderr.String())
-		}
-	}
-	if len(evs) == 0 || evs[len(evs)-1].Event != "done" {
-		t.Fatalf("node %s did not finish\nstdout:\n%s\nstderr:\n%s", script, stdout.String(), stderr.String())
-	}
-	return evs
+	return nodetest.Run[consumerEvent](t, script, plan, timeout, true)
 }
 
 // remotingInvoke sends one remoting request to the broker.
@@ -149,7 +102,7 @@ func queueBodies(t *testing.T, b *broker.Broker, topic string, q int32) []store.
 // messages a remoting producer sent, byte-identical with their tag, keys
 // and properties, and acks them; the group's progress is then at the end.
 func TestGRPCNodeSimpleConsumerReceiveAck(t *testing.T) {
-	needNodeClient(t)
+	nodetest.Need(t)
 	e := startEnv(t, envOpts{})
 	const n = 10
 	bodies := map[string]bool{}
@@ -194,7 +147,7 @@ func TestGRPCNodeSimpleConsumerReceiveAck(t *testing.T) {
 // again with attempt 3 (the group's retryMaxTimes 2 + 1), then goes to the
 // group's DLQ and is not received again.
 func TestGRPCNodeSimpleConsumerRedeliveryThenDLQ(t *testing.T) {
-	needNodeClient(t)
+	nodetest.Need(t)
 	e := startEnv(t, envOpts{})
 	setGroup(t, e.b, "GLC", false, 2)
 	remotingSend(t, e.b, "NodeLC", 0, []byte("never acked"), "")
@@ -249,7 +202,7 @@ func messageGroupQueue(group string, n int) int32 {
 // listener fails some deliveries (they are consumed again before the
 // group goes on).
 func TestGRPCNodePushConsumerFIFOOrder(t *testing.T) {
-	needNodeClient(t)
+	nodetest.Need(t)
 	e := startEnv(t, envOpts{})
 	setGroup(t, e.b, "GPF", true, 5)
 	groups := []string{"alpha", "beta", "gamma", "delta", "epsilon"}

@@ -4,15 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stratamq/stratamq/proxy"
 	"github.com/stratamq/stratamq/proxy/apiv2"
+	"github.com/stratamq/stratamq/proxy/nodetest"
 )
 
 // TestGRPCNodeTelemetryCommands: over the official Node.js client's open
@@ -21,19 +19,13 @@ import (
 // verification (the Node client cannot verify and echoes the command with
 // NOT_IMPLEMENTED); a client with no session is ErrNoSession.
 func TestGRPCNodeTelemetryCommands(t *testing.T) {
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed: .ci/run installs nodejs and runs npm ci in proxy/nodetest")
-	}
-	if _, err := os.Stat(filepath.Join("nodetest", "node_modules", "rocketmq-client-nodejs")); err != nil {
-		t.Skip("proxy/nodetest/node_modules is missing: run npm ci in proxy/nodetest (.ci/run does)")
-	}
+	nodetest.Need(t)
 	e := startEnv(t, envOpts{})
-	plan, _ := json.Marshal(map[string]any{"endpoints": e.srv.Addr().String(), "topic": "TelemetryTopic", "hold": true,
-		"timeoutMs": 60000, "messages": []map[string]any{{"kind": "normal", "body": "x"}}})
+	plan := map[string]any{"endpoints": e.srv.Addr().String(), "topic": "TelemetryTopic", "hold": true,
+		"timeoutMs": 60000, "messages": []map[string]any{{"kind": "normal", "body": "x"}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "producer.js", string(plan))
-	cmd.Dir = "nodetest"
+	cmd := nodetest.Command(ctx, t, "producer.js", plan)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

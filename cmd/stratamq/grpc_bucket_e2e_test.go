@@ -13,6 +13,8 @@ import (
 	"time"
 
 	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
+
+	"github.com/stratamq/stratamq/proxy/nodetest"
 )
 
 // TestGRPCNodeProducerToGoConsumerFromBucket: messages the official Node.js
@@ -23,7 +25,7 @@ import (
 // dropped from the local disk before the consumer starts; a new group
 // starting at the first offset reads them from the bucket.
 func TestGRPCNodeProducerToGoConsumerFromBucket(t *testing.T) {
-	needNode(t)
+	nodetest.Need(t)
 	s, addr := startServeGRPC(t, map[string]string{
 		"STRATAMQ_BUCKET":          "file://" + filepath.Join(t.TempDir(), "bucket"),
 		"STRATAMQ_SEGMENT_SIZE":    "1MiB",

@@ -4,18 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
+	"github.com/stratamq/stratamq/proxy/nodetest"
 	"github.com/stratamq/stratamq/remoting"
 )
 
@@ -35,33 +33,7 @@ type consumeEvent struct {
 // test failed on an "error" event or a run that does not finish.
 func runConsumeScript(t *testing.T, plan any, timeout time.Duration) []consumeEvent {
 	t.Helper()
-	raw, err := json.Marshal(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "simple_consumer.js", string(raw))
-	cmd.Dir = nodeDir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	var evs []consumeEvent
-	for _, line := range strings.Split(stdout.String(), "\n") {
-		var ev consumeEvent
-		if strings.TrimSpace(line) != "" && json.Unmarshal([]byte(line), &ev) == nil {
-			evs = append(evs, ev)
-		}
-	}
-	if err != nil || len(evs) == 0 || evs[len(evs)-1].Event != "done" {
-		t.Fatalf("node simple_consumer.js: %v\nstderr:\n%s", err, stderr.String())
-	}
-	for _, ev := range evs {
-		if ev.Event == "error" {
-			t.Fatalf("node simple_consumer.js: %s\nstderr:\n%s", ev.Message, stderr.String())
-		}
-	}
-	return evs
+	return nodetest.Run[consumeEvent](t, "simple_consumer.js", plan, timeout, true)
 }
 
 // TestGRPCGoProducerToNodeSimpleConsumerFromBucket: messages the official
@@ -72,7 +44,7 @@ func runConsumeScript(t *testing.T, plan any, timeout time.Duration) []consumeEv
 // the local disk before the consumer ran). The POP group starts where an
 // operator reset it (offset 0, over remoting), as a replay would.
 func TestGRPCGoProducerToNodeSimpleConsumerFromBucket(t *testing.T) {
-	needNode(t)
+	nodetest.Need(t)
 	s, addr := startServeGRPC(t, map[string]string{
 		"STRATAMQ_BUCKET":          "file://" + filepath.Join(t.TempDir(), "bucket"),
 		"STRATAMQ_SEGMENT_SIZE":    "1MiB",

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,27 +15,14 @@ import (
 	"time"
 
 	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
+
+	"github.com/stratamq/stratamq/proxy/nodetest"
 )
 
 // The gRPC endpoint (package proxy) against the official RocketMQ 5
 // Node.js client (npm rocketmq-client-nodejs, installed in proxy/nodetest
 // by .ci/run with its lockfile), and messages sent through it read by
 // the official Go remoting client.
-
-// nodeDir is where the Node client and the scripts the tests run are.
-const nodeDir = "../../proxy/nodetest"
-
-// needNode skips when the Node client is not installed (CI installs it:
-// .ci/run runs npm ci in proxy/nodetest).
-func needNode(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed: .ci/run installs nodejs and runs npm ci in proxy/nodetest")
-	}
-	if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", "rocketmq-client-nodejs")); err != nil {
-		t.Skip("proxy/nodetest/node_modules is missing: run npm ci in proxy/nodetest (.ci/run does)")
-	}
-}
 
 // nodeEvent is one JSON line a Node script prints.
 type nodeEvent struct {
@@ -54,35 +38,11 @@ type nodeEvent struct {
 	Message       string `json:"message"`
 }
 
-// runNode runs a Node script of proxy/nodetest with plan (JSON) as its
-// argument, bounded by timeout, and returns its events; it fails the test
-// when the script fails or never prints "done".
+// runNode runs a Node script of proxy/nodetest with plan and returns its
+// events; it fails the test when the script fails or never prints "done".
 func runNode(t *testing.T, script string, plan any, timeout time.Duration) []nodeEvent {
 	t.Helper()
-	raw, err := json.Marshal(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", script, string(raw))
-	cmd.Dir = nodeDir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	var evs []nodeEvent
-	sc := bufio.NewScanner(&stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var ev nodeEvent
-		if json.Unmarshal(sc.Bytes(), &ev) == nil {
-			evs = append(evs, ev)
-		}
-	}
-	if err != nil || len(evs) == 0 || evs[len(evs)-1].Event != "done" {
-		t.Fatalf("node %s: %v\nstdout:\n%s\nstderr:\n%s", script, err, stdout.String(), stderr.String())
-	}
-	return evs
+	return nodetest.Run[nodeEvent](t, script, plan, timeout, false)
 }
 
 // startServeGRPC is startServe with the gRPC endpoint on a free loopback
@@ -104,7 +64,7 @@ func startServeGRPC(t *testing.T, extra map[string]string) (*testServe, string) 
 // queue in send order; the delayed one is stored for delivery no earlier
 // than its delivery time.
 func TestGRPCNodeProducerToGoConsumer(t *testing.T) {
-	needNode(t)
+	nodetest.Need(t)
 	s, addr := startServeGRPC(t, map[string]string{
 		"STRATAMQ_TRANSACTION_TIMEOUT":        "1s",
 		"STRATAMQ_TRANSACTION_CHECK_INTERVAL": "300ms",
@@ -264,7 +224,7 @@ func TestGRPCNodeProducerToGoConsumer(t *testing.T) {
 // signing with an account's keys sends; with a wrong secret it is refused,
 // and with no keys too.
 func TestGRPCNodeProducerSignsForACL(t *testing.T) {
-	needNode(t)
+	nodetest.Need(t)
 	aclFile := filepath.Join(t.TempDir(), "plain_acl.yml")
 	if err := os.WriteFile(aclFile, []byte(e2eACLFile), 0o600); err != nil {
 		t.Fatal(err)
@@ -286,10 +246,7 @@ func TestGRPCNodeProducerSignsForACL(t *testing.T) {
 	}
 	for _, p := range []map[string]any{plan("e2e-user", e2eWrongSecret), plan("", "")} {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		raw, _ := json.Marshal(p)
-		cmd := exec.CommandContext(ctx, "node", "producer.js", string(raw))
-		cmd.Dir = nodeDir
-		out, err := cmd.CombinedOutput()
+		out, err := nodetest.Command(ctx, t, "producer.js", p).CombinedOutput()
 		cancel()
 		if err == nil || strings.Contains(string(out), `"event":"sent"`) {
 			t.Fatalf("producer with accessKey %q: sent (err %v):\n%s", p["accessKey"], err, out)
@@ -306,7 +263,7 @@ func TestGRPCNodeProducerSignsForACL(t *testing.T) {
 // consumer gets the delayed message sent after it (due later) and never
 // the recalled one.
 func TestGRPCNodeRecallCancelsDelayedMessage(t *testing.T) {
-	needNode(t)
+	nodetest.Need(t)
 	s, addr := startServeGRPC(t, nil)
 	topic := uniqueName(t, "R")
 	s.createTopic(topic, 2)
