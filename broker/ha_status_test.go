@@ -323,7 +323,8 @@ func TestHAStatusAcrossPromote(t *testing.T) {
 	// learns the epoch from the hello reply.
 	waitCond(t, 20*time.Second, "the master to see its slave and the slave its master", func() bool {
 		return a.role() == RoleSyncMaster && b.role() == RoleSlave && len(a.Broker().HAStatus().Slaves) == 1 &&
-			b.Broker().HAStatus().Epoch == a.Broker().HAStatus().Epoch
+			b.Broker().HAStatus().Epoch == a.Broker().HAStatus().Epoch &&
+			b.Broker().HAStatus().Follow.Connected && b.Broker().HAStatus().Follow.MasterBroker != ""
 	})
 	epoch := mustGauge(t, areg, "stratamq_ha_epoch", nil)
 	if epoch < 1 || mustGauge(t, breg, "stratamq_ha_epoch", nil) != epoch || mustGauge(t, areg, "stratamq_ha_failovers_total", nil) != 0 {
