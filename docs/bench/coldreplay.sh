@@ -9,6 +9,7 @@
 #   PAYLOAD=json docs/bench/coldreplay.sh       # compressible bodies
 #   QUEUES=64 ONE_QUEUE=1 ROUNDS=1 docs/bench/coldreplay.sh   # amplification
 #   CONSUME_ARGS="--conns 8" docs/bench/coldreplay.sh         # more flags for bench consume
+#   BUCKET_RATE=1600mbit docs/bench/coldreplay.sh  # a bucket that serves 200 MB/s (root, tc)
 #
 # Steps (loopback only, every wait bounded):
 #  1. start versitygw on 127.0.0.1 (--keep-alive), build `stratamq` (the
@@ -27,6 +28,13 @@
 #  4. prints every run and the medians; ratio = consume MB/s ÷ rawget MB/s of
 #     the same round.
 #
+# BUCKET_RATE shapes what the bucket sends (versitygw's source port on lo)
+# to that rate with tc's htb (root needed; nothing else on lo is shaped):
+# the loopback server reads its page cache at memory speed, faster than
+# any broker forwards it and than a real bucket serves one host, so "at
+# the bucket's speed" is measured against a bucket of a given bandwidth.
+# The shaping starts after the produce step and ends with the script.
+#
 # The load generator, producer and rawget are always the working tree's
 # binary (older revisions lack --payload, --metrics and rawget); only the
 # broker under test changes. PROFILE=DIR saves a 10 s broker CPU profile of
@@ -43,6 +51,7 @@ ROUNDS=${ROUNDS:-3}
 STREAMS=${STREAMS:-4}
 ONE_QUEUE=${ONE_QUEUE:-0}
 PROFILE=${PROFILE:-}
+BUCKET_RATE=${BUCKET_RATE:-}
 VGW_PORT=${VGW_PORT:-27171}
 NS_PORT=${NS_PORT:-19877}
 BROKER_PORT=${BROKER_PORT:-19912}
@@ -55,6 +64,7 @@ say() { echo "coldreplay: $*" >&2; }
 
 PIDS=()
 cleanup() {
+	[[ -n $BUCKET_RATE ]] && tc qdisc del dev lo root 2>/dev/null
 	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
 	if [[ ${KEEP:-0} == 1 ]]; then say "kept $WORK"; else rm -rf "$WORK"; fi
@@ -154,6 +164,16 @@ restore_bucket() {
 	rm -rf "$WORK/vgw/coldreplay"
 	cp -a "$WORK/bucket-snapshot" "$WORK/vgw/coldreplay"
 }
+
+if [[ -n $BUCKET_RATE ]]; then
+	# htb with no default class: only what the filter picks (versitygw's
+	# replies) goes through the shaped class; the rest of lo is sent as is.
+	tc qdisc del dev lo root 2>/dev/null || true
+	tc qdisc add dev lo root handle 1: htb r2q 1000
+	tc class add dev lo parent 1: classid 1:2 htb rate "$BUCKET_RATE" ceil "$BUCKET_RATE" burst 256k cburst 256k
+	tc filter add dev lo protocol ip parent 1: prio 1 u32 match ip sport "$VGW_PORT" 0xffff flowid 1:2
+	say "the bucket's replies shaped to $BUCKET_RATE (tc htb on lo, source port $VGW_PORT)"
+fi
 
 rawget() {
 	timeout 600 "$TOOL" bench rawget --bucket "$BUCKET" --streams "$STREAMS" 2>>"$WORK/bench.log" | tail -1
