@@ -10,11 +10,13 @@
 #   QUEUES=64 ONE_QUEUE=1 ROUNDS=1 docs/bench/coldreplay.sh   # amplification
 #   CONSUME_ARGS="--conns 8" docs/bench/coldreplay.sh         # more flags for bench consume
 #   BUCKET_RATE=1600mbit docs/bench/coldreplay.sh  # a bucket that serves 200 MB/s (root, tc)
+#   CLIENT=1 ROUNDS=2 docs/bench/coldreplay.sh     # also the official Go client's pull consumer, cold and hot
 #
 # Steps (loopback only, every wait bounded):
 #  1. start versitygw on 127.0.0.1 (--keep-alive), build `stratamq` (the
 #     working tree; with REV arguments also each REV, via git archive);
-#  2. `serve` with STRATAMQ_SEGMENT_SIZE=$SEGMENT, STRATAMQ_LOCAL_RETENTION=0
+#  2. `serve` with STRATAMQ_SEGMENT_SIZE=$SEGMENT, STRATAMQ_LOCAL_RETENTION=0,
+#     no gRPC listener (STRATAMQ_GRPC_LISTEN empty: :8081 is not loopback)
 #     and the s3 bucket; `bench produce` $MSGS messages of $SIZE bytes
 #     (--payload $PAYLOAD) on $QUEUES queues; SIGTERM (a graceful stop seals
 #     and uploads everything), with the first broker under test; the
@@ -27,6 +29,29 @@
 #     peak RSS (VmHWM);
 #  4. prints every run and the medians; ratio = consume MB/s ÷ rawget MB/s of
 #     the same round.
+#
+# CLIENT=1 adds, to every round and broker, replays with the official Go
+# client's pull consumer (docs/bench/clientpull: rocketmq-client-go's
+# PullFrom, one goroutine per queue, from offset 0 to each queue's end),
+# once per pull batch in CLIENT_BATCHES (default "32 1024": the client's
+# default, and the broker's cap of 1024 records, 4 MiB, per pull):
+#   clientN      cold: a fresh broker on an empty data dir with the bucket
+#                restored, as for `all`, a new group;
+#   hot          `bench consume --from first` on a broker restarted on the
+#                producing broker's data dir (its segments kept there:
+#                with CLIENT=1 the producing broker runs with
+#                STRATAMQ_LOCAL_RETENTION=$HOT_RETENTION, which changes
+#                nothing in the bucket), the bucket restored: local disk
+#                and page cache, no bucket read;
+#   hot-clientN  the client on that same hot broker, a new group each.
+# Client rows fill the same columns: consume_MB/s is the client's record
+# bytes (MessageExt.StoreSize, the unit bench consume counts) per second,
+# so the client and bench consume compare like for like (the client's JSON
+# in runs.jsonl also has body MB/s); cold_bytes, hot_bytes, bucket_bytes,
+# amplification and gets come from the broker's metrics scraped around the
+# client's run, as bench consume --metrics does. ratio_seq of every row is
+# its MB/s ÷ the round's raw GET, hot rows included (what the path could
+# deliver against what the bucket serves).
 #
 # BUCKET_RATE shapes what the bucket sends (versitygw's source port on lo)
 # to that rate with tc's htb (root needed; nothing else on lo is shaped):
@@ -51,6 +76,9 @@ ROUNDS=${ROUNDS:-3}
 STREAMS=${STREAMS:-4}
 ONE_QUEUE=${ONE_QUEUE:-0}
 PROFILE=${PROFILE:-}
+CLIENT=${CLIENT:-0}
+CLIENT_BATCHES=${CLIENT_BATCHES:-32 1024}
+HOT_RETENTION=${HOT_RETENTION:-64GiB}
 BUCKET_RATE=${BUCKET_RATE:-}
 VGW_PORT=${VGW_PORT:-27171}
 NS_PORT=${NS_PORT:-19877}
@@ -103,6 +131,10 @@ BUCKET="s3://coldreplay/p?endpoint=http://127.0.0.1:$VGW_PORT&region=us-east-1"
 say "building the working tree"
 (cd "$ROOT" && go build -o "$WORK/stratamq-tree" ./cmd/stratamq)
 TOOL=$WORK/stratamq-tree
+if [[ $CLIENT == 1 ]]; then
+	say "building docs/bench/clientpull"
+	(cd "$ROOT" && go build -o "$WORK/clientpull" ./docs/bench/clientpull)
+fi
 BROKERS=()
 if [[ $# -eq 0 ]]; then
 	BROKERS=(tree)
@@ -123,9 +155,10 @@ else
 fi
 
 BPID=
-start_broker() { # bin datadir
-	rm -rf "$2"
-	STRATAMQ_SEGMENT_SIZE=$SEGMENT STRATAMQ_LOCAL_RETENTION=0 STRATAMQ_CACHE_SIZE=$CACHE STRATAMQ_BUCKET=$BUCKET \
+RETAIN=0 # STRATAMQ_LOCAL_RETENTION of the next broker started
+start_broker() { # bin datadir [keep: serve what the data dir holds]
+	[[ ${3:-} == keep ]] || rm -rf "$2"
+	STRATAMQ_SEGMENT_SIZE=$SEGMENT STRATAMQ_LOCAL_RETENTION=$RETAIN STRATAMQ_CACHE_SIZE=$CACHE STRATAMQ_BUCKET=$BUCKET STRATAMQ_GRPC_LISTEN= \
 		STRATAMQ_PPROF=true "$1" serve --data-dir "$2" --namesrv-listen "127.0.0.1:$NS_PORT" \
 		--listen "127.0.0.1:$BROKER_PORT" --http-listen "127.0.0.1:$HTTP_PORT" --log-level warn >>"$WORK/broker.log" 2>&1 &
 	BPID=$!
@@ -149,8 +182,11 @@ stop_broker() { # graceful: seals and uploads the active segment; at most 120 s
 common=(--namesrv "127.0.0.1:$NS_PORT" --broker "127.0.0.1:$BROKER_PORT" --topic Cold --progress 0)
 
 # 2. Produce into the bucket, with the first broker under test (the oldest
-# format every later revision reads).
+# format every later revision reads). With CLIENT=1 its segments stay on its
+# disk too, for the hot replays.
+[[ $CLIENT == 1 ]] && RETAIN=$HOT_RETENTION
 start_broker "$WORK/stratamq-${BROKERS[0]}" "$WORK/data-produce"
+RETAIN=0
 say "producing $MSGS x $SIZE B ($PAYLOAD) on $QUEUES queues, batch $BATCH"
 timeout 900 "$TOOL" bench produce "${common[@]}" --queues "$QUEUES" --size "$SIZE" --payload "$PAYLOAD" \
 	--messages "$MSGS" --batch "$BATCH" --conns 2 --inflight 8 2>>"$WORK/bench.log" | tail -1 >"$WORK/produce.json"
@@ -202,8 +238,76 @@ consume() { # bin tag group [queue]
 	jq -c --arg hwm "$hwm" '. + {broker_vmhwm_mib: ($hwm|tonumber)}' "$WORK/consume.json"
 }
 
+# The broker's cold-read counters (those bench consume --metrics reads), as
+# a JSON object.
+scrape() {
+	curl -s --max-time 10 "http://127.0.0.1:$HTTP_PORT/metrics" | awk '
+		$1 == "rocketmq_tiered_store_cold_read_bytes_total" { c = $2 }
+		$1 == "rocketmq_tiered_store_provider_download_bytes_total" { d = $2 }
+		$1 == "rocketmq_tiered_store_cold_get_total" { g = $2 }
+		END { printf "{\"cold\":%.0f,\"bucket\":%.0f,\"gets\":%.0f}\n", c, d, g }'
+}
+client_run() { # tag group batch: the client pull consumer against the running broker
+	local before after args=(-namesrv "127.0.0.1:$NS_PORT" -topic Cold -group "$2" -pull-batch "$3" -messages "$MSGS" -timeout 10m)
+	[[ -n $PROFILE ]] && args+=(-cpuprofile "$PROFILE/$1-$2.client.pprof")
+	before=$(scrape)
+	# a failed run still prints its line (errors > 0); the row shows it
+	timeout 900 "$WORK/clientpull" "${args[@]}" 2>>"$WORK/bench.log" | tail -1 >"$WORK/client.json" || true
+	[[ -s $WORK/client.json ]] || echo '{"mode":"clientpull","messages":0,"record_bytes":0,"seconds":0,"record_mb_per_sec":0,"errors":1}' >"$WORK/client.json"
+	after=$(scrape)
+	# the fields bench consume --metrics reports, from the two scrapes
+	jq -c --argjson b "$before" --argjson a "$after" '
+		(($a.cold - $b.cold) | if . < 0 then 0 else . end) as $cold |
+		(($a.bucket - $b.bucket) | if . < 0 then 0 else . end) as $bucket |
+		. + {cold_bytes: $cold, hot_bytes: ([.record_bytes - $cold, 0] | max), bucket_bytes: $bucket,
+			bucket_gets: ($a.gets - $b.gets),
+			cold_mb_per_sec: (if .seconds > 0 then ($cold / .seconds / 1e4 | round) / 100 else 0 end),
+			amplification: (if .record_bytes > 0 then ($bucket / .record_bytes * 1000 | round) / 1000 else 0 end)}' "$WORK/client.json"
+}
+broker_hwm() { awk '/VmHWM/ {printf "%d", $2/1024}' "/proc/$BPID/status"; }
+client_cold() { # bin tag group batch: a fresh broker, the bucket restored
+	restore_bucket
+	start_broker "$1" "$WORK/data-$2"
+	[[ -n $PROFILE ]] && mkdir -p "$PROFILE"
+	local res hwm
+	res=$(client_run "$2" "$3" "$4")
+	hwm=$(broker_hwm)
+	stop_broker
+	jq -c --arg hwm "$hwm" '. + {broker_vmhwm_mib: ($hwm|tonumber)}' <<<"$res"
+}
+# hot_runs bin tag group: the producing broker's data dir (its segments on
+# disk), the bucket restored; bench consume with group, then the client once
+# per batch with group-cN. Writes $WORK/hot.lines, one line per replay, the
+# case first.
+hot_runs() {
+	restore_bucket
+	RETAIN=$HOT_RETENTION
+	start_broker "$1" "$WORK/data-produce" keep
+	RETAIN=0
+	[[ -n $PROFILE ]] && mkdir -p "$PROFILE"
+	local res b
+	timeout 900 "$TOOL" bench consume "${common[@]}" --group "$3" --from first --metrics "http://127.0.0.1:$HTTP_PORT/metrics" \
+		2>>"$WORK/bench.log" | tail -1 >"$WORK/consume.json"
+	echo "hot $(jq -c --arg hwm "$(broker_hwm)" '. + {broker_vmhwm_mib: ($hwm|tonumber)}' "$WORK/consume.json")" >"$WORK/hot.lines"
+	for b in $CLIENT_BATCHES; do
+		res=$(client_run "$2" "$3-c$b" "$b")
+		echo "hot-client$b $(jq -c --arg hwm "$(broker_hwm)" '. + {broker_vmhwm_mib: ($hwm|tonumber)}' <<<"$res")" >>"$WORK/hot.lines"
+	done
+	stop_broker
+}
+
 # 3. Rounds, brokers side by side.
 echo "round broker case raw_seq_MB/s raw_par_MB/s consume_MB/s cold_MB/s ratio_seq cold_bytes hot_bytes bucket_bytes amplification gets vmhwm_MiB errors" >"$WORK/results"
+# row round broker case json: one line of the table (bench consume's
+# mb_per_sec is record bytes; the client's record_mb_per_sec is the same unit).
+row() {
+	echo "$4" >>"$WORK/runs.jsonl"
+	jq -r --arg r "$1" --arg b "$2" --arg c "$3" --argjson s "$seq_mbs" --argjson p "$par_mbs" \
+		'(if .mode == "clientpull" then .record_mb_per_sec else .mb_per_sec end) as $mbs |
+		 [$r, $b, $c, $s, $p, $mbs, (.cold_mb_per_sec // 0), (if $s > 0 then ($mbs / $s * 1000 | round) / 1000 else 0 end),
+		  (.cold_bytes // 0), (.hot_bytes // 0), (.bucket_bytes // 0), (.amplification // 0), (.bucket_gets // 0),
+		  .broker_vmhwm_mib, .errors] | @tsv' <<<"$4" | tr '\t' ' ' | tee -a "$WORK/results" >&2
+}
 g=0
 for round in $(seq "$ROUNDS"); do
 	for br in "${BROKERS[@]}"; do
@@ -217,12 +321,18 @@ for round in $(seq "$ROUNDS"); do
 			q=
 			[[ $c == q0 ]] && q=0
 			res=$(consume "$WORK/stratamq-$br" "$br-$round-$c" "replay$g" $q)
-			echo "$res" >>"$WORK/runs.jsonl"
-			jq -r --arg r "$round" --arg b "$br" --arg c "$c" --argjson s "$seq_mbs" --argjson p "$par_mbs" \
-				'[$r, $b, $c, $s, $p, .mb_per_sec, (.cold_mb_per_sec // 0), ((.mb_per_sec / $s * 1000 | round) / 1000),
-				  (.cold_bytes // 0), (.hot_bytes // 0), (.bucket_bytes // 0), (.amplification // 0), (.bucket_gets // 0),
-				  .broker_vmhwm_mib, .errors] | @tsv' <<<"$res" | tr '\t' ' ' | tee -a "$WORK/results" >&2
+			row "$round" "$br" "$c" "$res"
 		done
+		[[ $CLIENT == 1 ]] || continue
+		for b in $CLIENT_BATCHES; do
+			g=$((g + 1))
+			row "$round" "$br" "client$b" "$(client_cold "$WORK/stratamq-$br" "$br-$round-client$b" "replay$g" "$b")"
+		done
+		g=$((g + 1))
+		hot_runs "$WORK/stratamq-$br" "$br-$round-hot" "replay$g"
+		while read -r c res; do
+			row "$round" "$br" "$c" "$res"
+		done <"$WORK/hot.lines"
 	done
 done
 
