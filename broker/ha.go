@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"time"
 
 	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/remoting"
@@ -180,6 +181,30 @@ func (b *Broker) hiddenEnd(topic string, queue int32, offset int64) int64 {
 		return 0
 	}
 	return phys + int64(size)
+}
+
+// holdHANotify starts a sync_master's send whose records the sending
+// goroutine pushes to the slaves itself (pushHA, before slaveAck waits):
+// the store's dispatch of them does not wake the HA stream goroutines. It
+// returns the master to give to pushHA (nil for the other roles); every
+// non-nil result must reach pushHA, whatever the put's outcome.
+func (b *Broker) holdHANotify() *ha.Master {
+	if b.cfg.Role != RoleSyncMaster {
+		return nil
+	}
+	m := b.haMaster.Load()
+	if m != nil {
+		m.HoldNotify()
+	}
+	return m
+}
+
+// pushHA ends holdHANotify: the bytes written since go to idle slaves on
+// this goroutine (ha.Master.Push), within STRATAMQ_HA_ACK_TIMEOUT.
+func (b *Broker) pushHA(m *ha.Master) {
+	if m != nil {
+		m.Push(time.Now().Add(b.cfg.HATimeout))
+	}
 }
 
 // slaveAck is sync_master's wait: nil at once for the other roles; else nil

@@ -63,7 +63,9 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 		return b.joinBatch(rb, a, msgs...)
 	}
 	if b.cfg.Flush != "sync" {
+		hm := b.holdHANotify()
 		res, err := b.store.Put(ctx, msgs)
+		b.pushHA(hm)
 		if err == nil {
 			err = b.ackGate()
 		}
@@ -184,7 +186,9 @@ func (b *Broker) EndBatch(rb *remoting.ReadBatch) {
 	}
 	c := rb.Conn
 	if b.cfg.Flush != "sync" {
+		hm := b.holdHANotify()
 		res, err := b.store.Put(context.Background(), sb.msgs)
+		b.pushHA(hm)
 		var slaveErr error
 		if err == nil {
 			slaveErr = b.slaveAck(context.Background(), res)

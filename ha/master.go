@@ -117,6 +117,11 @@ type Master struct {
 
 	newData chan struct{} // closed and replaced by Notify
 	armed   atomic.Bool   // someone took newData since the last Notify
+	// pushers counts the HoldNotify calls whose Push has not come yet:
+	// while there are any, Notify only sets pending (the Push sends the
+	// bytes on its own goroutine, or wakes the streams).
+	pushers atomic.Int32
+	pending atomic.Bool
 
 	mu      sync.Mutex
 	conns   map[*slaveConn]struct{}
@@ -132,6 +137,15 @@ type slaveConn struct {
 	sent       int64
 	acked      int64
 	lastReport time.Time
+
+	// sendMu is held by whoever sends to this slave: its stream goroutine,
+	// or a Push on a sending goroutine. It guards pos, buf and lastSend.
+	sendMu   sync.Mutex
+	pos      int64 // the next offset to send
+	buf      []byte
+	lastSend time.Time
+	sentTo   atomic.Int64 // pos, for Push's check without sendMu
+	live     atomic.Bool  // streaming: pos and buf are set
 }
 
 // StartMaster listens on opts.Listen and serves slaves until Close.
@@ -162,6 +176,19 @@ func (m *Master) Addr() net.Addr { return m.ln.Addr() }
 // it after each write (polling every PollInterval covers a missed call). It
 // is cheap enough to call per record (store.Options.OnDispatch).
 func (m *Master) Notify() {
+	if m.pushers.Load() > 0 {
+		// Stored before pushers is read again: a Push that ends after
+		// this read sees it.
+		m.pending.Store(true)
+		if m.pushers.Load() > 0 {
+			return
+		}
+	}
+	m.wake()
+}
+
+// wake wakes the stream goroutines waiting for new bytes.
+func (m *Master) wake() {
 	if !m.armed.Swap(false) {
 		return // nobody waits since the last Notify: one atomic op per write
 	}
@@ -169,6 +196,65 @@ func (m *Master) Notify() {
 	close(m.newData)
 	m.newData = make(chan struct{})
 	m.mu.Unlock()
+}
+
+// HoldNotify tells the master that the caller is about to write records
+// and will call Push once they are in the log: their Notify need not wake
+// the stream goroutines. Every HoldNotify must be followed by one Push.
+func (m *Master) HoldNotify() { m.pushers.Add(1) }
+
+// Push ends a HoldNotify: it sends what the log holds past each slave's
+// position, on the caller's goroutine, to every slave that is idle (its
+// stream goroutine waits and it acked all it was sent: its receiver is
+// reading), and wakes the stream goroutines of the others (and of any
+// bytes another writer announced meanwhile). A sync_master's send calls
+// it before it waits for the slave's ack: its bytes leave without a
+// goroutine handoff, a thread wakeup on a busy machine. A write not done
+// by deadline (the sender's ack timeout) or failed closes that slave's
+// connection: its session ends, as on a stream goroutine's failed write,
+// and the slave reconnects from what it holds.
+func (m *Master) Push(deadline time.Time) {
+	var arr [4]*slaveConn
+	conns := arr[:0]
+	wake := false
+	m.mu.Lock()
+	for sc := range m.conns {
+		if sc.acked < sc.sent {
+			wake = true // busy: its stream goroutine batches
+			continue
+		}
+		conns = append(conns, sc)
+	}
+	m.mu.Unlock()
+	for _, sc := range conns {
+		if !sc.live.Load() || !sc.sendMu.TryLock() {
+			wake = true // its stream goroutine is sending (it looks at the end again after), or not started
+			continue
+		}
+		for range 4 { // a bound: a stream goroutine takes over past it
+			sent, err := m.sendPending(sc, deadline)
+			if err != nil {
+				sc.c.Close()
+				break
+			}
+			if !sent {
+				break
+			}
+		}
+		sc.sendMu.Unlock()
+	}
+	m.pushers.Add(-1)
+	if m.pending.Swap(false) && !wake {
+		end := m.opts.Log.MaxPhysOffset()
+		for _, sc := range conns {
+			if sc.live.Load() && sc.sentTo.Load() < end {
+				wake = true
+			}
+		}
+	}
+	if wake {
+		m.wake()
+	}
 }
 
 func (m *Master) dataCh() <-chan struct{} {
@@ -417,45 +503,35 @@ func (m *Master) readReports(sc *slaveConn) error {
 	}
 }
 
-// stream sends the log from sc.start on, and heartbeats when idle.
+// stream sends the log from sc.start on, and heartbeats when idle. A Push
+// may send for it meanwhile (sendMu).
 func (m *Master) stream(sc *slaveConn, readDone <-chan struct{}) error {
-	buf := make([]byte, headerLen+m.opts.BatchSize)
-	pos := sc.start
-	lastSend := time.Now()
+	sc.sendMu.Lock()
+	sc.buf, sc.pos, sc.lastSend = make([]byte, headerLen+m.opts.BatchSize), sc.start, time.Now()
+	sc.sentTo.Store(sc.pos)
+	sc.sendMu.Unlock()
+	sc.live.Store(true)
+	defer sc.live.Store(false)
 	poll := time.NewTicker(min(m.opts.PollInterval, m.opts.HeartbeatInterval))
 	defer poll.Stop()
 	for {
 		wake := m.dataCh() // before reading the end: a Notify after this wakes us
-		end := m.opts.Log.MaxPhysOffset()
-		if pos < end {
-			body, err := m.cut(&buf, pos, end)
-			if err != nil {
-				return err
-			}
-			putHeader(buf, header{phyOffset: pos, epoch: m.opts.Epoch(), masterMax: end, size: int32(len(body))})
-			// Raise sent before the write: the slave may report the bytes
-			// before Write returns here.
-			m.mu.Lock()
-			sc.sent = pos + int64(len(body))
-			m.mu.Unlock()
+		sc.sendMu.Lock()
+		sent, err := m.sendPending(sc, time.Time{})
+		if err == nil && !sent && time.Since(sc.lastSend) >= m.opts.HeartbeatInterval {
+			putHeader(sc.buf, header{phyOffset: sc.pos, epoch: m.opts.Epoch(), masterMax: m.opts.Log.MaxPhysOffset()})
 			sc.c.SetWriteDeadline(time.Now().Add(m.opts.IdleTimeout))
-			if _, err := sc.c.Write(buf[:headerLen+len(body)]); err != nil {
-				return fmt.Errorf("sending %d bytes at %d: %w", len(body), pos, err)
+			if _, werr := sc.c.Write(sc.buf[:headerLen]); werr != nil {
+				err = fmt.Errorf("sending heartbeat: %w", werr)
 			}
-			pos += int64(len(body))
-			if len(buf) > headerLen+m.opts.BatchSize {
-				buf = make([]byte, headerLen+m.opts.BatchSize) // drop a big record's buffer
-			}
-			lastSend = time.Now()
-			continue
+			sc.lastSend = time.Now()
 		}
-		if time.Since(lastSend) >= m.opts.HeartbeatInterval {
-			putHeader(buf, header{phyOffset: pos, epoch: m.opts.Epoch(), masterMax: end})
-			sc.c.SetWriteDeadline(time.Now().Add(m.opts.IdleTimeout))
-			if _, err := sc.c.Write(buf[:headerLen]); err != nil {
-				return fmt.Errorf("sending heartbeat: %w", err)
-			}
-			lastSend = time.Now()
+		sc.sendMu.Unlock()
+		if err != nil {
+			return err
+		}
+		if sent {
+			continue
 		}
 		select {
 		case <-wake:
@@ -466,6 +542,42 @@ func (m *Master) stream(sc *slaveConn, readDone <-chan struct{}) error {
 			return m.ctx.Err()
 		}
 	}
+}
+
+// sendPending sends one transfer of the log from sc.pos towards its end,
+// if there is anything past sc.pos, within IdleTimeout and deadline (if
+// set); sc.sendMu is held.
+func (m *Master) sendPending(sc *slaveConn, deadline time.Time) (sent bool, err error) {
+	pos := sc.pos
+	end := m.opts.Log.MaxPhysOffset()
+	if pos >= end {
+		return false, nil
+	}
+	body, err := m.cut(&sc.buf, pos, end)
+	if err != nil {
+		return false, err
+	}
+	putHeader(sc.buf, header{phyOffset: pos, epoch: m.opts.Epoch(), masterMax: end, size: int32(len(body))})
+	// Raise sent before the write: the slave may report the bytes
+	// before Write returns here.
+	m.mu.Lock()
+	sc.sent = pos + int64(len(body))
+	m.mu.Unlock()
+	d := time.Now().Add(m.opts.IdleTimeout)
+	if !deadline.IsZero() && deadline.Before(d) {
+		d = deadline
+	}
+	sc.c.SetWriteDeadline(d)
+	if _, err := sc.c.Write(sc.buf[:headerLen+len(body)]); err != nil {
+		return false, fmt.Errorf("sending %d bytes at %d: %w", len(body), pos, err)
+	}
+	sc.pos = pos + int64(len(body))
+	sc.sentTo.Store(sc.pos)
+	if len(sc.buf) > headerLen+m.opts.BatchSize {
+		sc.buf = make([]byte, headerLen+m.opts.BatchSize) // drop a big record's buffer
+	}
+	sc.lastSend = time.Now()
+	return true, nil
 }
 
 // cut reads the log at pos into (*buf)[headerLen:] and returns the longest

@@ -1,0 +1,122 @@
+package ha
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratamq/stratamq/store"
+)
+
+// TestPushSendsOnTheCallersGoroutine: a held write is on its way to an
+// idle slave when Push returns (sent there, not handed to the stream
+// goroutine), and reaches it with no Notify and no poll.
+func TestPushSendsOnTheCallersGoroutine(t *testing.T) {
+	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
+	defer closeStore(t, ss)
+	defer closeStore(t, ms)
+	addr := haAddr(t)
+	m := startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.PollInterval, o.HeartbeatInterval = time.Hour, time.Hour })
+	defer m.Close()
+	s := startSlave(t, addr, ss, nil)
+	defer s.Close()
+	waitFor(t, "the slave to connect", 10*time.Second, func() bool { return len(m.Slaves()) == 1 })
+	for i := 0; i < 20; i++ {
+		m.HoldNotify()
+		put(t, ms, 1+i%3, 500, m.Notify) // the store's dispatch hook: held
+		end := ms.MaxPhysOffset()
+		m.Push(time.Now().Add(10 * time.Second))
+		if st := m.Slaves(); len(st) != 1 || st[0].Sent != end {
+			t.Fatalf("write %d: after Push the master sent %+v, want all up to %d", i, st, end)
+		}
+		waitFor(t, "write "+strconv.Itoa(i)+" to reach the slave", 10*time.Second, func() bool {
+			st := m.Slaves()
+			return len(st) == 1 && st[0].Acked == end
+		})
+	}
+	sameLog(t, ms, ss, 0)
+}
+
+// TestPushBusySlaveWakesStream: a slave still appending what it was sent
+// is not written to by Push; its stream goroutine is woken and sends the
+// held bytes once the slave goes on.
+func TestPushBusySlaveWakesStream(t *testing.T) {
+	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
+	defer closeStore(t, ss)
+	defer closeStore(t, ms)
+	addr := haAddr(t)
+	m := startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.PollInterval, o.HeartbeatInterval = time.Hour, time.Hour })
+	defer m.Close()
+	g := newGate(ss)
+	s := startSlave(t, addr, g, nil)
+	defer s.Close()
+	defer g.release()
+	waitFor(t, "the slave to connect", 10*time.Second, func() bool { return len(m.Slaves()) == 1 })
+	g.block()
+	put(t, ms, 3, 500, m.Notify)
+	first := ms.MaxPhysOffset()
+	waitFor(t, "the first write sent (the slave holds it unacked)", 10*time.Second, func() bool {
+		st := m.Slaves()
+		return len(st) == 1 && st[0].Sent == first
+	})
+	m.HoldNotify()
+	put(t, ms, 3, 500, m.Notify)
+	m.Push(time.Now().Add(10 * time.Second))
+	g.release()
+	waitFor(t, "the held write to reach the slave", 10*time.Second, func() bool { return ss.MaxPhysOffset() == ms.MaxPhysOffset() })
+	sameLog(t, ms, ss, 0)
+}
+
+// TestPushConcurrentWithNotify: senders that hold and push, and another
+// writer that only notifies, all at once with no polling: every byte
+// reaches the slave (a Notify swallowed while a Push was due must not be
+// lost).
+func TestPushConcurrentWithNotify(t *testing.T) {
+	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
+	defer closeStore(t, ss)
+	defer closeStore(t, ms)
+	addr := haAddr(t)
+	m := startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.PollInterval, o.HeartbeatInterval = time.Hour, time.Hour })
+	defer m.Close()
+	s := startSlave(t, addr, ss, nil)
+	defer s.Close()
+	waitFor(t, "the slave to connect", 10*time.Second, func() bool { return len(m.Slaves()) == 1 })
+	var wg sync.WaitGroup
+	errs := make(chan error, 5)
+	write := func(i int) bool {
+		_, err := ms.Put(context.Background(), []store.Message{{Topic: "T0", Body: bytes.Repeat([]byte{byte(i)}, 300+i%5*50)}})
+		if err != nil {
+			errs <- err
+			return false
+		}
+		m.Notify() // the store's dispatch hook
+		return true
+	}
+	for w := 0; w < 4; w++ {
+		wg.Go(func() {
+			for i := 0; i < 40; i++ {
+				m.HoldNotify()
+				ok := write(i)
+				m.Push(time.Now().Add(10 * time.Second))
+				if !ok {
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := 0; i < 40 && write(i); i++ {
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	end := ms.MaxPhysOffset()
+	waitFor(t, "every write to reach the slave", 20*time.Second, func() bool { return ss.MaxPhysOffset() == end })
+	sameLog(t, ms, ss, 0)
+}
