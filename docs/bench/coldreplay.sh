@@ -247,19 +247,24 @@ scrape() {
 		$1 == "rocketmq_tiered_store_cold_get_total" { g = $2 }
 		END { printf "{\"cold\":%.0f,\"bucket\":%.0f,\"gets\":%.0f}\n", c, d, g }'
 }
+# broker_cpu: CPU seconds (user and system) the running broker has used.
+broker_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$BPID/stat"; }
 client_run() { # tag group batch: the client pull consumer against the running broker
-	local before after args=(-namesrv "127.0.0.1:$NS_PORT" -topic Cold -group "$2" -pull-batch "$3" -messages "$MSGS" -timeout 10m)
+	local before after cpu0 cpu1 args=(-namesrv "127.0.0.1:$NS_PORT" -topic Cold -group "$2" -pull-batch "$3" -messages "$MSGS" -timeout 10m)
 	[[ -n $PROFILE ]] && args+=(-cpuprofile "$PROFILE/$1-$2.client.pprof")
 	before=$(scrape)
+	cpu0=$(broker_cpu)
 	# a failed run still prints its line (errors > 0); the row shows it
 	timeout 900 "$WORK/clientpull" "${args[@]}" 2>>"$WORK/bench.log" | tail -1 >"$WORK/client.json" || true
 	[[ -s $WORK/client.json ]] || echo '{"mode":"clientpull","messages":0,"record_bytes":0,"seconds":0,"record_mb_per_sec":0,"errors":1}' >"$WORK/client.json"
+	cpu1=$(broker_cpu)
 	after=$(scrape)
-	# the fields bench consume --metrics reports, from the two scrapes
-	jq -c --argjson b "$before" --argjson a "$after" '
+	# the fields bench consume --metrics reports, from the two scrapes, and
+	# the broker's CPU while the client ran (the client's start included)
+	jq -c --argjson b "$before" --argjson a "$after" --argjson c0 "$cpu0" --argjson c1 "$cpu1" '
 		(($a.cold - $b.cold) | if . < 0 then 0 else . end) as $cold |
 		(($a.bucket - $b.bucket) | if . < 0 then 0 else . end) as $bucket |
-		. + {cold_bytes: $cold, hot_bytes: ([.record_bytes - $cold, 0] | max), bucket_bytes: $bucket,
+		. + {broker_cpu_seconds: ((($c1 - $c0) * 100 | round) / 100), cold_bytes: $cold, hot_bytes: ([.record_bytes - $cold, 0] | max), bucket_bytes: $bucket,
 			bucket_gets: ($a.gets - $b.gets),
 			cold_mb_per_sec: (if .seconds > 0 then ($cold / .seconds / 1e4 | round) / 100 else 0 end),
 			amplification: (if .record_bytes > 0 then ($bucket / .record_bytes * 1000 | round) / 1000 else 0 end)}' "$WORK/client.json"

@@ -21,7 +21,8 @@
 // unit `bench consume` reports as bytes and mb_per_sec). mb_per_sec is
 // body_bytes ÷ seconds ÷ 10^6 (mb_of says so); record_mb_per_sec the same
 // for records. seconds run from the first pull to the last message (the
-// client's start and route lookup are not timed).
+// client's start and route lookup are not timed); cpu_seconds is the CPU
+// (user and system) this process, the client, used over the replay.
 //
 // Every loop is bounded: -timeout bounds the whole replay, each pull is
 // bounded by the client (30 s), and a queue gives up after -max-errors
@@ -44,6 +45,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
@@ -64,6 +66,7 @@ type result struct {
 	Pulls           int64            `json:"pulls"`
 	MeanPullMs      float64          `json:"mean_pull_ms"`
 	MsgsPerPull     float64          `json:"msgs_per_pull"`
+	CPUSeconds      float64          `json:"cpu_seconds"`
 	Seconds         float64          `json:"seconds"`
 	MsgsPerSec      float64          `json:"msgs_per_sec"`
 	MBPerSec        float64          `json:"mb_per_sec"`
@@ -164,6 +167,7 @@ func run() int {
 	reached := make(chan struct{}) // closed when -messages arrived
 	var reachedOnce sync.Once
 	var lastMsg atomic.Int64 // unix ns of the last message counted
+	cpu0 := cpuTime()
 	start := time.Now()
 	deadline := start.Add(*timeout)
 	var wg sync.WaitGroup
@@ -249,14 +253,14 @@ func run() int {
 	case <-timer.C:
 		c.fail("timeout", fmt.Errorf("replay not done within %v", *timeout))
 	}
-	end := time.Now()
+	end, cpu := time.Now(), cpuTime()-cpu0
 	if ns := lastMsg.Load(); ns > 0 {
 		end = time.Unix(0, ns)
 	}
 
 	r := result{Mode: "clientpull", Topic: *topic, Group: *group, Queues: len(mqs), PullBatch: *batch,
 		Messages: c.msgs.Load(), BodyBytes: c.bodyBytes.Load(), RecordBytes: c.recBytes.Load(),
-		Pulls: c.pulls.Load(), MBOf: "bodies", DrainedQueues: int(c.drained.Load())}
+		Pulls: c.pulls.Load(), MBOf: "bodies", DrainedQueues: int(c.drained.Load()), CPUSeconds: round(cpu.Seconds(), 1000)}
 	r.Seconds = float64(end.Sub(start).Microseconds()) / 1e6
 	if r.Pulls > 0 {
 		r.MeanPullMs = round(float64(c.pullNanos.Load())/float64(r.Pulls)/1e6, 1000)
@@ -287,6 +291,15 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// cpuTime is the CPU (user and system) this process used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // round truncates v to 1/per (as bench does: 2 decimals for MB/s).
