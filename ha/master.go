@@ -586,6 +586,12 @@ func (m *Master) sendPending(sc *slaveConn, deadline time.Time) (sent bool, err 
 func (m *Master) cut(buf *[]byte, pos, end int64) ([]byte, error) {
 	for {
 		body := (*buf)[headerLen:]
+		if int64(len(body)) > end-pos {
+			// The log may hold bytes past end already (written, not yet
+			// in MaxPhysOffset); the transfer states end, and the slave
+			// refuses one that passes it.
+			body = body[:end-pos]
+		}
 		n, err := m.opts.Log.ReadLog(m.ctx, pos, body)
 		if err != nil {
 			return nil, fmt.Errorf("reading the log at %d: %w", pos, err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,5 +119,52 @@ func TestPushConcurrentWithNotify(t *testing.T) {
 	}
 	end := ms.MaxPhysOffset()
 	waitFor(t, "every write to reach the slave", 20*time.Second, func() bool { return ss.MaxPhysOffset() == end })
+	sameLog(t, ms, ss, 0)
+}
+
+// laggingLog is a master's log whose MaxPhysOffset lags its bytes: a
+// write is in the file (ReadLog returns it) before the end the master
+// reads says so.
+type laggingLog struct {
+	*store.Store
+	end atomic.Int64
+}
+
+func (l *laggingLog) MaxPhysOffset() int64 { return l.end.Load() }
+
+// TestTransferStopsAtTheEndItStates: a transfer never holds bytes past the
+// master end its header states, though the log holds them already (the
+// slave refuses such a transfer and drops the connection: a sync_master
+// send under concurrent writes got SLAVE_NOT_AVAILABLE).
+func TestTransferStopsAtTheEndItStates(t *testing.T) {
+	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
+	defer closeStore(t, ss)
+	defer closeStore(t, ms)
+	lg := &laggingLog{Store: ms}
+	addr := haAddr(t)
+	m, err := StartMaster(MasterOptions{Listen: addr, Log: lg, BrokerName: "b1", PollInterval: 20 * time.Millisecond,
+		Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	s := startSlave(t, addr, ss, nil)
+	defer s.Close()
+	waitFor(t, "the slave to connect", 10*time.Second, func() bool { return len(m.Slaves()) == 1 })
+	for i := 0; i < 10; i++ {
+		put(t, ms, 3, 500, nil)
+		stated := ms.MaxPhysOffset()
+		put(t, ms, 3, 500, nil) // in the log, not yet in the stated end
+		lg.end.Store(stated)
+		m.Notify()
+		waitFor(t, "the stated end to reach the slave", 10*time.Second, func() bool { return ss.MaxPhysOffset() == stated })
+		lg.end.Store(ms.MaxPhysOffset())
+		m.HoldNotify()
+		m.Push(time.Now().Add(10 * time.Second))
+		waitFor(t, "the rest to reach the slave", 10*time.Second, func() bool { return ss.MaxPhysOffset() == ms.MaxPhysOffset() })
+	}
+	if st := s.State(); st.Sessions != 1 {
+		t.Fatalf("the slave connected %d times; a transfer past its stated end drops the connection", st.Sessions)
+	}
 	sameLog(t, ms, ss, 0)
 }
