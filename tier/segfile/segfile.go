@@ -703,6 +703,7 @@ func (w *Writer) WriteFrom(src io.ReaderAt, size int64) error {
 		}
 	} else {
 		layout := w.opts.Layout
+		rr := runReader{src: src, buf: buf}
 		var pos int64
 		for i, r := range layout {
 			if r.Pos != pos {
@@ -720,7 +721,7 @@ func (w *Writer) WriteFrom(src io.ReaderAt, size int64) error {
 					return err
 				}
 			}
-			if _, err := io.CopyBuffer(w, io.NewSectionReader(src, r.Off, r.Len), buf); err != nil {
+			if err := rr.copyRun(w, layout, i); err != nil {
 				return err
 			}
 			pos += r.Len
@@ -733,6 +734,57 @@ func (w *Writer) WriteFrom(src io.ReaderAt, size int64) error {
 		return fmt.Errorf("segfile: encode: read %d of %d bytes", w.start, size)
 	}
 	return nil
+}
+
+// runGap is the most source bytes between two runs of a group that one
+// read of the source spans: copying a few KiB of page cache costs less
+// than the read call it saves. Runs of a few queues written round robin
+// (one record each) are read ~200 KiB at a time instead of one call per
+// record; runs of many queues lie further apart and are read one by one.
+const runGap = 8 << 10
+
+// runReader copies layout runs from the source, reading consecutive runs
+// of one group that lie close together (runGap) with one ReadAt into buf.
+type runReader struct {
+	src     io.ReaderAt
+	buf     []byte
+	win     []byte // the source bytes at winOff read last
+	winOff  int64
+	winOpen bool
+}
+
+// copyRun writes layout[i]'s bytes to w.
+func (rr *runReader) copyRun(w io.Writer, layout []Run, i int) error {
+	r := layout[i]
+	if rr.winOpen && r.Off >= rr.winOff && r.Off+r.Len <= rr.winOff+int64(len(rr.win)) {
+		_, err := w.Write(rr.win[r.Off-rr.winOff : r.Off-rr.winOff+r.Len])
+		return err
+	}
+	if r.Len > int64(len(rr.buf)) {
+		rr.winOpen = false
+		_, err := io.CopyBuffer(w, io.NewSectionReader(rr.src, r.Off, r.Len), rr.buf)
+		return err
+	}
+	// A new window from r.Off over the following runs of r's group that
+	// go on forward, each within runGap of the last and all within buf.
+	end := r.Off + r.Len
+	for _, n := range layout[i+1:] {
+		if n.Group != r.Group || n.Off < end || n.Off-end > runGap || n.Off+n.Len-r.Off > int64(len(rr.buf)) {
+			break
+		}
+		end = n.Off + n.Len
+	}
+	n, err := rr.src.ReadAt(rr.buf[:end-r.Off], r.Off)
+	if int64(n) < end-r.Off {
+		rr.winOpen = false
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	rr.win, rr.winOff, rr.winOpen = rr.buf[:n], r.Off, true
+	_, err = w.Write(rr.win[:r.Len])
+	return err
 }
 
 // checkLayout verifies that runs, sorted by Off, cover [0, size) in
