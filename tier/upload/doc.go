@@ -79,7 +79,12 @@
 //     last it knows, with PutIf(IfAbsent): of two writers at most one wins
 //     N+1; the loser rereads (snapshot and deltas) and builds its delta
 //     again at the next free number. Manifest.Version is the sequence
-//     number of the last delta applied.
+//     number of the last delta applied. A won create is confirmed by
+//     listing the snapshot roots (snap/, one or two keys): a writer
+//     further behind than one snapshot interval finds its next number
+//     collected and free again, and a delta there, at or below the newest
+//     root, is one no reader applies; it rereads and commits again (a
+//     failed list counts the same way).
 //   - Every Config.SnapshotEvery deltas (64) the writer of the delta
 //     writes a snapshot as of its sequence number S: the shards whose
 //     objects changed since the last snapshot (shards cover base-offset

@@ -229,6 +229,37 @@ func TestRacingWriters(t *testing.T) {
 			t.Fatalf("manifest v%d with %d objects, A errors %d: want v2, both objects, A's lost race counted", m.Version, len(m.Objects), a.Stats().Errors)
 		}
 	})
+	t.Run("far-behind", func(t *testing.T) {
+		// A writer more than SnapshotEvery behind: the sequence number it
+		// writes next was taken and collected by the other writer's
+		// snapshot, so its conditional create succeeds on a free key, but
+		// below the newest snapshot, where no reader looks.
+		mem := tier.NewMem()
+		srcA, srcB := newSource(), newSource()
+		srcA.setHidden(true)
+		cfgA := fastConfig(mem, srcA)
+		cfgA.SnapshotEvery = 2
+		a, _ := upload.New(cfgA)
+		startRun(t, a)
+		waitFor(t, "A loaded the empty manifest", 5*time.Second, func() bool { return a.Manifest() != nil })
+		cfgB := fastConfig(mem, srcB)
+		cfgB.SnapshotEvery = 2
+		b, _ := upload.New(cfgB)
+		stopB := startRun(t, b)
+		commitOneByOne(t, b, srcB, []int64{1000, 1100, 1200, 1300, 1400, 1500, 1600, 1700})
+		stopB()
+		if _, err := mem.Stat(context.Background(), pfx+"/meta/manifest/log/00000000000000000001"); !errors.Is(err, tier.ErrNotExist) {
+			t.Fatalf("B's first delta is still there (%v): the test needs it collected", err)
+		}
+		srcA.add(upload.Segment{Kind: upload.KindCommitLog, Base: 0}, jsonSegment(1, 1000))
+		srcA.setHidden(false)
+		a.Notify()
+		waitFor(t, "A uploaded", 10*time.Second, srcA.allUploaded)
+		m := load(t, mem)
+		if len(m.CommitLog()) != 9 {
+			t.Fatalf("manifest v%d lists %d objects, want B's 8 and A's: A's delta went below B's snapshot", m.Version, len(m.CommitLog()))
+		}
+	})
 	t.Run("concurrent", func(t *testing.T) {
 		mem := tier.NewMem()
 		hb := newHookBucket(mem)

@@ -57,6 +57,9 @@ func (u *Uploader) commit(ctx context.Context, waitFence bool, build func(cur *M
 		_, err = u.cfg.Bucket.PutIf(actx, key, bytes.NewReader(buf), int64(len(buf)), tier.IfAbsent())
 		cancel()
 		if err == nil {
+			err = u.checkSlot(ctx, d.Seq)
+		}
+		if err == nil {
 			next := st.apply(d)
 			u.setState(next)
 			u.stats.manifests.Add(1)
@@ -72,9 +75,10 @@ func (u *Uploader) commit(ctx context.Context, waitFence bool, build func(cur *M
 			return ctx.Err()
 		}
 		u.stats.errors.Add(1)
-		if errors.Is(err, tier.ErrPreconditionFailed) {
+		if errors.Is(err, tier.ErrPreconditionFailed) || errors.Is(err, errSlotCollected) {
 			// Someone else wrote this sequence number, or our own earlier
-			// attempt did without us hearing: reread and build again.
+			// attempt did without us hearing, or the number was taken and
+			// collected long ago: reread and build again.
 			u.log.Info("manifest changed underneath; merging", "key", key)
 			st, err := readState(ctx, u.cfg.Bucket, u.lay)
 			if err != nil {
@@ -95,6 +99,43 @@ func (u *Uploader) commit(ctx context.Context, waitFence bool, build func(cur *M
 			return err
 		}
 	}
+}
+
+// errSlotCollected: a delta was written at a sequence number a snapshot
+// already covers (see checkSlot).
+var errSlotCollected = errors.New("upload: manifest delta written below the newest snapshot")
+
+// checkSlot confirms a delta just written at seq counts: no snapshot at
+// seq or later exists. A writer further behind than SnapshotEvery finds
+// its next sequence number free again once another writer's snapshot
+// collected the delta that held it; its conditional create then succeeds,
+// but readers start at the newest snapshot and never apply it, so the
+// objects it lists would be acknowledged and lost. A snapshot is written
+// before the deltas it replaces are deleted, and removed only once a newer
+// one exists, so a collected slot always has a snapshot at or above it by
+// the time it is free. The check lists the snapshot roots only (one or two
+// keys). Anything it cannot confirm (a failed list) counts as a lost
+// race: the caller rereads and commits again, which at worst lists the
+// same objects twice.
+func (u *Uploader) checkSlot(ctx context.Context, seq int64) error {
+	actx, cancel := context.WithTimeout(ctx, u.cfg.AttemptTimeout)
+	defer cancel()
+	newest := int64(-1)
+	err := u.cfg.Bucket.List(actx, u.lay.dir+"snap/", func(key string, _ int64) error {
+		if kind, s := u.lay.parse(key); kind == "snap" {
+			newest = max(newest, s)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w (cannot tell: listing the snapshots failed: %w)", errSlotCollected, err)
+	case newest >= seq:
+		u.log.Warn("manifest delta written at a sequence number a snapshot covers (this writer was behind); rereading",
+			"seq", seq, "snapshot", newest)
+		return errSlotCollected
+	}
+	return nil
 }
 
 // put writes one manifest object under the fence.
