@@ -12,19 +12,32 @@ import (
 	"github.com/stratamq/stratamq/store"
 )
 
+// pushPair starts a master that neither polls nor heartbeats (only Notify
+// and Push move bytes) and a slave appending to wrap(its store) (the store
+// itself for nil), and waits until they are connected.
+func pushPair(t *testing.T, wrap func(*store.Store) Appender) (ms, ss *store.Store, m *Master, s *Slave) {
+	t.Helper()
+	ms, ss = openStore(t, t.TempDir()), openStore(t, t.TempDir())
+	t.Cleanup(func() { closeStore(t, ss) })
+	t.Cleanup(func() { closeStore(t, ms) })
+	addr := haAddr(t)
+	m = startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.PollInterval, o.HeartbeatInterval = time.Hour, time.Hour })
+	t.Cleanup(func() { m.Close() })
+	var app Appender = ss
+	if wrap != nil {
+		app = wrap(ss)
+	}
+	s = startSlave(t, addr, app, nil)
+	t.Cleanup(func() { s.Close() })
+	waitFor(t, "the slave to connect", 10*time.Second, func() bool { return len(m.Slaves()) == 1 })
+	return ms, ss, m, s
+}
+
 // TestPushSendsOnTheCallersGoroutine: a held write is on its way to an
 // idle slave when Push returns (sent there, not handed to the stream
 // goroutine), and reaches it with no Notify and no poll.
 func TestPushSendsOnTheCallersGoroutine(t *testing.T) {
-	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
-	defer closeStore(t, ss)
-	defer closeStore(t, ms)
-	addr := haAddr(t)
-	m := startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.PollInterval, o.HeartbeatInterval = time.Hour, time.Hour })
-	defer m.Close()
-	s := startSlave(t, addr, ss, nil)
-	defer s.Close()
-	waitFor(t, "the slave to connect", 10*time.Second, func() bool { return len(m.Slaves()) == 1 })
+	ms, ss, m, _ := pushPair(t, nil)
 	for i := 0; i < 20; i++ {
 		m.HoldNotify()
 		put(t, ms, 1+i%3, 500, m.Notify) // the store's dispatch hook: held
@@ -45,17 +58,9 @@ func TestPushSendsOnTheCallersGoroutine(t *testing.T) {
 // is not written to by Push; its stream goroutine is woken and sends the
 // held bytes once the slave goes on.
 func TestPushBusySlaveWakesStream(t *testing.T) {
-	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
-	defer closeStore(t, ss)
-	defer closeStore(t, ms)
-	addr := haAddr(t)
-	m := startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.PollInterval, o.HeartbeatInterval = time.Hour, time.Hour })
-	defer m.Close()
-	g := newGate(ss)
-	s := startSlave(t, addr, g, nil)
-	defer s.Close()
-	defer g.release()
-	waitFor(t, "the slave to connect", 10*time.Second, func() bool { return len(m.Slaves()) == 1 })
+	var g *gate
+	ms, ss, m, _ := pushPair(t, func(st *store.Store) Appender { g = newGate(st); return g })
+	t.Cleanup(g.release) // before the slave's Close: an append in progress must finish
 	g.block()
 	put(t, ms, 3, 500, m.Notify)
 	first := ms.MaxPhysOffset()
@@ -76,15 +81,7 @@ func TestPushBusySlaveWakesStream(t *testing.T) {
 // reaches the slave (a Notify swallowed while a Push was due must not be
 // lost).
 func TestPushConcurrentWithNotify(t *testing.T) {
-	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
-	defer closeStore(t, ss)
-	defer closeStore(t, ms)
-	addr := haAddr(t)
-	m := startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.PollInterval, o.HeartbeatInterval = time.Hour, time.Hour })
-	defer m.Close()
-	s := startSlave(t, addr, ss, nil)
-	defer s.Close()
-	waitFor(t, "the slave to connect", 10*time.Second, func() bool { return len(m.Slaves()) == 1 })
+	ms, ss, m, _ := pushPair(t, nil)
 	var wg sync.WaitGroup
 	errs := make(chan error, 5)
 	write := func(i int) bool {
