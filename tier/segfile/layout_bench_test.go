@@ -27,7 +27,8 @@ func (c *countingFile) ReadAt(p []byte, off int64) (int, error) {
 // layoutSegment writes a segment file of n records of about size bytes,
 // queue i%queues each (a producer sending round robin), and returns it
 // with its queue-major layout: one run per record, runs in queue order.
-func layoutSegment(tb testing.TB, n, size, queues int) (*os.File, int64, []segfile.Run) {
+// With bigEvery > 0, every bigEvery-th record is 300-700 KiB instead.
+func layoutSegment(tb testing.TB, n, size, queues, bigEvery int) (*os.File, int64, []segfile.Run) {
 	tb.Helper()
 	rng := rand.New(rand.NewPCG(1, uint64(queues)))
 	var data bytes.Buffer
@@ -35,6 +36,9 @@ func layoutSegment(tb testing.TB, n, size, queues int) (*os.File, int64, []segfi
 	byQueue := make([][]rec, queues)
 	for i := range n {
 		l := size + rng.IntN(64)
+		if bigEvery > 0 && i%bigEvery == 3 {
+			l = 300<<10 + rng.IntN(400<<10)
+		}
 		b := make([]byte, l)
 		for j := range b {
 			b[j] = byte('a' + rng.IntN(8))
@@ -70,7 +74,7 @@ func layoutSegment(tb testing.TB, n, size, queues int) (*os.File, int64, []segfi
 func BenchmarkWriteFromLayout(b *testing.B) {
 	for _, queues := range []int{4, 8, 64} {
 		b.Run(fmt.Sprintf("queues=%d", queues), func(b *testing.B) {
-			f, size, runs := layoutSegment(b, 30000, 1100, queues)
+			f, size, runs := layoutSegment(b, 30000, 1100, queues, 0)
 			cf := &countingFile{f: f}
 			b.SetBytes(size)
 			for b.Loop() {

@@ -2,7 +2,6 @@ package segfile_test
 
 import (
 	"bytes"
-	"math/rand/v2"
 	"os"
 	"testing"
 
@@ -61,50 +60,11 @@ func TestWriteFromLayoutCoalescedReads(t *testing.T) {
 		{"big records", 200, 1100, 3, true, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, size, runs := layoutSegment(t, tc.n, tc.size, tc.queue)
-			if tc.big { // every 7th record 300-700 KiB, past WriteFrom's 256 KiB buffer
-				data, err := os.ReadFile(f.Name())
-				if err != nil {
-					t.Fatal(err)
-				}
-				rng := rand.New(rand.NewPCG(7, 7))
-				var grown []byte
-				off := map[int64]int64{}
-				var order []segfile.Run
-				for i := 0; i < len(runs); i++ {
-					order = append(order, runs[i])
-				}
-				// Rebuild the file in log order with some records grown.
-				byOff := append([]segfile.Run(nil), runs...)
-				sortRunsByOff(byOff)
-				for i, r := range byOff {
-					b := data[r.Off : r.Off+r.Len]
-					if i%7 == 3 {
-						b = make([]byte, 300<<10+rng.IntN(400<<10))
-						for j := range b {
-							b[j] = byte(rng.IntN(256))
-						}
-					}
-					off[r.Off] = int64(len(grown))
-					grown = append(grown, b...)
-				}
-				var pos int64
-				for i, r := range order {
-					no := off[r.Off]
-					var l int64
-					if idx := indexOfOff(byOff, r.Off); idx+1 < len(byOff) {
-						l = off[byOff[idx+1].Off] - no
-					} else {
-						l = int64(len(grown)) - no
-					}
-					order[i] = segfile.Run{Off: no, Len: l, Pos: pos, Group: r.Group}
-					pos += l
-				}
-				if err := os.WriteFile(f.Name(), grown, 0o600); err != nil {
-					t.Fatal(err)
-				}
-				runs, size = order, int64(len(grown))
+			big := 0
+			if tc.big {
+				big = 7 // past WriteFrom's 256 KiB buffer
 			}
+			f, size, runs := layoutSegment(t, tc.n, tc.size, tc.queue, big)
 			data, err := os.ReadFile(f.Name())
 			if err != nil {
 				t.Fatal(err)
@@ -130,21 +90,4 @@ func TestWriteFromLayoutCoalescedReads(t *testing.T) {
 			}
 		})
 	}
-}
-
-func sortRunsByOff(rs []segfile.Run) {
-	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && rs[j].Off < rs[j-1].Off; j-- {
-			rs[j], rs[j-1] = rs[j-1], rs[j]
-		}
-	}
-}
-
-func indexOfOff(rs []segfile.Run, off int64) int {
-	for i, r := range rs {
-		if r.Off == off {
-			return i
-		}
-	}
-	return -1
 }
