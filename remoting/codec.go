@@ -143,6 +143,9 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 	dst = appendJSONString(dst, c.Remark)
 	dst = append(dst, `,"extFields":{`...)
 	if c.Header != nil {
+		if j, ok := c.Header.(JSONExtAppender); ok {
+			return append(j.AppendJSONExt(dst), "}}"...)
+		}
 		dst, _ = appendExt(dst, c.Header, SerializeJSON) // no JSON errors
 		return append(dst, "}}"...)
 	}

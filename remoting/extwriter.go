@@ -15,6 +15,21 @@ type ExtAppender interface {
 	AppendExt(w *ExtWriter)
 }
 
+// JSONExtAppender is an ExtAppender of a hot path that also appends its
+// extFields as JSON itself: the "key":"value" pairs between the braces,
+// byte for byte what AppendExt writes through a JSON ExtWriter (keys in
+// ascending byte order, every value a JSON string), but with its constant
+// keys and values appended as one run each instead of a writer call per
+// field. The JSON encoder prefers it.
+type JSONExtAppender interface {
+	ExtAppender
+	AppendJSONExt(dst []byte) []byte
+}
+
+// AppendJSONString appends s as a JSON string, quoted and escaped as the
+// header encoder writes every string (for JSONExtAppender).
+func AppendJSONString(dst []byte, s string) []byte { return appendJSONString(dst, s) }
+
 // extWriters recycles writers: handed to an interface method, a writer
 // escapes to the heap, which would be one allocation per frame.
 var extWriters = sync.Pool{New: func() any { return new(ExtWriter) }}

@@ -1,5 +1,7 @@
 package remoting
 
+import "strconv"
+
 // SendHeaderExt writes a SendMessageRequestHeader's extFields straight into
 // the frame (Command.Header), without a map: long keys for SEND_MESSAGE,
 // one-letter keys for SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (V2). The result
@@ -51,4 +53,54 @@ func (s SendHeaderExt) AppendExt(w *ExtWriter) {
 	w.Int("sysFlag", int64(h.SysFlag))
 	w.String("topic", h.Topic)
 	w.String("unitMode", fmtBool(h.UnitMode))
+}
+
+// AppendJSONExt implements JSONExtAppender: AppendExt's JSON, constant keys
+// appended with their quotes, colons and commas in one run each.
+func (s SendHeaderExt) AppendJSONExt(dst []byte) []byte {
+	h := s.H
+	str := func(dst []byte, sep string, v string) []byte { return appendJSONValue(append(dst, sep...), v) }
+	num := func(dst []byte, sep string, v int64) []byte {
+		dst = strconv.AppendInt(append(dst, sep...), v, 10)
+		return append(dst, '"')
+	}
+	if s.V2 {
+		dst = str(dst, `"a":`, h.ProducerGroup)
+		dst = str(dst, `,"b":`, h.Topic)
+		dst = str(dst, `,"c":`, h.DefaultTopic)
+		dst = num(dst, `,"d":"`, int64(h.DefaultTopicQueueNums))
+		dst = num(dst, `,"e":"`, int64(h.QueueID))
+		dst = num(dst, `,"f":"`, int64(h.SysFlag))
+		dst = num(dst, `,"g":"`, h.BornTimestamp)
+		dst = num(dst, `,"h":"`, int64(h.Flag))
+		dst = str(dst, `,"i":`, h.Properties)
+		dst = num(dst, `,"j":"`, int64(h.ReconsumeTimes))
+		dst = str(dst, `,"k":`, fmtBool(h.UnitMode))
+		if h.MaxReconsumeTimesSet {
+			dst = num(dst, `,"l":"`, int64(h.MaxReconsumeTimes))
+		}
+		dst = str(dst, `,"m":`, fmtBool(h.Batch))
+		if h.BrokerName != "" {
+			dst = str(dst, `,"n":`, h.BrokerName)
+		}
+		return dst
+	}
+	dst = str(dst, `"batch":`, fmtBool(h.Batch))
+	if h.BrokerName != "" {
+		dst = str(dst, `,"bname":`, h.BrokerName)
+	}
+	dst = num(dst, `,"bornTimestamp":"`, h.BornTimestamp)
+	dst = str(dst, `,"defaultTopic":`, h.DefaultTopic)
+	dst = num(dst, `,"defaultTopicQueueNums":"`, int64(h.DefaultTopicQueueNums))
+	dst = num(dst, `,"flag":"`, int64(h.Flag))
+	if h.MaxReconsumeTimesSet {
+		dst = num(dst, `,"maxReconsumeTimes":"`, int64(h.MaxReconsumeTimes))
+	}
+	dst = str(dst, `,"producerGroup":`, h.ProducerGroup)
+	dst = str(dst, `,"properties":`, h.Properties)
+	dst = num(dst, `,"queueId":"`, int64(h.QueueID))
+	dst = num(dst, `,"reconsumeTimes":"`, int64(h.ReconsumeTimes))
+	dst = num(dst, `,"sysFlag":"`, int64(h.SysFlag))
+	dst = str(dst, `,"topic":`, h.Topic)
+	return str(dst, `,"unitMode":`, fmtBool(h.UnitMode))
 }

@@ -14,6 +14,11 @@ func TestRemotingSendHeaderExtMatchesMap(t *testing.T) {
 			BornTimestamp: 1700000000000, Properties: "TAGS\x01a\x02KEYS\x01k \"q\"\x02", BrokerName: "broker-a"},
 		{ProducerGroup: "pg", Topic: "%RETRY%g", DefaultTopic: "TBW102", QueueID: 0, SysFlag: 1, Flag: 7,
 			ReconsumeTimes: 2, MaxReconsumeTimes: 16, MaxReconsumeTimesSet: true, UnitMode: true, Batch: true},
+		// Strings that need escaping everywhere, extreme numbers (the JSON
+		// encoder of the typed header, AppendJSONExt, writes them itself).
+		{ProducerGroup: "p\"g\\\u00e9", Topic: "T\tx", DefaultTopic: "\x00\u2028", DefaultTopicQueueNums: -1, QueueID: -2147483648,
+			SysFlag: 2147483647, BornTimestamp: -9223372036854775808, Flag: -7, Properties: "", ReconsumeTimes: -1,
+			MaxReconsumeTimes: -16, MaxReconsumeTimesSet: true, BrokerName: "b\x01"},
 	} {
 		for _, v2 := range []bool{false, true} {
 			for _, ser := range []SerializeType{SerializeJSON, SerializeRocketMQ} {

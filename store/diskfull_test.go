@@ -295,7 +295,8 @@ func TestStoreDiskFullRecoversByItself(t *testing.T) {
 func TestStoreDiskFullCommitlogPagesDropped(t *testing.T) {
 	mem := vfs.NewMem()
 	inj := &noSpace{match: opIn(errorfs.OpFileSync, "commitlog")}
-	inj.before = func(_ errorfs.Op, path string) { zeroTail(t, mem, path, 300) }
+	var end atomic.Int64 // of the records in the (first) segment: zeros may follow them
+	inj.before = func(_ errorfs.Op, path string) { zeroBefore(t, mem, path, end.Load(), 300) }
 	o := testOpts(errorfs.Wrap(mem, inj))
 	s := mustOpen(t, o)
 	defer s.Close()
@@ -304,6 +305,7 @@ func TestStoreDiskFullCommitlogPagesDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustPut(t, s, msg("P", 0, strings.Repeat("lost", 200)))
+	end.Store(s.MaxPhysOffset())
 	inj.on.Store(true)
 	if err := s.Flush(); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("flush: %v", err)
@@ -358,11 +360,22 @@ func zeroTail(t *testing.T, mem *vfs.Mem, path string, n int64) {
 		t.Errorf("zero tail: %v", err)
 		return
 	}
-	defer f.Close()
 	fi, _ := f.Stat()
-	off := max(fi.Size()-n, 0)
-	if _, err := f.WriteAt(make([]byte, fi.Size()-off), off); err != nil {
-		t.Errorf("zero tail: %v", err)
+	f.Close()
+	zeroBefore(t, mem, path, fi.Size(), n)
+}
+
+// zeroBefore zeroes the n bytes of path in mem that end at end.
+func zeroBefore(t *testing.T, mem *vfs.Mem, path string, end, n int64) {
+	f, err := mem.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Errorf("zero bytes: %v", err)
+		return
+	}
+	defer f.Close()
+	off := max(end-n, 0)
+	if _, err := f.WriteAt(make([]byte, end-off), off); err != nil {
+		t.Errorf("zero bytes: %v", err)
 	}
 }
 

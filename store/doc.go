@@ -27,17 +27,21 @@
 // a filler — TOTALSIZE=remaining bytes, MAGIC 0xCBD43194 — written by
 // others). Global offsets are forever: message ids carry them.
 //
-// Zeroed tail (FlushSync; Options.ZeroAhead, default 8 MiB, negative disables): the
-// active segment's file may be longer than its records. A background
-// goroutine keeps up to ZeroAhead bytes of zeros, written and fdatasynced,
-// after the last record (never past SegmentSize-MaxMessageSize), one 256 KiB
-// chunk per round, woken by the writer when at least a chunk (or half of
-// ZeroAhead) is missing. Records then overwrite allocated blocks: the pwrite
-// does not grow the file and the next fdatasync commits no new size or
-// extents (on ext4 on virtio that halves its latency). Zeros cost as much
-// disk bandwidth as the records, so the filler idles while the average
-// commitlog fdatasync covers more than 128 KiB (large group commits, the
-// async flusher), where that saving is small. A writer that catches
+// Zeroed tail (Options.ZeroAhead: default 8 MiB in FlushSync, 1 MiB in
+// FlushAsync; negative disables): the active segment's file may be longer
+// than its records. A background goroutine keeps up to ZeroAhead bytes of
+// zeros after the last record (never past SegmentSize-MaxMessageSize), one
+// 256 KiB chunk per round, woken by the writer when at least a chunk (or
+// half of ZeroAhead) is missing. Records then overwrite cached pages of
+// allocated blocks: the pwrite does not grow the file or allocate a page
+// per 4 KiB on the writer's goroutine. In FlushSync the zeros are also
+// fdatasynced, so the next group commit's fdatasync commits no new size
+// or extents (on ext4 on virtio that halves its latency); zeros cost as
+// much disk bandwidth as the records there, so the filler idles while the
+// average commitlog fdatasync covers more than 128 KiB (large group
+// commits), where that saving is small. In FlushAsync the zeros are not
+// synced: the flusher writes out those still dirty and not yet
+// overwritten, at most ZeroAhead per FlushInterval. A writer that catches
 // up writes on past the zeros; it never waits for them. The filler writes
 // under mu, only after the last record, and holds clSyncMu across its write
 // and fdatasync, so a group commit's fdatasync never writes zeros out. Before

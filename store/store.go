@@ -192,9 +192,10 @@ func Open(opts Options) (*Store, error) {
 		s.wg.Add(1)
 		go s.groupCommitLoop()
 	}
-	// Zeros pay off only where acks wait for fdatasync: in FlushAsync the
-	// filler would only write every byte twice.
-	if o.ZeroAhead > 0 && o.Flush == FlushSync {
+	// Zeros ahead of the writer (zero.go): in both modes the writer then
+	// overwrites cached pages; in FlushSync its fdatasyncs also commit no
+	// new file size.
+	if o.ZeroAhead > 0 {
 		s.wg.Add(1)
 		go s.zeroLoop()
 		s.mu.Lock()

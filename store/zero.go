@@ -6,13 +6,19 @@ import (
 	"time"
 )
 
-// The zero-filler keeps a region of zeros, written and fdatasynced, ahead of
-// the write position in the active commitlog segment (Options.ZeroAhead).
-// Records written there overwrite allocated, already-written blocks: the
-// pwrite does not grow the file and the group commit's fdatasync has no new
-// file size or extents to commit (on ext4 that halves its latency). When
-// the writer catches up with the zeros it simply writes past them, growing
-// the file as without the filler; it never waits for it.
+// The zero-filler keeps a region of zeros ahead of the write position in the
+// active commitlog segment (Options.ZeroAhead). Records written there
+// overwrite cached pages of allocated blocks: the pwrite neither grows the
+// file nor allocates page-cache pages and reserves blocks for each new page
+// on the writer's goroutine (about a tenth of the broker's CPU per 1 KiB
+// send in the async benchmark, done on this goroutine instead, a chunk at a
+// time). In FlushSync the zeros are also fdatasynced, so the group commit's
+// fdatasync has no new file size or extents to commit (on ext4 that halves
+// its latency). In FlushAsync they are not: the flusher writes out whatever
+// zeros are dirty when it runs along with the records, at most ZeroAhead
+// (1 MiB by default) per FlushInterval, and nobody waits for an fdatasync.
+// When the writer catches up with the zeros it simply writes past them,
+// growing the file as without the filler; it never waits for it.
 //
 // Invariants:
 //   - zeros are written only under s.mu, at or after the end of the records
@@ -38,8 +44,8 @@ import (
 // one 0.4 ms and 2.7 ms, and 4 MiB rounds pushed the p99 ack of the sync
 // benchmark to 15-18 ms. Small rounds keep the stall short.
 //
-// zeroMaxSyncBytes: zeros cost as much disk bandwidth as the records that
-// overwrite them, and save about 0.3 ms of metadata commit per fdatasync.
+// zeroMaxSyncBytes (FlushSync): zeros cost as much disk bandwidth as the
+// records that overwrite them, and save about 0.3 ms of metadata commit per fdatasync.
 // That pays when fdatasyncs are small and many (the sync benchmark with 64
 // single-message writers: ~33 KB per fdatasync, 850 -> 450 us per
 // fdatasync) and loses when they are large (64 writers of 32-message
@@ -63,12 +69,12 @@ func (s *Store) zeroLimit() int64 {
 // zeroWantLocked returns where the records or zeros of sg end now (from),
 // and how many bytes of zeros after from are wanted: none until at least a
 // chunk (or half of ZeroAhead) is missing, or the rest up to the limit;
-// none while fdatasyncs are large (zeroMaxSyncBytes).
+// in FlushSync none while fdatasyncs are large (zeroMaxSyncBytes).
 // Caller holds s.mu.
 func (s *Store) zeroWantLocked(sg *segment) (from, n int64) {
 	size := sg.size.Load()
 	from = max(sg.zeroEnd, size)
-	if s.syncBytes.Load() > zeroMaxSyncBytes {
+	if s.opts.Flush == FlushSync && s.syncBytes.Load() > zeroMaxSyncBytes {
 		return from, 0
 	}
 	limit := s.zeroLimit()
@@ -126,10 +132,10 @@ func (s *Store) zeroLoop() {
 	}
 }
 
-// zeroStep writes and fdatasyncs one chunk of zeros after the records of
-// the active segment. It holds clSyncMu across both, so that the group
-// commit's fdatasync never has to write the zeros out, and s.mu across the
-// write only. more says another chunk is wanted.
+// zeroStep writes one chunk of zeros after the records of the active
+// segment and, in FlushSync, fdatasyncs it. It holds clSyncMu across both,
+// so that the group commit's fdatasync never has to write the zeros out,
+// and s.mu across the write only. more says another chunk is wanted.
 func (s *Store) zeroStep(buf []byte) (more bool, err error) {
 	s.clSyncMu.Lock()
 	defer s.clSyncMu.Unlock()
@@ -182,7 +188,11 @@ func (s *Store) zeroStep(buf []byte) (more bool, err error) {
 	s.mu.freeEst -= min(s.mu.freeEst, uint64(n))
 	more = gap > n
 	s.mu.Unlock()
-
+	if s.opts.Flush != FlushSync {
+		// The flusher syncs them (if still zeros) with the records.
+		s.zeroBytes.Add(n)
+		return more, nil
+	}
 	if err := sg.f.Sync(); err != nil && !sg.dropped.Load() {
 		if isNoSpace(err) {
 			s.df.clRewrite.Store(true) // under clSyncMu: no group commit trusted a sync meanwhile

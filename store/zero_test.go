@@ -204,6 +204,7 @@ func TestZeroTailTrimmedOnSeal(t *testing.T) {
 type growFS struct {
 	vfs.FS
 	grows, writes atomic.Int64
+	syncs         atomic.Int64 // of commitlog files
 }
 
 type growFile struct {
@@ -227,6 +228,48 @@ func (f growFile) WriteAt(p []byte, off int64) (int, error) {
 		}
 	}
 	return f.File.WriteAt(p, off)
+}
+
+func (f growFile) Sync() error {
+	f.g.syncs.Add(1)
+	return f.File.Sync()
+}
+
+// In FlushAsync the filler runs by itself, 1 MiB ahead by default, and
+// never fdatasyncs: the writer's records land in the zeros it wrote (no
+// write grows the file), and nothing is synced until the flusher runs.
+func TestZeroTailAsyncInBackground(t *testing.T) {
+	mem := vfs.NewMem()
+	g := &growFS{FS: mem}
+	s := mustOpen(t, zeroOpts(g, FlushAsync, 16<<20, 64<<10, 0)) // FlushInterval: an hour
+	defer mustClose(t, s)
+	if s.opts.ZeroAhead != DefaultAsyncZeroAhead {
+		t.Fatalf("ZeroAhead %d in FlushAsync, want %d", s.opts.ZeroAhead, DefaultAsyncZeroAhead)
+	}
+	var acks []acked
+	ahead := func(min int64) func() bool {
+		return func() bool { _, size, zeroEnd := activeTail(t, s); return zeroEnd-size >= min }
+	}
+	putAcked(t, s, &acks, msg("A", 0, "first")) // grows the new file, wakes the filler
+	waitFor(t, "zeros ahead of the first record", ahead(DefaultAsyncZeroAhead/2))
+	grows := g.grows.Load()
+	for round := range 8 { // 8 × ~110 KiB, each round waiting for the filler to refill
+		for i := range 100 {
+			putAcked(t, s, &acks, msg("A", int32(i%4), fmt.Sprintf("a%d-%d-%01000d", round, i, 0)))
+		}
+		waitFor(t, "the filler to keep up", ahead(DefaultAsyncZeroAhead/2))
+	}
+	if n := g.grows.Load() - grows; n != 0 {
+		t.Fatalf("%d of %d record writes grew the file in front of the zeros", n, g.writes.Load())
+	}
+	if n := g.syncs.Load(); n != 0 {
+		t.Fatalf("%d fdatasyncs of the commitlog in FlushAsync before any flush", n)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	checkAcked(t, s, "A", acks)
+	checkConsistent(t, s, "A", 4)
 }
 
 // While the writer stays within the zeroed tail, its writes (and so the
