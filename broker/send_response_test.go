@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/stratamq/stratamq/remoting"
@@ -13,11 +14,11 @@ import (
 // takes the ExtWriter path.
 type extOnly struct{ remoting.ExtAppender }
 
-// The send answer's own JSON encoder (AppendJSONExt) writes what the
-// ExtWriter path writes, byte for byte, and the decoder reads back the
-// same fields: single sends, batches, transaction ids that need escaping,
+// The send answer's own encoders (AppendJSONExt, AppendBinaryExt) write
+// what the ExtWriter path writes, byte for byte, and the decoder reads back
+// the same fields: single sends, batches, transaction ids that need escaping,
 // IPv6 store hosts, extreme numbers.
-func TestSendResponseJSONMatchesExtWriter(t *testing.T) {
+func TestSendResponseEncodersMatchExtWriter(t *testing.T) {
 	v4 := netip.MustParseAddrPort("127.0.0.1:10911")
 	v6 := netip.MustParseAddrPort("[fd00::1]:10911")
 	cases := map[string]sendResponseHeader{
@@ -31,6 +32,30 @@ func TestSendResponseJSONMatchesExtWriter(t *testing.T) {
 		"batch of one": {storeHost: v6, phys: 10, queueID: 7, queueOffset: 40, batch: []store.PutResult{{PhysOffset: 10, QueueOffset: 40}}},
 	}
 	for name, h := range cases {
+		t.Run(name+"/binary", func(t *testing.T) {
+			req := &remoting.Command{Opaque: 42, Serialize: remoting.SerializeRocketMQ}
+			cmd := sendResponseCmd(req)
+			cmd.Header = &h
+			fast, err := remoting.AppendFrameHeader(nil, &cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Header = extOnly{&h}
+			slow, err := remoting.AppendFrameHeader(nil, &cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(fast, slow) {
+				t.Fatalf("AppendBinaryExt wrote\n%q\nthe ExtWriter\n%q", fast[8:], slow[8:])
+			}
+			got, err := remoting.DecodeFrame(fast[4:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.hasTxID && got.ExtFields["transactionId"] != h.txID || got.ExtFields["queueId"] == "" {
+				t.Fatalf("decoded %q", got.ExtFields)
+			}
+		})
 		t.Run(name, func(t *testing.T) {
 			req := &remoting.Command{Opaque: 42, Serialize: remoting.SerializeJSON}
 			cmd := sendResponseCmd(req)
@@ -61,16 +86,19 @@ func TestSendResponseJSONMatchesExtWriter(t *testing.T) {
 	}
 }
 
-// BenchmarkSendResponseEncode is the JSON header of one send's answer.
+// BenchmarkSendResponseEncode is the header of one send's answer.
 func BenchmarkSendResponseEncode(b *testing.B) {
-	for _, path := range []string{"AppendJSONExt", "ExtWriter"} {
+	for _, path := range []string{"AppendJSONExt", "ExtWriter", "binary/AppendBinaryExt", "binary/ExtWriter"} {
 		b.Run(path, func(b *testing.B) {
 			req := &remoting.Command{Opaque: 12345, Serialize: remoting.SerializeJSON}
+			if strings.HasPrefix(path, "binary/") {
+				req.Serialize = remoting.SerializeRocketMQ
+			}
 			h := sendResponseHeader{storeHost: netip.MustParseAddrPort("127.0.0.1:10911"), phys: 123456789, queueID: 3,
 				queueOffset: 99999, txID: "C0A80001000018B4AAC20000000000AB", hasTxID: true}
 			cmd := sendResponseCmd(req)
 			cmd.Header = &h
-			if path == "ExtWriter" {
+			if strings.HasSuffix(path, "ExtWriter") {
 				cmd.Header = extOnly{&h}
 			}
 			buf := make([]byte, 0, 4096)

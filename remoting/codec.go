@@ -433,6 +433,11 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 	extAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
 	if c.Header != nil {
+		if b, ok := c.Header.(BinaryExtAppender); ok {
+			dst = b.AppendBinaryExt(dst)
+			binary.BigEndian.PutUint32(dst[extAt:], uint32(len(dst)-extAt-4))
+			return dst, nil
+		}
 		var err error
 		if dst, err = appendExt(dst, c.Header, SerializeRocketMQ); err != nil {
 			return dst, err

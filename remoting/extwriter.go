@@ -26,6 +26,15 @@ type JSONExtAppender interface {
 	AppendJSONExt(dst []byte) []byte
 }
 
+// BinaryExtAppender is JSONExtAppender for RocketMQ's binary header: the
+// extFields entries (2-byte key length, key, 4-byte value length, value),
+// byte for byte what AppendExt writes through a binary ExtWriter. Keys
+// must fit (≤ 32767 bytes); the encoder prefers it.
+type BinaryExtAppender interface {
+	ExtAppender
+	AppendBinaryExt(dst []byte) []byte
+}
+
 // AppendJSONString appends s as a JSON string, quoted and escaped as the
 // header encoder writes every string (for JSONExtAppender).
 func AppendJSONString(dst []byte, s string) []byte { return appendJSONString(dst, s) }
