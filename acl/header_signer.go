@@ -95,6 +95,42 @@ func (s *HeaderSigner) Sign(h remoting.ExtAppender, body []byte) (remoting.ExtAp
 	return s, nil
 }
 
+// AppendJSONExt implements remoting.JSONExtAppender: AppendExt's JSON,
+// the signed header's part by its own JSON encoder when it has one.
+func (s *HeaderSigner) AppendJSONExt(dst []byte) []byte {
+	dst = append(dst, `"AccessKey":`...)
+	dst = remoting.AppendJSONString(dst, s.c.AccessKey)
+	if s.c.SecurityToken != "" {
+		dst = append(dst, `,"SecurityToken":`...)
+		dst = remoting.AppendJSONString(dst, s.c.SecurityToken)
+	}
+	dst = append(dst, `,"Signature":"`...)
+	dst = append(dst, s.sig[:]...) // base64: nothing to escape
+	dst = append(dst, '"')
+	n := len(dst)
+	dst = remoting.AppendExtJSON(append(dst, ','), s.inner)
+	if len(dst) == n+1 { // the header has no fields: no comma
+		dst = dst[:n]
+	}
+	return dst
+}
+
+// AppendBinaryExt implements remoting.BinaryExtAppender: AppendExt in the
+// binary header, the signed header's part as Sign encoded it.
+func (s *HeaderSigner) AppendBinaryExt(dst []byte) []byte {
+	bin := func(dst []byte, k, v string) []byte {
+		dst = append(binary.BigEndian.AppendUint16(dst, uint16(len(k))), k...)
+		return append(binary.BigEndian.AppendUint32(dst, uint32(len(v))), v...)
+	}
+	dst = bin(dst, KeyAccessKey, s.c.AccessKey)
+	if s.c.SecurityToken != "" {
+		dst = bin(dst, KeySecurityToken, s.c.SecurityToken)
+	}
+	dst = append(binary.BigEndian.AppendUint16(dst, uint16(len(KeySignature))), KeySignature...)
+	dst = append(binary.BigEndian.AppendUint32(dst, uint32(len(s.sig))), s.sig[:]...)
+	return append(dst, s.enc...)
+}
+
 // AppendExt implements remoting.ExtAppender: AccessKey, SecurityToken and
 // Signature (upper-case keys sort before the headers' lower-case ones),
 // then the signed header's fields.

@@ -143,9 +143,6 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 	dst = appendJSONString(dst, c.Remark)
 	dst = append(dst, `,"extFields":{`...)
 	if c.Header != nil {
-		if j, ok := c.Header.(JSONExtAppender); ok {
-			return append(j.AppendJSONExt(dst), "}}"...)
-		}
 		dst, _ = appendExt(dst, c.Header, SerializeJSON) // no JSON errors
 		return append(dst, "}}"...)
 	}
@@ -433,11 +430,6 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 	extAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
 	if c.Header != nil {
-		if b, ok := c.Header.(BinaryExtAppender); ok {
-			dst = b.AppendBinaryExt(dst)
-			binary.BigEndian.PutUint32(dst[extAt:], uint32(len(dst)-extAt-4))
-			return dst, nil
-		}
 		var err error
 		if dst, err = appendExt(dst, c.Header, SerializeRocketMQ); err != nil {
 			return dst, err

@@ -35,6 +35,13 @@ type BinaryExtAppender interface {
 	AppendBinaryExt(dst []byte) []byte
 }
 
+// AppendExtJSON appends h's extFields as JSON (the pairs between the
+// braces), for a typed header that wraps another (acl.HeaderSigner).
+func AppendExtJSON(dst []byte, h ExtAppender) []byte {
+	dst, _ = appendExt(dst, h, SerializeJSON) // no JSON errors
+	return dst
+}
+
 // AppendJSONString appends s as a JSON string, quoted and escaped as the
 // header encoder writes every string (for JSONExtAppender).
 func AppendJSONString(dst []byte, s string) []byte { return appendJSONString(dst, s) }
@@ -43,8 +50,20 @@ func AppendJSONString(dst []byte, s string) []byte { return appendJSONString(dst
 // escapes to the heap, which would be one allocation per frame.
 var extWriters = sync.Pool{New: func() any { return new(ExtWriter) }}
 
-// appendExt appends h's extFields to dst in ser's encoding.
+// appendExt appends h's extFields to dst in ser's encoding: by h's own
+// encoder for ser when it has one (JSONExtAppender, BinaryExtAppender),
+// else through an ExtWriter.
 func appendExt(dst []byte, h ExtAppender, ser SerializeType) ([]byte, error) {
+	switch ser {
+	case SerializeJSON:
+		if j, ok := h.(JSONExtAppender); ok {
+			return j.AppendJSONExt(dst), nil
+		}
+	case SerializeRocketMQ:
+		if b, ok := h.(BinaryExtAppender); ok {
+			return b.AppendBinaryExt(dst), nil
+		}
+	}
 	w := extWriters.Get().(*ExtWriter)
 	*w = ExtWriter{dst: dst, ser: ser}
 	h.AppendExt(w)

@@ -1,6 +1,9 @@
 package remoting
 
-import "strconv"
+import (
+	"encoding/binary"
+	"strconv"
+)
 
 // SendHeaderExt writes a SendMessageRequestHeader's extFields straight into
 // the frame (Command.Header), without a map: long keys for SEND_MESSAGE,
@@ -103,4 +106,60 @@ func (s SendHeaderExt) AppendJSONExt(dst []byte) []byte {
 	dst = num(dst, `,"sysFlag":"`, int64(h.SysFlag))
 	dst = str(dst, `,"topic":`, h.Topic)
 	return str(dst, `,"unitMode":`, fmtBool(h.UnitMode))
+}
+
+// AppendBinaryExt implements BinaryExtAppender: AppendExt in RocketMQ's
+// binary header (its keys are short constants).
+func (s SendHeaderExt) AppendBinaryExt(dst []byte) []byte {
+	h := s.H
+	str := func(dst []byte, k, v string) []byte {
+		dst = append(binary.BigEndian.AppendUint16(dst, uint16(len(k))), k...)
+		return append(binary.BigEndian.AppendUint32(dst, uint32(len(v))), v...)
+	}
+	num := func(dst []byte, k string, v int64) []byte {
+		dst = append(binary.BigEndian.AppendUint16(dst, uint16(len(k))), k...)
+		at := len(dst)
+		dst = strconv.AppendInt(append(dst, 0, 0, 0, 0), v, 10)
+		binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
+		return dst
+	}
+	if s.V2 {
+		dst = str(dst, "a", h.ProducerGroup)
+		dst = str(dst, "b", h.Topic)
+		dst = str(dst, "c", h.DefaultTopic)
+		dst = num(dst, "d", int64(h.DefaultTopicQueueNums))
+		dst = num(dst, "e", int64(h.QueueID))
+		dst = num(dst, "f", int64(h.SysFlag))
+		dst = num(dst, "g", h.BornTimestamp)
+		dst = num(dst, "h", int64(h.Flag))
+		dst = str(dst, "i", h.Properties)
+		dst = num(dst, "j", int64(h.ReconsumeTimes))
+		dst = str(dst, "k", fmtBool(h.UnitMode))
+		if h.MaxReconsumeTimesSet {
+			dst = num(dst, "l", int64(h.MaxReconsumeTimes))
+		}
+		dst = str(dst, "m", fmtBool(h.Batch))
+		if h.BrokerName != "" {
+			dst = str(dst, "n", h.BrokerName)
+		}
+		return dst
+	}
+	dst = str(dst, "batch", fmtBool(h.Batch))
+	if h.BrokerName != "" {
+		dst = str(dst, "bname", h.BrokerName)
+	}
+	dst = num(dst, "bornTimestamp", h.BornTimestamp)
+	dst = str(dst, "defaultTopic", h.DefaultTopic)
+	dst = num(dst, "defaultTopicQueueNums", int64(h.DefaultTopicQueueNums))
+	dst = num(dst, "flag", int64(h.Flag))
+	if h.MaxReconsumeTimesSet {
+		dst = num(dst, "maxReconsumeTimes", int64(h.MaxReconsumeTimes))
+	}
+	dst = str(dst, "producerGroup", h.ProducerGroup)
+	dst = str(dst, "properties", h.Properties)
+	dst = num(dst, "queueId", int64(h.QueueID))
+	dst = num(dst, "reconsumeTimes", int64(h.ReconsumeTimes))
+	dst = num(dst, "sysFlag", int64(h.SysFlag))
+	dst = str(dst, "topic", h.Topic)
+	return str(dst, "unitMode", fmtBool(h.UnitMode))
 }
