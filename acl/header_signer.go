@@ -118,13 +118,9 @@ func (s *HeaderSigner) AppendJSONExt(dst []byte) []byte {
 // AppendBinaryExt implements remoting.BinaryExtAppender: AppendExt in the
 // binary header, the signed header's part as Sign encoded it.
 func (s *HeaderSigner) AppendBinaryExt(dst []byte) []byte {
-	bin := func(dst []byte, k, v string) []byte {
-		dst = append(binary.BigEndian.AppendUint16(dst, uint16(len(k))), k...)
-		return append(binary.BigEndian.AppendUint32(dst, uint32(len(v))), v...)
-	}
-	dst = bin(dst, KeyAccessKey, s.c.AccessKey)
+	dst = remoting.AppendBinaryField(dst, KeyAccessKey, s.c.AccessKey)
 	if s.c.SecurityToken != "" {
-		dst = bin(dst, KeySecurityToken, s.c.SecurityToken)
+		dst = remoting.AppendBinaryField(dst, KeySecurityToken, s.c.SecurityToken)
 	}
 	dst = append(binary.BigEndian.AppendUint16(dst, uint16(len(KeySignature))), KeySignature...)
 	dst = append(binary.BigEndian.AppendUint32(dst, uint32(len(s.sig))), s.sig[:]...)

@@ -142,14 +142,12 @@ func (h *sendResponseHeader) AppendJSONExt(dst []byte) []byte {
 func (h *sendResponseHeader) AppendBinaryExt(dst []byte) []byte {
 	dst = append(dst, sendAnswerBinaryConst...)
 	at := len(dst)
-	dst = h.appendIDs(append(dst, 0, 0, 0, 0))
+	dst = h.appendIDs(append(dst, 0, 0, 0, 0)) // msgId's value, its length patched in
 	binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
-	dst = appendBinaryInt(dst, "queueId", int64(h.queueID))
-	dst = appendBinaryInt(dst, "queueOffset", h.queueOffset)
+	dst = remoting.AppendBinaryIntField(dst, "queueId", int64(h.queueID))
+	dst = remoting.AppendBinaryIntField(dst, "queueOffset", h.queueOffset)
 	if h.hasTxID {
-		dst = appendBinaryKey(dst, "transactionId")
-		dst = binary.BigEndian.AppendUint32(dst, uint32(len(h.txID)))
-		dst = append(dst, h.txID...)
+		dst = remoting.AppendBinaryField(dst, "transactionId", h.txID)
 	}
 	return dst
 }
@@ -157,26 +155,10 @@ func (h *sendResponseHeader) AppendBinaryExt(dst []byte) []byte {
 // sendAnswerBinaryConst is the start of every binary send answer's
 // extFields: MSG_REGION and TRACE_ON, then msgId's key.
 var sendAnswerBinaryConst = func() []byte {
-	var b []byte
-	for _, kv := range [][2]string{{"MSG_REGION", "DefaultRegion"}, {"TRACE_ON", "true"}} {
-		b = appendBinaryKey(b, kv[0])
-		b = binary.BigEndian.AppendUint32(b, uint32(len(kv[1])))
-		b = append(b, kv[1]...)
-	}
-	return appendBinaryKey(b, "msgId")
+	b := remoting.AppendBinaryField(nil, "MSG_REGION", "DefaultRegion")
+	b = remoting.AppendBinaryField(b, "TRACE_ON", "true")
+	return append(binary.BigEndian.AppendUint16(b, uint16(len("msgId"))), "msgId"...)
 }()
-
-func appendBinaryKey(dst []byte, k string) []byte {
-	return append(binary.BigEndian.AppendUint16(dst, uint16(len(k))), k...)
-}
-
-func appendBinaryInt(dst []byte, k string, v int64) []byte {
-	dst = appendBinaryKey(dst, k)
-	at := len(dst)
-	dst = strconv.AppendInt(append(dst, 0, 0, 0, 0), v, 10)
-	binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
-	return dst
-}
 
 // appendIDs appends the msgId value: the id of the message, or of every
 // message of a batch joined by commas.

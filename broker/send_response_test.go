@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -32,57 +33,40 @@ func TestSendResponseEncodersMatchExtWriter(t *testing.T) {
 		"batch of one": {storeHost: v6, phys: 10, queueID: 7, queueOffset: 40, batch: []store.PutResult{{PhysOffset: 10, QueueOffset: 40}}},
 	}
 	for name, h := range cases {
-		t.Run(name+"/binary", func(t *testing.T) {
-			req := &remoting.Command{Opaque: 42, Serialize: remoting.SerializeRocketMQ}
-			cmd := sendResponseCmd(req)
-			cmd.Header = &h
-			fast, err := remoting.AppendFrameHeader(nil, &cmd)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cmd.Header = extOnly{&h}
-			slow, err := remoting.AppendFrameHeader(nil, &cmd)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(fast, slow) {
-				t.Fatalf("AppendBinaryExt wrote\n%q\nthe ExtWriter\n%q", fast[8:], slow[8:])
-			}
-			got, err := remoting.DecodeFrame(fast[4:])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if h.hasTxID && got.ExtFields["transactionId"] != h.txID || got.ExtFields["queueId"] == "" {
-				t.Fatalf("decoded %q", got.ExtFields)
-			}
-		})
-		t.Run(name, func(t *testing.T) {
-			req := &remoting.Command{Opaque: 42, Serialize: remoting.SerializeJSON}
-			cmd := sendResponseCmd(req)
-			cmd.Header = &h
-			fast, err := remoting.AppendFrameHeader(nil, &cmd)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cmd.Header = extOnly{&h}
-			slow, err := remoting.AppendFrameHeader(nil, &cmd)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(fast, slow) {
-				t.Fatalf("AppendJSONExt wrote\n%s\nthe ExtWriter\n%s", fast[8:], slow[8:])
-			}
-			got, err := remoting.DecodeFrame(fast[4:])
-			if err != nil {
-				t.Fatalf("decoding %s: %v", fast[8:], err)
-			}
-			if got.ExtFields["queueOffset"] == "" || got.ExtFields["msgId"] == "" || got.ExtFields["MSG_REGION"] != "DefaultRegion" {
-				t.Fatalf("decoded %v", got.ExtFields)
-			}
-			if h.hasTxID && got.ExtFields["transactionId"] != string([]rune(h.txID)) {
-				t.Fatalf("transactionId %q, sent %q", got.ExtFields["transactionId"], h.txID)
-			}
-		})
+		for _, ser := range []remoting.SerializeType{remoting.SerializeJSON, remoting.SerializeRocketMQ} {
+			t.Run(fmt.Sprintf("%s/ser=%d", name, ser), func(t *testing.T) {
+				req := &remoting.Command{Opaque: 42, Serialize: ser}
+				cmd := sendResponseCmd(req)
+				cmd.Header = &h
+				fast, err := remoting.AppendFrameHeader(nil, &cmd)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cmd.Header = extOnly{&h}
+				slow, err := remoting.AppendFrameHeader(nil, &cmd)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(fast, slow) {
+					t.Fatalf("the answer's own encoder wrote\n%q\nthe ExtWriter\n%q", fast[8:], slow[8:])
+				}
+				got, err := remoting.DecodeFrame(fast[4:])
+				if err != nil {
+					t.Fatalf("decoding %q: %v", fast[8:], err)
+				}
+				if got.ExtFields["queueId"] == "" || got.ExtFields["queueOffset"] == "" || got.ExtFields["msgId"] == "" ||
+					got.ExtFields["MSG_REGION"] != "DefaultRegion" {
+					t.Fatalf("decoded %q", got.ExtFields)
+				}
+				wantTx := h.txID // binary values are bytes; JSON makes invalid UTF-8 U+FFFD
+				if ser == remoting.SerializeJSON {
+					wantTx = string([]rune(h.txID))
+				}
+				if h.hasTxID && got.ExtFields["transactionId"] != wantTx {
+					t.Fatalf("transactionId %q, sent %q", got.ExtFields["transactionId"], h.txID)
+				}
+			})
+		}
 	}
 }
 

@@ -35,6 +35,22 @@ type BinaryExtAppender interface {
 	AppendBinaryExt(dst []byte) []byte
 }
 
+// AppendBinaryField appends one extFields entry k = v in RocketMQ's binary
+// header (for a BinaryExtAppender; k must fit, ≤ 32767 bytes).
+func AppendBinaryField(dst []byte, k, v string) []byte {
+	dst = append(binary.BigEndian.AppendUint16(dst, uint16(len(k))), k...)
+	return append(binary.BigEndian.AppendUint32(dst, uint32(len(v))), v...)
+}
+
+// AppendBinaryIntField is AppendBinaryField with v's decimal text.
+func AppendBinaryIntField(dst []byte, k string, v int64) []byte {
+	dst = append(binary.BigEndian.AppendUint16(dst, uint16(len(k))), k...)
+	at := len(dst)
+	dst = strconv.AppendInt(append(dst, 0, 0, 0, 0), v, 10)
+	binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
+	return dst
+}
+
 // AppendExtJSON appends h's extFields as JSON (the pairs between the
 // braces), for a typed header that wraps another (acl.HeaderSigner).
 func AppendExtJSON(dst []byte, h ExtAppender) []byte {

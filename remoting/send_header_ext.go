@@ -1,9 +1,6 @@
 package remoting
 
-import (
-	"encoding/binary"
-	"strconv"
-)
+import "strconv"
 
 // SendHeaderExt writes a SendMessageRequestHeader's extFields straight into
 // the frame (Command.Header), without a map: long keys for SEND_MESSAGE,
@@ -112,17 +109,7 @@ func (s SendHeaderExt) AppendJSONExt(dst []byte) []byte {
 // binary header (its keys are short constants).
 func (s SendHeaderExt) AppendBinaryExt(dst []byte) []byte {
 	h := s.H
-	str := func(dst []byte, k, v string) []byte {
-		dst = append(binary.BigEndian.AppendUint16(dst, uint16(len(k))), k...)
-		return append(binary.BigEndian.AppendUint32(dst, uint32(len(v))), v...)
-	}
-	num := func(dst []byte, k string, v int64) []byte {
-		dst = append(binary.BigEndian.AppendUint16(dst, uint16(len(k))), k...)
-		at := len(dst)
-		dst = strconv.AppendInt(append(dst, 0, 0, 0, 0), v, 10)
-		binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
-		return dst
-	}
+	str, num := AppendBinaryField, AppendBinaryIntField
 	if s.V2 {
 		dst = str(dst, "a", h.ProducerGroup)
 		dst = str(dst, "b", h.Topic)

@@ -45,8 +45,8 @@ import (
 // benchmark to 15-18 ms. Small rounds keep the stall short.
 //
 // zeroMaxSyncBytes (FlushSync): zeros cost as much disk bandwidth as the
-// records that overwrite them, and save about 0.3 ms of metadata commit per fdatasync.
-// That pays when fdatasyncs are small and many (the sync benchmark with 64
+// records that overwrite them, and save about 0.3 ms of metadata commit
+// per fdatasync. That pays when fdatasyncs are small and many (the sync benchmark with 64
 // single-message writers: ~33 KB per fdatasync, 850 -> 450 us per
 // fdatasync) and loses when they are large (64 writers of 32-message
 // batches: ~1 MB per fdatasync, the zero rounds starved the group commit
