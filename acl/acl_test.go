@@ -344,7 +344,10 @@ func TestACLPeerCacheSweep(t *testing.T) {
 
 // TestACLHeaderSigner: a request signed through a typed header carries
 // the signature Credentials.Sign gives the same fields, and verifies; its
-// own encoders (JSON, binary) write what the ExtWriter path writes.
+// own encoders (JSON, binary) write what the ExtWriter path writes. Both
+// of Sign's paths: the header's values taken as they are
+// (remoting.ExtValuesAppender), and any header's fields encoded, parsed
+// and sorted (a header with AppendExt only).
 func TestACLHeaderSigner(t *testing.T) {
 	r := mustParse(t, sampleFile)
 	hdr := remoting.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "topicD", DefaultTopic: "TBW102",
@@ -353,40 +356,46 @@ func TestACLHeaderSigner(t *testing.T) {
 		c := Credentials{AccessKey: "RocketMQ", SecretKey: "12345678", SecurityToken: token}
 		for _, v2 := range []bool{false, true} {
 			for _, ser := range []remoting.SerializeType{remoting.SerializeJSON, remoting.SerializeRocketMQ} {
-				name := fmt.Sprintf("token=%q v2=%v ser=%d", token, v2, ser)
-				s := c.NewHeaderSigner()
-				h, err := s.Sign(remoting.SendHeaderExt{H: &hdr, V2: v2}, []byte("body"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				code := remoting.SendMessage
-				if v2 {
-					code = remoting.SendMessageV2
-				}
-				req := &remoting.Command{Code: int32(code), Language: remoting.LanguageGo, Version: remoting.Version, Header: h, Body: []byte("body"), Serialize: ser}
-				frame, err := remoting.AppendFrame(nil, req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				req.Header = extOnly{h}
-				slow, err := remoting.AppendFrame(nil, req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(frame, slow) {
-					t.Fatalf("%s: own encoder wrote\n%q\nthe ExtWriter\n%q", name, frame, slow)
-				}
-				dec, err := remoting.DecodeFrame(frame[4:])
-				if err != nil {
-					t.Fatal(err)
-				}
-				if d := r.Verify(netip.MustParseAddr("10.0.0.1"), dec, true); d != nil {
-					t.Fatalf("%s: %v", name, d)
-				}
-				byMap := &remoting.Command{Code: int32(code), Header: remoting.SendHeaderExt{H: &hdr, V2: v2}, Body: []byte("body")}
-				c.Sign(byMap)
-				if byMap.ExtFields[KeySignature] != dec.ExtFields[KeySignature] {
-					t.Fatalf("%s: header signer %q, Sign %q", name, dec.ExtFields[KeySignature], byMap.ExtFields[KeySignature])
+				for _, values := range []bool{true, false} {
+					name := fmt.Sprintf("token=%q v2=%v ser=%d values=%v", token, v2, ser, values)
+					s := c.NewHeaderSigner()
+					var signed remoting.ExtAppender = remoting.SendHeaderExt{H: &hdr, V2: v2}
+					if !values {
+						signed = extOnly{signed}
+					}
+					h, err := s.Sign(signed, []byte("body"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					code := remoting.SendMessage
+					if v2 {
+						code = remoting.SendMessageV2
+					}
+					req := &remoting.Command{Code: int32(code), Language: remoting.LanguageGo, Version: remoting.Version, Header: h, Body: []byte("body"), Serialize: ser}
+					frame, err := remoting.AppendFrame(nil, req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					req.Header = extOnly{h}
+					slow, err := remoting.AppendFrame(nil, req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(frame, slow) {
+						t.Fatalf("%s: own encoder wrote\n%q\nthe ExtWriter\n%q", name, frame, slow)
+					}
+					dec, err := remoting.DecodeFrame(frame[4:])
+					if err != nil {
+						t.Fatal(err)
+					}
+					if d := r.Verify(netip.MustParseAddr("10.0.0.1"), dec, true); d != nil {
+						t.Fatalf("%s: %v", name, d)
+					}
+					byMap := &remoting.Command{Code: int32(code), Header: remoting.SendHeaderExt{H: &hdr, V2: v2}, Body: []byte("body")}
+					c.Sign(byMap)
+					if byMap.ExtFields[KeySignature] != dec.ExtFields[KeySignature] {
+						t.Fatalf("%s: header signer %q, Sign %q", name, dec.ExtFields[KeySignature], byMap.ExtFields[KeySignature])
+					}
 				}
 			}
 		}

@@ -17,14 +17,15 @@ import (
 // the one Credentials.Sign computes. A HeaderSigner is reused from one
 // request to the next and is not safe for concurrent use.
 type HeaderSigner struct {
-	c     Credentials
-	fixed []kvRef // AccessKey (and SecurityToken), as bytes once
-	mac   hash.Hash
-	enc   []byte
-	kv    []kvRef
-	buf   []byte
-	sig   [28]byte
-	inner remoting.ExtAppender
+	c       Credentials
+	fixed   []kvRef // AccessKey (and SecurityToken), as bytes once
+	mac     hash.Hash
+	enc     []byte // the signed header's binary encoding, when encoded
+	encoded bool
+	kv      []kvRef
+	buf     []byte
+	sig     [28]byte
+	inner   remoting.ExtAppender
 }
 
 type kvRef struct{ k, v []byte }
@@ -49,24 +50,51 @@ var errBadHeader = errors.New("acl: malformed typed header")
 // plus AccessKey, Signature and SecurityToken. It stays valid until the
 // next Sign.
 func (s *HeaderSigner) Sign(h remoting.ExtAppender, body []byte) (remoting.ExtAppender, error) {
-	var err error
-	if s.enc, err = remoting.AppendExtBinary(s.enc[:0], h); err != nil {
+	s.inner, s.enc, s.encoded = h, s.enc[:0], false
+	s.buf = s.buf[:0]
+	if va, ok := h.(remoting.ExtValuesAppender); ok {
+		// Its keys sort after AccessKey and SecurityToken, in its order,
+		// and none is one to leave out: no encoding, parsing or sorting.
+		for _, p := range s.fixed {
+			s.buf = append(s.buf, p.v...)
+		}
+		s.buf = va.AppendExtValues(s.buf)
+	} else if err := s.sortedValues(h); err != nil {
 		return nil, err
 	}
+	s.mac.Reset()
+	s.mac.Write(s.buf)
+	if len(body) > 0 {
+		s.mac.Write(body)
+	}
+	s.buf = s.mac.Sum(s.buf[:0])
+	base64.StdEncoding.Encode(s.sig[:], s.buf)
+	return s, nil
+}
+
+// sortedValues puts in s.buf the values of h's fields and the fixed ones,
+// in ascending order of their keys, leaving out those Sign sets or the
+// Java client does not sign; s.enc keeps h's binary encoding.
+func (s *HeaderSigner) sortedValues(h remoting.ExtAppender) error {
+	var err error
+	if s.enc, err = remoting.AppendExtBinary(s.enc, h); err != nil {
+		return err
+	}
+	s.encoded = true
 	s.kv = append(s.kv[:0], s.fixed...)
 	for b := s.enc; len(b) > 0; {
 		if len(b) < 2 {
-			return nil, errBadHeader
+			return errBadHeader
 		}
 		kl := int(binary.BigEndian.Uint16(b))
 		if len(b) < 2+kl+4 {
-			return nil, errBadHeader
+			return errBadHeader
 		}
 		k := b[2 : 2+kl]
 		vl := int(binary.BigEndian.Uint32(b[2+kl:]))
 		b = b[2+kl+4:]
 		if vl < 0 || len(b) < vl {
-			return nil, errBadHeader
+			return errBadHeader
 		}
 		switch string(k) {
 		case KeyAccessKey, KeySignature, KeySecurityToken, keyUniqueQuery:
@@ -80,19 +108,10 @@ func (s *HeaderSigner) Sign(h remoting.ExtAppender, body []byte) (remoting.ExtAp
 			s.kv[j], s.kv[j-1] = s.kv[j-1], s.kv[j]
 		}
 	}
-	s.buf = s.buf[:0]
 	for _, p := range s.kv {
 		s.buf = append(s.buf, p.v...)
 	}
-	s.mac.Reset()
-	s.mac.Write(s.buf)
-	if len(body) > 0 {
-		s.mac.Write(body)
-	}
-	s.buf = s.mac.Sum(s.buf[:0])
-	base64.StdEncoding.Encode(s.sig[:], s.buf)
-	s.inner = h
-	return s, nil
+	return nil
 }
 
 // AppendJSONExt implements remoting.JSONExtAppender: AppendExt's JSON,
@@ -124,7 +143,10 @@ func (s *HeaderSigner) AppendBinaryExt(dst []byte) []byte {
 	}
 	dst = append(binary.BigEndian.AppendUint16(dst, uint16(len(KeySignature))), KeySignature...)
 	dst = append(binary.BigEndian.AppendUint32(dst, uint32(len(s.sig))), s.sig[:]...)
-	return append(dst, s.enc...)
+	if s.encoded {
+		return append(dst, s.enc...)
+	}
+	return s.inner.(remoting.ExtValuesAppender).AppendBinaryExt(dst)
 }
 
 // AppendExt implements remoting.ExtAppender: AccessKey, SecurityToken and

@@ -35,6 +35,19 @@ type BinaryExtAppender interface {
 	AppendBinaryExt(dst []byte) []byte
 }
 
+// ExtValuesAppender is a BinaryExtAppender whose fields' values a signer
+// can take without encoding and parsing them: AppendExtValues appends the
+// values AppendExt writes, in the same order, with nothing between them.
+// Its implementations promise that AppendExt's keys are in ascending byte
+// order and each starts with a lower-case ASCII letter, so none is one a
+// signer sets or leaves out (AccessKey, Signature, SecurityToken,
+// _UNIQUE_KEY_QUERY) and all sort after those: the values are what
+// RocketMQ's ACL signs of them, in its order (acl.HeaderSigner).
+type ExtValuesAppender interface {
+	BinaryExtAppender
+	AppendExtValues(dst []byte) []byte
+}
+
 // AppendBinaryField appends one extFields entry k = v in RocketMQ's binary
 // header (for a BinaryExtAppender; k must fit, ≤ 32767 bytes).
 func AppendBinaryField(dst []byte, k, v string) []byte {

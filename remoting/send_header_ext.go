@@ -1,6 +1,9 @@
 package remoting
 
-import "strconv"
+import (
+	"encoding/binary"
+	"strconv"
+)
 
 // SendHeaderExt writes a SendMessageRequestHeader's extFields straight into
 // the frame (Command.Header), without a map: long keys for SEND_MESSAGE,
@@ -107,9 +110,31 @@ func (s SendHeaderExt) AppendJSONExt(dst []byte) []byte {
 
 // AppendBinaryExt implements BinaryExtAppender: AppendExt in RocketMQ's
 // binary header (its keys are short constants).
-func (s SendHeaderExt) AppendBinaryExt(dst []byte) []byte {
+func (s SendHeaderExt) AppendBinaryExt(dst []byte) []byte { return s.appendFields(dst, false) }
+
+// AppendExtValues implements ExtValuesAppender: every key AppendExt
+// writes starts with a lower-case letter.
+func (s SendHeaderExt) AppendExtValues(dst []byte) []byte { return s.appendFields(dst, true) }
+
+// appendFields appends the fields AppendExt writes, in its order: the
+// binary header's entries (AppendBinaryField, AppendBinaryIntField), or
+// with valuesOnly the values alone. The helpers are small enough to be
+// inlined at each field.
+func (s SendHeaderExt) appendFields(dst []byte, valuesOnly bool) []byte {
+	str := func(dst []byte, k, v string) []byte {
+		if !valuesOnly {
+			dst = append(binary.BigEndian.AppendUint16(dst, uint16(len(k))), k...)
+			dst = binary.BigEndian.AppendUint32(dst, uint32(len(v)))
+		}
+		return append(dst, v...)
+	}
+	num := func(dst []byte, k string, v int64) []byte {
+		if valuesOnly {
+			return strconv.AppendInt(dst, v, 10)
+		}
+		return AppendBinaryIntField(dst, k, v)
+	}
 	h := s.H
-	str, num := AppendBinaryField, AppendBinaryIntField
 	if s.V2 {
 		dst = str(dst, "a", h.ProducerGroup)
 		dst = str(dst, "b", h.Topic)

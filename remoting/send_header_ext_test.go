@@ -3,6 +3,7 @@ package remoting
 import (
 	"bytes"
 	"maps"
+	"slices"
 	"testing"
 )
 
@@ -48,6 +49,48 @@ func TestRemotingSendHeaderExtMatchesMap(t *testing.T) {
 					t.Fatalf("decoded %v want %v", dec.ExtFields, ext)
 				}
 			}
+			// AppendExtValues: the map's values in ascending key order,
+			// every key starting with a lower-case letter (what a
+			// signer relies on, ExtValuesAppender).
+			ext := h.Encode()
+			if v2 {
+				ext = h.EncodeV2()
+			}
+			keys := slices.Sorted(maps.Keys(ext))
+			var want []byte
+			for _, k := range keys {
+				if k[0] < 'a' || k[0] > 'z' {
+					t.Fatalf("v2=%v: key %q does not start with a lower-case letter", v2, k)
+				}
+				want = append(want, ext[k]...)
+			}
+			hh := h
+			if got := (SendHeaderExt{H: &hh, V2: v2}).AppendExtValues([]byte("prefix")); string(got) != "prefix"+string(want) {
+				t.Fatalf("v2=%v: AppendExtValues %q, want %q", v2, got, want)
+			}
 		}
+	}
+}
+
+// BenchmarkSendHeaderExtEncode is a single send's typed header appended
+// by its own encoders: the JSON and the binary extFields, and the values
+// alone as a signer takes them.
+//
+//	go test -run '^$' -bench BenchmarkSendHeaderExtEncode ./remoting/
+func BenchmarkSendHeaderExtEncode(b *testing.B) {
+	h := SendHeaderExt{H: &SendMessageRequestHeader{ProducerGroup: "stratamq-bench", Topic: "BenchTopic",
+		DefaultTopic: "TBW102", DefaultTopicQueueNums: 4, QueueID: 3, BornTimestamp: 1700000000000,
+		Properties: "UNIQ_KEY\x01" + "0123456789ABCDEF0123456789ABCDEF\x02WAIT\x01true\x02", BrokerName: "broker-a"}}
+	for _, c := range []struct {
+		name string
+		f    func([]byte) []byte
+	}{{"json", h.AppendJSONExt}, {"binary", h.AppendBinaryExt}, {"values", h.AppendExtValues}} {
+		b.Run(c.name, func(b *testing.B) {
+			dst := c.f(nil)
+			b.ReportAllocs()
+			for range b.N {
+				dst = c.f(dst[:0])
+			}
+		})
 	}
 }
