@@ -112,7 +112,7 @@ type sniffConn struct {
 
 	once    sync.Once
 	decided atomic.Bool
-	inner   net.Conn // *tls.Conn or *prefixedConn, set by decide
+	inner   net.Conn // *tlsconf.Conn or *prefixedConn, set by decide
 	err     error    // decide's error, returned by every Read and Write
 
 	// mu guards the deadlines the owner asked for, applied to the socket
@@ -147,7 +147,7 @@ func (c *sniffConn) decide() {
 	pre := &prefixedConn{Conn: c.raw, first: first[0], pending: true}
 	switch {
 	case first[0] == tlsRecordHandshake:
-		tc := tls.Server(pre, c.cfg)
+		tc := tlsconf.NewServerConn(pre, c.cfg)
 		if err := tc.Handshake(); err != nil {
 			c.err = fmt.Errorf("remoting: TLS handshake: %w", err)
 			return
@@ -200,7 +200,7 @@ func (c *sniffConn) TLSState() (tls.ConnectionState, bool) {
 	if !c.decided.Load() {
 		return tls.ConnectionState{}, false
 	}
-	if tc, ok := c.inner.(*tls.Conn); ok {
+	if tc, ok := c.inner.(*tlsconf.Conn); ok {
 		return tc.ConnectionState(), true
 	}
 	return tls.ConnectionState{}, false
@@ -208,7 +208,7 @@ func (c *sniffConn) TLSState() (tls.ConnectionState, bool) {
 
 func (c *sniffConn) Close() error {
 	if c.decided.Load() {
-		if tc, ok := c.inner.(*tls.Conn); ok {
+		if tc, ok := c.inner.(*tlsconf.Conn); ok {
 			return tc.Close() // close_notify, then the socket
 		}
 	}
@@ -267,7 +267,7 @@ func (p *prefixedConn) Read(b []byte) (int, error) {
 
 // clientTLSConn is a Client's TLS conn, with the coalescing WriteBuffers.
 type clientTLSConn struct {
-	*tls.Conn
+	*tlsconf.Conn
 	wbuf []byte
 }
 

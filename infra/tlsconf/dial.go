@@ -9,21 +9,23 @@ import (
 )
 
 // Handshake runs a client TLS handshake on nc within timeout, closing nc
-// when it fails. cfg's ServerName defaults to addr's host.
-func Handshake(ctx context.Context, nc net.Conn, addr string, cfg *tls.Config, timeout time.Duration) (*tls.Conn, error) {
+// when it fails. cfg's ServerName defaults to addr's host. The conn
+// gathers each Write's records into one socket write (Conn).
+func Handshake(ctx context.Context, nc net.Conn, addr string, cfg *tls.Config, timeout time.Duration) (*Conn, error) {
 	if cfg.ServerName == "" {
 		cfg = cfg.Clone()
 		if host, _, err := net.SplitHostPort(addr); err == nil {
 			cfg.ServerName = host
 		}
 	}
-	tc := tls.Client(nc, cfg)
+	tc := NewClientConn(nc, cfg)
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := tc.HandshakeContext(hctx); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
 	}
+	tc.handshook = true
 	return tc, nil
 }
 
@@ -35,5 +37,9 @@ func Dial(ctx context.Context, addr string, cfg *tls.Config, timeout time.Durati
 	if err != nil || cfg == nil {
 		return nc, err
 	}
-	return Handshake(ctx, nc, addr, cfg, timeout)
+	tc, err := Handshake(ctx, nc, addr, cfg, timeout)
+	if err != nil {
+		return nil, err // not a typed nil
+	}
+	return tc, nil
 }

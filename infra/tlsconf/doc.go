@@ -7,4 +7,9 @@
 // STRATAMQ_TLS_* variables, calls Server and Client, and hands the configs
 // to the remoting servers and clients, the HA port and the HTTP server.
 // Errors name the file at fault and never print key material.
+//
+// Conn is the TLS connection the remoting ports and clients use (and the
+// HA port and a slave's dial): a tls.Conn that sends the records of one
+// Write in one socket write and reads many records per socket read,
+// instead of a syscall per 16 KiB record.
 package tlsconf
