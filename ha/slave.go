@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -306,13 +307,20 @@ func (s *Slave) report(ctx context.Context, rep *reporter) error {
 	}
 }
 
-// receive reads transfers and appends them.
+// receiveBuffer is the slave's read buffer on its HA connection.
+const receiveBuffer = 64 << 10
+
+// receive reads transfers and appends them. It reads through a buffer
+// of receiveBuffer bytes: a transfer's header and a body that fits come
+// in one read syscall, not two (the read is on the path of every
+// sync_master ack); a larger body is read straight into its own buffer.
 func (s *Slave) receive(c net.Conn, pos int64, rep *reporter) error {
 	var hb [headerLen]byte
 	var body []byte
+	br := bufio.NewReaderSize(c, receiveBuffer)
 	for {
 		c.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
-		if _, err := io.ReadFull(c, hb[:]); err != nil {
+		if _, err := io.ReadFull(br, hb[:]); err != nil {
 			return fmt.Errorf("reading a transfer header: %w", err)
 		}
 		h := parseHeader(hb[:])
@@ -332,7 +340,7 @@ func (s *Slave) receive(c net.Conn, pos int64, rep *reporter) error {
 			body = make([]byte, h.size)
 		}
 		body = body[:h.size]
-		if _, err := io.ReadFull(c, body); err != nil {
+		if _, err := io.ReadFull(br, body); err != nil {
 			return fmt.Errorf("reading a transfer of %d bytes at %d: %w", h.size, h.phyOffset, err)
 		}
 		if h.size > 0 {

@@ -14,7 +14,8 @@
 # Cases (connections x requests in flight per connection, 1 KiB single
 # sends): 1x1 (one send at a time: the added round trip itself, 20 k),
 # 4x16 (64 in flight, 100 k). SIZE, MSGS_1x1, MSGS_4x16 and FLUSH
-# (async|sync, default async: RocketMQ's ASYNC_FLUSH + SYNC_MASTER) override.
+# (async|sync, default async: RocketMQ's ASYNC_FLUSH + SYNC_MASTER) override;
+# STRATAMQ_BIN runs that binary instead of building this checkout.
 set -euo pipefail
 ROUNDS=${ROUNDS:-3}
 CASES=${CASES:-"1x1 4x16"}
@@ -40,9 +41,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-say "building"
-(cd "$ROOT" && go build -o "$WORK/stratamq" ./cmd/stratamq)
-BIN=$WORK/stratamq
+if [[ -n ${STRATAMQ_BIN:-} ]]; then
+	BIN=$STRATAMQ_BIN
+else
+	say "building"
+	(cd "$ROOT" && go build -o "$WORK/stratamq" ./cmd/stratamq)
+	BIN=$WORK/stratamq
+fi
 
 wait_port() {
 	for _ in $(seq 300); do
