@@ -111,7 +111,7 @@ func (pl *pipeline) stop() {
 type encoder struct {
 	pl     *pipeline
 	hdr    remoting.SendMessageRequestHeader
-	base   remoting.SendHeaderExt
+	base   remoting.ExtAppender // a SendHeaderExt, boxed once (Sign takes an interface)
 	req    remoting.Command
 	signer *acl.HeaderSigner
 	body   []byte
