@@ -36,7 +36,11 @@ type Conn struct {
 	handshook bool // under g.wmu: the handshake is done, writes may be gathered
 }
 
-// GatherMax bounds the data one gathered socket write carries.
+// GatherMax bounds the data one gathered socket write carries, and so
+// the buffer a Write blocked on a slow peer holds until it completes or
+// its deadline passes (crypto/tls alone holds one record's; the remoting
+// conns' coalescing buffer above it holds as much). 128 KiB was measured:
+// hot consume over TLS −4 % in 2 alternating pairs.
 const GatherMax = 256 << 10
 
 // ReadChunk is the most one socket read under a Conn takes.
