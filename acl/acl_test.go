@@ -417,42 +417,14 @@ func TestACLAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts differ under -race; the README test command runs this test without it")
 	}
-	r := mustParse(t, "accounts:\n  - accessKey: bench-user\n    secretKey: bench-secret\n    defaultTopicPerm: PUB\n    defaultGroupPerm: SUB\n")
-	x := NewStatic(r, Options{})
-	creds := Credentials{AccessKey: "bench-user", SecretKey: "bench-secret"}
-	body := make([]byte, 1024)
-	var base remoting.ExtAppender = remoting.SendHeaderExt{H: benchSendHeader()} // boxed once, as a client keeps it
-	peer := netip.MustParseAddr("127.0.0.1")
-	addr := func() netip.Addr { return peer }
+	x := NewStatic(mustParse(t, benchACL), Options{})
 	for _, ser := range []remoting.SerializeType{remoting.SerializeJSON, remoting.SerializeRocketMQ} {
-		s := creds.NewHeaderSigner()
-		req := &remoting.Command{Code: int32(remoting.SendMessage), Language: remoting.LanguageGo, Version: remoting.Version, Serialize: ser, Body: body}
-		var frame []byte
-		sign := func() {
-			h, err := s.Sign(base, body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header = h
-			if frame, err = remoting.AppendFrame(frame[:0], req); err != nil {
-				t.Fatal(err)
-			}
-		}
-		sign()
-		if n := testing.AllocsPerRun(200, sign); n != 0 {
+		p := newSendSigner(t, ser)
+		p.sign()
+		if n := testing.AllocsPerRun(200, p.sign); n != 0 {
 			t.Errorf("serialize %d: %v allocations per signed request, want 0", ser, n)
 		}
-		dec, err := remoting.DecodeFramePairs(frame[4:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		check := func() {
-			if d := x.check(1, addr, nil, dec, scopeBroker); d != nil {
-				t.Fatal(d)
-			}
-		}
-		check()
-		if n := testing.AllocsPerRun(200, check); n != 0 {
+		if n := testing.AllocsPerRun(200, checker(t, x, p.frame)); n != 0 {
 			t.Errorf("serialize %d: %v allocations per checked request, want 0", ser, n)
 		}
 	}

@@ -17,15 +17,14 @@ import (
 // the one Credentials.Sign computes. A HeaderSigner is reused from one
 // request to the next and is not safe for concurrent use.
 type HeaderSigner struct {
-	c       Credentials
-	fixed   []kvRef // AccessKey (and SecurityToken), as bytes once
-	mac     hash.Hash
-	enc     []byte // the signed header's binary encoding, when encoded
-	encoded bool
-	kv      []kvRef
-	buf     []byte
-	sig     [28]byte
-	inner   remoting.ExtAppender
+	c     Credentials
+	fixed []kvRef // AccessKey (and SecurityToken), as bytes once
+	mac   hash.Hash
+	enc   []byte // the signed header's binary encoding (not made for an ExtValuesAppender)
+	kv    []kvRef
+	buf   []byte
+	sig   [28]byte
+	inner remoting.ExtAppender
 }
 
 type kvRef struct{ k, v []byte }
@@ -50,7 +49,7 @@ var errBadHeader = errors.New("acl: malformed typed header")
 // plus AccessKey, Signature and SecurityToken. It stays valid until the
 // next Sign.
 func (s *HeaderSigner) Sign(h remoting.ExtAppender, body []byte) (remoting.ExtAppender, error) {
-	s.inner, s.enc, s.encoded = h, s.enc[:0], false
+	s.inner, s.enc = h, s.enc[:0]
 	s.buf = s.buf[:0]
 	if va, ok := h.(remoting.ExtValuesAppender); ok {
 		// Its keys sort after AccessKey and SecurityToken, in its order,
@@ -80,7 +79,6 @@ func (s *HeaderSigner) sortedValues(h remoting.ExtAppender) error {
 	if s.enc, err = remoting.AppendExtBinary(s.enc, h); err != nil {
 		return err
 	}
-	s.encoded = true
 	s.kv = append(s.kv[:0], s.fixed...)
 	for b := s.enc; len(b) > 0; {
 		if len(b) < 2 {
@@ -135,7 +133,8 @@ func (s *HeaderSigner) AppendJSONExt(dst []byte) []byte {
 }
 
 // AppendBinaryExt implements remoting.BinaryExtAppender: AppendExt in the
-// binary header, the signed header's part as Sign encoded it.
+// binary header, the signed header's part by its own encoder or as Sign
+// encoded it.
 func (s *HeaderSigner) AppendBinaryExt(dst []byte) []byte {
 	dst = remoting.AppendBinaryField(dst, KeyAccessKey, s.c.AccessKey)
 	if s.c.SecurityToken != "" {
@@ -143,10 +142,10 @@ func (s *HeaderSigner) AppendBinaryExt(dst []byte) []byte {
 	}
 	dst = append(binary.BigEndian.AppendUint16(dst, uint16(len(KeySignature))), KeySignature...)
 	dst = append(binary.BigEndian.AppendUint32(dst, uint32(len(s.sig))), s.sig[:]...)
-	if s.encoded {
-		return append(dst, s.enc...)
+	if va, ok := s.inner.(remoting.ExtValuesAppender); ok {
+		return va.AppendBinaryExt(dst) // Sign took its values, not its encoding
 	}
-	return s.inner.(remoting.ExtValuesAppender).AppendBinaryExt(dst)
+	return append(dst, s.enc...)
 }
 
 // AppendExt implements remoting.ExtAppender: AccessKey, SecurityToken and

@@ -118,8 +118,9 @@ func (s SendHeaderExt) AppendExtValues(dst []byte) []byte { return s.appendField
 
 // appendFields appends the fields AppendExt writes, in its order: the
 // binary header's entries (AppendBinaryField, AppendBinaryIntField), or
-// with valuesOnly the values alone. The helpers are small enough to be
-// inlined at each field.
+// with valuesOnly the values alone. str spells AppendBinaryField out: a
+// call to it inside the closure is not inlined, which made the binary
+// header ~100 ns slower (BenchmarkSendHeaderExtEncode).
 func (s SendHeaderExt) appendFields(dst []byte, valuesOnly bool) []byte {
 	str := func(dst []byte, k, v string) []byte {
 		if !valuesOnly {

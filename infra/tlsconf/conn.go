@@ -32,8 +32,8 @@ import (
 // sent in order any more): the connection is to be closed.
 type Conn struct {
 	*tls.Conn
-	g         *gatherer
-	handshook bool // under g.wmu: the handshake is done, writes may be gathered
+	g   *gatherer
+	wmu sync.Mutex // serializes Write (one gathered write at a time)
 }
 
 // GatherMax bounds the data one gathered socket write carries, and so
@@ -64,8 +64,8 @@ func NewServerConn(nc net.Conn, cfg *tls.Config) *Conn {
 // Write seals p and sends it, in one socket write per GatherMax bytes.
 // Writes are serialized (as crypto/tls serializes them).
 func (c *Conn) Write(p []byte) (int, error) {
-	c.g.wmu.Lock()
-	defer c.g.wmu.Unlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	n := 0
 	for len(p) > 0 {
 		chunk := p[:min(len(p), GatherMax)]
@@ -83,13 +83,10 @@ func (c *Conn) writeChunk(p []byte) (int, error) {
 	if len(p) <= maxRecord {
 		return c.Conn.Write(p)
 	}
-	if !c.handshook {
-		// Never gather the handshake's own records: it waits for the
-		// peer's answer to them.
-		if err := c.Conn.Handshake(); err != nil {
-			return 0, err
-		}
-		c.handshook = true
+	// Never gather the handshake's own records: it waits for the peer's
+	// answer to them. (Once done, Handshake is an atomic load.)
+	if err := c.Conn.Handshake(); err != nil {
+		return 0, err
 	}
 	c.g.mu.Lock()
 	c.g.gathering, c.g.buf = true, gatherBufs.Get().(*[]byte)
@@ -109,7 +106,6 @@ func (c *Conn) writeChunk(p []byte) (int, error) {
 // gathered too while a gathered Write is under way.
 type gatherer struct {
 	net.Conn
-	wmu       sync.Mutex // serializes Conn.Write (one gathered write at a time)
 	mu        sync.Mutex // guards the rest; held across the socket write
 	gathering bool
 	buf       *[]byte // while gathering

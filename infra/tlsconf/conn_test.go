@@ -270,8 +270,8 @@ func TestConnHandshakeThroughDial(t *testing.T) {
 	}
 	defer nc.Close()
 	c, ok := nc.(*Conn)
-	if !ok || !c.handshook {
-		t.Fatalf("Dial returned %T (handshake marked done: %v), want a gathering *Conn", nc, ok && c.handshook)
+	if !ok || !c.ConnectionState().HandshakeComplete {
+		t.Fatalf("Dial returned %T (handshake done: %v), want a gathering *Conn", nc, ok && c.ConnectionState().HandshakeComplete)
 	}
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 5*maxRecord/16)
 	if _, err := c.Write(payload); err != nil {

@@ -25,7 +25,6 @@ func Handshake(ctx context.Context, nc net.Conn, addr string, cfg *tls.Config, t
 		nc.Close()
 		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
 	}
-	tc.handshook = true
 	return tc, nil
 }
 
