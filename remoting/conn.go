@@ -112,10 +112,22 @@ type Conn struct {
 		held     int // HoldWrites nesting: while > 0 queuing does not wake the writer
 		pending  map[int32]chan *Command
 		// writing: a goroutine holds the write token, the right to write
-		// to nc: the writer, or a reader flushing its batch's answers
-		// itself (ReleaseWritesInline). One holder at a time keeps the
-		// frames in queue order.
+		// to nc: the writer, a reader flushing its batch's answers itself
+		// (ReleaseWritesInline), or a ReleaseWritesNoWait. One holder at a
+		// time keeps the frames in queue order. A ReleaseWritesNoWait
+		// whose write the socket did not take whole keeps the token set
+		// and leaves the rest in handoff: the writer takes both over.
 		writing bool
+		// handoff: the rest of a queue ReleaseWritesNoWait could not
+		// write at once, handed to the writer with the write token; the
+		// writer writes it before anything queued after it.
+		handoff handoff
+		// nb: nc's socket for ReleaseWritesNoWait's non-blocking writes,
+		// resolved on its first call (nbKnown); nil: none (TLS, not a
+		// socket, not a unix system). Its write state is the token
+		// holder's.
+		nb      *nbWriter
+		nbKnown bool
 		// The spares the token holder swaps the queue for: distinct
 		// arrays from the queue's, so queuing allocates nothing in steady
 		// state.
@@ -132,6 +144,16 @@ type Conn struct {
 type outPart struct {
 	at int
 	p  []byte
+}
+
+// handoff is a queue taken with takeQueueLocked that ReleaseWritesNoWait
+// wrote only up to off; buf is nil when there is none. It holds no parts
+// (ReleaseWritesNoWait writes only queues without), only the parts array
+// to keep as the spare.
+type handoff struct {
+	buf   []byte
+	off   int
+	parts []outPart
 }
 
 func newConn(nc net.Conn, owner connOwner, parent context.Context, log *slog.Logger, maxFrame int, idle time.Duration) *Conn {
@@ -313,6 +335,97 @@ func (c *Conn) ReleaseWritesInline() {
 	c.writeQueue(buf, parts, false)
 }
 
+// ReleaseWritesNoWait is ReleaseWrites for a goroutine that must never block
+// on this conn's peer (the broker's HA report reader answering sync_master
+// sends): when the writer is idle and the queue is small, it writes the queue
+// with one non-blocking socket write on its caller's goroutine; whatever the
+// socket does not take at once (EAGAIN or a partial write) is handed, with the
+// write token, to the writer goroutine, which writes the rest first. TLS
+// conns, queues with by-reference parts, and conns without a raw socket just
+// wake the writer, like ReleaseWrites.
+func (c *Conn) ReleaseWritesNoWait() {
+	c.mu.Lock()
+	c.mu.held--
+	if c.mu.held > 0 || len(c.mu.buf) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	var nb *nbWriter
+	if !c.mu.writing && !c.mu.closed && c.mu.outBytes <= maxInlineWrite && len(c.mu.parts) == 0 {
+		nb = c.nbWriterLocked()
+	}
+	if nb == nil {
+		c.mu.Unlock()
+		c.wakeWriter()
+		return
+	}
+	buf, parts := c.takeQueueLocked()
+	c.mu.Unlock()
+	c.armWriteDeadline(false) // a deadline gone by fails even a write that does not wait
+	n, err := nb.writeSome(buf)
+	if hook := testHookNoWaitWrite; hook != nil {
+		hook(c, n, len(buf))
+	}
+	if err != nil || n == len(buf) {
+		c.releaseToken(buf, parts, err)
+		return
+	}
+	// The socket is full: the writer takes the token and the rest over.
+	// It is woken after the handoff is recorded, so a wake it already
+	// has pending (the channel holds one) finds the handoff too.
+	c.mu.Lock()
+	c.mu.handoff = handoff{buf: buf, off: n, parts: parts}
+	c.mu.Unlock()
+	c.wakeWriter()
+}
+
+// Test hooks, nil outside tests. testHookNoWaitWrite sees every
+// non-blocking write of ReleaseWritesNoWait: what the socket took of how
+// much was queued. testHookWriterWoken runs on the writer when it wakes,
+// before it looks at the queue (a test may stall it there).
+var (
+	testHookNoWaitWrite func(c *Conn, wrote, queued int)
+	testHookWriterWoken func(c *Conn)
+)
+
+// nbWriterLocked is the conn's non-blocking socket writer, resolved on
+// first use; nil: none. A sniffed conn before its first byte has none yet
+// and is asked again next time.
+func (c *Conn) nbWriterLocked() *nbWriter {
+	if !c.mu.nbKnown {
+		sc, known := plainSocket(c.nc)
+		if !known {
+			return nil
+		}
+		c.mu.nbKnown = true
+		if sc != nil {
+			c.mu.nb = newNBWriter(sc)
+		}
+	}
+	return c.mu.nb
+}
+
+// plainSocket is the socket under nc when nc writes to it as it is (plain
+// TCP, not TLS), or nil; known is false while a sniffed conn has not
+// decided between TLS and plain.
+func plainSocket(nc net.Conn) (sc syscall.Conn, known bool) {
+	switch nc := nc.(type) {
+	case *sniffConn:
+		if !nc.decided.Load() {
+			return nil, false
+		}
+		if _, plain := nc.inner.(*prefixedConn); !plain {
+			return nil, true // TLS, or refused
+		}
+		sc, _ = nc.raw.(syscall.Conn)
+		return sc, true
+	case *clientTLSConn:
+		return nil, true
+	}
+	sc, _ = nc.(syscall.Conn)
+	return sc, true
+}
+
 // takeQueueLocked takes the write token and the queue, leaving the spares
 // in its place. The queue must not be empty and the token free.
 func (c *Conn) takeQueueLocked() ([]byte, []outPart) {
@@ -328,7 +441,14 @@ func (c *Conn) takeQueueLocked() ([]byte, []outPart) {
 // the spares and gives the write token back; frames queued meanwhile, or a
 // close, wake the writer. A failed write closes the conn.
 func (c *Conn) writeQueue(buf []byte, parts []outPart, closing bool) error {
-	err := c.writeOut(buf, parts, closing)
+	return c.releaseToken(buf, parts, c.writeOut(buf, parts, closing))
+}
+
+// releaseToken ends the write of a queue taken with takeQueueLocked, whose
+// outcome is err: it keeps the queue's arrays as the spares and gives the
+// write token back; frames queued meanwhile, or a close, wake the writer.
+// A failed write closes the conn. It returns err.
+func (c *Conn) releaseToken(buf []byte, parts []outPart, err error) error {
 	clear(parts)
 	if cap(buf) > maxSpareBuf {
 		buf = nil
@@ -354,12 +474,7 @@ func (c *Conn) writeQueue(buf []byte, parts []outPart, closing bool) error {
 // holds the write token. The deadline is re-armed when half of it is used
 // up, not per write; closing shortens it (Close sets its own).
 func (c *Conn) writeOut(buf []byte, parts []outPart, closing bool) error {
-	if now := time.Now(); closing {
-		_ = c.nc.SetWriteDeadline(now.Add(closeFlushTimeout))
-	} else if c.wdeadline.Sub(now) < writeTimeout/2 {
-		c.wdeadline = now.Add(writeTimeout)
-		_ = c.nc.SetWriteDeadline(c.wdeadline)
-	}
+	c.armWriteDeadline(closing)
 	if len(parts) == 0 {
 		_, err := c.nc.Write(buf)
 		return err
@@ -386,6 +501,17 @@ func (c *Conn) writeOut(buf []byte, parts []outPart, closing bool) error {
 	clear(iov[:cap(iov)])
 	c.iov = iov[:0]
 	return err
+}
+
+// armWriteDeadline re-arms the write deadline when half of it is used up
+// (closing: sets the close flush's). The caller holds the write token.
+func (c *Conn) armWriteDeadline(closing bool) {
+	if now := time.Now(); closing {
+		_ = c.nc.SetWriteDeadline(now.Add(closeFlushTimeout))
+	} else if c.wdeadline.Sub(now) < writeTimeout/2 {
+		c.wdeadline = now.Add(writeTimeout)
+		_ = c.nc.SetWriteDeadline(c.wdeadline)
+	}
 }
 
 // Invoke sends req and waits for the response with the same opaque, until
@@ -865,6 +991,12 @@ func (c *Conn) finish() {
 // maxSpareBuf is the largest queue buffer the writer keeps for reuse.
 const maxSpareBuf = 1 << 20
 
+// writeLoop is the writer goroutine: woken by frames queued (or a
+// handoff), it writes the queue in one batch whenever nobody else holds
+// the write token. A handoff from ReleaseWritesNoWait comes with the
+// token: the writer writes its rest first, then gives the token back. On
+// close it flushes a handoff and the queue (for at most a second), then
+// closes the socket.
 func (c *Conn) writeLoop() {
 	defer close(c.writerDone)
 	defer c.nc.Close()
@@ -875,6 +1007,9 @@ func (c *Conn) writeLoop() {
 		case <-c.closing:
 			closing = true
 		}
+		if hook := testHookWriterWoken; hook != nil {
+			hook(c)
+		}
 		// Gather: let the handlers that are runnable now finish and queue
 		// their responses, so that one writev carries them all instead of
 		// one syscall per response. With nothing else to run this
@@ -883,9 +1018,22 @@ func (c *Conn) writeLoop() {
 			runtime.Gosched()
 		}
 		c.mu.Lock()
+		if h := c.mu.handoff; h.buf != nil {
+			// A ReleaseWritesNoWait's rest, with the write token: before
+			// anything queued after it, and before the token check below
+			// (the token is the handoff's).
+			c.mu.handoff = handoff{}
+			closing = closing || c.mu.closed
+			c.mu.Unlock()
+			if c.releaseToken(h.buf, h.parts, c.writeOut(h.buf[h.off:], nil, closing)) != nil {
+				return
+			}
+			continue // then what was queued meanwhile (flushed too when closing)
+		}
 		if c.mu.writing {
-			// A reader is writing its batch's answers; it wakes the
-			// writer when done if more was queued or the conn closed.
+			// A reader (ReleaseWritesInline, ReleaseWritesNoWait) is
+			// writing; it wakes the writer when done if more was queued
+			// or the conn closed, or once it has left a handoff.
 			c.mu.Unlock()
 			if closing {
 				<-c.wake
