@@ -80,8 +80,10 @@
 //	                           dispatch hook and stamping the lease epoch on transfers;
 //	                           sync_master answers a stored send FLUSH_SLAVE_TIMEOUT (12) or
 //	                           SLAVE_NOT_AVAILABLE (11), send header kept, unless a slave acked
-//	                           it within STRATAMQ_HA_ACK_TIMEOUT (with flush=sync the wait runs on
-//	                           a goroutine of its own, off the flusher); a slave runs ha.Slave
+//	                           it within STRATAMQ_HA_ACK_TIMEOUT (awaitSlave: no goroutine waits;
+//	                           the report reader that receives the covering ack answers the
+//	                           batch with a non-blocking write, remoting.ReleaseWritesNoWait, and
+//	                           the conn's reader goes on reading meanwhile); a slave runs ha.Slave
 //	                           into its store from STRATAMQ_HA_MASTER, or the HA address the
 //	                           name servers' REGISTER_BROKER answer names (Resolve); a master
 //	                           registers its advertised host with its HA port as haServerAddr.
@@ -190,8 +192,8 @@
 // hold-service checker, the registrar, the client-expiry scanner, the
 // config flusher, the HA master or slave, a slave's sync loop, a master's
 // schedule service, transaction check service, the POP revive loop) and
-// returns after they have all exited (a sync_master ack wait off the
-// flusher ends once the HA master stops).
+// returns after they have all exited (pending sync_master ack waits are
+// settled, SLAVE_NOT_AVAILABLE, when the HA master stops).
 //
 // # Shutdown order
 //

@@ -227,6 +227,30 @@ func (b *Broker) slaveAck(ctx context.Context, res []store.PutResult) error {
 	return err
 }
 
+// awaitSlave is slaveAck without a waiting goroutine: done gets what
+// slaveAck would return, on this goroutine when that is known at once (not
+// a sync_master, no slave, or already acked), else on the goroutine that
+// settles it: the HA master's report reader (the ack), its deadline timer
+// (STRATAMQ_HA_ACK_TIMEOUT) or a slave's disconnect. done must not block.
+func (b *Broker) awaitSlave(res []store.PutResult, done func(error)) {
+	if b.cfg.Role != RoleSyncMaster || len(res) == 0 {
+		done(nil)
+		return
+	}
+	m := b.haMaster.Load()
+	if m == nil {
+		done(fmt.Errorf("%w: the HA listener is not running", ha.ErrSlaveNotAvailable))
+		return
+	}
+	last := res[len(res)-1]
+	m.AwaitAck(last.PhysOffset+int64(last.Size), time.Now().Add(b.cfg.HATimeout), func(err error) {
+		if errors.Is(err, ha.ErrSlaveTimeout) {
+			err = fmt.Errorf("%w (STRATAMQ_HA_ACK_TIMEOUT %v)", err, b.cfg.HATimeout)
+		}
+		done(err)
+	})
+}
+
 // slaveResult turns a stored message's success response into sync_master's
 // FLUSH_SLAVE_TIMEOUT (12) or SLAVE_NOT_AVAILABLE (11) when err says so: the
 // send result header stays (the message is stored), as RocketMQ answers.

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"context"
+	"encoding/binary"
 	"net"
 	"strconv"
 	"strings"
@@ -95,5 +97,123 @@ func TestConfigRole(t *testing.T) {
 	}
 	if err := (Config{Role: RoleSlave, BrokerID: 1, HAMaster: "127.0.0.1:10912"}).withDefaults().Validate(); err != nil {
 		t.Fatalf("a valid slave config: %v", err)
+	}
+}
+
+// A sync_master send waiting for its slave's ack does not hold up its
+// connection: another request on it is answered meanwhile, and the send is
+// answered SUCCESS by the report that covers it (from a test-driven slave:
+// it says hello, then reports only when told). Both flush modes.
+func TestBrokerSyncMasterAckDoesNotHoldTheConn(t *testing.T) {
+	for _, flush := range []string{"async", "sync"} {
+		t.Run(flush, func(t *testing.T) {
+			haAddr := haTestAddr(t)
+			m, cl := startBroker(t, func(c *Config) {
+				c.Role, c.HAListen, c.HATimeout, c.Flush = RoleSyncMaster, haAddr, time.Minute, flush
+			})
+			addr := m.Addr().String()
+			waitCond(t, 20*time.Second, "the HA listener", func() bool { return m.haMaster.Load() != nil })
+			sl := muteSlave(t, haAddr, 0)
+			waitCond(t, 20*time.Second, "the slave to connect", func() bool { return len(m.ha.master.Slaves()) == 1 })
+
+			sent := make(chan *remoting.Command, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				resp, err := cl.Invoke(ctx, addr, sendReq("HA", 0, []byte("waits for its ack"), ""))
+				if err != nil {
+					resp = remoting.NewResponse(remoting.NewRequest(remoting.SendMessage, nil, nil), remoting.SystemError, err.Error())
+				}
+				sent <- resp
+			}()
+			waitCond(t, 20*time.Second, "the send to be stored and sent to the slave", func() bool {
+				st := m.ha.master.Slaves()
+				return m.Store().MaxPhysOffset() > 0 && len(st) == 1 && st[0].Sent == m.Store().MaxPhysOffset()
+			})
+			if resp := invoke(t, cl, addr, remoting.NewRequest(remoting.GetBrokerConfig, nil, nil)); resp.Code != int32(remoting.Success) {
+				t.Fatalf("a request behind a send waiting for its ack: code %d (%s)", resp.Code, resp.Remark)
+			}
+			select {
+			case resp := <-sent:
+				t.Fatalf("the send was answered (code %d, %s) before a slave acknowledged it", resp.Code, resp.Remark)
+			default:
+			}
+			var report [8]byte
+			binary.BigEndian.PutUint64(report[:], uint64(m.Store().MaxPhysOffset()))
+			if _, err := sl.Write(report[:]); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case resp := <-sent:
+				if resp.Code != int32(remoting.Success) {
+					t.Fatalf("the send once acknowledged: code %d (%s), want SUCCESS", resp.Code, resp.Remark)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the slave's report did not answer the send")
+			}
+		})
+	}
+}
+
+// A graceful stop waits for the answers of sync_master sends still waiting
+// for their slave's ack: the ack that comes during the drain answers the
+// send SUCCESS, before the connections close. Both flush modes.
+func TestBrokerSyncMasterShutdownWaitsForAcks(t *testing.T) {
+	for _, flush := range []string{"async", "sync"} {
+		t.Run(flush, func(t *testing.T) {
+			haAddr := haTestAddr(t)
+			m, _, stop := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true,
+				SegmentSize: 8 << 20, Role: RoleSyncMaster, HAListen: haAddr, HATimeout: time.Minute, Flush: flush},
+				Deps{Logger: discardLogger()})
+			addr := m.Addr().String()
+			waitCond(t, 20*time.Second, "the HA listener", func() bool { return m.haMaster.Load() != nil })
+			sl := muteSlave(t, haAddr, 0)
+			waitCond(t, 20*time.Second, "the slave to connect", func() bool { return len(m.ha.master.Slaves()) == 1 })
+
+			cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second, Logger: discardLogger()})
+			defer cl.Close()
+			sent := make(chan *remoting.Command, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				resp, err := cl.Invoke(ctx, addr, sendReq("HA", 0, []byte("acked during the drain"), ""))
+				if err != nil {
+					resp = remoting.NewResponse(remoting.NewRequest(remoting.SendMessage, nil, nil), remoting.SystemError, err.Error())
+				}
+				sent <- resp
+			}()
+			waitCond(t, 20*time.Second, "the send to be stored and sent to the slave", func() bool {
+				st := m.ha.master.Slaves()
+				return m.Store().MaxPhysOffset() > 0 && len(st) == 1 && st[0].Sent == m.Store().MaxPhysOffset()
+			})
+			stopped := make(chan struct{})
+			go func() { stop(); close(stopped) }()
+			defer func() { <-stopped }()
+			waitCond(t, 20*time.Second, "the broker to stop accepting", func() bool {
+				c, err := net.DialTimeout("tcp", addr, time.Second)
+				if err == nil {
+					c.Close()
+				}
+				return err != nil
+			})
+			select {
+			case resp := <-sent:
+				t.Fatalf("the send was answered (code %d, %s) before a slave acknowledged it", resp.Code, resp.Remark)
+			default:
+			}
+			var report [8]byte
+			binary.BigEndian.PutUint64(report[:], uint64(m.Store().MaxPhysOffset()))
+			if _, err := sl.Write(report[:]); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case resp := <-sent:
+				if resp.Code != int32(remoting.Success) {
+					t.Fatalf("the send acknowledged during the drain: code %d (%s), want SUCCESS", resp.Code, resp.Remark)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("no answer to the send acknowledged during the drain")
+			}
+		})
 	}
 }

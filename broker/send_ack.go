@@ -85,9 +85,9 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 		case err != nil:
 			ans.finish(b.putError(a.req, err))
 		case b.cfg.Role == RoleSyncMaster:
-			// Not on the flusher's goroutine: the wait is bounded by
-			// STRATAMQ_HA_ACK_TIMEOUT and ends when the HA master stops.
-			go func() { ans.finish(b.slaveResult(b.ackResponse(&a, res), b.slaveAck(ctx, res))) }()
+			// Settled on the flusher's goroutine or the HA report
+			// reader's; finish queues the answer without blocking.
+			b.awaitSlave(res, func(slaveErr error) { ans.finish(b.slaveResult(b.ackResponse(&a, res), slaveErr)) })
 		default:
 			ans.finish(b.ackResponse(&a, res))
 		}
@@ -189,22 +189,32 @@ func (b *Broker) EndBatch(rb *remoting.ReadBatch) {
 		hm := b.holdHANotify()
 		res, err := b.store.Put(context.Background(), sb.msgs)
 		b.pushHA(hm)
-		var slaveErr error
-		if err == nil {
-			slaveErr = b.slaveAck(context.Background(), res)
+		if err != nil || b.cfg.Role != RoleSyncMaster {
+			b.answerBatch(c, sb.acks, res, err, nil, &sb.resp, false)
+		} else {
+			// The slave's ack answers the batch on the HA report reader
+			// (or here, when it is known at once): the reader goes on
+			// reading meanwhile, and no goroutine waits.
+			acks, scratch, done := slices.Clone(sb.acks), new(sendResponse), rb.KeepInFlight()
+			b.awaitSlave(res, func(slaveErr error) {
+				b.answerBatch(c, acks, res, nil, slaveErr, scratch, true)
+				done()
+			})
 		}
-		b.answerBatch(c, sb.acks, res, err, slaveErr, &sb.resp)
 	} else {
-		acks := slices.Clone(sb.acks)
-		scratch := new(sendResponse) // this batch's own: answered later, on the flusher's goroutine
+		// Answered later, on the flusher's goroutine (or a slave's report
+		// reader); Shutdown waits for the answers.
+		acks, scratch, done := slices.Clone(sb.acks), new(sendResponse), rb.KeepInFlight()
 		b.store.PutNotify(sb.msgs, func(res []store.PutResult, err error) {
 			if err != nil || b.cfg.Role != RoleSyncMaster {
-				b.answerBatch(c, acks, res, err, nil, scratch)
+				b.answerBatch(c, acks, res, err, nil, scratch, false)
+				done()
 				return
 			}
-			// Not on the flusher's goroutine: the wait is bounded by
-			// STRATAMQ_HA_ACK_TIMEOUT and ends when the HA master stops.
-			go func() { b.answerBatch(c, acks, res, err, b.slaveAck(context.Background(), res), scratch) }()
+			b.awaitSlave(res, func(slaveErr error) {
+				b.answerBatch(c, acks, res, nil, slaveErr, scratch, true)
+				done()
+			})
 		})
 	}
 	clear(sb.msgs)
@@ -222,10 +232,16 @@ const maxBatchSends = 256
 // answerBatch answers every send of a batch stored as res (or failed with
 // err). With scratch, every success response is built in it in turn (the
 // conn encodes a response when it is queued, so it can be reused at once);
-// otherwise each gets its own.
-func (b *Broker) answerBatch(c *remoting.Conn, acks []sendAck, res []store.PutResult, err, slaveErr error, scratch *sendResponse) {
+// otherwise each gets its own. nowait: the caller must not block on the
+// client (the HA report reader): the answers go out with one non-blocking
+// write, the rest through the conn's writer.
+func (b *Broker) answerBatch(c *remoting.Conn, acks []sendAck, res []store.PutResult, err, slaveErr error, scratch *sendResponse, nowait bool) {
 	c.HoldWrites()
-	defer c.ReleaseWrites()
+	if nowait {
+		defer c.ReleaseWritesNoWait()
+	} else {
+		defer c.ReleaseWrites()
+	}
 	if err == nil {
 		err = b.ackGate() // the lease may have lapsed while the batch was stored
 	}

@@ -84,7 +84,14 @@
 // WaitAcked(ctx, off) is sync_master's wait: nil once some slave acked ≥ off;
 // ErrSlaveNotAvailable at once when no slave is connected or the best one
 // lags more than MaxLag (256 MiB, as RocketMQ); ErrSlaveTimeout when ctx
-// ends first. Acked answers the best ack and whether WaitAcked would wait
+// ends first. AwaitAck(off, deadline, done) is the same wait with no
+// goroutine behind it: done runs once, on whichever goroutine settles it
+// (the caller's when known at once, else the slave's report reader, a
+// slave's connect or disconnect, the deadline timer, or Close), so the
+// broker answers a sync_master send on the report reader itself, with no
+// thread woken between the slave's ack and the client's answer. Pending
+// waits are kept in offset order; one timer serves their deadlines.
+// Acked answers the best ack and whether WaitAcked would wait
 // for it (a slave connected within MaxLag) — sync_master's bound on what
 // consumers read — and MasterOptions.OnAcked is told whenever that may have
 // changed. The master streams from the log and holds one batch buffer per

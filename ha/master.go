@@ -126,6 +126,7 @@ type Master struct {
 	mu      sync.Mutex
 	conns   map[*slaveConn]struct{}
 	acked   chan struct{} // closed and replaced when an ack advances or the slave set changes
+	waiters ackWaiters    // AwaitAck's, settled where acked is closed
 	stopped bool
 }
 
@@ -282,6 +283,13 @@ func (m *Master) Close() error {
 	m.cancel()
 	err := m.ln.Close()
 	m.wg.Wait()
+	m.mu.Lock()
+	settled := m.settleLocked(nil) // stopped: every wait fails
+	if m.waiters.timer != nil {
+		m.waiters.timer.Stop()
+	}
+	m.mu.Unlock()
+	runSettled(settled)
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
 	}
@@ -343,17 +351,12 @@ func (m *Master) acksChanged() {
 func (m *Master) WaitAcked(ctx context.Context, off int64) error {
 	for {
 		m.mu.Lock()
-		best, any := m.bestLocked()
+		err, over := m.ackStateLocked(off)
+		best, _ := m.bestLocked()
 		ch := m.acked
 		m.mu.Unlock()
-		if any && best >= off {
-			return nil
-		}
-		if !any {
-			return fmt.Errorf("%w: no slave connected", ErrSlaveNotAvailable)
-		}
-		if lag := m.opts.Log.MaxPhysOffset() - best; lag > m.opts.MaxLag {
-			return fmt.Errorf("%w: the best slave lags %d bytes (limit %d)", ErrSlaveNotAvailable, lag, m.opts.MaxLag)
+		if over {
+			return err
 		}
 		select {
 		case <-ch:
@@ -394,7 +397,9 @@ func (m *Master) serve(sc *slaveConn) {
 	m.mu.Lock()
 	delete(m.conns, sc)
 	m.wakeAckedLocked()
+	settled := m.settleLocked(nil)
 	m.mu.Unlock()
+	runSettled(settled)
 	m.acksChanged()
 	switch {
 	case m.ctx.Err() != nil:
@@ -456,7 +461,9 @@ func (m *Master) session(sc *slaveConn) error {
 	m.mu.Lock()
 	sc.name, sc.start, sc.sent, sc.acked, sc.lastReport = h.name, h.offset, h.offset, h.offset, time.Now()
 	m.wakeAckedLocked()
+	settled := m.settleLocked(nil)
 	m.mu.Unlock()
+	runSettled(settled)
 	m.acksChanged()
 	m.log.Info("ha: slave connected", "remote", sc.remote, "name", h.name, "offset", h.offset, "masterMax", end)
 
@@ -480,8 +487,11 @@ func (m *Master) session(sc *slaveConn) error {
 }
 
 // readReports reads the slave's 8-byte reports until the connection fails.
+// An ack that settles AwaitAck calls runs their callbacks here, on this
+// goroutine.
 func (m *Master) readReports(sc *slaveConn) error {
 	var b [reportLen]byte
+	var settled []ackWaiter
 	for {
 		sc.c.SetReadDeadline(time.Now().Add(m.opts.IdleTimeout))
 		if _, err := io.ReadFull(sc.c, b[:]); err != nil {
@@ -498,7 +508,11 @@ func (m *Master) readReports(sc *slaveConn) error {
 		if off > prev {
 			m.wakeAckedLocked()
 		}
+		// Even without progress: the master's end may have left every
+		// slave beyond MaxLag.
+		settled = m.settleLocked(settled)
 		m.mu.Unlock()
+		settled = runSettled(settled)
 		m.acksChanged()
 	}
 }

@@ -50,6 +50,21 @@ type ReadBatch struct {
 
 	ctx  context.Context // c.ctx carrying this batch
 	held []*Command      // served in this batch: frames and in-flight counts released after EndBatch
+	srv  *Server
+}
+
+// KeepInFlight keeps the server counting the batch as in flight after
+// EndBatch returns, until done runs: for a handler that answers after
+// EndBatch (sends acknowledged after the group commit's fdatasync, or
+// after a slave's ack), so that Shutdown waits for those answers before it
+// closes the connections. Call done exactly once, after the answers are
+// queued (c.Reply).
+func (b *ReadBatch) KeepInFlight() (done func()) {
+	s := b.srv
+	s.mu.Lock()
+	s.mu.inflight++
+	s.mu.Unlock()
+	return s.doneInflight
 }
 
 type readBatchKey struct{}
@@ -94,7 +109,7 @@ func FrameBuffered(br *bufio.Reader, max int) bool {
 func (s *Server) serveInBatch(c *Conn, req *Command) {
 	b := c.batch
 	if b == nil {
-		b = &ReadBatch{Conn: c}
+		b = &ReadBatch{Conn: c, srv: s}
 		b.ctx = context.WithValue(c.ctx, readBatchKey{}, b)
 		c.batch = b
 	}

@@ -1,0 +1,190 @@
+package ha
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// awaited is one AwaitAck call's outcome: done must run exactly once.
+type awaited struct {
+	calls atomic.Int32
+	ch    chan error
+}
+
+func await(m *Master, off int64, deadline time.Time) *awaited {
+	a := &awaited{ch: make(chan error, 1)}
+	m.AwaitAck(off, deadline, func(err error) {
+		if a.calls.Add(1) == 1 {
+			a.ch <- err
+		}
+	})
+	return a
+}
+
+// settledNow is the outcome of a call that must be settled before
+// AwaitAck returned (on the caller's goroutine).
+func (a *awaited) settledNow(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-a.ch:
+		return err
+	default:
+		t.Fatal("AwaitAck returned before settling a wait that is over at once")
+		return nil
+	}
+}
+
+func (a *awaited) wait(t *testing.T, d time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-a.ch:
+		return err
+	case <-time.After(d):
+		t.Fatalf("AwaitAck's callback did not run within %v", d)
+		return nil
+	}
+}
+
+func (a *awaited) pending(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-a.ch:
+		t.Fatalf("a wait that cannot be over yet was settled: %v", err)
+	default:
+	}
+}
+
+func (a *awaited) once(t *testing.T) {
+	t.Helper()
+	if n := a.calls.Load(); n != 1 {
+		t.Fatalf("the callback ran %d times, want once", n)
+	}
+}
+
+// AwaitAck settles as WaitAcked answers, without a goroutine per wait: at
+// once without a slave, on the ack that covers it, ErrSlaveTimeout at the
+// deadline, ErrSlaveNotAvailable when the slave goes or the master stops;
+// waits settle in offset order, each exactly once.
+func TestAwaitAck(t *testing.T) {
+	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
+	defer closeStore(t, ss)
+	defer closeStore(t, ms)
+	addr := haAddr(t)
+	m := startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.MaxLag = 64 << 10 })
+	defer m.Close()
+	put(t, ms, 10, 1000, m.Notify)
+	far := time.Now().Add(time.Minute)
+
+	if err := await(m, ms.MaxPhysOffset(), far).settledNow(t); !errors.Is(err, ErrSlaveNotAvailable) {
+		t.Fatalf("no slave: %v, want ErrSlaveNotAvailable", err)
+	}
+
+	// A stalled slave: waits stay pending (in order), then the deadline
+	// ends the ones it passed, and the ack settles the rest.
+	g := &failGate{gate: newGate(ss)}
+	g.block()
+	s := startSlave(t, addr, g, nil)
+	defer s.Close()
+	defer g.release() // before s.Close: an append in progress must finish
+	waitFor(t, "the slave to connect", 10*time.Second, func() bool { return len(m.Slaves()) == 1 })
+	end := ms.MaxPhysOffset()
+	var ws []*awaited
+	for i := int64(1); i <= 4; i++ {
+		ws = append(ws, await(m, end*i/4, far))
+	}
+	timed := await(m, end, time.Now().Add(200*time.Millisecond))
+	if err := timed.wait(t, 10*time.Second); !errors.Is(err, ErrSlaveTimeout) {
+		t.Fatalf("a wait past its deadline: %v, want ErrSlaveTimeout", err)
+	}
+	for _, w := range ws {
+		w.pending(t)
+	}
+	g.release()
+	for i, w := range ws {
+		if err := w.wait(t, 10*time.Second); err != nil {
+			t.Fatalf("wait %d of %d once the slave caught up: %v", i+1, len(ws), err)
+		}
+		w.once(t)
+	}
+	if ss.MaxPhysOffset() < end {
+		t.Fatalf("waits settled with the slave at %d, below %d", ss.MaxPhysOffset(), end)
+	}
+	timed.once(t)
+	if err := await(m, end, far).settledNow(t); err != nil {
+		t.Fatalf("an acked offset: %v, want nil at once", err)
+	}
+
+	// Past MaxLag the slave is not available at all.
+	put(t, ms, 80, 1000, m.Notify)
+	waitFor(t, "the slave to catch up", 20*time.Second, func() bool {
+		st := m.Slaves()
+		return len(st) == 1 && st[0].Acked == ms.MaxPhysOffset()
+	})
+	g.block()
+	put(t, ms, 2, 1000, m.Notify)
+	lagging := await(m, ms.MaxPhysOffset(), far)
+	lagging.pending(t)
+	put(t, ms, 80, 1000, m.Notify)
+	if err := await(m, ms.MaxPhysOffset(), far).settledNow(t); !errors.Is(err, ErrSlaveNotAvailable) {
+		t.Fatalf("a slave %d bytes behind (bound 64 KiB): %v, want ErrSlaveNotAvailable", ms.MaxPhysOffset()-ss.MaxPhysOffset(), err)
+	}
+
+	// The slave's connection drops (its blocked append fails): the
+	// pending wait fails, it does not wait for its deadline. (Whether the
+	// master sees the drop or the slave's reconnect first, the slave lags
+	// past MaxLag.)
+	g.fail.Store(true)
+	g.release()
+	if err := lagging.wait(t, 10*time.Second); !errors.Is(err, ErrSlaveNotAvailable) {
+		t.Fatalf("pending when the slave left: %v, want ErrSlaveNotAvailable", err)
+	}
+	lagging.once(t)
+	g.fail.Store(false)
+}
+
+// failGate is a gate whose appends fail while fail is set (after the gate
+// lets them through): the slave drops its connection and redials.
+type failGate struct {
+	*gate
+	fail atomic.Bool
+}
+
+func (g *failGate) AppendRaw(off int64, b []byte) error {
+	if err := g.gate.AppendRaw(off, b); err != nil {
+		return err
+	}
+	if g.fail.Load() {
+		return errors.New("injected append failure")
+	}
+	return nil
+}
+
+// Close fails the waits still pending.
+func TestAwaitAckClose(t *testing.T) {
+	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
+	defer closeStore(t, ss)
+	defer closeStore(t, ms)
+	addr := haAddr(t)
+	m := startMaster(t, addr, ms, nil, nil)
+	put(t, ms, 10, 1000, m.Notify)
+	g := newGate(ss)
+	g.block()
+	s := startSlave(t, addr, g, nil)
+	defer s.Close()
+	defer g.release()
+	waitFor(t, "the slave to connect", 10*time.Second, func() bool { return len(m.Slaves()) == 1 })
+	w := await(m, ms.MaxPhysOffset(), time.Now().Add(time.Minute))
+	w.pending(t)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.settledNow(t); !errors.Is(err, ErrSlaveNotAvailable) {
+		t.Fatalf("pending at Close: %v, want ErrSlaveNotAvailable", err)
+	}
+	w.once(t)
+	if err := await(m, 0, time.Now().Add(time.Minute)).settledNow(t); !errors.Is(err, ErrSlaveNotAvailable) {
+		t.Fatalf("after Close: %v, want ErrSlaveNotAvailable", err)
+	}
+}
