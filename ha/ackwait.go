@@ -20,6 +20,11 @@ type ackWaiter struct {
 // always an append): an ack settles a prefix of it. One timer, armed for
 // the earliest deadline while any waiter is pending, ends the waits no
 // slave acks in time.
+//
+// The list is bounded by MaxLag: a wait is for bytes already written, and
+// once the best slave lags more than MaxLag every pending wait fails and
+// new ones fail at once, so at most MaxLag bytes of sends (and their
+// answers' state) wait at a time.
 type ackWaiters struct {
 	list    []ackWaiter
 	timer   *time.Timer
