@@ -188,3 +188,90 @@ func TestAwaitAckClose(t *testing.T) {
 		t.Fatalf("after Close: %v, want ErrSlaveNotAvailable", err)
 	}
 }
+
+// Many goroutines wait on offsets in any order while the log grows and a
+// slave follows: every wait settles exactly once, and nil only once the
+// slave's report covers its offset (an acked send is on the slave).
+func TestAwaitAckConcurrent(t *testing.T) {
+	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
+	defer closeStore(t, ss)
+	defer closeStore(t, ms)
+	addr := haAddr(t)
+	m := startMaster(t, addr, ms, nil, nil)
+	defer m.Close()
+	s := startSlave(t, addr, ss, nil)
+	defer s.Close()
+	waitFor(t, "the slave to connect", 10*time.Second, func() bool { return len(m.Slaves()) == 1 })
+
+	const waiters = 8
+	const rounds = 40
+	type outcome struct {
+		off, acked int64
+		err        error
+	}
+	results := make(chan outcome, waiters*(rounds+1))
+	var calls atomic.Int64
+	done := make(chan struct{})
+	written := make(chan struct{}) // closed once the log stops growing
+	for w := range waiters {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for r := range rounds + 1 {
+				end := ms.MaxPhysOffset()
+				off := end - int64((w*31+r*17)%1000) // behind the end, or at it
+				if off < 0 {
+					off = end
+				}
+				if r == rounds {
+					// Last: exactly the final end, which no later
+					// report goes past.
+					<-written
+					off = ms.MaxPhysOffset()
+				}
+				var once atomic.Bool
+				settled := make(chan struct{})
+				m.AwaitAck(off, time.Now().Add(20*time.Second), func(err error) {
+					calls.Add(1)
+					if !once.CompareAndSwap(false, true) {
+						t.Errorf("wait for %d settled twice", off)
+						return
+					}
+					var acked int64 = -1
+					if st := m.Slaves(); len(st) == 1 {
+						acked = st[0].Acked
+					}
+					results <- outcome{off: off, acked: acked, err: err}
+					close(settled)
+				})
+				select {
+				case <-settled:
+				case <-time.After(30 * time.Second):
+					t.Errorf("wait for %d never settled", off)
+					return
+				}
+			}
+		}()
+	}
+	for range 60 {
+		put(t, ms, 4, 500, m.Notify)
+	}
+	close(written)
+	for range waiters {
+		<-done
+	}
+	close(results)
+	n := 0
+	for o := range results {
+		n++
+		if o.err != nil {
+			t.Errorf("wait for %d: %v", o.off, o.err)
+			continue
+		}
+		if o.acked < o.off {
+			t.Errorf("wait for %d settled nil with the slave's report at %d", o.off, o.acked)
+		}
+	}
+	if want := waiters * (rounds + 1); n != want || calls.Load() != int64(want) {
+		t.Fatalf("%d outcomes, %d callbacks, want %d each", n, calls.Load(), want)
+	}
+}
