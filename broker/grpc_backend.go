@@ -98,7 +98,7 @@ func (b *Broker) Send(ctx context.Context, msgs []proxy.Message) []proxy.SendRes
 	}
 	var slaveErr error
 	if err == nil {
-		slaveErr = b.slaveAck(ctx, res)
+		slaveErr = b.slaveAck(res)
 	}
 	for k, i := range at {
 		m := &ready[k]

@@ -149,7 +149,7 @@ func (b *Broker) Recall(ctx context.Context, r proxy.Recall) error {
 		err = b.ackGate()
 	}
 	if err == nil {
-		err = b.slaveAck(ctx, res)
+		err = b.slaveAck(res)
 	}
 	if err != nil {
 		return grpcRefusal(b.putError(remoting.NewRequest(remoting.SendMessage, nil, nil), err))

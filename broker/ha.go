@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -208,30 +207,24 @@ func (b *Broker) pushHA(m *ha.Master) {
 }
 
 // slaveAck is sync_master's wait: nil at once for the other roles; else nil
-// once a slave holds the log up to the end of res.
-func (b *Broker) slaveAck(ctx context.Context, res []store.PutResult) error {
+// once a slave holds the log up to the end of res (awaitSlave, waited for
+// here: bounded by STRATAMQ_HA_ACK_TIMEOUT, ended by the HA master's stop).
+func (b *Broker) slaveAck(res []store.PutResult) error {
 	if b.cfg.Role != RoleSyncMaster || len(res) == 0 {
-		return nil
+		return nil // no channel to allocate on every other role's send
 	}
-	m := b.haMaster.Load()
-	if m == nil {
-		return fmt.Errorf("%w: the HA listener is not running", ha.ErrSlaveNotAvailable)
-	}
-	last := res[len(res)-1]
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.HATimeout)
-	defer cancel()
-	err := m.WaitAcked(ctx, last.PhysOffset+int64(last.Size))
-	if errors.Is(err, ha.ErrSlaveTimeout) {
-		return fmt.Errorf("%w (STRATAMQ_HA_ACK_TIMEOUT %v)", err, b.cfg.HATimeout)
-	}
-	return err
+	ch := make(chan error, 1)
+	b.awaitSlave(res, func(err error) { ch <- err })
+	return <-ch
 }
 
-// awaitSlave is slaveAck without a waiting goroutine: done gets what
-// slaveAck would return, on this goroutine when that is known at once (not
-// a sync_master, no slave, or already acked), else on the goroutine that
-// settles it: the HA master's report reader (the ack), its deadline timer
-// (STRATAMQ_HA_ACK_TIMEOUT) or a slave's disconnect. done must not block.
+// awaitSlave is sync_master's wait without a waiting goroutine: done gets
+// nil at once for the other roles; else nil once a slave holds the log up
+// to the end of res, or the error that ends the wait. It runs on this
+// goroutine when that is known at once (no slave, or already acked), else
+// on the goroutine that settles it: the HA master's report reader (the
+// ack), its deadline timer (STRATAMQ_HA_ACK_TIMEOUT), a slave's disconnect
+// or the master's stop. done must not block.
 func (b *Broker) awaitSlave(res []store.PutResult, done func(error)) {
 	if b.cfg.Role != RoleSyncMaster || len(res) == 0 {
 		done(nil)

@@ -112,45 +112,12 @@ func TestBrokerSyncMasterAckDoesNotHoldTheConn(t *testing.T) {
 				c.Role, c.HAListen, c.HATimeout, c.Flush = RoleSyncMaster, haAddr, time.Minute, flush
 			})
 			addr := m.Addr().String()
-			waitCond(t, 20*time.Second, "the HA listener", func() bool { return m.haMaster.Load() != nil })
-			sl := muteSlave(t, haAddr, 0)
-			waitCond(t, 20*time.Second, "the slave to connect", func() bool { return len(m.ha.master.Slaves()) == 1 })
-
-			sent := make(chan *remoting.Command, 1)
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				resp, err := cl.Invoke(ctx, addr, sendReq("HA", 0, []byte("waits for its ack"), ""))
-				if err != nil {
-					resp = remoting.NewResponse(remoting.NewRequest(remoting.SendMessage, nil, nil), remoting.SystemError, err.Error())
-				}
-				sent <- resp
-			}()
-			waitCond(t, 20*time.Second, "the send to be stored and sent to the slave", func() bool {
-				st := m.ha.master.Slaves()
-				return m.Store().MaxPhysOffset() > 0 && len(st) == 1 && st[0].Sent == m.Store().MaxPhysOffset()
-			})
+			sl := toldSlave(t, m, haAddr)
+			sent := sendWaitingForAck(t, m, cl, addr, "waits for its ack")
 			if resp := invoke(t, cl, addr, remoting.NewRequest(remoting.GetBrokerConfig, nil, nil)); resp.Code != int32(remoting.Success) {
 				t.Fatalf("a request behind a send waiting for its ack: code %d (%s)", resp.Code, resp.Remark)
 			}
-			select {
-			case resp := <-sent:
-				t.Fatalf("the send was answered (code %d, %s) before a slave acknowledged it", resp.Code, resp.Remark)
-			default:
-			}
-			var report [8]byte
-			binary.BigEndian.PutUint64(report[:], uint64(m.Store().MaxPhysOffset()))
-			if _, err := sl.Write(report[:]); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case resp := <-sent:
-				if resp.Code != int32(remoting.Success) {
-					t.Fatalf("the send once acknowledged: code %d (%s), want SUCCESS", resp.Code, resp.Remark)
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("the slave's report did not answer the send")
-			}
+			ackAndExpectSuccess(t, m, sl, sent, "once acknowledged")
 		})
 	}
 }
@@ -166,26 +133,10 @@ func TestBrokerSyncMasterShutdownWaitsForAcks(t *testing.T) {
 				SegmentSize: 8 << 20, Role: RoleSyncMaster, HAListen: haAddr, HATimeout: time.Minute, Flush: flush},
 				Deps{Logger: discardLogger()})
 			addr := m.Addr().String()
-			waitCond(t, 20*time.Second, "the HA listener", func() bool { return m.haMaster.Load() != nil })
-			sl := muteSlave(t, haAddr, 0)
-			waitCond(t, 20*time.Second, "the slave to connect", func() bool { return len(m.ha.master.Slaves()) == 1 })
-
+			sl := toldSlave(t, m, haAddr)
 			cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second, Logger: discardLogger()})
 			defer cl.Close()
-			sent := make(chan *remoting.Command, 1)
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				resp, err := cl.Invoke(ctx, addr, sendReq("HA", 0, []byte("acked during the drain"), ""))
-				if err != nil {
-					resp = remoting.NewResponse(remoting.NewRequest(remoting.SendMessage, nil, nil), remoting.SystemError, err.Error())
-				}
-				sent <- resp
-			}()
-			waitCond(t, 20*time.Second, "the send to be stored and sent to the slave", func() bool {
-				st := m.ha.master.Slaves()
-				return m.Store().MaxPhysOffset() > 0 && len(st) == 1 && st[0].Sent == m.Store().MaxPhysOffset()
-			})
+			sent := sendWaitingForAck(t, m, cl, addr, "acked during the drain")
 			stopped := make(chan struct{})
 			go func() { stop(); close(stopped) }()
 			defer func() { <-stopped }()
@@ -196,24 +147,63 @@ func TestBrokerSyncMasterShutdownWaitsForAcks(t *testing.T) {
 				}
 				return err != nil
 			})
-			select {
-			case resp := <-sent:
-				t.Fatalf("the send was answered (code %d, %s) before a slave acknowledged it", resp.Code, resp.Remark)
-			default:
-			}
-			var report [8]byte
-			binary.BigEndian.PutUint64(report[:], uint64(m.Store().MaxPhysOffset()))
-			if _, err := sl.Write(report[:]); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case resp := <-sent:
-				if resp.Code != int32(remoting.Success) {
-					t.Fatalf("the send acknowledged during the drain: code %d (%s), want SUCCESS", resp.Code, resp.Remark)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("no answer to the send acknowledged during the drain")
-			}
+			ackAndExpectSuccess(t, m, sl, sent, "acknowledged during the drain")
 		})
+	}
+}
+
+// toldSlave connects a slave to m's HA port that says hello at offset 0
+// and then reports only what the test writes to the returned conn.
+func toldSlave(t *testing.T, m *Broker, haAddr string) net.Conn {
+	t.Helper()
+	waitCond(t, 20*time.Second, "the HA listener", func() bool { return m.haMaster.Load() != nil })
+	sl := muteSlave(t, haAddr, 0)
+	waitCond(t, 20*time.Second, "the slave to connect", func() bool { return len(m.ha.master.Slaves()) == 1 })
+	return sl
+}
+
+// sendWaitingForAck sends one message through cl in the background and
+// returns once m stored it and sent it to its only slave; the answer (or
+// a SYSTEM_ERROR naming the client's error) comes on the channel.
+func sendWaitingForAck(t *testing.T, m *Broker, cl *remoting.Client, addr, body string) <-chan *remoting.Command {
+	t.Helper()
+	sent := make(chan *remoting.Command, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		resp, err := cl.Invoke(ctx, addr, sendReq("HA", 0, []byte(body), ""))
+		if err != nil {
+			resp = remoting.NewResponse(remoting.NewRequest(remoting.SendMessage, nil, nil), remoting.SystemError, err.Error())
+		}
+		sent <- resp
+	}()
+	waitCond(t, 20*time.Second, "the send to be stored and sent to the slave", func() bool {
+		st := m.ha.master.Slaves()
+		return m.Store().MaxPhysOffset() > 0 && len(st) == 1 && st[0].Sent == m.Store().MaxPhysOffset()
+	})
+	return sent
+}
+
+// ackAndExpectSuccess checks that the send is not answered yet, reports
+// m's whole log from the told slave, and expects the send's SUCCESS.
+func ackAndExpectSuccess(t *testing.T, m *Broker, sl net.Conn, sent <-chan *remoting.Command, when string) {
+	t.Helper()
+	select {
+	case resp := <-sent:
+		t.Fatalf("the send was answered (code %d, %s) before a slave acknowledged it", resp.Code, resp.Remark)
+	default:
+	}
+	var report [8]byte
+	binary.BigEndian.PutUint64(report[:], uint64(m.Store().MaxPhysOffset()))
+	if _, err := sl.Write(report[:]); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case resp := <-sent:
+		if resp.Code != int32(remoting.Success) {
+			t.Fatalf("the send %s: code %d (%s), want SUCCESS", when, resp.Code, resp.Remark)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no answer to the send %s", when)
 	}
 }

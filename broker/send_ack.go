@@ -72,7 +72,7 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 		if err != nil {
 			return b.putError(a.req, err)
 		}
-		return b.slaveResult(b.ackResponse(&a, res), b.slaveAck(ctx, res))
+		return b.slaveResult(b.ackResponse(&a, res), b.slaveAck(res))
 	}
 	// The callback runs either before PutNotify returns (on this goroutine:
 	// an early error, or already durable) or later on the flusher's.

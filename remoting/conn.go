@@ -319,20 +319,32 @@ const maxInlineWrite = 256 << 10
 // room for a batch of answers: a peer that stops reading stops being
 // read, and the write deadline closes the conn.
 func (c *Conn) ReleaseWritesInline() {
-	c.mu.Lock()
-	c.mu.held--
-	if c.mu.held > 0 || len(c.mu.buf) == 0 {
-		c.mu.Unlock()
-		return
-	}
-	if c.mu.writing || c.mu.closed || c.mu.outBytes > maxInlineWrite {
-		c.mu.Unlock()
-		c.wakeWriter()
+	if !c.releaseToWriteInline() {
 		return
 	}
 	buf, parts := c.takeQueueLocked()
 	c.mu.Unlock()
 	c.writeQueue(buf, parts, false)
+}
+
+// releaseToWriteInline ends a HoldWrites and says whether its caller may
+// write the queue itself: the last hold ended, something is queued, no
+// one holds the write token, the conn is open and the queue is at most
+// maxInlineWrite. Then it returns true with c.mu still locked; otherwise
+// it has unlocked c.mu and, when the queue must go out, woken the writer.
+func (c *Conn) releaseToWriteInline() bool {
+	c.mu.Lock()
+	c.mu.held--
+	if c.mu.held > 0 || len(c.mu.buf) == 0 {
+		c.mu.Unlock()
+		return false
+	}
+	if c.mu.writing || c.mu.closed || c.mu.outBytes > maxInlineWrite {
+		c.mu.Unlock()
+		c.wakeWriter()
+		return false
+	}
+	return true
 }
 
 // ReleaseWritesNoWait is ReleaseWrites for a goroutine that must never block
@@ -344,14 +356,11 @@ func (c *Conn) ReleaseWritesInline() {
 // conns, queues with by-reference parts, and conns without a raw socket just
 // wake the writer, like ReleaseWrites.
 func (c *Conn) ReleaseWritesNoWait() {
-	c.mu.Lock()
-	c.mu.held--
-	if c.mu.held > 0 || len(c.mu.buf) == 0 {
-		c.mu.Unlock()
+	if !c.releaseToWriteInline() {
 		return
 	}
 	var nb *nbWriter
-	if !c.mu.writing && !c.mu.closed && c.mu.outBytes <= maxInlineWrite && len(c.mu.parts) == 0 {
+	if len(c.mu.parts) == 0 {
 		nb = c.nbWriterLocked()
 	}
 	if nb == nil {
