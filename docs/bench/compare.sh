@@ -159,6 +159,29 @@ nats_p() { # NAME P50|P99|P99.9 -> ms
 	[[ -n $us ]] && awk -v u="$us" 'BEGIN{printf "%.3f", u/1000}' || echo "n/a"
 }
 
+# ---- the machine's state ----
+# Issue 15 asks for three consecutive runs on a quiet machine. The
+# numbers below let a reader tell a quiet run from a slow hour on this
+# shared VM: a CPU probe (sha256 of 32 MiB of zeros on one core, 3 times;
+# lower is faster) before and after the runs, the share of CPU time the
+# hypervisor stole meanwhile, and the load average at the start.
+cpu_probe() { # -> "min-max" ms of 3 probes
+	local t0 t1 ms all=()
+	for _ in 1 2 3; do
+		t0=$(date +%s%N)
+		head -c 33554432 /dev/zero | sha256sum >/dev/null
+		t1=$(date +%s%N)
+		ms=$(((t1 - t0) / 1000000))
+		all+=("$ms")
+	done
+	printf '%s\n' "${all[@]}" | sort -n | awk 'NR==1{lo=$1} {hi=$1} END{print lo "-" hi}'
+}
+cpu_ticks() { awk '/^cpu / {print $2+$3+$4+$5+$6+$7+$8+$9, $9}' /proc/stat; } # total, steal
+LOAD0=$(cut -d' ' -f1 /proc/loadavg)
+PROBE0=$(cpu_probe)
+read -r TICKS0 STEAL0 < <(cpu_ticks)
+say "machine: load average $LOAD0, CPU probe $PROBE0 ms"
+
 say "NATS JetStream, default file store (acks before fsync)"
 start_nats "$(nats_conf "$WORK/nats-default" "")"
 nats_run nats_sync bench js pub sync --create --purge --storage=file --msgs="$NATS_SYNC_MSGS" --size="$SIZE"B benchsubj
@@ -241,6 +264,9 @@ C=$(j smq_consume msgs_per_sec)
 CMB=$(j smq_consume mb_per_sec)
 CPAY=$(mbps "$C")
 E99=$(j smq_e2e p99_ms)
+PROBE1=$(cpu_probe)
+read -r TICKS1 STEAL1 < <(cpu_ticks)
+STEAL=$(awk -v t=$((TICKS1 - TICKS0)) -v s=$((STEAL1 - STEAL0)) 'BEGIN{printf "%.1f", (t > 0 ? 100 * s / t : 0)}')
 ERR=$(($(j smq_batch errors) + $(j smq_single errors) + $(j smq_single4 errors) + $(j smq_single_bin errors) + $(j smq_consume errors) + $(j smq_e2e errors) + $(j smq_sync64 errors) + $(j smq_sync_batch errors)))
 
 {
@@ -257,6 +283,8 @@ ERR=$(($(j smq_batch errors) + $(j smq_single errors) + $(j smq_single4 errors) 
 	echo "| broker peak RSS during the async runs, MiB | $SMQ_RSS | $NATS_RSS | | ≤ cache + 256 MiB | |"
 	echo
 	echo "StrataMQ bench errors in all runs: $ERR. MB = 10^6 bytes. Ratio = StrataMQ / NATS."
+	echo
+	echo "Machine: $(nproc) cores; load average $LOAD0 at the start; CPU probe (sha256 of 32 MiB, one core, min-max of 3) $PROBE0 ms before the runs and $PROBE1 ms after; $STEAL % of CPU time stolen by the hypervisor during the runs."
 } | tee "${OUT:-/dev/null}"
 if [[ ${KEEP:-0} == 1 ]]; then
 	say "raw outputs in $WORK"
