@@ -195,11 +195,7 @@ func (b *Broker) EndBatch(rb *remoting.ReadBatch) {
 			// The slave's ack answers the batch on the HA report reader
 			// (or here, when it is known at once): the reader goes on
 			// reading meanwhile, and no goroutine waits.
-			acks, scratch, done := slices.Clone(sb.acks), new(sendResponse), rb.KeepInFlight()
-			b.awaitSlave(res, func(slaveErr error) {
-				b.answerBatch(c, acks, res, nil, slaveErr, scratch, true)
-				done()
-			})
+			b.answerOnSlaveAck(c, slices.Clone(sb.acks), res, new(sendResponse), rb.KeepInFlight())
 		}
 	} else {
 		// Answered later, on the flusher's goroutine (or a slave's report
@@ -211,10 +207,7 @@ func (b *Broker) EndBatch(rb *remoting.ReadBatch) {
 				done()
 				return
 			}
-			b.awaitSlave(res, func(slaveErr error) {
-				b.answerBatch(c, acks, res, nil, slaveErr, scratch, true)
-				done()
-			})
+			b.answerOnSlaveAck(c, acks, res, scratch, done)
 		})
 	}
 	clear(sb.msgs)
@@ -223,6 +216,16 @@ func (b *Broker) EndBatch(rb *remoting.ReadBatch) {
 	if cap(sb.msgs) > 4*maxBatchSends {
 		sb.msgs = nil
 	}
+}
+
+// answerOnSlaveAck answers a stored batch once awaitSlave settles (on the
+// HA report reader, its deadline timer, or at once here), without blocking
+// on the client, then ends the batch's in-flight count (done).
+func (b *Broker) answerOnSlaveAck(c *remoting.Conn, acks []sendAck, res []store.PutResult, scratch *sendResponse, done func()) {
+	b.awaitSlave(res, func(slaveErr error) {
+		b.answerBatch(c, acks, res, nil, slaveErr, scratch, true)
+		done()
+	})
 }
 
 // maxBatchSends is a send batch's usual size bound (remoting ends a read

@@ -68,12 +68,7 @@ func (a *awaited) once(t *testing.T) {
 // deadline, ErrSlaveNotAvailable when the slave goes or the master stops;
 // waits settle in offset order, each exactly once.
 func TestAwaitAck(t *testing.T) {
-	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
-	defer closeStore(t, ss)
-	defer closeStore(t, ms)
-	addr := haAddr(t)
-	m := startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.MaxLag = 64 << 10 })
-	defer m.Close()
+	ms, ss, addr, m := masterPair(t, nil, func(o *MasterOptions) { o.MaxLag = 64 << 10 })
 	put(t, ms, 10, 1000, m.Notify)
 	far := time.Now().Add(time.Minute)
 
@@ -163,11 +158,7 @@ func (g *failGate) AppendRaw(off int64, b []byte) error {
 
 // Close fails the waits still pending.
 func TestAwaitAckClose(t *testing.T) {
-	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
-	defer closeStore(t, ss)
-	defer closeStore(t, ms)
-	addr := haAddr(t)
-	m := startMaster(t, addr, ms, nil, nil)
+	ms, ss, addr, m := masterPair(t, nil, nil)
 	put(t, ms, 10, 1000, m.Notify)
 	g := newGate(ss)
 	g.block()
@@ -193,12 +184,7 @@ func TestAwaitAckClose(t *testing.T) {
 // slave follows: every wait settles exactly once, and nil only once the
 // slave's report covers its offset (an acked send is on the slave).
 func TestAwaitAckConcurrent(t *testing.T) {
-	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
-	defer closeStore(t, ss)
-	defer closeStore(t, ms)
-	addr := haAddr(t)
-	m := startMaster(t, addr, ms, nil, nil)
-	defer m.Close()
+	ms, ss, addr, m := masterPair(t, nil, nil)
 	s := startSlave(t, addr, ss, nil)
 	defer s.Close()
 	waitFor(t, "the slave to connect", 10*time.Second, func() bool { return len(m.Slaves()) == 1 })

@@ -13,12 +13,7 @@ import (
 // The hello reply carries the master's advertised remoting address; the
 // slave reports it, and the address it dialled, in its state.
 func TestHelloReplyCarriesAdvertise(t *testing.T) {
-	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
-	defer closeStore(t, ss)
-	defer closeStore(t, ms)
-	addr := haAddr(t)
-	m := startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.Advertise = "10.1.2.3:10911" })
-	defer m.Close()
+	ms, ss, addr, _ := masterPair(t, nil, func(o *MasterOptions) { o.Advertise = "10.1.2.3:10911" })
 	s := startSlave(t, addr, ss, nil)
 	defer s.Close()
 	waitFor(t, "the slave to connect", 10*time.Second, func() bool { return s.State().Connected })

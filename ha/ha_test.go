@@ -19,14 +19,9 @@ import (
 // A slave following a master while records are written ends with a
 // byte-identical log and the same consumequeues.
 func TestSlaveFollowsByteIdentical(t *testing.T) {
-	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
-	defer closeStore(t, ss)
-	defer closeStore(t, ms)
 	ep := &testEpoch{}
 	ep.v.Store(3)
-	addr := haAddr(t)
-	m := startMaster(t, addr, ms, ep.get, nil)
-	defer m.Close()
+	ms, ss, addr, m := masterPair(t, ep.get, nil)
 	put(t, ms, 100, 900, m.Notify) // before the slave connects
 	s := startSlave(t, addr, ss, nil)
 	defer s.Close()
@@ -48,12 +43,7 @@ func TestSlaveFollowsByteIdentical(t *testing.T) {
 
 // A slave that connects late streams only from the offset it reports.
 func TestLateSlaveCatchesUpFromReportedOffset(t *testing.T) {
-	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
-	defer closeStore(t, ss)
-	defer closeStore(t, ms)
-	addr := haAddr(t)
-	m := startMaster(t, addr, ms, nil, nil)
-	defer m.Close()
+	ms, ss, addr, m := masterPair(t, nil, nil)
 	put(t, ms, 60, 1000, m.Notify)
 	s := startSlave(t, addr, ss, nil)
 	waitFor(t, "the first catch-up", 20*time.Second, func() bool { return ss.MaxPhysOffset() == ms.MaxPhysOffset() })
@@ -144,12 +134,7 @@ func (g *gate) AppendRaw(off int64, b []byte) error {
 }
 
 func TestWaitAcked(t *testing.T) {
-	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
-	defer closeStore(t, ss)
-	defer closeStore(t, ms)
-	addr := haAddr(t)
-	m := startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.MaxLag = 64 << 10 })
-	defer m.Close()
+	ms, ss, addr, m := masterPair(t, nil, func(o *MasterOptions) { o.MaxLag = 64 << 10 })
 	put(t, ms, 10, 1000, m.Notify)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -206,14 +191,9 @@ func TestWaitAcked(t *testing.T) {
 // A master whose epoch goes back (a fenced old master) is refused: the
 // slave drops the connection and appends nothing from it.
 func TestOlderEpochRefused(t *testing.T) {
-	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
-	defer closeStore(t, ss)
-	defer closeStore(t, ms)
-	addr := haAddr(t)
 	ep := &testEpoch{}
 	ep.v.Store(5)
-	m := startMaster(t, addr, ms, ep.get, nil)
-	defer m.Close()
+	ms, ss, addr, m := masterPair(t, ep.get, nil)
 	s := startSlave(t, addr, ss, nil)
 	defer s.Close()
 	put(t, ms, 20, 1000, m.Notify)
@@ -388,12 +368,7 @@ func TestSlaveMalformedDropsConnection(t *testing.T) {
 
 // With polling effectively off, Notify alone wakes the stream for each write.
 func TestNotifyWakesStream(t *testing.T) {
-	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
-	defer closeStore(t, ss)
-	defer closeStore(t, ms)
-	addr := haAddr(t)
-	m := startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.PollInterval = time.Hour })
-	defer m.Close()
+	ms, ss, addr, m := masterPair(t, nil, func(o *MasterOptions) { o.PollInterval = time.Hour })
 	s := startSlave(t, addr, ss, nil)
 	defer s.Close()
 	waitFor(t, "the slave to connect", 10*time.Second, func() bool { return len(m.Slaves()) == 1 })
@@ -407,12 +382,7 @@ func TestNotifyWakesStream(t *testing.T) {
 // A slave that leaves is dropped from Slaves (and WaitAcked) at once, not
 // at the next heartbeat's failed write.
 func TestMasterSeesSlaveLeave(t *testing.T) {
-	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
-	defer closeStore(t, ss)
-	defer closeStore(t, ms)
-	addr := haAddr(t)
-	m := startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.HeartbeatInterval, o.IdleTimeout = time.Hour, time.Hour })
-	defer m.Close()
+	ms, ss, addr, m := masterPair(t, nil, func(o *MasterOptions) { o.HeartbeatInterval, o.IdleTimeout = time.Hour, time.Hour })
 	put(t, ms, 5, 500, m.Notify)
 	s := startSlave(t, addr, ss, nil)
 	waitFor(t, "the slave to catch up", 10*time.Second, func() bool { return ss.MaxPhysOffset() == ms.MaxPhysOffset() })
@@ -426,12 +396,7 @@ func TestMasterSeesSlaveLeave(t *testing.T) {
 // Records bigger than BatchSize are sent whole, one per transfer, and
 // smaller ones after them still batch: the slave's log ends byte-identical.
 func TestRecordBiggerThanBatch(t *testing.T) {
-	ms, ss := openStore(t, t.TempDir()), openStore(t, t.TempDir())
-	defer closeStore(t, ss)
-	defer closeStore(t, ms)
-	addr := haAddr(t)
-	m := startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.BatchSize = 2048 })
-	defer m.Close()
+	ms, ss, addr, m := masterPair(t, nil, func(o *MasterOptions) { o.BatchSize = 2048 })
 	put(t, ms, 10, 300, m.Notify)
 	put(t, ms, 10, 5000, m.Notify) // each record bigger than a batch
 	put(t, ms, 10, 300, m.Notify)

@@ -177,3 +177,17 @@ func closeStore(t testing.TB, st *store.Store) {
 		t.Error(fmt.Errorf("closing store: %w", err))
 	}
 }
+
+// masterPair opens a master's store and a slave's, and starts a master on
+// a fresh loopback address over the first (startMaster's epoch and mod).
+// All three close when the test ends, the master first.
+func masterPair(t testing.TB, epoch func() int64, mod func(*MasterOptions)) (ms, ss *store.Store, addr string, m *Master) {
+	t.Helper()
+	ms, ss = openStore(t, t.TempDir()), openStore(t, t.TempDir())
+	t.Cleanup(func() { closeStore(t, ss) })
+	t.Cleanup(func() { closeStore(t, ms) })
+	addr = haAddr(t)
+	m = startMaster(t, addr, ms, epoch, mod)
+	t.Cleanup(func() { m.Close() })
+	return ms, ss, addr, m
+}

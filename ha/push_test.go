@@ -17,12 +17,7 @@ import (
 // itself for nil), and waits until they are connected.
 func pushPair(t *testing.T, wrap func(*store.Store) Appender) (ms, ss *store.Store, m *Master, s *Slave) {
 	t.Helper()
-	ms, ss = openStore(t, t.TempDir()), openStore(t, t.TempDir())
-	t.Cleanup(func() { closeStore(t, ss) })
-	t.Cleanup(func() { closeStore(t, ms) })
-	addr := haAddr(t)
-	m = startMaster(t, addr, ms, nil, func(o *MasterOptions) { o.PollInterval, o.HeartbeatInterval = time.Hour, time.Hour })
-	t.Cleanup(func() { m.Close() })
+	ms, ss, addr, m := masterPair(t, nil, func(o *MasterOptions) { o.PollInterval, o.HeartbeatInterval = time.Hour, time.Hour })
 	var app Appender = ss
 	if wrap != nil {
 		app = wrap(ss)
