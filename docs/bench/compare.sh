@@ -31,7 +31,14 @@
 # runs, 50000), FSYNC_MSGS (NATS sync_interval: always runs, 10000: it does
 # ~1-3 k msgs/s), NATS_SYNC_MSGS (NATS default sync publish, 50000),
 # E2E_RATE (10000), E2E_MSGS (100000), SIZE (1024), and the loopback ports
-# NATS_PORT (14222), NS_PORT (19876), BROKER_PORT (19911).
+# NATS_PORT (14222), NS_PORT (19876), BROKER_PORT (19911), HTTP_PORT (19912:
+# the broker's metrics, read between rows).
+#
+# Below the table, each StrataMQ row's cost: the broker's CPU per message
+# during the row (/proc/<pid>/stat) and the segment bytes its uploader tiered
+# meanwhile (rocketmq_tiered_store_upload_logical_bytes_total). The rows of
+# one broker are not independent: a row that crosses a segment boundary
+# pays for compressing and uploading the bytes earlier rows wrote.
 set -euo pipefail
 
 MSGS=${MSGS:-200000}
@@ -44,6 +51,7 @@ SIZE=${SIZE:-1024}
 NATS_PORT=${NATS_PORT:-14222}
 NS_PORT=${NS_PORT:-19876}
 BROKER_PORT=${BROKER_PORT:-19911}
+HTTP_PORT=${HTTP_PORT:-19912}
 NATS_SERVER_VERSION=v2.14.10
 NATSCLI_VERSION=v0.5.0
 
@@ -204,22 +212,39 @@ stop_last
 start_smq() { # $1: data dir, $2: flush mode
 	mkdir -p "$1"
 	"$SMQ" serve --data-dir "$1" --flush "$2" --namesrv-listen "127.0.0.1:$NS_PORT" --listen "127.0.0.1:$BROKER_PORT" \
-		--http-listen "" --log-level warn >>"$LOG.stratamq" 2>&1 &
+		--http-listen "127.0.0.1:$HTTP_PORT" --log-level warn >>"$LOG.stratamq" 2>&1 &
 	PIDS+=($!)
 	wait_port "$BROKER_PORT"
 	wait_port "$NS_PORT"
+	wait_port "$HTTP_PORT"
 }
 
-# smq_run NAME MODE ARGS...: run `stratamq bench`, keep its JSON line in $WORK/NAME.
+# broker_ticks: CPU clock ticks (user + system) of the running broker.
+broker_ticks() { awk '{print $14 + $15}' "/proc/${PIDS[-1]}/stat"; }
+# tiered_bytes: segment bytes the running broker's uploader has tiered.
+tiered_bytes() {
+	curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | awk '/^rocketmq_tiered_store_upload_logical_bytes_total / {printf "%d", $2; f=1} END {if (!f) print 0}'
+}
+HZ=$(getconf CLK_TCK)
+
+# smq_run NAME MODE ARGS...: run `stratamq bench`, keep its JSON line in
+# $WORK/NAME.json and the broker's cost during it in $WORK/NAME.cost
+# ("<CPU µs per message> <MB tiered>").
 smq_run() {
-	local name=$1
+	local name=$1 t0 b0
 	shift
 	say "stratamq bench $*"
+	t0=$(broker_ticks)
+	b0=$(tiered_bytes)
 	"$SMQ" bench "$@" --namesrv "127.0.0.1:$NS_PORT" --broker "127.0.0.1:$BROKER_PORT" --size "$SIZE" --progress 0 >"$WORK/$name" 2>>"$LOG.bench" ||
 		say "  (exit $?: errors, see below)"
 	tail -1 "$WORK/$name" >"$WORK/$name.json"
-	say "  $(jq -c '{msgs_per_sec, mb_per_sec, p50_ms, p99_ms, p999_ms, errors}' "$WORK/$name.json")"
+	awk -v t=$(($(broker_ticks) - t0)) -v hz="$HZ" -v n="$(jq -r '.messages' "$WORK/$name.json")" -v b=$(($(tiered_bytes) - b0)) \
+		'BEGIN{printf "%.1f %.0f", (n > 0 ? t / hz * 1e6 / n : 0), b / 1e6}' >"$WORK/$name.cost"
+	say "  $(jq -c '{msgs_per_sec, mb_per_sec, p50_ms, p99_ms, p999_ms, errors}' "$WORK/$name.json"), broker µs/msg and MB tiered: $(cat "$WORK/$name.cost")"
 }
+# cost NAME: "X µs/msg, Y MB tiered" of a StrataMQ row.
+cost() { awk '{printf "%s µs/msg, %s MB tiered", $1, $2}' "$WORK/$1.cost"; }
 j() { jq -r ".$2" "$WORK/$1.json"; }
 
 say "StrataMQ, flush=async"
@@ -283,6 +308,8 @@ ERR=$(($(j smq_batch errors) + $(j smq_single errors) + $(j smq_single4 errors) 
 	echo "| broker peak RSS during the async runs, MiB | $SMQ_RSS | $NATS_RSS | | ≤ cache + 256 MiB | |"
 	echo
 	echo "StrataMQ bench errors in all runs: $ERR. MB = 10^6 bytes. Ratio = StrataMQ / NATS."
+	echo
+	echo "Broker CPU per message and segment bytes tiered during each StrataMQ row: bulk $(cost smq_batch); 1 × 64 JSON $(cost smq_single); 4 × 16 $(cost smq_single4); 1 × 64 binary $(cost smq_single_bin); consume $(cost smq_consume); end to end $(cost smq_e2e); durable 4 × 16 $(cost smq_sync64); durable bulk $(cost smq_sync_batch)."
 	echo
 	echo "Machine: $(nproc) cores; load average $LOAD0 at the start; CPU probe (sha256 of 32 MiB, one core, min-max of 3) $PROBE0 ms before the runs and $PROBE1 ms after; $STEAL % of CPU time stolen by the hypervisor during the runs."
 } | tee "${OUT:-/dev/null}"
