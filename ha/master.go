@@ -352,7 +352,6 @@ func (m *Master) WaitAcked(ctx context.Context, off int64) error {
 	for {
 		m.mu.Lock()
 		err, over := m.ackStateLocked(off)
-		best, _ := m.bestLocked()
 		ch := m.acked
 		m.mu.Unlock()
 		if over {
@@ -361,6 +360,9 @@ func (m *Master) WaitAcked(ctx context.Context, off int64) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			m.mu.Lock()
+			best, _ := m.bestLocked()
+			m.mu.Unlock()
 			return fmt.Errorf("%w: no slave acked offset %d (best %d): %w", ErrSlaveTimeout, off, best, context.Cause(ctx))
 		}
 	}
