@@ -230,7 +230,7 @@ func TestBrokerNeverSetsAsideWhatTheBucketLacks(t *testing.T) {
 		t.Fatalf("refusal %q does not name the local range %s", err, want)
 	}
 	// Nothing was moved or deleted.
-	if segs, _ := localSegmentFiles(vfs.OS(), oldDir+"/store/commitlog"); len(segs) == 0 {
+	if segs, _ := localSegmentFiles(vfs.OS(), oldDir+"/store/commitlog", 4<<20); len(segs) == 0 {
 		t.Fatal("the refused start removed the local commitlog")
 	}
 	// With STRATAMQ_ACCEPT_LOSS it starts, keeping the old data aside.

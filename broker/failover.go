@@ -230,7 +230,7 @@ func (b *Broker) rejoinCut(prev *offsets.WriterState, cur int64, history []epoch
 		return nil
 	}
 	clDir := filepath.Join(b.cfg.DataDir, "store", "commitlog")
-	segs, err := localSegmentFiles(b.fs, clDir)
+	segs, err := localSegmentFiles(b.fs, clDir, int(b.cfg.MaxMessageSize))
 	if err != nil || len(segs) == 0 {
 		return err
 	}

@@ -274,7 +274,7 @@ func (b *Broker) checkLocalData() (*upload.Manifest, error) {
 		writer = offsets.Identity{Broker: b.cfg.BrokerName, Instance: "(unknown: manifest writer)", Epoch: m.Epoch}
 	}
 	clDir := filepath.Join(b.cfg.DataDir, "store", "commitlog")
-	segs, err := localSegmentFiles(b.fs, clDir)
+	segs, err := localSegmentFiles(b.fs, clDir, int(b.cfg.MaxMessageSize))
 	if err != nil {
 		return nil, err
 	}
@@ -443,12 +443,20 @@ func (b *Broker) loadManifest() (*upload.Manifest, error) {
 
 type localSegment struct{ base, size int64 }
 
-// localSegmentFiles lists the commitlog segment files by base, with their
-// sizes (a torn or zeroed tail is counted).
-func localSegmentFiles(fs vfs.FS, dir string) ([]localSegment, error) {
+// localSegmentFiles lists the commitlog segments of the data dir's closed
+// store by base, with the bytes each holds up to the end of the log's last
+// valid record (store.LogEnd): the zeros written ahead of the active
+// segment's records and a torn tail are not data, so they never make a
+// copy look longer than it is. Segments past the end (empty after the cut
+// recovery will make) are left out.
+func localSegmentFiles(fs vfs.FS, dir string, maxMessageSize int) ([]localSegment, error) {
 	names, err := fs.ReadDir(dir)
 	if err != nil {
 		return nil, nil
+	}
+	_, end, err := store.LogEnd(fs, filepath.Dir(dir), maxMessageSize)
+	if err != nil {
+		return nil, err
 	}
 	sort.Strings(names)
 	var out []localSegment
@@ -457,11 +465,14 @@ func localSegmentFiles(fs vfs.FS, dir string) ([]localSegment, error) {
 		if err != nil || len(n) != 20 {
 			continue
 		}
+		if base >= end && len(out) > 0 {
+			break
+		}
 		fi, err := fs.Stat(filepath.Join(dir, n))
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, localSegment{base: base, size: fi.Size()})
+		out = append(out, localSegment{base: base, size: max(0, min(fi.Size(), end-base))})
 	}
 	return out, nil
 }

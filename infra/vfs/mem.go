@@ -88,6 +88,43 @@ func (m *Mem) CrashClone() *Mem { return m.crashClone(nil) }
 // write, as a disk that wrote some sectors of a tail before losing power.
 func (m *Mem) CrashCloneTorn(rng *rand.Rand) *Mem { return m.crashClone(rng) }
 
+// ProcessCrashClone returns a new Mem holding everything written to m,
+// synced or not, with m's synced state as the clone's: what a disk holds
+// after the process writing it is killed (the page cache survives; a later
+// power loss of the clone still loses what was never synced). m is
+// unchanged.
+func (m *Mem) ProcessCrashClone() *Mem {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	memo := map[*memNode]*memNode{}
+	var clone func(n *memNode) *memNode
+	clone = func(n *memNode) *memNode {
+		if c, ok := memo[n]; ok {
+			return c
+		}
+		if n.isDir {
+			c := newDirNode()
+			memo[n] = c
+			for name, child := range n.entries {
+				c.entries[name] = clone(child)
+			}
+			for name, child := range n.syncedEntries {
+				c.syncedEntries[name] = clone(child)
+			}
+			return c
+		}
+		c := &memNode{modTime: n.modTime, data: slices.Clone(n.data), syncedOwned: n.syncedOwned}
+		if n.syncedOwned {
+			c.synced = slices.Clone(n.synced)
+		} else {
+			c.synced = c.data[:len(n.synced)] // a prefix of data, as in n
+		}
+		memo[n] = c
+		return c
+	}
+	return &Mem{root: clone(m.root), free: m.free, total: m.total}
+}
+
 func (m *Mem) crashClone(rng *rand.Rand) *Mem {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -349,3 +349,36 @@ func TestVFSMemWriteAcrossEOF(t *testing.T) {
 		}
 	}
 }
+
+// TestMemProcessCrashClone: a process crash keeps what was written but not
+// synced (the page cache), and the clone remembers what was synced, so a
+// power loss of the clone still loses the rest.
+func TestMemProcessCrashClone(t *testing.T) {
+	m := vfs.NewMem()
+	if err := m.MkdirAll("/d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := m.OpenFile("/d/f", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("synced|"))
+	f.Sync()
+	d, _ := m.OpenDir("/d")
+	d.Sync()
+	d.Close()
+	f.Write([]byte("cached"))
+	c := m.ProcessCrashClone()
+	f.Write([]byte("|after")) // not in the clone
+	got, err := vfs.ReadFile(c, "/d/f")
+	if err != nil || string(got) != "synced|cached" {
+		t.Fatalf("process crash clone holds %q, %v; want everything written before it", got, err)
+	}
+	got, err = vfs.ReadFile(c.CrashClone(), "/d/f")
+	if err != nil || string(got) != "synced|" {
+		t.Fatalf("power loss of the clone holds %q, %v; want the synced part", got, err)
+	}
+	if got, _ := vfs.ReadFile(m, "/d/f"); string(got) != "synced|cached|after" {
+		t.Fatalf("the original holds %q", got)
+	}
+}

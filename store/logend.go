@@ -1,0 +1,73 @@
+package store
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/stratamq/stratamq/infra/vfs"
+)
+
+// LogEnd reads, without changing anything, where the commitlog of the
+// closed store in dir starts and where its last valid record ends: the end
+// the store will have once it opens (recovery cuts a torn or zero-filled
+// tail). File sizes are never taken for data: the active segment is
+// zero-filled ahead of its records, and a crash leaves the zeros.
+// (0, 0, nil) for a store without a commitlog.
+//
+// The broker judges a data dir with it before opening the store: whether a
+// promoted copy reaches the end of what the bucket holds, and how long a
+// log is when it competes for the lease.
+func LogEnd(fs vfs.FS, dir string, maxMessageSize int) (start, end int64, err error) {
+	clDir := filepath.Join(dir, "commitlog")
+	names, err := fs.ReadDir(clDir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return 0, 0, nil
+		}
+		return 0, 0, fmt.Errorf("store: list %s: %w", clDir, err)
+	}
+	sort.Strings(names)
+	var t segTable
+	defer func() { t.close() }()
+	for _, name := range names {
+		base, ok := parseSegmentName(name)
+		if !ok {
+			continue
+		}
+		if len(t) > 0 && base != t[len(t)-1].end() {
+			break // recovery removes what follows a gap
+		}
+		path := filepath.Join(clDir, name)
+		f, err := fs.OpenFile(path, os.O_RDONLY, 0)
+		if err != nil {
+			return 0, 0, fmt.Errorf("store: open segment: %w", err)
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return 0, 0, fmt.Errorf("store: stat segment: %w", err)
+		}
+		sg := &segment{base: base, path: path, f: f}
+		sg.size.Store(fi.Size())
+		t = append(t, sg)
+	}
+	if len(t) == 0 {
+		return 0, 0, nil
+	}
+	start, fileEnd := t[0].base, t[len(t)-1].end()
+	// Scan from where recovery does: the store's checkpoint, when it lies
+	// in the log, else the last segment.
+	from := t[len(t)-1].base
+	s := &Store{fs: fs, opts: Options{Dir: dir}, log: slog.New(slog.DiscardHandler)}
+	if ck, err := s.readCheckpoint(); err == nil && ck != nil && ck.dispatched >= start && ck.dispatched <= fileEnd {
+		from = min(from, ck.dispatched)
+	}
+	end, err = scanSegmentsBuf(t, from, make([]byte, max(4<<20, maxMessageSize)), true, func(*recordMeta) error { return nil })
+	if err != nil {
+		return 0, 0, err
+	}
+	return start, end, nil
+}
