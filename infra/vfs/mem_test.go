@@ -355,7 +355,7 @@ func TestVFSMemWriteAcrossEOF(t *testing.T) {
 // power loss of the clone still loses the rest.
 func TestMemProcessCrashClone(t *testing.T) {
 	m := vfs.NewMem()
-	if err := m.MkdirAll("/d", 0o755); err != nil {
+	if err := vfs.MkdirAllDurable(m, "/d"); err != nil {
 		t.Fatal(err)
 	}
 	f, err := m.OpenFile("/d/f", os.O_CREATE|os.O_RDWR, 0o644)
