@@ -51,6 +51,11 @@ type Deps struct {
 	// slave generation from taking the lease back for that long.
 	lease   *offsets.Lease
 	holdOff time.Duration
+
+	// BootID names the machine boot the broker runs in (default: Linux's
+	// /proc/sys/kernel/random/boot_id; "" where there is none). Tests and
+	// the fault simulator give each simulated power cycle its own.
+	BootID string
 }
 
 // Broker serves the RocketMQ remoting protocol over the local store.
@@ -108,6 +113,8 @@ type Broker struct {
 	// promotedReplica: a promoted slave kept its copy of the log
 	// (checkLocalData); New then adopts the checkpoint's metadata.
 	promotedReplica bool
+	bootID          string    // Deps.BootID
+	started         time.Time // when New made this generation
 
 	dirLock     io.Closer // exclusive lock on <DataDir>/lock while the broker is open
 	registerNow chan struct{}
@@ -128,6 +135,9 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if deps.FS == nil {
 		deps.FS = vfs.OS()
 	}
+	if deps.BootID == "" {
+		deps.BootID = machineBootID()
+	}
 	// A record never spans segments: with small segments the largest
 	// message shrinks to fit (said loudly, since clients see the limit).
 	clamped := false
@@ -145,7 +155,8 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		return nil, fmt.Errorf("broker: data dir %s is in use by another broker process: %w", cfg.DataDir, err)
 	}
 	b := &Broker{
-		cfg: cfg, log: deps.Logger.With("component", "broker", "broker", cfg.BrokerName),
+		bootID: deps.BootID, started: time.Now(),
+		cfg:    cfg, log: deps.Logger.With("component", "broker", "broker", cfg.BrokerName),
 		fs: deps.FS, metrics: deps.Metrics, grpc: deps.GRPC,
 		consumers:   NewConsumerManager(),
 		producers:   NewProducerManager(),

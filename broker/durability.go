@@ -216,6 +216,20 @@ func newDurability(b *Broker, bucket tier.Bucket, handed *offsets.Lease) (*durab
 				"holder", held.Identity().String(), "renewedAt", held.RenewedAt, "wait", wait)
 		},
 	}
+	if lease == nil && b.cfg.HAFailover && prev != nil && !prev.Replica && !b.logSurvivedWhole(prev) {
+		// This data dir's master stopped without releasing the lease, in
+		// another boot: after a power loss its log may lack the tail a
+		// slave holds and acknowledged (flush=async, sync_master). It
+		// must not take the lease back over such a slave: it watches its
+		// own lease lapse like a slave does and competes with the copies
+		// of the log that the slaves publish; the best live copy wins.
+		_, end, err := store.LogEnd(b.fs, filepath.Join(b.cfg.DataDir, "store"), int(b.cfg.MaxMessageSize))
+		if err != nil {
+			return nil, fmt.Errorf("broker: read the local log's end: %w", err)
+		}
+		opts.WatchOwn, opts.ContestNow = true, true
+		opts.Contest = b.newContest(cs, ttl, func() (int64, int64) { return prev.Epoch, end })
+	}
 	for wait := 100 * time.Millisecond; lease == nil; wait = min(2*wait, 3*time.Second) {
 		lease, err = offsets.AcquireLease(ctx, cs, id, ttl, opts)
 		if err == nil {
@@ -230,6 +244,9 @@ func newDurability(b *Broker, bucket tier.Bucket, handed *offsets.Lease) (*durab
 			return nil, fmt.Errorf("broker: acquire the bucket lease (the bucket must be reachable at start): %w", err)
 		case <-time.After(wait):
 		}
+	}
+	if opts.Contest != nil {
+		opts.Contest.Clear(ctx)
 	}
 	cp, err := offsets.NewCheckpointer(cs, lease.Identity(), offsets.CheckpointOptions{})
 	if err != nil {
@@ -257,7 +274,7 @@ func newDurability(b *Broker, bucket tier.Bucket, handed *offsets.Lease) (*durab
 // opens: anything written locally from now on is under the new epoch.
 func (d *durability) recordWriter() error {
 	err := offsets.WriteWriterState(d.b.fs, d.b.writerStatePath(),
-		offsets.WriterState{Broker: d.id.Broker, Instance: d.id.Instance, Epoch: d.id.Epoch})
+		offsets.WriterState{Broker: d.id.Broker, Instance: d.id.Instance, Epoch: d.id.Epoch, BootID: d.b.bootID})
 	if err != nil {
 		return fmt.Errorf("broker: record the writer of the data dir: %w", err)
 	}

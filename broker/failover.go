@@ -155,6 +155,27 @@ func (b *Broker) leaseTTL() time.Duration {
 	return offsets.LeaseTTL(b.cfg.CheckpointInterval)
 }
 
+// newContest is this broker's part in a competition for a lapsed lease
+// (offsets.Contest): its candidacy names its instance, its address and
+// the copy of the log self reports (the epoch it agrees with and where
+// its last record ends). Contenders republish every eighth of a TTL.
+func (b *Broker) newContest(cs offsets.ObjectStore, ttl time.Duration, self func() (epoch, end int64)) *offsets.Contest {
+	return &offsets.Contest{Store: cs, Period: max(ttl/8, 50*time.Millisecond), Self: func() offsets.Candidacy {
+		epoch, end := self()
+		return offsets.Candidacy{Instance: b.ident.Instance, Host: b.advertise, Epoch: epoch, End: end}
+	}}
+}
+
+// logSurvivedWhole reports whether the local log holds everything this
+// data dir's master acknowledged before it stopped, so that it may take
+// its lease back at once: with flush=sync every acknowledged record was
+// synced; within the same machine boot a crash of the process loses
+// nothing written (the page cache survives). After a power loss an async
+// log may end before what a slave acknowledged.
+func (b *Broker) logSurvivedWhole(prev *offsets.WriterState) bool {
+	return b.cfg.Flush == "sync" || prev.BootID != "" && prev.BootID == b.bootID
+}
+
 // watchLease is a failover slave's loop: it takes the lease when the
 // master's lapses and asks Run to continue as master; when the holder
 // changes (another broker became master, or the master restarted under a
@@ -163,6 +184,10 @@ func (b *Broker) leaseTTL() time.Duration {
 func (b *Broker) watchLease(ctx context.Context) {
 	cs := newCheckpointStore(b.scoped)
 	ttl := b.leaseTTL()
+	// A slave takes a lapsed lease only if no live slave holds a better
+	// copy of the log (offsets.Contest): a lagging slave never wins over
+	// one that acknowledged more.
+	contest := b.newContest(cs, ttl, func() (int64, int64) { return b.following.Epoch, b.store.MaxPhysOffset() })
 	for wait := 100 * time.Millisecond; ctx.Err() == nil; {
 		rec, _, err := offsets.ReadLease(ctx, cs)
 		if err == nil && rec.Instance != b.following.Instance && !rec.Released && rec.Instance != b.ident.Instance {
@@ -193,19 +218,32 @@ func (b *Broker) watchLease(ctx context.Context) {
 		role := masterRole(b.nodeRole, rec.Role)
 		lease, err := offsets.AcquireLease(ctx, cs, b.ident, ttl, offsets.AcquireOptions{
 			MinEpoch: b.following.Epoch, HAAddr: b.haAdvertise(), Role: role,
+			// An unreleased lease of our own instance is a master
+			// generation of this data dir that crashed: watched and
+			// contested like anyone's. A generation younger than a TTL
+			// contests at once, since its watch began late.
+			Contest: contest, WatchOwn: true, ContestNow: time.Since(b.started) < ttl,
 			OnWait: func(held offsets.LeaseRecord, d time.Duration) {
 				b.log.Debug("failover: watching the master's lease", "holder", held.Identity().String(), "window", d)
 			},
 		})
 		var held *offsets.LeaseHeldError
+		var deferred *offsets.DeferredError
 		switch {
 		case err == nil:
 			b.log.Warn("failover: the master's lease lapsed; this slave took it and becomes master",
 				"epoch", lease.Epoch(), "role", role, "lapsed", rec.Identity().String())
+			contest.Clear(ctx)
 			b.requestRoleChange(&RoleChange{Role: role, Reason: "took the bucket lease over", lease: lease})
 			return
 		case errors.As(err, &held):
 			wait = 100 * time.Millisecond // the master renewed: watch again
+		case errors.As(err, &deferred):
+			// A live slave holds a better copy: it takes the lease, and
+			// this one follows it (or, if it never does, contests again).
+			b.log.Warn("failover: the master's lease lapsed; leaving it to a slave with a better copy of the log",
+				"better", deferred.Better.String(), "ownEpoch", deferred.Self.Epoch, "ownEnd", deferred.Self.End)
+			wait = 100 * time.Millisecond
 		case ctx.Err() != nil:
 			return
 		default:

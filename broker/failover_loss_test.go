@@ -28,10 +28,11 @@ type lossNode struct {
 
 // startLossNode runs a Node with cfg on disk over bucket until it is
 // killed or stopped (or the test ends).
-func startLossNode(t *testing.T, cfg Config, disk *vfs.Mem, bucket tier.Bucket) *lossNode {
+// boot names the machine boot it runs in (a power loss starts another).
+func startLossNode(t *testing.T, cfg Config, disk *vfs.Mem, bucket tier.Bucket, boot string) *lossNode {
 	t.Helper()
 	ln := &lossNode{t: t, cfg: cfg, disk: disk, bucket: &faultBucket{Bucket: bucket}, done: make(chan error, 1)}
-	ln.n = NewNode(cfg, Deps{FS: disk, Bucket: ln.bucket, Logger: discardLogger()}, nil)
+	ln.n = NewNode(cfg, Deps{FS: disk, Bucket: ln.bucket, Logger: discardLogger(), BootID: boot}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	ln.cancel = cancel
 	go func() { ln.done <- ln.n.Run(ctx) }()
@@ -142,8 +143,8 @@ func checkAcked(t *testing.T, cl *remoting.Client, b *Broker, acks []ackedMsg) {
 func TestBrokerPromotedCopyJudgedByRecordEnds(t *testing.T) {
 	bucket := tier.NewMem()
 	acfg, bcfg := failoverConfig(t, RoleAsyncMaster), failoverConfig(t, RoleSlave)
-	a := startLossNode(t, acfg, vfs.NewMem(), bucket)
-	b := startLossNode(t, bcfg, vfs.NewMem(), bucket)
+	a := startLossNode(t, acfg, vfs.NewMem(), bucket, "boot-a")
+	b := startLossNode(t, bcfg, vfs.NewMem(), bucket, "boot-b")
 	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
 	defer cl.Close()
 	var acks []ackedMsg
@@ -169,11 +170,57 @@ func TestBrokerPromotedCopyJudgedByRecordEnds(t *testing.T) {
 		t.Fatalf("the master's clean stop: %v", err)
 	}
 	bcfg.Role = RoleAsyncMaster
-	b2 := startLossNode(t, bcfg, img, bucket)
+	b2 := startLossNode(t, bcfg, img, bucket, "boot-b")
 	waitCond(t, 30*time.Second, "the restarted node to be master", func() bool { return b2.n.role() == RoleAsyncMaster })
 	checkAcked(t, cl, b2.n.Broker(), acks)
 	m, ok := sendAcked(t, cl, b2.n, "ZT", 0, "after")
 	if !ok || m.off < int64(len(acks)) {
 		t.Fatalf("the new master's first send: ok %v at queue offset %d; want an offset past the %d acknowledged", ok, m.off, len(acks))
 	}
+}
+
+// TestBrokerPowerCutSyncMasterLeavesTheLeaseToItsSlave: a sync_master
+// with flush=async acknowledges once its slave holds a message, with the
+// message only in its page cache. A power cut; the master's machine comes
+// back within the lease's TTL. Its log lacks what the slave acknowledged,
+// so it must not take its lease back: the slave, holding more, takes the
+// lease, and the old master follows it. Every acknowledged message stays
+// at its queue offset. (The master used to retake its own lease at once,
+// start a new epoch at its shorter end, and the slave cut the
+// acknowledged tail.)
+func TestBrokerPowerCutSyncMasterLeavesTheLeaseToItsSlave(t *testing.T) {
+	bucket := tier.NewMem()
+	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
+	acfg.FlushInterval = time.Hour // acknowledged messages stay in the page cache
+	a := startLossNode(t, acfg, vfs.NewMem(), bucket, "boot-a1")
+	b := startLossNode(t, bcfg, vfs.NewMem(), bucket, "boot-b1")
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	waitCond(t, 20*time.Second, "the slave to connect", func() bool { return a.n.Broker().haSlaves() == 1 })
+	var acks []ackedMsg
+	for i := range 20 {
+		m, ok := sendAcked(t, cl, a.n, "PC", i%2, fmt.Sprintf("acked-%02d", i))
+		if !ok {
+			t.Fatalf("send %d to the sync_master with its slave was not acknowledged", i)
+		}
+		acks = append(acks, m)
+	}
+	img := a.kill(true)
+	a2 := startLossNode(t, acfg, img, bucket, "boot-a2")
+	waitCond(t, 30*time.Second, "the slave to take over", func() bool { return b.n.role() == RoleSyncMaster })
+	waitCond(t, 30*time.Second, "the old master to follow it", func() bool {
+		return a2.n.role() == RoleSlave && b.n.Broker().haSlaves() == 1
+	})
+	checkAcked(t, cl, b.n.Broker(), acks)
+	for i := range 4 {
+		m, ok := sendAcked(t, cl, b.n, "PC", i%2, fmt.Sprintf("after-%02d", i))
+		if !ok {
+			t.Fatalf("send %d to the new sync_master was not acknowledged", i)
+		}
+		acks = append(acks, m)
+	}
+	checkAcked(t, cl, b.n.Broker(), acks)
+	waitCond(t, 20*time.Second, "the old master to hold the new master's log", func() bool {
+		return a2.n.Broker().store.MaxPhysOffset() == b.n.Broker().store.MaxPhysOffset()
+	})
 }

@@ -59,9 +59,8 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 		b, err := New(roleConfig(cfg), deps)
 		if err != nil {
-			var held *offsets.LeaseHeldError
-			if cfg.HAFailover && cfg.Role != RoleSlave && errors.As(err, &held) {
-				n.log.Info("failover: another broker holds the bucket lease; starting as its slave", "holder", held.Holder.String())
+			if cfg.HAFailover && cfg.Role != RoleSlave && errors.Is(err, offsets.ErrLeaseHeld) {
+				n.log.Info("failover: the bucket lease is another broker's, or goes to a better copy of the log; starting as a slave", "reason", err)
 				cfg.Role = RoleSlave
 				continue
 			}

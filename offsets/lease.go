@@ -132,6 +132,20 @@ type AcquireOptions struct {
 	OnWait func(held LeaseRecord, wait time.Duration)
 	// HAAddr and Role go into the record (LeaseRecord.HAAddr, Role).
 	HAAddr, Role string
+	// Contest, if set, makes a takeover of a lapsed lease a competition
+	// between the copies of the log (Contest): while the watched lease
+	// looks like it is lapsing (half its watch gone, or at once with
+	// ContestNow) the contender publishes its candidacy, and before the
+	// conditional write it takes the lease only if its copy is the best
+	// live one (else a *DeferredError). A released lease is taken without
+	// a contest: its holder stopped cleanly, with everything uploaded.
+	Contest    *Contest
+	ContestNow bool
+	// WatchOwn treats a lease our own instance holds, unreleased, like
+	// another's: watched for a full TTL and contested, instead of taken
+	// back at once. A master restarting after a power loss sets it when
+	// its log may lack what a slave holds and acknowledged.
+	WatchOwn bool
 }
 
 // Lease is a held lease on a broker prefix. Renew it well within its TTL
@@ -224,9 +238,9 @@ func AcquireLease(ctx context.Context, store ObjectStore, holder Identity, ttl t
 			switch {
 			case derr != nil || cur.Released:
 				// Unreadable or released: nobody holds it.
-			case cur.Instance == holder.Instance:
+			case cur.Instance == holder.Instance && !opt.WatchOwn:
 				// Ours: this data dir's broker crashed or lost a response.
-			case opt.NoWait:
+			case opt.NoWait && cur.Instance != holder.Instance:
 				return nil, &LeaseHeldError{Holder: cur.Identity(), ExpiresAt: cur.ExpiresAt}
 			case watchTag != "" && etag != watchTag:
 				return nil, &LeaseHeldError{Holder: cur.Identity(), ExpiresAt: cur.ExpiresAt, Renewed: true}
@@ -238,13 +252,22 @@ func AcquireLease(ctx context.Context, store ObjectStore, holder Identity, ttl t
 						opt.OnWait(cur, wait)
 					}
 				}
+				if c := opt.Contest; c != nil && (opt.ContestNow || 2*(start-watchSince) >= wait) {
+					_ = c.Tick(ctx) // a failed publication: the next tick or Decide tries again
+				}
 				if left := wait - (start - watchSince); left > 0 {
 					if err := opt.Mono.Sleep(ctx, min(left, opt.Poll)); err != nil {
 						return nil, fmt.Errorf("offsets: waiting for %s's lease to lapse: %w", cur.Identity(), err)
 					}
 					continue
 				}
-				// Unchanged for a full TTL: its holder has stopped.
+				// Unchanged for a full TTL: its holder has stopped. It goes
+				// to the best live copy of the log.
+				if c := opt.Contest; c != nil {
+					if err := c.Decide(ctx); err != nil {
+						return nil, err
+					}
+				}
 			}
 		} else {
 			etag = ""

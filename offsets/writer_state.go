@@ -36,6 +36,13 @@ type WriterState struct {
 	Instance string `json:"instance"`
 	Epoch    int64  `json:"epoch"`
 	Replica  bool   `json:"replica,omitempty"`
+	// BootID is the machine boot the writer ran in (Linux's
+	// /proc/sys/kernel/random/boot_id). A master that restarts within the
+	// same boot lost nothing it wrote (a process crash keeps the page
+	// cache); after a reboot or on another machine its log may lack what
+	// it acknowledged, and with failover it competes for the lease
+	// instead of taking it back (broker/failover.go).
+	BootID string `json:"bootId,omitempty"`
 }
 
 // ReadWriterState reads path; (nil, nil) when it does not exist. A file

@@ -1,0 +1,237 @@
+package offsets
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// CandidacyPrefix is where the brokers of a prefix that compete for a
+// lapsed lease publish their candidacies, one object per instance,
+// relative to the broker's prefix: meta/candidates/<instance>.json.
+const CandidacyPrefix = "meta/candidates/"
+
+// Candidacy is what a broker that competes for the lease says of its copy
+// of the log. A takeover goes to the best live candidacy (Better): the
+// copy of the newest epoch that reaches furthest, so that a node holding
+// less than another live node acknowledged never becomes master over it.
+//
+//	{"instance":"3f2a…","host":"10.0.0.2:10911","epoch":7,"end":1048576,"seq":12,"at":"…"}
+type Candidacy struct {
+	Instance string `json:"instance"`
+	Host     string `json:"host,omitempty"`
+	// Epoch is the newest epoch the copy agrees with: the epoch a master
+	// wrote under, the newest master epoch a slave appended from.
+	Epoch int64 `json:"epoch"`
+	// End is where the copy's last valid record ends (never a file size).
+	End int64 `json:"end"`
+	// Seq grows with every publication: a candidacy whose Seq moves is
+	// live (its broker keeps publishing while it competes).
+	Seq int64     `json:"seq"`
+	At  time.Time `json:"at"` // the publisher's wall clock, for people
+}
+
+// Better reports whether a's copy must win over b's: a newer epoch, else a
+// longer log, else (equal copies) the lower instance id, so that every
+// contender ranks the same candidacies the same way.
+func (a Candidacy) Better(b Candidacy) bool {
+	if c := cmp.Compare(a.Epoch, b.Epoch); c != 0 {
+		return c > 0
+	}
+	if c := cmp.Compare(a.End, b.End); c != 0 {
+		return c > 0
+	}
+	return a.Instance < b.Instance
+}
+
+func (a Candidacy) String() string {
+	return fmt.Sprintf("%s (%s) epoch %d end %d", a.Instance, a.Host, a.Epoch, a.End)
+}
+
+// DeferredError: a live contender holds a better copy of the log than this
+// broker, so this broker leaves the lease to it. It matches ErrLeaseHeld.
+type DeferredError struct {
+	Self, Better Candidacy
+}
+
+func (e *DeferredError) Error() string {
+	return fmt.Sprintf("offsets: leaving the lease to %s: its copy of the log is better than this broker's (epoch %d end %d)",
+		e.Better, e.Self.Epoch, e.Self.End)
+}
+
+// Unwrap makes errors.Is(err, ErrLeaseHeld) true.
+func (e *DeferredError) Unwrap() error { return ErrLeaseHeld }
+
+// Contest is one broker's part in the competition for a lapsed lease
+// (AcquireOptions.Contest). While the lease looks like it is lapsing the
+// broker publishes its candidacy every Period (Tick); right before it
+// would take the lease it publishes once more and waits until every other
+// candidacy it can see was published again after that moment (Decide): a
+// candidacy published again is live, and says how far its copy reached
+// after the old master could no longer acknowledge anything (the lease's
+// TTL has run out on the contender's clock, and the master stops
+// acknowledging a margin before that on its own). The broker takes the
+// lease only if its own candidacy is the best live one. A candidacy not
+// published again within two periods belongs to a broker that is gone or
+// cut off from the bucket: it is ignored, and deleted by the winner.
+type Contest struct {
+	Store ObjectStore
+	// Self returns this broker's candidacy as of now (Instance, Host,
+	// Epoch, End; Seq and At are filled in).
+	Self func() Candidacy
+	// Period is how often a contender republishes (default 1 s); Decide
+	// waits up to two periods for the others.
+	Period time.Duration
+	Mono   MonoClock // default RealMonoClock()
+
+	mu      sync.Mutex
+	seq     int64
+	lastPub time.Duration // Mono reading of the last publication; -1: none
+	started bool
+	stale   []string // keys of candidacies the last Decide found dead
+}
+
+func (c *Contest) init() {
+	if c.Mono == nil {
+		c.Mono = RealMonoClock()
+	}
+	if c.Period <= 0 {
+		c.Period = time.Second
+	}
+	if !c.started {
+		c.started, c.lastPub = true, -1
+	}
+}
+
+// Publish writes this broker's candidacy now.
+func (c *Contest) Publish(ctx context.Context) (Candidacy, error) {
+	c.mu.Lock()
+	c.init()
+	c.seq++
+	self := c.Self()
+	self.Seq, self.At = c.seq, time.Now().UTC()
+	c.lastPub = c.Mono.Elapsed()
+	c.mu.Unlock()
+	body, err := json.Marshal(self)
+	if err != nil {
+		return self, err
+	}
+	if _, err := c.Store.Put(ctx, CandidacyPrefix+self.Instance+".json", body, false, ""); err != nil {
+		return self, fmt.Errorf("offsets: publish the candidacy: %w", err)
+	}
+	return self, nil
+}
+
+// Tick republishes the candidacy if a Period has passed since the last.
+func (c *Contest) Tick(ctx context.Context) error {
+	c.mu.Lock()
+	c.init()
+	due := c.lastPub < 0 || c.Mono.Elapsed()-c.lastPub >= c.Period
+	c.mu.Unlock()
+	if !due {
+		return nil
+	}
+	_, err := c.Publish(ctx)
+	return err
+}
+
+// readAll reads every published candidacy but ours, by key.
+func (c *Contest) readAll(ctx context.Context, self string) (map[string]Candidacy, error) {
+	keys, err := c.Store.List(ctx, CandidacyPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("offsets: list the candidacies: %w", err)
+	}
+	out := map[string]Candidacy{}
+	for _, k := range keys {
+		if !strings.HasSuffix(k, ".json") || k == CandidacyPrefix+self+".json" {
+			continue
+		}
+		data, _, err := c.Store.Get(ctx, k)
+		if errors.Is(err, ErrObjectNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("offsets: read the candidacy %s: %w", k, err)
+		}
+		var cd Candidacy
+		if json.Unmarshal(data, &cd) != nil || cd.Instance == "" {
+			continue // not a candidacy: never a reason to wait
+		}
+		out[k] = cd
+	}
+	return out, nil
+}
+
+// Decide publishes this broker's candidacy and waits until every other
+// one it sees was published again (up to two Periods); it returns nil when
+// ours is the best live candidacy, a *DeferredError naming a better one
+// otherwise.
+func (c *Contest) Decide(ctx context.Context) error {
+	self, err := c.Publish(ctx)
+	if err != nil {
+		return err
+	}
+	before, err := c.readAll(ctx, self.Instance)
+	if err != nil {
+		return err
+	}
+	live := map[string]Candidacy{}
+	deadline := c.Mono.Elapsed() + 2*c.Period
+	for {
+		now, err := c.readAll(ctx, self.Instance)
+		if err != nil {
+			return err
+		}
+		for k, cd := range now {
+			if old, ok := before[k]; !ok || cd.Seq != old.Seq || cd.Instance != old.Instance {
+				live[k] = cd
+			}
+		}
+		if len(live) >= len(now) || c.Mono.Elapsed() >= deadline {
+			c.mu.Lock()
+			c.stale = c.stale[:0]
+			for k := range now {
+				if _, ok := live[k]; !ok {
+					c.stale = append(c.stale, k)
+				}
+			}
+			c.mu.Unlock()
+			break
+		}
+		if err := c.Mono.Sleep(ctx, min(c.Period/4, deadline-c.Mono.Elapsed())); err != nil {
+			return err
+		}
+		// Keep publishing: the others wait for us as we wait for them.
+		if err := c.Tick(ctx); err != nil {
+			return err
+		}
+	}
+	// Our own may have moved on while we waited (a slave's log grows).
+	self.End = max(self.End, c.Self().End)
+	for _, cd := range live {
+		if cd.Better(self) {
+			return &DeferredError{Self: self, Better: cd}
+		}
+	}
+	return nil
+}
+
+// Clear removes this broker's candidacy and those the last Decide found
+// dead: the winner calls it once it holds the lease. Errors are ignored
+// (a leftover candidacy is only read, and judged dead, by the next
+// contest).
+func (c *Contest) Clear(ctx context.Context) {
+	c.mu.Lock()
+	keys := append([]string(nil), c.stale...)
+	c.stale = nil
+	c.mu.Unlock()
+	keys = append(keys, CandidacyPrefix+c.Self().Instance+".json")
+	for _, k := range keys {
+		_ = c.Store.Delete(ctx, k)
+	}
+}

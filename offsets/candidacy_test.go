@@ -1,0 +1,207 @@
+package offsets_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratamq/stratamq/offsets"
+)
+
+// ticking keeps c publishing, as a contender's watch does until the
+// lease has a new holder, until the test ends.
+func ticking(t *testing.T, c *offsets.Contest) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := c.Publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			c.Tick(ctx)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+}
+
+// contender is a broker's Contest over store, with a copy of the log
+// ending at end.
+func contender(store offsets.ObjectStore, inst string, epoch, end int64) *offsets.Contest {
+	return &offsets.Contest{Store: store, Period: 20 * time.Millisecond,
+		Self: func() offsets.Candidacy { return offsets.Candidacy{Instance: inst, Epoch: epoch, End: end} }}
+}
+
+// TestContestLongestLiveCopyWins: two contenders decide at once; the one
+// with the longer copy of the newest epoch takes the lease, the other is
+// told to leave it to it, whichever asks first.
+func TestContestLongestLiveCopyWins(t *testing.T) {
+	for _, order := range []string{"short first", "long first"} {
+		t.Run(order, func(t *testing.T) {
+			store := offsets.NewMemStore()
+			short, long := contender(store, "b", 3, 100), contender(store, "c", 3, 200)
+			ctx := context.Background()
+			// Both contest while they watch the lease lapse.
+			ticking(t, short)
+			ticking(t, long)
+			var wg sync.WaitGroup
+			errs := map[string]error{}
+			var mu sync.Mutex
+			for name, c := range map[string]*offsets.Contest{"short": short, "long": long} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if order == "long first" && name == "short" || order == "short first" && name == "long" {
+						time.Sleep(5 * time.Millisecond) // the other publishes first
+					}
+					err := c.Decide(ctx)
+					mu.Lock()
+					errs[name] = err
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			var d *offsets.DeferredError
+			if !errors.As(errs["short"], &d) || d.Better.Instance != "c" || !errors.Is(errs["short"], offsets.ErrLeaseHeld) {
+				t.Fatalf("the shorter copy: %v; want it to leave the lease to c", errs["short"])
+			}
+			if errs["long"] != nil {
+				t.Fatalf("the longer copy: %v; want it to take the lease", errs["long"])
+			}
+		})
+	}
+}
+
+// TestContestNewerEpochWins: a copy that followed a newer epoch beats a
+// longer copy of an older one (whose end may have diverged).
+func TestContestNewerEpochWins(t *testing.T) {
+	store := offsets.NewMemStore()
+	older, newer := contender(store, "a", 2, 900), contender(store, "b", 3, 100)
+	ctx := context.Background()
+	ticking(t, older)
+	ticking(t, newer)
+	done := make(chan error, 1)
+	go func() { done <- newer.Decide(ctx) }()
+	if err := older.Decide(ctx); !errors.Is(err, offsets.ErrLeaseHeld) {
+		t.Fatalf("older epoch's copy: %v; want it to defer", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("newer epoch's copy: %v", err)
+	}
+}
+
+// TestContestIgnoresDeadCandidacy: a better candidacy that is not
+// published again (its broker is gone) is ignored after two periods, and
+// the winner's Clear removes it and its own.
+func TestContestIgnoresDeadCandidacy(t *testing.T) {
+	store := offsets.NewMemStore()
+	ctx := context.Background()
+	gone := contender(store, "gone", 5, 1<<30)
+	if _, err := gone.Publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := contender(store, "alive", 5, 10)
+	if err := c.Decide(ctx); err != nil {
+		t.Fatalf("Decide with only a dead better candidacy: %v", err)
+	}
+	c.Clear(ctx)
+	keys, err := store.List(ctx, offsets.CandidacyPrefix)
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("candidacies left after Clear: %v %v", keys, err)
+	}
+}
+
+// TestContestUnreadableCandidacyIgnored: junk under the prefix never
+// blocks a takeover.
+func TestContestUnreadableCandidacyIgnored(t *testing.T) {
+	store := offsets.NewMemStore()
+	ctx := context.Background()
+	if _, err := store.Put(ctx, offsets.CandidacyPrefix+"junk.json", []byte("{not json"), false, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := contender(store, "a", 1, 1).Decide(ctx); err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+}
+
+// TestAcquireLeaseContested: a contender watching a lapsed lease with a
+// Contest leaves it to a live better copy; the better one takes it with
+// the next epoch.
+func TestAcquireLeaseContested(t *testing.T) {
+	store := offsets.NewMemStore()
+	ctx := context.Background()
+	ttl := 200 * time.Millisecond
+	old := offsets.IdentityFor("broker-a", "old")
+	if _, err := offsets.AcquireLease(ctx, store, old, ttl, offsets.AcquireOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The holder stops renewing. Two slaves watch: b (shorter), c.
+	b, c := contender(store, "b", 1, 100), contender(store, "c", 1, 200)
+	type res struct {
+		l   *offsets.Lease
+		err error
+	}
+	rb, rc := make(chan res, 1), make(chan res, 1)
+	go func() {
+		l, err := offsets.AcquireLease(ctx, store, offsets.IdentityFor("broker-a", "b"), ttl, offsets.AcquireOptions{Contest: b})
+		rb <- res{l, err}
+	}()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		l, err := offsets.AcquireLease(ctx, store, offsets.IdentityFor("broker-a", "c"), ttl, offsets.AcquireOptions{Contest: c})
+		rc <- res{l, err}
+		for err == nil { // the new master renews its lease
+			select {
+			case <-stop:
+				return
+			case <-time.After(ttl / 5):
+				l.Renew(ctx)
+			}
+		}
+	}()
+	gb, gc := <-rb, <-rc
+	if gc.err != nil || gc.l.Epoch() != 2 {
+		t.Fatalf("the longer copy: %v (lease %v); want the lease at epoch 2", gc.err, gc.l)
+	}
+	var d *offsets.DeferredError
+	if !errors.As(gb.err, &d) && !errors.Is(gb.err, offsets.ErrLeaseHeld) {
+		t.Fatalf("the shorter copy: %v; want it to leave the lease", gb.err)
+	}
+	if gb.l != nil {
+		t.Fatal("the shorter copy took a lease")
+	}
+}
+
+// TestAcquireLeaseWatchOwn: with WatchOwn a restarted holder does not take
+// its own unreleased lease back at once: it waits a TTL, and leaves it to
+// a live contender with a better copy.
+func TestAcquireLeaseWatchOwn(t *testing.T) {
+	store := offsets.NewMemStore()
+	ctx := context.Background()
+	ttl := 200 * time.Millisecond
+	me := offsets.IdentityFor("broker-a", "me")
+	if _, err := offsets.AcquireLease(ctx, store, me, ttl, offsets.AcquireOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	slave := contender(store, "s", 1, 500)
+	go func() {
+		for range 40 { // the slave contests while it watches
+			slave.Tick(ctx)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	start := time.Now()
+	_, err := offsets.AcquireLease(ctx, store, me, ttl, offsets.AcquireOptions{WatchOwn: true, NoWait: true,
+		Contest: contender(store, "me", 1, 300)})
+	if !errors.Is(err, offsets.ErrLeaseHeld) || !strings.Contains(err.Error(), "s (") {
+		t.Fatalf("restarted holder with a shorter copy: %v; want it to leave the lease to s", err)
+	}
+	if time.Since(start) < ttl {
+		t.Fatalf("the restarted holder decided after %v, before its lease could lapse (TTL %v)", time.Since(start), ttl)
+	}
+}
