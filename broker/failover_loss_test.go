@@ -31,6 +31,9 @@ type lossNode struct {
 // boot names the machine boot it runs in (a power loss starts another).
 func startLossNode(t *testing.T, cfg Config, disk *vfs.Mem, bucket tier.Bucket, boot string) *lossNode {
 	t.Helper()
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 2 * time.Second // a killed node's stop fails against the cut bucket
+	}
 	ln := &lossNode{t: t, cfg: cfg, disk: disk, bucket: &faultBucket{Bucket: bucket}, done: make(chan error, 1)}
 	ln.n = NewNode(cfg, Deps{FS: disk, Bucket: ln.bucket, Logger: discardLogger(), BootID: boot}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -39,6 +42,7 @@ func startLossNode(t *testing.T, cfg Config, disk *vfs.Mem, bucket tier.Bucket, 
 	t.Cleanup(func() {
 		if !ln.dead {
 			ln.cancel()
+			ln.dead = true
 			select {
 			case <-ln.done:
 			case <-time.After(60 * time.Second):
@@ -52,9 +56,10 @@ func startLossNode(t *testing.T, cfg Config, disk *vfs.Mem, bucket tier.Bucket, 
 
 // kill takes the disk as a crash leaves it (powerLoss: only what was
 // synced; else everything written, the page cache surviving a process
-// crash), then cuts the node off the bucket and stops it, so nothing it
-// does while stopping reaches the image or the bucket. It returns the
-// image.
+// crash), then cuts the node off the bucket and stops it without waiting
+// (what it does while it stops reaches neither the image nor the bucket).
+// It returns the image; a node restarted on it takes fresh ports
+// (restartConfig), as the dying one may still hold its own for a moment.
 func (ln *lossNode) kill(powerLoss bool) *vfs.Mem {
 	ln.t.Helper()
 	var img *vfs.Mem
@@ -64,8 +69,15 @@ func (ln *lossNode) kill(powerLoss bool) *vfs.Mem {
 		img = ln.disk.ProcessCrashClone()
 	}
 	ln.bucket.down.Store(true)
-	ln.stop()
+	ln.cancel()
 	return img
+}
+
+// restartConfig is cfg with fresh ports, for a node restarted on a killed
+// one's disk image.
+func restartConfig(t *testing.T, cfg Config) Config {
+	cfg.Listen, cfg.HAListen = haTestAddr(t), haTestAddr(t)
+	return cfg
 }
 
 // stop stops the node gracefully and waits for it; it returns Run's error.
@@ -170,7 +182,7 @@ func TestBrokerPromotedCopyJudgedByRecordEnds(t *testing.T) {
 		t.Fatalf("the master's clean stop: %v", err)
 	}
 	bcfg.Role = RoleAsyncMaster
-	b2 := startLossNode(t, bcfg, img, bucket, "boot-b")
+	b2 := startLossNode(t, restartConfig(t, bcfg), img, bucket, "boot-b")
 	waitCond(t, 30*time.Second, "the restarted node to be master", func() bool { return b2.n.role() == RoleAsyncMaster })
 	checkAcked(t, cl, b2.n.Broker(), acks)
 	m, ok := sendAcked(t, cl, b2.n, "ZT", 0, "after")
@@ -206,12 +218,21 @@ func TestBrokerPowerCutSyncMasterLeavesTheLeaseToItsSlave(t *testing.T) {
 		acks = append(acks, m)
 	}
 	img := a.kill(true)
-	a2 := startLossNode(t, acfg, img, bucket, "boot-a2")
-	waitCond(t, 30*time.Second, "the slave to take over", func() bool { return b.n.role() == RoleSyncMaster })
-	waitCond(t, 30*time.Second, "the old master to follow it", func() bool {
-		return a2.n.role() == RoleSlave && b.n.Broker().haSlaves() == 1
+	a2 := startLossNode(t, restartConfig(t, acfg), img, bucket, "boot-a2")
+	var master *Node
+	waitCond(t, 30*time.Second, "a master with the other node as its slave", func() bool {
+		for _, n := range []*Node{b.n, a2.n} {
+			if n.role() == RoleSyncMaster && n.Broker().haSlaves() == 1 {
+				master = n
+				return true
+			}
+		}
+		return false
 	})
-	checkAcked(t, cl, b.n.Broker(), acks)
+	checkAcked(t, cl, master.Broker(), acks)
+	if master != b.n {
+		t.Fatal("the restarted master took its lease back over the slave that holds more")
+	}
 	for i := range 4 {
 		m, ok := sendAcked(t, cl, b.n, "PC", i%2, fmt.Sprintf("after-%02d", i))
 		if !ok {
