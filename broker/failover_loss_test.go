@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +19,8 @@ import (
 // lossNode is a Node on an in-memory disk whose bucket access can be cut,
 // for tests that crash it: kill stands for kill -9 or a power loss.
 type lossNode struct {
-	t      *testing.T
+	slowLease atomic.Int64 // ns each write of the lease object takes
+	t         *testing.T
 	n      *Node
 	cfg    Config
 	disk   *vfs.Mem
@@ -34,7 +38,8 @@ func startLossNode(t *testing.T, cfg Config, disk *vfs.Mem, bucket tier.Bucket, 
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 2 * time.Second // a killed node's stop fails against the cut bucket
 	}
-	ln := &lossNode{t: t, cfg: cfg, disk: disk, bucket: &faultBucket{Bucket: bucket}, done: make(chan error, 1)}
+	ln := &lossNode{t: t, cfg: cfg, disk: disk, done: make(chan error, 1)}
+	ln.bucket = &faultBucket{Bucket: &slowLeaseBucket{Bucket: bucket, delay: &ln.slowLease}}
 	ln.n = NewNode(cfg, Deps{FS: disk, Bucket: ln.bucket, Logger: discardLogger(), BootID: boot}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	ln.cancel = cancel
@@ -92,6 +97,20 @@ func (ln *lossNode) stop() error {
 		ln.t.Fatalf("node %s did not stop", ln.cfg.Listen)
 		return nil
 	}
+}
+
+// slowLeaseBucket makes every write of the lease object take *delay: a
+// node whose takeover lands later than another's.
+type slowLeaseBucket struct {
+	tier.Bucket
+	delay *atomic.Int64
+}
+
+func (s *slowLeaseBucket) PutIf(ctx context.Context, key string, r io.Reader, size int64, c tier.Cond) (string, error) {
+	if d := time.Duration(s.delay.Load()); d > 0 && strings.HasSuffix(key, "meta/lease.json") {
+		time.Sleep(d)
+	}
+	return s.Bucket.PutIf(ctx, key, r, size, c)
 }
 
 // ackedMsg is a message a broker answered SEND_OK.
@@ -244,4 +263,60 @@ func TestBrokerPowerCutSyncMasterLeavesTheLeaseToItsSlave(t *testing.T) {
 	waitCond(t, 20*time.Second, "the old master to hold the new master's log", func() bool {
 		return a2.n.Broker().store.MaxPhysOffset() == b.n.Broker().store.MaxPhysOffset()
 	})
+}
+
+// TestBrokerLaggingSlaveNeverWinsOverOneThatAcked: a sync_master with two
+// failover slaves; slave C stops receiving, slave B acknowledges every
+// later send. The master dies. C, whose takeover would land first, must
+// leave the lease to B: B holds what was acknowledged. The
+// new master holds every acknowledged message, and C follows it.
+func TestBrokerLaggingSlaveNeverWinsOverOneThatAcked(t *testing.T) {
+	bucket := tier.NewMem()
+	acfg := failoverConfig(t, RoleSyncMaster)
+	a := startLossNode(t, acfg, vfs.NewMem(), bucket, "boot-a")
+	b := startLossNode(t, failoverConfig(t, RoleSlave), vfs.NewMem(), bucket, "boot-b")
+	c := startLossNode(t, failoverConfig(t, RoleSlave), vfs.NewMem(), bucket, "boot-c")
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	waitCond(t, 20*time.Second, "both slaves to connect", func() bool { return a.n.Broker().haSlaves() == 2 })
+	var acks []ackedMsg
+	send := func(body string) {
+		t.Helper()
+		m, ok := sendAcked(t, cl, a.n, "LS", 0, body)
+		if !ok {
+			t.Fatalf("send %s to the sync_master was not acknowledged", body)
+		}
+		acks = append(acks, m)
+	}
+	for i := range 5 {
+		send(fmt.Sprintf("both-%02d", i))
+	}
+	waitCond(t, 20*time.Second, "C to hold the first messages", func() bool {
+		return c.n.Broker().store.MaxPhysOffset() == a.n.Broker().store.MaxPhysOffset()
+	})
+	c.n.Broker().hastat.slave.Load().Close() // C stops receiving
+	for i := range 10 {
+		send(fmt.Sprintf("b-only-%02d", i))
+	}
+	b.slowLease.Store(int64(500 * time.Millisecond)) // B's takeover lands after C's
+	a.kill(true)
+	var master *Node
+	waitCond(t, 30*time.Second, "a new master with the other slave following", func() bool {
+		for _, n := range []*Node{b.n, c.n} {
+			if n.role() == RoleSyncMaster && n.Broker().haSlaves() == 1 {
+				master = n
+				return true
+			}
+		}
+		return false
+	})
+	checkAcked(t, cl, master.Broker(), acks)
+	if master != b.n {
+		t.Fatal("the lagging slave C took the lease over B, which acknowledged more")
+	}
+	b.slowLease.Store(0)
+	m, ok := sendAcked(t, cl, b.n, "LS", 0, "after")
+	if !ok || m.off != int64(len(acks)) {
+		t.Fatalf("the new master's first send: ok %v at offset %d, want %d", ok, m.off, len(acks))
+	}
 }

@@ -221,6 +221,26 @@ func (c *Contest) Decide(ctx context.Context) error {
 	return nil
 }
 
+// tickUntil keeps publishing every Period until the returned func is
+// called (it waits for the publisher to stop).
+func (c *Contest) tickUntil(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.mu.Lock()
+		c.init()
+		c.mu.Unlock()
+		for {
+			if err := c.Mono.Sleep(ctx, c.Period/2); err != nil {
+				return
+			}
+			_ = c.Tick(ctx)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
 // Clear removes this broker's candidacy and those the last Decide found
 // dead: the winner calls it once it holds the lease. Errors are ignored
 // (a leftover candidacy is only read, and judged dead, by the next

@@ -276,7 +276,14 @@ func AcquireLease(ctx context.Context, store ObjectStore, holder Identity, ttl t
 		if err != nil {
 			return nil, err
 		}
+		stopTicking := func() {}
+		if c := opt.Contest; c != nil && watchTag != "" {
+			// Won the contest: keep the candidacy live while the write
+			// runs, or a slower contender judges us gone and takes it.
+			stopTicking = c.tickUntil(ctx)
+		}
 		newEtag, err := putDoc(ctx, store, LeaseKey, body, etag)
+		stopTicking()
 		if errors.Is(err, ErrPrecondition) {
 			lost++
 			watchTag = "" // someone acted: judge the new state afresh
