@@ -156,7 +156,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	}
 	b := &Broker{
 		bootID: deps.BootID, started: time.Now(),
-		cfg:    cfg, log: deps.Logger.With("component", "broker", "broker", cfg.BrokerName),
+		cfg: cfg, log: deps.Logger.With("component", "broker", "broker", cfg.BrokerName),
 		fs: deps.FS, metrics: deps.Metrics, grpc: deps.GRPC,
 		consumers:   NewConsumerManager(),
 		producers:   NewProducerManager(),

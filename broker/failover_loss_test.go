@@ -21,13 +21,13 @@ import (
 type lossNode struct {
 	slowLease atomic.Int64 // ns each write of the lease object takes
 	t         *testing.T
-	n      *Node
-	cfg    Config
-	disk   *vfs.Mem
-	bucket *faultBucket
-	cancel context.CancelFunc
-	done   chan error
-	dead   bool
+	n         *Node
+	cfg       Config
+	disk      *vfs.Mem
+	bucket    *faultBucket
+	cancel    context.CancelFunc
+	done      chan error
+	dead      bool
 }
 
 // startLossNode runs a Node with cfg on disk over bucket until it is
