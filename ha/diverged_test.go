@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,5 +60,72 @@ func TestMasterRefusesDivergedSlave(t *testing.T) {
 		waitFor(t, "the slave to catch up", 10*time.Second, func() bool { return fs.MaxPhysOffset() == end })
 		s.Close()
 		closeStore(t, fs)
+	}
+}
+
+// TestMasterJudgesEpochZeroHello: a slave whose hello says epoch 0 (it
+// could not tell which epoch its log agrees with) is judged as the oldest
+// epoch, not waved through: past the cut it is refused and told the cut,
+// and it never counts as holding anything.
+func TestMasterJudgesEpochZeroHello(t *testing.T) {
+	ms := openStore(t, t.TempDir())
+	defer closeStore(t, ms)
+	put(t, ms, 40, 300, nil)
+	cut := ms.MaxPhysOffset() / 2
+	addr := haAddr(t)
+	var asked atomic.Int64
+	asked.Store(-1)
+	m := startMaster(t, addr, ms, func() int64 { return 5 }, func(o *MasterOptions) {
+		o.Diverged = func(e int64) (int64, bool) { asked.Store(e); return cut, true }
+	})
+	defer m.Close()
+	ds := openStore(t, t.TempDir())
+	defer closeStore(t, ds)
+	put(t, ds, 40, 300, nil)
+	var told atomic.Int64
+	told.Store(-1)
+	s := startSlave(t, addr, ds, func(o *SlaveOptions) {
+		o.MinEpoch = 0
+		o.OnDiverged = func(c int64) { told.Store(c) }
+	})
+	waitFor(t, "the epoch-0 slave to be told the cut", 10*time.Second, func() bool { return told.Load() == cut })
+	s.Close()
+	if asked.Load() != 0 {
+		t.Fatalf("Diverged asked about epoch %d, want 0", asked.Load())
+	}
+	if best, _ := m.Acked(); best >= 0 {
+		t.Fatalf("the refused slave counts as holding offset %d", best)
+	}
+}
+
+// TestMasterRefusesMidRecordHello: a hello whose offset is inside a record
+// of the master's log (a slave with a torn or foreign log) is refused: the
+// stream from there would not be whole records, and its offset must not
+// count as acknowledged.
+func TestMasterRefusesMidRecordHello(t *testing.T) {
+	ms := openStore(t, t.TempDir())
+	defer closeStore(t, ms)
+	put(t, ms, 10, 300, nil)
+	addr := haAddr(t)
+	m := startMaster(t, addr, ms, func() int64 { return 1 }, nil)
+	defer m.Close()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(HelloBytes("b1", 17, 1)); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r, err := readReply(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.status != StatusOffsetOutOfRange {
+		t.Fatalf("hello at offset 17 (inside the first record): status %s, want a refusal", statusText(r.status))
+	}
+	if best, _ := m.Acked(); best >= 0 {
+		t.Fatalf("the refused hello counts as holding offset %d", best)
 	}
 }

@@ -429,6 +429,32 @@ func (m *Master) diverged(h hello, r *reply) bool {
 	return true
 }
 
+// recordBoundary checks that off, where a slave says its log ends, is
+// where a record of the master's log begins (or the log's end): the
+// stream from there is whole records, and the slave's report of off is
+// an offset the master's log has a record boundary at. A record carries
+// its own offset (PHYSICALOFFSET), so a mid-record offset is refused.
+func (m *Master) recordBoundary(off, end int64) error {
+	if off == end {
+		return nil
+	}
+	var hdr [recordPhysEnd]byte
+	n, err := m.opts.Log.ReadLog(m.ctx, off, hdr[:])
+	if err != nil {
+		return err
+	}
+	if n >= 8 && binary.BigEndian.Uint32(hdr[4:]) == store.MagicFiller {
+		return nil // the filler that ends a segment: the next record follows it
+	}
+	if n < len(hdr) {
+		return fmt.Errorf("only %d bytes of a record header at %d", n, off)
+	}
+	if binary.BigEndian.Uint32(hdr[4:]) != store.MagicV1 || int64(binary.BigEndian.Uint64(hdr[recordPhysOff:])) != off {
+		return fmt.Errorf("offset %d is not where a record of the master's log begins", off)
+	}
+	return nil
+}
+
 func (m *Master) session(sc *slaveConn) error {
 	c := sc.c
 	c.SetReadDeadline(time.Now().Add(m.opts.IdleTimeout))
@@ -444,12 +470,14 @@ func (m *Master) session(sc *slaveConn) error {
 		r.status, refuse = StatusBadVersion, fmt.Errorf("%w: slave speaks version %d, want %d", ErrProtocol, h.version, Version)
 	case m.opts.BrokerName != "" && h.name != m.opts.BrokerName:
 		r.status, refuse = StatusWrongBroker, fmt.Errorf("%w: slave of broker %q, this is %q", ErrProtocol, h.name, m.opts.BrokerName)
-	case h.epoch > 0 && h.epoch < r.epoch && m.diverged(h, &r): // 0: a slave that knows no epoch
+	case h.epoch < r.epoch && m.diverged(h, &r):
+		// Epoch 0 too: a slave that cannot say which epoch its log agrees
+		// with is judged as the oldest, never waved through.
 		refuse = fmt.Errorf("%w: slave's log (epoch %d) ends at %d, past offset %d where a newer epoch took over", ErrProtocol, h.epoch, h.offset, r.masterMax)
 	case h.offset > end:
 		r.status, refuse = StatusOffsetOutOfRange, fmt.Errorf("%w: slave's log ends at %d, past the master's end %d", ErrProtocol, h.offset, end)
 	default:
-		if _, err := m.opts.Log.ReadLog(m.ctx, h.offset, nil); err != nil {
+		if err := m.recordBoundary(h.offset, end); err != nil {
 			r.status, refuse = StatusOffsetOutOfRange, fmt.Errorf("%w: slave's log ends at %d: %w", ErrProtocol, h.offset, err)
 		}
 	}

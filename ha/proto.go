@@ -19,6 +19,10 @@ const (
 	reportLen    = 8
 	headerLen    = 28
 	maxRecordLen = 64 << 20 // sanity bound on a record's TOTALSIZE read from the log
+	// A stored record's PHYSICALOFFSET (V1 layout: TOTALSIZE, MAGIC,
+	// BODYCRC, QUEUEID, FLAG, QUEUEOFFSET, then it) and where it ends.
+	recordPhysOff = 28
+	recordPhysEnd = 36
 )
 
 // Hello reply status.
