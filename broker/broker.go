@@ -51,6 +51,9 @@ type Deps struct {
 	// slave generation from taking the lease back for that long.
 	lease   *offsets.Lease
 	holdOff time.Duration
+	// masterCut: where the master said the next (slave) generation's log
+	// diverged (a hello refused with StatusDiverged); nil when it did not.
+	masterCut *int64
 
 	// BootID names the machine boot the broker runs in (default: Linux's
 	// /proc/sys/kernel/random/boot_id; "" where there is none). Tests and
@@ -103,8 +106,13 @@ type Broker struct {
 	// persistent instance id); following is the lease holder a slave
 	// follows, with the epoch its log agrees with; nodeRole is the master
 	// role a promoted slave takes.
-	ident        offsets.Identity
-	following    offsets.Identity
+	ident     offsets.Identity
+	following offsets.Identity
+	// agreed is the epoch a slave's log is known to agree with (its
+	// hello's epoch, its candidacy's): below following's epoch until the
+	// master accepted the hello or the bucket listed the epoch's start.
+	agreed       atomic.Int64
+	masterCut    int64 // Deps.masterCut, -1 without one
 	nodeRole     string
 	roleChange   chan *RoleChange
 	haMasterAddr string    // a slave's master HA address (prepareReplica)
@@ -164,6 +172,10 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		roleChange:  make(chan *RoleChange, 1),
 		uniq:        newUniqIDs(),
 		nodeRole:    cfg.Role,
+	}
+	b.masterCut = -1
+	if deps.masterCut != nil {
+		b.masterCut = *deps.masterCut
 	}
 	if deps.holdOff > 0 {
 		b.noTakeover = time.Now().Add(deps.holdOff)

@@ -49,6 +49,11 @@ type RoleChange struct {
 	// holdOff: the next generation (a demoted master's) does not try to
 	// take the lease for this long, so its slave does.
 	holdOff time.Duration
+	// diverged: the master refused this slave's log (StatusDiverged)
+	// and said where it diverged (masterCut): the next generation cuts it
+	// there.
+	diverged  bool
+	masterCut int64
 }
 
 func (r *RoleChange) Error() string {
@@ -187,7 +192,7 @@ func (b *Broker) watchLease(ctx context.Context) {
 	// A slave takes a lapsed lease only if no live slave holds a better
 	// copy of the log (offsets.Contest): a lagging slave never wins over
 	// one that acknowledged more.
-	contest := b.newContest(cs, ttl, func() (int64, int64) { return b.following.Epoch, b.store.MaxPhysOffset() })
+	contest := b.newContest(cs, ttl, func() (int64, int64) { return b.agreed.Load(), b.store.MaxPhysOffset() })
 	for wait := 100 * time.Millisecond; ctx.Err() == nil; {
 		rec, _, err := offsets.ReadLease(ctx, cs)
 		if err == nil && rec.Instance != b.following.Instance && !rec.Released && rec.Instance != b.ident.Instance {
@@ -263,8 +268,13 @@ func (b *Broker) watchLease(ctx context.Context) {
 // the newer epochs took over (see the package comment above), or set
 // aside whole when the history cannot say. It returns the epoch history
 // it read.
-func (b *Broker) rejoinCut(prev *offsets.WriterState, cur int64, history []epochStart) error {
-	if prev == nil || prev.Epoch >= cur || b.storeIsFresh() {
+//
+// masterCut, when not negative, is where the master itself said this log
+// diverged (a hello refused with StatusDiverged): the master knows its own
+// epoch's start even before its first checkpoint lands, so it is used
+// when given.
+func (b *Broker) rejoinCut(prev *offsets.WriterState, cur int64, history []epochStart, masterCut int64) error {
+	if prev == nil || (prev.Epoch >= cur && masterCut < 0) || b.storeIsFresh() {
 		return nil
 	}
 	clDir := filepath.Join(b.cfg.DataDir, "store", "commitlog")
@@ -274,6 +284,9 @@ func (b *Broker) rejoinCut(prev *offsets.WriterState, cur int64, history []epoch
 	}
 	localMin, localEnd := segs[0].base, segs[len(segs)-1].base+segs[len(segs)-1].size
 	cut, ok := cutFor(history, prev.Epoch)
+	if masterCut >= 0 {
+		cut, ok = masterCut, true
+	}
 	switch {
 	case !ok:
 		return b.setAside(fmt.Sprintf("the data dir last wrote under epoch %d and the bucket's epoch history (%d entries) "+
@@ -402,9 +415,30 @@ func (b *Broker) prepareReplica() (*offsets.Checkpoint, error) {
 	if cp != nil {
 		cur = max(cur, cp.Writer.Epoch)
 	}
-	if err := b.rejoinCut(prev, cur, cl.Epochs); err != nil {
+	if err := b.rejoinCut(prev, cur, cl.Epochs, b.masterCut); err != nil {
 		return nil, err
 	}
+	// The epoch the local log is known to agree with: the current one
+	// only once the cut was judged against a history that lists the
+	// current epoch's start (or the data dir is fresh, or already agreed
+	// with it); else the one it last agreed with, and the master's own
+	// check of the hello (ha: StatusDiverged) decides. Never 0 for an
+	// unreadable lease and checkpoint: that would look like a log that
+	// agrees with nothing in particular.
+	agreed := cur
+	switch {
+	case prev == nil:
+		// A new copy: it starts from the bucket and the stream.
+	case b.storeIsFresh():
+		agreed = max(cur, prev.Epoch) // an emptied data dir: the same, never below what it knew
+	case prev.Epoch >= cur:
+		agreed = prev.Epoch // also when the lease and checkpoint were unreadable (cur 0)
+	case !hasEpoch(cl.Epochs, cur):
+		agreed = prev.Epoch
+		b.log.Warn("slave: the bucket does not list where the current epoch began yet; the master checks this log against it when it connects",
+			"epoch", cur, "localEpoch", prev.Epoch)
+	}
+	b.agreed.Store(agreed)
 	b.following = offsets.Identity{Epoch: cur}
 	b.haMasterAddr = b.cfg.HAMaster
 	if held {
@@ -414,13 +448,42 @@ func (b *Broker) prepareReplica() (*offsets.Checkpoint, error) {
 			b.haMasterAddr = rec.HAAddr
 		}
 	}
-	if prev == nil || prev.Epoch != cur || !prev.Replica {
-		if err := offsets.WriteWriterState(b.fs, b.writerStatePath(),
-			offsets.WriterState{Broker: b.cfg.BrokerName, Instance: inst, Epoch: cur, Replica: true}); err != nil {
-			return nil, fmt.Errorf("broker: record the data dir as a replica: %w", err)
-		}
+	if err := b.recordReplica(prev, inst, agreed); err != nil {
+		return nil, err
 	}
 	return cp, nil
+}
+
+// recordReplica records the data dir as a replica whose log agrees with
+// epoch (writer.json), unless it says so already.
+func (b *Broker) recordReplica(prev *offsets.WriterState, inst string, epoch int64) error {
+	if prev != nil && prev.Epoch == epoch && prev.Replica {
+		return nil
+	}
+	if err := offsets.WriteWriterState(b.fs, b.writerStatePath(),
+		offsets.WriterState{Broker: b.cfg.BrokerName, Instance: inst, Epoch: epoch, Replica: true}); err != nil {
+		return fmt.Errorf("broker: record the data dir as a replica: %w", err)
+	}
+	return nil
+}
+
+// helloAccepted runs when the master accepted this slave's hello: it
+// checked the log against its epochs, so the log agrees with the
+// master's epoch from now on; writer.json says so before anything of that
+// epoch is appended.
+func (b *Broker) helloAccepted(epoch int64) error {
+	if epoch <= b.agreed.Load() {
+		return nil
+	}
+	prev, err := offsets.ReadWriterState(b.fs, b.writerStatePath())
+	if err != nil {
+		return err
+	}
+	if err := b.recordReplica(prev, b.ident.Instance, epoch); err != nil {
+		return err
+	}
+	b.agreed.Store(epoch)
+	return nil
 }
 
 func hasEpoch(h []epochStart, epoch int64) bool {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stratamq/stratamq/infra/vfs"
+	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
 )
@@ -20,6 +21,7 @@ import (
 // for tests that crash it: kill stands for kill -9 or a power loss.
 type lossNode struct {
 	slowLease atomic.Int64 // ns each write of the lease object takes
+	cpDown    atomic.Bool  // writes of the bucket checkpoint fail
 	t         *testing.T
 	n         *Node
 	cfg       Config
@@ -39,7 +41,7 @@ func startLossNode(t *testing.T, cfg Config, disk *vfs.Mem, bucket tier.Bucket, 
 		cfg.ShutdownTimeout = 2 * time.Second // a killed node's stop fails against the cut bucket
 	}
 	ln := &lossNode{t: t, cfg: cfg, disk: disk, done: make(chan error, 1)}
-	ln.bucket = &faultBucket{Bucket: &slowLeaseBucket{Bucket: bucket, delay: &ln.slowLease}}
+	ln.bucket = &faultBucket{Bucket: &slowLeaseBucket{Bucket: bucket, delay: &ln.slowLease, cpDown: &ln.cpDown}}
 	ln.n = NewNode(cfg, Deps{FS: disk, Bucket: ln.bucket, Logger: discardLogger(), BootID: boot}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	ln.cancel = cancel
@@ -103,12 +105,23 @@ func (ln *lossNode) stop() error {
 // node whose takeover lands later than another's.
 type slowLeaseBucket struct {
 	tier.Bucket
-	delay *atomic.Int64
+	delay  *atomic.Int64
+	cpDown *atomic.Bool // and writes of the checkpoint fail while set
+}
+
+func (s *slowLeaseBucket) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if s.cpDown.Load() && strings.Contains(key, "meta/checkpoint") {
+		return errUnreachable
+	}
+	return s.Bucket.Put(ctx, key, r, size)
 }
 
 func (s *slowLeaseBucket) PutIf(ctx context.Context, key string, r io.Reader, size int64, c tier.Cond) (string, error) {
 	if d := time.Duration(s.delay.Load()); d > 0 && strings.HasSuffix(key, "meta/lease.json") {
 		time.Sleep(d)
+	}
+	if s.cpDown.Load() && strings.Contains(key, "meta/checkpoint") {
+		return "", errUnreachable
 	}
 	return s.Bucket.PutIf(ctx, key, r, size, c)
 }
@@ -318,5 +331,120 @@ func TestBrokerLaggingSlaveNeverWinsOverOneThatAcked(t *testing.T) {
 	m, ok := sendAcked(t, cl, b.n, "LS", 0, "after")
 	if !ok || m.off != int64(len(acks)) {
 		t.Fatalf("the new master's first send: ok %v at offset %d, want %d", ok, m.off, len(acks))
+	}
+}
+
+// sameLogs fails the test unless a's and b's commitlogs hold the same
+// bytes where both have them, and end at the same offset.
+func sameLogs(t *testing.T, a, b *Broker) {
+	t.Helper()
+	end := a.store.MaxPhysOffset()
+	if e := b.store.MaxPhysOffset(); e != end {
+		t.Fatalf("logs end at %d and %d", end, e)
+	}
+	from := max(a.store.MinPhysOffset(), b.store.MinPhysOffset())
+	pa, pb := make([]byte, end-from), make([]byte, end-from)
+	for _, x := range []struct {
+		b *Broker
+		p []byte
+	}{{a, pa}, {b, pb}} {
+		if _, err := x.b.store.ReadLog(context.Background(), from, x.p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(pa, pb) {
+		i := 0
+		for i < len(pa) && pa[i] == pb[i] {
+			i++
+		}
+		t.Fatalf("the slave's log differs from its master's at offset %d", from+int64(i))
+	}
+}
+
+// TestBrokerRejoinBeforeTheNewEpochIsListed: an async master acknowledges
+// messages its lagging slave never got; cut off from the bucket, it loses
+// the lease to the slave, whose first checkpoint (listing where its epoch
+// began) is late. The old master rejoins meanwhile. Its log past the new
+// epoch's start was never the new master's: it must not be recorded as a
+// replica of the new epoch and followed from its end; the master itself
+// tells it where to cut. Its log then equals the new master's.
+func TestBrokerRejoinBeforeTheNewEpochIsListed(t *testing.T) {
+	bucket := tier.NewMem()
+	a := startLossNode(t, failoverConfig(t, RoleAsyncMaster), vfs.NewMem(), bucket, "boot-a")
+	b := startLossNode(t, failoverConfig(t, RoleSlave), vfs.NewMem(), bucket, "boot-b")
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	var acks []ackedMsg
+	send := func(n *Node, body string) {
+		t.Helper()
+		m, ok := sendAcked(t, cl, n, "RJ", 0, body)
+		if !ok {
+			t.Fatalf("send %s was not acknowledged", body)
+		}
+		acks = append(acks, m)
+	}
+	for i := range 5 {
+		send(a.n, fmt.Sprintf("both-%02d", i))
+	}
+	waitCond(t, 20*time.Second, "the slave to hold the first messages", func() bool {
+		return b.n.Broker().store.MaxPhysOffset() == a.n.Broker().store.MaxPhysOffset()
+	})
+	b.n.Broker().hastat.slave.Load().Close() // the slave stops receiving
+	for i := range 5 {
+		send(a.n, fmt.Sprintf("a-only-%02d", i)) // async: acknowledged, never replicated
+	}
+	acks = acks[:5] // an async master's unreplicated tail is what a failover may cut
+	b.cpDown.Store(true)
+	a.bucket.down.Store(true)
+	waitCond(t, 30*time.Second, "the slave to take over", func() bool { return b.n.role() == RoleAsyncMaster })
+	a.bucket.down.Store(false)
+	waitCond(t, 30*time.Second, "the old master to rejoin as a slave", func() bool {
+		return a.n.role() == RoleSlave && a.n.Broker().hastat.slave.Load() != nil
+	})
+	b.cpDown.Store(false)
+	waitCond(t, 30*time.Second, "the new master to acknowledge", func() bool {
+		_, ok := sendAcked(t, cl, b.n, "RJ", 0, "probe")
+		return ok
+	})
+	for i := range 10 {
+		send(b.n, fmt.Sprintf("new-%02d", i))
+	}
+	waitCond(t, 30*time.Second, "the old master to follow the new one to its end", func() bool {
+		sa := a.n.Broker()
+		return sa != nil && sa.store.MaxPhysOffset() == b.n.Broker().store.MaxPhysOffset()
+	})
+	sameLogs(t, a.n.Broker(), b.n.Broker())
+	checkAcked(t, cl, b.n.Broker(), acks)
+}
+
+// TestBrokerSlaveKeepsItsEpochWhenTheBucketIsUnreadable: a slave that
+// cannot read the lease or the checkpoint at start must not record its
+// data dir as agreeing with epoch 0 (a hello with epoch 0 used to pass the
+// master's divergence check): it keeps the epoch it last agreed with.
+func TestBrokerSlaveKeepsItsEpochWhenTheBucketIsUnreadable(t *testing.T) {
+	disk := vfs.NewMem()
+	cfg := roleConfig(failoverConfig(t, RoleSlave))
+	if err := vfs.MkdirAllDurable(disk, cfg.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	path := cfg.DataDir + "/" + offsets.WriterStateFile
+	if err := offsets.WriteWriterState(disk, path, offsets.WriterState{Broker: "broker-a", Instance: "0123456789abcdef", Epoch: 3, Replica: true}); err != nil {
+		t.Fatal(err)
+	}
+	bucket := &faultBucket{Bucket: tier.NewMem(), match: func(key string) bool {
+		return strings.HasSuffix(key, "meta/lease.json") || strings.Contains(key, "meta/checkpoint")
+	}}
+	bucket.down.Store(true)
+	b, err := New(cfg, Deps{FS: disk, Bucket: bucket, Logger: discardLogger()})
+	t.Logf("New: %v", err) // it may refuse: the manifest is readable, the rest is not
+	if err == nil {
+		defer b.Close()
+		if got := b.agreed.Load(); got != 3 {
+			t.Fatalf("the slave's hello would say epoch %d, want the 3 it last agreed with", got)
+		}
+	}
+	w, err := offsets.ReadWriterState(disk, path)
+	if err != nil || w.Epoch != 3 {
+		t.Fatalf("writer.json after a start with the bucket's lease and checkpoint unreadable: %+v %v; want epoch 3", w, err)
 	}
 }

@@ -51,9 +51,16 @@ func (b *Broker) startHA() error {
 			b.log.Warn("slave: no master to follow yet (no lease holder and no STRATAMQ_HA_MASTER); watching the bucket lease")
 			return nil
 		}
-		s, err := ha.StartSlave(ha.SlaveOptions{Master: b.haMasterAddr, Resolve: resolve, MinEpoch: b.following.Epoch,
+		s, err := ha.StartSlave(ha.SlaveOptions{Master: b.haMasterAddr, Resolve: resolve, MinEpoch: b.agreed.Load(),
 			OnDiverged: func(cut int64) {
-				b.requestRoleChange(&RoleChange{Role: RoleSlave, Reason: fmt.Sprintf("the master says this log diverged from its own at offset %d", cut)})
+				b.requestRoleChange(&RoleChange{Role: RoleSlave, diverged: true, masterCut: cut,
+					Reason: fmt.Sprintf("the master says this log diverged from its own at offset %d", cut)})
+			},
+			OnAccepted: func(epoch int64) error {
+				if !b.cfg.HAFailover || b.scoped == nil {
+					return nil
+				}
+				return b.helloAccepted(epoch)
 			},
 			BrokerName: b.cfg.BrokerName, Log: b.store, MaxTransfer: max(ha.DefaultMaxTransfer, int(b.cfg.MaxMessageSize)+1<<20), Logger: b.log,
 			Dial: b.tls.haDial})

@@ -49,10 +49,12 @@ func (n *Node) Run(ctx context.Context) error {
 	cfg := n.cfg
 	var lease *offsets.Lease
 	var holdOff time.Duration
+	var masterCut *int64
 	for {
 		deps := n.deps
 		deps.lease, lease = lease, nil
 		deps.holdOff, holdOff = holdOff, 0
+		deps.masterCut, masterCut = masterCut, nil
 		gen := &genRegisterer{inner: n.deps.Registerer}
 		if deps.Registerer != nil {
 			deps.Registerer = gen
@@ -93,6 +95,9 @@ func (n *Node) Run(ctx context.Context) error {
 			n.changes.Add(1)
 		}
 		cfg.Role, lease, holdOff = rc.Role, rc.lease, rc.holdOff
+		if rc.diverged {
+			masterCut = &rc.masterCut
+		}
 	}
 }
 

@@ -19,9 +19,10 @@
 //	+--------+----+----+---------+-------------+-----------+
 //
 // name is the slave's brokerName (≤ 255 bytes), maxOffset the end of its
-// local log: the master streams from there. epoch (version 3; SlaveOptions.
-// MinEpoch) is the epoch the slave's log agrees with; 0 means it knows
-// none. The master answers once:
+// local log: the master streams from there. epoch (version 3) is the
+// epoch the slave's log agrees with: SlaveOptions.MinEpoch at first, then
+// the highest epoch a master accepted it under; 0 means it knows none, and
+// is judged as the oldest epoch. The master answers once:
 //
 //	0        4    6      8         16        24   26        26+a
 //	+--------+----+------+---------+---------+----+---------+

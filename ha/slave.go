@@ -39,7 +39,12 @@ type SlaveOptions struct {
 	// because its log goes past cut, where a newer epoch took the log over
 	// (StatusDiverged): the owner cuts the log there (store.CutLog) and
 	// starts a new Slave.
-	OnDiverged     func(cut int64)
+	OnDiverged func(cut int64)
+	// OnAccepted, if set, is called once the master accepted a hello,
+	// with the master's epoch, before anything it sends is appended: the
+	// master checked the log against its epochs, so the log agrees with
+	// that epoch (the owner records it). An error ends the session.
+	OnAccepted     func(epoch int64) error
 	ReportInterval time.Duration // default 5 s
 	IdleTimeout    time.Duration // default 20 s
 	MaxTransfer    int           // a transfer body above it is malformed, default 16 MiB
@@ -201,7 +206,7 @@ func (s *Slave) session(ctx context.Context) (progressed bool, err error) {
 
 	pos := s.opts.Log.MaxPhysOffset()
 	c.SetWriteDeadline(time.Now().Add(s.opts.IdleTimeout))
-	if _, err := c.Write(appendHello(nil, hello{version: Version, name: s.opts.BrokerName, offset: pos, epoch: s.opts.MinEpoch})); err != nil {
+	if _, err := c.Write(appendHello(nil, hello{version: Version, name: s.opts.BrokerName, offset: pos, epoch: s.epoch.Load()})); err != nil {
 		return false, fmt.Errorf("sending hello: %w", err)
 	}
 	c.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
@@ -217,6 +222,11 @@ func (s *Slave) session(ctx context.Context) (progressed bool, err error) {
 	}
 	if err := s.checkEpoch(r.epoch); err != nil {
 		return false, err
+	}
+	if s.opts.OnAccepted != nil {
+		if err := s.opts.OnAccepted(r.epoch); err != nil {
+			return false, fmt.Errorf("recording the master's epoch %d: %w", r.epoch, err)
+		}
 	}
 	s.mu.Lock()
 	s.st.Connected, s.st.Sessions, s.st.Acked, s.st.MasterMax = true, s.st.Sessions+1, pos, r.masterMax
