@@ -111,10 +111,10 @@ type Config struct {
 	ReserveLogMin    int64         `env:"-"` // least commitlog reservation per checkpoint; default 1 GiB
 }
 
-// MinLeaseTTL is the shortest STRATAMQ_LEASE_TTL: the lease is renewed
+// leaseTTLFloor is the shortest STRATAMQ_LEASE_TTL: the lease is renewed
 // every fifth of it, each renewal a conditional PUT that must land within
 // that fifth (200 ms at 1 s).
-const MinLeaseTTL = time.Second
+const leaseTTLFloor = time.Second
 
 // defaultCheckpointWait is STRATAMQ_CHECKPOINT_WAIT's default.
 const defaultCheckpointWait = 2 * time.Second
@@ -279,8 +279,8 @@ func (c Config) Validate() error {
 	if c.MaxTopics < 0 || c.MaxQueuesPerTopic < 0 || c.MaxOpenQueueFiles < 0 {
 		return fmt.Errorf("STRATAMQ_MAX_TOPICS, STRATAMQ_MAX_QUEUES_PER_TOPIC and STRATAMQ_MAX_OPEN_QUEUE_FILES must not be negative")
 	}
-	if c.LeaseTTL < 0 || (c.LeaseTTL > 0 && c.LeaseTTL < MinLeaseTTL) {
-		return fmt.Errorf("STRATAMQ_LEASE_TTL=%s: want at least %s (the lease is renewed every fifth of it, and each renewal is a write to the bucket that must land within that fifth)", c.LeaseTTL, MinLeaseTTL)
+	if c.LeaseTTL < 0 || (c.LeaseTTL > 0 && c.LeaseTTL < leaseTTLFloor) {
+		return fmt.Errorf("STRATAMQ_LEASE_TTL=%s: want at least %s (the lease is renewed every fifth of it, and each renewal is a write to the bucket that must land within that fifth)", c.LeaseTTL, leaseTTLFloor)
 	}
 	if c.CheckpointInterval < 0 || c.CheckpointWait < 0 {
 		return fmt.Errorf("STRATAMQ_CHECKPOINT_INTERVAL and STRATAMQ_CHECKPOINT_WAIT must not be negative")

@@ -486,10 +486,15 @@ func (d *durability) save(ctx context.Context, final, clean bool, drainFailed *o
 	if d.fenced.Load() {
 		return offsets.ErrFenced
 	}
-	// A renewal first: the checkpoint is written only while we hold the
-	// lease (Check is nil right after a successful Renew).
-	if err := d.lease.Renew(ctx); err != nil {
-		return d.maybeFenced(err)
+	// The checkpoint is written only while we hold the lease. The renewal
+	// loop (renew) keeps it; a checkpoint renews it first itself only when
+	// less than half a TTL is left (a renewal failed, or none ran yet), so
+	// it is never written close to the lease's end (Check is nil right
+	// after a successful Renew).
+	if d.lease.ValidFor() < d.lease.TTL()/2 {
+		if err := d.lease.Renew(ctx); err != nil {
+			return d.maybeFenced(err)
+		}
 	}
 	secs, err := d.sections(clean, drainFailed)
 	if err != nil {

@@ -233,3 +233,24 @@ func keepAcknowledging(t *testing.T, b *Broker, cl *remoting.Client, topic strin
 		time.Sleep(20 * time.Millisecond) // a steady producer, not a busy loop
 	}
 }
+
+// TestConfigLeaseTTLFloor (issue 29 item 12): a lease too short to be
+// renewed (each renewal must land within a fifth of the TTL) is refused at
+// start, naming the setting; from 1s on, any checkpoint interval goes.
+func TestConfigLeaseTTLFloor(t *testing.T) {
+	for _, tc := range []struct {
+		ttl, interval time.Duration
+		ok            bool
+	}{
+		{500 * time.Millisecond, 0, false},
+		{-time.Second, 0, false},
+		{time.Second, 0, true},
+		{time.Second, time.Minute, true},
+		{0, 0, true},
+	} {
+		err := Config{LeaseTTL: tc.ttl, CheckpointInterval: tc.interval}.Check()
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "STRATAMQ_LEASE_TTL")) {
+			t.Errorf("STRATAMQ_LEASE_TTL=%v STRATAMQ_CHECKPOINT_INTERVAL=%v: %v", tc.ttl, tc.interval, err)
+		}
+	}
+}
