@@ -200,6 +200,31 @@ func TestBrokerShortLeaseDefaultCheckpointInterval(t *testing.T) {
 	keepAcknowledging(t, b, cl, "ShortLease", 4*ttl)
 }
 
+// TestBrokerShortLeaseSyncMasterWithSlave (issue 29 item 12, as
+// reported): a sync_master with a failover slave, a short lease and the
+// default checkpoint interval: the master acknowledges every send for
+// several TTLs and the slave, watching the lease, never sees it stand
+// still long enough to take over. On 8aa1300 sends were refused and the
+// slave took the lease from a live master.
+func TestBrokerShortLeaseSyncMasterWithSlave(t *testing.T) {
+	const ttl = 1500 * time.Millisecond
+	mem := tier.NewMem()
+	short := func(role string) Config {
+		c := failoverConfig(t, role)
+		c.LeaseTTL, c.CheckpointInterval = ttl, 0 // the default interval, 10 s
+		return c
+	}
+	a := runNode(t, short(RoleSyncMaster), Deps{Bucket: mem})
+	b := runNode(t, short(RoleSlave), Deps{Bucket: mem})
+	waitCond(t, 20*time.Second, "the slave to follow the master", func() bool { return a.Broker().haSlaves() == 1 })
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	keepAcknowledging(t, a.Broker(), cl, "ShortLeaseHA", 4*ttl)
+	if b.role() != RoleSlave || a.role() != RoleSyncMaster {
+		t.Fatalf("roles changed under a live master: master is %s, slave is %s", a.role(), b.role())
+	}
+}
+
 // TestBrokerSlowCheckpointDoesNotDelayRenewal (issue 29 item 12): with
 // checkpoints that each hang until their deadline (the checkpoint
 // interval, longer than the lease's margin allows), the lease's renewal
