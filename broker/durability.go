@@ -164,23 +164,25 @@ const (
 	// used, so at a steady rate checkpoints come at the interval and
 	// early ones only when the rate climbs.
 	reserveIntervals = 4
-	// reserveMaxFactor bounds the headroom at this many times its least
-	// (what an unclean loss may skip): a burst measured over a short
-	// interval must not reserve without limit.
+	// reserveMaxFactor bounds what a rate measured over less than an
+	// interval (an early checkpoint after a burst) adds: at most this many
+	// times the least headroom (what an unclean loss may then skip).
 	reserveMaxFactor = 64
 )
 
 // headroom is how far a reservation reaches past the log's or a queue's
-// end: reserveIntervals checkpoint intervals at the rate it grew (grew
-// over elapsed; never less than reserveIntervals × grew, the rule for
-// checkpoints at the interval), within [least, reserveMaxFactor × least].
+// end, for grew bytes or offsets written over elapsed since the previous
+// checkpoint attempt: reserveIntervals × grew (at the interval: what it
+// always was), or, after less than an interval, reserveIntervals
+// intervals at that rate, up to reserveMaxFactor × least; at least least.
 func (d *durability) headroom(grew int64, elapsed time.Duration, least int64) int64 {
-	perInterval := float64(max(grew, 0))
+	grew = max(grew, 0)
+	h := reserveIntervals * grew
 	if iv := d.b.cfg.CheckpointInterval; elapsed < iv {
-		perInterval *= float64(iv) / float64(max(elapsed, time.Millisecond))
+		perInterval := float64(grew) * float64(iv) / float64(max(elapsed, time.Millisecond))
+		h = max(h, int64(min(reserveIntervals*perInterval, float64(reserveMaxFactor)*float64(least))))
 	}
-	h := min(reserveIntervals*perInterval, float64(reserveMaxFactor)*float64(least))
-	return max(int64(h), least)
+	return max(h, least)
 }
 
 // checkpointWait is how long a send that reached a reservation waits for
