@@ -45,8 +45,9 @@ type Config struct {
 	SegmentMaxAge      time.Duration `env:"SEGMENT_MAX_AGE" envDefault:"10m" help:"seal (and upload) the active segment after this long"`
 	TierCommitDelay    time.Duration `env:"TIER_COMMIT_DELAY" envDefault:"30s" help:"longest an uploaded segment waits to be listed in the bucket's manifest with the next ones (one manifest PUT for several segments); it waits only while another segment is uploading or due to seal within it, and stays on local disk until listed"`
 	Retention          time.Duration `env:"RETENTION" help:"delete bucket objects uploaded longer ago than this (0 = keep forever)"`
-	LeaseTTL           time.Duration `env:"LEASE_TTL" help:"lifetime of the bucket lease (default 3 × checkpoint interval, at least 30s); a crashed broker's replacement waits this long"`
-	CheckpointInterval time.Duration `env:"CHECKPOINT_INTERVAL" envDefault:"10s" help:"how often offsets, topics, groups and the log's high-water mark are checkpointed to the bucket (and the lease renewed)"`
+	LeaseTTL           time.Duration `env:"LEASE_TTL" help:"lifetime of the bucket lease (default 3 × checkpoint interval, at least 30s; at least 1s), renewed every fifth of it; a crashed broker's replacement waits this long"`
+	CheckpointInterval time.Duration `env:"CHECKPOINT_INTERVAL" envDefault:"10s" help:"how often offsets, topics, groups and the log's high-water mark are checkpointed to the bucket (the lease is renewed on its own, every fifth of its TTL)"`
+	CheckpointWait     time.Duration `env:"CHECKPOINT_WAIT" envDefault:"2s" help:"longest a send waits for a bucket checkpoint it needs (the offsets the last one reserved ran out) before it is refused SERVICE_NOT_AVAILABLE; a checkpoint that fails refuses it at once"`
 	AcceptLoss         bool          `env:"ACCEPT_LOSS" help:"start even though messages the bucket lacks would be left behind (a drain that failed, a local disk another broker has since overtaken, or a promoted slave's lagging copy holding offsets the bucket lacks); the local data is set aside, not deleted"`
 
 	// Resource limits of the remoting servers (broker and name server each).
@@ -110,6 +111,14 @@ type Config struct {
 	ReserveLogMin    int64         `env:"-"` // least commitlog reservation per checkpoint; default 1 GiB
 }
 
+// leaseTTLFloor is the shortest STRATAMQ_LEASE_TTL: the lease is renewed
+// every fifth of it, each renewal a conditional PUT that must land within
+// that fifth (200 ms at 1 s).
+const leaseTTLFloor = time.Second
+
+// defaultCheckpointWait is STRATAMQ_CHECKPOINT_WAIT's default.
+const defaultCheckpointWait = 2 * time.Second
+
 // Roles (STRATAMQ_ROLE).
 const (
 	RoleAsyncMaster = "async_master"
@@ -171,6 +180,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = 10 * time.Second
+	}
+	if c.CheckpointWait == 0 {
+		c.CheckpointWait = defaultCheckpointWait
 	}
 	if c.CacheSize == 0 {
 		c.CacheSize = 256 << 20
@@ -266,6 +278,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxTopics < 0 || c.MaxQueuesPerTopic < 0 || c.MaxOpenQueueFiles < 0 {
 		return fmt.Errorf("STRATAMQ_MAX_TOPICS, STRATAMQ_MAX_QUEUES_PER_TOPIC and STRATAMQ_MAX_OPEN_QUEUE_FILES must not be negative")
+	}
+	if c.LeaseTTL < 0 || (c.LeaseTTL > 0 && c.LeaseTTL < leaseTTLFloor) {
+		return fmt.Errorf("STRATAMQ_LEASE_TTL=%s: want at least %s (the lease is renewed every fifth of it, and each renewal is a write to the bucket that must land within that fifth)", c.LeaseTTL, leaseTTLFloor)
+	}
+	if c.CheckpointInterval < 0 || c.CheckpointWait < 0 {
+		return fmt.Errorf("STRATAMQ_CHECKPOINT_INTERVAL and STRATAMQ_CHECKPOINT_WAIT must not be negative")
 	}
 	if c.BrokerID < 0 {
 		return fmt.Errorf("STRATAMQ_BROKER_ID=%d: want >= 0", c.BrokerID)

@@ -61,10 +61,13 @@
 //	fence.go                   Broker.fence: asked before every bucket write of the uploader
 //	                           (objects, manifest, retention deletes); the lease epoch it
 //	                           returns is stamped into the manifest
-//	durability (durability.go) the bucket lease (fencing; epoch; monotonic self-fence) and the
-//	                           checkpoints of offsets, topics, groups and the commitlog: its
-//	                           durable end (hwm), the offset reservation the store enforces, and
-//	                           a drain's un-uploaded range (drainFailed)
+//	durability (durability.go) the bucket lease (fencing; epoch; monotonic self-fence; renewed
+//	                           every TTL/5 on its own timer) and the checkpoints of offsets,
+//	                           topics, groups and the commitlog: its durable end (hwm), the offset
+//	                           reservation the store enforces (sized by the write rate; a send
+//	                           that reaches it waits for the checkpoint it triggers, up to
+//	                           STRATAMQ_CHECKPOINT_WAIT), and a drain's un-uploaded range
+//	                           (drainFailed)
 //	fence.go                   also the send gates: writeGate before a send is stored (lease
 //	                           valid; queue listed by a durable checkpoint, else one is written
 //	                           first) and ackGate right before its SEND_OK

@@ -110,12 +110,19 @@ type durability struct {
 	pending   pendingReservation // reservations of the checkpoint being written; guarded by mu
 	mu        sync.Mutex         // guards the fields below
 	prevHWM   int64
+	prevAt    time.Time          // when prevHWM and prevMax were taken
 	reserved  int64              // commitlog reservation of the last checkpoint written
 	prevMax   map[queueKey]int64 // queue max at the previous checkpoint
 	qres      map[queueKey]int64 // queue reservations of the last checkpoint written
 	lastTry   time.Time          // of the last checkpoint attempt while none is written yet
 
 	near chan struct{} // the store says a write came near the reservation: checkpoint now
+	// released is set before the final Release: the renewal loop stops.
+	released atomic.Bool
+	// renewMu is held by the renewal loop around each renewal (with
+	// saveMu, a test holds it to stop every renewal, as a partition from
+	// the bucket would: holdRenewals).
+	renewMu sync.Mutex
 	// resv is the reservation the last checkpoint written gave the store.
 	resv atomic.Pointer[store.Reservation]
 	// savedProgress is where the internal services stood in the last
@@ -141,16 +148,51 @@ func (d *durability) wakeNear() {
 
 // Reservation headroom. Generous on purpose: a reservation costs nothing
 // but a jump in offsets after an unclean loss (a restore starts past it),
-// while one used up refuses sends until the next checkpoint lands. The
-// lease (TTL minus margin) stops sends in an outage long before these do
-// at any realistic rate.
+// while a send that uses one up waits for the next checkpoint (at most
+// STRATAMQ_CHECKPOINT_WAIT) and is refused if none lands. The lease (TTL
+// minus margin) stops sends in an outage long before these do at any
+// realistic rate.
 const (
 	// queueReserveMin is the least headroom a queue reservation leaves,
 	// and the reservation of a checkpointed queue without messages.
 	queueReserveMin = 1 << 16
 	// logReserveMin is the least commitlog headroom.
 	logReserveMin = 1 << 30
+	// reserveIntervals: the headroom covers this many checkpoint
+	// intervals at the rate the log or the queue grew since the previous
+	// checkpoint attempt. The watcher checkpoints when half of it is
+	// used, so at a steady rate checkpoints come at the interval and
+	// early ones only when the rate climbs.
+	reserveIntervals = 4
+	// reserveMaxFactor bounds what a rate measured over less than an
+	// interval (an early checkpoint after a burst) adds: at most this many
+	// times the least headroom (what an unclean loss may then skip).
+	reserveMaxFactor = 64
 )
+
+// headroom is how far a reservation reaches past the log's or a queue's
+// end, for grew bytes or offsets written over elapsed since the previous
+// checkpoint attempt: reserveIntervals × grew (at the interval: what it
+// always was), or, after less than an interval, reserveIntervals
+// intervals at that rate, up to reserveMaxFactor × least; at least least.
+func (d *durability) headroom(grew int64, elapsed time.Duration, least int64) int64 {
+	grew = max(grew, 0)
+	h := reserveIntervals * grew
+	if iv := d.b.cfg.CheckpointInterval; elapsed < iv {
+		perInterval := float64(grew) * float64(iv) / float64(max(elapsed, time.Millisecond))
+		h = max(h, int64(min(reserveIntervals*perInterval, float64(reserveMaxFactor)*float64(least))))
+	}
+	return max(h, least)
+}
+
+// checkpointWait is how long a send that reached a reservation waits for
+// the checkpoint it triggered (store.Reservation.Wait).
+func (d *durability) checkpointWait() time.Duration {
+	if w := d.b.cfg.CheckpointWait; w > 0 {
+		return w
+	}
+	return defaultCheckpointWait
+}
 
 func (d *durability) queueReserveMin() int64 {
 	if n := d.b.cfg.ReserveQueueMin; n > 0 {
@@ -334,20 +376,30 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 	for name, tc := range tw.TopicConfigTable {
 		covered[name] = queueCount(tc)
 	}
+	// What sends refused at the current reservation needed: the next
+	// one covers it, however large the request.
+	var wantLog int64
+	var wantQ map[string]map[int32]int64
+	if r := d.resv.Load(); r != nil {
+		wantLog, wantQ = r.Wanted()
+	}
 	// The durable end first, then the writer's end: durable <= end.
 	durable := b.store.FlushedPhysOffset()
 	end := b.store.MaxPhysOffset()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	now := time.Now()
+	elapsed := now.Sub(d.prevAt)
+	d.prevAt = now
 	grew := max(end-d.prevHWM, 0)
 	d.prevHWM = end
 	cl := commitLogState{
 		HWM: durable,
-		// Room for what may be written before the next checkpoint lands:
-		// the most of two segments, four times what the last interval
-		// wrote, and logReserveMin. The watcher checkpoints early when
-		// half of it is used.
-		Reserved:         end + max(2*int64(b.cfg.SegmentSize), 4*grew, d.logReserveMin()),
+		// Room for what may be written before the next checkpoint lands
+		// (headroom: a few intervals at the rate the log grew), at least
+		// two segments and logReserveMin. The watcher checkpoints early
+		// when half of it is used.
+		Reserved:         max(end, wantLog) + d.headroom(grew, elapsed, max(2*int64(b.cfg.SegmentSize), d.logReserveMin())),
 		Floor:            b.store.MinPhysOffset(),
 		Queues:           map[string]map[string]queueRangeJSON{},
 		NewQueueReserved: d.queueReserveMin(),
@@ -370,14 +422,15 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 	for topic, n := range covered {
 		for q := int32(0); q < n; q++ {
 			mx := b.store.MaxQueueOffset(topic, q)
-			if mx == 0 {
+			want := wantQ[topic][q]
+			if mx == 0 && want == 0 {
 				continue
 			}
 			if cl.Queues[topic] == nil {
 				cl.Queues[topic] = map[string]queueRangeJSON{}
 			}
 			k := queueKey{topic, q}
-			res := mx + max(d.queueReserveMin(), 4*max(mx-d.prevMax[k], 0))
+			res := max(mx, want) + d.headroom(mx-d.prevMax[k], elapsed, d.queueReserveMin())
 			d.prevMax[k] = mx
 			qres[k] = res
 			cl.Queues[topic][strconv.Itoa(int(q))] = queueRangeJSON{Min: b.store.MinQueueOffset(topic, q), Max: mx, Reserved: res}
@@ -408,8 +461,18 @@ type pendingReservation struct {
 }
 
 // checkpoint renews the lease and writes a checkpoint. Once fenced it
-// writes nothing, ever.
-func (d *durability) checkpoint(ctx context.Context) error { return d.save(ctx, false, false, nil) }
+// writes nothing, ever. If it fails while sends wait at the reservation
+// (it came near or was hit), they are refused now rather than at the end
+// of their wait: the bucket did not answer.
+func (d *durability) checkpoint(ctx context.Context) error {
+	err := d.save(ctx, false, false, nil)
+	if err != nil {
+		if r := d.resv.Load(); r != nil && r.Near() {
+			r.Fail(fmt.Errorf("the checkpoint to the bucket failed: %w", err))
+		}
+	}
+	return err
+}
 
 // markDraining writes a checkpoint saying that a drain began with r not
 // yet in the bucket (drainFailed = r), before the drain: if the drain then
@@ -442,10 +505,15 @@ func (d *durability) save(ctx context.Context, final, clean bool, drainFailed *o
 	if d.fenced.Load() {
 		return offsets.ErrFenced
 	}
-	// A renewal first: the checkpoint is written only while we hold the
-	// lease (Check is nil right after a successful Renew).
-	if err := d.lease.Renew(ctx); err != nil {
-		return d.maybeFenced(err)
+	// The checkpoint is written only while we hold the lease. The renewal
+	// loop (renew) keeps it; a checkpoint renews it first itself only when
+	// less than half a TTL is left (a renewal failed, or none ran yet), so
+	// it is never written close to the lease's end (Check is nil right
+	// after a successful Renew).
+	if d.lease.ValidFor() < d.lease.TTL()/2 {
+		if err := d.lease.Renew(ctx); err != nil {
+			return d.maybeFenced(err)
+		}
 	}
 	secs, err := d.sections(clean, drainFailed)
 	if err != nil {
@@ -465,7 +533,8 @@ func (d *durability) save(ctx context.Context, final, clean bool, drainFailed *o
 	// The store may now hand out offsets up to what this checkpoint
 	// reserved, and sends may go to every queue it lists.
 	r := &store.Reservation{Log: p.log, Queues: map[string]map[int32]int64{}, Default: d.queueReserveMin(),
-		OnNear: d.wakeNear, LogNear: d.logReserveMin() / 2, QueueNear: d.queueReserveMin() / 2}
+		OnNear: d.wakeNear, LogNear: d.logReserveMin() / 2, QueueNear: d.queueReserveMin() / 2,
+		Wait: d.checkpointWait()}
 	for k, v := range p.queues {
 		if r.Queues[k.topic] == nil {
 			r.Queues[k.topic] = map[int32]int64{}
@@ -486,10 +555,14 @@ func (d *durability) save(ctx context.Context, final, clean bool, drainFailed *o
 // restart reserve five times the log).
 func (d *durability) blockWrites() {
 	st := d.b.store
-	st.SetReservation(&store.Reservation{Log: st.MaxPhysOffset()})
+	// A send before the first checkpoint waits for it (the first one is
+	// retried every second while it fails).
+	r := &store.Reservation{Log: st.MaxPhysOffset(), OnNear: d.wakeNear, Wait: d.checkpointWait()}
+	st.SetReservation(r)
+	d.resv.Store(r)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.prevHWM = st.MaxPhysOffset()
+	d.prevHWM, d.prevAt = st.MaxPhysOffset(), time.Now()
 	for topic, n := range d.b.topics.QueueCounts() {
 		for q := int32(0); q < n; q++ {
 			if mx := st.MaxQueueOffset(topic, q); mx > 0 {
@@ -570,9 +643,68 @@ func (d *durability) maybeFenced(err error) error {
 	return err
 }
 
-// run checkpoints every interval, and early when the log or a queue nears
-// its reservation, until ctx ends.
+// renewEvery is how often the lease is renewed, and how long one renewal
+// may take: a fifth of its TTL. Sends stop TTL - TTL/5 (four fifths) after
+// the start of the last successful renewal (offsets.Lease.Check), and
+// renewals start one, two and three fifths after it: the first two may
+// fail, even by hanging until their deadline, and the third still has a
+// full fifth to land before that. (A quarter would leave the third a
+// twentieth of the TTL.) A renewal is one small conditional PUT.
+func renewEvery(ttl time.Duration) time.Duration { return ttl / 5 }
+
+// renew renews the lease every renewEvery until ctx ends, fenced or
+// released: on its own timer, so neither the checkpoint interval nor a
+// slow checkpoint (save holds saveMu, never the lease's op lock across
+// its bucket writes) delays it. A failure is logged once, and so is the
+// recovery; Check refuses sends meanwhile once the lease runs short.
+func (d *durability) renew(ctx context.Context) {
+	every := renewEvery(d.lease.TTL())
+	t := time.NewTicker(every)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if d.fenced.Load() || d.released.Load() {
+			return
+		}
+		d.renewMu.Lock()
+		rctx, cancel := context.WithTimeout(ctx, every)
+		err := d.lease.Renew(rctx)
+		cancel()
+		d.renewMu.Unlock()
+		switch {
+		case err == nil:
+			if failing {
+				d.b.log.Info("bucket lease renewed again")
+				failing = false
+			}
+		case ctx.Err() != nil || d.released.Load():
+			return
+		case errors.Is(d.maybeFenced(err), offsets.ErrFenced):
+			return
+		case !failing:
+			d.b.log.Warn("bucket lease renewal failed; retrying every fifth of the TTL (sends are refused once the lease may have lapsed)",
+				"err", err, "every", every, "validFor", d.lease.ValidFor())
+			failing = true
+		}
+	}
+}
+
+// run renews the lease (renew) and checkpoints every interval, and early
+// when the log or a queue nears its reservation, until ctx ends; it
+// returns once the renewal loop has too.
 func (d *durability) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.renew(ctx)
+	}()
+	defer wg.Wait()
 	t := time.NewTicker(d.b.cfg.CheckpointInterval)
 	defer t.Stop()
 	watch := time.NewTicker(100 * time.Millisecond)
@@ -611,6 +743,7 @@ func (d *durability) run(ctx context.Context) {
 // range left on local disk (drainFailed).
 func (d *durability) final(ctx context.Context, drainFailed *offsetRange) error {
 	err := d.save(ctx, true, drainFailed == nil, drainFailed)
+	d.released.Store(true)
 	if !d.fenced.Load() {
 		err = errors.Join(err, d.lease.Release(ctx))
 	}

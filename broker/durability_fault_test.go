@@ -209,9 +209,9 @@ func TestBrokerNeverSetsAsideWhatTheBucketLacks(t *testing.T) {
 	// a is partitioned away: it renews nothing more. b takes the prefix on
 	// a fresh disk after a full TTL and writes checkpoints; a, fenced,
 	// stops.
-	a.dur.saveMu.Lock()
+	release := a.dur.holdRenewals()
 	b, clB, stopB := runBroker(t, cfg(t.TempDir()), Deps{Logger: discardLogger(), Bucket: bucket})
-	a.dur.saveMu.Unlock()
+	release()
 	mustSend(t, b, clB, "Tail", 0, "written by b")
 	stopA()
 	stopB()

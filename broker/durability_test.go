@@ -39,10 +39,10 @@ func TestBrokerFencingLease(t *testing.T) {
 	}
 	// The first broker stops renewing without releasing the lease (as a
 	// crashed or partitioned broker would): its checkpoints stop.
-	first.dur.saveMu.Lock()
+	release := first.dur.holdRenewals()
 	second, err := New(cfg(), Deps{Logger: discardLogger(), Bucket: bucket})
 	if err != nil {
-		first.dur.saveMu.Unlock()
+		release()
 		t.Fatalf("takeover after the lease stayed unchanged for a TTL: %v", err)
 	}
 	defer second.Close()
@@ -57,7 +57,7 @@ func TestBrokerFencingLease(t *testing.T) {
 	if r.Code != int32(remoting.ServiceNotAvailable) || !strings.Contains(r.Remark, "lease") {
 		t.Fatalf("send to the old broker after the takeover: %d %s, want SERVICE_NOT_AVAILABLE naming the lease", r.Code, r.Remark)
 	}
-	first.dur.saveMu.Unlock()
+	release()
 	if err := first.dur.checkpoint(context.Background()); !errors.Is(err, offsets.ErrFenced) {
 		t.Fatalf("the old broker checkpointed after the takeover: %v", err)
 	}

@@ -99,11 +99,11 @@ func TestBrokerTierLapsedLeaseStopsBucketWrites(t *testing.T) {
 		t.Fatalf("manifest epoch %d, want the lease's %d", m.Epoch, b.dur.id.Epoch)
 	}
 
-	b.dur.saveMu.Lock() // no more renewals
+	release := b.dur.holdRenewals() // no more renewals
 	locked := true
 	defer func() {
 		if locked {
-			b.dur.saveMu.Unlock()
+			release()
 		}
 	}()
 	waitCond(t, 10*time.Second, "the lease lapsed", func() bool { _, err := b.dur.writable(); return err != nil })
@@ -123,7 +123,7 @@ func TestBrokerTierLapsedLeaseStopsBucketWrites(t *testing.T) {
 	}
 
 	locked = false
-	b.dur.saveMu.Unlock()
+	release()
 	waitCond(t, 60*time.Second, "the second segment listed after a renewal", func() bool {
 		b.tier.uploader.Flush()
 		_, ok := listed(second)

@@ -85,7 +85,8 @@
 //     acknowledging by then. Release (clean shutdown) writes released=true,
 //     If-Match, so a successor need not wait and an old holder can never
 //     free a newer holder's lease. TTL: LeaseTTL(interval) = max(3 ×
-//     STRATAMQ_CHECKPOINT_INTERVAL, 30 s); renew with every checkpoint.
+//     STRATAMQ_CHECKPOINT_INTERVAL, 30 s); the broker renews it every TTL/5
+//     on its own timer (broker/durability.go renew), apart from checkpoints.
 //  2. The checkpoint itself: every Save is If-Match on the ETag of the
 //     checkpoint last loaded or written (If-None-Match: * for the first), so
 //     an older writer never overwrites a newer checkpoint even if the lease

@@ -149,7 +149,7 @@ type AcquireOptions struct {
 }
 
 // Lease is a held lease on a broker prefix. Renew it well within its TTL
-// (with every checkpoint). Check before acknowledging anything that only
+// (the broker: every TTL/5). Check before acknowledging anything that only
 // a lease holder may: it fails once the lease may have been lost.
 type Lease struct {
 	store ObjectStore

@@ -547,8 +547,13 @@
 // mark (Queues, else Default). The broker sets it from each bucket
 // checkpoint it manages to write, so a broker restored on an empty disk
 // after an unclean loss, which starts past those marks, never reuses an
-// offset, even while checkpoints fail. FlushedPhysOffset is the durable
-// end of the log, what the checkpoint records as its high-water mark.
+// offset, even while checkpoints fail. A refused write waits up to
+// Reservation.Wait for the next reservation (the checkpoint its refusal
+// asked for through OnNear) and tries again; Reservation.Fail (the
+// checkpoint failed) refuses it at once. Wanted tells the broker what
+// refused writes needed, so the next reservation covers a request larger
+// than the usual headroom. FlushedPhysOffset is the durable end of the
+// log, what the checkpoint records as its high-water mark.
 //
 // # Lock order
 //

@@ -3,7 +3,9 @@ package store
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // ErrReserved: the write would hand out a commitlog offset or a queue
@@ -33,7 +35,23 @@ type Reservation struct {
 	// made before this one runs out.
 	OnNear             func()
 	LogNear, QueueNear int64
-	near               atomic.Bool
+	// Wait is how long a write the marks refuse waits for the next
+	// reservation (SetReservation, normally a checkpoint it triggered
+	// through OnNear) and tries again, before failing with ErrReserved;
+	// Fail ends the wait early. 0: it fails at once.
+	Wait time.Duration
+
+	near atomic.Bool
+	// done is closed once r is replaced (SetReservation) or fails (Fail);
+	// made by SetReservation.
+	done     chan struct{}
+	doneOnce sync.Once
+	failed   atomic.Pointer[error]
+	// wanted records what refused writes needed (see Wanted); guarded by
+	// wantMu, touched only on refusals.
+	wantMu    sync.Mutex
+	wantLog   int64
+	wantQueue map[string]map[int32]int64
 }
 
 // Near reports whether OnNear has fired for r: a write came near or hit
@@ -46,6 +64,99 @@ func (r *Reservation) nearing() {
 	}
 }
 
+// Fail ends the waits of the writes r refused, and makes the ones it
+// refuses later fail at once, with err as the reason: no new reservation
+// is coming soon (the checkpoint that would make it failed). A later
+// SetReservation replaces r as usual.
+func (r *Reservation) Fail(err error) {
+	r.failed.CompareAndSwap(nil, &err)
+	r.end()
+}
+
+func (r *Reservation) end() {
+	if r.done != nil {
+		r.doneOnce.Do(func() { close(r.done) })
+	}
+}
+
+// Wanted is what the writes r refused needed: the commitlog end and, per
+// queue, the offset one past the last of their records. The next
+// reservation should cover it, so that a request larger than the usual
+// headroom fits once a checkpoint lands.
+func (r *Reservation) Wanted() (log int64, queues map[string]map[int32]int64) {
+	r.wantMu.Lock()
+	defer r.wantMu.Unlock()
+	queues = make(map[string]map[int32]int64, len(r.wantQueue))
+	for topic, ids := range r.wantQueue {
+		queues[topic] = make(map[int32]int64, len(ids))
+		for id, v := range ids {
+			queues[topic][id] = v
+		}
+	}
+	return r.wantLog, queues
+}
+
+func (r *Reservation) wantedLog(end int64) {
+	r.wantMu.Lock()
+	r.wantLog = max(r.wantLog, end)
+	r.wantMu.Unlock()
+}
+
+func (r *Reservation) wantedQueue(topic string, id int32, next int64) {
+	r.wantMu.Lock()
+	if r.wantQueue == nil {
+		r.wantQueue = map[string]map[int32]int64{}
+	}
+	if r.wantQueue[topic] == nil {
+		r.wantQueue[topic] = map[int32]int64{}
+	}
+	r.wantQueue[topic][id] = max(r.wantQueue[topic][id], next)
+	r.wantMu.Unlock()
+}
+
+// reservedError is a refusal by rv: the writer waits on rv (awaitReservation).
+type reservedError struct {
+	rv  *Reservation
+	msg string
+}
+
+func (e *reservedError) Error() string { return ErrReserved.Error() + ": " + e.msg }
+func (e *reservedError) Unwrap() error { return ErrReserved }
+
+// awaitReservation waits, after a write was refused with err, until the
+// reservation that refused it is replaced (true: write again) or fails,
+// or until deadline (false, and the error to return). deadline zero: the
+// first refusal; it becomes the refusal's time plus Wait.
+func (s *Store) awaitReservation(err error, deadline *time.Time) (bool, error) {
+	var re *reservedError
+	if !errors.As(err, &re) {
+		return false, err
+	}
+	rv := re.rv
+	if deadline.IsZero() {
+		*deadline = time.Now().Add(rv.Wait)
+	}
+	wait := time.Until(*deadline)
+	if p := rv.failed.Load(); p == nil && wait > 0 && rv.done != nil {
+		t := time.NewTimer(wait)
+		select {
+		case <-rv.done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	if s.resv.Load() != rv {
+		return true, nil // a new reservation: try again
+	}
+	if p := rv.failed.Load(); p != nil {
+		return false, fmt.Errorf("%w (no new reservation: %v)", err, *p)
+	}
+	if rv.Wait > 0 {
+		return false, fmt.Errorf("%w (no new reservation within %v)", err, rv.Wait)
+	}
+	return false, err
+}
+
 func (r *Reservation) queueMark(topic string, id int32) int64 {
 	if m, ok := r.Queues[topic][id]; ok {
 		return m
@@ -54,8 +165,16 @@ func (r *Reservation) queueMark(topic string, id int32) int64 {
 }
 
 // SetReservation replaces the reservation; nil removes the bound. The
-// store keeps r: the caller must not change it afterwards.
-func (s *Store) SetReservation(r *Reservation) { s.resv.Store(r) }
+// store keeps r: the caller must not change it afterwards. Writes waiting
+// on the reservation it replaces (Reservation.Wait) try again.
+func (s *Store) SetReservation(r *Reservation) {
+	if r != nil && r.done == nil {
+		r.done = make(chan struct{})
+	}
+	if old := s.resv.Swap(r); old != nil && old != r {
+		old.end()
+	}
+}
 
 // FlushedPhysOffset is the end of the commitlog known to be on disk
 // (fdatasynced): what survives a power loss. It never exceeds
@@ -78,8 +197,9 @@ func (s *Store) reservedLocked(r *putReq, pos int64) error {
 	}
 	end := pos + int64(r.total)
 	if end > rv.Log {
+		rv.wantedLog(end)
 		rv.nearing()
-		return fmt.Errorf("%w: the commitlog would reach offset %d; the checkpoint reserved up to %d", ErrReserved, end, rv.Log)
+		return &reservedError{rv: rv, msg: fmt.Sprintf("the commitlog would reach offset %d; the checkpoint reserved up to %d", end, rv.Log)}
 	}
 	if end > rv.Log-rv.LogNear {
 		rv.nearing()
@@ -111,8 +231,9 @@ func (s *Store) reservedLocked(r *putReq, pos int64) error {
 		}
 		mark := rv.queueMark(c.topic, c.id)
 		if next+c.n > mark {
+			rv.wantedQueue(c.topic, c.id, next+c.n)
 			rv.nearing()
-			return fmt.Errorf("%w: queue %s/%d would reach offset %d; the checkpoint reserved up to %d", ErrReserved, c.topic, c.id, next+c.n, mark)
+			return &reservedError{rv: rv, msg: fmt.Sprintf("queue %s/%d would reach offset %d; the checkpoint reserved up to %d", c.topic, c.id, next+c.n, mark)}
 		}
 		if next+c.n > mark-rv.QueueNear {
 			rv.nearing()

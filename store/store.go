@@ -289,7 +289,17 @@ func (s *Store) appendBatch(msgs []Message) ([]PutResult, int64, error) {
 	res := make([]PutResult, len(msgs))
 	end, err := s.commit(msgs, res, total)
 	if err != nil {
-		return nil, 0, err
+		// Refused by the reservation: wait for the next one (bounded by
+		// Reservation.Wait) and try again; nothing was written.
+		var deadline time.Time
+		for again := true; err != nil && again; {
+			if again, err = s.awaitReservation(err, &deadline); again {
+				end, err = s.commit(msgs, res, total)
+			}
+		}
+		if err != nil {
+			return nil, 0, err
+		}
 	}
 	if cb := s.opts.OnDispatch; cb != nil {
 		for i := range msgs {

@@ -569,7 +569,7 @@ func TestE2EFailoverLoop(t *testing.T) {
 // 8: kill -9, with a SIGTERM every third), ~70 s a round. Each stop comes
 // a random 0–30 s after the previous round (a fixed seed), so the stops
 // fall at random phases of the client's route refresh and of the lease
-// renewal (every checkpoint interval, 10 s).
+// renewal (every fifth of the TTL, 6 s).
 func TestE2EFailoverDefaults(t *testing.T) {
 	if os.Getenv("STRATAMQ_FAILOVER_DEFAULTS") == "" {
 		t.Skip("a measurement of ~1 min per failover; set STRATAMQ_FAILOVER_DEFAULTS=1")
