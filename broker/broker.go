@@ -365,8 +365,16 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		return fail(err)
 	}
 	if b.dur != nil {
-		// This epoch takes the log over from the older ones here.
+		// This epoch takes the log over from the older ones here. Never
+		// below what the bucket already holds: the offsets past it would
+		// name other messages than the uploaded ones. (checkLocalData
+		// restores a copy that ends below it from the bucket; this is the
+		// backstop that turns a mistake there into a refusal, not a loss.)
 		b.dur.from = b.store.MaxPhysOffset()
+		if end := uploadedEnd(manifest, b.tier); b.dur.from < end {
+			return fail(fmt.Errorf("broker: refusing to write: the local commitlog ends at offset %d, before the end %d of what the bucket holds; "+
+				"writing on would reuse offsets of uploaded messages (start on an empty data dir to restore from the bucket)", b.dur.from, end))
+		}
 		// No write before the first checkpoint of this run reserves
 		// offsets for it; write that checkpoint now (the bucket answered
 		// for the lease a moment ago). If it fails, the durability loop
@@ -387,6 +395,21 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	b.handlers = b.handlerTable()
 	b.initHAStatus(deps.Metrics)
 	return b, nil
+}
+
+// uploadedEnd is where the bucket's listed commitlog objects end: in m
+// (the manifest New read), or in the uploader's (0 without either).
+func uploadedEnd(m *upload.Manifest, t *tiering) int64 {
+	if m == nil && t != nil && t.uploader != nil {
+		m = t.uploader.Manifest()
+	}
+	var end int64
+	if m != nil {
+		for _, o := range m.CommitLog() {
+			end = max(end, o.End())
+		}
+	}
+	return end
 }
 
 // Addr is the bound listen address.
