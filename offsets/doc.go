@@ -32,6 +32,7 @@
 //	meta/checkpoint.json                       the latest checkpoint (the fencing point)
 //	meta/checkpoint/<20-digit version>.json    copies of the last History (default 8) checkpoints
 //	meta/lease.json                            the lease
+//	meta/candidates/<instance>.json            a contender's candidacy while a lease lapses (Contest)
 //
 // A checkpoint is one JSON object, written whole by one Put, so a reader sees
 // all of a checkpoint or none of it:
@@ -102,7 +103,38 @@
 //     once per data dir and kept; the epoch is the one the data dir last
 //     wrote under. The broker compares it with the epoch of the bucket's
 //     checkpoint and manifest to decide whether another broker wrote the
-//     prefix since: never by comparing log lengths.
+//     prefix since: never by comparing log lengths. bootId (the machine
+//     boot the writer ran in) tells a restarted master whether a crash of
+//     the process was all it suffered.
+//
+// # Who takes a lapsed lease (Contest)
+//
+// Fencing keeps two writers apart; it does not say which node should
+// write next. A node's copy of the log may lack what another acknowledged
+// (a lagging slave; a master whose page cache a power cut took). With
+// AcquireOptions.Contest a takeover is a competition between copies:
+//
+//   - While the watched lease looks like it is lapsing (half the watch
+//     gone, or at once with ContestNow) a contender publishes its
+//     Candidacy every Period at meta/candidates/<instance>.json:
+//     {"instance","host","epoch","end","seq","at"}: the epoch its log
+//     agrees with and where its last record ends.
+//   - Before the conditional write (Decide) it publishes once more, then
+//     waits, republishing, until every other candidacy it can see was
+//     published again (at most two Periods). A republished candidacy is
+//     live and was written after the old holder stopped acknowledging
+//     (the watch lasted a full TTL), so its end covers what its node holds
+//     of everything acknowledged. One not republished is a node that is
+//     gone or cut off from the bucket: ignored, and deleted by the winner.
+//   - It writes the lease only if its own candidacy is the best live one
+//     (Candidacy.Better: newest epoch, then longest end, then the lower
+//     instance id), and keeps publishing while that write runs; otherwise
+//     it fails with a *DeferredError (ErrLeaseHeld) naming the better one.
+//     If the better one never takes the lease, the next round ignores it.
+//
+// A released lease is taken without a contest (its holder stopped cleanly,
+// with everything uploaded). WatchOwn makes a restarted holder treat its
+// own unreleased lease like another's: watched and contested.
 //
 // Use, in the broker:
 //
