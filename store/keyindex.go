@@ -675,7 +675,7 @@ func (k *keyIndex) write(ks *kixSeg) error {
 		ents = mem.entries()
 	} else {
 		var err error
-		if ents, first, last, err = k.scan(sg); err != nil {
+		if ents, first, last, err = k.scan(sg, sg.base, sg.end()); err != nil {
 			return err
 		}
 	}
@@ -697,12 +697,16 @@ func (k *keyIndex) write(ks *kixSeg) error {
 }
 
 // scan collects the key index entries of a sealed segment from its
-// records (a file lost in a crash, or never written).
-func (k *keyIndex) scan(sg *segment) ([]kixEntry, int64, int64, error) {
+// records in [from, to) (a file lost in a crash, or never written: the
+// whole segment; a part of it, KeyIndexPart).
+func (k *keyIndex) scan(sg *segment, from, to int64) ([]kixEntry, int64, int64, error) {
 	var ents []kixEntry
 	var first, last int64
 	buf := make([]byte, min(max(1<<20, int64(k.s.opts.MaxMessageSize)), max(sg.size.Load(), 8)))
-	end, err := scanSegmentsBuf(segTable{sg}, sg.base, buf, false, func(m *recordMeta) error {
+	end, err := scanSegmentsBuf(segTable{sg}, from, buf, false, func(m *recordMeta) error {
+		if m.physOffset >= to {
+			return errPartEnd
+		}
 		if first == 0 {
 			first = m.storeTS
 		}
@@ -717,16 +721,49 @@ func (k *keyIndex) scan(sg *segment) ([]kixEntry, int64, int64, error) {
 		}
 		return nil
 	})
+	if errors.Is(err, errPartEnd) {
+		err = nil
+	}
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	if end != sg.end() {
+	if end != to {
 		// Not a reason to index nothing (and hold the segment's upload,
 		// which waits for its key index, for ever): index what is valid.
 		k.s.log.Warn("store: key index: segment has an invalid record; indexing the records before it",
-			"segment", sg.base, "valid_to", end, "end", sg.end())
+			"segment", sg.base, "valid_to", end, "end", to)
 	}
 	return ents, first, last, nil
+}
+
+// KeyIndexPart returns the key index file (the format OpenKeyIndex
+// serves) of the part [from, to) of the sealed local segment at base,
+// built from the records there: the index of a segment starting at from
+// and ending at to. from and to must be record boundaries in the
+// segment: a broker that took over uploads only the parts of its local
+// segments the manifest lacks (tier/upload, Segment.Skip), and its
+// segment boundaries may differ from the old master's. ErrNotFound: no
+// such local segment.
+func (s *Store) KeyIndexPart(base, from, to int64) ([]byte, error) {
+	var sg *segment
+	for _, x := range *s.segs.Load() {
+		if x.base == base {
+			sg = x
+		}
+	}
+	switch {
+	case sg == nil:
+		return nil, fmt.Errorf("store: key index %d: no such local segment: %w", base, ErrNotFound)
+	case !sg.sealed.Load():
+		return nil, fmt.Errorf("store: key index %d: segment is not sealed", base)
+	case from < base || to <= from || to > sg.end():
+		return nil, fmt.Errorf("store: key index %d: part [%d, %d) is not inside [%d, %d)", base, from, to, base, sg.end())
+	}
+	ents, first, last, err := s.kix.scan(sg, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("store: key index %d part [%d, %d): %w", base, from, to, err)
+	}
+	return encodeKeyIndex(from, to-from, first, last, ents), nil
 }
 
 // KeyQuery asks QueryByKey for the records of Topic indexed under Key.

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -76,6 +77,9 @@ func compareQKey(a, b qkey) int {
 	}
 	return cmp.Compare(a.id, b.id)
 }
+
+// errPartEnd stops a scan of a part of a segment at its end.
+var errPartEnd = errors.New("store: end of the part")
 
 // DecodeSegmentIndex parses and verifies a whole blob made by
 // BuildSegmentIndex (header and directory CRC, every queue's entry CRC).
@@ -312,6 +316,18 @@ func (s *Store) BuildSegmentIndex(base int64) ([]byte, error) {
 // codes and CRCs, so its memory is a fixed buffer plus a few hundred bytes
 // per queue, whatever the segment holds.
 func (s *Store) WriteSegmentIndex(base int64, f SegmentIndexFile) (size int64, err error) {
+	return s.WriteSegmentIndexPart(base, base, -1, f)
+}
+
+// WriteSegmentIndexPart is WriteSegmentIndex of the part [from, to) of
+// the sealed local segment at base (to -1: its end): the blob of a
+// segment starting at from and ending at to (its header says so), holding
+// the entries of the records there only. from and to must be record
+// boundaries in the segment: a broker that took over uploads only the
+// parts of its local segments the manifest lacks (tier/upload,
+// Segment.Skip), and its segment boundaries may differ from the old
+// master's.
+func (s *Store) WriteSegmentIndexPart(base, from, to int64, f SegmentIndexFile) (size int64, err error) {
 	t := *s.segs.Load()
 	i := slices.IndexFunc(t, func(sg *segment) bool { return sg.base == base })
 	if i < 0 {
@@ -322,14 +338,27 @@ func (s *Store) WriteSegmentIndex(base int64, f SegmentIndexFile) (size int64, e
 		return 0, fmt.Errorf("store: segment index %d: segment is not sealed", base)
 	}
 	end := sg.end()
+	if to < 0 {
+		to = end
+	}
+	if from < base || to <= from || to > end {
+		return 0, fmt.Errorf("store: segment index %d: part [%d, %d) is not inside [%d, %d)", base, from, to, base, end)
+	}
+	end = to
 	scanBuf := make([]byte, segIndexScanBuf)
 	scan := func(checkCRC bool, fn func(m *recordMeta) error) error {
-		valid, err := scanSegmentsBuf(segTable{sg}, base, scanBuf, checkCRC, func(m *recordMeta) error {
+		valid, err := scanSegmentsBuf(segTable{sg}, from, scanBuf, checkCRC, func(m *recordMeta) error {
+			if m.physOffset >= end {
+				return errPartEnd
+			}
 			if notDispatched(m.sysFlag) {
 				return nil
 			}
 			return fn(m)
 		})
+		if errors.Is(err, errPartEnd) {
+			err = nil
+		}
 		if err != nil {
 			return fmt.Errorf("store: segment index %d: %w", base, err)
 		}
@@ -487,8 +516,8 @@ func (s *Store) WriteSegmentIndex(base int64, f SegmentIndexFile) (size int64, e
 	be := binary.BigEndian
 	b := make([]byte, SegmentIndexHeaderSize, SegmentIndexHeaderSize+dirLen)
 	copy(b, segIndexMagic)
-	be.PutUint64(b[8:], uint64(base))
-	be.PutUint64(b[16:], uint64(end-base))
+	be.PutUint64(b[8:], uint64(from))
+	be.PutUint64(b[16:], uint64(end-from))
 	be.PutUint32(b[24:], uint32(len(dir)))
 	be.PutUint32(b[28:], uint32(dirLen))
 	be.PutUint32(b[32:], uint32(nEntries))

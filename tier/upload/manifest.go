@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"sort"
 	"strconv"
 	"time"
 
@@ -156,6 +157,76 @@ func (m *Manifest) find(probe Object) (Object, bool) {
 		return Object{}, false
 	}
 	return m.Objects[i], true
+}
+
+// findAt looks up the object of the given kind, topic and queue at base,
+// whatever its key (a key may carry the epoch that wrote it): O(log n).
+// With several (none the Uploader writes), the last in key order.
+func (m *Manifest) findAt(kind, topic string, queue int, base int64) (Object, bool) {
+	probe := Object{Kind: kind, Topic: topic, QueueID: queue, Base: base}
+	i, _ := slices.BinarySearchFunc(m.Objects, probe, compareObjects) // the first at base
+	var out Object
+	ok := false
+	for ; i < len(m.Objects); i++ {
+		o := m.Objects[i]
+		if o.Kind != kind || o.Topic != topic || o.QueueID != queue || o.Base != base {
+			break
+		}
+		out, ok = o, true
+	}
+	return out, ok
+}
+
+// commitLogSorted is the commitlog objects of m in base order, a
+// subslice of m.Objects (sorted by kind, then topic and queue, which
+// commitlog objects lack, then base): no copy. Not to be changed.
+func (m *Manifest) commitLogSorted() []Object {
+	k := KindCommitLog.String()
+	lo := sort.Search(len(m.Objects), func(i int) bool { return m.Objects[i].Kind >= k })
+	hi := sort.Search(len(m.Objects), func(i int) bool { return m.Objects[i].Kind > k })
+	return m.Objects[lo:hi]
+}
+
+// firstGap returns the first part [from, to) of the commitlog range
+// [lo, hi) that no commitlog object of cl (commitLogSorted) and no
+// expired range holds, and false if they hold all of it. The end of the
+// part is where the next object or expired range starts, or hi.
+func (m *Manifest) firstGap(cl []Object, lo, hi int64) (from, to int64, ok bool) {
+	pos := lo
+	for pos < hi {
+		// The first object ending past pos.
+		i := sort.Search(len(cl), func(i int) bool { return cl[i].End() > pos })
+		if i < len(cl) && cl[i].Base <= pos {
+			pos = cl[i].End()
+			continue
+		}
+		if to, ok := m.ExpiredAt(pos); ok {
+			pos = to
+			continue
+		}
+		end := hi
+		if i < len(cl) {
+			end = min(end, cl[i].Base)
+		}
+		for _, s := range m.Expired {
+			if s.From > pos {
+				end = min(end, s.From)
+				break
+			}
+		}
+		return pos, end, true
+	}
+	return 0, 0, false
+}
+
+// objectAt returns the commitlog object of cl (commitLogSorted) holding
+// offset off.
+func objectAt(cl []Object, off int64) (Object, bool) {
+	i := sort.Search(len(cl), func(i int) bool { return cl[i].End() > off })
+	if i < len(cl) && cl[i].Base <= off {
+		return cl[i], true
+	}
+	return Object{}, false
 }
 
 // Indexes returns, by segment base, where the index of kind k

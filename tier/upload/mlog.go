@@ -123,6 +123,9 @@ type delta struct {
 	Del     []Object
 	ExpAdd  []Span
 	ExpDel  []Span
+	// claim (not stored): written even when empty, if its epoch is newer
+	// than the manifest's (Uploader.Claim).
+	claim bool
 }
 
 func (d *delta) empty() bool {

@@ -17,7 +17,8 @@ import (
 // Config.SnapshotEvery deltas. On a lost race it rereads the manifest and
 // builds again. While Config.Fence refuses (or returns an epoch older than
 // one the manifest holds) it waits if waitFence is set, else returns the
-// refusal. An empty delta is not written.
+// refusal. An empty delta is not written, unless it claims the manifest
+// (delta.claim) for a newer epoch than it holds.
 func (u *Uploader) commit(ctx context.Context, waitFence bool, build func(cur *Manifest) *delta) error {
 	u.writeMu.Lock()
 	defer u.writeMu.Unlock()
@@ -47,13 +48,13 @@ func (u *Uploader) commit(ctx context.Context, waitFence bool, build func(cur *M
 			continue
 		}
 		d := build(st.m)
-		if d.empty() {
+		if d.empty() && !(d.claim && epoch > st.m.Epoch) {
 			return nil
 		}
 		d.Seq, d.Epoch, d.Updated = st.m.Version+1, epoch, u.cfg.Now().UTC()
 		buf := encodeDelta(u.lay, d)
 		key := u.lay.deltaKey(d.Seq)
-		actx, cancel := context.WithTimeout(ctx, u.cfg.AttemptTimeout)
+		actx, cancel := u.bound(ctx, u.cfg.AttemptTimeout)
 		_, err = u.cfg.Bucket.PutIf(actx, key, bytes.NewReader(buf), int64(len(buf)), tier.IfAbsent())
 		cancel()
 		if err == nil {
@@ -101,6 +102,82 @@ func (u *Uploader) commit(ctx context.Context, waitFence bool, build func(cur *M
 	}
 }
 
+// Claim writes an empty manifest delta under the epoch Config.Fence
+// returns, if the manifest holds an older one, and returns once the
+// manifest holds that epoch (or ctx ends; while the fence refuses it
+// waits). From then on every reader ignores a delta of an older epoch,
+// so a deposed holder's commit that lands late (sent before its lease
+// ran out, applied by the server after) changes nothing; one that landed
+// before the claim is part of the log this Uploader continues. Run claims
+// before its first scan; a broker that took over claims before it decides
+// where its log continues (ClaimManifest) and before it acknowledges
+// anything. Without Fence it does nothing.
+func (u *Uploader) Claim(ctx context.Context) error {
+	if u.cfg.Fence == nil {
+		return nil
+	}
+	select {
+	case <-u.loaded:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for attempt := 0; ; attempt++ {
+		// Not waiting inside commit: it would hold writeMu, and Trim
+		// returns the fence's refusal rather than wait for it.
+		err := u.commit(ctx, false, func(*Manifest) *delta { return &delta{claim: true} })
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if err := u.sleep(ctx, attempt); err != nil {
+			return err
+		}
+	}
+}
+
+// ClaimManifest is Uploader.Claim for a broker that is about to read the
+// manifest under key (ManifestKey of the prefix) to decide where its log
+// continues, before its Uploader runs: it writes an empty delta under
+// epoch if the manifest holds an older one (retrying a lost race until
+// ctx ends) and returns the manifest as of that delta, which later
+// deltas of older epochs cannot change. A manifest holding a newer epoch
+// is an error matching errStaleEpoch. Epoch 0 only reads.
+func ClaimManifest(ctx context.Context, b tier.Bucket, key string, epoch int64) (*Manifest, error) {
+	l := layoutOf(key)
+	for attempt := 0; ; attempt++ {
+		st, err := readState(ctx, b, l)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case st.m.Epoch > epoch:
+			return nil, fmt.Errorf("%w (epoch %d, manifest epoch %d)", errStaleEpoch, epoch, st.m.Epoch)
+		case st.m.Epoch == epoch || epoch == 0 || st.legacy:
+			// A legacy manifest.json has no epochs: the Uploader migrates it
+			// (its snapshot records the epoch) before its first write.
+			return st.m, nil
+		}
+		d := &delta{Seq: st.m.Version + 1, Epoch: epoch, Updated: time.Now().UTC()}
+		buf := encodeDelta(l, d)
+		_, err = b.PutIf(ctx, l.deltaKey(d.Seq), bytes.NewReader(buf), int64(len(buf)), tier.IfAbsent())
+		if err == nil {
+			continue // read again: confirms the slot counts (not below a snapshot) and returns the state
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !errors.Is(err, tier.ErrPreconditionFailed) && attempt >= 8 {
+			return nil, fmt.Errorf("upload: claim manifest for epoch %d: %w", epoch, err)
+		}
+		t := time.NewTimer(time.Duration(attempt+1) * 50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
 // errSlotCollected: a delta was written at a sequence number a snapshot
 // already covers (see checkSlot).
 var errSlotCollected = errors.New("upload: manifest delta written below the newest snapshot")
@@ -143,7 +220,7 @@ func (u *Uploader) put(ctx context.Context, key string, buf []byte, cond *tier.C
 	if _, err := u.fence(); err != nil {
 		return err
 	}
-	actx, cancel := context.WithTimeout(ctx, u.cfg.AttemptTimeout)
+	actx, cancel := u.bound(ctx, u.cfg.AttemptTimeout)
 	defer cancel()
 	if cond != nil {
 		_, err := u.cfg.Bucket.PutIf(actx, key, bytes.NewReader(buf), int64(len(buf)), *cond)
@@ -244,7 +321,10 @@ func (u *Uploader) deleteKeys(ctx context.Context, keys []string) {
 			failed = append(failed, keys[i:]...)
 			break
 		}
-		if err := u.cfg.Bucket.Delete(ctx, k); err != nil {
+		dctx, cancel := u.bound(ctx, u.cfg.AttemptTimeout)
+		err := u.cfg.Bucket.Delete(dctx, k)
+		cancel()
+		if err != nil {
 			failed = append(failed, k)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stratamq/stratamq/tier/segfile"
@@ -60,6 +62,20 @@ type Segment struct {
 	Topic    string    // KindConsumeQueue only
 	QueueID  int       // KindConsumeQueue only
 	SealedAt time.Time // for the upload-lag metric; zero = unknown
+	// Skip, for a commitlog segment (and its indexes) the Uploader asks
+	// Open for, is how many bytes at the start of the local segment are
+	// already in the bucket: the object holds the part from Base (the
+	// local segment's base + Skip) on, Length bytes. 0 for a whole
+	// segment. A broker that took over continues the uploaded log exactly
+	// where the manifest ends, and its local segments may straddle that
+	// end (the old master sealed by age, a slave never does). Sealed never
+	// sets it.
+	Skip int64
+	// End is set with Skip on a part (and on the index kinds of a part):
+	// the commitlog offset the part ends at, which may be before the
+	// local segment's end (the next object the manifest lists starts
+	// there). 0 for a whole segment.
+	End int64
 }
 
 // SegmentReader is an open sealed segment. Close releases it (the store
@@ -101,21 +117,40 @@ type SegmentSource interface {
 	MarkUploaded(ctx context.Context, s Segment, obj Object) error
 }
 
-// Key returns the object key of s under prefix ("" for none).
-func Key(prefix string, s Segment) (string, error) {
+// Key returns the object key of s under prefix ("" for none), without an
+// epoch: the key of objects written before keys carried the lease epoch,
+// and of a broker without a lease (KeyAt with epoch 0).
+func Key(prefix string, s Segment) (string, error) { return KeyAt(prefix, s, 0) }
+
+// KeyAt returns the object key of s written under lease epoch epoch: for
+// a commitlog segment and its index objects with epoch > 0,
+// commitlog/<20-digit base>.<epoch>.seg (.idx, .kix), so no two lease
+// holders ever write the same key: a late PUT of a deposed holder can
+// never replace an object a newer one listed. Epoch 0 gives the key
+// without an epoch (Key).
+func KeyAt(prefix string, s Segment, epoch int64) (string, error) {
+	if epoch < 0 {
+		return "", fmt.Errorf("upload: segment %q: negative epoch %d", s.Name, epoch)
+	}
+	ext := func(e string) string {
+		if epoch == 0 {
+			return fmt.Sprintf("commitlog/%020d.%s", s.Base, e)
+		}
+		return fmt.Sprintf("commitlog/%020d.%d.%s", s.Base, epoch, e)
+	}
 	var k string
 	switch s.Kind {
 	case KindCommitLog:
-		k = fmt.Sprintf("commitlog/%020d.seg", s.Base)
+		k = ext("seg")
 	case KindConsumeQueue:
 		if s.Topic == "" {
 			return "", fmt.Errorf("upload: consumequeue segment %q has no topic", s.Name)
 		}
 		k = fmt.Sprintf("consumequeue/%s/%d/%020d.cq", s.Topic, s.QueueID, s.Base)
 	case KindQueueIndex:
-		k = fmt.Sprintf("commitlog/%020d.idx", s.Base)
+		k = ext("idx")
 	case KindKeyIndex:
-		k = fmt.Sprintf("commitlog/%020d.kix", s.Base)
+		k = ext("kix")
 	default:
 		return "", fmt.Errorf("upload: segment %q: unknown kind %v", s.Name, s.Kind)
 	}
@@ -123,6 +158,24 @@ func Key(prefix string, s Segment) (string, error) {
 		return "", fmt.Errorf("upload: segment %q: negative base %d", s.Name, s.Base)
 	}
 	return join(prefix, k), nil
+}
+
+// KeyEpoch is the lease epoch in an object key KeyAt made (0 for a key
+// without one).
+func KeyEpoch(key string) int64 {
+	if i := strings.LastIndexByte(key, '/'); i >= 0 {
+		key = key[i+1:]
+	}
+	// <20-digit base>.<epoch>.<ext>
+	parts := strings.Split(key, ".")
+	if len(parts) != 3 || len(parts[0]) != 20 {
+		return 0
+	}
+	e, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || e < 0 {
+		return 0
+	}
+	return e
 }
 
 // ManifestKey is the manifest's key under prefix.

@@ -95,6 +95,16 @@ type Config struct {
 	// the manifest. The epoch it returns is recorded in the manifest
 	// written under it (Manifest.Epoch). Nil means no fencing.
 	Fence func() (epoch int64, err error)
+	// ValidFor, if set (with Fence), is how much longer the answer Fence
+	// gives stays true: the lease's remaining validity. Every bucket write
+	// the Uploader issues runs under a context whose deadline is at most
+	// that far away, so a write that cannot finish while the lease is
+	// valid is cancelled (and, like a timeout, retried under the fence).
+	// A request the server received before the deadline may still be
+	// applied after it; keys that carry the epoch (KeyAt) and the
+	// manifest's epoch rule keep such a late write from changing what a
+	// newer holder's readers see (see the package doc, "Fencing").
+	ValidFor func() time.Duration
 	// SnapshotEvery is how many manifest deltas are written between two
 	// snapshots (see the package doc). Default DefaultSnapshotEvery.
 	SnapshotEvery int
@@ -179,13 +189,20 @@ type Uploader struct {
 	}
 }
 
+// job is one upload: seg is the segment Sealed listed, part what is
+// uploaded of it (seg itself, or for a commitlog segment the part of it
+// the manifest lacks: Segment.Skip), slot the key it is in flight under
+// (Key of seg: without an epoch).
 type job struct {
-	seg Segment
-	key string
+	seg, part Segment
+	slot      string
 }
 
+// whole reports whether the job uploads its whole segment.
+func (j job) whole() bool { return j.part.Skip == 0 && j.part.Length == j.seg.Length }
+
 type done struct {
-	seg  Segment
+	job
 	obj  Object
 	took time.Duration // encoding and putting it
 }
@@ -268,6 +285,11 @@ func (u *Uploader) Run(ctx context.Context) error {
 	defer u.runMu.Unlock()
 
 	if err := u.loadManifest(ctx); err != nil {
+		return err
+	}
+	// Before anything is listed or marked: the manifest holds our epoch,
+	// so a deposed holder's late delta changes nothing we read.
+	if err := u.Claim(ctx); err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
@@ -392,7 +414,7 @@ func (u *Uploader) scan(ctx context.Context) {
 		u.mu.Lock()
 		busy := u.mu.inflight[key]
 		notBefore := u.mu.parked[key]
-		listed, inManifest := u.findLocked(s, key)
+		part, listed, covered := u.partLocked(s, key)
 		if !busy && (notBefore.IsZero() || !now.Before(notBefore)) {
 			u.mu.inflight[key] = true
 			delete(u.mu.parked, key)
@@ -403,9 +425,10 @@ func (u *Uploader) scan(ctx context.Context) {
 		if busy {
 			continue
 		}
-		if inManifest && (s.Length < 0 || listed.Length == s.Length) {
-			// Uploaded and listed before a crash or a failed mark: mark
-			// again, no new PUT.
+		if covered {
+			// Uploaded and listed before a crash or a failed mark, or (a
+			// broker that took over) its bytes are the bucket's already:
+			// mark it, no new PUT.
 			u.mark(ctx, s, listed)
 			u.release(key)
 			continue
@@ -423,7 +446,7 @@ func (u *Uploader) scan(ctx context.Context) {
 			return
 		}
 		select {
-		case u.jobs <- job{seg: s, key: key}: // taken at once: that worker counted itself free
+		case u.jobs <- job{seg: s, part: part, slot: key}: // taken at once: that worker counted itself free
 		case <-ctx.Done():
 			u.release(key)
 			return
@@ -431,11 +454,50 @@ func (u *Uploader) scan(ctx context.Context) {
 	}
 }
 
-func (u *Uploader) findLocked(s Segment, key string) (Object, bool) {
-	if u.mu.manifest == nil {
-		return Object{}, false
+// partLocked returns what of s to upload, or, when the manifest holds
+// all of it, covered and the object listed for it (for MarkUploaded).
+//
+// A commitlog segment is compared by range: the manifest's commitlog
+// objects (and expired ranges) are the log as uploaded, whoever uploaded
+// it. The part of s they hold is not uploaded again: a broker that took
+// over continues the uploaded log exactly where it ends, though its local
+// segment boundaries may differ from the old master's (it sealed by age, a
+// slave never does). The first part they lack is uploaded as an object
+// of its own (Segment.Skip; its base where the gap starts), and the
+// segment is marked once the manifest holds all of it. A segment whose
+// object is listed at its base, the usual case, is covered as before.
+//
+// Other kinds are found by kind and base (any key).
+func (u *Uploader) partLocked(s Segment, key string) (part Segment, listed Object, covered bool) {
+	m := u.mu.manifest
+	if s.Kind != KindCommitLog || s.Length < 0 {
+		if m == nil {
+			return s, Object{}, false
+		}
+		o, ok := m.findAt(s.Kind.String(), s.Topic, s.QueueID, s.Base)
+		if ok && (s.Length < 0 || o.Length == s.Length) {
+			return s, o, true
+		}
+		return s, Object{}, false
 	}
-	return u.mu.manifest.find(Object{Kind: s.Kind.String(), Topic: s.Topic, QueueID: s.QueueID, Base: s.Base, Key: key})
+	if m == nil || s.Length == 0 {
+		return s, Object{}, false
+	}
+	cl := m.commitLogSorted()
+	from, to, gap := m.firstGap(cl, s.Base, s.Base+s.Length)
+	if !gap {
+		o, ok := m.findAt(s.Kind.String(), "", 0, s.Base)
+		if !ok || o.End() < s.Base+s.Length {
+			o, _ = objectAt(cl, s.Base+s.Length-1) // an expired range may hold the end: then none
+		}
+		return s, o, true
+	}
+	if from == s.Base && to == s.Base+s.Length {
+		return s, Object{}, false // all of it: the usual upload
+	}
+	part = s
+	part.Base, part.Length, part.Skip, part.End = from, to-from, from-s.Base, to
+	return part, Object{}, false
 }
 
 func (u *Uploader) release(key string) {
@@ -469,16 +531,16 @@ func (u *Uploader) worker(ctx context.Context) {
 			obj, err := u.upload(ctx, j)
 			if err != nil {
 				if ctx.Err() != nil {
-					u.release(j.key)
+					u.release(j.slot)
 				} else {
-					u.park(j.key)
+					u.park(j.slot)
 				}
 				continue
 			}
 			select {
-			case u.done <- done{seg: j.seg, obj: obj, took: time.Since(start)}:
+			case u.done <- done{job: j, obj: obj, took: time.Since(start)}:
 			case <-ctx.Done():
-				u.release(j.key)
+				u.release(j.slot)
 				return
 			}
 		}
@@ -548,10 +610,11 @@ func (u *Uploader) fence() (int64, error) {
 	return epoch, nil
 }
 
-// upload encodes j's segment once, then puts it until it succeeds, ctx
-// ends, or a non-retryable error repeats MaxHardAttempts times.
+// upload encodes j's part once, then puts it until it succeeds, ctx
+// ends, or a non-retryable error repeats MaxHardAttempts times. The key
+// carries the epoch Fence returned for the attempt (KeyAt).
 func (u *Uploader) upload(ctx context.Context, j job) (Object, error) {
-	sp, footer, secs, err := u.encode(ctx, j.seg)
+	sp, footer, secs, err := u.encode(ctx, j.part)
 	if err != nil {
 		u.stats.errors.Add(1)
 		u.log.Warn("encode segment failed; parked", "segment", j.seg.Name, "err", err)
@@ -561,16 +624,21 @@ func (u *Uploader) upload(ctx context.Context, j job) (Object, error) {
 	size := footer.ObjectSize()
 	hard := 0
 	for attempt := 0; ; attempt++ {
-		if _, err := u.fence(); err != nil {
+		epoch, err := u.fence()
+		if err != nil {
 			if err := u.sleep(ctx, attempt); err != nil {
 				return Object{}, err
 			}
 			continue
 		}
+		key, err := KeyAt(u.cfg.Prefix, j.part, epoch)
+		if err != nil {
+			return Object{}, err
+		}
 		r, err := sp.reader()
 		if err == nil {
-			actx, cancel := context.WithTimeout(ctx, u.cfg.AttemptTimeout)
-			err = u.cfg.Bucket.Put(actx, j.key, r, size)
+			actx, cancel := u.bound(ctx, u.cfg.AttemptTimeout)
+			err = u.cfg.Bucket.Put(actx, key, r, size)
 			cancel()
 		}
 		if err == nil {
@@ -578,8 +646,8 @@ func (u *Uploader) upload(ctx context.Context, j job) (Object, error) {
 			u.stats.bytes.Add(size)
 			u.stats.logical.Add(footer.LogicalSize)
 			return Object{
-				Key: j.key, Kind: j.seg.Kind.String(), Topic: j.seg.Topic, QueueID: j.seg.QueueID,
-				Base: j.seg.Base, Length: footer.LogicalSize, Size: size, Frames: len(footer.Frames),
+				Key: key, Kind: j.part.Kind.String(), Topic: j.part.Topic, QueueID: j.part.QueueID,
+				Base: j.part.Base, Length: footer.LogicalSize, Size: size, Frames: len(footer.Frames),
 				Created: u.cfg.Now().UTC(), Sections: secs,
 			}, nil
 		}
@@ -591,7 +659,7 @@ func (u *Uploader) upload(ctx context.Context, j job) (Object, error) {
 		if !retry {
 			hard++
 		}
-		u.log.Warn("upload failed", "key", j.key, "attempt", attempt+1, "retryable", retry, "err", err)
+		u.log.Warn("upload failed", "key", key, "attempt", attempt+1, "retryable", retry, "err", err)
 		if hard >= u.cfg.MaxHardAttempts {
 			return Object{}, err
 		}
@@ -599,6 +667,19 @@ func (u *Uploader) upload(ctx context.Context, j job) (Object, error) {
 			return Object{}, err
 		}
 	}
+}
+
+// bound returns ctx bounded by timeout and, with Config.ValidFor, by the
+// lease's remaining validity: a write that cannot finish while the lease
+// is valid is cancelled (an expired one at once).
+func (u *Uploader) bound(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	d := timeout
+	if u.cfg.ValidFor != nil {
+		if v := u.cfg.ValidFor(); v < d || d <= 0 {
+			d = max(v, 0)
+		}
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 func (u *Uploader) encode(ctx context.Context, s Segment) (spool, *segfile.Footer, []Section, error) {
@@ -664,7 +745,8 @@ func (u *Uploader) options(k Kind, base int64, r SegmentReader) segfile.Options 
 // built on Open) and closed once encoded.
 func (u *Uploader) sections(ctx context.Context, s Segment, w *segfile.Writer) error {
 	for _, k := range u.cfg.Sections {
-		is := Segment{Kind: k, Name: fmt.Sprintf("%s:%s", s.Name, k), Base: s.Base, Length: -1, SealedAt: s.SealedAt}
+		is := Segment{Kind: k, Name: fmt.Sprintf("%s:%s", s.Name, k), Base: s.Base, Length: -1, SealedAt: s.SealedAt,
+			Skip: s.Skip, End: s.End}
 		r, err := u.cfg.Source.Open(ctx, is)
 		if err != nil {
 			return fmt.Errorf("open its %s: %w", k, err)
@@ -733,13 +815,17 @@ func (u *Uploader) committer(ctx context.Context) {
 		}
 		if err := u.commit(ctx, true, func(*Manifest) *delta { return &delta{Put: objs} }); err != nil {
 			for _, d := range batch {
-				u.release(d.obj.Key)
+				u.release(d.slot)
 			}
 			return // ctx is done
 		}
 		for _, d := range batch {
-			u.mark(ctx, d.seg, d.obj)
-			u.release(d.obj.Key)
+			if d.whole() {
+				u.mark(ctx, d.seg, d.obj)
+			}
+			// A part: the next scan uploads the next part the manifest
+			// lacks, or marks the segment once it holds all of it.
+			u.release(d.slot)
 		}
 		u.Notify()
 	}
@@ -827,14 +913,9 @@ func (u *Uploader) pairUp(batch []done, held map[pairKey]done) []done {
 	u.mu.Lock()
 	if m := u.mu.manifest; m != nil {
 		for p := range listed {
-			key, err := Key(u.cfg.Prefix, Segment{Kind: p.kind, Base: p.base})
-			if err != nil {
-				continue
-			}
-			_, listed[p] = m.find(Object{Kind: p.kind.String(), Base: p.base, Key: key})
+			_, listed[p] = m.findAt(p.kind.String(), "", 0, p.base)
 			if !listed[p] && p.kind != KindCommitLog {
-				ckey, _ := Key(u.cfg.Prefix, Segment{Kind: KindCommitLog, Base: p.base})
-				if o, ok := m.find(Object{Kind: KindCommitLog.String(), Base: p.base, Key: ckey}); ok {
+				if o, ok := m.findAt(KindCommitLog.String(), "", 0, p.base); ok {
 					_, listed[p] = o.Section(p.kind)
 				}
 			}
@@ -982,7 +1063,10 @@ func (u *Uploader) DeleteObjects(ctx context.Context, objs []Object) error {
 		if _, err := u.fence(); err != nil {
 			return errors.Join(append(errs, fmt.Errorf("upload: delete %s: %w", o.Key, err))...)
 		}
-		if err := u.cfg.Bucket.Delete(ctx, o.Key); err != nil {
+		dctx, cancel := u.bound(ctx, u.cfg.AttemptTimeout)
+		err := u.cfg.Bucket.Delete(dctx, o.Key)
+		cancel()
+		if err != nil {
 			errs = append(errs, fmt.Errorf("upload: delete %s: %w", o.Key, err))
 		}
 	}
