@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/tier"
@@ -17,7 +18,39 @@ import (
 // ErrPrecondition).
 func newCheckpointStore(b tier.Bucket) offsets.ObjectStore { return checkpointBucket{b: b} }
 
-type checkpointBucket struct{ b tier.Bucket }
+type checkpointBucket struct {
+	b tier.Bucket
+	// validFor, if set, bounds every write but the lease's own by the
+	// lease's remaining validity (leaseBound).
+	validFor func() time.Duration
+}
+
+// leaseBound is cs (newCheckpointStore's) with every write bounded by
+// lease: a checkpoint PUT or history delete that cannot finish while the
+// lease is valid is cancelled, so a deposed holder's write is never
+// issued, and is over on its side, once a successor may hold the lease. A
+// request the server received in time may still be applied late; the
+// checkpoint is conditional on the ETag its writer last saw, so a late
+// one fails once the successor wrote, and one applied before that is
+// adopted by the successor (offsets.Checkpointer: an older epoch's write
+// never fences a newer holder). The lease's own writes are conditional
+// and never bounded by it (a renewal after a lapse must still land).
+func leaseBound(cs offsets.ObjectStore, lease *offsets.Lease) offsets.ObjectStore {
+	c, ok := cs.(checkpointBucket)
+	if !ok || lease == nil {
+		return cs
+	}
+	c.validFor = lease.ValidFor
+	return c
+}
+
+// bound returns ctx bounded by the lease for a write of key.
+func (c checkpointBucket) bound(ctx context.Context, key string) (context.Context, context.CancelFunc) {
+	if c.validFor == nil || key == offsets.LeaseKey {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, max(c.validFor(), 0))
+}
 
 // getAttempts bounds Get's retries when the object changes while it is read.
 const getAttempts = 8
@@ -56,6 +89,8 @@ func (c checkpointBucket) Get(ctx context.Context, key string) ([]byte, string, 
 }
 
 func (c checkpointBucket) Put(ctx context.Context, key string, data []byte, ifAbsent bool, ifMatch string) (string, error) {
+	ctx, cancel := c.bound(ctx, key)
+	defer cancel()
 	r, n := bytes.NewReader(data), int64(len(data))
 	var (
 		etag string
@@ -84,6 +119,8 @@ func (c checkpointBucket) Put(ctx context.Context, key string, data []byte, ifAb
 }
 
 func (c checkpointBucket) Delete(ctx context.Context, key string) error {
+	ctx, cancel := c.bound(ctx, key)
+	defer cancel()
 	if err := c.b.Delete(ctx, key); err != nil {
 		return c.mapErr("delete", key, err)
 	}

@@ -137,7 +137,7 @@ func gapTakeoverWith(t *testing.T, bcfg Config, start func(Config, Deps) *Node, 
 	mem := tier.NewMem()
 	all := new(atomic.Bool)
 	cut := &faultBucket{Bucket: mem, match: func(key string) bool {
-		return all.Load() || strings.HasSuffix(key, "commitlog/00000000000000000000.seg")
+		return all.Load() || strings.Contains(key, "commitlog/00000000000000000000.") && strings.HasSuffix(key, ".seg")
 	}}
 	cut.down.Store(true) // segment 0's object only, until all is set
 	acfg := failoverConfig(t, RoleAsyncMaster)

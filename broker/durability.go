@@ -290,7 +290,7 @@ func newDurability(b *Broker, bucket tier.Bucket, handed *offsets.Lease) (*durab
 	if opts.Contest != nil {
 		opts.Contest.Clear(ctx)
 	}
-	cp, err := offsets.NewCheckpointer(cs, lease.Identity(), offsets.CheckpointOptions{})
+	cp, err := offsets.NewCheckpointer(leaseBound(cs, lease), lease.Identity(), offsets.CheckpointOptions{})
 	if err != nil {
 		_ = lease.Release(ctx)
 		return nil, err

@@ -269,7 +269,7 @@ func (b *Broker) checkLocalData() (*upload.Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: read the bucket manifest to check the local data dir against it: %w", err)
 	}
-	if m.Epoch > cpEpoch {
+	if m.Epoch > cpEpoch && m.Epoch != d.id.Epoch { // our own epoch: our claim (readManifest)
 		cpEpoch = m.Epoch
 		writer = offsets.Identity{Broker: b.cfg.BrokerName, Instance: "(unknown: manifest writer)", Epoch: m.Epoch}
 	}
@@ -437,8 +437,7 @@ func bucketGap(m *upload.Manifest, segs []localSegment, floor int64) *offsetRang
 func (b *Broker) loadManifest() (*upload.Manifest, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, _, err := upload.LoadManifest(ctx, b.scoped, upload.ManifestKey(""))
-	return m, err
+	return b.readManifest(ctx, b.scoped) // tiering.go: the lease holder claims it first
 }
 
 type localSegment struct{ base, size int64 }

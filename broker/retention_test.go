@@ -557,7 +557,8 @@ func bucketSegments(t *testing.T, bucket tier.Bucket) []int64 {
 	var bases []int64
 	err := bucket.List(ctx, "DefaultCluster/broker-a/commitlog/", func(key string, size int64) error {
 		name := strings.TrimPrefix(key, "DefaultCluster/broker-a/commitlog/")
-		base, err := strconv.ParseInt(strings.TrimSuffix(name, ".seg"), 10, 64)
+		// <20-digit base>.seg, or with the lease epoch, <base>.<epoch>.seg
+		base, err := strconv.ParseInt(name[:min(len(name), 20)], 10, 64)
 		if err != nil || !strings.HasSuffix(name, ".seg") {
 			t.Fatalf("object %s besides the segments", key)
 		}

@@ -112,7 +112,7 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer, m *upl
 	var err error
 	if m == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		m, _, err = upload.LoadManifest(ctx, bucket, upload.ManifestKey(""))
+		m, err = b.readManifest(ctx, bucket)
 		cancel()
 	}
 	if err != nil {
@@ -153,7 +153,8 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer, m *upl
 	// deltas: an upload waits for the next ones while another runs or
 	// moreSoon expects the active segment to seal in time, so at a steady
 	// write rate several segments share one PUT. Fence
-	// stops every bucket write of a broker that lost the prefix. A
+	// stops every bucket write of a broker that lost the prefix, and
+	// ValidFor cancels one that cannot finish while the lease is valid. A
 	// segment's queue and key index are sections of its object (one PUT);
 	// the pairing applies only to indexes of segments whose object was
 	// uploaded before sections, on their own.
@@ -163,7 +164,8 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer, m *upl
 		sections = nil
 	}
 	t.uploader, err = upload.New(upload.Config{Bucket: bucket, Source: t, Logger: b.log,
-		ManifestDelay: b.cfg.TierCommitDelay, MoreSoon: t.moreSoon, SpoolDir: spool, Fence: b.fence, PairQueueIndex: true, PairKeyIndex: true,
+		ManifestDelay: b.cfg.TierCommitDelay, MoreSoon: t.moreSoon, SpoolDir: spool, Fence: b.fence, ValidFor: b.leaseValidFor,
+		PairQueueIndex: true, PairKeyIndex: true,
 		Sections: sections})
 	if err != nil {
 		t.cold.Close()
@@ -177,6 +179,21 @@ func newTiering(b *Broker, bucket tier.Bucket, reg prometheus.Registerer, m *upl
 		}
 	}
 	return t, nil
+}
+
+// readManifest reads the bucket's manifest; the lease holder claims it
+// first (upload.ClaimManifest: an empty delta under its epoch, if the
+// manifest holds an older one), so the manifest it decides where its log
+// continues by can no longer be changed by a late commit of a deposed
+// holder (one sent before that holder's lease ran out and applied by the
+// server after): readers ignore deltas of an older epoch than one the
+// manifest holds.
+func (b *Broker) readManifest(ctx context.Context, bucket tier.Bucket) (*upload.Manifest, error) {
+	if b.dur == nil || b.cfg.Role == RoleSlave {
+		m, _, err := upload.LoadManifest(ctx, bucket, upload.ManifestKey(""))
+		return m, err
+	}
+	return upload.ClaimManifest(ctx, bucket, upload.ManifestKey(""), b.dur.id.Epoch)
 }
 
 // Sealed implements upload.SegmentSource: sealed commitlog segments not
@@ -295,6 +312,9 @@ const queueIndexPattern = "queueindex-*.tmp"
 // (store.WriteSegmentIndex: a fixed buffer and a few hundred bytes per
 // queue of heap, whatever the segment holds), else in memory.
 func (t *tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentReader, error) {
+	if s.End != 0 {
+		return t.openPart(ctx, s)
+	}
 	if s.Kind == upload.KindKeyIndex {
 		f, size, err := t.b.store.OpenKeyIndex(ctx, s.Base)
 		if err != nil {
@@ -347,6 +367,59 @@ func (t *tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentRea
 	return &segmentFile{f: f, size: s.Length}, nil
 }
 
+// openPart opens a part of a local segment the uploader asks for (a
+// broker that took over uploads only what the manifest lacks of a local
+// segment: upload.Segment.Skip and End): its bytes, in log order, or the
+// queue or key index of its records alone.
+func (t *tiering) openPart(ctx context.Context, s upload.Segment) (upload.SegmentReader, error) {
+	local := s.Base - s.Skip
+	switch s.Kind {
+	case upload.KindKeyIndex:
+		blob, err := t.b.store.KeyIndexPart(local, s.Base, s.End)
+		if err != nil {
+			return nil, fmt.Errorf("broker: key index of segment %d part [%d, %d): %w", local, s.Base, s.End, err)
+		}
+		return &blobReader{Reader: bytes.NewReader(blob)}, nil
+	case upload.KindQueueIndex:
+		select {
+		case t.idxSem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		release := func() { <-t.idxSem }
+		blob, err := t.b.store.BuildSegmentIndexPart(local, s.Base, s.End)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("broker: queue index of segment %d part [%d, %d): %w", local, s.Base, s.End, err)
+		}
+		return &blobReader{Reader: bytes.NewReader(blob), release: release}, nil
+	case upload.KindCommitLog:
+		f, err := t.b.fs.OpenFile(s.Name, os.O_RDONLY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("broker: open segment %s: %w", s.Name, err)
+		}
+		return &partFile{segmentFile{f: f, size: s.Length}, s.Skip}, nil
+	}
+	return nil, fmt.Errorf("broker: a part of a %s segment", s.Kind)
+}
+
+// partFile is the part of a local segment file from off on.
+type partFile struct {
+	segmentFile
+	off int64
+}
+
+func (p *partFile) ReadAt(b []byte, off int64) (int, error) {
+	if off >= p.size {
+		return 0, io.EOF
+	}
+	if len(b) > int(p.size-off) {
+		n, err := p.f.ReadAt(b[:p.size-off], p.off+off)
+		return n, cmp.Or(err, io.EOF)
+	}
+	return p.f.ReadAt(b, p.off+off)
+}
+
 // layoutFile is a commitlog segment stored queue-major (upload.Layouter).
 type layoutFile struct {
 	segmentFile
@@ -397,6 +470,13 @@ func (t *tiering) MarkUploaded(ctx context.Context, s upload.Segment, obj upload
 	}
 	t.mu.Lock()
 	t.mu.uploaded[s.Base] = obj
+	if obj.Base != s.Base || obj.End() < s.Base+s.Length {
+		// The segment is held by objects of other bounds (a broker that
+		// took over: the old master's, and parts this one uploaded), each
+		// listed with the indexes of its records.
+		t.mu.uploadedIdx[s.Base] = true
+		t.mu.uploadedKix[s.Base] = true
+	}
 	if _, ok := obj.Section(upload.KindQueueIndex); ok {
 		t.mu.uploadedIdx[s.Base] = true
 	}
@@ -472,6 +552,16 @@ func (t *tiering) enforceLocalRetention() error {
 		t.b.log.Debug("local segment dropped after upload", "base", s.Base, "bytes", s.Length)
 	}
 	return nil
+}
+
+// leaseValidFor is how long this broker's lease stays valid without a
+// renewal (upload.Config.ValidFor): every bucket write of the uploader
+// must finish within it. Without a lease (no bucket durability), no bound.
+func (b *Broker) leaseValidFor() time.Duration {
+	if b.dur == nil {
+		return time.Duration(1<<63 - 1)
+	}
+	return b.dur.lease.ValidFor()
 }
 
 // run owns the uploader and the housekeeping loop until ctx ends.

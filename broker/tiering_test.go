@@ -155,7 +155,7 @@ func TestBrokerTierCorruptFrameNeverServed(t *testing.T) {
 	stop()
 
 	ctx := context.Background()
-	key := "DefaultCluster/broker-a/commitlog/00000000000000000000.seg"
+	key := segmentKeyAt(t, bucket, 0)
 	attrs, err := bucket.Stat(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -286,8 +286,7 @@ func TestBrokerTierSealsByAge(t *testing.T) {
 		t.Fatalf("send: %d %s", r.Code, r.Remark)
 	}
 	waitCond(t, 30*time.Second, "the aged segment uploaded", func() bool {
-		_, err := bucket.Stat(context.Background(), "DefaultCluster/broker-a/commitlog/00000000000000000000.seg")
-		return err == nil
+		return segmentKeyAt(t, bucket, 0) != ""
 	})
 }
 

@@ -365,9 +365,13 @@ func (c *Checkpointer) adoptLocked(ctx context.Context) error {
 	if err != nil {
 		return c.fenceLocked(&FencedError{Key: CheckpointKey, Reason: "was replaced by an unreadable object (" + err.Error() + ")"})
 	}
-	if !cp.Writer.SameWriter(c.id) {
+	if !cp.Writer.SameWriter(c.id) && !(cp.Writer.Epoch < c.id.Epoch) {
 		return c.fenceLocked(&FencedError{Key: CheckpointKey, By: cp.Writer})
 	}
+	// Ours, or a deposed holder's (an older epoch): a write it sent
+	// before its lease ran out, applied by the server after we loaded.
+	// It never holds the prefix again (epochs only grow), so it cannot
+	// fence us: we write above it.
 	c.mu.etag = etag
 	c.mu.version = max(c.mu.version, cp.Version)
 	return nil

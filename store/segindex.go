@@ -302,6 +302,17 @@ func (s *Store) BuildSegmentIndex(base int64) ([]byte, error) {
 	return m.b[:n], nil
 }
 
+// BuildSegmentIndexPart is BuildSegmentIndex of the part [from, to) of
+// the segment at base (WriteSegmentIndexPart).
+func (s *Store) BuildSegmentIndexPart(base, from, to int64) ([]byte, error) {
+	var m memIndexFile
+	n, err := s.WriteSegmentIndexPart(base, from, to, &m)
+	if err != nil {
+		return nil, err
+	}
+	return m.b[:n], nil
+}
+
 // WriteSegmentIndex writes the segment index blob of the sealed local
 // segment starting at base into f at [0, size): every consumequeue entry
 // of its records, and every other known queue's next offset at its end
