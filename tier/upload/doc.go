@@ -3,9 +3,10 @@
 // The store implements [SegmentSource]; the [Uploader] asks it for sealed,
 // not-yet-uploaded segments, encodes each with tier/segfile (zstd frames,
 // footer frame table, per-frame checksum) and stores it under a key derived
-// from the segment alone:
+// from the segment and the lease epoch Config.Fence returned (KeyAt):
 //
-//	<prefix>/commitlog/00000000000104857600.seg            commitlog, by base offset, with its indexes inside
+//	<prefix>/commitlog/00000000000104857600.7.seg          commitlog, by base offset and epoch, its indexes inside
+//	<prefix>/commitlog/00000000000104857600.seg            the same without an epoch (no Fence, or an older bucket)
 //	<prefix>/commitlog/00000000000104857600.idx            its queue index, before sections (read, not written)
 //	<prefix>/commitlog/00000000000104857600.kix            its key index, before sections (read, not written)
 //	<prefix>/meta/manifest/log/<20-digit seq>              a manifest delta
@@ -45,9 +46,28 @@
 //	+-----------------+--------+------------------------+----------------------+--------+---------+
 //	                           ^ Sections[0].Off         ^ Sections[1].Off
 //
-// Because the key and the bytes depend only on the segment, an upload can
-// be repeated at any time (a retry, a crash before the manifest was
-// written) and stores the same object again.
+// Because the key and the bytes depend only on the segment and the epoch,
+// an upload can be repeated at any time within an epoch (a retry, a crash
+// before the manifest was written) and stores the same object again; and
+// no two lease holders ever write the same key, so a deposed holder's PUT
+// that lands late cannot replace an object a newer holder listed. A key
+// with an epoch is stored in the manifest entry (flag 0x01: formats 1 and
+// 2 carry it, so no format change; older readers read it too).
+//
+// # Continuing the uploaded log
+//
+// A commitlog segment is compared with the manifest by range, not by key:
+// the listed commitlog objects and expired ranges are the log as uploaded,
+// whoever uploaded it. A segment they hold whole is marked uploaded
+// without a PUT (its bytes are the bucket's: a promoted slave received
+// them over HA). Of one they hold in part, only the first part they lack
+// is uploaded, as an object whose base is where that part starts
+// (Segment.Skip and End: the Source opens that part of its local segment,
+// and the indexes of its records alone); the segment is marked once the
+// manifest holds all of it. So a broker that took over continues the log
+// exactly where the manifest ends although its segment boundaries differ
+// from the old master's (a master seals by age, a slave never does), and
+// the manifest never lists overlapping objects.
 //
 // # Order of effects
 //
@@ -62,7 +82,7 @@
 //     them leaves objects no manifest lists: their segments are not marked,
 //     so they stay local and the next run puts them again under the same
 //     keys and lists them (an orphan of a lost disk stays unlisted and
-//     unread; a later upload of that base overwrites it).
+//     unread; a later upload of that base in the same epoch overwrites it).
 //  3. SegmentSource.MarkUploaded. Only now may the store drop the local
 //     copy. A crash before this step leaves the segment pending; on the
 //     next scan it is found in the manifest and marked without a new PUT
@@ -180,7 +200,28 @@
 // the committer back off and ask again (logged once when the answer
 // changes), Trim and DeleteObjects return the error. The epoch Fence
 // returns is stored in every delta and root written under it
-// (Manifest.Epoch), so a reader can tell which lease holder wrote it.
+// (Manifest.Epoch), so a reader can tell which lease holder wrote it, and
+// in the keys of the objects it uploads.
+//
+// Config.ValidFor (the lease's remaining validity) bounds every one of
+// those writes: its context ends when the lease may lapse, so a holder
+// never has a write in progress once a successor may hold the lease. A
+// request the server received before that may still be applied after it.
+// Such a late write changes nothing a newer holder's readers see: an
+// object PUT goes to a key of the old epoch (no listed object of the new
+// one); a delta lands either before the new holder's claim (Claim, and
+// ClaimManifest before a broker decides where its log continues: an empty
+// delta under the new epoch, written before anything is uploaded or
+// acknowledged), and is then part of the log the new holder reads and
+// continues, or after it, and is then ignored by every reader (an older
+// epoch than the manifest holds); a snapshot root or shard of the old
+// holder has its own sequence numbers and describes the log as of them; a
+// delete by retention removes only objects a committed delta had already
+// unlisted (DeleteObjects runs after Trim's commit, which a deposed holder
+// gets only while its lease is valid). What remains is clock drift: the
+// margin between a holder's validity and a successor's takeover (a fifth
+// of the TTL, offsets.LeaseMargin) must exceed how far the two monotonic
+// clocks drift apart in one TTL.
 //
 // # Memory
 //
