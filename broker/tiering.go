@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -855,7 +856,7 @@ func (t *tiering) readQueueIndex(ctx context.Context, base, off, n int64) ([]byt
 // for a segment uploaded before sections, its own object. It returns the
 // key, how to read the index's bytes, and the index's footer.
 func (t *tiering) indexFooter(ctx context.Context, base int64) (string, segfile.ReadAtFunc, *segfile.Footer, error) {
-	key, err := upload.Key("", upload.Segment{Kind: upload.KindCommitLog, Base: base})
+	key, err := t.segmentKey(ctx, base)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -882,6 +883,24 @@ func (t *tiering) indexFooter(ctx context.Context, base int64) (string, segfile.
 	}
 	f, err := segfile.ReadFooter(ctx, t.bucket.ReadAt, key, attrs.Size)
 	return key, t.bucket.ReadAt, f, err
+}
+
+// segmentKey finds the key of the segment object at base in the bucket
+// alone: the one of the newest epoch (upload.KeyAt) if any, else the key
+// without an epoch.
+func (t *tiering) segmentKey(ctx context.Context, base int64) (string, error) {
+	plain, err := upload.Key("", upload.Segment{Kind: upload.KindCommitLog, Base: base})
+	if err != nil {
+		return "", err
+	}
+	key, epoch := plain, int64(0)
+	err = t.bucket.List(ctx, fmt.Sprintf("commitlog/%020d.", base), func(k string, _ int64) error {
+		if e := upload.KeyEpoch(k); e > epoch && strings.HasSuffix(k, ".seg") {
+			key, epoch = k, e
+		}
+		return nil
+	})
+	return key, err
 }
 
 // indexManifest is the manifest the cold indexes go by: the uploader's

@@ -108,6 +108,9 @@ func (s *memSource) Open(ctx context.Context, seg upload.Segment) (upload.Segmen
 	if e == nil {
 		return nil, fmt.Errorf("no segment %s", seg.Name)
 	}
+	if seg.End != 0 { // a part (Segment.Skip)
+		return segReader{bytes.NewReader(e.data[seg.Skip : seg.Skip+seg.Length]), new(bool)}, nil
+	}
 	return segReader{bytes.NewReader(e.data), new(bool)}, nil
 }
 

@@ -210,3 +210,78 @@ func TestLateWritesOfAnOlderEpochChangeNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestContinuesTheManifestByRange (issue 29 item 4): the holder of epoch
+// 1 listed [0, a) and [b, c) but not [a, b) (a later segment listed
+// first); the holder of epoch 2 has one local segment [0, d), d > c, with
+// the same bytes (received over HA). It uploads only what the manifest
+// lacks, [a, b) and [c, d), each as an object of its own at that base,
+// never an object of epoch 1's again, and marks its segment once the
+// manifest holds all of it: the manifest lists the log from 0 to d
+// without overlap, byte for byte.
+func TestContinuesTheManifestByRange(t *testing.T) {
+	mem := tier.NewMem()
+	parts := [][]byte{jsonSegment(1, 80<<10), jsonSegment(2, 50<<10), jsonSegment(3, 70<<10), jsonSegment(4, 40<<10)}
+	var bases []int64
+	var all []byte
+	for _, p := range parts {
+		bases = append(bases, int64(len(all)))
+		all = append(all, p...)
+	}
+	src1 := newSource()
+	src1.add(upload.Segment{Kind: upload.KindCommitLog, Base: bases[0]}, parts[0])
+	src1.add(upload.Segment{Kind: upload.KindCommitLog, Base: bases[2]}, parts[2])
+	cfg1 := fastConfig(mem, src1)
+	cfg1.Fence = func() (int64, error) { return 1, nil }
+	u1, err := upload.New(cfg1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop1 := startRun(t, u1)
+	waitFor(t, "epoch 1's segments listed", 10*time.Second, src1.allUploaded)
+	stop1()
+
+	hb := newHookBucket(mem)
+	src2 := newSource()
+	src2.add(upload.Segment{Kind: upload.KindCommitLog, Base: 0, Name: "local-0"}, all)
+	cfg2 := fastConfig(hb, src2)
+	cfg2.Fence = func() (int64, error) { return 2, nil }
+	u2, err := upload.New(cfg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, u2)
+	waitFor(t, "epoch 2's segment marked uploaded", 10*time.Second, src2.allUploaded)
+
+	var objectPuts []string
+	hb.mu.Lock()
+	for k := range hb.puts {
+		if strings.Contains(k, "/commitlog/") {
+			objectPuts = append(objectPuts, k)
+		}
+	}
+	hb.mu.Unlock()
+	if len(objectPuts) != 2 {
+		t.Fatalf("epoch 2 put %v; want the two parts the manifest lacked", objectPuts)
+	}
+	m, _, err := upload.LoadManifest(context.Background(), mem, upload.ManifestKey("c1/broker-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := m.CommitLog()
+	if len(cl) != 4 {
+		t.Fatalf("the manifest lists %d commitlog objects, want 4: %+v", len(cl), cl)
+	}
+	for i, o := range cl {
+		if o.Base != bases[i] || o.Length != int64(len(parts[i])) {
+			t.Fatalf("object %d: [%d, %d), want [%d, %d)", i, o.Base, o.End(), bases[i], bases[i]+int64(len(parts[i])))
+		}
+		if want := int64(1 + (i % 2)); upload.KeyEpoch(o.Key) != want {
+			t.Fatalf("object %d: key %s, want one of epoch %d", i, o.Key, want)
+		}
+		got, err := readCommitLog(t, mem, o.Base)
+		if err != nil || !bytes.Equal(got, parts[i]) {
+			t.Fatalf("object %d reads back wrong: %v", i, err)
+		}
+	}
+}
