@@ -62,6 +62,9 @@ type Config struct {
 	HAMaster  string        `env:"HA_MASTER" help:"slave: the master's HA address (host:port); may be empty with STRATAMQ_NAMESRV, whose answer to the slave's registration names it"`
 	HAMaxLag  bytesize.Size `env:"HA_MAX_LAG" envDefault:"256MiB" help:"sync_master: SLAVE_NOT_AVAILABLE while the best slave lags more than this"`
 	HATimeout time.Duration `env:"HA_ACK_TIMEOUT" envDefault:"5s" help:"sync_master: FLUSH_SLAVE_TIMEOUT when no slave acknowledged a send within this long"`
+	// HAMinInSync is RocketMQ 5's minInSyncReplicas, the master counted
+	// (ha.MasterOptions.MinInSync; ha/insync.go defines in sync).
+	HAMinInSync int `env:"HA_MIN_INSYNC" envDefault:"2" help:"sync_master: copies, the master's included, that must hold a message before SEND_OK: 2 waits for a slave (SLAVE_NOT_AVAILABLE / FLUSH_SLAVE_TIMEOUT without one); 1 lets the master acknowledge alone while no slave is in sync (connected, within STRATAMQ_HA_MAX_LAG, and no ack missed past STRATAMQ_HA_ACK_TIMEOUT since it last caught up)"`
 	// Slave reads (read_suggest.go): suggestWhichBrokerId.
 	SlaveReadEnable bool          `env:"SLAVE_READ_ENABLE" help:"master: send a consumer that lags (its pull read from the bucket, or more than STRATAMQ_SLAVE_READ_LAG behind) to a caught-up slave (suggestWhichBrokerId); slave: keep such a consumer until it caught up. Off: the master always suggests itself (RocketMQ's slaveReadEnable)"`
 	SlaveReadLag    bytesize.Size `env:"SLAVE_READ_LAG" help:"with STRATAMQ_SLAVE_READ_ENABLE: a pull this many log bytes behind the end lags too (0 = only pulls served from the bucket)"`
@@ -217,6 +220,9 @@ func (c Config) withDefaults() Config {
 	if c.HATimeout == 0 {
 		c.HATimeout = 5 * time.Second
 	}
+	if c.HAMinInSync == 0 {
+		c.HAMinInSync = 2
+	}
 	if c.HASyncInterval == 0 {
 		c.HASyncInterval = 3 * time.Second
 	}
@@ -330,6 +336,9 @@ func (c Config) Validate() error {
 	}
 	if c.HAMaxLag < 0 || c.HATimeout < 0 {
 		return fmt.Errorf("STRATAMQ_HA_MAX_LAG and STRATAMQ_HA_ACK_TIMEOUT must not be negative")
+	}
+	if c.HAMinInSync < 1 || c.HAMinInSync > 2 {
+		return fmt.Errorf("STRATAMQ_HA_MIN_INSYNC=%d: want 1 (a sync_master acknowledges alone while no slave is in sync) or 2 (it waits for a slave)", c.HAMinInSync)
 	}
 	if c.SlaveReadLag < 0 {
 		return fmt.Errorf("STRATAMQ_SLAVE_READ_LAG=%s: want >= 0", c.SlaveReadLag)

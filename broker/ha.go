@@ -84,13 +84,14 @@ func (b *Broker) startHA() error {
 			onAcked = b.hold.wakeVisible
 		}
 		m, err := ha.StartMaster(ha.MasterOptions{Listen: b.cfg.HAListen, Log: b.store, Epoch: b.epoch, Diverged: b.divergedAt,
-			BrokerName: b.cfg.BrokerName, MaxLag: int64(b.cfg.HAMaxLag), Advertise: b.advertise, OnAcked: onAcked, Logger: b.log,
-			WrapListener: b.tls.haListener})
+			BrokerName: b.cfg.BrokerName, MaxLag: int64(b.cfg.HAMaxLag), MinInSync: b.cfg.HAMinInSync, Advertise: b.advertise,
+			OnAcked: onAcked, Logger: b.log, WrapListener: b.tls.haListener})
 		if err != nil {
 			return fmt.Errorf("broker: STRATAMQ_HA_LISTEN: %w", err)
 		}
 		b.ha.master = m
 		b.haMaster.Store(m)
+		b.metrics.WatchHAAlone(m.AckedAlone)
 		b.log.Info("HA listener ready", "haListen", m.Addr().String(), "role", b.cfg.Role)
 	}
 	return nil
@@ -149,7 +150,10 @@ func (b *Broker) epoch() int64 {
 // to that slave keeps every record a consumer read at its queue offset.
 // Alone (sends answered SLAVE_NOT_AVAILABLE) the master is the whole
 // replica set and shows its whole log, as Kafka with
-// min.insync.replicas=1. Other roles: no bound.
+// min.insync.replicas=1. With STRATAMQ_HA_MIN_INSYNC=1 the bound is the
+// best ack of the in-sync slaves (ha.Master.InSync), none while no slave is
+// in sync: what the master acknowledged alone is shown. Other roles: no
+// bound.
 func (b *Broker) readBound() int64 {
 	if b.cfg.Role != RoleSyncMaster {
 		return 0
@@ -162,6 +166,10 @@ func (b *Broker) readBound() int64 {
 		return 0 // no HA listener: alone
 	}
 	acked, inSync := m.Acked()
+	if b.cfg.HAMinInSync <= 1 {
+		n, best := m.InSync()
+		acked, inSync = best, n > 0
+	}
 	if !inSync {
 		return 0
 	}

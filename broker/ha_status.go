@@ -37,22 +37,34 @@ type HAStatus struct {
 	LocalEnd  int64 `json:"localEnd"`  // end of the local commitlog (MaxPhysOffset)
 	Failovers int64 `json:"failovers"` // the Node's role changes (failover, admin promote/demote) since it started
 
-	HAListen string    `json:"haListen,omitempty"` // master: the HA listener's address
-	Slaves   []HASlave `json:"slaves,omitempty"`   // master: the connected slaves, by address
-	Follow   *HAFollow `json:"follow,omitempty"`   // slave: its stream from the master
+	HAListen string `json:"haListen,omitempty"` // master: the HA listener's address
+	// The in-sync set (STRATAMQ_HA_MIN_INSYNC), on a master: MinInSync is
+	// the setting; InSyncReplicas counts the master and its slaves in
+	// sync; AckingAlone is set while a sync_master acknowledges sends with
+	// no slave (MinInSync 1, no slave in sync); AckedAlone counts the sends
+	// this master acknowledged so since it became master.
+	MinInSync      int       `json:"minInSync,omitempty"`
+	InSyncReplicas int       `json:"inSyncReplicas"`
+	AckingAlone    bool      `json:"ackingAlone"`
+	AckedAlone     int64     `json:"ackedAlone"`
+	Slaves         []HASlave `json:"slaves,omitempty"` // master: the connected slaves, by address
+	Follow         *HAFollow `json:"follow,omitempty"` // slave: its stream from the master
 
 	Time time.Time `json:"time"` // when this was read
 }
 
 // HASlave is a master's view of one connected slave.
 type HASlave struct {
-	Addr       string    `json:"addr"`       // the slave's end of the HA connection
-	BrokerName string    `json:"brokerName"` // from its hello
-	Start      int64     `json:"start"`      // where streaming to it began
-	Acked      int64     `json:"acked"`      // its last report: the end of its log
-	LagBytes   int64     `json:"lagBytes"`   // LocalEnd − Acked
-	LagSeconds float64   `json:"lagSeconds"` // age of the oldest unacknowledged byte
-	InSync     bool      `json:"inSync"`     // LagBytes ≤ STRATAMQ_HA_MAX_LAG: sync_master may wait for it
+	Addr       string  `json:"addr"`       // the slave's end of the HA connection
+	BrokerName string  `json:"brokerName"` // from its hello
+	Start      int64   `json:"start"`      // where streaming to it began
+	Acked      int64   `json:"acked"`      // its last report: the end of its log
+	LagBytes   int64   `json:"lagBytes"`   // LocalEnd − Acked
+	LagSeconds float64 `json:"lagSeconds"` // age of the oldest unacknowledged byte
+	// InSync: in the in-sync set (ha/insync.go): LagBytes ≤
+	// STRATAMQ_HA_MAX_LAG and no ack deadline (STRATAMQ_HA_ACK_TIMEOUT)
+	// missed since it last caught up.
+	InSync     bool      `json:"inSync"`
 	LastReport time.Time `json:"lastReport"`
 }
 
@@ -122,17 +134,23 @@ func (b *Broker) HAStatus() HAStatus {
 		return st
 	}
 	st.Epoch = b.epoch()
+	st.MinInSync, st.InSyncReplicas = b.cfg.HAMinInSync, 1
 	m := b.haMaster.Load()
 	if m == nil {
 		return st
 	}
+	st.AckedAlone = m.AckedAlone()
 	st.HAListen = m.Addr().String()
 	for _, s := range m.Slaves() {
 		lag := max(0, st.LocalEnd-s.Acked)
 		st.Slaves = append(st.Slaves, HASlave{Addr: s.Remote, BrokerName: s.Name, Start: s.Start, Acked: s.Acked,
-			LagBytes: lag, LagSeconds: b.unackedAge(s, st.LocalEnd, now), InSync: lag <= int64(b.cfg.HAMaxLag),
+			LagBytes: lag, LagSeconds: b.unackedAge(s, st.LocalEnd, now), InSync: s.InSync,
 			LastReport: s.LastReport})
+		if s.InSync {
+			st.InSyncReplicas++
+		}
 	}
+	st.AckingAlone = st.Role == RoleSyncMaster && b.cfg.HAMinInSync <= 1 && st.InSyncReplicas == 1
 	sort.Slice(st.Slaves, func(i, j int) bool { return st.Slaves[i].Addr < st.Slaves[j].Addr })
 	return st
 }

@@ -24,6 +24,7 @@ type Metrics struct {
 	in, out sync.Map
 
 	haRecv   haReceived                      // stratamq_ha_received_bytes_total (WatchHASlave)
+	haAlone  haReceived                      // stratamq_ha_acked_alone_total (WatchHAAlone), registered by WatchHA
 	haStatus atomic.Pointer[func() HAStatus] // the running broker's (WatchHA)
 	// storeStats is the running broker's store and lag series (WatchStore).
 	storeStats atomic.Pointer[func() storeStats]
@@ -117,8 +118,9 @@ func (m *Metrics) WatchServer(server string, s *remoting.Server) {
 	)
 }
 
-// haReceived sums the bytes the slaves this broker ran received over HA
-// (each ha.Slave counts from 0).
+// haReceived sums a count each broker generation keeps from 0: the bytes
+// the slaves this broker ran received over HA, or the sends its masters
+// acknowledged alone.
 type haReceived struct {
 	once sync.Once
 	mu   sync.Mutex
@@ -151,12 +153,31 @@ func (m *Metrics) WatchHASlave(received func() int64) {
 	})
 }
 
+// WatchHAAlone counts in stratamq_ha_acked_alone_total the sends a
+// sync_master acknowledged with no slave holding them
+// (STRATAMQ_HA_MIN_INSYNC=1), from alone (the running ha.Master's count; a
+// later call, the next master generation, keeps what was counted).
+func (m *Metrics) WatchHAAlone(alone func() int64) {
+	if m == nil {
+		return
+	}
+	h := &m.haAlone
+	h.mu.Lock()
+	if h.cur != nil {
+		h.done += h.cur()
+	}
+	h.cur = alone
+	h.mu.Unlock()
+}
+
 // WatchHA exports the broker's HA status, read from status at each scrape
 // (so every series exists from the start, before any traffic):
 // stratamq_ha_role{role} (1 for the current role, 0 for the others),
 // stratamq_ha_epoch, stratamq_ha_failovers_total,
 // stratamq_ha_peers_connected (a master's connected slaves; 1 while a
-// slave's stream is up), and stratamq_ha_replication_lag_bytes and
+// slave's stream is up), stratamq_ha_insync_replicas (a master: itself and
+// its slaves in sync; 0 on a slave), stratamq_ha_acked_alone_total
+// (WatchHAAlone), and stratamq_ha_replication_lag_bytes and
 // _seconds{peer} (on a master one per connected slave, peer its address;
 // on a slave one, peer its master's HA address). HAStatus defines the lag
 // in time.
@@ -168,6 +189,17 @@ func (m *Metrics) WatchHA(status func() HAStatus) {
 	}
 	if m.haStatus.Swap(&status) == nil {
 		m.reg.MustRegister(haCollector{func() HAStatus { return (*m.haStatus.Load())() }})
+		h := &m.haAlone
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "stratamq_ha_acked_alone_total",
+			Help: "Sends a sync_master acknowledged with no slave holding them: STRATAMQ_HA_MIN_INSYNC=1 while no slave was in sync."},
+			func() float64 {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				if h.cur == nil {
+					return float64(h.done)
+				}
+				return float64(h.done + h.cur())
+			}))
 	}
 }
 
@@ -180,6 +212,8 @@ var (
 		"Role changes since start: failover promotions and demotions, admin promote/demote.", nil, nil)
 	haPeersDesc = prometheus.NewDesc("stratamq_ha_peers_connected",
 		"A master's connected slaves; on a slave 1 while its stream from the master is up.", nil, nil)
+	haInSyncDesc = prometheus.NewDesc("stratamq_ha_insync_replicas",
+		"A master: copies in the in-sync set, itself and its slaves in sync (connected, within STRATAMQ_HA_MAX_LAG, no ack deadline missed since they caught up); 0 on a slave.", nil, nil)
 	haLagBytesDesc = prometheus.NewDesc("stratamq_ha_replication_lag_bytes",
 		"Commitlog bytes a slave lacks: per slave on a master (peer: its address), on a slave (peer: the master).",
 		[]string{"peer"}, nil)
@@ -193,7 +227,7 @@ var haRoles = []string{RoleAsyncMaster, RoleSyncMaster, RoleSlave}
 type haCollector struct{ status func() HAStatus }
 
 func (haCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{haRoleDesc, haEpochDesc, haFailoversDesc, haPeersDesc, haLagBytesDesc, haLagSecondsDesc} {
+	for _, d := range []*prometheus.Desc{haRoleDesc, haEpochDesc, haFailoversDesc, haPeersDesc, haInSyncDesc, haLagBytesDesc, haLagSecondsDesc} {
 		ch <- d
 	}
 }
@@ -212,6 +246,7 @@ func (c haCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(haEpochDesc, float64(st.Epoch))
 	ch <- prometheus.MustNewConstMetric(haFailoversDesc, prometheus.CounterValue, float64(st.Failovers))
+	gauge(haInSyncDesc, float64(st.InSyncReplicas))
 	if f := st.Follow; f != nil {
 		up := 0.0
 		if f.Connected {

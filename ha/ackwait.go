@@ -35,6 +35,10 @@ type ackWaiters struct {
 // nil; or with the error WaitAcked would return: ErrSlaveNotAvailable when
 // no slave is connected or the best slave lags more than MaxLag (when
 // called, or later while it waits), ErrSlaveTimeout once deadline passes.
+// With MinInSync 1, done gets nil instead of those errors whenever no
+// slave is in sync (the master acknowledges alone, counted in AckedAlone);
+// a deadline that passes takes the slaves that did not ack off out of the
+// in-sync set first.
 //
 // done runs exactly once, on whichever goroutine settles the wait: the
 // caller's when it is settled at once, else a slave's report reader, the
@@ -44,7 +48,10 @@ type ackWaiters struct {
 // report reader without waking another thread.
 func (m *Master) AwaitAck(off int64, deadline time.Time, done func(error)) {
 	m.mu.Lock()
-	if err, settled := m.ackStateLocked(off); settled {
+	if err, settled, alone := m.ackStateLocked(off); settled {
+		if alone {
+			m.ackedAlone.Add(1)
+		}
 		m.mu.Unlock()
 		done(err)
 		return
@@ -62,23 +69,28 @@ func (m *Master) AwaitAck(off int64, deadline time.Time, done func(error)) {
 }
 
 // ackStateLocked says whether a wait for off is over and how: nil once
-// acked; ErrSlaveNotAvailable when no slave is connected, the master
-// stopped, or the best slave lags past MaxLag. m.mu is held.
-func (m *Master) ackStateLocked(off int64) (err error, settled bool) {
+// acked; nil with alone set when the master may acknowledge alone
+// (MinInSync 1 and no slave in sync); ErrSlaveNotAvailable when no slave
+// is connected, the master stopped, or the best slave lags past MaxLag.
+// m.mu is held.
+func (m *Master) ackStateLocked(off int64) (err error, settled, alone bool) {
 	if m.stopped {
-		return fmt.Errorf("%w: the HA master stopped", ErrSlaveNotAvailable), true
+		return fmt.Errorf("%w: the HA master stopped", ErrSlaveNotAvailable), true, false
 	}
 	best, any := m.bestLocked()
 	if any && best >= off {
-		return nil, true
+		return nil, true, false
+	}
+	if m.aloneLocked() {
+		return nil, true, true
 	}
 	if !any {
-		return fmt.Errorf("%w: no slave connected", ErrSlaveNotAvailable), true
+		return fmt.Errorf("%w: no slave connected", ErrSlaveNotAvailable), true, false
 	}
 	if lag := m.opts.Log.MaxPhysOffset() - best; lag > m.opts.MaxLag {
-		return fmt.Errorf("%w: the best slave lags %d bytes (limit %d)", ErrSlaveNotAvailable, lag, m.opts.MaxLag), true
+		return fmt.Errorf("%w: the best slave lags %d bytes (limit %d)", ErrSlaveNotAvailable, lag, m.opts.MaxLag), true, false
 	}
-	return nil, false
+	return nil, false, false
 }
 
 // settleLocked moves the waiters that are over to dst, each with its
@@ -98,9 +110,12 @@ func (m *Master) settleLocked(dst []ackWaiter) []ackWaiter {
 		}
 	}
 	if n < len(w.list) {
-		if err, over := m.ackStateLocked(w.list[len(w.list)-1].off); over {
+		if err, over, alone := m.ackStateLocked(w.list[len(w.list)-1].off); over {
 			for i := n; i < len(w.list); i++ {
 				w.list[i].err = err
+			}
+			if alone {
+				m.ackedAlone.Add(int64(len(w.list) - n))
 			}
 			n = len(w.list)
 		}
@@ -138,7 +153,10 @@ func (m *Master) armAckTimerLocked(at time.Time) {
 }
 
 // expireWaiters is the deadline timer: it fails the waits whose deadline
-// passed with ErrSlaveTimeout and re-arms for the earliest one left.
+// passed with ErrSlaveTimeout and re-arms for the earliest one left. The
+// slaves that did not ack such a wait's bytes leave the in-sync set; with
+// MinInSync 1 and no slave left in it, those waits (and every other
+// pending one) succeed instead: the master acknowledges alone.
 func (m *Master) expireWaiters() {
 	now := time.Now()
 	var expired []ackWaiter
@@ -146,6 +164,7 @@ func (m *Master) expireWaiters() {
 	w := &m.waiters
 	w.timerAt = time.Time{}
 	best, _ := m.bestLocked()
+	lapsed := false
 	var next time.Time
 	keep := w.list[:0]
 	for _, x := range w.list {
@@ -156,14 +175,31 @@ func (m *Master) expireWaiters() {
 			}
 			continue
 		}
-		x.err = fmt.Errorf("%w: no slave acked offset %d (best %d) by the deadline", ErrSlaveTimeout, x.off, best)
+		if m.lapseLocked(x.off) {
+			lapsed = true
+		}
+		if m.aloneLocked() {
+			x.err = nil
+			m.ackedAlone.Add(1)
+		} else {
+			x.err = fmt.Errorf("%w: no slave acked offset %d (best %d) by the deadline", ErrSlaveTimeout, x.off, best)
+		}
 		expired = append(expired, x)
 	}
 	clear(w.list[len(keep):])
 	w.list = keep
+	if lapsed {
+		// The in-sync set shrank: with MinInSync 1 the waits left may be
+		// over (the master alone), and WaitAcked callers look again.
+		expired = m.settleLocked(expired)
+		m.wakeAckedLocked()
+	}
 	if !next.IsZero() {
 		m.armAckTimerLocked(next)
 	}
 	m.mu.Unlock()
 	runSettled(expired)
+	if lapsed {
+		m.acksChanged() // the read bound may follow the in-sync set
+	}
 }

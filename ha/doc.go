@@ -85,7 +85,11 @@
 // WaitAcked(ctx, off) is sync_master's wait: nil once some slave acked ≥ off;
 // ErrSlaveNotAvailable at once when no slave is connected or the best one
 // lags more than MaxLag (256 MiB, as RocketMQ); ErrSlaveTimeout when ctx
-// ends first. AwaitAck(off, deadline, done) is the same wait with no
+// ends first. With MasterOptions.MinInSync 1 (RocketMQ 5's
+// minInSyncReplicas, the master counted) such a wait succeeds instead while
+// no slave is in sync — connected, within MaxLag, and no ack deadline
+// missed since it last caught up (insync.go) — and counts in AckedAlone;
+// InSync reports the set. AwaitAck(off, deadline, done) is the same wait with no
 // goroutine behind it: done runs once, on whichever goroutine settles it
 // (the caller's when known at once, else the slave's report reader, a
 // slave's connect or disconnect, the deadline timer, or Close), so the

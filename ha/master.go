@@ -37,6 +37,12 @@ type MasterOptions struct {
 	// and offsets there.
 	Advertise string
 	MaxLag    int64 // WaitAcked's bound on the best slave's lag, default 256 MiB
+	// MinInSync is how many copies, the master's included, must hold a
+	// record before a wait for it succeeds (RocketMQ's
+	// minInSyncReplicas): 2 (the default) needs a slave's ack; 1 lets the
+	// master acknowledge alone while no slave is in sync (insync.go
+	// defines it), counted in AckedAlone. Larger values are refused.
+	MinInSync int
 	// Diverged, if set, says where a log last written under slaveEpoch (an
 	// epoch below the master's) must be cut to agree with the master's
 	// (ok false: the master cannot tell). A slave whose log goes past that
@@ -75,6 +81,12 @@ func (o MasterOptions) withDefaults() (MasterOptions, error) {
 	if o.MaxLag <= 0 {
 		o.MaxLag = DefaultMaxLag
 	}
+	if o.MinInSync <= 0 {
+		o.MinInSync = 2
+	}
+	if o.MinInSync > 2 {
+		return o, fmt.Errorf("ha: MasterOptions.MinInSync %d: want 1 or 2 (an ack needs one slave at most)", o.MinInSync)
+	}
 	if o.BatchSize <= 0 {
 		o.BatchSize = DefaultBatchSize
 	}
@@ -102,6 +114,7 @@ type SlaveStatus struct {
 	Acked      int64     // its last report
 	Lag        int64     // master end − Acked, bytes
 	LastReport time.Time // when its last report (or hello) arrived
+	InSync     bool      // in the in-sync set (insync.go)
 }
 
 // Master serves the HA stream to slaves. Start it with StartMaster, stop it
@@ -128,6 +141,8 @@ type Master struct {
 	acked   chan struct{} // closed and replaced when an ack advances or the slave set changes
 	waiters ackWaiters    // AwaitAck's, settled where acked is closed
 	stopped bool
+
+	ackedAlone atomic.Int64 // waits settled with no slave holding the bytes (MinInSync 1)
 }
 
 type slaveConn struct {
@@ -138,6 +153,12 @@ type slaveConn struct {
 	sent       int64
 	acked      int64
 	lastReport time.Time
+	// The in-sync accounting (insync.go), under Master.mu: lapsed is set
+	// while the slave is out of the in-sync set; mark is the master's end
+	// at its previous report (or hello, or lapse), which a report must
+	// reach for it to be in sync again.
+	lapsed bool
+	mark   int64
 
 	// sendMu is held by whoever sends to this slave: its stream goroutine,
 	// or a Push on a sending goroutine. It guards pos, buf and lastSend.
@@ -307,7 +328,7 @@ func (m *Master) Slaves() []SlaveStatus {
 			continue // no hello yet (the hello sets it)
 		}
 		out = append(out, SlaveStatus{Remote: sc.remote, Name: sc.name, Start: sc.start, Sent: sc.sent,
-			Acked: sc.acked, Lag: max(0, end-sc.acked), LastReport: sc.lastReport})
+			Acked: sc.acked, Lag: max(0, end-sc.acked), LastReport: sc.lastReport, InSync: m.inSyncLocked(sc, end)})
 	}
 	return out
 }
@@ -351,7 +372,10 @@ func (m *Master) acksChanged() {
 func (m *Master) WaitAcked(ctx context.Context, off int64) error {
 	for {
 		m.mu.Lock()
-		err, over := m.ackStateLocked(off)
+		err, over, alone := m.ackStateLocked(off)
+		if alone {
+			m.ackedAlone.Add(1)
+		}
 		ch := m.acked
 		m.mu.Unlock()
 		if over {
@@ -490,6 +514,7 @@ func (m *Master) session(sc *slaveConn) error {
 	}
 	m.mu.Lock()
 	sc.name, sc.start, sc.sent, sc.acked, sc.lastReport = h.name, h.offset, h.offset, h.offset, time.Now()
+	m.helloInSyncLocked(sc, h.offset, end)
 	m.wakeAckedLocked()
 	settled := m.settleLocked(nil)
 	m.mu.Unlock()
@@ -535,6 +560,7 @@ func (m *Master) readReports(sc *slaveConn) error {
 			return fmt.Errorf("%w: report %d outside [%d, %d] (last ack, sent)", ErrProtocol, off, prev, sent)
 		}
 		sc.acked, sc.lastReport = off, time.Now()
+		m.reportInSyncLocked(sc, off)
 		if off > prev {
 			m.wakeAckedLocked()
 		}

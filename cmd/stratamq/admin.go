@@ -348,10 +348,18 @@ func printHAStatus(w io.Writer, addr string, st broker.HAStatus) {
 	if len(st.Slaves) == 0 {
 		fmt.Fprintln(w, "  no slave connected")
 	}
+	if st.Role == broker.RoleSyncMaster {
+		alone := ""
+		if st.AckingAlone {
+			alone = ": ACKNOWLEDGING ALONE (no slave in sync)"
+		}
+		fmt.Fprintf(w, "  in-sync replicas %d (the master included; min %d), sends acknowledged alone %d%s\n",
+			st.InSyncReplicas, st.MinInSync, st.AckedAlone, alone)
+	}
 	for _, s := range st.Slaves {
 		sync := "in sync"
 		if !s.InSync {
-			sync = "NOT in sync (past STRATAMQ_HA_MAX_LAG)"
+			sync = "NOT in sync (past STRATAMQ_HA_MAX_LAG, or it missed STRATAMQ_HA_ACK_TIMEOUT)"
 		}
 		fmt.Fprintf(w, "  slave %s (%s): acked %d, lag %d B / %.3f s, %s, last report %.1f s ago\n",
 			s.Addr, s.BrokerName, s.Acked, s.LagBytes, s.LagSeconds, sync, st.Time.Sub(s.LastReport).Seconds())
