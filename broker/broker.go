@@ -287,6 +287,9 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		if err := b.adoptCheckpointMetadata(b.dur.loaded); err != nil {
 			return fail(err)
 		}
+		if err := b.persistAdopted(); err != nil { // failover_topics.go
+			return fail(err)
+		}
 	}
 	var schedCP *offsets.Checkpoint
 	if b.dur != nil {
