@@ -83,7 +83,9 @@
 //	                           dispatch hook and stamping the lease epoch on transfers;
 //	                           sync_master answers a stored send FLUSH_SLAVE_TIMEOUT (12) or
 //	                           SLAVE_NOT_AVAILABLE (11), send header kept, unless a slave acked
-//	                           it within STRATAMQ_HA_ACK_TIMEOUT (awaitSlave: no goroutine waits;
+//	                           it within STRATAMQ_HA_ACK_TIMEOUT, or, with STRATAMQ_HA_MIN_INSYNC=1,
+//	                           no slave is in sync (ha/insync.go; counted in haStatus and
+//	                           stratamq_ha_acked_alone_total) (awaitSlave: no goroutine waits;
 //	                           the report reader that receives the covering ack answers the
 //	                           batch with a non-blocking write, remoting.ReleaseWritesNoWait, and
 //	                           the conn's reader goes on reading meanwhile); a slave runs ha.Slave
@@ -93,7 +95,8 @@
 //	                           readBound: a sync_master's consumers read only what a slave
 //	                           acked (pulls, their maxOffset, GET_MAX_OFFSET, the timestamp
 //	                           search; held pulls wake on acks, pull_hold.go wakeVisible), all
-//	                           of its log while no slave is in sync
+//	                           of its log while no slave is in sync (with
+//	                           STRATAMQ_HA_MIN_INSYNC=1: the in-sync set, ha.Master.InSync)
 //	slave_follow.go            a serving slave: every STRATAMQ_HA_SYNC_INTERVAL push the offsets
 //	                           committed to it (UPDATE_CONSUMER_OFFSET, accepted on a slave) to
 //	                           the master, then mirror the master's topics (deleted ones with
@@ -126,7 +129,8 @@
 //	                           kept in <data>/diverged/), and the HA master refuses one that did
 //	                           not (StatusDiverged). A promoted slave keeps its copy when it
 //	                           reaches the bucket's end (else sets it aside and restores) and
-//	                           adopts the checkpoint's topics, groups and offsets it lacks.
+//	                           adopts the checkpoint's topics, groups and offsets it lacks,
+//	                           written to its config dir before it serves (failover_topics.go).
 //	                           Promote/Demote are the planned handover (admin promote/demote)
 //	schedule.go,               delayed messages (issue 11 item 1): scheduleRoute puts a DELAY=n
 //	schedule_route.go          message in SCHEDULE_TOPIC_XXXX queue n-1 and a timer
