@@ -334,9 +334,9 @@ func (m *Master) Slaves() []SlaveStatus {
 }
 
 // Acked is the highest offset a connected slave acked, and whether that
-// slave is in sync: it lags at most MaxLag, so WaitAcked would wait for it
-// rather than answer ErrSlaveNotAvailable at once. Without a slave it
-// returns (-1, false).
+// slave lags at most MaxLag, so that WaitAcked (MinInSync 2) would wait for
+// it rather than answer ErrSlaveNotAvailable at once. Without a slave it
+// returns (-1, false). InSync is the in-sync set of MinInSync 1.
 func (m *Master) Acked() (best int64, inSync bool) {
 	end := m.opts.Log.MaxPhysOffset()
 	m.mu.Lock()
