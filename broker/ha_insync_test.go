@@ -135,3 +135,35 @@ func checkAlone(t *testing.T, cl *remoting.Client, reg *prometheus.Registry, nb 
 	}
 
 }
+
+// With STRATAMQ_HA_MIN_INSYNC=1 a master acknowledging alone holds sends
+// no slave has: admin demote must still wait for a slave that holds the
+// whole log, never hand over to one that lacks what was acknowledged.
+func TestBrokerMinInSyncDemoteWaitsForASlave(t *testing.T) {
+	cfg := failoverConfig(t, RoleSyncMaster)
+	cfg.HAMinInSync, cfg.HATimeout = 1, 300*time.Millisecond
+	n := runNode(t, cfg, Deps{Bucket: tier.NewMem()})
+	waitCond(t, 20*time.Second, "the master", func() bool { return n.role() == RoleSyncMaster })
+	b := n.Broker()
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	if r := invoke(t, cl, cfg.Listen, sendReq("DEMOTE", 0, []byte("first"), "")); r.Code != int32(remoting.Success) {
+		t.Fatalf("send alone: %d %s", r.Code, r.Remark)
+	}
+	// A slave that says hello at offset 0 and never acknowledges: out of
+	// sync, so sends go on alone.
+	muteSlave(t, cfg.HAListen, 0)
+	waitCond(t, 20*time.Second, "the mute slave", func() bool { return b.haSlaves() == 1 })
+	if r := invoke(t, cl, cfg.Listen, sendReq("DEMOTE", 0, []byte("alone again"), "")); r.Code != int32(remoting.Success) {
+		t.Fatalf("send with an out-of-sync slave: %d %s", r.Code, r.Remark)
+	}
+	if st := b.HAStatus(); !st.AckingAlone || st.AckedAlone != 2 {
+		t.Fatalf("acknowledging alone beside an out-of-sync slave: %+v", st)
+	}
+	if err := b.Demote(context.Background()); err == nil {
+		t.Fatal("demote handed over to a slave that holds none of the acknowledged sends")
+	}
+	if n.role() != RoleSyncMaster {
+		t.Fatalf("after the refused demote the node is %q", n.role())
+	}
+}

@@ -48,7 +48,7 @@ type ackWaiters struct {
 // report reader without waking another thread.
 func (m *Master) AwaitAck(off int64, deadline time.Time, done func(error)) {
 	m.mu.Lock()
-	if err, settled, alone := m.ackStateLocked(off); settled {
+	if err, settled, alone := m.ackStateLocked(off, true); settled {
 		if alone {
 			m.ackedAlone.Add(1)
 		}
@@ -69,11 +69,11 @@ func (m *Master) AwaitAck(off int64, deadline time.Time, done func(error)) {
 }
 
 // ackStateLocked says whether a wait for off is over and how: nil once
-// acked; nil with alone set when the master may acknowledge alone
-// (MinInSync 1 and no slave in sync); ErrSlaveNotAvailable when no slave
-// is connected, the master stopped, or the best slave lags past MaxLag.
-// m.mu is held.
-func (m *Master) ackStateLocked(off int64) (err error, settled, alone bool) {
+// acked; nil with alone set when mayAlone and the master may acknowledge
+// alone (MinInSync 1 and no slave in sync); ErrSlaveNotAvailable when no
+// slave is connected, the master stopped, or the best slave lags past
+// MaxLag. m.mu is held.
+func (m *Master) ackStateLocked(off int64, mayAlone bool) (err error, settled, alone bool) {
 	if m.stopped {
 		return fmt.Errorf("%w: the HA master stopped", ErrSlaveNotAvailable), true, false
 	}
@@ -81,7 +81,7 @@ func (m *Master) ackStateLocked(off int64) (err error, settled, alone bool) {
 	if any && best >= off {
 		return nil, true, false
 	}
-	if m.aloneLocked() {
+	if mayAlone && m.aloneLocked() {
 		return nil, true, true
 	}
 	if !any {
@@ -110,7 +110,7 @@ func (m *Master) settleLocked(dst []ackWaiter) []ackWaiter {
 		}
 	}
 	if n < len(w.list) {
-		if err, over, alone := m.ackStateLocked(w.list[len(w.list)-1].off); over {
+		if err, over, alone := m.ackStateLocked(w.list[len(w.list)-1].off, true); over {
 			for i := n; i < len(w.list); i++ {
 				w.list[i].err = err
 			}

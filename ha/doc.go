@@ -82,16 +82,18 @@
 //
 // The master keeps, per slave, the offset it has acked (its last report),
 // the lag in bytes (master end − acked), and when it last reported.
-// WaitAcked(ctx, off) is sync_master's wait: nil once some slave acked ≥ off;
-// ErrSlaveNotAvailable at once when no slave is connected or the best one
-// lags more than MaxLag (256 MiB, as RocketMQ); ErrSlaveTimeout when ctx
-// ends first. With MasterOptions.MinInSync 1 (RocketMQ 5's
-// minInSyncReplicas, the master counted) such a wait succeeds instead while
-// no slave is in sync — connected, within MaxLag, and no ack deadline
-// missed since it last caught up (insync.go) — and counts in AckedAlone;
-// InSync reports the set. AwaitAck(off, deadline, done) is the same wait with no
-// goroutine behind it: done runs once, on whichever goroutine settles it
-// (the caller's when known at once, else the slave's report reader, a
+// WaitAcked(ctx, off) is the wait for a slave: nil once some slave acked ≥
+// off; ErrSlaveNotAvailable at once when no slave is connected or the best
+// one lags more than MaxLag (256 MiB, as RocketMQ); ErrSlaveTimeout when
+// ctx ends first. AwaitAck(off, deadline, done) is sync_master's wait for a
+// send: the same wait with no goroutine behind it, except that with
+// MasterOptions.MinInSync 1 (RocketMQ 5's minInSyncReplicas, the master
+// counted) it succeeds while no slave is in sync — connected, within
+// MaxLag, and no ack deadline missed since it last caught up (insync.go) —
+// counted in AckedAlone (InSync reports the set); WaitAcked never does (a
+// demote's check that a slave holds the log). AwaitAck's done runs once,
+// on whichever goroutine settles it (the caller's when known at once, else
+// the slave's report reader, a
 // slave's connect or disconnect, the deadline timer, or Close), so the
 // broker answers a sync_master send on the report reader itself, with no
 // thread woken between the slave's ack and the client's answer. Pending

@@ -38,10 +38,11 @@ type MasterOptions struct {
 	Advertise string
 	MaxLag    int64 // WaitAcked's bound on the best slave's lag, default 256 MiB
 	// MinInSync is how many copies, the master's included, must hold a
-	// record before a wait for it succeeds (RocketMQ's
+	// record before an AwaitAck for it succeeds (RocketMQ's
 	// minInSyncReplicas): 2 (the default) needs a slave's ack; 1 lets the
 	// master acknowledge alone while no slave is in sync (insync.go
-	// defines it), counted in AckedAlone. Larger values are refused.
+	// defines it), counted in AckedAlone. WaitAcked always needs a slave.
+	// Larger values are refused.
 	MinInSync int
 	// Diverged, if set, says where a log last written under slaveEpoch (an
 	// epoch below the master's) must be cut to agree with the master's
@@ -366,16 +367,16 @@ func (m *Master) acksChanged() {
 	}
 }
 
-// WaitAcked waits until some slave has acked off (sync_master). It returns
+// WaitAcked waits until some slave has acked off. It returns
 // ErrSlaveNotAvailable at once when no slave is connected or the best slave
-// lags more than MaxLag, and ErrSlaveTimeout when ctx ends first.
+// lags more than MaxLag, and ErrSlaveTimeout when ctx ends first. Unlike
+// AwaitAck it never succeeds alone, whatever MinInSync: it is the check
+// that a slave holds off (a planned handover's), not a send's
+// acknowledgement.
 func (m *Master) WaitAcked(ctx context.Context, off int64) error {
 	for {
 		m.mu.Lock()
-		err, over, alone := m.ackStateLocked(off)
-		if alone {
-			m.ackedAlone.Add(1)
-		}
+		err, over, _ := m.ackStateLocked(off, false)
 		ch := m.acked
 		m.mu.Unlock()
 		if over {
