@@ -287,7 +287,10 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		if err := b.adoptCheckpointMetadata(b.dur.loaded); err != nil {
 			return fail(err)
 		}
-		if err := b.persistAdopted(); err != nil { // failover_topics.go
+		if err := b.widenAdoptedQueues(b.dur.loaded); err != nil { // failover_topics.go
+			return fail(err)
+		}
+		if err := b.persistAdopted(); err != nil {
 			return fail(err)
 		}
 	}

@@ -129,8 +129,9 @@
 //	                           kept in <data>/diverged/), and the HA master refuses one that did
 //	                           not (StatusDiverged). A promoted slave keeps its copy when it
 //	                           reaches the bucket's end (else sets it aside and restores) and
-//	                           adopts the checkpoint's topics, groups and offsets it lacks,
-//	                           written to its config dir before it serves (failover_topics.go).
+//	                           adopts the checkpoint's topics, groups and offsets it lacks and
+//	                           the queues its topics lack, written to its config dir before it
+//	                           serves (failover_topics.go).
 //	                           Promote/Demote are the planned handover (admin promote/demote)
 //	schedule.go,               delayed messages (issue 11 item 1): scheduleRoute puts a DELAY=n
 //	schedule_route.go          message in SCHEDULE_TOPIC_XXXX queue n-1 and a timer
