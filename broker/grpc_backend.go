@@ -74,7 +74,7 @@ func (b *Broker) Route(ctx context.Context, topic string) (proxy.Route, error) {
 // into the half topic, a delay or timer into the schedule topics, then
 // one store call, acknowledged per the flush mode (store.Put returns
 // after the fdatasync with flush=sync) and, on a sync_master, once a
-// slave holds it.
+// slave holds it; the lease is checked last, right before the answer.
 func (b *Broker) Send(ctx context.Context, msgs []proxy.Message) []proxy.SendResult {
 	out := make([]proxy.SendResult, len(msgs))
 	ready := make([]store.Message, 0, len(msgs))
@@ -93,12 +93,12 @@ func (b *Broker) Send(ctx context.Context, msgs []proxy.Message) []proxy.SendRes
 	}
 	req := remoting.NewRequest(remoting.SendMessage, nil, nil)
 	res, err := b.grpcPut(ready) // grpc_put.go: stored with the other sends of the moment
-	if err == nil {
-		err = b.ackGate()
-	}
 	var slaveErr error
 	if err == nil {
 		slaveErr = b.slaveAck(res)
+		// Right before answering, after the slave's ack, as answerBatch
+		// checks it: the lease may have lapsed during the store or the wait.
+		err = b.ackGate()
 	}
 	for k, i := range at {
 		m := &ready[k]

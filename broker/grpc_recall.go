@@ -146,10 +146,10 @@ func (b *Broker) Recall(ctx context.Context, r proxy.Recall) error {
 	}
 	res, err := b.store.Put(ctx, []store.Message{m})
 	if err == nil {
-		err = b.ackGate()
+		err = b.slaveAck(res)
 	}
 	if err == nil {
-		err = b.slaveAck(res)
+		err = b.ackGate() // after the slave's ack: right before answering
 	}
 	if err != nil {
 		return grpcRefusal(b.putError(remoting.NewRequest(remoting.SendMessage, nil, nil), err))

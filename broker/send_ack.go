@@ -66,13 +66,15 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 		hm := b.holdHANotify()
 		res, err := b.store.Put(ctx, msgs)
 		b.pushHA(hm)
+		var slaveErr error
 		if err == nil {
-			err = b.ackGate()
+			slaveErr = b.slaveAck(res)
+			err = b.ackGate() // after the slave's ack: right before answering
 		}
 		if err != nil {
 			return b.putError(a.req, err)
 		}
-		return b.slaveResult(b.ackResponse(&a, res), b.slaveAck(res))
+		return b.slaveResult(b.ackResponse(&a, res), slaveErr)
 	}
 	// The callback runs either before PutNotify returns (on this goroutine:
 	// an early error, or already durable) or later on the flusher's.
@@ -87,7 +89,13 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 		case b.cfg.Role == RoleSyncMaster:
 			// Settled on the flusher's goroutine or the HA report
 			// reader's; finish queues the answer without blocking.
-			b.awaitSlave(res, func(slaveErr error) { ans.finish(b.slaveResult(b.ackResponse(&a, res), slaveErr)) })
+			b.awaitSlave(res, func(slaveErr error) {
+				if err := b.ackGate(); err != nil { // the lease may have lapsed during the wait
+					ans.finish(b.putError(a.req, err))
+					return
+				}
+				ans.finish(b.slaveResult(b.ackResponse(&a, res), slaveErr))
+			})
 		default:
 			ans.finish(b.ackResponse(&a, res))
 		}
