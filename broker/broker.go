@@ -363,6 +363,11 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if restore != nil && !restore.Replica {
 		b.afterRestore(restore)
 	}
+	if cfg.Role != RoleSlave { // a slave's table is its master's
+		if err := b.addStoredTopics(); err != nil {
+			return fail(err)
+		}
+	}
 	b.trans = newTransactions(b)
 	if err := b.trans.load(); err != nil {
 		return fail(err)
@@ -448,7 +453,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		defer wg.Done()
 		serveErr <- b.server.Serve(runCtx)
 	}()
-	loops := []func(context.Context){b.registrar, b.hold.run, b.housekeeping}
+	loops := []func(context.Context){b.registrar, b.hold.run, b.housekeeping, b.saveOffsets}
 	if b.tier != nil && !b.tier.readOnly {
 		loops = append(loops, b.tier.run)
 	}
@@ -590,9 +595,36 @@ func (b *Broker) Close() error {
 	return b.closeErr
 }
 
+// addStoredTopics is recovery's backstop: a topic whose messages the store
+// holds but topics.json lacks (a crash between the two, or an older
+// version that saved the table only every few seconds) is added back and
+// saved, so its messages stay readable and routable.
+func (b *Broker) addStoredTopics() error {
+	added := b.topics.AddStored(b.store.QueueCounts())
+	if len(added) == 0 {
+		return nil
+	}
+	b.log.Warn("topics with stored messages were missing from the topic table; added back with the queues that hold records",
+		"topics", added)
+	return b.topics.Save()
+}
+
 func (b *Broker) saveConfig() error {
 	return errors.Join(b.topics.Save(), b.groups.Save(), b.offsets.Save(),
 		b.sched.save(filepath.Join(b.cfg.DataDir, "config")), b.pop.save())
+}
+
+// saveOffsets writes consumerOffset.json within Config.OffsetFlush
+// (100ms) of a commit, off the commit path (offsets.SaveLoop); Close saves
+// the last ones.
+func (b *Broker) saveOffsets(ctx context.Context) {
+	var logged time.Time // a failing disk is reported every 10s, not every retry
+	b.offsets.SaveLoop(ctx, b.cfg.OffsetFlush, func(err error) {
+		if now := time.Now(); now.Sub(logged) >= 10*time.Second {
+			logged = now
+			b.log.Error("persist consumer offsets; retrying", "err", err)
+		}
+	})
 }
 
 // housekeeping persists config files and expires silent clients.

@@ -108,6 +108,7 @@ type Config struct {
 	RegisterInterval time.Duration `env:"-"` // default 10s; the registration expires after 3 of them (registrar.go)
 	ClientExpiry     time.Duration `env:"-"` // consumers/producers without heartbeat; default 120s
 	ConfigFlush      time.Duration `env:"-"` // config files persisted this often when dirty; default 5s
+	OffsetFlush      time.Duration `env:"-"` // consumerOffset.json written this long after a commit; default 100ms
 	MaxHold          time.Duration `env:"-"` // cap on a long-poll hold; default 25s
 	CQEntriesPerFile int           `env:"-"` // consumequeue file size in entries; default 300,000
 	ReserveQueueMin  int64         `env:"-"` // least queue-offset reservation per checkpoint; default 65,536
@@ -177,6 +178,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConfigFlush == 0 {
 		c.ConfigFlush = 5 * time.Second
+	}
+	if c.OffsetFlush == 0 {
+		c.OffsetFlush = 100 * time.Millisecond
 	}
 	if c.PopReviveInterval == 0 {
 		c.PopReviveInterval = 100 * time.Millisecond

@@ -58,6 +58,9 @@ func (b *Broker) Route(ctx context.Context, topic string) (proxy.Route, error) {
 		var created bool
 		var err error
 		tc, created, err = b.topics.CreateOnSend(topic, DefaultTopic, 0)
+		if errors.Is(err, ErrConfigNotSaved) {
+			return proxy.Route{}, proxy.Errorf(remoting.SystemError, "%s", err.Error())
+		}
 		if err != nil {
 			return proxy.Route{}, proxy.Errorf(remoting.TopicNotExist, "%s", err.Error())
 		}

@@ -216,6 +216,9 @@ func (b *Broker) prepareSend(req *remoting.Command, h *remoting.SendMessageReque
 			var created bool
 			var err error
 			tc, created, err = b.topics.CreateOnSend(h.Topic, def, int(h.DefaultTopicQueueNums))
+			if errors.Is(err, ErrConfigNotSaved) {
+				return tc, errResponse(req, remoting.SystemError, err.Error())
+			}
 			if err != nil {
 				return tc, errResponse(req, remoting.TopicNotExist, err.Error())
 			}

@@ -60,16 +60,22 @@ func DefaultSubscriptionGroup(name string) remoting.SubscriptionGroupConfig {
 	}
 }
 
-// GetOrCreate returns the group's config, creating it with defaults.
+// GetOrCreate returns the group's config, creating it with defaults. A new
+// group is saved to subscriptionGroup.json before it is returned (and
+// before any other caller sees it); if that save fails it is created all
+// the same and the config flush retries the save.
 func (m *SubscriptionGroupManager) GetOrCreate(name string) remoting.SubscriptionGroupConfig {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if g, ok := m.mu.table[name]; ok {
-		return *g
+	if g, ok := m.mu.table[name]; ok { // the usual case: one lock, no closure
+		v := *g
+		m.mu.Unlock()
+		return v
 	}
-	g := DefaultSubscriptionGroup(name)
-	m.mu.table[name] = &g
-	m.bumpLocked()
+	m.mu.Unlock()
+	g, _, _ := m.addSaved(name, func() (*remoting.SubscriptionGroupConfig, error) {
+		g := DefaultSubscriptionGroup(name)
+		return &g, nil
+	}, m.Save, true)
 	return g
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/stratamq/stratamq/infra/vfs"
@@ -47,7 +49,7 @@ func (m *TopicConfigManager) SetMaxTopics(n int) {
 
 // roomLocked refuses a new topic past the limit.
 func (m *TopicConfigManager) roomLocked(topic string) error {
-	if n := len(m.mu.table); m.maxTopics > 0 && n >= m.maxTopics {
+	if n := len(m.mu.table) + len(m.mu.pending); m.maxTopics > 0 && n >= m.maxTopics {
 		return fmt.Errorf("the broker holds %d topics, its limit (STRATAMQ_MAX_TOPICS=%d): topic[%s] not created", n, m.maxTopics, topic)
 	}
 	return nil
@@ -118,14 +120,19 @@ func OpenTopicConfigManager(fs vfs.FS, dir string, autoCreate bool) (*TopicConfi
 }
 
 func (m *TopicConfigManager) putLocked(tc *remoting.TopicConfig) {
+	m.mu.table[tc.TopicName] = withTopicDefaults(tc)
+	m.bumpLocked()
+}
+
+// withTopicDefaults fills tc's unset filter type and attributes.
+func withTopicDefaults(tc *remoting.TopicConfig) *remoting.TopicConfig {
 	if tc.TopicFilterType == "" {
 		tc.TopicFilterType = "SINGLE_TAG"
 	}
 	if tc.Attributes == nil {
 		tc.Attributes = map[string]string{}
 	}
-	m.mu.table[tc.TopicName] = tc
-	m.bumpLocked()
+	return tc
 }
 
 // Put creates or replaces a topic; it reports whether anything changed.
@@ -150,46 +157,69 @@ func sameTopic(a, b remoting.TopicConfig) bool {
 // CreateOnSend is RocketMQ's createTopicInSendMessageMethod: when topic is
 // unknown and the default topic exists with INHERIT, create topic with
 // min(queueNums, default's write queues) queues and the default's perm minus
-// INHERIT. created reports whether a new topic was made.
+// INHERIT. created reports whether a new topic was made. A new topic is
+// saved to topics.json before it is returned (and before any other caller
+// sees it), so the send that created it is answered only once a process
+// crash cannot forget it; if that save fails, the topic is not created and
+// the error wraps ErrConfigNotSaved.
 func (m *TopicConfigManager) CreateOnSend(topic, defaultTopic string, queueNums int) (tc remoting.TopicConfig, created bool, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if cur, ok := m.mu.table[topic]; ok {
-		return *cur, false, nil
-	}
-	def, ok := m.mu.table[defaultTopic]
-	if !ok {
-		return tc, false, fmt.Errorf("topic[%s] not exist, apply first please!", topic)
-	}
-	if defaultTopic == DefaultTopic && def.Perm&PermInherit == 0 {
-		return tc, false, fmt.Errorf("create topic %s forbidden: default topic %s has no INHERIT permission", topic, defaultTopic)
-	}
-	if err := m.roomLocked(topic); err != nil {
-		return tc, false, err
-	}
-	n := queueNums
-	if n <= 0 || n > int(def.WriteQueueNums) {
-		n = int(def.WriteQueueNums)
-	}
-	if n <= 0 {
-		n = 1
-	}
-	nc := &remoting.TopicConfig{TopicName: topic, ReadQueueNums: int32(n), WriteQueueNums: int32(n),
-		Perm: def.Perm &^ PermInherit, TopicFilterType: "SINGLE_TAG", TopicSysFlag: def.TopicSysFlag}
-	m.putLocked(nc)
-	return *nc, true, nil
+	tc, created, err = m.addSaved(topic, func() (*remoting.TopicConfig, error) {
+		def, ok := m.mu.table[defaultTopic]
+		if !ok {
+			return nil, fmt.Errorf("topic[%s] not exist, apply first please!", topic)
+		}
+		if defaultTopic == DefaultTopic && def.Perm&PermInherit == 0 {
+			return nil, fmt.Errorf("create topic %s forbidden: default topic %s has no INHERIT permission", topic, defaultTopic)
+		}
+		if err := m.roomLocked(topic); err != nil {
+			return nil, err
+		}
+		n := queueNums
+		if n <= 0 || n > int(def.WriteQueueNums) {
+			n = int(def.WriteQueueNums)
+		}
+		if n <= 0 {
+			n = 1
+		}
+		return withTopicDefaults(&remoting.TopicConfig{TopicName: topic, ReadQueueNums: int32(n), WriteQueueNums: int32(n),
+			Perm: def.Perm &^ PermInherit, TopicSysFlag: def.TopicSysFlag}), nil
+	}, m.Save, false)
+	return tc, created, err
 }
 
-// CreateSystemTopic makes sure a retry/DLQ topic exists with queueNums queues.
+// CreateSystemTopic makes sure a retry/DLQ topic exists with queueNums
+// queues. A new topic is saved to topics.json before it is returned, as
+// CreateOnSend's; if that save fails it is created all the same (its
+// requests are not refused for it) and the config flush retries the save.
 func (m *TopicConfigManager) CreateSystemTopic(topic string, queueNums int32, perm int32) (remoting.TopicConfig, bool) {
+	tc, created, _ := m.addSaved(topic, func() (*remoting.TopicConfig, error) {
+		return withTopicDefaults(&remoting.TopicConfig{TopicName: topic, ReadQueueNums: queueNums, WriteQueueNums: queueNums, Perm: perm}), nil
+	}, m.Save, true)
+	return tc, created
+}
+
+// AddStored adds every topic of stored (topic → queues holding records,
+// store.QueueCounts) the table lacks, readable and writable (a DLQ topic
+// writable only, as created) with that many queues, and returns their
+// names: recovery's backstop, so no stored message belongs to a topic the
+// table forgot. The caller saves.
+func (m *TopicConfigManager) AddStored(stored map[string]int32) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if cur, ok := m.mu.table[topic]; ok {
-		return *cur, false
+	var added []string
+	for name, n := range stored {
+		if _, ok := m.mu.table[name]; ok || name == DefaultTopic {
+			continue
+		}
+		perm := int32(PermRead | PermWrite)
+		if strings.HasPrefix(name, DLQGroupTopicPrefix) {
+			perm = PermWrite
+		}
+		m.putLocked(&remoting.TopicConfig{TopicName: name, ReadQueueNums: n, WriteQueueNums: n, Perm: perm})
+		added = append(added, name)
 	}
-	nc := &remoting.TopicConfig{TopicName: topic, ReadQueueNums: queueNums, WriteQueueNums: queueNums, Perm: perm, TopicFilterType: "SINGLE_TAG"}
-	m.putLocked(nc)
-	return *nc, true
+	slices.Sort(added)
+	return added
 }
 
 // queueCount is how many queues of tc may hold messages: the more of its

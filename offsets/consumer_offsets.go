@@ -1,6 +1,7 @@
 package offsets
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/stratamq/stratamq/infra/vfs"
 )
@@ -22,12 +24,25 @@ type ConsumerOffsets struct {
 	// table is never written after a newer one.
 	saveMu sync.Mutex
 
+	// changed gets a token when the version moves (never blocking: one
+	// token stands for any number of changes); SaveLoop waits on it.
+	changed chan struct{}
+
 	// mu guards the fields below; it is never held across I/O.
 	mu struct {
 		sync.Mutex
 		table   map[string]map[int32]int64 // "topic@group" → queue → offset
-		version int64                      // bumped on every change
+		version int64                      // bumped on every change (bumpLocked)
 		saved   int64                      // version last written
+	}
+}
+
+// bumpLocked records a change: a new version, and a token for SaveLoop.
+func (c *ConsumerOffsets) bumpLocked() {
+	c.mu.version++
+	select {
+	case c.changed <- struct{}{}:
+	default:
 	}
 }
 
@@ -36,7 +51,7 @@ const ConsumerOffsetsFile = "consumerOffset.json"
 
 // OpenConsumerOffsets loads dir/consumerOffset.json (missing = empty).
 func OpenConsumerOffsets(fs vfs.FS, dir string) (*ConsumerOffsets, error) {
-	c := &ConsumerOffsets{fs: fs, path: filepath.Join(dir, ConsumerOffsetsFile)}
+	c := &ConsumerOffsets{fs: fs, path: filepath.Join(dir, ConsumerOffsetsFile), changed: make(chan struct{}, 1)}
 	c.mu.table = map[string]map[int32]int64{}
 	if _, err := vfs.RemoveTemps(fs, c.path); err != nil {
 		return nil, fmt.Errorf("offsets: remove stale temp files of %s: %w", c.path, err)
@@ -92,7 +107,7 @@ func (c *ConsumerOffsets) Commit(group, topic string, queueID int32, offset int6
 		return
 	}
 	m[queueID] = offset
-	c.mu.version++
+	c.bumpLocked()
 }
 
 // Query returns the committed offset, ok=false when none is stored.
@@ -110,7 +125,7 @@ func (c *ConsumerOffsets) DeleteTopic(topic string) {
 	for k := range c.mu.table {
 		if t, _, ok := strings.Cut(k, "@"); ok && t == topic {
 			delete(c.mu.table, k)
-			c.mu.version++
+			c.bumpLocked()
 		}
 	}
 }
@@ -122,7 +137,7 @@ func (c *ConsumerOffsets) DeleteGroup(group string) {
 	for k := range c.mu.table {
 		if i := strings.LastIndexByte(k, '@'); i >= 0 && k[i+1:] == group {
 			delete(c.mu.table, k)
-			c.mu.version++
+			c.bumpLocked()
 		}
 	}
 }
@@ -186,14 +201,14 @@ func (c *ConsumerOffsets) Encode() ([]byte, int64, error) {
 // Replace swaps the whole table for the one in b (consumerOffset.json), as a
 // slave does when it copies its master's offsets.
 func (c *ConsumerOffsets) Replace(b []byte) error {
-	n := &ConsumerOffsets{}
+	n := &ConsumerOffsets{changed: make(chan struct{}, 1)}
 	n.mu.table = map[string]map[int32]int64{}
 	if err := n.decode(b); err != nil {
 		return fmt.Errorf("offsets: replace: %w", err)
 	}
 	c.mu.Lock()
 	c.mu.table = n.mu.table
-	c.mu.version++
+	c.bumpLocked()
 	c.mu.Unlock()
 	return nil
 }
@@ -223,6 +238,38 @@ func (c *ConsumerOffsets) Save() error {
 	return nil
 }
 
+// SaveLoop saves the table within delay of every change (Commit and the
+// rest), until ctx ends: changes within one delay share one write, so the
+// commit path never writes and a process crash loses at most the commits
+// of the last delay plus one save's duration. A failed save is handed to
+// onErr and retried after another delay. The owner saves once more after
+// ctx ends (Save), for the changes of the last delay.
+func (c *ConsumerOffsets) SaveLoop(ctx context.Context, delay time.Duration, onErr func(error)) {
+	t := time.NewTimer(delay)
+	t.Stop()
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.changed:
+		}
+		t.Reset(delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := c.Save(); err != nil {
+			onErr(err)
+			select { // try again after another delay
+			case c.changed <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
 // Clamp moves every committed offset above maxOf(topic, queue) down to it
 // and returns how many moved (after a restore lost a queue's unsealed tail).
 func (c *ConsumerOffsets) Clamp(maxOf func(topic string, queueID int32) int64) int {
@@ -242,7 +289,7 @@ func (c *ConsumerOffsets) Clamp(maxOf func(topic string, queueID int32) int64) i
 		}
 	}
 	if n > 0 {
-		c.mu.version++
+		c.bumpLocked()
 	}
 	return n
 }

@@ -1225,6 +1225,20 @@ func (s *Store) MinQueueOffset(topic string, queueID int32) int64 {
 	return 0
 }
 
+// QueueCounts returns every topic that has a consumequeue holding (or
+// having held) a record, with one past its highest such queue id: what the
+// broker's recovery compares with its topic table, so that no stored
+// message belongs to a topic the table forgot.
+func (s *Store) QueueCounts() map[string]int32 {
+	out := map[string]int32{}
+	for _, q := range s.allQueues() {
+		if _, mx := q.bounds(); mx > 0 && q.id >= out[q.topic] {
+			out[q.topic] = q.id + 1
+		}
+	}
+	return out
+}
+
 // DeleteTopic removes the consumequeues of topic. Its records stay in the
 // commitlog until retention removes their segments.
 func (s *Store) DeleteTopic(topic string) error {
