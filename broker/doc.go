@@ -23,8 +23,12 @@
 //	                           topics (UPDATE_AND_CREATE_TOPIC, auto-create refused past it;
 //	                           retry/DLQ topics are not refused here: the store, with a
 //	                           backstop of twice that, refuses their first message instead)
-//	SubscriptionGroupManager   subscriptionGroup.json
-//	offsets.ConsumerOffsets    consumerOffset.json
+//	                           a topic a request creates is saved before the request is
+//	                           answered and visible to others only then (configTable.addSaved);
+//	                           on open a master adds back topics the store holds but the file lacks
+//	SubscriptionGroupManager   subscriptionGroup.json (a new group: saved as a new topic is)
+//	offsets.ConsumerOffsets    consumerOffset.json, written within Config.OffsetFlush (100ms)
+//	                           of a commit by saveOffsets (offsets.SaveLoop), off the commit path
 //	ConsumerManager            live consumer clients per group, their subscriptions (from heartbeats)
 //	sql_filter.go              SQL92 subscriptions (issue 11 item 6): compiled once by package
 //	                           filter (heartbeat: reused while the expression is unchanged;

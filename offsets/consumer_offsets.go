@@ -1,10 +1,12 @@
 package offsets
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -181,21 +183,78 @@ func (c *ConsumerOffsets) Groups(topic string) []string {
 	return out
 }
 
-// Encode returns the table as consumerOffset.json bytes and its version.
+// Encode returns the table as consumerOffset.json bytes and its version:
+// keys in byte order, each key's queues in numeric order. It is written
+// directly rather than through encoding/json's maps (about 10x faster:
+// every save and checkpoint encodes the whole table), and copies the table
+// under mu in one pass, so Commit waits only for that copy.
 func (c *ConsumerOffsets) Encode() ([]byte, int64, error) {
+	type queueOffset struct {
+		q   int32
+		off int64
+	}
+	type keyQueues struct {
+		key string
+		qs  []queueOffset
+	}
 	c.mu.Lock()
-	f := offsetFile{OffsetTable: make(map[string]map[string]int64, len(c.mu.table))}
+	n := 0
+	for _, queues := range c.mu.table {
+		n += len(queues)
+	}
+	flat := make([]queueOffset, 0, n)
+	keys := make([]keyQueues, 0, len(c.mu.table))
 	for k, queues := range c.mu.table {
-		m := make(map[string]int64, len(queues))
+		from := len(flat)
 		for q, off := range queues {
-			m[strconv.Itoa(int(q))] = off
+			flat = append(flat, queueOffset{q, off})
 		}
-		f.OffsetTable[k] = m
+		keys = append(keys, keyQueues{key: k, qs: flat[from:len(flat):len(flat)]})
 	}
 	v := c.mu.version
 	c.mu.Unlock()
-	b, err := json.Marshal(f)
-	return b, v, err
+
+	slices.SortFunc(keys, func(a, b keyQueues) int { return strings.Compare(a.key, b.key) })
+	buf := make([]byte, 0, 32+len(keys)*48+n*16)
+	buf = append(buf, `{"offsetTable":{`...)
+	for i, k := range keys {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		var err error
+		if buf, err = appendJSONString(buf, k.key); err != nil {
+			return nil, 0, err
+		}
+		buf = append(buf, ':', '{')
+		slices.SortFunc(k.qs, func(a, b queueOffset) int { return cmp.Compare(a.q, b.q) })
+		for j, q := range k.qs {
+			if j > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, '"')
+			buf = strconv.AppendInt(buf, int64(q.q), 10)
+			buf = append(buf, '"', ':')
+			buf = strconv.AppendInt(buf, q.off, 10)
+		}
+		buf = append(buf, '}')
+	}
+	buf = append(buf, '}', '}')
+	return buf, v, nil
+}
+
+// appendJSONString appends s as a JSON string: as is between quotes when
+// it needs no escaping (topic and group names never do), else as
+// encoding/json writes it.
+func appendJSONString(buf []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < 0x20 || b >= 0x7f || b == '"' || b == '\\' || b == '<' || b == '>' || b == '&' {
+			q, err := json.Marshal(s)
+			return append(buf, q...), err
+		}
+	}
+	buf = append(buf, '"')
+	buf = append(buf, s...)
+	return append(buf, '"'), nil
 }
 
 // Replace swaps the whole table for the one in b (consumerOffset.json), as a
@@ -215,54 +274,69 @@ func (c *ConsumerOffsets) Replace(b []byte) error {
 
 // Save writes the file if anything changed since the last Save.
 func (c *ConsumerOffsets) Save() error {
+	_, err := c.save()
+	return err
+}
+
+// save is Save, also returning how long encoding took (the CPU a save
+// costs; the write's time is mostly waiting for the disk).
+func (c *ConsumerOffsets) save() (time.Duration, error) {
 	c.saveMu.Lock()
 	defer c.saveMu.Unlock()
 	c.mu.Lock()
 	dirty := c.mu.version != c.mu.saved
 	c.mu.Unlock()
 	if !dirty {
-		return nil
+		return 0, nil
 	}
+	start := time.Now()
 	b, v, err := c.Encode()
+	took := time.Since(start)
 	if err != nil {
-		return err
+		return took, err
 	}
 	if err := WriteFileAtomic(c.fs, c.path, b); err != nil {
-		return err
+		return took, err
 	}
 	c.mu.Lock()
 	if v > c.mu.saved {
 		c.mu.saved = v
 	}
 	c.mu.Unlock()
-	return nil
+	return took, nil
 }
 
 // SaveLoop saves the table within delay of every change (Commit and the
 // rest), until ctx ends: changes within one delay share one write, so the
 // commit path never writes and a process crash loses at most the commits
-// of the last delay plus one save's duration. A failed save is handed to
-// onErr and retried after another delay. The owner saves once more after
-// ctx ends (Save), for the changes of the last delay.
+// of the last delay plus one save's duration. A table so large that
+// encoding it took more than a tenth of delay (hundreds of thousands of
+// offsets) stretches the next wait to ten times that, so encoding never
+// takes more than about a tenth of a core. A failed save is handed to
+// onErr and retried after another wait. The owner saves once more after
+// ctx ends (Save), for the changes of the last wait.
 func (c *ConsumerOffsets) SaveLoop(ctx context.Context, delay time.Duration, onErr func(error)) {
 	t := time.NewTimer(delay)
 	t.Stop()
 	defer t.Stop()
+	wait := delay
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.changed:
 		}
-		t.Reset(delay)
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if err := c.Save(); err != nil {
+		took, err := c.save()
+		wait = max(delay, 10*took)
+		if err != nil {
 			onErr(err)
-			select { // try again after another delay
+			select { // try again after another wait
 			case c.changed <- struct{}{}:
 			default:
 			}

@@ -16,6 +16,9 @@
 // new file, never a torn one, and the store's crash tests apply here too.
 // Saves of one file are serialized (ConsumerOffsets.Save holds a mutex
 // across encode and write), and Open removes temp files a crash left.
+// Commit never writes: ConsumerOffsets.SaveLoop, run by its owner, saves
+// within a delay (the broker's is 100ms) of a change, one write for every
+// change of that delay.
 //
 // # Checkpoints in the bucket
 //
