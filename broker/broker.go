@@ -126,6 +126,10 @@ type Broker struct {
 
 	dirLock     io.Closer // exclusive lock on <DataDir>/lock while the broker is open
 	registerNow chan struct{}
+	// registeredWith: the name servers the last registration round
+	// reached (registrar.go; Ready reads it); nil before the first and
+	// while unregistered for a lapsed lease.
+	registeredWith atomic.Pointer[[]string]
 	closing     atomic.Bool
 	closeOnce   sync.Once
 	closeErr    error

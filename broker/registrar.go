@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/stratamq/stratamq/remoting"
@@ -45,6 +47,7 @@ func (b *Broker) registrar(ctx context.Context) {
 		if b.leaseLapsed() {
 			if !lapsed {
 				b.log.Warn("the bucket lease may have lapsed: unregistering from the name servers until it is renewed")
+				b.registeredWith.Store(nil)
 				b.unregisterAll(ctx)
 				lapsed = true
 			}
@@ -86,6 +89,8 @@ func (b *Broker) leaseLapsed() bool {
 // registerAll registers with every name server; it reports whether one
 // refused with NO_PERMISSION.
 func (b *Broker) registerAll(ctx context.Context) (refused bool) {
+	var reached []string
+	defer func() { b.registeredWith.Store(&reached) }()
 	body, err := json.Marshal(remoting.RegisterBrokerBody{
 		TopicConfigSerializeWrapper: b.topics.Wrapper(),
 		FilterServerList:            []string{},
@@ -118,6 +123,7 @@ func (b *Broker) registerAll(ctx context.Context) (refused bool) {
 			b.log.Warn("name server refused registration", "namesrv", ns, "code", resp.Code, "remark", resp.Remark)
 			refused = refused || resp.Code == int32(remoting.NoPermission)
 		default:
+			reached = append(reached, ns)
 			b.log.Debug("registered with name server", "namesrv", ns)
 			if f := b.ha.follow; f != nil {
 				// A slave: the answer names its master's addresses.
@@ -146,3 +152,68 @@ func (b *Broker) unregisterAll(ctx context.Context) {
 // registrationTTL is how long a name server keeps a registration that is
 // not renewed: three register intervals.
 func registrationTTL(interval time.Duration) time.Duration { return 3 * interval }
+
+// Ready reports whether clients can use this broker now (serve's /readyz):
+// nil once it holds its bucket lease (a master with a bucket), its last
+// registration reached a name server, and that name server routes one of
+// its topics to it (GET_ROUTEINFO_BY_TOPIC, asked now: TBW102 when it has
+// it, else its first topic); else an error saying what is missing. A
+// broker without name servers is ready once it holds its lease.
+func (b *Broker) Ready(ctx context.Context) error {
+	if b.closing.Load() {
+		return errors.New("the broker is shutting down")
+	}
+	if b.dur != nil && b.dur.fenced.Load() {
+		return errors.New("the broker lost its bucket lease to another broker")
+	}
+	if b.leaseLapsed() {
+		return errors.New("the broker does not hold its bucket lease (yet)")
+	}
+	if len(b.cfg.NameServers()) == 0 {
+		return nil
+	}
+	reached := b.registeredWith.Load()
+	if reached == nil || len(*reached) == 0 {
+		return errors.New("the broker has not registered with a name server yet")
+	}
+	topic := DefaultTopic
+	if _, ok := b.topics.Get(topic); !ok {
+		names := b.topics.Names()
+		if len(names) == 0 {
+			return nil // nothing to route
+		}
+		topic = names[0]
+	}
+	var why error
+	for _, ns := range *reached {
+		req := remoting.NewRequest(remoting.GetRouteinfoByTopic, map[string]string{"topic": topic}, nil)
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := b.invoke(cctx, ns, req)
+		cancel()
+		if err == nil && resp.Code != int32(remoting.Success) {
+			err = fmt.Errorf("code %d (%s)", resp.Code, resp.Remark)
+		}
+		if err == nil {
+			route, derr := remoting.DecodeTopicRouteData(resp.Body)
+			if derr != nil {
+				err = derr
+			} else if routesTo(route, b.cfg.BrokerName, b.cfg.BrokerID, b.advertise) {
+				return nil
+			} else {
+				err = errors.New("its route does not name this broker yet")
+			}
+		}
+		why = fmt.Errorf("name server %s, route of topic %s: %w", ns, topic, err)
+	}
+	return why
+}
+
+// routesTo reports whether route names addr as broker id of name.
+func routesTo(route *remoting.TopicRouteData, name string, id int64, addr string) bool {
+	for _, bd := range route.BrokerDatas {
+		if bd.BrokerName == name && bd.BrokerAddrs[id] == addr {
+			return true
+		}
+	}
+	return false
+}

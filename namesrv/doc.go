@@ -43,6 +43,11 @@
 //   - Slaves are listed in brokerAddrs under their id; their REGISTER_BROKER
 //     response carries the live master's haServerAddr and masterAddr.
 //   - Routes are written in the compact JSON form client-go parses by hand.
+//   - HoldRoutes (hold.go; `stratamq serve` sets it for its own broker):
+//     until a named broker first registers, GET_ROUTEINFO_BY_TOPIC is
+//     answered only when it does (each query waits at most a bound, the
+//     hold ends after a window), from a goroutine per held query, so no
+//     worker waits and the registration gets through.
 //
 // # Protection (issue 14)
 //

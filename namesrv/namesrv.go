@@ -82,6 +82,8 @@ type NameServer struct {
 		kv       map[string]map[string]string // namespace → key → value
 	}
 
+	hold routeHold // route answers waiting for a broker's first registration (hold.go)
+
 	// refusals rate-limits the warnings about refused requests (ACL,
 	// takeovers): a flood of them must not flood the log.
 	refusals struct {
@@ -160,6 +162,9 @@ func (ns *NameServer) ServeRemoting(ctx context.Context, c *remoting.Conn, req *
 	case remoting.UnregisterBroker:
 		return ns.unregisterBroker(c, req)
 	case remoting.GetRouteinfoByTopic:
+		if ns.heldRoute(c, req) {
+			return nil // answered when the hold ends (hold.go)
+		}
 		return ns.getRouteInfoByTopic(req)
 	case remoting.GetBrokerClusterInfo:
 		return ns.getBrokerClusterInfo(req)

@@ -47,6 +47,7 @@ func (ns *NameServer) registerBroker(c *remoting.Conn, req *remoting.Command) *r
 			"id", h.BrokerID, "addr", h.BrokerAddr, "peer", peerOf(c), "reason", refused)
 		return remoting.NewResponse(req, remoting.NoPermission, refused)
 	}
+	ns.hold.registered(h.BrokerName) // the tables route it now: held route answers go out
 	if len(skipped) > 0 {
 		ns.log.Warn("namesrv: broker registered topics with invalid names; they get no route", "broker", h.BrokerName,
 			"addr", h.BrokerAddr, "topics", len(skipped), "first", skipped[0])

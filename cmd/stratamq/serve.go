@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,6 +112,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 		if cfg.Namesrv == "" {
 			cfg.Namesrv = loopbackFor(nsServer.Addr())
 		}
+		if nss := cfg.NameServers(); withBroker && (slices.Contains(nss, loopbackFor(nsServer.Addr())) || slices.Contains(nss, cfg.NamesrvListen)) {
+			// Route answers wait (each up to 5 s) until the local broker
+			// has registered here, so a client started the moment this
+			// port opens gets its route instead of "topic not exist".
+			release := ns.HoldRoutes(cfg.BrokerName, routeHoldMax, routeHoldWindow)
+			defer release()
+		}
 		// The name server outlives the broker: it is stopped last so the
 		// broker can unregister.
 		nsCtx, nsCancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -148,6 +156,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 			deps.GRPC = broker.GRPCDeps{CheckTransaction: grpcSrv.CheckTransaction}
 			defer grpcSrv.Stop(5 * time.Second)
 		}
+		if testHookBeforeBroker != nil {
+			testHookBeforeBroker()
+		}
 		node := broker.NewNode(cfg.Config, deps, func(*broker.Broker) { once.Do(func() { close(opened) }) })
 		nodeRef.Store(node)
 		go func() { brokerDone <- node.Run(ctx) }()
@@ -170,6 +181,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 				}
 				return nil
 			}})})
+		ready.setCheck(func(ctx context.Context) error {
+			b := node.Broker()
+			if b == nil {
+				return errors.New("the broker is between HA roles")
+			}
+			return b.Ready(ctx) // lease held, registered, routed by a name server
+		})
 	}
 	ready.set()
 
@@ -283,6 +301,10 @@ func serveHTTP(ln net.Listener, reg *prometheus.Registry, ready *readiness, with
 			http.Error(w, "starting", http.StatusServiceUnavailable)
 			return
 		}
+		if err := ready.checkNow(r.Context()); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		fmt.Fprintln(w, "ready")
 	})
 	srv := newHTTPServer(mux, defaultHTTPTimeouts)
@@ -295,9 +317,13 @@ func serveHTTP(ln net.Listener, reg *prometheus.Registry, ready *readiness, with
 	}
 }
 
+// readiness is /readyz's answer: 503 until set (the ports are open), then
+// whatever check says on each request (the broker's Ready: lease held,
+// registered, routed), so 200 is a promise that clients can start.
 type readiness struct {
-	mu sync.Mutex
-	ok bool
+	mu    sync.Mutex
+	ok    bool
+	check func(context.Context) error
 }
 
 func (r *readiness) set() { r.mu.Lock(); r.ok = true; r.mu.Unlock() }
@@ -306,6 +332,38 @@ func (r *readiness) get() bool {
 	defer r.mu.Unlock()
 	return r.ok
 }
+
+// setCheck makes every /readyz after set also ask check.
+func (r *readiness) setCheck(check func(context.Context) error) {
+	r.mu.Lock()
+	r.check = check
+	r.mu.Unlock()
+}
+
+// checkNow runs the check (nil without one).
+func (r *readiness) checkNow(ctx context.Context) error {
+	r.mu.Lock()
+	check := r.check
+	r.mu.Unlock()
+	if check == nil {
+		return nil
+	}
+	return check(ctx)
+}
+
+// How long serve's name server holds route answers for its broker's
+// first registration: each answer at most routeHoldMax (under client-go's
+// 6 s route timeout), and none once routeHoldWindow has passed since the
+// start (a broker that takes longer, restoring a large bucket, is not
+// waited for by every query).
+var (
+	routeHoldMax    = 5 * time.Second
+	routeHoldWindow = 2 * time.Minute
+)
+
+// testHookBeforeBroker, set by tests, runs once the name server serves
+// and before the broker opens: a broker that registers late.
+var testHookBeforeBroker func()
 
 // loopbackFor turns a bound wildcard address into one the broker can dial.
 func loopbackFor(a net.Addr) string {
