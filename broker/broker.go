@@ -126,13 +126,14 @@ type Broker struct {
 
 	dirLock     io.Closer // exclusive lock on <DataDir>/lock while the broker is open
 	registerNow chan struct{}
+	closing     atomic.Bool
+	closeOnce   sync.Once
+	closeErr    error
+
 	// registeredWith: the name servers the last registration round
 	// reached (registrar.go; Ready reads it); nil before the first and
 	// while unregistered for a lapsed lease.
 	registeredWith atomic.Pointer[[]string]
-	closing     atomic.Bool
-	closeOnce   sync.Once
-	closeErr    error
 }
 
 type handlerFunc func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command
