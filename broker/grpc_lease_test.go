@@ -89,11 +89,11 @@ func TestGRPCSyncMasterSendChecksLeaseAfterSlaveAck(t *testing.T) {
 		st := m.ha.master.Slaves()
 		return m.Store().MaxPhysOffset() > before && len(st) == 1 && st[0].Sent == m.Store().MaxPhysOffset()
 	})
-	m.dur.saveMu.Lock() // no more renewals
+	release := m.dur.holdRenewals() // no more renewals
 	locked := true
 	defer func() {
 		if locked {
-			m.dur.saveMu.Unlock()
+			release()
 		}
 	}()
 	waitCond(t, 10*time.Second, "the lease lapsed", func() bool { _, err := m.dur.writable(); return err != nil })
@@ -114,6 +114,6 @@ func TestGRPCSyncMasterSendChecksLeaseAfterSlaveAck(t *testing.T) {
 		t.Fatalf("entries %v, want one refused", e)
 	}
 	locked = false
-	m.dur.saveMu.Unlock()
+	release()
 	waitCond(t, 30*time.Second, "the lease renewed", func() bool { _, err := m.dur.writable(); return err == nil })
 }

@@ -18,11 +18,11 @@ func TestBrokerReadyNeedsTheLease(t *testing.T) {
 		LeaseTTL: 1500 * time.Millisecond, CheckpointInterval: 200 * time.Millisecond}, Deps{Logger: discardLogger(), Bucket: tier.NewMem()})
 	ctx := context.Background()
 	waitCond(t, 20*time.Second, "ready with the lease held", func() bool { return b.Ready(ctx) == nil })
-	b.dur.saveMu.Lock() // no more renewals
+	release := b.dur.holdRenewals() // no more renewals
 	locked := true
 	defer func() {
 		if locked {
-			b.dur.saveMu.Unlock()
+			release()
 		}
 	}()
 	waitCond(t, 10*time.Second, "the lease lapsed", func() bool { _, err := b.dur.writable(); return err != nil })
@@ -30,6 +30,6 @@ func TestBrokerReadyNeedsTheLease(t *testing.T) {
 		t.Fatalf("Ready with the lease lapsed: %v; want an error naming the lease", err)
 	}
 	locked = false
-	b.dur.saveMu.Unlock()
+	release()
 	waitCond(t, 30*time.Second, "ready again after a renewal", func() bool { return b.Ready(ctx) == nil })
 }
