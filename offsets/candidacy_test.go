@@ -188,13 +188,7 @@ func TestAcquireLeaseWatchOwn(t *testing.T) {
 	if _, err := offsets.AcquireLease(ctx, store, me, ttl, offsets.AcquireOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	slave := contender(store, "s", 1, 500)
-	go func() {
-		for range 40 { // the slave contests while it watches
-			slave.Tick(ctx)
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
+	ticking(t, contender(store, "s", 1, 500)) // the slave contests while it watches
 	start := time.Now()
 	_, err := offsets.AcquireLease(ctx, store, me, ttl, offsets.AcquireOptions{WatchOwn: true, NoWait: true,
 		Contest: contender(store, "me", 1, 300)})
