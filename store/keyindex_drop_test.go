@@ -1,10 +1,12 @@
 package store
 
 import (
+	"context"
 	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stratamq/stratamq/infra/vfs"
 )
@@ -81,13 +83,37 @@ func TestStoreKeyIndexQueryWhileFloorSegmentDropped(t *testing.T) {
 				}
 			}
 		}
+		// The query opens a key index file only once the key index
+		// goroutine wrote it: until then it reads the entries in memory
+		// and the hook below would never run. Wait for the file (as the
+		// uploader does) before arming.
+		waitKeyIndexFile(t, s, sg.Base)
+		fired := false
 		fs.arm(kixName(sg.Base), func() {
+			fired = true
 			keys.upload(t, s, sg.Base)
 			copyAndDrop(t, s, mem, cold, sg)
 		})
 		wantBodies(t, "m1 while the oldest local segment is dropped", queryBodies(t, s, KeyQuery{Topic: "K", Key: "m1", MaxNum: 64}), all...)
+		if !fired {
+			t.Fatalf("round %d: the query did not open the key index file of segment %d", round, sg.Base)
+		}
 		if s.LocalMinPhysOffset() <= sg.Base {
 			t.Fatalf("round %d: segment %d not dropped during the query", round, sg.Base)
 		}
 	}
+}
+
+// waitKeyIndexFile waits until the key index file of sealed segment base
+// is written (OpenKeyIndex waits for it), so a query reads that file
+// rather than the entries the writer still holds in memory.
+func waitKeyIndexFile(t *testing.T, s *Store, base int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f, _, err := s.OpenKeyIndex(ctx, base)
+	if err != nil {
+		t.Fatalf("key index file of segment %d: %v", base, err)
+	}
+	f.Close()
 }
