@@ -232,7 +232,9 @@ func TestScheduleRetentionPinWithTopicOverrides(t *testing.T) {
 	}
 	pending := recordAt(t, b, ScheduleTopic, 0, 0).PhysOffset
 	produceTiered(t, b, cl, "Old", 400)
-	waitCond(t, 30*time.Second, "the delayed message delivered", func() bool { return b.store.MaxQueueOffset("Later", 0) == 1 })
+	waitCond(t, 30*time.Second, "the delayed message delivered", func() bool {
+		return b.store.MaxQueueOffset("Later", 0) == 1 && delivered(b, "Later", 0, 1)
+	})
 	if got := recordAt(t, b, "Later", 0, 0); string(got.Body) != "delayed" || time.UnixMilli(got.StoreTimestamp).Before(sentAt.Add(8*time.Second)) {
 		t.Fatalf("delivered %q at %s after the send", got.Body, time.UnixMilli(got.StoreTimestamp).Sub(sentAt))
 	}

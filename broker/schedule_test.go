@@ -130,6 +130,20 @@ func recordAt(t *testing.T, b *Broker, topic string, q int32, idx int64) store.R
 	return rec
 }
 
+// delivered reports whether topic/q holds at least n entries and the record
+// of entry n-1 is readable. The store makes a queue entry visible a moment
+// before it publishes the log end that covers its record (every record
+// below the end is dispatched: store.Store.flushRoundLocked relies on it),
+// and ReadRecord refuses an offset past that end: a test that waits for a
+// delivered message and then reads it waits for both.
+func delivered(b *Broker, topic string, q int32, n int64) bool {
+	if n <= 0 || b.store.MaxQueueOffset(topic, q) < n {
+		return false
+	}
+	phys, size, _, ok, err := b.store.QueueEntry(topic, q, n-1)
+	return err == nil && ok && phys+int64(size) <= b.store.MaxPhysOffset()
+}
+
 // TestScheduleSendBackLevels: CONSUMER_SEND_MSG_BACK stores the retry in
 // SCHEDULE_TOPIC_XXXX at level 3+reconsumeTimes (or the header's level,
 // capped at the last), REAL_TOPIC = %RETRY%<group>; a message past the
@@ -212,7 +226,9 @@ func TestScheduleRetentionKeepsPending(t *testing.T) {
 	// Retention deletes the first segments about 7 s after the send (the
 	// uploads, then 1.5 s); had it deleted this one, the message would
 	// never be delivered.
-	waitCond(t, 30*time.Second, "the delayed message delivered", func() bool { return b.store.MaxQueueOffset("Later", 0) == 1 })
+	waitCond(t, 30*time.Second, "the delayed message delivered", func() bool {
+		return b.store.MaxQueueOffset("Later", 0) == 1 && delivered(b, "Later", 0, 1)
+	})
 	if got := recordAt(t, b, "Later", 0, 0); string(got.Body) != "delayed" || time.UnixMilli(got.StoreTimestamp).Before(sentAt.Add(10*time.Second)) {
 		t.Fatalf("delivered %q at %s after the send", got.Body, time.UnixMilli(got.StoreTimestamp).Sub(sentAt))
 	}
@@ -277,7 +293,7 @@ func TestScheduleFailoverResumes(t *testing.T) {
 		return b.role() == RoleSyncMaster && a.role() == RoleSlave && b.Broker() != nil
 	})
 	nb := b.Broker()
-	waitCond(t, 20*time.Second, "d2 delivered by the new master", func() bool { return nb.store.MaxQueueOffset("Later", 0) >= 2 })
+	waitCond(t, 20*time.Second, "d2 delivered by the new master", func() bool { return delivered(nb, "Later", 0, 2) })
 	if got := recordAt(t, nb, "Later", 0, 1); string(got.Body) != "d2" || time.UnixMilli(got.StoreTimestamp).Before(d2At.Add(6*time.Second)) {
 		t.Fatalf("offset 1: %q stored %s after its send (delay 6s)", got.Body, time.UnixMilli(got.StoreTimestamp).Sub(d2At))
 	}
