@@ -45,6 +45,10 @@ type Deps struct {
 	TLS TLS
 	// GRPC: the gRPC endpoint's callbacks (grpc_backend.go); zero: none.
 	GRPC GRPCDeps
+	// Net is where the broker listens (its port, the HA port) and dials
+	// (name servers, its master); nil: the host's TCP. The fault
+	// simulator (broker/simtest) passes an in-memory network.
+	Net Network
 
 	// lease is the bucket lease a promoted slave took (Node hands it to
 	// the master generation it starts); holdOff keeps a demoted master's
@@ -68,6 +72,7 @@ type Broker struct {
 	fs      vfs.FS
 	metrics *Metrics
 	tls     TLS      // Deps.TLS, for the HA port and dial
+	net     Network  // Deps.Net; nil: TCP
 	grpc    GRPCDeps // Deps.GRPC
 
 	store     *store.Store
@@ -165,7 +170,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	b := &Broker{
 		bootID: deps.BootID, started: time.Now(),
 		cfg: cfg, log: deps.Logger.With("component", "broker", "broker", cfg.BrokerName),
-		fs: deps.FS, metrics: deps.Metrics, grpc: deps.GRPC,
+		fs: deps.FS, metrics: deps.Metrics, grpc: deps.GRPC, net: deps.Net,
 		consumers:   NewConsumerManager(),
 		producers:   NewProducerManager(),
 		registerNow: make(chan struct{}, 1),
@@ -202,6 +207,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		OnRefuse:      deps.Metrics.ConnRefused("broker"),
 		TLS:           deps.TLS.Server,
 		TLSMode:       deps.TLS.Mode,
+		Listener:      b.listener(),
 	}, b)
 	deps.Metrics.WatchServer("broker", b.server)
 	if err := b.server.Listen(); err != nil {
@@ -397,7 +403,8 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		cancel()
 	}
 	b.tls = deps.TLS
-	b.nsClient = remoting.NewClient(remoting.ClientConfig{DialTimeout: 3 * time.Second, Logger: b.log, TLS: deps.TLS.Client})
+	b.nsClient = remoting.NewClient(remoting.ClientConfig{DialTimeout: 3 * time.Second, Logger: b.log, TLS: deps.TLS.Client,
+		Dial: b.dialer()})
 	b.handlers = b.handlerTable()
 	b.initHAStatus(deps.Metrics)
 	return b, nil
