@@ -241,6 +241,9 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		if b.store != nil {
 			b.store.Close()
 		}
+		if b.tier != nil {
+			b.tier.close() // its cold reader's cache runs goroutines
+		}
 		if b.dur != nil {
 			_ = b.dur.lease.Release(context.Background())
 		}

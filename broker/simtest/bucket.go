@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -17,11 +18,19 @@ import (
 var errBucketDown = errors.New("simtest: dial tcp bucket:443: connect: connection refused")
 
 // bucketLink is one node's path to the shared bucket: partitioned or
-// slowed for the node (across its incarnations), and, armed, holding its
+// flaky for the node (across its incarnations), and, armed, holding its
 // next write in flight so it lands late.
+//
+// Nothing here makes a caller wait on virtual time: a caller may hold a
+// mutex across a bucket call (durability.save holds saveMu across the
+// lease write), and while another goroutine waits for that mutex synctest
+// does not advance time, so a delayed answer would never come. A slow
+// bucket is therefore modelled by its effects: calls that fail (flaky) and
+// writes that time out at the client yet land later (LateWrite).
 type bucketLink struct {
 	down     atomic.Bool
-	delay    atomic.Int64 // per call, virtual ns
+	flaky    atomic.Bool  // every other call fails
+	calls    atomic.Int64 // calls while flaky
 	holdNext atomic.Int64 // the next write lands this late (ns; 0: none)
 	late     sync.WaitGroup
 	lateN    atomic.Int64 // writes that landed late
@@ -39,20 +48,14 @@ func (b *nodeBucket) gate(ctx context.Context) error {
 	if b.dead.Load() || b.link.down.Load() {
 		return errBucketDown
 	}
-	if d := time.Duration(b.link.delay.Load()); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		if b.dead.Load() || b.link.down.Load() {
-			return errBucketDown
-		}
+	if b.link.flaky.Load() && b.link.calls.Add(1)%2 == 0 {
+		return errSlowDown
 	}
 	return ctx.Err()
 }
+
+// errSlowDown is a flaky bucket's answer.
+var errSlowDown = &tier.ServerError{Status: 503, Code: "SlowDown", Err: errors.New("simtest: please reduce your request rate")}
 
 func (b *nodeBucket) ReadAt(ctx context.Context, key string, p []byte, off int64) error {
 	if err := b.gate(ctx); err != nil {
@@ -91,10 +94,10 @@ func (b *nodeBucket) PutIf(ctx context.Context, key string, r io.Reader, size in
 	return b.write(ctx, key, r, size, &cond)
 }
 
-// write stores the object, or, with a hold armed, sends it and lets it
-// land after the hold: the request is on the wire, so it lands even if
-// the caller gives up or its process dies meanwhile (a PutIf's condition
-// is checked when it lands, as S3 does).
+// write stores the object, or, with a hold armed, times out at the
+// client at once while the request, already on the wire, lands after the
+// hold, even if its process died meanwhile (a PutIf's condition is
+// checked when it lands, as S3 does).
 func (b *nodeBucket) write(ctx context.Context, key string, r io.Reader, size int64, cond *tier.Cond) (string, error) {
 	if err := b.gate(ctx); err != nil {
 		return "", err
@@ -110,32 +113,24 @@ func (b *nodeBucket) write(ctx context.Context, key string, r io.Reader, size in
 	if _, err := io.ReadFull(r, body); err != nil {
 		return "", err
 	}
-	type result struct {
-		etag string
-		err  error
-	}
-	done := make(chan result, 1)
 	b.link.late.Add(1)
 	go func() {
 		defer b.link.late.Done()
 		time.Sleep(hold)
-		var res result
+		var err error
 		if cond != nil {
-			res.etag, res.err = b.Bucket.PutIf(context.Background(), key, bytes.NewReader(body), size, *cond)
+			_, err = b.Bucket.PutIf(context.Background(), key, bytes.NewReader(body), size, *cond)
 		} else {
-			res.err = b.Bucket.Put(context.Background(), key, bytes.NewReader(body), size)
+			err = b.Bucket.Put(context.Background(), key, bytes.NewReader(body), size)
 		}
-		if res.err == nil {
+		if err == nil {
 			b.link.lateN.Add(1)
 		}
-		done <- res
 	}()
-	select {
-	case res := <-done:
-		return res.etag, res.err
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
+	return "", errLateTimeout
 }
+
+// errLateTimeout is what the client of a write that lands late sees.
+var errLateTimeout = fmt.Errorf("simtest: put: %w", context.DeadlineExceeded)
 
 func (b *nodeBucket) Close() error { return nil }

@@ -156,10 +156,18 @@ func (c *cluster) finalChecks(w *world, wl *queueWorkload, workloads []Workload,
 	if err := m.stop(); err != nil {
 		res.violate("unclean-stop", "the master n%d: %v", m.idx, err)
 	}
-	for _, n := range c.nodes {
-		n.start()
+	// The master first: slaves started with it could take the lease it
+	// released (a promotion: the failover faults cover that).
+	m.start()
+	for deadline := time.Now().Add(time.Minute); m.role() != m.cfg.Role && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
 	}
-	if err := c.waitHealthy(5 * time.Minute); err != nil {
+	for _, n := range c.nodes {
+		if n != m {
+			n.start()
+		}
+	}
+	if err := c.waitHealthy(2 * time.Minute); err != nil {
 		res.violate("no-restart", "every node restarted on its disk: %v", err)
 		return
 	}

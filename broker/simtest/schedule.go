@@ -16,7 +16,7 @@ const (
 	PowerLossTorn              // power loss with a torn tail (a random prefix of unsynced appends)
 	BucketCut                  // the node cannot reach the bucket for a while
 	NetCut                     // two nodes cannot reach each other for a while (HA links broken)
-	SlowBucket                 // the node's bucket calls are slow for a while
+	FlakyBucket                // every other bucket call of the node fails (503 SlowDown) for a while
 	LateWrite                  // the node's next bucket write lands seconds late
 	CleanStop                  // graceful stop, restart later
 	Promote                    // admin promote of the node (a slave)
@@ -25,7 +25,7 @@ const (
 	numFaults
 )
 
-var faultNames = [numFaults]string{"crash", "powerloss", "powerloss-torn", "bucket-cut", "net-cut", "slow-bucket",
+var faultNames = [numFaults]string{"crash", "powerloss", "powerloss-torn", "bucket-cut", "net-cut", "flaky-bucket",
 	"late-write", "clean-stop", "promote", "demote", "empty-disk"}
 
 func (f Fault) String() string {
@@ -65,7 +65,7 @@ func (s Step) String() string {
 		return fmt.Sprintf("%8s %s n%d", r(s.At), s.Fault, s.Node)
 	case LateWrite:
 		return fmt.Sprintf("%8s %s n%d lands %s late", r(s.At), s.Fault, s.Node, r(s.Dur))
-	case BucketCut, SlowBucket:
+	case BucketCut, FlakyBucket:
 		return fmt.Sprintf("%8s %s n%d for %s", r(s.At), s.Fault, s.Node, r(s.Dur))
 	}
 	return fmt.Sprintf("%8s %s n%d, restart after %s", r(s.At), s.Fault, s.Node, r(s.Dur))
@@ -119,7 +119,7 @@ func Draw(seed uint64, allowed []Fault, ttl time.Duration, maxSteps int) *Schedu
 		switch st.Fault {
 		case Crash, PowerLoss, PowerLossTorn, CleanStop, EmptyDisk:
 			st.Dur = down()
-		case BucketCut, SlowBucket:
+		case BucketCut, FlakyBucket:
 			st.Dur = dur(0.3, 3)
 		case NetCut:
 			st.Peer = (st.Node + 1 + rng.IntN(s.Nodes-1)) % s.Nodes
