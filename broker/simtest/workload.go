@@ -66,6 +66,12 @@ type seen struct {
 	at   time.Duration
 }
 
+// clash: consumers saw one queue offset with two bodies.
+type clash struct {
+	key           qkey
+	first, second seen
+}
+
 // queueWorkload: producers that send to the master as rocketmq-client-go
 // does (the last node that answered, else the next), each body unique;
 // consumers that pull every queue from the node that serves as master.
@@ -80,9 +86,9 @@ type queueWorkload struct {
 	mu        sync.Mutex
 	acks      []ack
 	seen      map[qkey]seen
-	clash     []Violation // consumers saw one offset with two bodies
-	sends     int         // attempts
-	asyncLost int         // set by Check
+	clash     []clash // consumers saw one offset with two bodies
+	sends     int     // attempts
+	asyncLost int     // set by Check
 }
 
 func newQueueWorkload(queues, producers int) *queueWorkload {
@@ -248,9 +254,7 @@ func (q *queueWorkload) saw(k qkey, body string, node int) {
 	defer q.mu.Unlock()
 	if s, ok := q.seen[k]; ok {
 		if s.body != body {
-			q.clash = append(q.clash, Violation{Kind: "offset-reused", Detail: fmt.Sprintf(
-				"consumers saw %s/%s as %q (node n%d at %v) and later as %q (node n%d at %v)",
-				q.topic, k, s.body, s.node, s.at.Round(time.Millisecond), body, node, q.since().Round(time.Millisecond))})
+			q.clash = append(q.clash, clash{key: k, first: s, second: seen{body: body, node: node, at: q.since()}})
 		}
 		return
 	}
