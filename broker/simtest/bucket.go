@@ -4,18 +4,21 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
+	"net"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/stratamq/stratamq/tier"
 )
 
 // errBucketDown is what a node's bucket calls return while it is cut off
-// from the bucket (or its process is dead).
-var errBucketDown = errors.New("simtest: dial tcp bucket:443: connect: connection refused")
+// from the bucket (or its process is dead): a transport error, as an S3
+// client reports it (retryable).
+var errBucketDown error = &net.OpError{Op: "dial", Net: "tcp", Addr: tcpAddr("10.0.8.1:443"), Err: syscall.ECONNREFUSED}
 
 // bucketLink is one node's path to the shared bucket: partitioned or
 // flaky for the node (across its incarnations), and, armed, holding its
@@ -130,7 +133,8 @@ func (b *nodeBucket) write(ctx context.Context, key string, r io.Reader, size in
 	return "", errLateTimeout
 }
 
-// errLateTimeout is what the client of a write that lands late sees.
-var errLateTimeout = fmt.Errorf("simtest: put: %w", context.DeadlineExceeded)
+// errLateTimeout is what the client of a write that lands late sees: its
+// HTTP attempt timed out (retryable).
+var errLateTimeout error = &net.OpError{Op: "read", Net: "tcp", Addr: tcpAddr("10.0.8.1:443"), Err: os.ErrDeadlineExceeded}
 
 func (b *nodeBucket) Close() error { return nil }
