@@ -45,6 +45,10 @@ type Deps struct {
 	TLS TLS
 	// GRPC: the gRPC endpoint's callbacks (grpc_backend.go); zero: none.
 	GRPC GRPCDeps
+	// Mono is the monotonic clock the bucket lease measures its validity
+	// and a watching slave its TTL with; nil: the process's. The fault
+	// simulator gives each node a skewed one.
+	Mono offsets.MonoClock
 	// Net is where the broker listens (its port, the HA port) and dials
 	// (name servers, its master); nil: the host's TCP. The fault
 	// simulator (broker/simtest) passes an in-memory network.
@@ -72,8 +76,10 @@ type Broker struct {
 	fs      vfs.FS
 	metrics *Metrics
 	tls     TLS      // Deps.TLS, for the HA port and dial
-	net     Network  // Deps.Net; nil: TCP
 	grpc    GRPCDeps // Deps.GRPC
+
+	net  Network           // Deps.Net; nil: TCP
+	mono offsets.MonoClock // Deps.Mono; nil: the process's
 
 	store     *store.Store
 	topics    *TopicConfigManager
@@ -170,7 +176,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	b := &Broker{
 		bootID: deps.BootID, started: time.Now(),
 		cfg: cfg, log: deps.Logger.With("component", "broker", "broker", cfg.BrokerName),
-		fs: deps.FS, metrics: deps.Metrics, grpc: deps.GRPC, net: deps.Net,
+		fs: deps.FS, metrics: deps.Metrics, grpc: deps.GRPC, net: deps.Net, mono: deps.Mono,
 		consumers:   NewConsumerManager(),
 		producers:   NewProducerManager(),
 		registerNow: make(chan struct{}, 1),

@@ -44,6 +44,7 @@ type simNode struct {
 	link *bucketLink
 	cfg  broker.Config
 	inc  *incarnation // nil while down
+	rate float64      // the node's clock rate (ClockSkew); 0: 1
 	// stopping is an incarnation stopping gracefully (CleanStop): the
 	// node starts again only once it ended.
 	stopping *incarnation
@@ -52,6 +53,7 @@ type simNode struct {
 // incarnation is one process run on a node.
 type incarnation struct {
 	n      *broker.Node
+	clock  *skewClock
 	stack  *Stack
 	fsOff  *errorfs.Toggle
 	dead   atomic.Bool
@@ -94,7 +96,13 @@ func (n *simNode) start() {
 	inc.fsOff = &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(errorfs.Op, string) error { return errProcessDead })}
 	fs := errorfs.Wrap(n.mem, inc.fsOff)
 	bkt := &nodeBucket{Bucket: n.c.bucket, link: n.link, dead: &inc.dead}
-	inc.n = broker.NewNode(n.cfg, broker.Deps{FS: fs, Logger: n.c.logger.With("node", n.name()), Bucket: bkt, Net: inc.stack}, nil)
+	rate := n.rate
+	if rate == 0 {
+		rate = 1
+	}
+	inc.clock = newSkewClock(rate)
+	inc.n = broker.NewNode(n.cfg, broker.Deps{FS: fs, Logger: n.c.logger.With("node", n.name()), Bucket: bkt, Net: inc.stack,
+		Mono: inc.clock}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	inc.cancel = cancel
 	go func() {
@@ -190,6 +198,14 @@ func (n *simNode) stopDone(force bool) bool {
 	n.c.zombies = append(n.c.zombies, inc)
 	n.c.mu.Unlock()
 	return true
+}
+
+// setRate sets the node's clock rate (its running process's too).
+func (n *simNode) setRate(r float64) {
+	n.rate = r
+	if n.inc != nil {
+		n.inc.clock.setRate(r)
+	}
 }
 
 // newDisk replaces the node's disk by an empty one.

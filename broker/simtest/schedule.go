@@ -22,11 +22,12 @@ const (
 	Promote                    // admin promote of the node (a slave)
 	Demote                     // admin demote of the node (a master)
 	EmptyDisk                  // the node's disk is replaced by an empty one (crash, new disk, restart)
+	ClockSkew                  // the node's monotonic clock runs 0.9-1.1 times as fast for a while (within the lease margin)
 	numFaults
 )
 
 var faultNames = [numFaults]string{"crash", "powerloss", "powerloss-torn", "bucket-cut", "net-cut", "flaky-bucket",
-	"late-write", "clean-stop", "promote", "demote", "empty-disk"}
+	"late-write", "clean-stop", "promote", "demote", "empty-disk", "clock-skew"}
 
 func (f Fault) String() string {
 	if f >= 0 && f < numFaults {
@@ -54,6 +55,7 @@ type Step struct {
 	Node  int
 	Peer  int
 	Dur   time.Duration
+	Rate  float64 // ClockSkew: the clock's rate
 }
 
 func (s Step) String() string {
@@ -67,6 +69,8 @@ func (s Step) String() string {
 		return fmt.Sprintf("%8s %s n%d lands %s late", r(s.At), s.Fault, s.Node, r(s.Dur))
 	case BucketCut, FlakyBucket:
 		return fmt.Sprintf("%8s %s n%d for %s", r(s.At), s.Fault, s.Node, r(s.Dur))
+	case ClockSkew:
+		return fmt.Sprintf("%8s %s n%d at rate %.3f for %s", r(s.At), s.Fault, s.Node, s.Rate, r(s.Dur))
 	}
 	return fmt.Sprintf("%8s %s n%d, restart after %s", r(s.At), s.Fault, s.Node, r(s.Dur))
 }
@@ -126,6 +130,9 @@ func Draw(seed uint64, allowed []Fault, ttl time.Duration, maxSteps int) *Schedu
 			st.Dur = dur(0.3, 3)
 		case LateWrite:
 			st.Dur = dur(0.5, 4)
+		case ClockSkew:
+			st.Rate = 0.9 + 0.2*rng.Float64()
+			st.Dur = dur(1, 5)
 		}
 		s.Steps = append(s.Steps, st)
 	}

@@ -221,6 +221,9 @@ func (x *executor) apply(st Step, now time.Duration) {
 		x.at(now+st.Dur, func() { n.link.flaky.Store(false) })
 	case LateWrite:
 		n.link.holdNext.Store(int64(st.Dur))
+	case ClockSkew:
+		n.setRate(st.Rate)
+		x.at(now+st.Dur, func() { n.setRate(1) })
 	case NetCut:
 		c.net.Cut(n.ip, c.nodes[st.Peer].ip, true)
 		x.at(now+st.Dur, func() { c.net.Cut(n.ip, c.nodes[st.Peer].ip, false) })
