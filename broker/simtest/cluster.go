@@ -28,8 +28,9 @@ type cluster struct {
 	nodes  []*simNode
 	logger *slog.Logger
 
-	mu      sync.Mutex
-	zombies []*incarnation // killed or stopped incarnations still winding down
+	mu        sync.Mutex
+	zombies   []*incarnation // killed or stopped incarnations still winding down
+	restarted []string       // processes that exited on their own and were started again
 }
 
 // simNode is one machine: its disk (a vfs.Mem, replaced by a crash clone
@@ -206,6 +207,18 @@ func (n *simNode) setRate(r float64) {
 	if n.inc != nil {
 		n.inc.clock.setRate(r)
 	}
+}
+
+// reap forgets an incarnation that exited on its own.
+func (n *simNode) reap() {
+	inc := n.inc
+	inc.dead.Store(true)
+	inc.fsOff.On()
+	inc.stack.Kill()
+	n.inc = nil
+	n.c.mu.Lock()
+	n.c.zombies = append(n.c.zombies, inc)
+	n.c.mu.Unlock()
 }
 
 // newDisk replaces the node's disk by an empty one.

@@ -72,6 +72,7 @@ type Result struct {
 	AsyncLost  int // async_master acks found only in a diverged/ directory
 	Applied    []string
 	Skipped    int           // steps not applicable when their time came (node down or busy)
+	Restarted  []string      // processes that exited on their own during the heal and were restarted
 	Virtual    time.Duration // virtual time the schedule took
 }
 
@@ -130,6 +131,7 @@ func Run(s *Schedule, opt Options) *Result {
 		c.finalChecks(w, wl, workloads, res)
 	}
 	c.shutdown(res)
+	res.Restarted = c.restarted
 	res.Virtual = time.Since(t0)
 	return res
 }
@@ -281,10 +283,22 @@ func (x *executor) healAll() {
 }
 
 // waitHealthy waits until one running node is master, every other one
-// its slave, and the master sees every slave caught up.
+// its slave, and the master sees every slave caught up. A node whose
+// process exited is started again, as a supervisor would, up to
+// maxRestarts times per wait.
 func (c *cluster) waitHealthy(d time.Duration) error {
+	const maxRestarts = 3
 	deadline := time.Now().Add(d)
+	restarts := map[int]int{}
 	for {
+		for _, n := range c.nodes {
+			if done, err := n.exited(); done && restarts[n.idx] < maxRestarts {
+				restarts[n.idx]++
+				c.restarted = append(c.restarted, fmt.Sprintf("n%d exited (%v) and was restarted", n.idx, err))
+				n.reap()
+				n.start()
+			}
+		}
 		state, err := c.healthy()
 		if err == nil {
 			return nil

@@ -136,6 +136,9 @@ func report(t *testing.T, res *Result, faults []Fault) string {
 	fmt.Fprintf(&b, "%s", res.Schedule)
 	fmt.Fprintf(&b, "applied %d steps (%d skipped: node down); %d acks of %d sends; %d async losses; %v virtual\n",
 		len(res.Applied), res.Skipped, res.Acks, res.Sends, res.AsyncLost, res.Virtual.Round(time.Millisecond))
+	for _, r := range res.Restarted {
+		fmt.Fprintf(&b, "note: %s\n", r)
+	}
 	for _, v := range res.Violations {
 		fmt.Fprintf(&b, "VIOLATION %s\n", v)
 	}
