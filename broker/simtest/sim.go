@@ -94,7 +94,15 @@ func Run(s *Schedule, opt Options) *Result {
 	wl.fakeAck = opt.FakeAck
 	workloads := []Workload{wl}
 
-	for _, n := range c.nodes {
+	// The configured master first, then its slaves: a failover slave
+	// started with it can take the never-written lease first and run the
+	// brokerName as async_master whatever the master's role (a finding of
+	// this simulator, see the package doc); the schedule's mode must hold.
+	c.nodes[0].start()
+	for deadline := time.Now().Add(30 * time.Second); c.nodes[0].role() != c.nodes[0].cfg.Role && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, n := range c.nodes[1:] {
 		n.start()
 	}
 	if err := c.waitHealthy(60 * time.Second); err != nil {
