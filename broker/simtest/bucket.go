@@ -7,11 +7,13 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/tier"
 )
 
@@ -32,7 +34,7 @@ var errBucketDown error = &net.OpError{Op: "dial", Net: "tcp", Addr: tcpAddr("10
 // writes that time out at the client yet land later (LateWrite).
 type bucketLink struct {
 	down     atomic.Bool
-	flaky    atomic.Bool  // every other call fails
+	flaky    atomic.Bool  // three calls in four fail
 	calls    atomic.Int64 // calls while flaky
 	holdNext atomic.Int64 // the next write lands this late (ns; 0: none)
 	late     sync.WaitGroup
@@ -51,7 +53,7 @@ func (b *nodeBucket) gate(ctx context.Context) error {
 	if b.dead.Load() || b.link.down.Load() {
 		return errBucketDown
 	}
-	if b.link.flaky.Load() && b.link.calls.Add(1)%2 == 0 {
+	if b.link.flaky.Load() && b.link.calls.Add(1)%4 != 0 {
 		return errSlowDown
 	}
 	return ctx.Err()
@@ -105,7 +107,14 @@ func (b *nodeBucket) write(ctx context.Context, key string, r io.Reader, size in
 	if err := b.gate(ctx); err != nil {
 		return "", err
 	}
-	hold := time.Duration(b.link.holdNext.Swap(0))
+	// The lease and checkpoints are written every few hundred ms and are
+	// conditional (a late one fails its condition): hold the next write
+	// of data instead, a segment object or a manifest delta (item 6's
+	// danger).
+	var hold time.Duration
+	if !strings.HasSuffix(key, offsets.LeaseKey) && !strings.Contains(key, "meta/checkpoint") {
+		hold = time.Duration(b.link.holdNext.Swap(0))
+	}
 	if hold <= 0 {
 		if cond != nil {
 			return b.Bucket.PutIf(ctx, key, r, size, *cond)

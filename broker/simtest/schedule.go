@@ -16,7 +16,7 @@ const (
 	PowerLossTorn              // power loss with a torn tail (a random prefix of unsynced appends)
 	BucketCut                  // the node cannot reach the bucket for a while
 	NetCut                     // two nodes cannot reach each other for a while (HA links broken)
-	FlakyBucket                // every other bucket call of the node fails (503 SlowDown) for a while
+	FlakyBucket                // three bucket calls of the node in four fail (503 SlowDown) for a while
 	LateWrite                  // the node's next bucket write lands seconds late
 	CleanStop                  // graceful stop, restart later
 	Promote                    // admin promote of the node (a slave)

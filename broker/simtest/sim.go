@@ -73,6 +73,7 @@ type Result struct {
 	Applied    []string
 	Skipped    int           // steps not applicable when their time came (node down or busy)
 	Restarted  []string      // processes that exited on their own during the heal and were restarted
+	LateLanded int           // bucket writes that landed late (LateWrite)
 	Virtual    time.Duration // virtual time the schedule took
 }
 
@@ -140,6 +141,9 @@ func Run(s *Schedule, opt Options) *Result {
 	}
 	c.shutdown(res)
 	res.Restarted = c.restarted
+	for _, n := range c.nodes {
+		res.LateLanded += int(n.link.lateN.Load())
+	}
 	res.Virtual = time.Since(t0)
 	return res
 }

@@ -27,6 +27,7 @@ var (
 	flagVerb   = flag.Bool("sim.v", false, "log the brokers (replay)")
 	flagShrink = flag.Bool("sim.shrink", false, "on a violation, drop steps while it still fails")
 	flagHang   = flag.Duration("sim.hang", time.Minute, "real time after which a schedule counts as hung (goroutines dumped, exit)")
+	flagReps   = flag.Int("sim.reps", 5, "runs of each scenario (TestSimScenarios)")
 	flagKeep   = flag.Bool("sim.keepgoing", false, "run every seed even after a violation (long form)")
 )
 
@@ -134,8 +135,8 @@ func replayCmd(s *Schedule, faults []Fault) string {
 func report(t *testing.T, res *Result, faults []Fault) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s", res.Schedule)
-	fmt.Fprintf(&b, "applied %d steps (%d skipped: node down); %d acks of %d sends; %d async losses; %v virtual\n",
-		len(res.Applied), res.Skipped, res.Acks, res.Sends, res.AsyncLost, res.Virtual.Round(time.Millisecond))
+	fmt.Fprintf(&b, "applied %d steps (%d skipped: node down); %d acks of %d sends; %d async losses; %d late writes landed; %v virtual\n",
+		len(res.Applied), res.Skipped, res.Acks, res.Sends, res.AsyncLost, res.LateLanded, res.Virtual.Round(time.Millisecond))
 	for _, r := range res.Restarted {
 		fmt.Fprintf(&b, "note: %s\n", r)
 	}
