@@ -2,6 +2,7 @@ package simtest
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 )
@@ -40,8 +41,14 @@ func (c *skewClock) setRate(r float64) {
 
 // Sleep waits until d has passed on this clock, or ctx ends.
 func (c *skewClock) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	// Rounded up, and a nanosecond more: a reading after the sleep must be
+	// at least d on, or a caller that sleeps what is left would sleep 0
+	// over and over in a bubble where time then never moves.
 	c.mu.Lock()
-	real := time.Duration(float64(d) / c.rate)
+	real := time.Duration(math.Ceil(float64(d)/c.rate)) + 1
 	c.mu.Unlock()
 	t := time.NewTimer(real)
 	defer t.Stop()
