@@ -46,6 +46,7 @@ type simNode struct {
 	cfg  broker.Config
 	inc  *incarnation // nil while down
 	rate float64      // the node's clock rate (ClockSkew); 0: 1
+	boot int          // the machine's boot: a power loss or a new disk (machine) starts another
 	// stopping is an incarnation stopping gracefully (CleanStop): the
 	// node starts again only once it ended.
 	stopping *incarnation
@@ -103,7 +104,7 @@ func (n *simNode) start() {
 	}
 	inc.clock = newSkewClock(rate)
 	inc.n = broker.NewNode(n.cfg, broker.Deps{FS: fs, Logger: n.c.logger.With("node", n.name()), Bucket: bkt, Net: inc.stack,
-		Mono: inc.clock}, nil)
+		Mono: inc.clock, BootID: fmt.Sprintf("%s-boot-%d", n.name(), n.boot)}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	inc.cancel = cancel
 	go func() {
@@ -129,6 +130,7 @@ func (n *simNode) kill(powerLoss bool, rng *rand.Rand) {
 	inc.stack.Kill()
 	inc.cancel()
 	if powerLoss {
+		n.boot++
 		if rng != nil {
 			n.mem = n.mem.CrashCloneTorn(rng)
 		} else {
@@ -222,7 +224,10 @@ func (n *simNode) reap() {
 }
 
 // newDisk replaces the node's disk by an empty one.
-func (n *simNode) newDisk() { n.mem = vfs.NewMem() }
+func (n *simNode) newDisk() {
+	n.mem = vfs.NewMem()
+	n.boot++
+}
 
 // broker is the node's running generation, or nil.
 func (n *simNode) broker() *broker.Broker {

@@ -9,7 +9,11 @@ import (
 
 // scenario is a hand-written schedule aimed at one failover bug: a
 // regression check the random schedules may take long to hit. Each runs
-// several times (interleavings differ); any violation fails it.
+// several times (interleavings differ); any violation fails it. On
+// 8aa1300 the scenarios of items 1, 2 and 4, item 6 and the lone
+// sync_master's reads fail; those of items 3 and 5 do not reproduce their
+// bug (item 3 needs a restart in the master role, item 5 a bucket that
+// fails exactly the rejoin's reads) and stay as checks.
 type scenario struct {
 	name string
 	// open names the bug it still finds on today's code: TestSimScenarios
@@ -21,16 +25,16 @@ type scenario struct {
 const ttl = 2 * time.Second
 
 var scenarios = []scenario{
-	{name: "sync-master-power-loss-back-within-ttl", open: "issue 29 item 1",
+	{name: "sync-master-power-loss-back-within-ttl", // issue 29 item 1
 		s: Schedule{Nodes: 2, Sync: true, Tail: 3 * time.Second, Steps: []Step{
 			{At: 3 * time.Second, Fault: PowerLoss, Node: 0, Dur: ttl / 4},
 		}}},
-	{name: "lagging-slave-wins-the-takeover", open: "issue 29 item 2",
+	{name: "lagging-slave-wins-the-takeover", // issue 29 item 2
 		s: Schedule{Nodes: 3, Sync: true, Tail: 4 * time.Second, Steps: []Step{
 			{At: 1 * time.Second, Fault: NetCut, Node: 0, Peer: 2, Dur: 6 * time.Second}, // n2 lags
 			{At: 3 * time.Second, Fault: BucketCut, Node: 0, Dur: 6 * time.Second},       // n0 fenced: n1 or n2 takes over
 		}}},
-	{name: "slave-crash-then-master-clean-stop", open: "issue 29 item 3",
+	{name: "slave-crash-then-master-clean-stop", // issue 29 item 3
 		s: Schedule{Nodes: 2, Sync: false, Tail: 4 * time.Second, Steps: []Step{
 			{At: 2 * time.Second, Fault: Crash, Node: 1, Dur: 3 * time.Second},
 			{At: 3 * time.Second, Fault: CleanStop, Node: 0, Dur: 6 * time.Second},
@@ -39,7 +43,7 @@ var scenarios = []scenario{
 		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
 			{At: 5 * time.Second, Fault: Promote, Node: 1},
 		}}},
-	{name: "old-master-rejoins-over-a-flaky-bucket", open: "issue 29 item 5",
+	{name: "old-master-rejoins-over-a-flaky-bucket", // issue 29 item 5
 		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
 			// n0 is fenced; it learns so as the cut heals, and rejoins
 			// while most of its bucket reads fail; then the new master
@@ -57,7 +61,7 @@ var scenarios = []scenario{
 			{At: 500 * time.Millisecond, Fault: LateWrite, Node: 0, Dur: 10 * time.Second},
 			{At: 4500 * time.Millisecond, Fault: BucketCut, Node: 0, Dur: 6 * time.Second},
 		}}},
-	{name: "lone-sync-master-reads-then-failover", open: "consumers read SLAVE_NOT_AVAILABLE sends of a lone sync_master",
+	{name: "lone-sync-master-reads-then-failover", // consumers read SLAVE_NOT_AVAILABLE sends of a lone sync_master
 		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
 			{At: 2 * time.Second, Fault: Crash, Node: 1, Dur: 3 * time.Second},
 			{At: 3 * time.Second, Fault: Crash, Node: 0, Dur: 5 * time.Second},
