@@ -19,13 +19,28 @@ type finalState struct {
 	log      map[qkey]string
 	sync     bool
 	diverged []byte
+	diskLost map[int][]time.Time // per node: power losses and disk swaps
+	start    time.Time           // the workload's start (ack times are since it)
 }
 
-// lostAsync reports whether body is kept in some node's diverged/: an
-// async_master acknowledgement lost in a failover, which async
-// replication allows (counted, not a violation).
-func (f *finalState) lostAsync(body string) bool {
-	return !f.sync && bytes.Contains(f.diverged, []byte(body))
+// lostAsync reports whether an async_master acknowledgement of body by
+// node at at (since the workload started) may be lost: it is kept in some
+// node's diverged/ (a failover cut it), or the node lost its unsynced
+// bytes after it (flush=async: a power loss loses the flush interval).
+// Counted, not a violation.
+func (f *finalState) lostAsync(body string, node int, at time.Duration) bool {
+	if f.sync {
+		return false
+	}
+	if bytes.Contains(f.diverged, []byte(body)) {
+		return true
+	}
+	for _, t := range f.diskLost[node] {
+		if t.After(f.start.Add(at)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Check: (1) every SEND_OK is readable at its queue offset with its body
@@ -45,14 +60,14 @@ func (q *queueWorkload) Check(f *finalState) []Violation {
 	// diverged/, is an async loss (the new master never had it), counted
 	// with the losses below.
 	for _, c := range q.clash {
-		if !f.lostAsync(c.first.body) {
+		if !f.lostAsync(c.first.body, c.first.node, c.first.at) {
 			add("offset-reused", "consumers saw %s/%s as %q (n%d at %v) and later as %q (n%d at %v)", q.topic, c.key,
 				c.first.body, c.first.node, c.first.at.Round(time.Millisecond), c.second.body, c.second.node, c.second.at.Round(time.Millisecond))
 		}
 	}
 	byKey := map[qkey]ack{}
 	for _, a := range q.acks {
-		if b, ok := byKey[a.key]; ok && b.body != a.body && !f.lostAsync(b.body) {
+		if b, ok := byKey[a.key]; ok && b.body != a.body && !f.lostAsync(b.body, b.node, b.at) {
 			add("offset-reused", "%s/%s acknowledged as %q (n%d at %v) and as %q (n%d at %v)", q.topic, a.key,
 				b.body, b.node, b.at.Round(time.Millisecond), a.body, a.node, a.at.Round(time.Millisecond))
 		}
@@ -63,7 +78,7 @@ func (q *queueWorkload) Check(f *finalState) []Violation {
 		got, ok := f.log[a.key]
 		switch {
 		case ok && got == a.body:
-		case f.lostAsync(a.body):
+		case f.lostAsync(a.body, a.node, a.at):
 			asyncLost++
 		case !ok:
 			add("ack-lost", "%q acknowledged at %s/%s by n%d at %v is not in the final log", a.body, q.topic, a.key, a.node, a.at.Round(time.Millisecond))
@@ -87,7 +102,7 @@ func (q *queueWorkload) Check(f *finalState) []Violation {
 		got, ok := f.log[k]
 		switch {
 		case ok && got == s.body:
-		case f.lostAsync(s.body):
+		case f.lostAsync(s.body, s.node, s.at):
 		case !ok:
 			add("seen-vanished", "consumers saw %q at %s/%s (n%d at %v); the final log has no such offset", s.body, q.topic, k, s.node, s.at.Round(time.Millisecond))
 		default:
@@ -104,7 +119,7 @@ func (q *queueWorkload) checkAcks(kind string, log map[qkey]string, f *finalStat
 	defer q.mu.Unlock()
 	var out []Violation
 	for _, a := range q.acks {
-		if got := log[a.key]; got != a.body && !f.lostAsync(a.body) {
+		if got := log[a.key]; got != a.body && !f.lostAsync(a.body, a.node, a.at) {
 			out = append(out, Violation{Kind: kind, Detail: fmt.Sprintf("%q acknowledged at %s/%s: now %q", a.body, q.topic, a.key, got)})
 			if len(out) >= 10 {
 				break
@@ -144,7 +159,7 @@ func (c *cluster) finalChecks(w *world, wl *queueWorkload, workloads []Workload,
 	if err != nil {
 		res.violate("unreadable", "the healed master: %v", err)
 	}
-	f := &finalState{log: log, sync: c.opt.Sync, diverged: c.divergedBytes()}
+	f := &finalState{log: log, sync: c.opt.Sync, diverged: c.divergedBytes(), diskLost: c.diskLost, start: wl.start}
 	for _, wk := range workloads {
 		res.Violations = append(res.Violations, wk.Check(f)...)
 	}

@@ -28,6 +28,10 @@ type cluster struct {
 	nodes  []*simNode
 	logger *slog.Logger
 
+	// diskLost: when each node lost what it had not synced (a power loss
+	// or a new disk), for the checker's async_master allowance.
+	diskLost map[int][]time.Time
+
 	mu        sync.Mutex
 	zombies   []*incarnation // killed or stopped incarnations still winding down
 	restarted []string       // processes that exited on their own and were started again
@@ -65,7 +69,7 @@ type incarnation struct {
 }
 
 func newCluster(opt Options, logger *slog.Logger) *cluster {
-	c := &cluster{opt: opt, net: NewNet(), bucket: tier.NewMem(), logger: logger}
+	c := &cluster{opt: opt, net: NewNet(), bucket: tier.NewMem(), logger: logger, diskLost: map[int][]time.Time{}}
 	for i := range opt.Nodes {
 		role := broker.RoleSlave
 		if i == 0 {
@@ -130,6 +134,7 @@ func (n *simNode) kill(powerLoss bool, rng *rand.Rand) {
 	inc.stack.Kill()
 	inc.cancel()
 	if powerLoss {
+		n.c.diskLost[n.idx] = append(n.c.diskLost[n.idx], time.Now())
 		n.boot++
 		if rng != nil {
 			n.mem = n.mem.CrashCloneTorn(rng)
@@ -225,6 +230,7 @@ func (n *simNode) reap() {
 
 // newDisk replaces the node's disk by an empty one.
 func (n *simNode) newDisk() {
+	n.c.diskLost[n.idx] = append(n.c.diskLost[n.idx], time.Now())
 	n.mem = vfs.NewMem()
 	n.boot++
 }
