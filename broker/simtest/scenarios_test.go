@@ -86,11 +86,12 @@ func TestSimScenarios(t *testing.T) {
 				s.Seed = uint64(rep + 1)
 				s.Steps = slices.Clone(sc.s.Steps)
 				res := runSchedule(t, &s, simOptions())
+				replay := fmt.Sprintf("go test ./broker/simtest -run 'TestSimScenarios/%s$' -sim.all -sim.v", sc.name)
 				if testing.Verbose() {
-					t.Logf("run %d:\n%s", rep+1, report(t, res, nil))
+					t.Logf("run %d:\n%s", rep+1, reportReplay(res, replay))
 				}
 				if len(res.Violations) > 0 {
-					t.Fatalf("run %d of %d:\n%s", rep+1, *flagReps, report(t, res, nil))
+					t.Fatalf("run %d of %d:\n%s", rep+1, *flagReps, reportReplay(res, replay))
 				}
 			}
 			t.Log(fmt.Sprintf("%d runs without a violation", *flagReps))

@@ -131,6 +131,10 @@ func replayCmd(s *Schedule, faults []Fault) string {
 }
 
 func report(t *testing.T, res *Result, faults []Fault) string {
+	return reportReplay(res, replayCmd(res.Schedule, faults))
+}
+
+func reportReplay(res *Result, replay string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s", res.Schedule)
 	fmt.Fprintf(&b, "applied %d steps (%d skipped: node down); %d acks of %d sends; %d async losses; %d late writes landed; %v virtual\n",
@@ -141,7 +145,7 @@ func report(t *testing.T, res *Result, faults []Fault) string {
 	for _, v := range res.Violations {
 		fmt.Fprintf(&b, "VIOLATION %s\n", v)
 	}
-	fmt.Fprintf(&b, "replay: %s", replayCmd(res.Schedule, faults))
+	fmt.Fprintf(&b, "replay: %s", replay)
 	return b.String()
 }
 
