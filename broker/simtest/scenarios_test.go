@@ -10,10 +10,11 @@ import (
 // scenario is a hand-written schedule aimed at one failover bug: a
 // regression check the random schedules may take long to hit. Each runs
 // several times (interleavings differ); any violation fails it. On
-// 8aa1300 the scenarios of items 1, 2 and 4, item 6 and the lone
-// sync_master's reads fail; those of items 3 and 5 do not reproduce their
-// bug (item 3 needs a restart in the master role, item 5 a bucket that
-// fails exactly the rejoin's reads) and stay as checks.
+// 8aa1300 the scenarios of items 1, 2, 4 and 6 and the lone sync_master's
+// reads fail, and all pass once their fixes are in; those of items 3 and
+// 5 do not reproduce their bug (item 3 needs a restart in the master
+// role, item 5 a bucket that fails exactly the rejoin's reads) and stay
+// as checks.
 type scenario struct {
 	name string
 	// open names the bug it still finds on today's code: TestSimScenarios
@@ -39,7 +40,7 @@ var scenarios = []scenario{
 			{At: 2 * time.Second, Fault: Crash, Node: 1, Dur: 3 * time.Second},
 			{At: 3 * time.Second, Fault: CleanStop, Node: 0, Dur: 6 * time.Second},
 		}}},
-	{name: "promotion-over-age-sealed-segments", open: "issue 29 item 4",
+	{name: "promotion-over-age-sealed-segments", // issue 29 item 4
 		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
 			{At: 5 * time.Second, Fault: Promote, Node: 1},
 		}}},
@@ -52,7 +53,7 @@ var scenarios = []scenario{
 			{At: 6 * time.Second, Fault: FlakyBucket, Node: 0, Dur: 4 * time.Second},
 			{At: 12 * time.Second, Fault: Crash, Node: 1, Dur: 4 * time.Second},
 		}}},
-	{name: "fenced-master-write-lands-late", open: "issue 29 item 6",
+	{name: "fenced-master-write-lands-late", // issue 29 item 6
 		s: Schedule{Nodes: 2, Sync: true, Tail: 12 * time.Second, Steps: []Step{
 			// The first segment object (sealed by age at about 4 s) is
 			// held on the wire for 10 s; the master is cut off, the slave
