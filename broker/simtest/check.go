@@ -21,16 +21,18 @@ type finalState struct {
 	diverged []byte
 	diskLost map[int][]time.Time // per node: power losses and disk swaps
 	start    time.Time           // the workload's start (ack times are since it)
+	nodes    int
 }
 
 // lostAsync reports whether an async_master acknowledgement of body by
 // node at at (since the workload started) may be lost: it is kept in some
 // node's diverged/ (a failover cut it), or the node lost its unsynced
 // bytes after it (flush=async: a power loss loses the flush interval).
+// A sync_master one only when every node lost its disk (everyDiskLost).
 // Counted, not a violation.
 func (f *finalState) lostAsync(body string, node int, at time.Duration) bool {
 	if f.sync {
-		return false
+		return f.everyDiskLost(at)
 	}
 	if bytes.Contains(f.diverged, []byte(body)) {
 		return true
@@ -41,6 +43,22 @@ func (f *finalState) lostAsync(body string, node int, at time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// everyDiskLost reports whether every node lost its unsynced bytes or its
+// disk after at: as many faults as copies, which even sync_master does not
+// survive (a machine loss loses what was not uploaded).
+func (f *finalState) everyDiskLost(at time.Duration) bool {
+	for i := range f.nodes {
+		lost := false
+		for _, t := range f.diskLost[i] {
+			lost = lost || t.After(f.start.Add(at))
+		}
+		if !lost {
+			return false
+		}
+	}
+	return true
 }
 
 // Check: (1) every SEND_OK is readable at its queue offset with its body
@@ -159,7 +177,7 @@ func (c *cluster) finalChecks(w *world, wl *queueWorkload, workloads []Workload,
 	if err != nil {
 		res.violate("unreadable", "the healed master: %v", err)
 	}
-	f := &finalState{log: log, sync: c.opt.Sync, diverged: c.divergedBytes(), diskLost: c.diskLost, start: wl.start}
+	f := &finalState{log: log, sync: c.opt.Sync, diverged: c.divergedBytes(), diskLost: c.diskLost, start: wl.start, nodes: len(c.nodes)}
 	for _, wk := range workloads {
 		res.Violations = append(res.Violations, wk.Check(f)...)
 	}

@@ -32,9 +32,9 @@ type cluster struct {
 	// or a new disk), for the checker's async_master allowance.
 	diskLost map[int][]time.Time
 
-	mu        sync.Mutex
-	zombies   []*incarnation // killed or stopped incarnations still winding down
-	restarted []string       // processes that exited on their own and were started again
+	mu      sync.Mutex
+	zombies []*incarnation // killed or stopped incarnations still winding down
+	notes   []string       // processes that exited on their own and were started again, skipped ranges
 }
 
 // simNode is one machine: its disk (a vfs.Mem, replaced by a crash clone
@@ -214,6 +214,11 @@ func (n *simNode) setRate(r float64) {
 	if n.inc != nil {
 		n.inc.clock.setRate(r)
 	}
+}
+
+// note records something the report shows that is not a violation.
+func (c *cluster) note(format string, args ...any) {
+	c.notes = append(c.notes, fmt.Sprintf(format, args...))
 }
 
 // reap forgets an incarnation that exited on its own.

@@ -72,7 +72,7 @@ type Result struct {
 	AsyncLost  int // async_master acks found only in a diverged/ directory
 	Applied    []string
 	Skipped    int           // steps not applicable when their time came (node down or busy)
-	Restarted  []string      // processes that exited on their own during the heal and were restarted
+	Notes      []string      // processes that exited on their own during the heal and were restarted; ranges reads skipped
 	LateLanded int           // bucket writes that landed late (LateWrite)
 	Virtual    time.Duration // virtual time the schedule took
 }
@@ -140,7 +140,7 @@ func Run(s *Schedule, opt Options) *Result {
 		c.finalChecks(w, wl, workloads, res)
 	}
 	c.shutdown(res)
-	res.Restarted = c.restarted
+	res.Notes = c.notes
 	for _, n := range c.nodes {
 		res.LateLanded += int(n.link.lateN.Load())
 	}
@@ -306,7 +306,7 @@ func (c *cluster) waitHealthy(d time.Duration) error {
 		for _, n := range c.nodes {
 			if done, err := n.exited(); done && restarts[n.idx] < maxRestarts {
 				restarts[n.idx]++
-				c.restarted = append(c.restarted, fmt.Sprintf("n%d exited (%v) and was restarted", n.idx, err))
+				c.note("n%d exited (%v) and was restarted", n.idx, err)
 				n.reap()
 				n.start()
 			}
@@ -425,8 +425,17 @@ func (w *world) readLog(n *simNode, topic string, queues int) (map[qkey]string, 
 				return out, fmt.Errorf("pull %s/%d at %d from n%d: %w", topic, q, off, n.idx, err)
 			}
 			if resp.Code != int32(remoting.Success) {
-				return out, fmt.Errorf("pull %s/%d at %d from n%d (queue end %d): %s %s", topic, q, off, n.idx, max,
+				err := fmt.Errorf("pull %s/%d at %d from n%d (queue end %d): %s %s", topic, q, off, n.idx, max,
 					remoting.ResponseCode(resp.Code), resp.Remark)
+				// A range the broker says is gone (nextBeginOffset further
+				// on) is noted and skipped: the message checks judge
+				// whether anything in it had to be there.
+				if next, _ := strconv.ParseInt(resp.ExtFields["nextBeginOffset"], 10, 64); next > off {
+					w.c.note("%v; read on from %d", err, next)
+					off = next
+					continue
+				}
+				return out, err
 			}
 			offs, bodies := decodeRecords(resp.Body)
 			for i, o := range offs {
