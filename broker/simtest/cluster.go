@@ -48,9 +48,11 @@ type simNode struct {
 	mem  *vfs.Mem
 	link *bucketLink
 	cfg  broker.Config
-	inc  *incarnation // nil while down
-	rate float64      // the node's clock rate (ClockSkew); 0: 1
-	boot int          // the machine's boot: a power loss or a new disk (machine) starts another
+	inc  *incarnation // nil while down; the executor's (one goroutine's)
+	// live is inc's Node for the workload's goroutines (role).
+	live atomic.Pointer[broker.Node]
+	rate float64 // the node's clock rate (ClockSkew); 0: 1
+	boot int     // the machine's boot: a power loss or a new disk (machine) starts another
 	// stopping is an incarnation stopping gracefully (CleanStop): the
 	// node starts again only once it ended.
 	stopping *incarnation
@@ -118,6 +120,7 @@ func (n *simNode) start() {
 		close(inc.done)
 	}()
 	n.inc = inc
+	n.live.Store(inc.n)
 }
 
 // kill ends the process at once: its disk and bucket calls fail from now
@@ -143,6 +146,7 @@ func (n *simNode) kill(powerLoss bool, rng *rand.Rand) {
 		}
 	}
 	n.inc = nil
+	n.live.Store(nil)
 	n.c.mu.Lock()
 	n.c.zombies = append(n.c.zombies, inc)
 	n.c.mu.Unlock()
@@ -168,6 +172,7 @@ func (n *simNode) stop() error {
 	inc.fsOff.On()
 	inc.stack.Kill()
 	n.inc = nil
+	n.live.Store(nil)
 	n.c.mu.Lock()
 	n.c.zombies = append(n.c.zombies, inc)
 	n.c.mu.Unlock()
@@ -182,6 +187,7 @@ func (n *simNode) beginStop() {
 	}
 	inc.cancel()
 	n.inc, n.stopping = nil, inc
+	n.live.Store(nil)
 }
 
 // stopDone reports whether the stopping incarnation ended; force kills it
@@ -228,6 +234,7 @@ func (n *simNode) reap() {
 	inc.fsOff.On()
 	inc.stack.Kill()
 	n.inc = nil
+	n.live.Store(nil)
 	n.c.mu.Lock()
 	n.c.zombies = append(n.c.zombies, inc)
 	n.c.mu.Unlock()
@@ -249,10 +256,10 @@ func (n *simNode) broker() *broker.Broker {
 }
 
 func (n *simNode) role() string {
-	if n.inc == nil {
-		return ""
+	if bn := n.live.Load(); bn != nil {
+		return bn.Role()
 	}
-	return n.inc.n.Role()
+	return ""
 }
 
 // exited reports whether the running incarnation's Run returned (a
