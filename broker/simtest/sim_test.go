@@ -41,16 +41,19 @@ var knownOpen = []Fault{
 	// over, their queue offsets name other messages (offset-reused). Two
 	// faults (the README's "two faults at once"), but the checker's rule 2
 	// breaks. Found through crashes, power losses and disk swaps.
-	// 2. A slave on an empty disk cannot join a master whose log starts
-	// past what the bucket holds (a master restored on a fresh disk before
-	// anything was uploaded starts its log past the reservations): the
-	// slave starts at the manifest's end (0), its hello is refused ("offset
-	// outside the master's log") every 5 s for ever (no-recovery). Found
-	// through disk swaps.
+	// 2. A slave cannot join a master whose log starts past the slave's
+	// end: a master that resumed from the bucket past every reservation
+	// (its own copy set aside, or a fresh disk) leaves a gap in the
+	// offsets, and a slave below it (on an empty disk it starts at the
+	// manifest's end) has its hello refused ("offset outside the master's
+	// log") every 5 s for ever (no-recovery). Found through disk swaps,
+	// and through bucket cuts (seed 500064).
+	// Bucket cuts with net cuts also reach 1 (seed 500172: the cut-off
+	// master alone serves consumers, its slave takes over).
 	// (Issue 29 items 1, 2, 4 and 6, found here on 8aa1300 through these
-	// kinds and bucket-cut, clean-stop, promote and demote, are fixed on
-	// main; those kinds are drawn again.)
-	Crash, PowerLoss, PowerLossTorn, EmptyDisk,
+	// kinds and clean-stop, promote and demote, are fixed on main; those
+	// kinds are drawn again.)
+	Crash, PowerLoss, PowerLossTorn, EmptyDisk, BucketCut,
 }
 
 // allowed is the fault kinds this run draws.
