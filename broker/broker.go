@@ -45,6 +45,14 @@ type Deps struct {
 	TLS TLS
 	// GRPC: the gRPC endpoint's callbacks (grpc_backend.go); zero: none.
 	GRPC GRPCDeps
+	// Mono is the monotonic clock the bucket lease measures its validity
+	// and a watching slave its TTL with; nil: the process's. The fault
+	// simulator gives each node a skewed one.
+	Mono offsets.MonoClock
+	// Net is where the broker listens (its port, the HA port) and dials
+	// (name servers, its master); nil: the host's TCP. The fault
+	// simulator (broker/simtest) passes an in-memory network.
+	Net Network
 
 	// lease is the bucket lease a promoted slave took (Node hands it to
 	// the master generation it starts); holdOff keeps a demoted master's
@@ -69,6 +77,9 @@ type Broker struct {
 	metrics *Metrics
 	tls     TLS      // Deps.TLS, for the HA port and dial
 	grpc    GRPCDeps // Deps.GRPC
+
+	net  Network           // Deps.Net; nil: TCP
+	mono offsets.MonoClock // Deps.Mono; nil: the process's
 
 	store     *store.Store
 	topics    *TopicConfigManager
@@ -170,7 +181,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	b := &Broker{
 		bootID: deps.BootID, started: time.Now(),
 		cfg: cfg, log: deps.Logger.With("component", "broker", "broker", cfg.BrokerName),
-		fs: deps.FS, metrics: deps.Metrics, grpc: deps.GRPC,
+		fs: deps.FS, metrics: deps.Metrics, grpc: deps.GRPC, net: deps.Net, mono: deps.Mono,
 		consumers:   NewConsumerManager(),
 		producers:   NewProducerManager(),
 		registerNow: make(chan struct{}, 1),
@@ -207,6 +218,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		OnRefuse:      deps.Metrics.ConnRefused("broker"),
 		TLS:           deps.TLS.Server,
 		TLSMode:       deps.TLS.Mode,
+		Listener:      b.listener(),
 	}, b)
 	deps.Metrics.WatchServer("broker", b.server)
 	if err := b.server.Listen(); err != nil {
@@ -239,6 +251,9 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		b.server.Close()
 		if b.store != nil {
 			b.store.Close()
+		}
+		if b.tier != nil {
+			b.tier.close() // its cold reader's cache runs goroutines
 		}
 		if b.dur != nil {
 			_ = b.dur.lease.Release(context.Background())
@@ -407,7 +422,8 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		cancel()
 	}
 	b.tls = deps.TLS
-	b.nsClient = remoting.NewClient(remoting.ClientConfig{DialTimeout: 3 * time.Second, Logger: b.log, TLS: deps.TLS.Client})
+	b.nsClient = remoting.NewClient(remoting.ClientConfig{DialTimeout: 3 * time.Second, Logger: b.log, TLS: deps.TLS.Client,
+		Dial: b.dialer()})
 	b.handlers = b.handlerTable()
 	b.initHAStatus(deps.Metrics)
 	return b, nil

@@ -252,7 +252,7 @@ func newDurability(b *Broker, bucket tier.Bucket, handed *offsets.Lease) (*durab
 		// With failover a lease held by another instance makes this broker
 		// its slave at once (Node), instead of refusing after a TTL.
 		NoWait: b.cfg.HAFailover,
-		HAAddr: b.haAdvertise(), Role: b.cfg.Role,
+		HAAddr: b.haAdvertise(), Role: b.cfg.Role, Mono: b.mono,
 		OnWait: func(held offsets.LeaseRecord, wait time.Duration) {
 			b.log.Warn("another broker instance holds the bucket lease; waiting one TTL for it to renew or lapse",
 				"holder", held.Identity().String(), "renewedAt", held.RenewedAt, "wait", wait)

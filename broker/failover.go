@@ -222,7 +222,7 @@ func (b *Broker) watchLease(ctx context.Context) {
 		}
 		role := masterRole(b.nodeRole, rec.Role)
 		lease, err := offsets.AcquireLease(ctx, cs, b.ident, ttl, offsets.AcquireOptions{
-			MinEpoch: b.following.Epoch, HAAddr: b.haAdvertise(), Role: role,
+			MinEpoch: b.following.Epoch, HAAddr: b.haAdvertise(), Role: role, Mono: b.mono,
 			// An unreleased lease of our own instance is a master
 			// generation of this data dir that crashed: watched and
 			// contested like anyone's. A generation younger than a TTL

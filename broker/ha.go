@@ -63,7 +63,7 @@ func (b *Broker) startHA() error {
 				return b.helloAccepted(epoch)
 			},
 			BrokerName: b.cfg.BrokerName, Log: b.store, MaxTransfer: max(ha.DefaultMaxTransfer, int(b.cfg.MaxMessageSize)+1<<20), Logger: b.log,
-			Dial: b.tls.haDial})
+			Dial: b.haDial})
 		if err != nil {
 			return fmt.Errorf("broker: STRATAMQ_ROLE=slave: %w", err)
 		}
@@ -85,7 +85,7 @@ func (b *Broker) startHA() error {
 		}
 		m, err := ha.StartMaster(ha.MasterOptions{Listen: b.cfg.HAListen, Log: b.store, Epoch: b.epoch, Diverged: b.divergedAt,
 			BrokerName: b.cfg.BrokerName, MaxLag: int64(b.cfg.HAMaxLag), MinInSync: b.cfg.HAMinInSync, Advertise: b.advertise,
-			OnAcked: onAcked, Logger: b.log, WrapListener: b.tls.haListener})
+			OnAcked: onAcked, Logger: b.log, WrapListener: b.tls.haListener, Listener: b.listener()})
 		if err != nil {
 			return fmt.Errorf("broker: STRATAMQ_HA_LISTEN: %w", err)
 		}

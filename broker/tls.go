@@ -27,7 +27,45 @@ func (t TLS) haListener(ln net.Listener) net.Listener {
 	return remoting.TLSListener(ln, t.Server, t.Mode, 0)
 }
 
-// haDial is a slave's dial of its master's HA port: TLS with Client set.
-func (t TLS) haDial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
-	return tlsconf.Dial(ctx, addr, t.Client, timeout)
+// haDial is a slave's dial of its master's HA port (over Deps.Net when
+// set): TLS with Client set.
+func (b *Broker) haDial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	if b.net == nil {
+		return tlsconf.Dial(ctx, addr, b.tls.Client, timeout)
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	nc, err := b.net.Dial(dctx, addr)
+	if err != nil || b.tls.Client == nil {
+		return nc, err
+	}
+	tc, err := tlsconf.Handshake(ctx, nc, addr, b.tls.Client, timeout)
+	if err != nil {
+		return nil, err // not a typed nil
+	}
+	return tc, nil
+}
+
+// Network is where a broker listens and dials (Deps.Net).
+type Network interface {
+	Listen(addr string) (net.Listener, error)
+	Dial(ctx context.Context, addr string) (net.Conn, error)
+}
+
+// listener is the remoting and HA servers' Listener: nil (TCP) without
+// Deps.Net.
+func (b *Broker) listener() func(string) (net.Listener, error) {
+	if b.net == nil {
+		return nil
+	}
+	return b.net.Listen
+}
+
+// dialer is the broker's remoting client's Dial: nil (TCP) without
+// Deps.Net.
+func (b *Broker) dialer() func(context.Context, string) (net.Conn, error) {
+	if b.net == nil {
+		return nil
+	}
+	return b.net.Dial
 }

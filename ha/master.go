@@ -64,6 +64,9 @@ type MasterOptions struct {
 	Logger            *slog.Logger  // default slog.Default()
 	// WrapListener, if set, wraps the listener (TLS).
 	WrapListener func(net.Listener) net.Listener
+	// Listener, if set, binds Listen in place of a TCP listen (an
+	// in-memory network in tests).
+	Listener func(addr string) (net.Listener, error)
 }
 
 func (o MasterOptions) withDefaults() (MasterOptions, error) {
@@ -177,7 +180,11 @@ func StartMaster(opts MasterOptions) (*Master, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", o.Listen)
+	listen := o.Listener
+	if listen == nil {
+		listen = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+	}
+	ln, err := listen(o.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("ha: listen on %s: %w", o.Listen, err)
 	}

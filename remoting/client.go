@@ -27,6 +27,9 @@ type ClientConfig struct {
 	// dial, under DialTimeout). An empty ServerName is taken from the
 	// address dialled.
 	TLS *tls.Config
+	// Dial, if set, connects to addr in place of a TCP dial (an in-memory
+	// network in tests); it is given DialTimeout in ctx.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 const (
@@ -94,8 +97,16 @@ func (cl *Client) Conn(ctx context.Context, addr string) (*Conn, error) {
 	if slot.c != nil && !slot.c.isClosed() {
 		return slot.c, nil
 	}
-	d := net.Dialer{Timeout: cl.cfg.DialTimeout}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	var nc net.Conn
+	var err error
+	if cl.cfg.Dial != nil {
+		dctx, cancel := context.WithTimeout(ctx, cl.cfg.DialTimeout)
+		nc, err = cl.cfg.Dial(dctx, addr)
+		cancel()
+	} else {
+		d := net.Dialer{Timeout: cl.cfg.DialTimeout}
+		nc, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("remoting: dial %s: %w", addr, err)
 	}

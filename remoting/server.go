@@ -138,6 +138,11 @@ type ServerConfig struct {
 	TLSMode             TLSMode
 	TLSHandshakeTimeout time.Duration
 
+	// Listener, if set, binds Addr in place of a TCP listen (an in-memory
+	// network in tests). Its conns need not be TCP: the conn code falls
+	// back from its socket fast paths on any other net.Conn.
+	Listener func(addr string) (net.Listener, error)
+
 	// bufRelease: a conn idle this long between frames drops its read
 	// buffer until its next byte (default idleBufferRelease; tests
 	// shorten it).
@@ -304,7 +309,11 @@ func (s *Server) Listen() error {
 	if s.mu.ln != nil {
 		return nil
 	}
-	ln, err := net.Listen("tcp", s.cfg.Addr)
+	listen := s.cfg.Listener
+	if listen == nil {
+		listen = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+	}
+	ln, err := listen(s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("remoting: listen %s: %w", s.cfg.Addr, err)
 	}

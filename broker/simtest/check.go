@@ -1,0 +1,258 @@
+package simtest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/stratamq/stratamq/broker"
+	"github.com/stratamq/stratamq/remoting"
+)
+
+// finalState is what the checker compares the run with: the simulated
+// topic as the healed cluster's master serves it, and the bytes every
+// node set aside under diverged/.
+type finalState struct {
+	log      map[qkey]string
+	sync     bool
+	diverged []byte
+	diskLost map[int][]time.Time // per node: power losses and disk swaps
+	start    time.Time           // the workload's start (ack times are since it)
+	nodes    int
+}
+
+// lostAsync reports whether an async_master acknowledgement of body by
+// node at at (since the workload started) may be lost: it is kept in some
+// node's diverged/ (a failover cut it), or the node lost its unsynced
+// bytes after it (flush=async: a power loss loses the flush interval).
+// A sync_master one only when every node lost its disk (everyDiskLost).
+// Counted, not a violation.
+func (f *finalState) lostAsync(body string, node int, at time.Duration) bool {
+	if f.sync {
+		return f.everyDiskLost(at)
+	}
+	if bytes.Contains(f.diverged, []byte(body)) {
+		return true
+	}
+	for _, t := range f.diskLost[node] {
+		if t.After(f.start.Add(at)) {
+			return true
+		}
+	}
+	return false
+}
+
+// everyDiskLost reports whether every node lost its unsynced bytes or its
+// disk after at: as many faults as copies, which even sync_master does not
+// survive (a machine loss loses what was not uploaded).
+func (f *finalState) everyDiskLost(at time.Duration) bool {
+	for i := range f.nodes {
+		lost := false
+		for _, t := range f.diskLost[i] {
+			lost = lost || t.After(f.start.Add(at))
+		}
+		if !lost {
+			return false
+		}
+	}
+	return true
+}
+
+// Check: (1) every SEND_OK is readable at its queue offset with its body
+// (async_master: or kept in diverged/); (2) no queue offset was
+// acknowledged or seen by consumers with two different bodies, and what
+// consumers saw is what the final log holds.
+func (q *queueWorkload) Check(f *finalState) []Violation {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []Violation
+	add := func(kind, format string, args ...any) {
+		if len(out) < 20 {
+			out = append(out, Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)})
+		}
+	}
+	// async_master: an offset named twice, the first body kept in
+	// diverged/, is an async loss (the new master never had it), counted
+	// with the losses below.
+	for _, c := range q.clash {
+		if !f.lostAsync(c.first.body, c.first.node, c.first.at) {
+			add("offset-reused", "consumers saw %s/%s as %q (n%d at %v) and later as %q (n%d at %v)", q.topic, c.key,
+				c.first.body, c.first.node, c.first.at.Round(time.Millisecond), c.second.body, c.second.node, c.second.at.Round(time.Millisecond))
+		}
+	}
+	byKey := map[qkey]ack{}
+	for _, a := range q.acks {
+		if b, ok := byKey[a.key]; ok && b.body != a.body && !f.lostAsync(b.body, b.node, b.at) {
+			add("offset-reused", "%s/%s acknowledged as %q (n%d at %v) and as %q (n%d at %v)", q.topic, a.key,
+				b.body, b.node, b.at.Round(time.Millisecond), a.body, a.node, a.at.Round(time.Millisecond))
+		}
+		byKey[a.key] = a
+	}
+	asyncLost := 0
+	for _, a := range q.acks {
+		got, ok := f.log[a.key]
+		switch {
+		case ok && got == a.body:
+		case f.lostAsync(a.body, a.node, a.at):
+			asyncLost++
+		case !ok:
+			add("ack-lost", "%q acknowledged at %s/%s by n%d at %v is not in the final log", a.body, q.topic, a.key, a.node, a.at.Round(time.Millisecond))
+		default:
+			add("ack-lost", "%q acknowledged at %s/%s by n%d at %v: the final log holds %q there", a.body, q.topic, a.key, a.node, a.at.Round(time.Millisecond), got)
+		}
+	}
+	q.asyncLost = asyncLost
+	keys := make([]qkey, 0, len(q.seen))
+	for k := range q.seen {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].queue != keys[j].queue {
+			return keys[i].queue < keys[j].queue
+		}
+		return keys[i].off < keys[j].off
+	})
+	for _, k := range keys {
+		s := q.seen[k]
+		got, ok := f.log[k]
+		switch {
+		case ok && got == s.body:
+		case f.lostAsync(s.body, s.node, s.at):
+		case !ok:
+			add("seen-vanished", "consumers saw %q at %s/%s (n%d at %v); the final log has no such offset", s.body, q.topic, k, s.node, s.at.Round(time.Millisecond))
+		default:
+			add("offset-reused", "consumers saw %q at %s/%s (n%d at %v); the final log holds %q there", s.body, q.topic, k, s.node, s.at.Round(time.Millisecond), got)
+		}
+	}
+	return out
+}
+
+// checkAcks is check 1 against another reading of the log (after a
+// restart, or from a fresh disk), async losses already counted skipped.
+func (q *queueWorkload) checkAcks(kind string, log map[qkey]string, f *finalState) []Violation {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []Violation
+	for _, a := range q.acks {
+		if got := log[a.key]; got != a.body && !f.lostAsync(a.body, a.node, a.at) {
+			out = append(out, Violation{Kind: kind, Detail: fmt.Sprintf("%q acknowledged at %s/%s: now %q", a.body, q.topic, a.key, got)})
+			if len(out) >= 10 {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// finalChecks runs after the cluster healed: probe sends, the log
+// checks, then (check 4) every node restarts on its disk and a fresh node
+// restores from the bucket alone, and both read every acknowledged
+// message. Check 3 (every listed object readable) is covered by the
+// fresh node: it reads the whole log through the cold reader.
+func (c *cluster) finalChecks(w *world, wl *queueWorkload, workloads []Workload, res *Result) {
+	m := c.master()
+	cl := w.newClient()
+	for i := range 5 {
+		body := fmt.Sprintf("probe-%02d", i)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := cl.Invoke(ctx, m.cfg.Listen, sendReq(wl.topic, i%wl.queues, []byte(body)))
+		cancel()
+		if err != nil || resp.Code != int32(remoting.Success) {
+			res.violate("no-service", "probe send to the healed master n%d: %v %v", m.idx, err, resp)
+			continue
+		}
+		off, _ := strconv.ParseInt(resp.ExtFields["queueOffset"], 10, 64)
+		qid, _ := strconv.Atoi(resp.ExtFields["queueId"])
+		wl.record(ack{key: qkey{qid, off}, body: body, node: m.idx, at: wl.since()})
+	}
+	cl.Close()
+	if err := c.waitHealthy(time.Minute); err != nil {
+		res.violate("no-recovery", "after the probes: %v", err)
+		return
+	}
+	log, err := w.readLog(m, wl.topic, wl.queues)
+	if err != nil {
+		res.violate("unreadable", "the healed master: %v", err)
+	}
+	f := &finalState{log: log, sync: c.opt.Sync, diverged: c.divergedBytes(), diskLost: c.diskLost, start: wl.start, nodes: len(c.nodes)}
+	for _, wk := range workloads {
+		res.Violations = append(res.Violations, wk.Check(f)...)
+	}
+	res.AsyncLost = wl.asyncLost
+	res.Acks = len(wl.acks)
+	if c.opt.NoRestartCheck || len(res.Violations) > 0 {
+		return
+	}
+
+	// Check 4a: every node stops cleanly (slaves first) and restarts on
+	// its own disk.
+	for _, n := range c.nodes {
+		if n != m {
+			_ = n.stop()
+		}
+	}
+	if err := m.stop(); err != nil {
+		res.violate("unclean-stop", "the master n%d: %v", m.idx, err)
+	}
+	// The master first: slaves started with it could take the lease it
+	// released (a promotion: the failover faults cover that).
+	m.start()
+	for deadline := time.Now().Add(time.Minute); c.master() == nil && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, n := range c.nodes {
+		if n != m {
+			n.start()
+		}
+	}
+	if err := c.waitHealthy(2 * time.Minute); err != nil {
+		res.violate("no-restart", "every node restarted on its disk: %v", err)
+		return
+	}
+	m = c.master()
+	log2, err := w.readLog(m, wl.topic, wl.queues)
+	if err != nil {
+		res.violate("unreadable", "after a restart on the same disks: %v", err)
+	}
+	res.Violations = append(res.Violations, wl.checkAcks("lost-on-restart", log2, f)...)
+	for _, n := range c.nodes {
+		if n != m {
+			_ = n.stop()
+		}
+	}
+	if err := m.stop(); err != nil {
+		res.violate("unclean-stop", "the master n%d after the restart: %v", m.idx, err)
+	}
+
+	// Check 4b: a fresh node on an empty disk restores from the bucket.
+	fresh := &simNode{c: c, idx: len(c.nodes), ip: "10.0.0.9", host: c.net.Host("10.0.0.9"), link: &bucketLink{}}
+	fresh.newDisk()
+	fresh.cfg = c.nodes[0].cfg
+	fresh.cfg.Listen, fresh.cfg.HAListen = fresh.ip+":10911", fresh.ip+":10912"
+	fresh.cfg.Role = broker.RoleAsyncMaster // alone: a sync_master would refuse sends without a slave
+	fresh.start()
+	deadline := time.Now().Add(time.Minute)
+	for fresh.role() != broker.RoleAsyncMaster {
+		if done, err := fresh.exited(); done {
+			res.violate("no-restore", "a fresh node on an empty disk did not start: %v", err)
+			return
+		}
+		if !time.Now().Before(deadline) {
+			res.violate("no-restore", "a fresh node on an empty disk is not master after a minute (role %q)", fresh.role())
+			fresh.kill(false, nil)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	log3, err := w.readLog(fresh, wl.topic, wl.queues)
+	if err != nil {
+		res.violate("unreadable", "a fresh node restored from the bucket: %v", err)
+	}
+	res.Violations = append(res.Violations, wl.checkAcks("lost-on-restore", log3, f)...)
+	if err := fresh.stop(); err != nil {
+		res.violate("unclean-stop", "the fresh node: %v", err)
+	}
+}

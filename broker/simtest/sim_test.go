@@ -1,0 +1,256 @@
+package simtest
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stratamq/stratamq/tier/upload"
+)
+
+var (
+	flagSeeds  = flag.Int("sim.seeds", 200, "schedules to run (TestSim)")
+	flagSeed   = flag.Uint64("sim.seed", 0, "run only this seed (replay)")
+	flagFirst  = flag.Uint64("sim.first", 1, "first seed of a TestSim run")
+	flagBudget = flag.Duration("sim.budget", 2*time.Minute, "wall-time budget of TestSim")
+	flagSteps  = flag.Int("sim.steps", 6, "most steps a schedule draws")
+	flagAll    = flag.Bool("sim.all", false, "draw the known-open fault kinds too")
+	flagFaults = flag.String("sim.faults", "", "comma-separated fault kinds to draw (default: all but the known-open ones)")
+	flagVerb   = flag.Bool("sim.v", false, "log the brokers (replay)")
+	flagShrink = flag.Bool("sim.shrink", false, "on a violation, drop steps while it still fails")
+	flagHang   = flag.Duration("sim.hang", time.Minute, "real time after which a schedule counts as hung (goroutines dumped, exit)")
+	flagReps   = flag.Int("sim.reps", 5, "runs of each scenario (TestSimScenarios)")
+	flagKeep   = flag.Bool("sim.keepgoing", false, "run every seed even after a violation (long form)")
+)
+
+// knownOpen are the fault kinds TestSim does not draw by default because
+// they find violations of bugs still open; each names its bug. Remove an
+// entry when its fix lands; -sim.all draws them anyway.
+var knownOpen = []Fault{
+	// 1. Consumers read what a sync_master alone (its slaves down) stored
+	// but answered SLAVE_NOT_AVAILABLE; when it then dies (or loses its
+	// unflushed page cache) and a slave without those messages takes
+	// over, their queue offsets name other messages (offset-reused). Two
+	// faults (the README's "two faults at once"), but the checker's rule 2
+	// breaks. Found through crashes, power losses and disk swaps.
+	// 2. A slave cannot join a master whose log starts past the slave's
+	// end: a master that resumed from the bucket past every reservation
+	// (its own copy set aside, or a fresh disk) leaves a gap in the
+	// offsets, and a slave below it (on an empty disk it starts at the
+	// manifest's end) has its hello refused ("offset outside the master's
+	// log") every 5 s for ever (no-recovery). Found through disk swaps,
+	// and through bucket cuts (seed 500064).
+	// Bucket cuts with net cuts also reach 1 (seed 500172: the cut-off
+	// master alone serves consumers, its slave takes over).
+	// (Issue 29 items 1, 2, 4 and 6, found here on 8aa1300 through these
+	// kinds and clean-stop, promote and demote, are fixed on main; those
+	// kinds are drawn again.)
+	Crash, PowerLoss, PowerLossTorn, EmptyDisk, BucketCut,
+}
+
+// allowed is the fault kinds this run draws.
+func allowed(t *testing.T) []Fault {
+	if *flagFaults != "" {
+		var out []Fault
+		for _, s := range strings.Split(*flagFaults, ",") {
+			f, err := ParseFault(strings.TrimSpace(s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, f)
+		}
+		return out
+	}
+	var out []Fault
+	for f := range numFaults {
+		if !*flagAll && slices.Contains(knownOpen, f) {
+			t.Logf("not drawing %s: known open (knownOpen in sim_test.go; -sim.all draws it)", f)
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func simOptions() Options {
+	opt := Options{}
+	if *flagVerb {
+		opt.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return opt
+}
+
+// warm runs one short schedule in real time, outside any bubble, before
+// the first bubble: package-level state made lazily on first use (the
+// zstd encoders and decoders that tiering shares, with their channels)
+// must not belong to one bubble, or the next bubble that uses it dies
+// ("receive on synctest channel from outside bubble").
+var warm = sync.OnceFunc(func() {
+	upload.WarmCodecs() // made only by a manifest snapshot, which a short run may not write
+	Run(&Schedule{Seed: 1, Nodes: 2, Sync: true, Tail: 4 * time.Second}, Options{SegmentMaxAge: time.Second})
+	// Pooled objects it made (timers, channels) are the real clock's: a
+	// bubble must not get them either.
+	runtime.GC()
+	runtime.GC()
+})
+
+// runSchedule runs s in a synctest bubble.
+func runSchedule(t *testing.T, s *Schedule, opt Options) *Result {
+	warm()
+	var res *Result
+	// A schedule that stops making progress in real time is a hang that
+	// virtual time cannot see through (a goroutine blocked on a mutex is
+	// not durably blocked): dump every goroutine with the seed and die.
+	dog := time.AfterFunc(*flagHang, func() {
+		buf := make([]byte, 64<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		fmt.Fprintf(os.Stderr, "HANG: schedule still running after %v of real time\n%s\nreplay: %s\n\n%s\n",
+			*flagHang, s, replayCmd(s, nil), buf)
+		os.Exit(2)
+	})
+	defer dog.Stop()
+	synctest.Test(t, func(t *testing.T) { res = Run(s, opt) })
+	// sync.Pools hold objects with channels made in this bubble (the
+	// store's put requests); another bubble must not get them. Two
+	// collections empty every pool.
+	runtime.GC()
+	runtime.GC()
+	return res
+}
+
+func replayCmd(s *Schedule, faults []Fault) string {
+	names := make([]string, len(faults))
+	for i, f := range faults {
+		names[i] = f.String()
+	}
+	return fmt.Sprintf("go test ./broker/simtest -run 'TestSim$' -sim.seed=%d -sim.steps=%d -sim.faults=%s", s.Seed, *flagSteps, strings.Join(names, ","))
+}
+
+func report(t *testing.T, res *Result, faults []Fault) string {
+	return reportReplay(res, replayCmd(res.Schedule, faults))
+}
+
+func reportReplay(res *Result, replay string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", res.Schedule)
+	fmt.Fprintf(&b, "applied %d steps (%d skipped: node down); %d acks of %d sends; %d async losses; %d late writes landed; %v virtual\n",
+		len(res.Applied), res.Skipped, res.Acks, res.Sends, res.AsyncLost, res.LateLanded, res.Virtual.Round(time.Millisecond))
+	for _, r := range res.Notes {
+		fmt.Fprintf(&b, "note: %s\n", r)
+	}
+	for _, v := range res.Violations {
+		fmt.Fprintf(&b, "VIOLATION %s\n", v)
+	}
+	fmt.Fprintf(&b, "replay: %s", replay)
+	return b.String()
+}
+
+// TestSim runs seeded fault schedules over a 2-3 node brokerName and
+// checks every one. Short form (CI): -sim.seeds (200) or -sim.budget (2
+// min) of wall time, whichever ends first. Long form by hand:
+//
+//	go test ./broker/simtest -run 'TestSim$' -sim.seeds=100000 -sim.budget=10h -sim.keepgoing -timeout 0
+//
+// Replay one seed: -sim.seed=N (with the -sim.faults and -sim.steps the
+// failure printed), -sim.v to see the brokers' logs, -sim.shrink to drop
+// steps while it still fails.
+func TestSim(t *testing.T) {
+	faults := allowed(t)
+	opt := simOptions()
+	if *flagSeed != 0 {
+		s := Draw(*flagSeed, faults, 2*time.Second, *flagSteps)
+		res := runSchedule(t, s, opt)
+		if len(res.Violations) > 0 && *flagShrink {
+			res = shrink(t, res, opt)
+		}
+		t.Log(report(t, res, faults))
+		if len(res.Violations) > 0 {
+			t.Fail()
+		}
+		return
+	}
+	start := time.Now()
+	drawn := map[Fault]int{}
+	failed, ran, steps := 0, 0, 0
+	kinds := map[string]int{}
+	var virtual time.Duration
+	for i := range *flagSeeds {
+		if time.Since(start) > *flagBudget {
+			break
+		}
+		s := Draw(*flagFirst+uint64(i), faults, 2*time.Second, *flagSteps)
+		for _, st := range s.Steps {
+			drawn[st.Fault]++
+		}
+		steps += len(s.Steps)
+		res := runSchedule(t, s, opt)
+		ran++
+		virtual += res.Virtual
+		if len(res.Violations) > 0 {
+			failed++
+			for _, v := range res.Violations {
+				kinds[v.Kind]++
+			}
+			t.Errorf("%s", report(t, res, faults))
+			if !*flagKeep {
+				break
+			}
+		}
+	}
+	el := time.Since(start)
+	var fs []string
+	for f := range numFaults {
+		if drawn[f] > 0 {
+			fs = append(fs, fmt.Sprintf("%s=%d", f, drawn[f]))
+		}
+	}
+	t.Logf("%d schedules (%d steps) in %v: %.1f schedules/s, %v virtual; %d failed %v; faults drawn: %s",
+		ran, steps, el.Round(time.Millisecond), float64(ran)/el.Seconds(), virtual.Round(time.Second), failed, kinds, strings.Join(fs, " "))
+}
+
+// shrink drops steps from a failing schedule while it still fails.
+func shrink(t *testing.T, res *Result, opt Options) *Result {
+	best := res
+	for i := 0; i < len(best.Schedule.Steps); {
+		r := runSchedule(t, best.Schedule.without(i), opt)
+		if len(r.Violations) > 0 {
+			best = r
+			continue
+		}
+		i++
+	}
+	return best
+}
+
+// TestSimCatchesFakeAck: the checker can fail. A workload that records an
+// ack no broker gave must be caught, on a run without faults.
+func TestSimCatchesFakeAck(t *testing.T) {
+	opt := simOptions()
+	opt.FakeAck = true
+	opt.NoRestartCheck = true
+	res := runSchedule(t, &Schedule{Seed: 1, Nodes: 2, Sync: true, Tail: 2 * time.Second}, opt)
+	found := false
+	for _, v := range res.Violations {
+		found = found || (v.Kind == "offset-reused" && strings.Contains(v.Detail, "-forged"))
+	}
+	if !found {
+		t.Fatalf("the forged ack was not caught: %v", res.Violations)
+	}
+}
+
+// TestSimNoFaults: a schedule without faults has no violation (the
+// simulator's own baseline).
+func TestSimNoFaults(t *testing.T) {
+	res := runSchedule(t, &Schedule{Seed: 1, Nodes: 3, Sync: true, Tail: 5 * time.Second}, simOptions())
+	if len(res.Violations) > 0 || res.Acks == 0 {
+		t.Fatalf("%s", report(t, res, nil))
+	}
+}
