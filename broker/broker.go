@@ -133,6 +133,10 @@ type Broker struct {
 	// (checkLocalData); New then adopts the checkpoint's metadata.
 	promotedReplica bool
 	bootID          string    // Deps.BootID
+	// hw is a sync_master's high watermark: the highest offset a slave
+	// acked in this run, at least where this epoch took the log over
+	// (readBound).
+	hw atomic.Int64
 	started         time.Time // when New made this generation
 
 	dirLock     io.Closer // exclusive lock on <DataDir>/lock while the broker is open
@@ -383,6 +387,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if restore != nil && !restore.Replica {
 		b.afterRestore(restore)
 	}
+	b.hw.Store(b.store.MaxPhysOffset()) // the log this run took over (readBound)
 	if cfg.Role != RoleSlave { // a slave's table is its master's
 		if err := b.addStoredTopics(); err != nil {
 			return fail(err)

@@ -144,15 +144,17 @@ func (b *Broker) epoch() int64 {
 }
 
 // readBound is the visibility bound of consumer reads, V
-// (store.GetRequest.MaxPhys; 0: none). A sync_master with a slave in sync
-// (ha.Master.Acked: connected and within STRATAMQ_HA_MAX_LAG, so a send
-// waits for its ack) shows consumers only what a slave acked: a failover
-// to that slave keeps every record a consumer read at its queue offset.
-// Alone (sends answered SLAVE_NOT_AVAILABLE) the master is the whole
-// replica set and shows its whole log, as Kafka with
-// min.insync.replicas=1. With STRATAMQ_HA_MIN_INSYNC=1 the bound is the
-// best ack of the in-sync slaves (ha.Master.InSync), none while no slave is
-// in sync: what the master acknowledged alone is shown. Other roles: no
+// (store.GetRequest.MaxPhys; 0: none). A sync_master shows consumers only
+// what is replicated: the high watermark, the highest offset a slave
+// acked during this run (ha.Master.Acked), and never less than the log
+// this epoch took over (its start, the best copy there was). It never
+// goes back when slaves leave: alone (sends answered SLAVE_NOT_AVAILABLE)
+// the master stores what it is sent but shows none of it until a slave
+// holds it, so a failover to a slave never hands a queue offset a consumer
+// read to another message. With STRATAMQ_HA_MIN_INSYNC=1 the master
+// acknowledges alone while no slave is in sync and shows what it
+// acknowledged: the bound is the best ack of the in-sync slaves
+// (ha.Master.InSync), none while no slave is in sync. Other roles: no
 // bound.
 func (b *Broker) readBound() int64 {
 	if b.cfg.Role != RoleSyncMaster {
@@ -165,15 +167,23 @@ func (b *Broker) readBound() int64 {
 	if m == nil {
 		return 0 // no HA listener: alone
 	}
-	acked, inSync := m.Acked()
 	if b.cfg.HAMinInSync <= 1 {
 		n, best := m.InSync()
-		acked, inSync = best, n > 0
+		if n == 0 {
+			return 0
+		}
+		return max(best, 1)
 	}
-	if !inSync {
-		return 0
+	hw := b.hw.Load()
+	if acked, _ := m.Acked(); acked > hw {
+		for !b.hw.CompareAndSwap(hw, acked) {
+			if hw = b.hw.Load(); hw >= acked {
+				break
+			}
+		}
+		hw = max(hw, acked)
 	}
-	return max(acked, 1) // every record ends past offset 1: 1 hides them all
+	return max(hw, 1) // every record ends past offset 1: 1 hides them all
 }
 
 // visible reports whether a record ending at end is within readBound.
