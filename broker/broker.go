@@ -132,12 +132,12 @@ type Broker struct {
 	// promotedReplica: a promoted slave kept its copy of the log
 	// (checkLocalData); New then adopts the checkpoint's metadata.
 	promotedReplica bool
-	bootID          string    // Deps.BootID
+	bootID          string // Deps.BootID
 	// hw is a sync_master's high watermark: the highest offset a slave
 	// acked in this run, at least where this epoch took the log over
 	// (readBound).
-	hw atomic.Int64
-	started         time.Time // when New made this generation
+	hw      atomic.Int64
+	started time.Time // when New made this generation
 
 	dirLock     io.Closer // exclusive lock on <DataDir>/lock while the broker is open
 	registerNow chan struct{}
@@ -388,7 +388,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		b.afterRestore(restore)
 	}
 	b.hw.Store(b.store.MaxPhysOffset()) // the log this run took over (readBound)
-	if cfg.Role != RoleSlave { // a slave's table is its master's
+	if cfg.Role != RoleSlave {          // a slave's table is its master's
 		if err := b.addStoredTopics(); err != nil {
 			return fail(err)
 		}
