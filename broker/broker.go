@@ -62,6 +62,9 @@ type Deps struct {
 	// masterCut: where the master said the next (slave) generation's log
 	// diverged (a hello refused with StatusDiverged); nil when it did not.
 	masterCut *int64
+	// restartAt: the next (slave) generation starts its log again at this
+	// offset, the master's local start (StatusBeforeLogStart); 0: no.
+	restartAt int64
 
 	// BootID names the machine boot the broker runs in (default: Linux's
 	// /proc/sys/kernel/random/boot_id; "" where there is none). Tests and
@@ -124,6 +127,7 @@ type Broker struct {
 	// master accepted the hello or the bucket listed the epoch's start.
 	agreed       atomic.Int64
 	masterCut    int64 // Deps.masterCut, -1 without one
+	restartAt    int64 // Deps.restartAt
 	nodeRole     string
 	roleChange   chan *RoleChange
 	haMasterAddr string    // a slave's master HA address (prepareReplica)
@@ -193,7 +197,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		uniq:        newUniqIDs(),
 		nodeRole:    cfg.Role,
 	}
-	b.masterCut = -1
+	b.masterCut, b.restartAt = -1, deps.restartAt
 	if deps.masterCut != nil {
 		b.masterCut = *deps.masterCut
 	}

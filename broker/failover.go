@@ -54,6 +54,10 @@ type RoleChange struct {
 	// there.
 	diverged  bool
 	masterCut int64
+	// restartAt: the master's log starts past this slave's end (a hello
+	// refused with StatusBeforeLogStart): the next generation sets its
+	// log aside and starts it again there.
+	restartAt int64
 }
 
 func (r *RoleChange) Error() string {
@@ -414,6 +418,15 @@ func (b *Broker) prepareReplica() (*offsets.Checkpoint, error) {
 	cur := rec.Epoch
 	if cp != nil {
 		cur = max(cur, cp.Writer.Epoch)
+	}
+	if b.restartAt > 0 && !b.storeIsFresh() {
+		// The master's log starts past this log's end, at offsets it
+		// cannot read: nothing of this log past the bucket's end is in
+		// the master's history. Kept aside (renamed), the log starts again
+		// at the master's start.
+		if err := b.setAside(fmt.Sprintf("the master's log starts at offset %d, past the end of this slave's log", b.restartAt)); err != nil {
+			return nil, err
+		}
 	}
 	if err := b.rejoinCut(prev, cur, cl.Epochs, b.masterCut); err != nil {
 		return nil, err

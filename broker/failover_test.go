@@ -438,6 +438,17 @@ func TestBrokerPromotedLaggingSlaveRestoresFromBucket(t *testing.T) {
 	}
 	cut.down.Store(false)
 	waitCond(t, 30*time.Second, "the old master to rejoin as a slave", func() bool { return a.role() == RoleSlave })
+	// The new master's log starts past the old master's end (it resumed
+	// from the bucket past every reservation): the old master starts its
+	// log again there and follows it to its end.
+	send(b, []byte("after-rejoin"))
+	waitCond(t, 30*time.Second, "the rejoined slave to follow the new master to its end", func() bool {
+		sa := a.Broker()
+		return sa != nil && sa.store.MaxPhysOffset() == b.Broker().store.MaxPhysOffset()
+	})
+	if n := b.Broker().haSlaves(); n != 1 {
+		t.Fatalf("the new master sees %d slaves, want the old master", n)
+	}
 }
 
 // TestBrokerFailoverNodeRoles: with failover the lease, not

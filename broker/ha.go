@@ -56,6 +56,10 @@ func (b *Broker) startHA() error {
 				b.requestRoleChange(&RoleChange{Role: RoleSlave, diverged: true, masterCut: cut,
 					Reason: fmt.Sprintf("the master says this log diverged from its own at offset %d", cut)})
 			},
+			OnBeforeLogStart: func(start int64) {
+				b.requestRoleChange(&RoleChange{Role: RoleSlave, restartAt: start,
+					Reason: fmt.Sprintf("the master's log starts at offset %d, past this slave's end: the slave starts its log again there", start)})
+			},
 			OnAccepted: func(epoch int64) error {
 				if !b.cfg.HAFailover || b.scoped == nil {
 					return nil

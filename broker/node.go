@@ -50,11 +50,13 @@ func (n *Node) Run(ctx context.Context) error {
 	var lease *offsets.Lease
 	var holdOff time.Duration
 	var masterCut *int64
+	var restartAt int64
 	for {
 		deps := n.deps
 		deps.lease, lease = lease, nil
 		deps.holdOff, holdOff = holdOff, 0
 		deps.masterCut, masterCut = masterCut, nil
+		deps.restartAt, restartAt = restartAt, 0
 		gen := &genRegisterer{inner: n.deps.Registerer}
 		if deps.Registerer != nil {
 			deps.Registerer = gen
@@ -98,6 +100,7 @@ func (n *Node) Run(ctx context.Context) error {
 		if rc.diverged {
 			masterCut = &rc.masterCut
 		}
+		restartAt = rc.restartAt
 	}
 }
 

@@ -186,11 +186,15 @@ func (b *Broker) replicaRestorePoint(cp *offsets.Checkpoint) (*store.Restore, er
 		return nil, fmt.Errorf("broker: STRATAMQ_ROLE=slave: the bucket manifest is not readable, so the slave cannot tell where its log starts (the end of the last uploaded segment); it must be readable at start")
 	}
 	u := replicaStart(m)
+	indexed := u
+	if b.restartAt > u {
+		u = b.restartAt // the master's log starts there (StatusBeforeLogStart): [indexed, u) holds nothing
+	}
 	if u == 0 {
 		return nil, nil
 	}
 	cl, _ := b.commitLogOf(cp)
-	r := &store.Restore{Replica: true, CommitLogStart: u, Floor: min(cl.Floor, u), IndexedFrom: u,
+	r := &store.Restore{Replica: true, CommitLogStart: u, Floor: min(cl.Floor, u), IndexedFrom: indexed,
 		Queues:  queueRanges(cl.Queues, func(rg queueRangeJSON) store.QueueRange { return store.QueueRange{Min: rg.Min} }),
 		Deleted: tombstones(cl.Deleted)}
 	b.log.Info("slave: the log starts at the end of the master's last uploaded segment; older offsets are read from the bucket",

@@ -511,6 +511,9 @@ func (m *Master) session(sc *slaveConn) error {
 	default:
 		if err := m.recordBoundary(h.offset, end); err != nil {
 			r.status, refuse = StatusOffsetOutOfRange, fmt.Errorf("%w: slave's log ends at %d: %w", ErrProtocol, h.offset, err)
+			if lm, ok := m.opts.Log.(interface{ LocalMinPhysOffset() int64 }); ok && h.offset < lm.LocalMinPhysOffset() {
+				r.status, r.masterMax = StatusBeforeLogStart, lm.LocalMinPhysOffset()
+			}
 		}
 	}
 	c.SetWriteDeadline(time.Now().Add(m.opts.IdleTimeout))

@@ -35,6 +35,12 @@ const (
 	// epoch and goes past the offset where a newer epoch took the log over
 	// (the reply's masterMax): the slave must cut its log there first.
 	StatusDiverged = uint16(4)
+	// StatusBeforeLogStart: the slave's log ends below where the master's
+	// local log starts, at an offset the master cannot read (a master that
+	// resumed from the bucket past its reservations leaves a gap of
+	// offsets nothing was ever written at): the slave must start its log
+	// again at the reply's masterMax, the master's local start.
+	StatusBeforeLogStart = uint16(5)
 )
 
 func statusText(s uint16) string {
@@ -49,6 +55,8 @@ func statusText(s uint16) string {
 		return "offset outside the master's log"
 	case StatusDiverged:
 		return "the slave's log diverged from the master's"
+	case StatusBeforeLogStart:
+		return "the slave's log ends before the master's log starts"
 	}
 	return fmt.Sprintf("status %d", s)
 }

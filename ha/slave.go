@@ -40,6 +40,11 @@ type SlaveOptions struct {
 	// (StatusDiverged): the owner cuts the log there (store.CutLog) and
 	// starts a new Slave.
 	OnDiverged func(cut int64)
+	// OnBeforeLogStart, if set, is called when the master refuses the
+	// slave because its log ends before the master's local log starts, at
+	// an offset the master cannot read (StatusBeforeLogStart): the owner
+	// starts its log again at start.
+	OnBeforeLogStart func(start int64)
 	// OnAccepted, if set, is called once the master accepted a hello,
 	// with the master's epoch, before anything it sends is appended: the
 	// master checked the log against its epochs, so the log agrees with
@@ -216,6 +221,9 @@ func (s *Slave) session(ctx context.Context) (progressed bool, err error) {
 	}
 	if r.status == StatusDiverged && s.opts.OnDiverged != nil {
 		s.opts.OnDiverged(r.masterMax)
+	}
+	if r.status == StatusBeforeLogStart && s.opts.OnBeforeLogStart != nil {
+		s.opts.OnBeforeLogStart(r.masterMax)
 	}
 	if r.status != StatusOK {
 		return false, fmt.Errorf("the master refused this slave (log ends at %d, master's at %d): %s", pos, r.masterMax, statusText(r.status))

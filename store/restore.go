@@ -205,8 +205,16 @@ func (s *Store) restoreFromTier(ck *checkpoint) (*restoreState, error) {
 	}
 	blobs := 0
 	if r.Replica {
+		// IndexedFrom below start: the master's log resumed past the
+		// bucket's end, leaving offsets nothing was written at; the queues
+		// are as of the bucket's end (IndexedFrom), and the master's
+		// records carry the queue offsets it resumed at.
+		at := start
+		if r.IndexedFrom > 0 && r.IndexedFrom < start {
+			at = r.IndexedFrom
+		}
 		var err error
-		if qs, blobs, err = s.replicaQueues(start); err != nil {
+		if qs, blobs, err = s.replicaQueues(at); err != nil {
 			return nil, err
 		}
 	} else if s.opts.ColdIndex != nil {
