@@ -34,6 +34,7 @@ import (
 
 var (
 	chaosRoundsFlag = flag.Int("chaos.rounds", 0, "TestChaosNetns: fault rounds (0: the CI form's 4, or STRATAMQ_CHAOS_ROUNDS)")
+	chaosSingleFlag = flag.Bool("chaos.single", false, "TestChaosNetns: one fault per round, never several at once (or STRATAMQ_CHAOS_SINGLE=1)")
 	chaosSeedFlag   = flag.Uint64("chaos.seed", 0, "TestChaosNetns: the seed of the fault schedule (0: drawn from the clock, or STRATAMQ_CHAOS_SEED)")
 )
 
@@ -59,6 +60,7 @@ type chaosConfig struct {
 	VersityGW string // the versitygw binary
 	Rounds    int
 	Seed      uint64
+	Single    bool // one fault per round
 }
 
 func (c chaosConfig) ns(host string) string { return c.Prefix + "-" + host }
@@ -74,8 +76,11 @@ func (c chaosConfig) ip(host string) string {
 
 // TestChaosNetns is the netns chaos run over real processes; see the top
 // of this file. CI form: 4 rounds. By hand: -chaos.rounds=50 (or
-// STRATAMQ_CHAOS_ROUNDS=50), and -chaos.seed=N to replay a schedule. It
-// needs root and `ip netns` (skipped otherwise) and versitygw.
+// STRATAMQ_CHAOS_ROUNDS=50), -chaos.seed=N to replay a schedule (the same
+// faults against the same roles at the same times; the processes' timing
+// differs), -chaos.single for one fault per round. It needs root and
+// `ip netns` (skipped otherwise) and versitygw. A failed run keeps its
+// logs, data dirs and bucket in $TMPDIR/stratamq-chaos-<seed>-*.
 func TestChaosNetns(t *testing.T) {
 	if raw := os.Getenv(chaosInnerEnv); raw != "" {
 		var cfg chaosConfig
@@ -115,7 +120,8 @@ func TestChaosNetns(t *testing.T) {
 	if *chaosSeedFlag != 0 {
 		cfg.Seed = *chaosSeedFlag
 	}
-	t.Logf("chaos seed %d (replay: -chaos.seed=%d -chaos.rounds=%d)", cfg.Seed, cfg.Seed, cfg.Rounds)
+	cfg.Single = *chaosSingleFlag || os.Getenv("STRATAMQ_CHAOS_SINGLE") != ""
+	t.Logf("chaos seed %d (replay: -chaos.seed=%d -chaos.rounds=%d -chaos.single=%v)", cfg.Seed, cfg.Seed, cfg.Rounds, cfg.Single)
 	cfg.Bin = buildBinary(t)
 	removeDeadChaosNetns(t)
 	cfg.Prefix = fmt.Sprintf("smqchaos%d", os.Getpid())
