@@ -104,7 +104,7 @@ type chaosFault struct {
 type chaosRoundPlan struct {
 	faults   []chaosFault
 	hold     time.Duration   // from the last fault to the first heal
-	healGaps []time.Duration // between heal steps
+	healGaps []time.Duration // before each heal step but the first
 	restart  []bool          // per fault: a kill9 restarts before the others heal
 }
 
@@ -743,11 +743,13 @@ func (r *chaosRun) round(i int) {
 		did = append(did, a.what)
 	}
 	time.Sleep(plan.hold)
+	healed := time.Now() // the first heal step; settling is timed from here
 	for k, a := range inForce {
+		if k > 0 {
+			time.Sleep(plan.healGaps[k])
+		}
 		a.heal()
-		time.Sleep(plan.healGaps[k])
 	}
-	healed := time.Now()
 	m, why := r.waitSettled(chaosSettleBy)
 	line := fmt.Sprintf("round %d: %s [%s] hold %v", i, strings.Join(desc, " "), strings.Join(did, "; "), plan.hold.Round(time.Millisecond))
 	if why != "" {
