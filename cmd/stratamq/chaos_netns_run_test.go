@@ -173,8 +173,10 @@ type chaosRun struct {
 	nextID  int
 	stop    chan struct{}
 	wg      sync.WaitGroup
-	faults  map[string]int // kind → count
-	history []string       // per round: its schedule and outcome
+	faults  map[string]int  // kind → count
+	history []string        // per round: its schedule and outcome
+	settles []time.Duration // per round: first heal step → settled
+	moves   int             // rounds whose master differs from the one before
 	// violations found by the checker, each once
 	lost, reused, msgIDReuse, diverged map[string]bool
 }
@@ -762,6 +764,10 @@ func (r *chaosRun) round(i int) {
 		r.fail("round %d: the cluster did not settle within %v after healing: %s", i, chaosSettleBy, why)
 	}
 	settle := time.Since(healed)
+	r.settles = append(r.settles, settle)
+	if m != byRole[0] {
+		r.moves++
+	}
 	r.freshProducer()
 	r.waitAcks(chaosPerRound, fmt.Sprintf("round %d, settled with master %s", i, m.name))
 	r.check(m, i, false)
@@ -1009,7 +1015,7 @@ func (r *chaosRun) summary(wall time.Duration) {
 			dups++
 		}
 	}
-	r.t.Logf("TOTAL seed %d: %d rounds in %v; faults: %s; sends %d, acks %d, not OK: %s; acknowledged lost %d, offsets reused %d, msgIds reused %d, offsets differing between replicas %d, duplicates delivered %d",
-		r.cfg.Seed, r.cfg.Rounds, wall.Round(time.Second), strings.Join(faults, ", "), r.rec.sent, len(r.rec.acks), strings.Join(notOK, ", "),
+	r.t.Logf("TOTAL seed %d: %d rounds (%d moved the master; settled after healing: %s) in %v; faults: %s; sends %d, acks %d, not OK: %s; acknowledged lost %d, offsets reused %d, msgIds reused %d, offsets differing between replicas %d, duplicates delivered %d",
+		r.cfg.Seed, len(r.settles), r.moves, durStats(r.settles), wall.Round(time.Second), strings.Join(faults, ", "), r.rec.sent, len(r.rec.acks), strings.Join(notOK, ", "),
 		len(r.lost), len(r.reused), len(r.msgIDReuse), len(r.diverged), dups)
 }
