@@ -177,6 +177,7 @@ type chaosRun struct {
 	history []string        // per round: its schedule and outcome
 	settles []time.Duration // per round: first heal step → settled
 	moves   int             // rounds whose master differs from the one before
+	logged  int             // violations logged
 	// violations found by the checker, each once
 	lost, reused, msgIDReuse, diverged map[string]bool
 }
@@ -552,18 +553,18 @@ func chaosReady(n *chaosNode) bool {
 // settled is "" when the cluster is whole: the name server routes one
 // node as the topic's master and the two others as its slaves; the master
 // is a sync_master, ready (/readyz), with both others connected in sync
-// (GET_BROKER_HA_STATUS); each of them follows it; all three have the
-// topic. Otherwise it says what is missing.
-func (r *chaosRun) settled() (*chaosNode, string) {
+// (GET_BROKER_HA_STATUS); each of them follows it, and its log reaches
+// need; all three have the topic. Otherwise it says what is missing. end
+// is the master's log end.
+func (r *chaosRun) settled(need int64) (m *chaosNode, why string, end int64) {
 	ids := routeBrokerIDs(r.nsAddr, r.topic)
-	var m *chaosNode
 	for _, n := range r.nodes {
 		if ids[0] == n.addr() {
 			m = n
 		}
 	}
 	if m == nil {
-		return nil, fmt.Sprintf("no node routed as master (route %v)", ids)
+		return nil, fmt.Sprintf("no node routed as master (route %v)", ids), 0
 	}
 	routed := map[string]bool{}
 	for id, a := range ids {
@@ -573,20 +574,20 @@ func (r *chaosRun) settled() (*chaosNode, string) {
 	}
 	st, ok := chaosHAStatus(m.addr())
 	if !ok {
-		return m, m.name + " does not answer GET_BROKER_HA_STATUS"
+		return m, m.name + " does not answer GET_BROKER_HA_STATUS", 0
 	}
 	if st.Role != "sync_master" {
-		return m, fmt.Sprintf("%s is routed as master but its role is %q", m.name, st.Role)
+		return m, fmt.Sprintf("%s is routed as master but its role is %q", m.name, st.Role), 0
 	}
 	if !chaosReady(m) {
-		return m, m.name + "'s /readyz is not 200"
+		return m, m.name + "'s /readyz is not 200", 0
 	}
 	for _, n := range r.nodes {
 		if n == m {
 			continue
 		}
 		if !routed[n.addr()] {
-			return m, fmt.Sprintf("%s is not routed as a slave (route %v)", n.name, ids)
+			return m, fmt.Sprintf("%s is not routed as a slave (route %v)", n.name, ids), 0
 		}
 		inSync := false
 		for _, s := range st.Slaves {
@@ -595,26 +596,44 @@ func (r *chaosRun) settled() (*chaosNode, string) {
 			}
 		}
 		if !inSync {
-			return m, fmt.Sprintf("%s is not an in-sync slave of %s", n.name, m.name)
+			return m, fmt.Sprintf("%s is not an in-sync slave of %s", n.name, m.name), 0
 		}
 		ns, ok := chaosHAStatus(n.addr())
 		if !ok || ns.Follow == nil || !ns.Follow.Connected || ns.Follow.MasterBroker != m.addr() {
-			return m, fmt.Sprintf("%s does not follow %s", n.name, m.name)
+			return m, fmt.Sprintf("%s does not follow %s", n.name, m.name), 0
+		}
+		if ns.LocalEnd < need {
+			return m, fmt.Sprintf("%s's log ends at %d, short of %d, where %s's ended when the rest had settled: its stream does not advance", n.name, ns.LocalEnd, need, m.name), 0
 		}
 	}
 	for _, n := range r.nodes {
 		if !hasTopic(n.addr(), r.topic) {
-			return m, n.name + " lacks the topic"
+			return m, n.name + " lacks the topic", 0
 		}
 	}
-	return m, ""
+	return m, "", st.LocalEnd
 }
 
+// waitSettled waits until settled holds twice: the second time with
+// each slave's log reaching the master's end of the first (a slave whose
+// connection looks up but carries nothing, as after a partition healed
+// while TCP backs off, is not in sync: the master's inSync only bounds
+// the lag in bytes).
 func (r *chaosRun) waitSettled(d time.Duration) (*chaosNode, string) {
 	deadline := time.Now().Add(d)
+	var need int64
+	var first *chaosNode
 	for {
-		m, why := r.settled()
-		if why == "" || time.Now().After(deadline) {
+		m, why, end := r.settled(need)
+		switch {
+		case why == "" && first == m:
+			return m, ""
+		case why == "":
+			first, need = m, end
+		case m != first:
+			first, need = nil, 0
+		}
+		if time.Now().After(deadline) {
 			return m, why
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -720,7 +739,7 @@ func (r *chaosRun) round(i int) {
 	acks0, sent0 := len(r.rec.acks), r.rec.sent
 	r.rec.mu.Unlock()
 
-	m, _ := r.settled()
+	m, _, _ := r.settled(0)
 	if m == nil {
 		m = r.nodes[0]
 	}
@@ -779,6 +798,19 @@ func (r *chaosRun) round(i int) {
 		settle.Round(time.Millisecond), byRole[0].name, m.name, sent, acks, total, len(r.lost), len(r.reused), time.Since(began).Round(time.Millisecond))
 	r.history = append(r.history, line)
 	t.Log(line)
+}
+
+// violation logs one violation; past the first 20 it only counts them
+// (the totals and the per-round lines carry the numbers).
+func (r *chaosRun) violation(format string, args ...any) {
+	r.t.Helper()
+	r.logged++
+	switch {
+	case r.logged <= 20:
+		r.t.Logf(format, args...)
+	case r.logged == 21:
+		r.t.Logf("(further violations counted, not logged)")
+	}
 }
 
 // chaosLogRec is a record read back from the master.
@@ -875,14 +907,14 @@ func (r *chaosRun) check(m *chaosNode, round int, final bool) {
 			k := fmt.Sprintf("q%d@%d", a.queue, a.off)
 			if !r.reused[k] {
 				r.reused[k] = true
-				r.t.Logf("VIOLATION round %d: queue %d offset %d acknowledged for m%d (round %d) and m%d (round %d)", round, a.queue, a.off, o.id, o.round, a.id, a.round)
+				r.violation("VIOLATION round %d: queue %d offset %d acknowledged for m%d (round %d) and m%d (round %d)", round, a.queue, a.off, o.id, o.round, a.id, a.round)
 			}
 		}
 		ackedAt[key] = a
 		if o, dup := byMsgID[a.msgID]; dup && a.msgID != "" && o.id != a.id {
 			if !r.msgIDReuse[a.msgID] {
 				r.msgIDReuse[a.msgID] = true
-				r.t.Logf("VIOLATION round %d: msgId %s acknowledged for m%d (round %d) and m%d (round %d)", round, a.msgID, o.id, o.round, a.id, a.round)
+				r.violation("VIOLATION round %d: msgId %s acknowledged for m%d (round %d) and m%d (round %d)", round, a.msgID, o.id, o.round, a.id, a.round)
 			}
 		}
 		byMsgID[a.msgID] = a
@@ -895,7 +927,7 @@ func (r *chaosRun) check(m *chaosNode, round int, final bool) {
 				if ok {
 					what = fmt.Sprintf("m%s (%.24q)", got.id, got.body)
 				}
-				r.t.Logf("VIOLATION round %d: m%d acknowledged in round %d at queue %d offset %d: the master %s holds %s there",
+				r.violation("VIOLATION round %d: m%d acknowledged in round %d at queue %d offset %d: the master %s holds %s there",
 					round, a.id, a.round, a.queue, a.off, m.name, what)
 			}
 		}
@@ -906,7 +938,7 @@ func (r *chaosRun) check(m *chaosNode, round int, final bool) {
 		k := fmt.Sprintf("q%d@%d", key[0], key[1])
 		if !r.reused[k] {
 			r.reused[k] = true
-			r.t.Logf("VIOLATION round %d: the consumer got two bodies at queue %d offset %d: %.24q and %.24q", round, key[0], key[1], bodies[0], bodies[1])
+			r.violation("VIOLATION round %d: the consumer got two bodies at queue %d offset %d: %.24q and %.24q", round, key[0], key[1], bodies[0], bodies[1])
 		}
 	}
 	for key, body := range r.rec.seen {
@@ -915,7 +947,7 @@ func (r *chaosRun) check(m *chaosNode, round int, final bool) {
 			k := fmt.Sprintf("q%d@%d", key[0], key[1])
 			if !r.reused[k] {
 				r.reused[k] = true
-				r.t.Logf("VIOLATION round %d: the consumer got %.24q at queue %d offset %d, the master %s holds %.24q there", round, body, key[0], key[1], m.name, got.body)
+				r.violation("VIOLATION round %d: the consumer got %.24q at queue %d offset %d, the master %s holds %.24q there", round, body, key[0], key[1], m.name, got.body)
 			}
 		}
 	}
@@ -986,7 +1018,7 @@ func (r *chaosRun) compareReplicas(m *chaosNode) {
 					k := fmt.Sprintf("%s q%d@%d", n.name, q, off)
 					if !r.diverged[k] {
 						r.diverged[k] = true
-						r.t.Logf("VIOLATION: queue %d offset %d: the slave %s holds %.24q, the master %s %.24q", q, off, n.name, g.body, m.name, w.body)
+						r.violation("VIOLATION: queue %d offset %d: the slave %s holds %.24q, the master %s %.24q", q, off, n.name, g.body, m.name, w.body)
 					}
 					continue
 				}
