@@ -220,8 +220,8 @@ func runChaos(t *testing.T, cfg chaosConfig) {
 	r.compareReplicas(master)
 	r.summary(time.Since(r.began))
 	if len(r.lost)+len(r.reused)+len(r.msgIDReuse)+len(r.diverged) > 0 {
-		t.Errorf("seed %d: %d acknowledged messages lost, %d queue offsets reused, %d msgIds reused, %d offsets differ between replicas; schedule:\n%s",
-			cfg.Seed, len(r.lost), len(r.reused), len(r.msgIDReuse), len(r.diverged), strings.Join(r.history, "\n"))
+		t.Errorf("seed %d: %d acknowledged messages lost, %d queue offsets reused, %d msgIds reused, %d offsets differ between replicas; schedule:\n%s\n%s",
+			cfg.Seed, len(r.lost), len(r.reused), len(r.msgIDReuse), len(r.diverged), strings.Join(r.history, "\n"), r.keep())
 	}
 }
 
