@@ -68,9 +68,13 @@
 // broker.New that failed after making the tiering leaked goroutines
 // (fixed here); a failover slave started with its sync_master could take
 // the never-written lease and run the brokerName as async_master (the
-// simulator starts the configured master first). On main, knownOpen in
-// sim_test.go names what is still found. TestSimScenarios keeps one
-// hand-written schedule per bug.
+// simulator starts the configured master first). Then, on main after the
+// fixes of items 1-6: a sync_master alone showed consumers what no slave
+// held (its read bound is now a high watermark), and a slave whose log
+// ended before its master's restored log began could never rejoin (the
+// master now answers StatusBeforeLogStart and the slave starts again
+// there). knownOpen in sim_test.go names what is still found (empty now).
+// TestSimScenarios keeps one hand-written schedule per bug.
 //
 // # Running it
 //
