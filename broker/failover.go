@@ -197,6 +197,19 @@ func (b *Broker) watchLease(ctx context.Context) {
 	// copy of the log (offsets.Contest): a lagging slave never wins over
 	// one that acknowledged more.
 	contest := b.newContest(cs, ttl, func() (int64, int64) { return b.agreed.Load(), b.store.MaxPhysOffset() })
+	// When in doubt, wait: a copy that ends before the durable end the
+	// master last checkpointed lacks what it wrote, maybe acknowledged;
+	// the slave that holds it may only be cut off for a moment. Such a
+	// copy waits three TTLs for a better one before it takes over.
+	contest.DoubtWait = 3 * ttl
+	contest.Floor = func(ctx context.Context) (int64, error) {
+		cp, err := offsets.ReadCheckpoint(ctx, cs)
+		if err != nil || cp == nil {
+			return 0, err
+		}
+		cl, _ := b.commitLogOf(cp)
+		return cl.HWM, nil
+	}
 	for wait := 100 * time.Millisecond; ctx.Err() == nil; {
 		rec, _, err := offsets.ReadLease(ctx, cs)
 		if err == nil && rec.Instance != b.following.Instance && !rec.Released && rec.Instance != b.ident.Instance {
@@ -247,6 +260,13 @@ func (b *Broker) watchLease(ctx context.Context) {
 			return
 		case errors.As(err, &held):
 			wait = 100 * time.Millisecond // the master renewed: watch again
+		case errors.As(err, &deferred) && deferred.Doubt != nil:
+			// No better copy is live, but this one lacks what the old
+			// master checkpointed: the slave that holds it may be cut off
+			// for a moment. Wait (bounded) before taking over without it.
+			b.log.Warn("failover: the master's lease lapsed; this slave's copy ends before what the master checkpointed, so it waits for a better copy first",
+				"ownEnd", deferred.Doubt.End, "checkpointed", deferred.Doubt.Floor, "waitLeft", deferred.Doubt.Left)
+			wait = 100 * time.Millisecond
 		case errors.As(err, &deferred):
 			// A live slave holds a better copy: it takes the lease, and
 			// this one follows it (or, if it never does, contests again).

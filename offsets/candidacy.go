@@ -57,9 +57,16 @@ func (a Candidacy) String() string {
 // broker, so this broker leaves the lease to it. It matches ErrLeaseHeld.
 type DeferredError struct {
 	Self, Better Candidacy
+	// Doubt, when set, is why it waits with no better candidacy seen:
+	// its copy ends below what the old holder had checkpointed.
+	Doubt *DoubtError
 }
 
 func (e *DeferredError) Error() string {
+	if d := e.Doubt; d != nil {
+		return fmt.Sprintf("offsets: not taking the lease yet: this broker's copy of the log ends at %d, below the end %d the old holder "+
+			"checkpointed; waiting %v more for a copy that reaches it", d.End, d.Floor, d.Left.Round(time.Millisecond))
+	}
 	return fmt.Sprintf("offsets: leaving the lease to %s: its copy of the log is better than this broker's (epoch %d end %d)",
 		e.Better, e.Self.Epoch, e.Self.End)
 }
@@ -88,6 +95,16 @@ type Contest struct {
 	// waits up to two periods for the others.
 	Period time.Duration
 	Mono   MonoClock // default RealMonoClock()
+	// Floor, if set, is where the log reached by the holder's last
+	// checkpoint (its durable end then): a contender whose copy ends below
+	// it lacks what the old master wrote, maybe acknowledged, and the
+	// node that holds it may only be cut off for a moment. It leaves the
+	// lease to a better copy for DoubtWait after it first found itself
+	// the best live one (counted across Decides), and only then takes it:
+	// when in doubt, wait.
+	Floor     func(ctx context.Context) (int64, error)
+	DoubtWait time.Duration
+	doubt     time.Duration // Mono reading when it first found itself in doubt; -1: not
 
 	mu      sync.Mutex
 	seq     int64
@@ -104,7 +121,7 @@ func (c *Contest) init() {
 		c.Period = time.Second
 	}
 	if !c.started {
-		c.started, c.lastPub = true, -1
+		c.started, c.lastPub, c.doubt = true, -1, -1
 	}
 }
 
@@ -218,7 +235,33 @@ func (c *Contest) Decide(ctx context.Context) error {
 			return &DeferredError{Self: self, Better: cd}
 		}
 	}
+	if c.Floor != nil && c.DoubtWait > 0 {
+		floor, err := c.Floor(ctx)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if self.End >= floor {
+			c.doubt = -1
+			return nil
+		}
+		now := c.Mono.Elapsed()
+		if c.doubt < 0 {
+			c.doubt = now
+		}
+		if waited := now - c.doubt; waited < c.DoubtWait {
+			return &DeferredError{Self: self, Doubt: &DoubtError{End: self.End, Floor: floor, Left: c.DoubtWait - waited}}
+		}
+	}
 	return nil
+}
+
+// DoubtError: the contender's copy ends below the old holder's last
+// checkpointed end, and it is still waiting (Left) for a better copy.
+type DoubtError struct {
+	End, Floor int64
+	Left       time.Duration
 }
 
 // tickUntil keeps publishing every Period until the returned func is

@@ -199,3 +199,31 @@ func TestAcquireLeaseWatchOwn(t *testing.T) {
 		t.Fatalf("the restarted holder decided after %v, before its lease could lapse (TTL %v)", time.Since(start), ttl)
 	}
 }
+
+// TestContestWaitsInDoubt: a contender whose copy ends below what the old
+// holder checkpointed takes the lease only after DoubtWait with no better
+// copy seen (counted across Decides); one that reaches it takes it at once.
+func TestContestWaitsInDoubt(t *testing.T) {
+	store := offsets.NewMemStore()
+	ctx := context.Background()
+	short := contender(store, "short", 1, 100)
+	short.Floor = func(context.Context) (int64, error) { return 150, nil }
+	short.DoubtWait = 300 * time.Millisecond
+	start := time.Now()
+	err := short.Decide(ctx)
+	var d *offsets.DeferredError
+	if !errors.As(err, &d) || d.Doubt == nil || d.Doubt.Floor != 150 || !errors.Is(err, offsets.ErrLeaseHeld) {
+		t.Fatalf("first Decide below the checkpointed end: %v; want a wait in doubt", err)
+	}
+	for err != nil && time.Since(start) < 10*time.Second {
+		err = short.Decide(ctx)
+	}
+	if err != nil || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("Decide after %v: %v; want the lease taken once DoubtWait passed, not before", time.Since(start), err)
+	}
+	long := contender(offsets.NewMemStore(), "long", 1, 150)
+	long.Floor, long.DoubtWait = short.Floor, time.Hour
+	if err := long.Decide(ctx); err != nil {
+		t.Fatalf("a copy that reaches the checkpointed end: %v", err)
+	}
+}
