@@ -33,7 +33,7 @@ import (
 )
 
 var (
-	chaosRoundsFlag = flag.Int("chaos.rounds", 0, "TestChaosNetns: fault rounds (0: the CI form's 4, or STRATAMQ_CHAOS_ROUNDS)")
+	chaosRoundsFlag = flag.Int("chaos.rounds", 0, "TestChaosNetns: fault rounds (0: the CI form's 3, or STRATAMQ_CHAOS_ROUNDS)")
 	chaosSingleFlag = flag.Bool("chaos.single", false, "TestChaosNetns: one fault per round, never several at once (or STRATAMQ_CHAOS_SINGLE=1)")
 	chaosSeedFlag   = flag.Uint64("chaos.seed", 0, "TestChaosNetns: the seed of the fault schedule (0: drawn from the clock, or STRATAMQ_CHAOS_SEED)")
 )
@@ -75,7 +75,7 @@ func (c chaosConfig) ip(host string) string {
 }
 
 // TestChaosNetns is the netns chaos run over real processes; see the top
-// of this file. CI form: 4 rounds. By hand: -chaos.rounds=50 (or
+// of this file. CI form: 3 rounds. By hand: -chaos.rounds=50 (or
 // STRATAMQ_CHAOS_ROUNDS=50), -chaos.seed=N to replay a schedule (the same
 // faults against the same roles at the same times; the processes' timing
 // differs), -chaos.single for one fault per round. It needs root and
@@ -99,7 +99,7 @@ func TestChaosNetns(t *testing.T) {
 	if out, err := exec.Command("ip", "netns", "list").CombinedOutput(); err != nil {
 		t.Skipf("TestChaosNetns needs `ip netns`: %v: %s", err, out)
 	}
-	cfg := chaosConfig{VersityGW: tiertest.RequireVersityGW(t), Rounds: 4, Seed: uint64(time.Now().UnixNano())}
+	cfg := chaosConfig{VersityGW: tiertest.RequireVersityGW(t), Rounds: 3, Seed: uint64(time.Now().UnixNano())}
 	if v := os.Getenv("STRATAMQ_CHAOS_ROUNDS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
