@@ -194,7 +194,7 @@ func (b *Broker) replicaRestorePoint(cp *offsets.Checkpoint) (*store.Restore, er
 		return nil, nil
 	}
 	cl, _ := b.commitLogOf(cp)
-	r := &store.Restore{Replica: true, CommitLogStart: u, Floor: min(cl.Floor, u), IndexedFrom: indexed,
+	r := &store.Restore{Replica: true, CommitLogStart: u, Floor: min(cl.Floor, u), IndexedFrom: indexed, Gap: indexed < u,
 		Queues:  queueRanges(cl.Queues, func(rg queueRangeJSON) store.QueueRange { return store.QueueRange{Min: rg.Min} }),
 		Deleted: tombstones(cl.Deleted)}
 	b.log.Info("slave: the log starts at the end of the master's last uploaded segment; older offsets are read from the bucket",

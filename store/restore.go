@@ -29,6 +29,10 @@ type Restore struct {
 	// most restoreScanBlobs of them, the newest) raise each queue's Max and
 	// add queues the checkpoint did not know.
 	IndexedFrom int64
+	// Gap (Replica): the master's log resumed past the bucket's end
+	// (IndexedFrom) at CommitLogStart; nothing was written in between,
+	// and the queues are as of IndexedFrom (none when it is 0).
+	Gap bool
 	// Queues is each queue's Min (first offset still retained) and Max (next
 	// offset) at the checkpoint.
 	Queues map[string]map[int32]QueueRange
@@ -210,9 +214,10 @@ func (s *Store) restoreFromTier(ck *checkpoint) (*restoreState, error) {
 		// are as of the bucket's end (IndexedFrom), and the master's
 		// records carry the queue offsets it resumed at.
 		at := start
-		if r.IndexedFrom > 0 && r.IndexedFrom < start {
-			at = r.IndexedFrom
+		if r.Gap && r.IndexedFrom < start {
+			at = max(r.IndexedFrom, 0) // 0: nothing was uploaded below the gap
 		}
+
 		var err error
 		if qs, blobs, err = s.replicaQueues(at); err != nil {
 			return nil, err
