@@ -148,6 +148,17 @@ func sendAcked(t *testing.T, cl *remoting.Client, n *Node, topic string, queue i
 	return ackedMsg{topic: topic, queue: queue, off: off, body: []byte(body)}, true
 }
 
+// mustAck is sendAcked that fails the test unless the send is
+// acknowledged.
+func mustAck(t *testing.T, cl *remoting.Client, n *Node, topic string, queue int, body string) ackedMsg {
+	t.Helper()
+	m, ok := sendAcked(t, cl, n, topic, queue, body)
+	if !ok {
+		t.Fatalf("send %s to %s/%d was not acknowledged", body, topic, queue)
+	}
+	return m
+}
+
 // checkAcked fails the test unless every message in acks is readable on
 // b at the queue offset its ack named, with its body.
 func checkAcked(t *testing.T, cl *remoting.Client, b *Broker, acks []ackedMsg) {
@@ -192,14 +203,7 @@ func TestBrokerPromotedCopyJudgedByRecordEnds(t *testing.T) {
 	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
 	defer cl.Close()
 	var acks []ackedMsg
-	send := func(n *Node, body string) {
-		t.Helper()
-		m, ok := sendAcked(t, cl, n, "ZT", 0, body)
-		if !ok {
-			t.Fatalf("send %s was not acknowledged", body)
-		}
-		acks = append(acks, m)
-	}
+	send := func(n *Node, body string) { acks = append(acks, mustAck(t, cl, n, "ZT", 0, body)) }
 	for i := range 10 {
 		send(a.n, fmt.Sprintf("both-%02d", i))
 	}
@@ -293,14 +297,7 @@ func TestBrokerLaggingSlaveNeverWinsOverOneThatAcked(t *testing.T) {
 	defer cl.Close()
 	waitCond(t, 20*time.Second, "both slaves to connect", func() bool { return a.n.Broker().haSlaves() == 2 })
 	var acks []ackedMsg
-	send := func(body string) {
-		t.Helper()
-		m, ok := sendAcked(t, cl, a.n, "LS", 0, body)
-		if !ok {
-			t.Fatalf("send %s to the sync_master was not acknowledged", body)
-		}
-		acks = append(acks, m)
-	}
+	send := func(body string) { acks = append(acks, mustAck(t, cl, a.n, "LS", 0, body)) }
 	for i := range 5 {
 		send(fmt.Sprintf("both-%02d", i))
 	}
@@ -375,14 +372,7 @@ func TestBrokerRejoinBeforeTheNewEpochIsListed(t *testing.T) {
 	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
 	defer cl.Close()
 	var acks []ackedMsg
-	send := func(n *Node, body string) {
-		t.Helper()
-		m, ok := sendAcked(t, cl, n, "RJ", 0, body)
-		if !ok {
-			t.Fatalf("send %s was not acknowledged", body)
-		}
-		acks = append(acks, m)
-	}
+	send := func(n *Node, body string) { acks = append(acks, mustAck(t, cl, n, "RJ", 0, body)) }
 	for i := range 5 {
 		send(a.n, fmt.Sprintf("both-%02d", i))
 	}

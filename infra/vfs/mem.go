@@ -94,56 +94,19 @@ func (m *Mem) CrashCloneTorn(rng *rand.Rand) *Mem { return m.crashClone(rng) }
 // power loss of the clone still loses what was never synced). m is
 // unchanged.
 func (m *Mem) ProcessCrashClone() *Mem {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	memo := map[*memNode]*memNode{}
-	var clone func(n *memNode) *memNode
-	clone = func(n *memNode) *memNode {
-		if c, ok := memo[n]; ok {
-			return c
-		}
-		if n.isDir {
-			c := newDirNode()
-			memo[n] = c
-			for name, child := range n.entries {
-				c.entries[name] = clone(child)
-			}
-			for name, child := range n.syncedEntries {
-				c.syncedEntries[name] = clone(child)
-			}
-			return c
-		}
+	return m.cloneTree(false, func(n *memNode) *memNode {
 		c := &memNode{modTime: n.modTime, data: slices.Clone(n.data), syncedOwned: n.syncedOwned}
 		if n.syncedOwned {
 			c.synced = slices.Clone(n.synced)
 		} else {
 			c.synced = c.data[:len(n.synced)] // a prefix of data, as in n
 		}
-		memo[n] = c
 		return c
-	}
-	return &Mem{root: clone(m.root), free: m.free, total: m.total}
+	})
 }
 
 func (m *Mem) crashClone(rng *rand.Rand) *Mem {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	memo := map[*memNode]*memNode{}
-	var clone func(n *memNode) *memNode
-	clone = func(n *memNode) *memNode {
-		if c, ok := memo[n]; ok {
-			return c
-		}
-		if n.isDir {
-			c := newDirNode()
-			memo[n] = c
-			for name, child := range n.syncedEntries {
-				cc := clone(child)
-				c.entries[name] = cc
-				c.syncedEntries[name] = cc
-			}
-			return c
-		}
+	return m.cloneTree(true, func(n *memNode) *memNode {
 		keep := len(n.synced)
 		if rng != nil && !n.syncedOwned && len(n.data) > keep {
 			keep += rng.IntN(len(n.data) - keep + 1)
@@ -154,13 +117,46 @@ func (m *Mem) crashClone(rng *rand.Rand) *Mem {
 		} else {
 			data = slices.Clone(n.data[:keep])
 		}
-		c := &memNode{modTime: n.modTime, data: data, synced: data}
+		return &memNode{modTime: n.modTime, data: data, synced: data}
+	})
+}
+
+// cloneTree copies m's tree, each file through file. durableOnly keeps
+// of each directory only its synced entries (what a power loss leaves),
+// else both its entries and its synced entries. The root directory always
+// exists; its entries follow the rules.
+func (m *Mem) cloneTree(durableOnly bool, file func(n *memNode) *memNode) *Mem {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	memo := map[*memNode]*memNode{}
+	var clone func(n *memNode) *memNode
+	clone = func(n *memNode) *memNode {
+		if c, ok := memo[n]; ok {
+			return c
+		}
+		if !n.isDir {
+			c := file(n)
+			memo[n] = c
+			return c
+		}
+		c := newDirNode()
 		memo[n] = c
+		if durableOnly {
+			for name, child := range n.syncedEntries {
+				cc := clone(child)
+				c.entries[name], c.syncedEntries[name] = cc, cc
+			}
+			return c
+		}
+		for name, child := range n.entries {
+			c.entries[name] = clone(child)
+		}
+		for name, child := range n.syncedEntries {
+			c.syncedEntries[name] = clone(child)
+		}
 		return c
 	}
-	root := clone(m.root)
-	// The root directory itself always exists; its entries follow the rules.
-	return &Mem{root: root, free: m.free, total: m.total}
+	return &Mem{root: clone(m.root), free: m.free, total: m.total}
 }
 
 func splitPath(name string) []string {
