@@ -40,7 +40,7 @@ const (
 )
 
 // hostileScale is one form of the attack, with the bounds stated for it in
-// README.md ("Resource limits"). liveBound bounds the broker's heap in use
+// docs/security.md ("Resource limits"). liveBound bounds the broker's heap in use
 // right after a collection (live memory: the read memory in use, each
 // connection's state, the broker at rest); heapBound bounds heap in use
 // sampled throughout, garbage included (GOGC is 400 by default, so it runs
