@@ -77,6 +77,9 @@ var scenarios = []scenario{
 
 // TestSimScenarios runs each hand-written scenario -sim.reps times (5).
 func TestSimScenarios(t *testing.T) {
+	if raceEnabled {
+		t.Skip("schedule runs go in the test command's pass without -race (race_on_test.go says why)")
+	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			if sc.open != "" && !*flagAll {

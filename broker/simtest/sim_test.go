@@ -148,6 +148,9 @@ func reportReplay(res *Result, replay string) string {
 // failure printed), -sim.v to see the brokers' logs, -sim.shrink to drop
 // steps while it still fails.
 func TestSim(t *testing.T) {
+	if raceEnabled {
+		t.Skip("schedule runs go in the test command's pass without -race (race_on_test.go says why)")
+	}
 	faults := allowed(t)
 	opt := simOptions()
 	if *flagSeed != 0 {
