@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,11 +74,16 @@ func TestServeHoldsRoutesUntilItsBrokerRegistered(t *testing.T) {
 	}()
 	started := make(chan error, 1)
 	var consumer rocketmq.PushConsumer
+	var consumed atomic.Int64
 	go func() {
 		c, err := rocketmq.NewPushConsumer(rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.nsAddr})),
-			rmqconsumer.WithGroupName(uniqueName(t, "G")), rmqconsumer.WithInstance("held"))
+			rmqconsumer.WithGroupName(uniqueName(t, "G")), rmqconsumer.WithInstance("held"),
+			rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset))
 		if err == nil {
-			err = c.Subscribe(topic, rmqconsumer.MessageSelector{}, func(context.Context, ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
+			err = c.Subscribe(topic, rmqconsumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
+				for range msgs {
+					consumed.Add(1)
+				}
 				return rmqconsumer.ConsumeSuccess, nil
 			})
 		}
@@ -105,6 +111,15 @@ func TestServeHoldsRoutesUntilItsBrokerRegistered(t *testing.T) {
 	if err := <-started; err != nil {
 		t.Fatalf("a consumer started the moment the name server port opened: %v", err)
 	}
+	// The consumer that started works: it receives a message sent now.
+	// Waiting for it also lets the client's first rebalance finish before
+	// Shutdown: rocketmq-client-go's Shutdown writes its closed flag
+	// without synchronising with that rebalance, which reads it (-race).
+	p := newClientProducer(t, s.nsAddr)
+	if _, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte("after-start"))); err != nil {
+		t.Fatalf("send to the held topic: %v", err)
+	}
+	waitFor(t, 30*time.Second, "the started consumer to receive a message", func() bool { return consumed.Load() > 0 })
 	_ = consumer.Shutdown()
 }
 
