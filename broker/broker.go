@@ -125,14 +125,19 @@ type Broker struct {
 	// agreed is the epoch a slave's log is known to agree with (its
 	// hello's epoch, its candidacy's): below following's epoch until the
 	// master accepted the hello or the bucket listed the epoch's start.
-	agreed       atomic.Int64
-	masterCut    int64 // Deps.masterCut, -1 without one
-	restartAt    int64 // Deps.restartAt
-	nodeRole     string
-	roleChange   chan *RoleChange
-	haMasterAddr string    // a slave's master HA address (prepareReplica)
-	noTakeover   time.Time // a demoted master's slave takes no lease before it
-	demoting     atomic.Bool
+	agreed atomic.Int64
+	// replicaPublished is the newest epoch this slave published its
+	// replica record for (offsets.PublishReplica), this generation.
+	replicaPublished atomic.Int64
+	masterCut        int64 // Deps.masterCut, -1 without one
+	restartAt        int64 // Deps.restartAt
+	nodeRole         string
+	roleChange       chan *RoleChange
+	haMasterAddr     string    // a slave's master HA address (prepareReplica)
+	noTakeover       time.Time // a demoted master's slave takes no lease before it
+	// missingLogged: when watchLease last logged a wait for silent slaves.
+	missingLogged time.Time
+	demoting      atomic.Bool
 	// promotedReplica: a promoted slave kept its copy of the log
 	// (checkLocalData); New then adopts the checkpoint's metadata.
 	promotedReplica bool

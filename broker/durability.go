@@ -258,13 +258,17 @@ func newDurability(b *Broker, bucket tier.Bucket, handed *offsets.Lease) (*durab
 				"holder", held.Identity().String(), "renewedAt", held.RenewedAt, "wait", wait)
 		},
 	}
-	if lease == nil && b.cfg.HAFailover && prev != nil && !prev.Replica && !b.logSurvivedWhole(prev) {
+	if lease == nil && b.cfg.HAFailover && prev != nil && (prev.Replica || !b.logSurvivedWhole(prev)) {
 		// This data dir's master stopped without releasing the lease, in
 		// another boot: after a power loss its log may lack the tail a
 		// slave holds and acknowledged (flush=async, sync_master). It
 		// must not take the lease back over such a slave: it watches its
 		// own lease lapse like a slave does and competes with the copies
 		// of the log that the slaves publish; the best live copy wins.
+		// The same for a data dir that ran as a slave since: the lease
+		// may still name its instance (it lost its own lease's contest and
+		// nobody took it yet), but its copy is a replica's, judged like
+		// any other.
 		_, end, err := store.LogEnd(b.fs, filepath.Join(b.cfg.DataDir, "store"), int(b.cfg.MaxMessageSize))
 		if err != nil {
 			return nil, fmt.Errorf("broker: read the local log's end: %w", err)
@@ -289,6 +293,9 @@ func newDurability(b *Broker, bucket tier.Bucket, handed *offsets.Lease) (*durab
 	}
 	if opts.Contest != nil {
 		opts.Contest.Clear(ctx)
+	}
+	if b.cfg.HAFailover {
+		offsets.PruneReplicas(ctx, cs, lease.Epoch())
 	}
 	cp, err := offsets.NewCheckpointer(leaseBound(cs, lease), lease.Identity(), offsets.CheckpointOptions{})
 	if err != nil {

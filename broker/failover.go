@@ -172,7 +172,7 @@ func (b *Broker) newContest(cs offsets.ObjectStore, ttl time.Duration, self func
 	return &offsets.Contest{Store: cs, Period: max(ttl/8, 50*time.Millisecond), Self: func() offsets.Candidacy {
 		epoch, end := self()
 		return offsets.Candidacy{Instance: b.ident.Instance, Host: b.advertise, Epoch: epoch, End: end}
-	}}
+	}, Cover: true, UncleanAfter: b.cfg.HAUncleanAfter}
 }
 
 // logSurvivedWhole reports whether the local log holds everything this
@@ -210,6 +210,11 @@ func (b *Broker) watchLease(ctx context.Context) {
 		cl, _ := b.commitLogOf(cp)
 		return cl.HWM, nil
 	}
+	// contesting: the last attempt deferred (to a better copy, or to wait
+	// for one). The next keeps the candidacy live from its start: others
+	// decide by whether it is republished while they wait, and a gap
+	// between two attempts must not make it look gone.
+	contesting := false
 	for wait := 100 * time.Millisecond; ctx.Err() == nil; {
 		rec, _, err := offsets.ReadLease(ctx, cs)
 		if err == nil && rec.Instance != b.following.Instance && !rec.Released && rec.Instance != b.ident.Instance {
@@ -244,22 +249,29 @@ func (b *Broker) watchLease(ctx context.Context) {
 			// generation of this data dir that crashed: watched and
 			// contested like anyone's. A generation younger than a TTL
 			// contests at once, since its watch began late.
-			Contest: contest, WatchOwn: true, ContestNow: time.Since(b.started) < ttl,
+			Contest: contest, WatchOwn: true, ContestNow: contesting || time.Since(b.started) < ttl,
 			OnWait: func(held offsets.LeaseRecord, d time.Duration) {
 				b.log.Debug("failover: watching the master's lease", "holder", held.Identity().String(), "window", d)
 			},
 		})
 		var held *offsets.LeaseHeldError
 		var deferred *offsets.DeferredError
+		contesting = errors.As(err, &deferred)
 		switch {
 		case err == nil:
 			b.log.Warn("failover: the master's lease lapsed; this slave took it and becomes master",
 				"epoch", lease.Epoch(), "role", role, "lapsed", rec.Identity().String())
 			contest.Clear(ctx)
+			offsets.PruneReplicas(ctx, cs, lease.Epoch())
 			b.requestRoleChange(&RoleChange{Role: role, Reason: "took the bucket lease over", lease: lease})
 			return
 		case errors.As(err, &held):
 			wait = 100 * time.Millisecond // the master renewed: watch again
+		case errors.As(err, &deferred) && len(deferred.Missing) > 0:
+			// Slaves that followed the old sync_master have not been heard
+			// from: one of them may hold what it acknowledged.
+			b.logMissing(deferred)
+			wait = 100 * time.Millisecond
 		case errors.As(err, &deferred) && deferred.Doubt != nil:
 			// No better copy is live, but this one lacks what the old
 			// master checkpointed: the slave that holds it may be cut off
@@ -505,6 +517,18 @@ func (b *Broker) recordReplica(prev *offsets.WriterState, inst string, epoch int
 // master's epoch from now on; writer.json says so before anything of that
 // epoch is appended.
 func (b *Broker) helloAccepted(epoch int64) error {
+	if b.cfg.HAFailover && epoch > b.replicaPublished.Load() {
+		// Before any ack of ours counts under epoch: a takeover of this
+		// sync_master's lease then waits to hear from this copy.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := offsets.PublishReplica(ctx, newCheckpointStore(b.scoped),
+			offsets.ReplicaRecord{Instance: b.ident.Instance, Host: b.advertise, Epoch: epoch})
+		cancel()
+		if err != nil {
+			return err
+		}
+		b.replicaPublished.Store(epoch)
+	}
 	if epoch <= b.agreed.Load() {
 		return nil
 	}
@@ -517,6 +541,18 @@ func (b *Broker) helloAccepted(epoch int64) error {
 	}
 	b.agreed.Store(epoch)
 	return nil
+}
+
+// logMissing says, at most once a TTL, why a takeover waits for silent
+// slaves (the contest retries every 100 ms).
+func (b *Broker) logMissing(d *offsets.DeferredError) {
+	now := time.Now()
+	if now.Sub(b.missingLogged) < b.leaseTTL() {
+		return
+	}
+	b.missingLogged = now
+	b.log.Warn("failover: the master's lease lapsed; waiting to hear from every slave that may hold what it acknowledged",
+		"reason", d.Error())
 }
 
 func hasEpoch(h []epochStart, epoch int64) bool {

@@ -60,9 +60,27 @@ type DeferredError struct {
 	// Doubt, when set, is why it waits with no better candidacy seen:
 	// its copy ends below what the old holder had checkpointed.
 	Doubt *DoubtError
+	// Missing, when set, is why it waits: copies that may hold what the
+	// old sync_master acknowledged have not been heard from (Cover).
+	Missing []ReplicaRecord
+	// Left is how long it waits for them before an unclean takeover
+	// (Contest.UncleanAfter); 0: until they are heard from.
+	Left time.Duration
 }
 
 func (e *DeferredError) Error() string {
+	if len(e.Missing) > 0 {
+		names := make([]string, len(e.Missing))
+		for i, r := range e.Missing {
+			names[i] = r.String()
+		}
+		wait := "until they are heard from"
+		if e.Left > 0 {
+			wait = fmt.Sprintf("%v more before an unclean takeover", e.Left.Round(time.Millisecond))
+		}
+		return fmt.Sprintf("offsets: not taking the lease yet: the old sync_master's slaves %s may hold what it acknowledged and "+
+			"have not published a live candidacy; waiting %s", strings.Join(names, ", "), wait)
+	}
 	if d := e.Doubt; d != nil {
 		return fmt.Sprintf("offsets: not taking the lease yet: this broker's copy of the log ends at %d, below the end %d the old holder "+
 			"checkpointed; waiting %v more for a copy that reaches it", d.End, d.Floor, d.Left.Round(time.Millisecond))
@@ -105,6 +123,20 @@ type Contest struct {
 	Floor     func(ctx context.Context) (int64, error)
 	DoubtWait time.Duration
 	doubt     time.Duration // Mono reading when it first found itself in doubt; -1: not
+	// Cover makes the takeover of a sync_master's lease wait until every
+	// slave that followed that master's epoch (its ReplicaRecord) was
+	// heard from: a live candidacy of the same instance or the same host
+	// (a node back on an empty disk says honestly how little it holds).
+	// A sync_master acknowledges only what a slave holds, so the best of
+	// those copies holds every acknowledged record; deciding without one
+	// of them can hand the lease to a copy that lacks what only the
+	// silent one holds (a master back from a power loss while its slave
+	// is cut off from the bucket). UncleanAfter > 0 takes the lease
+	// anyway after waiting that long (counted across Decides); 0 waits
+	// for as long as it takes.
+	Cover        bool
+	UncleanAfter time.Duration
+	uncovered    time.Duration // Mono reading when it first found a copy missing; -1: not
 
 	mu      sync.Mutex
 	seq     int64
@@ -121,7 +153,7 @@ func (c *Contest) init() {
 		c.Period = time.Second
 	}
 	if !c.started {
-		c.started, c.lastPub, c.doubt = true, -1, -1
+		c.started, c.lastPub, c.doubt, c.uncovered = true, -1, -1, -1
 	}
 }
 
@@ -187,8 +219,12 @@ func (c *Contest) readAll(ctx context.Context, self string) (map[string]Candidac
 // Decide publishes this broker's candidacy and waits until every other
 // one it sees was published again (up to two Periods); it returns nil when
 // ours is the best live candidacy, a *DeferredError naming a better one
-// otherwise.
-func (c *Contest) Decide(ctx context.Context) error {
+// otherwise. It knows nothing of the lapsed lease, so Cover does not
+// apply (AcquireLease decides with it).
+func (c *Contest) Decide(ctx context.Context) error { return c.decide(ctx, nil) }
+
+// decide is Decide for the takeover of held (nil: unknown).
+func (c *Contest) decide(ctx context.Context, held *LeaseRecord) error {
 	self, err := c.Publish(ctx)
 	if err != nil {
 		return err
@@ -235,6 +271,11 @@ func (c *Contest) Decide(ctx context.Context) error {
 			return &DeferredError{Self: self, Better: cd}
 		}
 	}
+	if c.Cover && held != nil && held.Role == roleSyncMaster {
+		if err := c.covered(ctx, held.Epoch, self, live); err != nil {
+			return err
+		}
+	}
 	if c.Floor != nil && c.DoubtWait > 0 {
 		floor, err := c.Floor(ctx)
 		if err != nil {
@@ -253,6 +294,50 @@ func (c *Contest) Decide(ctx context.Context) error {
 		if waited := now - c.doubt; waited < c.DoubtWait {
 			return &DeferredError{Self: self, Doubt: &DoubtError{End: self.End, Floor: floor, Left: c.DoubtWait - waited}}
 		}
+	}
+	return nil
+}
+
+// roleSyncMaster is the lease Role of a master that acknowledges only
+// what a slave holds.
+const roleSyncMaster = "sync_master"
+
+// covered returns nil when every replica record of epoch other than self's
+// is matched by a live candidacy, a *DeferredError naming the missing ones
+// otherwise (until UncleanAfter, if set, has passed).
+func (c *Contest) covered(ctx context.Context, epoch int64, self Candidacy, live map[string]Candidacy) error {
+	recs, err := ReadReplicas(ctx, c.Store, epoch)
+	if err != nil {
+		return err
+	}
+	var missing []ReplicaRecord
+	for _, r := range recs {
+		if r.Instance == self.Instance || r.Host != "" && r.Host == self.Host {
+			continue
+		}
+		heard := false
+		for _, cd := range live {
+			heard = heard || cd.Instance == r.Instance || r.Host != "" && cd.Host == r.Host
+		}
+		if !heard {
+			missing = append(missing, r)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(missing) == 0 {
+		c.uncovered = -1
+		return nil
+	}
+	now := c.Mono.Elapsed()
+	if c.uncovered < 0 {
+		c.uncovered = now
+	}
+	if c.UncleanAfter <= 0 {
+		return &DeferredError{Self: self, Missing: missing}
+	}
+	if waited := now - c.uncovered; waited < c.UncleanAfter {
+		return &DeferredError{Self: self, Missing: missing, Left: c.UncleanAfter - waited}
 	}
 	return nil
 }

@@ -264,7 +264,7 @@ func AcquireLease(ctx context.Context, store ObjectStore, holder Identity, ttl t
 				// Unchanged for a full TTL: its holder has stopped. It goes
 				// to the best live copy of the log.
 				if c := opt.Contest; c != nil {
-					if err := c.Decide(ctx); err != nil {
+					if err := c.decide(ctx, &cur); err != nil {
 						return nil, err
 					}
 				}

@@ -20,8 +20,13 @@ type finalState struct {
 	sync     bool
 	diverged []byte
 	diskLost map[int][]time.Time // per node: power losses and disk swaps
-	start    time.Time           // the workload's start (ack times are since it)
-	nodes    int
+	life     map[int][]lifeEvent // per node: process starts and ends
+	snaps    []lossSnap          // the nodes' log ends at each loss
+	// phys is where each acknowledged body's record starts in the
+	// commitlog (from SEND_OK's msgId), when the workload knows it.
+	phys  map[string]int64
+	start time.Time // the workload's start (ack times are since it)
+	nodes int
 }
 
 // lostAsync reports whether an async_master acknowledgement of body by
@@ -32,6 +37,9 @@ type finalState struct {
 // Counted, not a violation.
 func (f *finalState) lostAsync(body string, node int, at time.Duration) bool {
 	if f.sync {
+		if phys, ok := f.phys[body]; ok {
+			return f.everyHolderLost(at, phys)
+		}
 		return f.everyDiskLost(at)
 	}
 	if bytes.Contains(f.diverged, []byte(body)) {
@@ -45,20 +53,104 @@ func (f *finalState) lostAsync(body string, node int, at time.Duration) bool {
 	return false
 }
 
-// everyDiskLost reports whether every node lost its unsynced bytes or its
-// disk after at: as many faults as copies, which even sync_master does not
-// survive (a machine loss loses what was not uploaded).
+// everyDiskLost reports whether every copy that may have held what was
+// acknowledged at at is gone: each node up then lost its unsynced bytes
+// or its disk after at, and each node down then either did too or stayed
+// down until the last of those losses (it never had the bytes, and had
+// nobody to copy them from). As many faults as copies, which even
+// sync_master does not survive (a machine loss loses what was not
+// uploaded).
 func (f *finalState) everyDiskLost(at time.Duration) bool {
-	for i := range f.nodes {
-		lost := false
+	a := f.start.Add(at)
+	firstLoss := func(i int) (time.Time, bool) {
 		for _, t := range f.diskLost[i] {
-			lost = lost || t.After(f.start.Add(at))
+			if t.After(a) {
+				return t, true
+			}
 		}
-		if !lost {
+		return time.Time{}, false
+	}
+	last := a
+	for i := range f.nodes {
+		if !f.upAt(i, a) {
+			continue
+		}
+		t, ok := firstLoss(i)
+		if !ok {
 			return false
+		}
+		last = maxTime(last, t)
+	}
+	for i := range f.nodes {
+		if f.upAt(i, a) {
+			continue
+		}
+		if _, ok := firstLoss(i); ok {
+			continue
+		}
+		for _, e := range f.life[i] {
+			if e.up && e.at.After(a) && !e.at.After(last) {
+				return false // started before the last copy was lost
+			}
 		}
 	}
 	return true
+}
+
+// everyHolderLost is everyDiskLost for a record known to start at phys:
+// every node that did not lose its disk (or unsynced bytes) after at
+// never held the record while a copy lived: at each loss from at to the
+// last one its log ended at or before phys. A node up but not yet
+// following (a slave still restoring) held nothing to lose.
+func (f *finalState) everyHolderLost(at time.Duration, phys int64) bool {
+	a := f.start.Add(at)
+	last, lost := a, map[int]bool{}
+	for i := range f.nodes {
+		for _, t := range f.diskLost[i] {
+			if t.After(a) {
+				lost[i], last = true, maxTime(last, t)
+				break
+			}
+		}
+	}
+	if len(lost) == 0 {
+		return false
+	}
+	for i := range f.nodes {
+		if lost[i] {
+			continue
+		}
+		for _, s := range f.snaps {
+			if s.at.Before(a) || s.at.After(last) {
+				continue
+			}
+			if i >= len(s.ends) || s.ends[i] > phys {
+				return false
+			}
+		}
+		// Started after the last copy was lost: nothing to copy from.
+	}
+	return true
+}
+
+// upAt reports whether node i's process was running at t (a node with no
+// recorded start counts as up: the strict reading).
+func (f *finalState) upAt(i int, t time.Time) bool {
+	up := true
+	for _, e := range f.life[i] {
+		if e.at.After(t) {
+			break
+		}
+		up = e.up
+	}
+	return up
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // Check: (1) every SEND_OK is readable at its queue offset with its body
@@ -68,6 +160,17 @@ func (f *finalState) everyDiskLost(at time.Duration) bool {
 func (q *queueWorkload) Check(f *finalState) []Violation {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if f.phys == nil {
+		f.phys = map[string]int64{}
+	}
+	for body, phys := range q.seenPhys {
+		f.phys[body] = phys
+	}
+	for _, a := range q.acks {
+		if a.phys >= 0 {
+			f.phys[a.body] = a.phys
+		}
+	}
 	var out []Violation
 	add := func(kind, format string, args ...any) {
 		if len(out) < 20 {
@@ -177,7 +280,7 @@ func (c *cluster) finalChecks(w *world, wl *queueWorkload, workloads []Workload,
 	if err != nil {
 		res.violate("unreadable", "the healed master: %v", err)
 	}
-	f := &finalState{log: log, sync: c.opt.Sync, diverged: c.divergedBytes(), diskLost: c.diskLost, start: wl.start, nodes: len(c.nodes)}
+	f := &finalState{log: log, sync: c.opt.Sync, diverged: c.divergedBytes(), diskLost: c.diskLost, life: c.life, snaps: c.snaps, start: wl.start, nodes: len(c.nodes)}
 	for _, wk := range workloads {
 		res.Violations = append(res.Violations, wk.Check(f)...)
 	}

@@ -31,10 +31,43 @@ type cluster struct {
 	// diskLost: when each node lost what it had not synced (a power loss
 	// or a new disk), for the checker's async_master allowance.
 	diskLost map[int][]time.Time
+	// life: when each node's process started (true) and stopped or died
+	// (false), for the checker: a node down when a message was
+	// acknowledged never held it.
+	life map[int][]lifeEvent
+	// snaps: every node's log end (-1: down) at each loss, taken just
+	// before it, for the checker: a node whose log never reached an
+	// acknowledged record while a copy of it lived never held it.
+	snaps []lossSnap
 
 	mu      sync.Mutex
 	zombies []*incarnation // killed or stopped incarnations still winding down
 	notes   []string       // processes that exited on their own and were started again, skipped ranges
+}
+
+// lossSnap: the nodes' log ends when one of them lost its disk or its
+// unsynced bytes.
+type lossSnap struct {
+	at   time.Time
+	ends []int64
+}
+
+// snapEnds records every node's log end now (a loss is about to happen).
+func (c *cluster) snapEnds() {
+	s := lossSnap{at: time.Now(), ends: make([]int64, len(c.nodes))}
+	for i, n := range c.nodes {
+		s.ends[i] = -1
+		if b := n.broker(); b != nil {
+			s.ends[i] = b.Store().MaxPhysOffset()
+		}
+	}
+	c.snaps = append(c.snaps, s)
+}
+
+// lifeEvent: a node's process started (up) or stopped or died at at.
+type lifeEvent struct {
+	at time.Time
+	up bool
 }
 
 // simNode is one machine: its disk (a vfs.Mem, replaced by a crash clone
@@ -71,7 +104,7 @@ type incarnation struct {
 }
 
 func newCluster(opt Options, logger *slog.Logger) *cluster {
-	c := &cluster{opt: opt, net: NewNet(), bucket: tier.NewMem(), logger: logger, diskLost: map[int][]time.Time{}}
+	c := &cluster{opt: opt, net: NewNet(), bucket: tier.NewMem(), logger: logger, diskLost: map[int][]time.Time{}, life: map[int][]lifeEvent{}}
 	for i := range opt.Nodes {
 		role := broker.RoleSlave
 		if i == 0 {
@@ -100,6 +133,7 @@ func (n *simNode) start() {
 	if n.inc != nil {
 		panic("simtest: start of a running node")
 	}
+	n.c.life[n.idx] = append(n.c.life[n.idx], lifeEvent{at: time.Now(), up: true})
 	inc := &incarnation{stack: n.host.NewStack(), done: make(chan error, 1)}
 	inc.fsOff = &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(errorfs.Op, string) error { return errProcessDead })}
 	fs := errorfs.Wrap(n.mem, inc.fsOff)
@@ -132,11 +166,13 @@ func (n *simNode) kill(powerLoss bool, rng *rand.Rand) {
 	if inc == nil {
 		return
 	}
+	n.c.life[n.idx] = append(n.c.life[n.idx], lifeEvent{at: time.Now()})
 	inc.dead.Store(true)
 	inc.fsOff.On()
 	inc.stack.Kill()
 	inc.cancel()
 	if powerLoss {
+		n.c.snapEnds()
 		n.c.diskLost[n.idx] = append(n.c.diskLost[n.idx], time.Now())
 		n.boot++
 		if rng != nil {
@@ -159,6 +195,7 @@ func (n *simNode) stop() error {
 	if inc == nil {
 		return nil
 	}
+	n.c.life[n.idx] = append(n.c.life[n.idx], lifeEvent{at: time.Now()})
 	inc.cancel()
 	var err error
 	t := time.NewTimer(2 * n.cfg.ShutdownTimeout)
@@ -185,6 +222,7 @@ func (n *simNode) beginStop() {
 	if inc == nil {
 		return
 	}
+	n.c.life[n.idx] = append(n.c.life[n.idx], lifeEvent{at: time.Now()})
 	inc.cancel()
 	n.inc, n.stopping = nil, inc
 	n.live.Store(nil)
@@ -242,6 +280,7 @@ func (n *simNode) reap() {
 
 // newDisk replaces the node's disk by an empty one.
 func (n *simNode) newDisk() {
+	n.c.snapEnds()
 	n.c.diskLost[n.idx] = append(n.c.diskLost[n.idx], time.Now())
 	n.mem = vfs.NewMem()
 	n.boot++

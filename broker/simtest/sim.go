@@ -386,11 +386,10 @@ func (c *cluster) shutdown(res *Result) {
 // divergedBytes is every node's diverged/ files, concatenated.
 func (c *cluster) divergedBytes() []byte {
 	var out []byte
-	for _, n := range c.nodes {
-		dir := path.Join(n.cfg.DataDir, "diverged")
+	readDir := func(n *simNode, dir string) {
 		names, err := n.mem.ReadDir(dir)
 		if err != nil {
-			continue
+			return
 		}
 		for _, name := range names {
 			f, err := n.mem.OpenFile(path.Join(dir, name), 0, 0)
@@ -401,6 +400,19 @@ func (c *cluster) divergedBytes() []byte {
 			_, _ = buf.ReadFrom(f)
 			f.Close()
 			out = append(out, buf.Bytes()...)
+		}
+	}
+	for _, n := range c.nodes {
+		readDir(n, path.Join(n.cfg.DataDir, "diverged"))
+		// A data dir set aside (store.stale-<time>) keeps its log too.
+		names, err := n.mem.ReadDir(n.cfg.DataDir)
+		if err != nil {
+			continue
+		}
+		for _, name := range names {
+			if strings.HasPrefix(name, "store.stale-") {
+				readDir(n, path.Join(n.cfg.DataDir, name, "commitlog"))
+			}
 		}
 	}
 	return out
@@ -437,7 +449,7 @@ func (w *world) readLog(n *simNode, topic string, queues int) (map[qkey]string, 
 				}
 				return out, err
 			}
-			offs, bodies := decodeRecords(resp.Body)
+			offs, _, bodies := decodeRecords(resp.Body)
 			for i, o := range offs {
 				out[qkey{q, o}] = bodies[i]
 			}

@@ -57,6 +57,21 @@ type ack struct {
 	body string
 	node int
 	at   time.Duration // virtual time since the start
+	phys int64         // where its record starts in the commitlog (-1: unknown)
+}
+
+// physOf is the commitlog offset in a SEND_OK's msgId (RocketMQ's offset
+// message id: the store host's IPv4 address and port, then the offset,
+// 16 bytes in hex), -1 if it has none.
+func physOf(msgID string) int64 {
+	if len(msgID) != 32 {
+		return -1
+	}
+	v, err := strconv.ParseUint(msgID[16:], 16, 64)
+	if err != nil {
+		return -1
+	}
+	return int64(v)
 }
 
 // seen is what a consumer pulled at a queue offset.
@@ -86,9 +101,10 @@ type queueWorkload struct {
 	mu        sync.Mutex
 	acks      []ack
 	seen      map[qkey]seen
-	clash     []clash // consumers saw one offset with two bodies
-	sends     int     // attempts
-	asyncLost int     // set by Check
+	seenPhys  map[string]int64 // body -> where consumers saw its record in the commitlog
+	clash     []clash          // consumers saw one offset with two bodies
+	sends     int              // attempts
+	asyncLost int              // set by Check
 }
 
 func newQueueWorkload(queues, producers int) *queueWorkload {
@@ -159,7 +175,7 @@ func (q *queueWorkload) produce(ctx context.Context, w *world, id int) {
 				if perr != nil || qerr != nil {
 					qid = queue
 				}
-				q.record(ack{key: qkey{qid, off}, body: body, node: node, at: q.since()})
+				q.record(ack{key: qkey{qid, off}, body: body, node: node, at: q.since(), phys: physOf(resp.ExtFields["msgId"])})
 				cur = node
 				break
 			}
@@ -175,7 +191,7 @@ func (q *queueWorkload) record(a ack) {
 	q.acks = append(q.acks, a)
 	if q.fakeAck && len(q.acks) == 3 {
 		// The self-test's broken invariant: an ack no broker gave.
-		q.acks = append(q.acks, ack{key: a.key, body: a.body + "-forged", node: a.node, at: a.at})
+		q.acks = append(q.acks, ack{key: a.key, body: a.body + "-forged", node: a.node, at: a.at, phys: -1})
 	}
 	q.mu.Unlock()
 }
@@ -183,7 +199,7 @@ func (q *queueWorkload) record(a ack) {
 // decodeRecords is the (queue offset, body) of every record in a pull
 // answer's body (the commitlog record layout: queueOffset at byte 20,
 // body length at 84, body at 88).
-func decodeRecords(b []byte) (offs []int64, bodies []string) {
+func decodeRecords(b []byte) (offs, phys []int64, bodies []string) {
 	for len(b) >= 88 {
 		size := int(binary.BigEndian.Uint32(b))
 		if size < 88 || size > len(b) {
@@ -195,6 +211,7 @@ func decodeRecords(b []byte) (offs []int64, bodies []string) {
 			return
 		}
 		offs = append(offs, int64(binary.BigEndian.Uint64(rec[20:])))
+		phys = append(phys, int64(binary.BigEndian.Uint64(rec[28:])))
 		bodies = append(bodies, string(rec[88:88+bl]))
 		b = b[size:]
 	}
@@ -228,9 +245,9 @@ func (q *queueWorkload) consume(ctx context.Context, w *world) {
 				}
 				cur = node
 				if resp.Code == int32(remoting.Success) {
-					offs, bodies := decodeRecords(resp.Body)
+					offs, phys, bodies := decodeRecords(resp.Body)
 					for i, off := range offs {
-						q.saw(qkey{queue, off}, bodies[i], node)
+						q.saw(qkey{queue, off}, bodies[i], node, phys[i])
 					}
 					if nb, err := strconv.ParseInt(resp.ExtFields["nextBeginOffset"], 10, 64); err == nil && nb > next[queue] {
 						next[queue] = nb
@@ -249,9 +266,13 @@ func (q *queueWorkload) consume(ctx context.Context, w *world) {
 	}
 }
 
-func (q *queueWorkload) saw(k qkey, body string, node int) {
+func (q *queueWorkload) saw(k qkey, body string, node int, phys int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.seenPhys == nil {
+		q.seenPhys = map[string]int64{}
+	}
+	q.seenPhys[body] = phys
 	if s, ok := q.seen[k]; ok {
 		if s.body != body {
 			q.clash = append(q.clash, clash{key: k, first: s, second: seen{body: body, node: node, at: q.since()}})

@@ -26,7 +26,7 @@ type Stats struct {
 	Errors       int64 // failed GETs (not counting canceled ones)
 	Corrupt      int64 // frames or footers that failed verification
 	AheadFetches int64 // background frame fetches started
-	AheadHits    int64 // of those, consumed by a reader
+	AheadHits    int64 // of those, met by a reader while the fetch ran (one consumed later from the cache counts as a hit)
 	AheadDropped int64 // of those, displaced from the buffer unread
 	ReadBytes    int64 // logical bytes returned by ReadAt (what the store read cold)
 	DecodedBytes int64 // logical bytes of the frames fetched and decoded
