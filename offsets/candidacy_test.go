@@ -227,3 +227,100 @@ func TestContestWaitsInDoubt(t *testing.T) {
 		t.Fatalf("a copy that reaches the checkpointed end: %v", err)
 	}
 }
+
+// TestAcquireLeaseCoverWaitsForReplicas: the takeover of a sync_master's
+// lapsed lease waits until every slave that published a replica record
+// for its epoch is heard from (a live candidacy of the same instance or
+// host), then goes to the best copy; records of older epochs and
+// async_master leases do not hold it back; UncleanAfter bounds the wait.
+func TestAcquireLeaseCoverWaitsForReplicas(t *testing.T) {
+	ctx := context.Background()
+	ttl := 200 * time.Millisecond
+	setup := func(role string) offsets.ObjectStore {
+		store := offsets.NewMemStore()
+		if _, err := offsets.AcquireLease(ctx, store, offsets.IdentityFor("broker-a", "me"), ttl, offsets.AcquireOptions{Role: role}); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []offsets.ReplicaRecord{{Instance: "s1", Host: "h1", Epoch: 1}, {Instance: "gone", Host: "h9", Epoch: 1}} {
+			if err := offsets.PublishReplica(ctx, store, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return store
+	}
+	me := offsets.IdentityFor("broker-a", "me")
+	covering := func(store offsets.ObjectStore, end int64) *offsets.Contest {
+		c := contender(store, "me", 1, end)
+		c.Cover = true
+		return c
+	}
+	acquire := func(store offsets.ObjectStore, c *offsets.Contest) (*offsets.Lease, error) {
+		return offsets.AcquireLease(ctx, store, me, ttl, offsets.AcquireOptions{WatchOwn: true, NoWait: true, ContestNow: true, Contest: c})
+	}
+
+	// Silent slaves: the restarted holder waits, naming them.
+	store := setup("sync_master")
+	_, err := acquire(store, covering(store, 300))
+	var d *offsets.DeferredError
+	if !errors.As(err, &d) || len(d.Missing) != 2 || !errors.Is(err, offsets.ErrLeaseHeld) {
+		t.Fatalf("with two silent replicas: %v; want a wait naming both", err)
+	}
+
+	// s1 speaks with a longer copy; "gone" is back on an empty disk under
+	// a new instance at its host: the lease goes to s1.
+	s1 := contender(store, "s1", 1, 500)
+	ticking(t, s1)
+	fresh := &offsets.Contest{Store: store, Period: 20 * time.Millisecond,
+		Self: func() offsets.Candidacy { return offsets.Candidacy{Instance: "new", Host: "h9", Epoch: 0, End: 0} }}
+	ticking(t, fresh)
+	_, err = acquire(store, covering(store, 300))
+	if !errors.As(err, &d) || d.Better.Instance != "s1" {
+		t.Fatalf("with every replica heard from: %v; want the lease left to s1", err)
+	}
+	// The same with our copy the longest: we take it.
+	if l, err := acquire(store, covering(store, 900)); err != nil || l.Epoch() != 2 {
+		t.Fatalf("the longest copy with every replica heard from: %v; want the lease at epoch 2", err)
+	}
+
+	// An async_master's lease: slaves never held what it acknowledged
+	// alone; no wait.
+	store = setup("async_master")
+	if _, err := acquire(store, covering(store, 300)); err != nil {
+		t.Fatalf("async_master lease: %v; want it taken", err)
+	}
+
+	// UncleanAfter: taken once the silent ones stayed silent that long.
+	store = setup("sync_master")
+	c := covering(store, 300)
+	c.UncleanAfter = 3 * ttl
+	start := time.Now()
+	for err = errors.New("start"); err != nil && time.Since(start) < 20*time.Second; {
+		_, err = acquire(store, c)
+		if err != nil && (!errors.As(err, &d) || len(d.Missing) == 0) {
+			t.Fatalf("waiting for silent replicas: %v", err)
+		}
+	}
+	if err != nil || time.Since(start) < 3*ttl {
+		t.Fatalf("with UncleanAfter %v: %v after %v; want the lease taken after the wait, not before", 3*ttl, err, time.Since(start))
+	}
+}
+
+// TestPruneReplicas: a new holder drops the records of older epochs.
+func TestPruneReplicas(t *testing.T) {
+	ctx := context.Background()
+	store := offsets.NewMemStore()
+	for i, r := range []offsets.ReplicaRecord{{Instance: "a", Epoch: 1}, {Instance: "b", Epoch: 2}, {Instance: "c", Epoch: 3}} {
+		if err := offsets.PublishReplica(ctx, store, r); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	offsets.PruneReplicas(ctx, store, 3)
+	for epoch, want := range map[int64]int{1: 0, 2: 0, 3: 1} {
+		if got, err := offsets.ReadReplicas(ctx, store, epoch); err != nil || len(got) != want {
+			t.Fatalf("epoch %d after pruning below 3: %v, %v; want %d", epoch, got, err, want)
+		}
+	}
+	if err := offsets.PublishReplica(ctx, store, offsets.ReplicaRecord{Instance: "x"}); err == nil {
+		t.Fatal("a replica record without an epoch was published")
+	}
+}

@@ -36,6 +36,7 @@
 //	meta/checkpoint/<20-digit version>.json    copies of the last History (default 8) checkpoints
 //	meta/lease.json                            the lease
 //	meta/candidates/<instance>.json            a contender's candidacy while a lease lapses (Contest)
+//	meta/replicas/<instance>.json              a slave follows a master epoch (PublishReplica; Contest.Cover)
 //
 // A checkpoint is one JSON object, written whole by one Put, so a reader sees
 // all of a checkpoint or none of it:
@@ -134,6 +135,13 @@
 //     instance id), and keeps publishing while that write runs; otherwise
 //     it fails with a *DeferredError (ErrLeaseHeld) naming the better one.
 //     If the better one never takes the lease, the next round ignores it.
+//
+//   - With Cover, the takeover of a sync_master's lease also waits until
+//     every slave that published a ReplicaRecord for that lease's epoch
+//     (before its first acknowledgement counted) has a live candidacy of
+//     the same instance or host; the best live copy then holds every
+//     acknowledged record. Otherwise it fails with a *DeferredError
+//     naming the Missing ones (UncleanAfter > 0 bounds the wait).
 //
 // A released lease is taken without a contest (its holder stopped cleanly,
 // with everything uploaded). WatchOwn makes a restarted holder treat its
