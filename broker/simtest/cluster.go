@@ -43,6 +43,8 @@ type cluster struct {
 	mu      sync.Mutex
 	zombies []*incarnation // killed or stopped incarnations still winding down
 	notes   []string       // processes that exited on their own and were started again, skipped ranges
+	// backstops: exits of broker.New's last check (a violation).
+	backstops []string
 }
 
 // lossSnap: the nodes' log ends when one of them lost its disk or its
@@ -107,7 +109,7 @@ func newCluster(opt Options, logger *slog.Logger) *cluster {
 	c := &cluster{opt: opt, net: NewNet(), bucket: tier.NewMem(), logger: logger, diskLost: map[int][]time.Time{}, life: map[int][]lifeEvent{}}
 	for i := range opt.Nodes {
 		role := broker.RoleSlave
-		if i == 0 {
+		if i == 0 || i < opt.Masters {
 			role = broker.RoleAsyncMaster
 			if opt.Sync {
 				role = broker.RoleSyncMaster

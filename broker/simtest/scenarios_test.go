@@ -36,7 +36,9 @@ var scenarios = []scenario{
 			{At: 3 * time.Second, Fault: BucketCut, Node: 0, Dur: 6 * time.Second},       // n0 fenced: n1 or n2 takes over
 		}}},
 	{name: "slave-crash-then-master-clean-stop", // issue 29 item 3
-		s: Schedule{Nodes: 2, Sync: false, Tail: 4 * time.Second, Steps: []Step{
+		// Both nodes configured as master: the slave's node restarts in
+		// the master role and takes the released lease on its own copy.
+		s: Schedule{Nodes: 2, Sync: false, Masters: 2, Tail: 4 * time.Second, Steps: []Step{
 			{At: 2 * time.Second, Fault: Crash, Node: 1, Dur: 3 * time.Second},
 			{At: 3 * time.Second, Fault: CleanStop, Node: 0, Dur: 6 * time.Second},
 		}}},

@@ -80,7 +80,13 @@ type Schedule struct {
 	Seed  uint64
 	Nodes int  // 2 or 3: a master and one or two failover slaves
 	Sync  bool // sync_master (else async_master)
-	Steps []Step
+	// Masters is how many nodes are configured with the master role
+	// (n0 first; at least 1): with failover the lease decides who is
+	// master, so an operator may configure every node as one. A node so
+	// configured that restarts tries to take a released or lapsed lease
+	// in New, on its own copy of the log, not through a slave's watch.
+	Masters int
+	Steps   []Step
 	// Tail is how long the workload runs after the last step before the
 	// cluster is healed.
 	Tail time.Duration
@@ -92,7 +98,11 @@ func (s *Schedule) String() string {
 		mode = "sync_master"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %d nodes, %s, %d steps\n", s.Seed, s.Nodes, mode, len(s.Steps))
+	fmt.Fprintf(&b, "seed %d: %d nodes, %s, %d steps", s.Seed, s.Nodes, mode, len(s.Steps))
+	if s.Masters > 1 {
+		fmt.Fprintf(&b, ", %d nodes configured as master", s.Masters)
+	}
+	b.WriteString("\n")
 	for _, st := range s.Steps {
 		fmt.Fprintf(&b, "  %s\n", st)
 	}
@@ -137,6 +147,8 @@ func Draw(seed uint64, allowed []Fault, ttl time.Duration, maxSteps int) *Schedu
 		s.Steps = append(s.Steps, st)
 	}
 	s.Tail = dur(0.5, 2)
+	// Drawn last, so the rest of a seed's schedule is what it was before.
+	s.Masters = 1 + rng.IntN(s.Nodes)
 	return s
 }
 

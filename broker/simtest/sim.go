@@ -22,6 +22,7 @@ import (
 type Options struct {
 	Nodes         int           // set from the schedule
 	Sync          bool          // set from the schedule
+	Masters       int           // set from the schedule (0 counts as 1)
 	LeaseTTL      time.Duration // default 2 s
 	SegmentMaxAge time.Duration // default 3 s: the master seals by age, a slave never does
 	Queues        int           // default 2
@@ -85,7 +86,7 @@ func (r *Result) violate(kind, format string, args ...any) {
 // inside a testing/synctest bubble (RunSeed does that) so that time is
 // virtual; outside one it runs in real time.
 func Run(s *Schedule, opt Options) *Result {
-	opt.Nodes, opt.Sync = s.Nodes, s.Sync
+	opt.Nodes, opt.Sync, opt.Masters = s.Nodes, s.Sync, s.Masters
 	opt = opt.withDefaults()
 	res := &Result{Schedule: s}
 	t0 := time.Now()
@@ -140,6 +141,13 @@ func Run(s *Schedule, opt Options) *Result {
 		c.finalChecks(w, wl, workloads, res)
 	}
 	c.shutdown(res)
+	for _, b := range c.backstops {
+		// The last line of defence fired: the code before it handed this
+		// data dir a log that ends below what the bucket holds (recovery
+		// should have restored the rest); the node cannot start on it
+		// without an operator.
+		res.violate("backstop", "%s", b)
+	}
 	res.Notes = c.notes
 	for _, n := range c.nodes {
 		res.LateLanded += int(n.link.lateN.Load())
@@ -294,6 +302,10 @@ func (x *executor) healAll() {
 	}
 }
 
+// backstopMsg is how broker.New's last check refuses a data dir whose log
+// ends below what the bucket holds.
+const backstopMsg = "refusing to write: the local commitlog ends at offset"
+
 // waitHealthy waits until one running node is master, every other one
 // its slave, and the master sees every slave caught up. A node whose
 // process exited is started again, as a supervisor would, up to
@@ -307,6 +319,9 @@ func (c *cluster) waitHealthy(d time.Duration) error {
 			if done, err := n.exited(); done && restarts[n.idx] < maxRestarts {
 				restarts[n.idx]++
 				c.note("n%d exited (%v) and was restarted", n.idx, err)
+				if err != nil && strings.Contains(err.Error(), backstopMsg) {
+					c.backstops = append(c.backstops, fmt.Sprintf("n%d: %v", n.idx, err))
+				}
 				n.reap()
 				n.start()
 			}
