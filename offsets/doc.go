@@ -123,6 +123,7 @@
 //     Candidacy every Period at meta/candidates/<instance>.json:
 //     {"instance","host","epoch","end","seq","at"}: the epoch its log
 //     agrees with and where its last record ends.
+//
 //   - Before the conditional write (Decide) it publishes once more, then
 //     waits, republishing, until every other candidacy it can see was
 //     published again (at most two Periods). A republished candidacy is
@@ -130,6 +131,7 @@
 //     (the watch lasted a full TTL), so its end covers what its node holds
 //     of everything acknowledged. One not republished is a node that is
 //     gone or cut off from the bucket: ignored, and deleted by the winner.
+//
 //   - It writes the lease only if its own candidacy is the best live one
 //     (Candidacy.Better: newest epoch, then longest end, then the lower
 //     instance id), and keeps publishing while that write runs; otherwise
