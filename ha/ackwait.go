@@ -87,7 +87,11 @@ func (m *Master) ackStateLocked(off int64, mayAlone bool) (err error, settled, a
 	if !any {
 		return fmt.Errorf("%w: no slave connected", ErrSlaveNotAvailable), true, false
 	}
-	if lag := m.opts.Log.MaxPhysOffset() - best; lag > m.opts.MaxLag {
+	live, anyLive := m.liveBestLocked(time.Now())
+	if !anyLive {
+		return fmt.Errorf("%w: no slave acknowledged what it was sent within %v (stalled)", ErrSlaveNotAvailable, m.opts.StallTimeout), true, false
+	}
+	if lag := m.opts.Log.MaxPhysOffset() - live; lag > m.opts.MaxLag {
 		return fmt.Errorf("%w: the best slave lags %d bytes (limit %d)", ErrSlaveNotAvailable, lag, m.opts.MaxLag), true, false
 	}
 	return nil, false, false
