@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -26,6 +27,9 @@ const (
 )
 
 func quietLogger() *slog.Logger {
+	if os.Getenv("HA_TEST_LOG") != "" {
+		return slog.Default()
+	}
 	return slog.New(slog.NewTextHandler(discard{}, &slog.HandlerOptions{Level: slog.LevelError + 1}))
 }
 
@@ -150,6 +154,9 @@ func (e *testEpoch) get() int64 { return e.v.Load() }
 var testSecret = []byte("ha-test-secret")
 
 func testSecretFn() []byte { return testSecret }
+
+// stallAfter sets o's StallTimeout.
+func stallAfter(o *MasterOptions, d time.Duration) { o.StallTimeout = d }
 
 // helloRaw is a slave's handshake by hand on c: it reads the challenge,
 // sends h (its nonce drawn here) signed under secret and reads the reply.
