@@ -40,6 +40,7 @@ type Slave struct {
 	start     int64  // the hello's offset
 	end       int64  // the end of the transfers read
 	sum       uint32 // CRC-32C of the bodies read
+	sums      map[int64]uint32 // sum at the end of each transfer read
 	// Received counts the body bytes read.
 	Received int64
 }
@@ -139,6 +140,12 @@ func (s *Slave) Next(d time.Duration) (Transfer, error) {
 	s.end = t.Offset + int64(n)
 	s.sum = crc32.Update(s.sum, crc32.MakeTable(crc32.Castagnoli), t.Body)
 	s.Received += int64(n)
+	if n > 0 {
+		if s.sums == nil {
+			s.sums = map[int64]uint32{}
+		}
+		s.sums[s.end] = s.sum
+	}
 	return t, nil
 }
 
@@ -168,8 +175,78 @@ func (s *Slave) Ack(off int64, sum uint32) error {
 // honest slave's report.
 func (s *Slave) AckRead() error { return s.Ack(s.end, s.sum) }
 
+// AckAt reports off, the end of a transfer Next read, with the stream's
+// true checksum there.
+func (s *Slave) AckAt(off int64) error {
+	sum, ok := s.sums[off]
+	if !ok && off != s.start {
+		return fmt.Errorf("offset %d is not the end of a transfer read", off)
+	}
+	return s.Ack(off, sum)
+}
+
 // Read is the end of what Next read.
 func (s *Slave) Read() int64 { return s.end }
 
 // Close closes the connection.
 func (s *Slave) Close() error { return s.C.Close() }
+
+// HelloMsg is a slave's hello as a fake master reads it.
+type HelloMsg struct {
+	Name          string
+	Offset, Epoch int64
+}
+
+// ReplyMsg is a fake master's answer to a hello.
+type ReplyMsg struct {
+	Status           uint16
+	Epoch, MasterMax int64
+	Advertise        string
+}
+
+// Accept is a master's side of the handshake (protocol 4) on c, by hand:
+// the challenge, the slave's hello (its signature not checked), and the
+// reply answer gives, signed under secret. Then the caller streams.
+func Accept(c net.Conn, secret []byte, answer func(HelloMsg) ReplyMsg) (HelloMsg, error) {
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	var mn [16]byte
+	rand.Read(mn[:])
+	ch := binary.BigEndian.AppendUint32(nil, magic)
+	ch = binary.BigEndian.AppendUint16(ch, 4)
+	ch = binary.BigEndian.AppendUint16(ch, 0)
+	ch = append(ch, mn[:]...)
+	if len(secret) > 0 {
+		binary.BigEndian.PutUint16(ch[6:], 1)
+	}
+	if _, err := c.Write(ch); err != nil {
+		return HelloMsg{}, err
+	}
+	var b [8]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		return HelloMsg{}, err
+	}
+	n := int(binary.BigEndian.Uint16(b[6:]))
+	rest := make([]byte, n+16+16+sha256.Size)
+	if _, err := io.ReadFull(c, rest); err != nil {
+		return HelloMsg{}, err
+	}
+	h := HelloMsg{Name: string(rest[:n]), Offset: int64(binary.BigEndian.Uint64(rest[n:])), Epoch: int64(binary.BigEndian.Uint64(rest[n+8:]))}
+	sn := rest[n+16 : n+32]
+	a := answer(h)
+	r := binary.BigEndian.AppendUint32(nil, magic)
+	r = binary.BigEndian.AppendUint16(r, 4)
+	r = binary.BigEndian.AppendUint16(r, a.Status)
+	r = binary.BigEndian.AppendUint64(r, uint64(a.Epoch))
+	r = binary.BigEndian.AppendUint64(r, uint64(a.MasterMax))
+	r = binary.BigEndian.AppendUint16(r, uint16(len(a.Advertise)))
+	r = append(r, a.Advertise...)
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("stratamq-ha-reply-v4"))
+	m.Write(sn)
+	m.Write(mn[:])
+	m.Write(r)
+	r = m.Sum(r)
+	_, err := c.Write(r)
+	return h, err
+}
