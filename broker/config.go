@@ -62,6 +62,7 @@ type Config struct {
 	HAMaster  string        `env:"HA_MASTER" help:"slave: the master's HA address (host:port); may be empty with STRATAMQ_NAMESRV, whose answer to the slave's registration names it"`
 	HAMaxLag  bytesize.Size `env:"HA_MAX_LAG" envDefault:"256MiB" help:"sync_master: SLAVE_NOT_AVAILABLE while the best slave lags more than this"`
 	HATimeout time.Duration `env:"HA_ACK_TIMEOUT" envDefault:"5s" help:"sync_master: FLUSH_SLAVE_TIMEOUT when no slave acknowledged a send within this long"`
+
 	HAMaxConns int `env:"HA_MAX_CONNS" envDefault:"8" help:"master: most slaves served on the HA port at once (as many more may be in their handshake, the oldest dropped past that); more are refused"`
 	// HASecret is the shared secret of a master and its slaves
 	// (STRATAMQ_HA_SECRET, read by cmd: a secret is never an environment

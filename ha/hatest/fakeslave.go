@@ -37,9 +37,9 @@ type Slave struct {
 	// Status and MasterMax are from the master's reply.
 	Status    uint16
 	MasterMax int64
-	start     int64  // the hello's offset
-	end       int64  // the end of the transfers read
-	sum       uint32 // CRC-32C of the bodies read
+	start     int64            // the hello's offset
+	end       int64            // the end of the transfers read
+	sum       uint32           // CRC-32C of the bodies read
 	sums      map[int64]uint32 // sum at the end of each transfer read
 	// Received counts the body bytes read.
 	Received int64
