@@ -62,6 +62,16 @@ type Config struct {
 	HAMaster  string        `env:"HA_MASTER" help:"slave: the master's HA address (host:port); may be empty with STRATAMQ_NAMESRV, whose answer to the slave's registration names it"`
 	HAMaxLag  bytesize.Size `env:"HA_MAX_LAG" envDefault:"256MiB" help:"sync_master: SLAVE_NOT_AVAILABLE while the best slave lags more than this"`
 	HATimeout time.Duration `env:"HA_ACK_TIMEOUT" envDefault:"5s" help:"sync_master: FLUSH_SLAVE_TIMEOUT when no slave acknowledged a send within this long"`
+
+	HAMaxConns int `env:"HA_MAX_CONNS" envDefault:"8" help:"master: most slaves served on the HA port at once (as many more may be in their handshake, the oldest dropped past that); more are refused"`
+	// HASecret is the shared secret of a master and its slaves
+	// (STRATAMQ_HA_SECRET, read by cmd: a secret is never an environment
+	// setting of Config, so GET_BROKER_CONFIG cannot show it). A slave
+	// signs its hello with it, the master its reply (ha.MasterOptions.
+	// Secret). Empty: the secret of the account the broker signs its own
+	// requests with (credentials: the ACL's admin account), if any; else
+	// the HA port serves, and a slave follows, peers on this host only.
+	HASecret acl.Secret `env:"-"`
 	// HAMinInSync is RocketMQ 5's minInSyncReplicas, the master counted
 	// (ha.MasterOptions.MinInSync; ha/insync.go defines in sync).
 	HAMinInSync int `env:"HA_MIN_INSYNC" envDefault:"2" help:"sync_master: copies, the master's included, that must hold a message before SEND_OK: 2 waits for a slave (SLAVE_NOT_AVAILABLE / FLUSH_SLAVE_TIMEOUT without one); 1 lets the master acknowledge alone while no slave is in sync (connected, within STRATAMQ_HA_MAX_LAG, and no ack missed past STRATAMQ_HA_ACK_TIMEOUT since it last caught up)"`
@@ -229,6 +239,9 @@ func (c Config) withDefaults() Config {
 	if c.HAMinInSync == 0 {
 		c.HAMinInSync = 2
 	}
+	if c.HAMaxConns == 0 {
+		c.HAMaxConns = 8
+	}
 	if c.HASyncInterval == 0 {
 		c.HASyncInterval = 3 * time.Second
 	}
@@ -342,6 +355,9 @@ func (c Config) Validate() error {
 	}
 	if c.HAMaxLag < 0 || c.HATimeout < 0 {
 		return fmt.Errorf("STRATAMQ_HA_MAX_LAG and STRATAMQ_HA_ACK_TIMEOUT must not be negative")
+	}
+	if c.HAMaxConns < 0 {
+		return fmt.Errorf("STRATAMQ_HA_MAX_CONNS=%d: want > 0", c.HAMaxConns)
 	}
 	if c.HAMinInSync < 1 || c.HAMinInSync > 2 {
 		return fmt.Errorf("STRATAMQ_HA_MIN_INSYNC=%d: want 1 (a sync_master acknowledges alone while no slave is in sync) or 2 (it waits for a slave)", c.HAMinInSync)

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/stratamq/stratamq/ha/hatest"
 	"github.com/stratamq/stratamq/proxy"
 	"github.com/stratamq/stratamq/proxy/apiv2"
 	"github.com/stratamq/stratamq/tier"
@@ -53,11 +53,12 @@ func TestGRPCSyncMasterSendChecksLeaseAfterSlaveAck(t *testing.T) {
 				BornTimestamp: timestamppb.Now(), QueueId: 0}}
 		return cli.SendMessage(call, &apiv2.SendMessageRequest{Messages: []*apiv2.Message{msg}})
 	}
-	ack := func(sl interface{ Write([]byte) (int, error) }) {
+	ack := func(sl *hatest.Slave) {
 		t.Helper()
-		var report [8]byte
-		binary.BigEndian.PutUint64(report[:], uint64(m.Store().MaxPhysOffset()))
-		if _, err := sl.Write(report[:]); err != nil {
+		if err := sl.ReadUntil(m.Store().MaxPhysOffset(), 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := sl.AckRead(); err != nil {
 			t.Fatal(err)
 		}
 	}

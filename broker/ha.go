@@ -67,7 +67,7 @@ func (b *Broker) startHA() error {
 				return b.helloAccepted(epoch)
 			},
 			BrokerName: b.cfg.BrokerName, Log: b.store, MaxTransfer: max(ha.DefaultMaxTransfer, int(b.cfg.MaxMessageSize)+1<<20), Logger: b.log,
-			Dial: b.haDial})
+			Dial: b.haDial, Secret: b.haSecret})
 		if err != nil {
 			return fmt.Errorf("broker: STRATAMQ_ROLE=slave: %w", err)
 		}
@@ -89,14 +89,33 @@ func (b *Broker) startHA() error {
 		}
 		m, err := ha.StartMaster(ha.MasterOptions{Listen: b.cfg.HAListen, Log: b.store, Epoch: b.epoch, Diverged: b.divergedAt,
 			BrokerName: b.cfg.BrokerName, MaxLag: int64(b.cfg.HAMaxLag), MinInSync: b.cfg.HAMinInSync, Advertise: b.advertise,
-			OnAcked: onAcked, Logger: b.log, WrapListener: b.tls.haListener, Listener: b.listener()})
+			OnAcked: onAcked, Logger: b.log, WrapListener: b.tls.haListener, Listener: b.listener(),
+			Secret: b.haSecret, MaxConns: b.cfg.HAMaxConns, StallTimeout: b.cfg.HATimeout})
 		if err != nil {
 			return fmt.Errorf("broker: STRATAMQ_HA_LISTEN: %w", err)
+		}
+		if len(b.haSecret()) == 0 {
+			b.log.Warn("HA port without a secret: it serves slaves on this host only (loopback); set STRATAMQ_HA_SECRET on the master and its slaves (or an ACL admin account both sign with)",
+				"haListen", m.Addr().String())
 		}
 		b.ha.master = m
 		b.haMaster.Store(m)
 		b.metrics.WatchHAAlone(m.AckedAlone)
 		b.log.Info("HA listener ready", "haListen", m.Addr().String(), "role", b.cfg.Role)
+	}
+	return nil
+}
+
+// haSecret is the HA port's shared secret (ha.MasterOptions.Secret,
+// SlaveOptions.Secret): STRATAMQ_HA_SECRET, else the secret of the account
+// the broker signs its own requests with (the ACL's admin account), read
+// at every hello so a reloaded ACL file's applies; nil without either.
+func (b *Broker) haSecret() []byte {
+	if b.cfg.HASecret != "" {
+		return []byte(string(b.cfg.HASecret))
+	}
+	if c := b.credentials(); c.SecretKey != "" {
+		return []byte(string(c.SecretKey))
 	}
 	return nil
 }

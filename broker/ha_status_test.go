@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"io"
 	"net"
@@ -12,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stratamq/stratamq/ha"
+	"github.com/stratamq/stratamq/ha/hatest"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
 )
@@ -58,19 +58,19 @@ func mustGauge(t *testing.T, reg *prometheus.Registry, name string, labels map[s
 }
 
 // muteSlave says hello to the HA listener at addr with offset and never
-// reports: the master counts it as a slave that acked offset.
-func muteSlave(t *testing.T, addr string, offset int64) net.Conn {
+// reports: the master counts it as a slave that acked offset. The HA
+// port has no secret (loopback peers only): none signs the hello.
+func muteSlave(t *testing.T, addr string, offset int64) *hatest.Slave {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	s, err := hatest.Hello(addr, "broker-a", offset, 0, nil) // 0: the epoch its log agrees with is unknown
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
-	hello := ha.HelloBytes("broker-a", offset, 0) // 0: the epoch its log agrees with is unknown
-	if _, err := c.Write(hello); err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() { s.Close() })
+	if s.Status != ha.StatusOK {
+		t.Fatalf("the mute slave's hello: %s", ha.StatusText(s.Status))
 	}
-	return c
+	return s
 }
 
 // A master's HAStatus and stratamq_ha_* series: role, epoch, its HA
@@ -154,7 +154,7 @@ func TestHAStatusMasterAndSlave(t *testing.T) {
 	// writes after, and its age grows.
 	mute := muteSlave(t, haAddr, end)
 	waitCond(t, 20*time.Second, "the mute slave to connect", func() bool { return len(m.HAStatus().Slaves) == 2 })
-	muteAddr := mute.LocalAddr().String()
+	muteAddr := mute.C.LocalAddr().String()
 	t0 := time.Now()
 	if resp := invoke(t, cl, m.Addr().String(), sendReq("HA", 0, []byte("never acked by the mute one"), "")); resp.Code != int32(remoting.Success) {
 		t.Fatalf("send: %d %s", resp.Code, resp.Remark)
@@ -203,23 +203,10 @@ func fakeMaster(t *testing.T, epoch, ahead int64) string {
 			return
 		}
 		defer c.Close()
-		var h [8]byte
-		if _, err := io.ReadFull(c, h[:]); err != nil {
-			return
-		}
-		rest := make([]byte, int(binary.BigEndian.Uint16(h[6:]))+8)
-		if _, err := io.ReadFull(c, rest); err != nil {
-			return
-		}
-		off := int64(binary.BigEndian.Uint64(rest[len(rest)-8:]))
-		r := binary.BigEndian.AppendUint32(nil, 0x534D4841)
-		r = binary.BigEndian.AppendUint16(r, ha.Version)
-		r = binary.BigEndian.AppendUint16(r, 0)
-		r = binary.BigEndian.AppendUint64(r, uint64(epoch))
-		r = binary.BigEndian.AppendUint64(r, uint64(off+ahead))
-		r = binary.BigEndian.AppendUint16(r, uint16(len(fakeMasterBroker)))
-		r = append(r, fakeMasterBroker...)
-		if _, err := c.Write(r); err != nil {
+		_, err = hatest.Accept(c, nil, func(h hatest.HelloMsg) hatest.ReplyMsg {
+			return hatest.ReplyMsg{Epoch: epoch, MasterMax: h.Offset + ahead, Advertise: fakeMasterBroker}
+		})
+		if err != nil {
 			return
 		}
 		_, _ = io.Copy(io.Discard, c) // the slave's reports, until the test ends

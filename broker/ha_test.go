@@ -2,13 +2,13 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/ha/hatest"
 	"github.com/stratamq/stratamq/infra/loopback"
 	"github.com/stratamq/stratamq/remoting"
 )
@@ -154,7 +154,7 @@ func TestBrokerSyncMasterShutdownWaitsForAcks(t *testing.T) {
 
 // toldSlave connects a slave to m's HA port that says hello at offset 0
 // and then reports only what the test writes to the returned conn.
-func toldSlave(t *testing.T, m *Broker, haAddr string) net.Conn {
+func toldSlave(t *testing.T, m *Broker, haAddr string) *hatest.Slave {
 	t.Helper()
 	waitCond(t, 20*time.Second, "the HA listener", func() bool { return m.haMaster.Load() != nil })
 	sl := muteSlave(t, haAddr, 0)
@@ -186,16 +186,17 @@ func sendWaitingForAck(t *testing.T, m *Broker, cl *remoting.Client, addr, body 
 
 // ackAndExpectSuccess checks that the send is not answered yet, reports
 // m's whole log from the told slave, and expects the send's SUCCESS.
-func ackAndExpectSuccess(t *testing.T, m *Broker, sl net.Conn, sent <-chan *remoting.Command, when string) {
+func ackAndExpectSuccess(t *testing.T, m *Broker, sl *hatest.Slave, sent <-chan *remoting.Command, when string) {
 	t.Helper()
 	select {
 	case resp := <-sent:
 		t.Fatalf("the send was answered (code %d, %s) before a slave acknowledged it", resp.Code, resp.Remark)
 	default:
 	}
-	var report [8]byte
-	binary.BigEndian.PutUint64(report[:], uint64(m.Store().MaxPhysOffset()))
-	if _, err := sl.Write(report[:]); err != nil {
+	if err := sl.ReadUntil(m.Store().MaxPhysOffset(), 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := sl.AckRead(); err != nil {
 		t.Fatal(err)
 	}
 	select {

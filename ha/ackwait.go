@@ -71,8 +71,8 @@ func (m *Master) AwaitAck(off int64, deadline time.Time, done func(error)) {
 // ackStateLocked says whether a wait for off is over and how: nil once
 // acked; nil with alone set when mayAlone and the master may acknowledge
 // alone (MinInSync 1 and no slave in sync); ErrSlaveNotAvailable when no
-// slave is connected, the master stopped, or the best slave lags past
-// MaxLag. m.mu is held.
+// slave is connected, the master stopped, every slave is stalled, or the
+// best slave that is not lags past MaxLag. m.mu is held.
 func (m *Master) ackStateLocked(off int64, mayAlone bool) (err error, settled, alone bool) {
 	if m.stopped {
 		return fmt.Errorf("%w: the HA master stopped", ErrSlaveNotAvailable), true, false
@@ -87,7 +87,11 @@ func (m *Master) ackStateLocked(off int64, mayAlone bool) (err error, settled, a
 	if !any {
 		return fmt.Errorf("%w: no slave connected", ErrSlaveNotAvailable), true, false
 	}
-	if lag := m.opts.Log.MaxPhysOffset() - best; lag > m.opts.MaxLag {
+	live, anyLive := m.liveBestLocked(time.Now())
+	if !anyLive {
+		return fmt.Errorf("%w: no slave acknowledged what it was sent within %v (stalled)", ErrSlaveNotAvailable, m.opts.StallTimeout), true, false
+	}
+	if lag := m.opts.Log.MaxPhysOffset() - live; lag > m.opts.MaxLag {
 		return fmt.Errorf("%w: the best slave lags %d bytes (limit %d)", ErrSlaveNotAvailable, lag, m.opts.MaxLag), true, false
 	}
 	return nil, false, false

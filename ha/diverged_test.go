@@ -114,11 +114,7 @@ func TestMasterRefusesMidRecordHello(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.Write(HelloBytes("b1", 17, 1)); err != nil {
-		t.Fatal(err)
-	}
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	r, err := readReply(c)
+	r, err := helloRaw(c, testSecret, hello{version: Version, name: "b1", offset: 17, epoch: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,36 +7,57 @@
 // consumequeues itself), and the epoch comes from a func (the lease's
 // Epoch).
 //
-// # Protocol (version 3, all integers big-endian)
+// # Protocol (version 4, all integers big-endian)
 //
 // The slave dials the master's HA listener (STRATAMQ_HA_LISTEN, default
-// :10912) and sends a hello:
+// :10912). The master speaks first, a challenge:
 //
-//	0        4    6    8         8+n           16+n        24+n
-//	+--------+----+----+---------+-------------+-----------+
-//	| magic  |ver |nlen| name(n) | maxOffset   | epoch     |
-//	|"SMHA"  |u16 |u16 | broker  | int64       | int64     |
-//	+--------+----+----+---------+-------------+-----------+
+//	0        4    6     8            24
+//	+--------+----+-----+------------+
+//	| magic  |ver |flags| nonce (16) |
+//	|"SMHA"  |u16 | u16 | random     |
+//	+--------+----+-----+------------+
 //
-// name is the slave's brokerName (≤ 255 bytes), maxOffset the end of its
-// local log: the master streams from there. epoch (version 3) is the
-// epoch the slave's log agrees with: SlaveOptions.MinEpoch at first, then
-// the highest epoch a master accepted it under; 0 means it knows none, and
-// is judged as the oldest epoch. The master answers once:
+// flags bit 0: the master has a secret. The slave answers with a hello:
 //
-//	0        4    6      8         16        24   26        26+a
-//	+--------+----+------+---------+---------+----+---------+
-//	| magic  |ver |status| epoch   |masterMax|alen| addr(a) |
-//	|"SMHA"  |u16 | u16  | int64   | int64   |u16 | master  |
-//	+--------+----+------+---------+---------+----+---------+
+//	0        4    6    8         8+n         16+n     24+n     40+n     72+n
+//	+--------+----+----+---------+-----------+--------+--------+--------+
+//	| magic  |ver |nlen| name(n) | maxOffset | epoch  | nonce  | mac    |
+//	|"SMHA"  |u16 |u16 | broker  | int64     | int64  | 16     | 32     |
+//	+--------+----+----+---------+-----------+--------+--------+--------+
 //
-// addr is the master's advertised remoting address (MasterOptions.Advertise,
-// ≤ 255 bytes, alen 0 when unset): the slave reports it in
-// SlaveState.MasterAddr, and the broker polls the master's topics, groups
-// and offsets there. Version 1 had no alen/addr (a 24-byte reply); the
-// versions do not mix: either side reads the other's version first and
-// refuses it (a slave reads 8 bytes before the rest, so a version-1
-// master's shorter reply is named for its version).
+// mac is HMAC-SHA256 under the shared secret (MasterOptions.Secret,
+// SlaveOptions.Secret: STRATAMQ_HA_SECRET) of "stratamq-ha-hello-v4",
+// the challenge's nonce and the hello's bytes before mac: a hello signed
+// with another secret, or replayed from another connection, does not
+// verify. Without a secret the key is empty, and each side accepts only a
+// loopback peer (a slave refuses to follow a master on another host, a
+// master refuses such a slave with StatusAuthRequired). name is the
+// slave's brokerName (≤ 255 bytes), maxOffset the end of its local log:
+// the master streams from there. epoch is the epoch the slave's log agrees
+// with: SlaveOptions.MinEpoch at first, then the highest epoch a master
+// accepted it under; 0 means it knows none, and is judged as the oldest
+// epoch. The master answers once:
+//
+//	0        4    6      8         16        24   26        26+a    58+a
+//	+--------+----+------+---------+---------+----+---------+-------+
+//	| magic  |ver |status| epoch   |masterMax|alen| addr(a) | mac   |
+//	|"SMHA"  |u16 | u16  | int64   | int64   |u16 | master  | 32    |
+//	+--------+----+------+---------+---------+----+---------+-------+
+//
+// mac is HMAC-SHA256 of "stratamq-ha-reply-v4", the hello's nonce, the
+// challenge's nonce and the reply's bytes before it; the slave acts on
+// no reply that does not verify (a fake master cannot make it cut its
+// log). Refusals for authentication or a full master (StatusAuthFailed,
+// StatusAuthRequired, StatusBusy) are read unchecked: they only end the
+// session. addr is the master's advertised remoting address
+// (MasterOptions.Advertise, ≤ 255 bytes, alen 0 when unset): the slave
+// reports it in SlaveState.MasterAddr, and the broker polls the master's
+// topics, groups and offsets there. The versions do not mix: either side
+// reads the other's version first and refuses it (a slave of version 3
+// reads the challenge as a reply of version 4; a master reads a hello of
+// version 3 and refuses it with StatusBadVersion). The handshake must end
+// within 5 s (or IdleTimeout if shorter).
 //
 // status 0 is OK; anything else (StatusBadVersion, StatusWrongBroker,
 // StatusOffsetOutOfRange, StatusDiverged) is a refusal and the master
@@ -47,9 +68,11 @@
 // were never part of the master's log, so streaming on from maxOffset
 // would append the master's records after foreign ones. The slave tells
 // its owner (SlaveOptions.OnDiverged), which cuts its log there and
-// starts again. Then the slave sends reports, each exactly 8 bytes, the end of
-// its local log (int64) — after each applied transfer and at least every
-// ReportInterval (5 s) — and the master sends transfers, each a 28-byte
+// starts again. Then the slave sends reports, each exactly 12 bytes: the
+// end of its local log (int64) and the CRC-32C (Castagnoli, uint32) of
+// every body byte of this session's stream up to it — after each applied
+// transfer and at least every ReportInterval (5 s) — and the master sends
+// transfers, each a 28-byte
 // header and size bytes of commitlog starting at phyOffset:
 //
 //	0           8         16          24     28
@@ -68,8 +91,12 @@
 // below one it has seen (the hello's, earlier transfers', its MinEpoch): a
 // transfer from an older epoch — a fenced master — is refused and the
 // connection dropped; it appends bodies verbatim. The master requires a
-// hello with its magic and version, and reports that never go back and
-// never pass what it has sent. Either side drops a connection silent for
+// signed hello with its magic and version, and reports that prove what
+// they acknowledge: each names the end of a transfer it sent (or the last
+// ack again) with the checksum the master kept for that end, so a report
+// past what was sent, or from a slave that did not read the bytes, drops
+// the connection and counts for nothing. The master sends at most 32 MiB
+// (4,096 transfers) past a slave's last ack. Either side drops a connection silent for
 // IdleTimeout (20 s). Malformed input (bad magic, a size past MaxTransfer, a
 // record the appender rejects, a report out of range) closes that
 // connection only, with the reason logged; the slave redials with backoff
@@ -80,16 +107,24 @@
 //
 // # Acks and backpressure
 //
-// The master keeps, per slave, the offset it has acked (its last report),
-// the lag in bytes (master end − acked), and when it last reported.
+// The master keeps, per slave, the offset it has acked (its last proven
+// report), the lag in bytes (master end − acked), when it last reported,
+// and since when it waits for an ack of bytes it sent: a slave that
+// acknowledged none of them for StallTimeout is stalled (insync.go), and
+// counts as no slave to wait for. At most MaxConns slaves are served (a
+// further one is refused StatusBusy) and as many connections may be in
+// their handshake (past that the oldest is dropped); refusals and drops
+// are logged at WARN at most once per 10 s per kind.
 // WaitAcked(ctx, off) is the wait for a slave: nil once some slave acked ≥
-// off; ErrSlaveNotAvailable at once when no slave is connected or the best
-// one lags more than MaxLag (256 MiB, as RocketMQ); ErrSlaveTimeout when
+// off; ErrSlaveNotAvailable at once when no slave is connected, every one
+// is stalled, or the best one lags more than MaxLag (256 MiB, as
+// RocketMQ); ErrSlaveTimeout when
 // ctx ends first. AwaitAck(off, deadline, done) is sync_master's wait for a
 // send: the same wait with no goroutine behind it, except that with
 // MasterOptions.MinInSync 1 (RocketMQ 5's minInSyncReplicas, the master
 // counted) it succeeds while no slave is in sync — connected, within
-// MaxLag, and no ack deadline missed since it last caught up (insync.go) —
+// MaxLag, not stalled, and no ack deadline missed since it last caught up
+// (insync.go) —
 // counted in AckedAlone (InSync reports the set); WaitAcked never does (a
 // demote's check that a slave holds the log). AwaitAck's done runs once,
 // on whichever goroutine settles it (the caller's when known at once, else

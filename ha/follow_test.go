@@ -25,28 +25,37 @@ func TestHelloReplyCarriesAdvertise(t *testing.T) {
 	}
 }
 
-// The reply round-trips; a version-1 reply (24 bytes, no address) and an
-// over-long address are refused with reasons naming them.
+// The reply round-trips under its signature; a reply signed under
+// another secret, or for other nonces, is refused as unauthenticated; a
+// version-1 reply (24 bytes, no address) and an over-long address are
+// refused with reasons naming them.
 func TestReplyWire(t *testing.T) {
+	sn, mn := [nonceLen]byte{1}, [nonceLen]byte{2}
 	for _, want := range []reply{{status: StatusOK, epoch: 7, masterMax: 1 << 33, advertise: "127.0.0.1:10911"}, {status: StatusWrongBroker}} {
-		b := appendReply(nil, want)
-		if len(b) != replyLen+len(want.advertise) {
-			t.Fatalf("reply %+v encodes to %d bytes, want %d", want, len(b), replyLen+len(want.advertise))
+		b := appendSignedReply(nil, want, testSecret, sn, mn)
+		if len(b) != replyLen+len(want.advertise)+macLen {
+			t.Fatalf("reply %+v encodes to %d bytes, want %d", want, len(b), replyLen+len(want.advertise)+macLen)
 		}
-		got, err := readReply(bytes.NewReader(b))
+		got, err := readReply(bytes.NewReader(b), testSecret, sn, mn)
 		if err != nil || got != want {
 			t.Fatalf("reply %+v read back as %+v, %v", want, got, err)
+		}
+		if _, err := readReply(bytes.NewReader(b), []byte("another secret"), sn, mn); !errors.Is(err, ErrAuth) {
+			t.Fatalf("reply %+v under another secret: %v, want ErrAuth", want, err)
+		}
+		if _, err := readReply(bytes.NewReader(b), testSecret, mn, sn); !errors.Is(err, ErrAuth) {
+			t.Fatalf("reply %+v for other nonces (a replay): %v, want ErrAuth", want, err)
 		}
 	}
 	v1 := binary.BigEndian.AppendUint32(nil, Magic)
 	v1 = binary.BigEndian.AppendUint16(v1, 1)
 	v1 = append(v1, make([]byte, 18)...) // status, epoch, masterMax: 24 bytes in all
-	if _, err := readReply(bytes.NewReader(v1)); !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "version 1") {
+	if _, err := readReply(bytes.NewReader(v1), testSecret, sn, mn); !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "version 1") {
 		t.Fatalf("a version-1 reply: %v; want a protocol error naming version 1", err)
 	}
-	long := appendReply(nil, reply{})
+	long := appendSignedReply(nil, reply{}, testSecret, sn, mn)
 	binary.BigEndian.PutUint16(long[24:], MaxAddrLen+1)
-	if _, err := readReply(bytes.NewReader(long)); !errors.Is(err, ErrProtocol) {
+	if _, err := readReply(bytes.NewReader(long), testSecret, sn, mn); !errors.Is(err, ErrProtocol) {
 		t.Fatalf("a reply address of %d bytes: %v; want a protocol error", MaxAddrLen+1, err)
 	}
 }

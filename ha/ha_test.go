@@ -246,31 +246,48 @@ func TestMasterMalformedClosesThatConnectionOnly(t *testing.T) {
 	waitFor(t, "the slave to catch up", 20*time.Second, func() bool { return ss.MaxPhysOffset() == ms.MaxPhysOffset() })
 	before := s.State().Sessions // a redial while starting under load is not what this test is about
 
-	validHello := appendHello(nil, hello{version: Version, name: "b1", offset: 0})
+	raw := func(b []byte) func(net.Conn) error {
+		return func(c net.Conn) error { _, err := c.Write(b); return err }
+	}
+	signed := func(h hello, then ...[]byte) func(net.Conn) error {
+		return func(c net.Conn) error {
+			if _, err := helloRaw(c, testSecret, h); err != nil {
+				return err
+			}
+			for _, b := range then {
+				if _, err := c.Write(b); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	validHello := hello{version: Version, name: "b1", offset: 0}
 	cases := []struct {
 		name string
-		send [][]byte
+		send func(net.Conn) error
 	}{
-		{"bad magic", [][]byte{[]byte("GET / HTTP/1.1\r\n\r\nxxxxxxxx")}},
-		{"name too long", [][]byte{binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint32(nil, Magic), Version), 999)}},
-		{"wrong version", [][]byte{appendHello(nil, hello{version: 9, name: "b1"})}},
-		{"wrong broker", [][]byte{appendHello(nil, hello{version: Version, name: "other"})}},
-		{"offset past the end", [][]byte{appendHello(nil, hello{version: Version, name: "b1", offset: 1 << 40})}},
-		{"report past what was sent", [][]byte{validHello, binary.BigEndian.AppendUint64(nil, 1<<40)}},
-		{"silent after hello", [][]byte{validHello}},
+		{"bad magic", raw([]byte("GET / HTTP/1.1\r\n\r\nxxxxxxxx"))},
+		{"name too long", raw(binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint32(nil, Magic), Version), 999))},
+		{"wrong version", raw(appendSignedHello(nil, hello{version: 9, name: "b1"}, testSecret, [nonceLen]byte{}))},
+		{"unsigned", raw(appendSignedHello(nil, validHello, nil, [nonceLen]byte{}))},
+		{"wrong broker", signed(hello{version: Version, name: "other"})},
+		{"offset past the end", signed(hello{version: Version, name: "b1", offset: 1 << 40})},
+		{"report past what was sent", signed(validHello, appendReport(nil, 1<<40, 0))},
+		{"silent after hello", signed(validHello)},
 		{"silent", nil},
 	}
 	for _, tc := range cases {
 		to := addr
-		if len(tc.send) < 2 && (tc.name == "silent" || tc.name == "silent after hello") {
+		if tc.name == "silent" || tc.name == "silent after hello" {
 			to = quickAddr
 		}
 		c, err := net.Dial("tcp", to)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, b := range tc.send {
-			if _, err := c.Write(b); err != nil {
+		if tc.send != nil {
+			if err := tc.send(c); err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
 		}
@@ -314,11 +331,18 @@ func fakeMaster(t *testing.T, script func(c net.Conn, h hello)) (addr string, co
 			go func() {
 				defer wg.Done()
 				defer c.Close()
-				h, err := readHello(c)
+				ch, err := newChallenge(true)
 				if err != nil {
 					return
 				}
-				if _, err := c.Write(appendReply(nil, reply{epoch: 1, masterMax: 1 << 20})); err != nil {
+				if _, err := c.Write(appendChallenge(nil, ch)); err != nil {
+					return
+				}
+				h, _, err := readHello(c)
+				if err != nil {
+					return
+				}
+				if _, err := c.Write(appendSignedReply(nil, reply{epoch: 1, masterMax: 1 << 20}, testSecret, h.nonce, ch.nonce)); err != nil {
 					return
 				}
 				script(c, h)

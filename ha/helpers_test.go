@@ -3,9 +3,11 @@ package ha
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -25,6 +27,9 @@ const (
 )
 
 func quietLogger() *slog.Logger {
+	if os.Getenv("HA_TEST_LOG") != "" {
+		return slog.Default()
+	}
 	return slog.New(slog.NewTextHandler(discard{}, &slog.HandlerOptions{Level: slog.LevelError + 1}))
 }
 
@@ -143,10 +148,38 @@ type testEpoch struct{ v atomic.Int64 }
 
 func (e *testEpoch) get() int64 { return e.v.Load() }
 
+// testSecret is the HA secret of the tests' masters and slaves
+// (MasterOptions.Secret, SlaveOptions.Secret: the broker's
+// STRATAMQ_HA_SECRET).
+var testSecret = []byte("ha-test-secret")
+
+func testSecretFn() []byte { return testSecret }
+
+// stallAfter sets o's StallTimeout.
+func stallAfter(o *MasterOptions, d time.Duration) { o.StallTimeout = d }
+
+// helloRaw is a slave's handshake by hand on c: it reads the challenge,
+// sends h (its nonce drawn here) signed under secret and reads the reply.
+func helloRaw(c net.Conn, secret []byte, h hello) (reply, error) {
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	ch, err := readChallenge(c)
+	if err != nil {
+		return reply{}, err
+	}
+	if _, err := rand.Read(h.nonce[:]); err != nil {
+		return reply{}, err
+	}
+	if _, err := c.Write(appendSignedHello(nil, h, secret, ch.nonce)); err != nil {
+		return reply{}, err
+	}
+	return readReply(c, secret, h.nonce, ch.nonce)
+}
+
 func startMaster(t testing.TB, addr string, st *store.Store, epoch func() int64, mod func(*MasterOptions)) *Master {
 	t.Helper()
 	o := MasterOptions{Listen: addr, Log: st, Epoch: epoch, BrokerName: "b1", PollInterval: 20 * time.Millisecond,
-		Logger: quietLogger()}
+		Logger: quietLogger(), Secret: testSecretFn}
 	if mod != nil {
 		mod(&o)
 	}
@@ -160,7 +193,7 @@ func startMaster(t testing.TB, addr string, st *store.Store, epoch func() int64,
 func startSlave(t testing.TB, addr string, app Appender, mod func(*SlaveOptions)) *Slave {
 	t.Helper()
 	o := SlaveOptions{Master: addr, BrokerName: "b1", Log: app, ReportInterval: 200 * time.Millisecond,
-		MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Logger: quietLogger()}
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Logger: quietLogger(), Secret: testSecretFn}
 	if mod != nil {
 		mod(&o)
 	}

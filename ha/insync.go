@@ -1,5 +1,7 @@
 package ha
 
+import "time"
+
 // The in-sync set (MasterOptions.MinInSync). A connected slave is in sync
 // while all of this holds:
 //
@@ -9,6 +11,10 @@ package ha
 //     WaitAcked or AwaitAck for bytes it had not acknowledged reached its
 //     deadline (the broker's STRATAMQ_HA_ACK_TIMEOUT). A slave that
 //     misses one leaves the set ("lapses").
+//
+//   - it is not stalled: it acknowledged something within StallTimeout of
+//     being sent bytes it had not acknowledged (its ack advances while
+//     the master has more for it), whatever MaxLag allows.
 //
 // A slave catches up, and joins (or rejoins) the set, when a report of
 // its reaches the master's end as it stood at its previous report (or at
@@ -22,7 +28,28 @@ package ha
 // inSyncLocked reports whether sc is in the in-sync set, the master's end
 // being end. m.mu is held.
 func (m *Master) inSyncLocked(sc *slaveConn, end int64) bool {
-	return !sc.lastReport.IsZero() && !sc.lapsed && end-sc.acked <= m.opts.MaxLag
+	return !sc.lastReport.IsZero() && !sc.lapsed && end-sc.acked <= m.opts.MaxLag && !m.stalledLocked(sc, time.Now())
+}
+
+// stalledLocked reports whether sc was sent bytes it has not acknowledged
+// and acknowledged nothing for StallTimeout: a slave that does not advance
+// while the master has more for it is no copy to wait for. m.mu is held.
+func (m *Master) stalledLocked(sc *slaveConn, now time.Time) bool {
+	return !sc.waitingSince.IsZero() && now.Sub(sc.waitingSince) > m.opts.StallTimeout
+}
+
+// liveBestLocked is the highest ack of the connected slaves that are not
+// stalled (-1 and false without one). m.mu is held.
+func (m *Master) liveBestLocked(now time.Time) (best int64, any bool) {
+	best = -1
+	for sc := range m.conns {
+		if sc.lastReport.IsZero() || m.stalledLocked(sc, now) {
+			continue
+		}
+		any = true
+		best = max(best, sc.acked)
+	}
+	return best, any
 }
 
 // inSyncCountLocked is how many connected slaves are in sync, and the

@@ -2,9 +2,11 @@ package ha
 
 import (
 	"context"
+	"crypto/hmac"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"net"
@@ -24,6 +26,17 @@ const (
 	DefaultIdleTimeout       = 20 * time.Second
 	DefaultPollInterval      = 100 * time.Millisecond
 	DefaultReportInterval    = 5 * time.Second
+	DefaultMaxConns          = 8
+	DefaultStallTimeout      = 5 * time.Second
+	// handshakeTimeout bounds the handshake (the hello must arrive within
+	// it, or IdleTimeout if shorter): a real slave sends it at once.
+	handshakeTimeout = 5 * time.Second
+	// The window of a slave's stream: the master sends no more while a
+	// slave has this many bytes, or transfers, it has not acknowledged
+	// (at least one transfer is always allowed). A slave that reads
+	// without acknowledging gets no further than this.
+	maxUnackedBytes     = 32 << 20
+	maxUnackedTransfers = 4096
 )
 
 // MasterOptions configure a Master. Zero fields take the defaults.
@@ -62,6 +75,22 @@ type MasterOptions struct {
 	IdleTimeout       time.Duration // default 20 s
 	PollInterval      time.Duration // fallback to Notify, default 100 ms
 	Logger            *slog.Logger  // default slog.Default()
+	// Secret, if set, is the shared secret slaves sign their hello with
+	// (and the master its reply): a slave that cannot sign is refused
+	// before any byte of the log is sent. It is called at every hello, so
+	// a changed secret applies to new connections. Without a secret (nil,
+	// or an empty answer) only slaves on this host (loopback peers) are
+	// accepted.
+	Secret func() []byte
+	// MaxConns is how many slaves are served at once (default 8); a slave
+	// past it is refused StatusBusy. As many connections more may be in
+	// their handshake: past that the oldest handshake is dropped.
+	MaxConns int
+	// StallTimeout: a slave that was sent bytes and acknowledged none of
+	// them for this long (its ack did not advance) is stalled: not in
+	// sync, and no reason to wait (default 5 s; the broker uses its ack
+	// timeout).
+	StallTimeout time.Duration
 	// WrapListener, if set, wraps the listener (TLS).
 	WrapListener func(net.Listener) net.Listener
 	// Listener, if set, binds Listen in place of a TCP listen (an
@@ -106,7 +135,21 @@ func (o MasterOptions) withDefaults() (MasterOptions, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = DefaultStallTimeout
+	}
 	return o, nil
+}
+
+// secret is the secret in force now (nil without one).
+func (o MasterOptions) secret() []byte {
+	if o.Secret == nil {
+		return nil
+	}
+	return o.Secret()
 }
 
 // SlaveStatus is the master's view of one connected slave.
@@ -119,6 +162,9 @@ type SlaveStatus struct {
 	Lag        int64     // master end − Acked, bytes
 	LastReport time.Time // when its last report (or hello) arrived
 	InSync     bool      // in the in-sync set (insync.go)
+	// Stalled: it was sent bytes and its ack has not advanced for
+	// StallTimeout (insync.go).
+	Stalled bool
 }
 
 // Master serves the HA stream to slaves. Start it with StartMaster, stop it
@@ -147,16 +193,32 @@ type Master struct {
 	stopped bool
 
 	ackedAlone atomic.Int64 // waits settled with no slave holding the bytes (MinInSync 1)
+
+	// WARN lines anyone who reaches the port can cause, rate-limited.
+	refusedLog rateLog // connections refused or dropped before or at the hello
+	droppedLog rateLog // sessions of authenticated slaves that ended with an error
 }
 
 type slaveConn struct {
 	c          net.Conn
 	remote     string
+	accepted   time.Time // when the connection was accepted
 	name       string
 	start      int64
-	sent       int64
+	sent       int64 // the end of what was written to it, whole
 	acked      int64
-	lastReport time.Time
+	lastReport time.Time // zero until its hello passed
+	// The proof of its acks, under Master.mu: unacked are the transfers
+	// sent (or being written) past acked, each with the CRC-32C of the
+	// stream's bodies from start to its end; ackedSum is that CRC at
+	// acked. A report must name one of them, with its CRC.
+	unacked  []sentMark
+	ackedSum uint32
+	// waitingSince is when the slave last had bytes sent to it that it had
+	// not acknowledged, without acknowledging any since (zero: it has
+	// acknowledged all it was sent); a slave waited on past StallTimeout
+	// is stalled (insync.go). Under Master.mu.
+	waitingSince time.Time
 	// The in-sync accounting (insync.go), under Master.mu: lapsed is set
 	// while the slave is out of the in-sync set; mark is the master's end
 	// at its previous report (or hello, or lapse), which a report must
@@ -167,11 +229,18 @@ type slaveConn struct {
 	// sendMu is held by whoever sends to this slave: its stream goroutine,
 	// or a Push on a sending goroutine. It guards pos, buf and lastSend.
 	sendMu   sync.Mutex
-	pos      int64 // the next offset to send
+	pos      int64  // the next offset to send
+	sum      uint32 // CRC-32C of the bodies sent from start to pos
 	buf      []byte
 	lastSend time.Time
 	sentTo   atomic.Int64 // pos, for Push's check without sendMu
 	live     atomic.Bool  // streaming: pos and buf are set
+}
+
+// sentMark is the end of a transfer sent and the stream's CRC-32C there.
+type sentMark struct {
+	end int64
+	sum uint32
 }
 
 // StartMaster listens on opts.Listen and serves slaves until Close.
@@ -336,25 +405,29 @@ func (m *Master) Slaves() []SlaveStatus {
 			continue // no hello yet (the hello sets it)
 		}
 		out = append(out, SlaveStatus{Remote: sc.remote, Name: sc.name, Start: sc.start, Sent: sc.sent,
-			Acked: sc.acked, Lag: max(0, end-sc.acked), LastReport: sc.lastReport, InSync: m.inSyncLocked(sc, end)})
+			Acked: sc.acked, Lag: max(0, end-sc.acked), LastReport: sc.lastReport, InSync: m.inSyncLocked(sc, end),
+			Stalled: m.stalledLocked(sc, time.Now())})
 	}
 	return out
 }
 
-// Acked is the highest offset a connected slave acked, and whether that
-// slave lags at most MaxLag, so that WaitAcked (MinInSync 2) would wait for
-// it rather than answer ErrSlaveNotAvailable at once. Without a slave it
-// returns (-1, false). InSync is the in-sync set of MinInSync 1.
+// Acked is the highest offset a connected slave acked, and whether a
+// slave that is not stalled lags at most MaxLag, so that WaitAcked
+// (MinInSync 2) would wait for it rather than answer ErrSlaveNotAvailable
+// at once. Without a slave it returns (-1, false). InSync is the in-sync
+// set of MinInSync 1.
 func (m *Master) Acked() (best int64, inSync bool) {
 	end := m.opts.Log.MaxPhysOffset()
 	m.mu.Lock()
-	best, any := m.bestLocked()
+	best, _ = m.bestLocked()
+	live, any := m.liveBestLocked(time.Now())
 	m.mu.Unlock()
-	return best, any && end-best <= m.opts.MaxLag
+	return best, any && end-live <= m.opts.MaxLag
 }
 
 // bestLocked is the highest ack of the connected slaves (-1 and false
-// without one). m.mu is held.
+// without one): every ack was proven (readReports), so the highest is
+// held by a slave, whichever. m.mu is held.
 func (m *Master) bestLocked() (best int64, any bool) {
 	best = -1
 	for sc := range m.conns {
@@ -410,18 +483,46 @@ func (m *Master) accept() {
 			}
 			return
 		}
-		sc := &slaveConn{c: c, remote: c.RemoteAddr().String()}
+		sc := &slaveConn{c: c, remote: c.RemoteAddr().String(), accepted: time.Now()}
 		m.mu.Lock()
 		if m.stopped {
 			m.mu.Unlock()
 			c.Close()
 			return
 		}
+		evicted := m.evictHandshakeLocked()
 		m.conns[sc] = struct{}{}
 		m.mu.Unlock()
+		if evicted != nil {
+			evicted.c.Close()
+			m.refusedLog.warn(m.log, "ha: too many connections in their handshake: dropped the oldest (a slave says its hello at once)",
+				"remote", evicted.remote, "limit", m.opts.MaxConns)
+		}
 		m.wg.Add(1)
 		go m.serve(sc)
 	}
+}
+
+// evictHandshakeLocked picks the oldest connection still in its
+// handshake when MaxConns of them are, to make room for a new one: a
+// flood of connections that never say hello cannot hold the port. m.mu is
+// held.
+func (m *Master) evictHandshakeLocked() *slaveConn {
+	var oldest *slaveConn
+	n := 0
+	for sc := range m.conns {
+		if !sc.lastReport.IsZero() {
+			continue
+		}
+		n++
+		if oldest == nil || sc.accepted.Before(oldest.accepted) {
+			oldest = sc
+		}
+	}
+	if n < m.opts.MaxConns {
+		return nil
+	}
+	return oldest
 }
 
 func (m *Master) serve(sc *slaveConn) {
@@ -429,6 +530,7 @@ func (m *Master) serve(sc *slaveConn) {
 	err := m.session(sc)
 	sc.c.Close()
 	m.mu.Lock()
+	authed := !sc.lastReport.IsZero()
 	delete(m.conns, sc)
 	m.wakeAckedLocked()
 	settled := m.settleLocked(nil)
@@ -437,10 +539,12 @@ func (m *Master) serve(sc *slaveConn) {
 	m.acksChanged()
 	switch {
 	case m.ctx.Err() != nil:
+	case !authed:
+		m.refusedLog.warn(m.log, "ha: connection refused", "remote", sc.remote, "name", sc.name, "err", err)
 	case errors.Is(err, io.EOF):
 		m.log.Info("ha: slave disconnected", "remote", sc.remote, "name", sc.name)
 	default:
-		m.log.Warn("ha: slave connection dropped", "remote", sc.remote, "name", sc.name, "err", err)
+		m.droppedLog.warn(m.log, "ha: slave connection dropped", "remote", sc.remote, "name", sc.name, "err", err)
 	}
 }
 
@@ -489,8 +593,16 @@ func (m *Master) recordBoundary(off, end int64) error {
 
 func (m *Master) session(sc *slaveConn) error {
 	c := sc.c
-	c.SetReadDeadline(time.Now().Add(m.opts.IdleTimeout))
-	h, err := readHello(c)
+	c.SetDeadline(time.Now().Add(min(m.opts.IdleTimeout, handshakeTimeout)))
+	secret := m.opts.secret()
+	ch, err := newChallenge(len(secret) > 0)
+	if err != nil {
+		return fmt.Errorf("making a challenge: %w", err)
+	}
+	if _, err := c.Write(appendChallenge(nil, ch)); err != nil {
+		return fmt.Errorf("writing the challenge: %w", err)
+	}
+	h, signed, err := readHello(c)
 	if err != nil {
 		return fmt.Errorf("reading hello: %w", err)
 	}
@@ -500,6 +612,12 @@ func (m *Master) session(sc *slaveConn) error {
 	switch {
 	case h.version != Version:
 		r.status, refuse = StatusBadVersion, fmt.Errorf("%w: slave speaks version %d, want %d", ErrProtocol, h.version, Version)
+	case len(secret) == 0 && !isLoopback(c.RemoteAddr()):
+		r, refuse = reply{status: StatusAuthRequired}, fmt.Errorf("%w: no HA secret is set, and a slave from another host needs one (STRATAMQ_HA_SECRET on master and slaves)", ErrAuth)
+	case !helloSigned(h, signed, secret, ch.nonce):
+		r, refuse = reply{status: StatusAuthFailed}, fmt.Errorf("%w: the hello is not signed with this master's HA secret", ErrAuth)
+	case m.sessionsFull():
+		r, refuse = reply{status: StatusBusy}, fmt.Errorf("refused: %d slaves are served already (STRATAMQ_HA_MAX_CONNS)", m.opts.MaxConns)
 	case m.opts.BrokerName != "" && h.name != m.opts.BrokerName:
 		r.status, refuse = StatusWrongBroker, fmt.Errorf("%w: slave of broker %q, this is %q", ErrProtocol, h.name, m.opts.BrokerName)
 	case h.epoch < r.epoch && m.diverged(h, &r):
@@ -517,14 +635,25 @@ func (m *Master) session(sc *slaveConn) error {
 		}
 	}
 	c.SetWriteDeadline(time.Now().Add(m.opts.IdleTimeout))
-	if _, err := c.Write(appendReply(nil, r)); err != nil {
+	if _, err := c.Write(appendSignedReply(nil, r, secret, h.nonce, ch.nonce)); err != nil {
 		return fmt.Errorf("writing hello reply: %w", err)
 	}
 	if refuse != nil {
+		if h.version == Version && len(h.name) <= MaxNameLen {
+			sc.name = h.name // for the log line; unauthenticated
+		}
 		return refuse
 	}
+	c.SetReadDeadline(time.Now().Add(m.opts.IdleTimeout))
 	m.mu.Lock()
+	if len(m.sessionsLocked()) >= m.opts.MaxConns {
+		m.mu.Unlock()
+		return fmt.Errorf("refused: %d slaves are served already (STRATAMQ_HA_MAX_CONNS)", m.opts.MaxConns)
+	}
 	sc.name, sc.start, sc.sent, sc.acked, sc.lastReport = h.name, h.offset, h.offset, h.offset, time.Now()
+	if h.offset < end {
+		sc.waitingSince = sc.lastReport
+	}
 	m.helloInSyncLocked(sc, h.offset, end)
 	m.wakeAckedLocked()
 	settled := m.settleLocked(nil)
@@ -552,8 +681,36 @@ func (m *Master) session(sc *slaveConn) error {
 	return werr
 }
 
-// readReports reads the slave's 8-byte reports until the connection fails.
-// An ack that settles AwaitAck calls runs their callbacks here, on this
+// helloSigned reports whether h (signed: its bytes before the signature)
+// is signed under secret for the challenge's nonce.
+func helloSigned(h hello, signed, secret []byte, nonce [nonceLen]byte) bool {
+	want := sign(secret, labelHello, [][]byte{nonce[:]}, signed)
+	return hmac.Equal(h.mac[:], want[:])
+}
+
+// sessionsFull reports whether MaxConns slaves are served already.
+func (m *Master) sessionsFull() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sessionsLocked()) >= m.opts.MaxConns
+}
+
+// sessionsLocked are the connections past their hello. m.mu is held.
+func (m *Master) sessionsLocked() []*slaveConn {
+	var out []*slaveConn
+	for sc := range m.conns {
+		if !sc.lastReport.IsZero() {
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+// readReports reads the slave's reports until the connection fails. An
+// ack counts only for bytes the slave proves it holds: a report names the
+// end of a transfer it was sent (or its last ack again) with the CRC-32C
+// of the stream up to there, which only the bytes themselves give. An ack
+// that settles AwaitAck calls runs their callbacks here, on this
 // goroutine.
 func (m *Master) readReports(sc *slaveConn) error {
 	var b [reportLen]byte
@@ -563,14 +720,21 @@ func (m *Master) readReports(sc *slaveConn) error {
 		if _, err := io.ReadFull(sc.c, b[:]); err != nil {
 			return err
 		}
-		off := int64(binary.BigEndian.Uint64(b[:]))
+		off, sum := int64(binary.BigEndian.Uint64(b[:])), binary.BigEndian.Uint32(b[8:])
 		m.mu.Lock()
-		prev, sent := sc.acked, sc.sent
-		if off < prev || off > sent {
+		prev := sc.acked
+		if err := m.proveLocked(sc, off, sum); err != nil {
 			m.mu.Unlock()
-			return fmt.Errorf("%w: report %d outside [%d, %d] (last ack, sent)", ErrProtocol, off, prev, sent)
+			return err
 		}
-		sc.acked, sc.lastReport = off, time.Now()
+		now := time.Now()
+		sc.acked, sc.lastReport = off, now
+		if off > prev {
+			sc.waitingSince = time.Time{}
+			if len(sc.unacked) > 0 {
+				sc.waitingSince = now // progress; more is on its way
+			}
+		}
 		m.reportInSyncLocked(sc, off)
 		if off > prev {
 			m.wakeAckedLocked()
@@ -584,11 +748,40 @@ func (m *Master) readReports(sc *slaveConn) error {
 	}
 }
 
+// proveLocked checks a report of off with the stream's CRC-32C sum
+// against what sc was sent, and drops the proofs it passed. m.mu is held.
+func (m *Master) proveLocked(sc *slaveConn, off int64, sum uint32) error {
+	if off == sc.acked {
+		if sum != sc.ackedSum {
+			return fmt.Errorf("%w: report %d with checksum %08x, want %08x: the slave does not hold the bytes it acknowledges", ErrProtocol, off, sum, sc.ackedSum)
+		}
+		return nil
+	}
+	if off < sc.acked {
+		return fmt.Errorf("%w: report %d below the last ack %d", ErrProtocol, off, sc.acked)
+	}
+	i := 0
+	for i < len(sc.unacked) && sc.unacked[i].end < off {
+		i++
+	}
+	if i == len(sc.unacked) || sc.unacked[i].end != off {
+		return fmt.Errorf("%w: report %d is not the end of a transfer sent (last ack %d, sent %d)", ErrProtocol, off, sc.acked, sc.sent)
+	}
+	if want := sc.unacked[i].sum; sum != want {
+		return fmt.Errorf("%w: report %d with checksum %08x, want %08x: the slave does not hold the bytes it acknowledges", ErrProtocol, off, sum, want)
+	}
+	sc.ackedSum = sum
+	n := copy(sc.unacked, sc.unacked[i+1:])
+	clear(sc.unacked[n:])
+	sc.unacked = sc.unacked[:n]
+	return nil
+}
+
 // stream sends the log from sc.start on, and heartbeats when idle. A Push
 // may send for it meanwhile (sendMu).
 func (m *Master) stream(sc *slaveConn, readDone <-chan struct{}) error {
 	sc.sendMu.Lock()
-	sc.buf, sc.pos, sc.lastSend = make([]byte, headerLen+m.opts.BatchSize), sc.start, time.Now()
+	sc.buf, sc.pos, sc.sum, sc.lastSend = make([]byte, headerLen+m.opts.BatchSize), sc.start, 0, time.Now()
 	sc.sentTo.Store(sc.pos)
 	sc.sendMu.Unlock()
 	sc.live.Store(true)
@@ -634,15 +827,27 @@ func (m *Master) sendPending(sc *slaveConn, deadline time.Time) (sent bool, err 
 	if pos >= end {
 		return false, nil
 	}
+	m.mu.Lock()
+	full := len(sc.unacked) > 0 && (len(sc.unacked) >= maxUnackedTransfers || pos-sc.acked >= maxUnackedBytes)
+	m.mu.Unlock()
+	if full {
+		return false, nil // the slave acknowledges first (the poll looks again)
+	}
 	body, err := m.cut(&sc.buf, pos, end)
 	if err != nil {
 		return false, err
 	}
 	putHeader(sc.buf, header{phyOffset: pos, epoch: m.opts.Epoch(), masterMax: end, size: int32(len(body))})
-	// Raise sent before the write: the slave may report the bytes
-	// before Write returns here.
+	// The proof of the transfer goes in before the write: the slave may
+	// report it before Write returns here, but only with its CRC, which
+	// it has only once it read the bytes. sent is raised once written.
+	sum := crc32.Update(sc.sum, castagnoli, body)
+	next := pos + int64(len(body))
 	m.mu.Lock()
-	sc.sent = pos + int64(len(body))
+	sc.unacked = append(sc.unacked, sentMark{end: next, sum: sum})
+	if sc.waitingSince.IsZero() {
+		sc.waitingSince = time.Now()
+	}
 	m.mu.Unlock()
 	d := time.Now().Add(m.opts.IdleTimeout)
 	if !deadline.IsZero() && deadline.Before(d) {
@@ -652,7 +857,10 @@ func (m *Master) sendPending(sc *slaveConn, deadline time.Time) (sent bool, err 
 	if _, err := sc.c.Write(sc.buf[:headerLen+len(body)]); err != nil {
 		return false, fmt.Errorf("sending %d bytes at %d: %w", len(body), pos, err)
 	}
-	sc.pos = pos + int64(len(body))
+	m.mu.Lock()
+	sc.sent = max(sc.sent, next)
+	m.mu.Unlock()
+	sc.pos, sc.sum = next, sum
 	sc.sentTo.Store(sc.pos)
 	if len(sc.buf) > headerLen+m.opts.BatchSize {
 		sc.buf = make([]byte, headerLen+m.opts.BatchSize) // drop a big record's buffer

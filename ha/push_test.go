@@ -135,7 +135,7 @@ func TestTransferStopsAtTheEndItStates(t *testing.T) {
 	lg := &laggingLog{Store: ms}
 	addr := haAddr(t)
 	m, err := StartMaster(MasterOptions{Listen: addr, Log: lg, BrokerName: "b1", PollInterval: 20 * time.Millisecond,
-		Logger: quietLogger()})
+		Logger: quietLogger(), Secret: testSecretFn})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,10 @@ package ha
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"net"
@@ -32,6 +33,11 @@ type SlaveOptions struct {
 	Resolve    func() string
 	BrokerName string   // sent in the hello
 	Log        Appender // required
+	// Secret, if set, is the shared secret the hello is signed with (and
+	// the master's reply checked against); it is called at every dial.
+	// Without one (nil, or an empty answer) the slave follows a master on
+	// its own host (loopback) only.
+	Secret func() []byte
 	// MinEpoch is the lowest epoch accepted (e.g. the one this data dir
 	// last followed); transfers below any epoch seen are refused.
 	MinEpoch int64
@@ -209,16 +215,37 @@ func (s *Slave) session(ctx context.Context) (progressed bool, err error) {
 	defer stop()
 	defer c.Close()
 
+	var secret []byte
+	if s.opts.Secret != nil {
+		secret = s.opts.Secret()
+	}
+	if len(secret) == 0 && !isLoopback(c.RemoteAddr()) {
+		return false, fmt.Errorf("%w: no HA secret is set, and the master %s is on another host: set STRATAMQ_HA_SECRET on master and slaves", ErrAuth, addr)
+	}
+	c.SetDeadline(time.Now().Add(s.opts.IdleTimeout))
+	ch, err := readChallenge(c)
+	if err != nil {
+		return false, fmt.Errorf("reading the master's challenge: %w", err)
+	}
+	if ch.flags&flagSecret != 0 && len(secret) == 0 {
+		return false, fmt.Errorf("%w: the master has an HA secret and this slave none: set STRATAMQ_HA_SECRET", ErrAuth)
+	}
+	if ch.flags&flagSecret == 0 && len(secret) > 0 {
+		return false, fmt.Errorf("%w: this slave has an HA secret and the master none: set the same STRATAMQ_HA_SECRET on both", ErrAuth)
+	}
 	pos := s.opts.Log.MaxPhysOffset()
-	c.SetWriteDeadline(time.Now().Add(s.opts.IdleTimeout))
-	if _, err := c.Write(appendHello(nil, hello{version: Version, name: s.opts.BrokerName, offset: pos, epoch: s.epoch.Load()})); err != nil {
+	h := hello{version: Version, name: s.opts.BrokerName, offset: pos, epoch: s.epoch.Load()}
+	if _, err := rand.Read(h.nonce[:]); err != nil {
+		return false, err
+	}
+	if _, err := c.Write(appendSignedHello(nil, h, secret, ch.nonce)); err != nil {
 		return false, fmt.Errorf("sending hello: %w", err)
 	}
-	c.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
-	r, err := readReply(c)
+	r, err := readReply(c, secret, h.nonce, ch.nonce)
 	if err != nil {
 		return false, fmt.Errorf("reading the master's reply: %w", err)
 	}
+	c.SetDeadline(time.Time{})
 	if r.status == StatusDiverged && s.opts.OnDiverged != nil {
 		s.opts.OnDiverged(r.masterMax)
 	}
@@ -245,8 +272,7 @@ func (s *Slave) session(ctx context.Context) (progressed bool, err error) {
 	s.mu.Unlock()
 	s.log.Info("ha: following the master", "master", addr, "masterAddr", r.advertise, "offset", pos, "masterMax", r.masterMax, "epoch", r.epoch)
 
-	rep := &reporter{s: s, c: c}
-	rep.acked.Store(pos)
+	rep := &reporter{s: s, c: c, acked: pos}
 	repDone := make(chan error, 1)
 	repCtx, repStop := context.WithCancel(ctx)
 	go func() {
@@ -279,27 +305,37 @@ func (s *Slave) checkEpoch(e int64) error {
 	return nil
 }
 
-// reporter sends the slave's applied end to the master: the receiver
-// after each transfer it appended (at once, on its own goroutine: no
-// wakeup of another between the append and the report, which a
-// sync_master's send waits for), and the report loop every
-// ReportInterval. mu keeps the reports in order: a report never goes out
-// below one sent before it (the master refuses a report that goes back).
+// reporter sends the slave's applied end to the master, with the CRC-32C
+// of the session's stream up to it (its proof: the master counts an ack
+// only with it): the receiver after each transfer it appended (at once,
+// on its own goroutine: no wakeup of another between the append and the
+// report, which a sync_master's send waits for), and the report loop
+// every ReportInterval. mu keeps the reports in order: a report never goes
+// out below one sent before it (the master refuses a report that goes
+// back).
 type reporter struct {
 	s     *Slave
 	c     net.Conn
-	acked atomic.Int64 // the applied end
 	mu    sync.Mutex
+	acked int64  // the applied end
+	sum   uint32 // CRC-32C of the bodies appended this session, up to acked
+}
+
+// advance records the applied end and its checksum, and reports them.
+func (r *reporter) advance(off int64, sum uint32) error {
+	r.mu.Lock()
+	r.acked, r.sum = off, sum
+	r.mu.Unlock()
+	return r.send()
 }
 
 func (r *reporter) send() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	off := r.acked.Load()
+	off := r.acked
 	var b [reportLen]byte
-	binary.BigEndian.PutUint64(b[:], uint64(off))
 	r.c.SetWriteDeadline(time.Now().Add(r.s.opts.IdleTimeout))
-	if _, err := r.c.Write(b[:]); err != nil {
+	if _, err := r.c.Write(appendReport(b[:0], off, r.sum)); err != nil {
 		return fmt.Errorf("sending a report: %w", err)
 	}
 	r.s.mu.Lock()
@@ -335,6 +371,7 @@ const receiveBuffer = 64 << 10
 func (s *Slave) receive(c net.Conn, pos int64, rep *reporter) error {
 	var hb [headerLen]byte
 	var body []byte
+	var sum uint32 // CRC-32C of the bodies appended this session
 	br := bufio.NewReaderSize(c, receiveBuffer)
 	for {
 		c.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
@@ -366,8 +403,8 @@ func (s *Slave) receive(c net.Conn, pos int64, rep *reporter) error {
 				return fmt.Errorf("appending %d bytes at %d: %w", h.size, h.phyOffset, err)
 			}
 			pos += int64(h.size)
-			rep.acked.Store(pos)
-			if err := rep.send(); err != nil {
+			sum = crc32.Update(sum, castagnoli, body)
+			if err := rep.advance(pos, sum); err != nil {
 				return err
 			}
 		}

@@ -118,7 +118,7 @@ func newCluster(opt Options, logger *slog.Logger) *cluster {
 		ip := fmt.Sprintf("10.0.0.%d", i+1)
 		n := &simNode{c: c, idx: i, ip: ip, host: c.net.Host(ip), mem: vfs.NewMem(), link: &bucketLink{}}
 		n.cfg = broker.Config{DataDir: "/data", Listen: ip + ":10911", HAListen: ip + ":10912", Role: role,
-			Cluster: "sim", BrokerName: brokerName, HAFailover: true,
+			Cluster: "sim", BrokerName: brokerName, HAFailover: true, HASecret: "sim-ha-secret", // its peers are not on loopback
 			SegmentSize: 1 << 20, MaxMessageSize: 64 << 10, AutoCreateTopic: true,
 			HATimeout: 2 * time.Second, LeaseTTL: opt.LeaseTTL, CheckpointInterval: opt.LeaseTTL / 10,
 			SegmentMaxAge: opt.SegmentMaxAge, RegisterInterval: time.Hour, ShutdownTimeout: 20 * time.Second,

@@ -16,7 +16,14 @@ const (
 	envACLSecretKey = "STRATAMQ_ACL_SECRET_KEY" // the broker's own secret, without an ACL file
 	envAccessKey    = "STRATAMQ_ACCESS_KEY"     // admin and replay: the account they sign with
 	envSecretKey    = "STRATAMQ_SECRET_KEY"
+	envHASecret     = "STRATAMQ_HA_SECRET" // a master's and its slaves' shared HA secret
 )
+
+// haSecretFromEnv sets the HA port's shared secret from
+// STRATAMQ_HA_SECRET (Config.HASecret).
+func haSecretFromEnv(cfg *Config, environ map[string]string) {
+	cfg.HASecret = acl.Secret(environ[envHASecret])
+}
 
 // aclCredentialsFromEnv sets the broker's explicit outgoing credentials:
 // STRATAMQ_ACL_ACCESS_KEY with STRATAMQ_ACL_SECRET_KEY, for a broker

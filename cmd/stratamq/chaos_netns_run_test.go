@@ -339,6 +339,7 @@ func (r *chaosRun) startCluster() {
 		"STRATAMQ_SEGMENT_SIZE":        "4MiB",
 		"STRATAMQ_SEGMENT_MAX_AGE":     "10s", // seal and tier while the run goes on
 		"STRATAMQ_LOG_LEVEL":           "info",
+		"STRATAMQ_HA_SECRET":           "chaos-ha-secret", // the nodes' HA peers are not on loopback
 	}
 	for i, name := range chaosNodes {
 		e := maps.Clone(base)

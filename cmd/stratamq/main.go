@@ -82,6 +82,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		fmt.Fprintf(stderr, "stratamq %s: %v\n", cmd, err)
 		return 2
 	}
+	haSecretFromEnv(&cfg, environ)
 	log := newLogger(stderr, cfg.LogLevel)
 	limitOpenQueueFiles(&cfg, log)
 	var runErr error
