@@ -74,6 +74,12 @@ type transactions struct {
 	// END_TRANSACTION needs no sync after it; check rounds still sync, to
 	// move opScan (and OpOffset) on.
 	caughtUp atomic.Bool
+	// rounds counts the check rounds begun.
+	rounds atomic.Int64
+	// Test hooks, set before Run: onRound is called as round n begins (at
+	// startMs), onCheck as round n checks the half at queue offset half.
+	onRound func(n, startMs int64)
+	onCheck func(n, half int64)
 }
 
 func newTransactions(b *Broker) *transactions {
@@ -257,13 +263,27 @@ func (t *transactions) compactLocked() {
 	}
 }
 
-// status reports whether half is resolved (has an op record) or claimed.
+// status reports whether half is resolved (below HalfOffset, or with an
+// op record) or claimed.
 func (t *transactions) status(half int64) (done, pending bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	_, done = t.done[half]
 	_, pending = t.pending[half]
-	return done, pending
+	return done || half < t.state.HalfOffset, pending
+}
+
+// discard marks half, checked the most times and given up, resolved
+// without an op record (as RocketMQ's check does): a round that passed
+// over an earlier half in doubt does not log it again.
+func (t *transactions) discard(half int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.done[half]; ok || half < t.state.HalfOffset {
+		return
+	}
+	t.done[half] = t.opScan
+	t.compactLocked()
 }
 
 // advance moves HalfOffset to half (every half below it is resolved) and

@@ -41,18 +41,24 @@ func (b *Broker) transactionCheck(ctx context.Context) {
 const transactionRoundLimit = 60 * time.Second
 
 // round walks the half queue from HalfOffset, as
-// TransactionalMessageServiceImpl.check does. It stops at a half stored
+// TransactionalMessageServiceImpl.check does, and asks about every half in
+// doubt it meets. A half with an op record, or below HalfOffset (resolved
+// meanwhile: an END_TRANSACTION or the round's own check moved HalfOffset
+// over it), is passed. One checked STRATAMQ_TRANSACTION_CHECK_MAX times is
+// discarded (logged). Any other half older than STRATAMQ_TRANSACTION_TIMEOUT
+// (or its CHECK_IMMUNITY_TIME_IN_SECONDS) is due: it is put back at the end
+// of the half queue with TRANSACTION_CHECK_TIMES one higher, together with
+// an op record for the old copy, and the producer group is asked about the
+// new copy (CHECK_TRANSACTION_STATE). The walk passes over a half an
+// END_TRANSACTION is resolving now and one still young by its own
+// CHECK_IMMUNITY_TIME_IN_SECONDS, and goes on; it stops at a half stored
 // during this round (a copy it put back: so the answer to the last check
-// has one interval to arrive before its half is discarded), at one younger
-// than STRATAMQ_TRANSACTION_TIMEOUT (or its CHECK_IMMUNITY_TIME_IN_SECONDS)
-// and at one an END_TRANSACTION is resolving now. A half with an op record
-// is passed; one checked STRATAMQ_TRANSACTION_CHECK_MAX times is discarded
-// (logged). Any other half is due: it is put back at the end of the half
-// queue with TRANSACTION_CHECK_TIMES one higher, together with an op record
-// for the old copy, and the producer group is asked about the new copy
-// (CHECK_TRANSACTION_STATE). HalfOffset then moves to where the walk
-// stopped. The check is idempotent: a round repeated after a restart from
-// an older checkpoint finds the op records of the halves it put back.
+// has one interval to arrive before its half is discarded) and at one
+// younger than STRATAMQ_TRANSACTION_TIMEOUT (the halves after it are
+// younger still). HalfOffset then moves to where the walk stopped, or to
+// the first half it passed over unresolved. The check is idempotent: a
+// round repeated after a restart from an older checkpoint finds the op
+// records of the halves it put back.
 func (t *transactions) round(ctx context.Context) error {
 	b := t.b
 	if b.store.MaxQueueOffset(TransHalfTopic, 0) == 0 {
@@ -61,12 +67,29 @@ func (t *transactions) round(ctx context.Context) error {
 	if err := t.syncOps(ctx); err != nil {
 		return err
 	}
+	n := t.rounds.Add(1)
 	t.mu.Lock()
 	i := t.state.HalfOffset
 	t.mu.Unlock()
-	defer func() { t.advance(i) }()
+	// held is the first half passed over unresolved (-1: none):
+	// HalfOffset may not pass it.
+	held := int64(-1)
+	hold := func(q int64) {
+		if held < 0 {
+			held = q
+		}
+	}
+	defer func() {
+		if held >= 0 {
+			i = min(i, held)
+		}
+		t.advance(i)
+	}()
 	start := time.Now()
 	startMs := start.UnixMilli()
+	if t.onRound != nil {
+		t.onRound(n, startMs)
+	}
 	timeout := b.cfg.TransactionTimeout.Milliseconds()
 	for time.Since(start) < transactionRoundLimit && ctx.Err() == nil && !b.closing.Load() {
 		res, err := b.store.Get(ctx, store.GetRequest{Topic: TransHalfTopic, QueueID: 0, Offset: i, MaxMsgs: 32})
@@ -95,7 +118,9 @@ func (t *transactions) round(ctx context.Context) error {
 				continue
 			}
 			if pending {
-				return nil
+				hold(q) // an END_TRANSACTION is resolving it
+				i = q + 1
+				continue
 			}
 			if rec.StoreTimestamp >= startMs {
 				return nil // put back by this round (or just sent): next round
@@ -106,20 +131,34 @@ func (t *transactions) round(ctx context.Context) error {
 				b.log.Warn("transaction discarded: its producer group did not commit or roll it back within the most checks (STRATAMQ_TRANSACTION_CHECK_MAX)",
 					"producerGroup", props[PropProducerGroup], "topic", props[PropRealTopic], "msgId", props[PropUniqKey],
 					"halfOffset", q, "checks", checks)
+				t.discard(q)
 				i = q + 1
 				continue
 			}
-			immunity := timeout
+			immunity, own := timeout, false
 			if v, ok := props[PropCheckImmunitySeconds]; ok {
 				if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
-					immunity = s * 1000
+					immunity, own = s*1000, true
 				}
 			}
 			if age := time.Now().UnixMilli() - rec.BornTimestamp; age >= 0 && age < immunity {
-				return nil // too young: the producer may still end it
+				if !own {
+					return nil // too young: the producer may still end it, and so the ones after it
+				}
+				hold(q) // young by its own immunity: the ones after it may be due
+				i = q + 1
+				continue
 			}
 			if !t.claim(q) {
-				return nil // an END_TRANSACTION took it meanwhile: look again next round
+				// Resolved meanwhile (passed), or an END_TRANSACTION holds it.
+				if done, _ := t.status(q); !done {
+					hold(q)
+				}
+				i = q + 1
+				continue
+			}
+			if t.onCheck != nil {
+				t.onCheck(n, q)
 			}
 			if err := b.checkBack(ctx, rec, props, checks+1); err != nil {
 				t.release(q, 0, false)
