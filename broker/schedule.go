@@ -406,7 +406,7 @@ func (s *scheduler) stepFIFO(ctx context.Context, sq *schedQueue, now int64) (in
 			end++
 			continue
 		}
-		if w := rec.StoreTimestamp + sq.delay.Milliseconds(); w > now {
+		if w := levelDue(&rec, sq); w > now {
 			wake = w
 			break
 		}
@@ -425,6 +425,27 @@ func (s *scheduler) stepFIFO(ctx context.Context, sq *schedQueue, now int64) (in
 		wake = now // the batch is full and more may be due: go on at once
 	}
 	return wake, nil
+}
+
+// PropDelayDueMs is when a DELAY-level schedule record is due (unix ms),
+// set as it is stored (schedule_route.go) and removed at delivery: a
+// change of STRATAMQ_DELAY_LEVELS applies to messages sent after it, never
+// to those already waiting. A record stored without it is due at its
+// store time plus its level's delay now.
+const PropDelayDueMs = "__STRATAMQ_DELAY_DUE_MS"
+
+// levelDue is when the entry rec of the FIFO queue sq is due: its
+// PropDelayDueMs, else its store time plus the queue's delay (a timer
+// hop, or a level's under the current STRATAMQ_DELAY_LEVELS).
+func levelDue(rec *store.Record, sq *schedQueue) int64 {
+	if sq.key.topic == ScheduleTopic {
+		if v, ok := propValue(rec.Properties, PropDelayDueMs); ok {
+			if due, err := strconv.ParseInt(v, 10, 64); err == nil && due > 0 {
+				return due
+			}
+		}
+	}
+	return rec.StoreTimestamp + sq.delay.Milliseconds()
 }
 
 // stepWindow reads timer queue 0 ahead (its entries are due within a
@@ -548,6 +569,47 @@ func (b *Broker) dueMessage(rec *store.Record, now int64) (store.Message, bool) 
 	if n := int(queueCount(tc)); qid < 0 || qid >= n {
 		qid = max(qid%n, 0)
 	}
-	m.Topic, m.QueueID, m.Properties = topic, int32(qid), removeProps(props, PropDelay)
+	m.Topic, m.QueueID, m.Properties = topic, int32(qid), removeProps(props, PropDelay, PropDelayDueMs)
+	return b.fitDue(m, rec)
+}
+
+// fitDue returns the due message m as it fits the store's record limit.
+// A delivered record is larger than its schedule record by how much its
+// real topic's name is longer than the schedule topic's (19 bytes), so a
+// message accepted close to STRATAMQ_MAX_MESSAGE_SIZE may not fit as it
+// is due: it is delivered without REAL_TOPIC and REAL_QID, which are
+// longer than that growth, rather than refused for ever with every later
+// message of its queue waiting behind it. A record that fits in neither
+// form (accepted under a larger limit) is dropped, logged.
+func (b *Broker) fitDue(m store.Message, rec *store.Record) (store.Message, bool) {
+	err := b.store.Validate(&m)
+	if !errors.Is(err, store.ErrMessageTooLarge) {
+		return m, true // an invalid topic fails the put, as before
+	}
+	if m.Topic == TimerTopic {
+		// A hop's copy is its record again: it did not fit only when the
+		// limit shrank. Delivered now instead (early) if that fits.
+		topic, _ := propValue(m.Properties, PropRealTopic)
+		qs, _ := propValue(m.Properties, PropRealQueueID)
+		qid, _ := strconv.Atoi(qs)
+		tc, ok := b.topics.Get(topic)
+		if !ok || queueCount(tc) <= 0 {
+			b.log.Error("schedule service: a timer message exceeds the record limit and its real topic does not exist; message dropped",
+				"topic", topic, "physOffset", rec.PhysOffset, "err", err)
+			return m, false
+		}
+		if n := int(queueCount(tc)); qid < 0 || qid >= n {
+			qid = max(qid%n, 0)
+		}
+		m.Topic, m.QueueID = topic, int32(qid)
+		b.log.Warn("schedule service: a timer message no longer fits the record limit (STRATAMQ_MAX_MESSAGE_SIZE) in the timer wheel; delivered before its time",
+			"topic", topic, "physOffset", rec.PhysOffset)
+	}
+	m.Properties = removeProps(m.Properties, PropRealTopic, PropRealQueueID)
+	if err := b.store.Validate(&m); err != nil {
+		b.log.Error("schedule service: a due message exceeds the record limit (STRATAMQ_MAX_MESSAGE_SIZE, lowered since it was accepted?); message dropped",
+			"topic", m.Topic, "scheduleTopic", rec.Topic, "physOffset", rec.PhysOffset, "err", err)
+		return m, false
+	}
 	return m, true
 }

@@ -344,6 +344,47 @@ func (b *Broker) halfMessage(topic string, queueID int32, props string, sysFlag 
 	return TransHalfTopic, 0, sb.String(), sysFlag &^ sysFlagTransMask
 }
 
+// halfFits refuses (MESSAGE_ILLEGAL, naming the limit) a half message m
+// whose later records would not fit the store's record limit, so none is
+// accepted that could not be checked back or committed: each check stores
+// it again with TRANSACTION_CHECK_TIMES (room is kept for ten digits), and
+// a commit of one with a DELAY or a timer is stored as a schedule record
+// (its real topic in REAL_TOPIC, when due at PropDelayDueMs or
+// TIMER_DELIVER_MS; room is kept for 19 digits). The delivered message
+// fits as the schedule service delivers it (fitDue). A record with no
+// REAL_TOPIC (a send straight to the half topic) is left alone.
+func (b *Broker) halfFits(req *remoting.Command, m *store.Message) *remoting.Command {
+	real, ok := propValue(m.Properties, PropRealTopic)
+	if !ok {
+		return nil
+	}
+	const maxDigits = "9999999999999999999"
+	cp := *m
+	cp.Properties = withProp(m.Properties, PropTransactionCheckTimes, maxDigits[:10])
+	err := b.store.Validate(&cp)
+	if err == nil {
+		props := withoutProps(cp.Properties, PropRealTopic, PropRealQueueID)
+		level, _ := strconv.Atoi(parseProps(props)[PropDelay])
+		_, timer, _ := timerDeliverMs(props, 0)
+		if level > 0 || timer {
+			sched := cp
+			sched.Topic = ScheduleTopic
+			props = withProp(props, PropDelayDueMs, maxDigits)
+			if timer {
+				sched.Topic = TimerTopic
+				props = withProp(withoutProps(props, PropTimerDelaySec, PropTimerDelayMs, PropDelayDueMs), PropTimerDeliverMs, maxDigits)
+			}
+			sched.Properties = withProp(withProp(props, PropRealTopic, real), PropRealQueueID, parseProps(m.Properties)[PropRealQueueID])
+			err = b.store.Validate(&sched)
+		}
+	}
+	if err != nil {
+		return errResponse(req, remoting.MessageIllegal, fmt.Sprintf(
+			"the transactional message is too large: as it is checked back or committed it would be stored as %v (STRATAMQ_MAX_MESSAGE_SIZE; a half message keeps room for TRANSACTION_CHECK_TIMES and its real topic)", err))
+	}
+	return nil
+}
+
 // opMessage is the op record of the half at queue offset half.
 func (b *Broker) opMessage(half int64) store.Message {
 	return store.Message{

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"strconv"
 	"time"
 
@@ -180,6 +181,20 @@ func (b *Broker) checkBack(ctx context.Context, rec store.Record, props map[stri
 		Body:       rec.Body,
 		Properties: withProp(rec.Properties, PropTransactionCheckTimes, strconv.Itoa(n)),
 		TagsCode:   tagsCode(props[PropTags]),
+	}
+	if err := b.store.Validate(&cp); errors.Is(err, store.ErrMessageTooLarge) {
+		// Accepted before halves kept room for their check copies (or
+		// under a larger limit): it can never be put back, so it is
+		// discarded rather than stop every round here.
+		res, err := b.putTrans(ctx, []store.Message{b.opMessage(rec.QueueOffset)})
+		if err != nil {
+			return err
+		}
+		b.trans.release(rec.QueueOffset, res[0].QueueOffset, true)
+		b.log.Warn("transaction discarded: its half message is too large to be put back for a check (STRATAMQ_MAX_MESSAGE_SIZE)",
+			"producerGroup", props[PropProducerGroup], "topic", props[PropRealTopic], "msgId", props[PropUniqKey],
+			"halfOffset", rec.QueueOffset, "err", err)
+		return nil
 	}
 	res, err := b.putTrans(ctx, []store.Message{cp, b.opMessage(rec.QueueOffset)})
 	if err != nil {
