@@ -122,3 +122,31 @@ func TestTransactionDelayedCommitNearLimit(t *testing.T) {
 		t.Fatalf("delivered %v", got)
 	}
 }
+
+// TestScheduleShortenedLevelsKeepDueTime: a message sent at level 2 of "1s
+// 4s" is delivered no earlier than 4 s after its send when the broker
+// restarts with STRATAMQ_DELAY_LEVELS "1s 1s"; a message sent after the
+// restart at level 2 takes the new delay (behind the first in its queue).
+// The pending one used to be delivered after the new, shorter delay.
+func TestScheduleShortenedLevelsKeepDueTime(t *testing.T) {
+	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20, DelayLevels: "1s 4s"}
+	b, cl, stop := runBroker(t, cfg, Deps{Logger: discardLogger()})
+	sent := time.Now().UnixMilli()
+	if r := invoke(t, cl, b.Addr().String(), sendReq("Later", 0, []byte("old"), "DELAY\x012\x02")); r.Code != int32(remoting.Success) {
+		t.Fatalf("send: %d %s", r.Code, r.Remark)
+	}
+	stop()
+	cfg.DelayLevels = "1s 1s"
+	b, cl, _ = runBroker(t, cfg, Deps{Logger: discardLogger()})
+	if r := invoke(t, cl, b.Addr().String(), sendReq("Later", 0, []byte("new"), "DELAY\x012\x02")); r.Code != int32(remoting.Success) {
+		t.Fatalf("send: %d %s", r.Code, r.Remark)
+	}
+	waitCond(t, 20*time.Second, "both delayed messages delivered", func() bool { return delivered(b, "Later", 0, 2) })
+	got := queueRecords(t, b, "Later", 0)
+	if string(got[0].Body) != "old" || got[0].StoreTimestamp < sent+4000 {
+		t.Fatalf("the message sent at level 2 of \"1s 4s\" was delivered %d ms after its send, want at least 4000", got[0].StoreTimestamp-sent)
+	}
+	if string(got[1].Body) != "new" {
+		t.Fatalf("second delivered %q", got[1].Body)
+	}
+}
