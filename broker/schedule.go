@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -53,6 +54,10 @@ type scheduler struct {
 
 	mu   sync.Mutex
 	done map[queueKey]int64 // guarded by mu: progress per schedule queue
+
+	// replayUntil, set as run begins, bounds the hops an earlier run may
+	// have stored already (hopped).
+	replayUntil int64
 }
 
 // schedWindow bounds timer queue 0's read-ahead; schedBatch the messages
@@ -276,6 +281,7 @@ func (s *scheduler) run(ctx context.Context) {
 		case <-ctx.Done():
 		}
 	})
+	s.replayUntil = s.newestTimerRecord(ctx)
 	qs := map[queueKey]*schedQueue{}
 	backoff := time.Duration(0)
 	for {
@@ -411,7 +417,9 @@ func (s *scheduler) stepFIFO(ctx context.Context, sq *schedQueue, now int64) (in
 			break
 		}
 		if m, ok := s.b.dueMessage(&rec, now); ok {
-			out = append(out, m)
+			if m.Topic != TimerTopic || !s.hopped(ctx, &rec, levelDue(&rec, sq)) {
+				out = append(out, m)
+			}
 		}
 		end++
 	}
@@ -446,6 +454,66 @@ func levelDue(rec *store.Record, sq *schedQueue) int64 {
 		}
 	}
 	return rec.StoreTimestamp + sq.delay.Milliseconds()
+}
+
+// hopped reports whether the timer wheel entry rec, due at due, was
+// stored again further down the wheel already: by an earlier run (before
+// a crash, a restart or a failover) that hopped it after the last progress
+// it saved. Only an entry due before the newest record of a timer queue
+// when this run began can have been (a hop is stored after its entry is
+// due), so the key index is asked only about the entries a restart
+// replays. The copy is found by UNIQ_KEY and matched by its born time and
+// TIMER_DELIVER_MS; one that was lost with its disk is not found, and the
+// entry is hopped again.
+func (s *scheduler) hopped(ctx context.Context, rec *store.Record, due int64) bool {
+	if due > s.replayUntil {
+		return false
+	}
+	uniq, _ := propValue(rec.Properties, PropUniqKey)
+	deliver, _ := propValue(rec.Properties, PropTimerDeliverMs)
+	if uniq == "" {
+		return false
+	}
+	res, err := s.b.store.QueryByKey(ctx, store.KeyQuery{Topic: TimerTopic, Key: uniq, UniqueKey: true, MaxNum: 64,
+		Begin: rec.StoreTimestamp, End: math.MaxInt64})
+	if err != nil {
+		s.b.log.Warn("schedule service: could not look for an earlier hop of a timer message; it may be delivered twice", "err", err, "physOffset", rec.PhysOffset)
+		return false
+	}
+	for _, raw := range res.Records {
+		r, _, err := store.DecodeRecord(raw)
+		if err != nil || r.PhysOffset <= rec.PhysOffset || r.BornTimestamp != rec.BornTimestamp {
+			continue
+		}
+		if d, _ := propValue(r.Properties, PropTimerDeliverMs); d == deliver {
+			return true
+		}
+	}
+	return false
+}
+
+// newestTimerRecord is the store time of the newest entry of the timer
+// hop queues (0: none).
+func (s *scheduler) newestTimerRecord(ctx context.Context) int64 {
+	tc, ok := s.b.topics.Get(TimerTopic)
+	if !ok {
+		return 0
+	}
+	var newest int64
+	for q := int32(1); q < queueCount(tc); q++ {
+		mx := s.b.store.MaxQueueOffset(TimerTopic, q)
+		if mx <= s.b.store.MinQueueOffset(TimerTopic, q) {
+			continue
+		}
+		rec, _, ok, err := s.read(ctx, queueKey{TimerTopic, q}, mx-1)
+		if err != nil {
+			return math.MaxInt64 // unknown: look up every replayed hop
+		}
+		if ok {
+			newest = max(newest, rec.StoreTimestamp)
+		}
+	}
+	return newest
 }
 
 // stepWindow reads timer queue 0 ahead (its entries are due within a

@@ -3,6 +3,10 @@ package broker
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +152,60 @@ func TestScheduleShortenedLevelsKeepDueTime(t *testing.T) {
 	}
 	if string(got[1].Body) != "new" {
 		t.Fatalf("second delivered %q", got[1].Body)
+	}
+}
+
+// TestScheduleReplayedHopNotDuplicated: a timer message hopped from timer
+// queue 2 to queue 1, whose progress past it was not saved (the saved
+// delayOffset.json is rewound to before it, as a crash or a failover
+// leaves it), is not hopped again when the next run replays queue 2: it
+// is delivered once. A replayed hop used to store a second copy, and each
+// copy was delivered (each later interrupted hop doubling them again).
+func TestScheduleReplayedHopNotDuplicated(t *testing.T) {
+	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20}
+	b, cl, stop := runBroker(t, cfg, Deps{Logger: discardLogger()})
+	due := time.Now().UnixMilli() + 3500 // queue 2 (a 2 s hop), then queue 1
+	props := PropTimerDeliverMs + "\x01" + strconv.FormatInt(due, 10) + "\x02UNIQ_KEY\x01T1\x02"
+	if r := invoke(t, cl, b.Addr().String(), sendReq("Hop", 0, []byte("timer"), props)); r.Code != int32(remoting.Success) {
+		t.Fatalf("send: %d %s", r.Code, r.Remark)
+	}
+	if n := b.store.MaxQueueOffset(TimerTopic, 2); n != 1 {
+		t.Fatalf("timer queue 2 holds %d entries, want the message", n)
+	}
+	waitCond(t, 10*time.Second, "the hop to timer queue 1", func() bool { return b.store.MaxQueueOffset(TimerTopic, 1) == 1 })
+	stop()
+	path := filepath.Join(cfg.DataDir, "config", delayOffsetFile)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f scheduleFileJSON
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.TimerOffsetTable["2"] != 1 {
+		t.Fatalf("saved progress %s: timer queue 2 is not past the hopped entry", raw)
+	}
+	f.TimerOffsetTable["2"] = 0
+	if raw, err = json.Marshal(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, _, _ = runBroker(t, cfg, Deps{Logger: discardLogger()})
+	waitCond(t, 20*time.Second, "the timer message delivered and the wheel drained", func() bool {
+		if !delivered(b, "Hop", 0, 1) {
+			return false
+		}
+		for q := int32(0); q < 3; q++ {
+			if b.sched.progress(queueKey{TimerTopic, q}) < b.store.MaxQueueOffset(TimerTopic, q) {
+				return false
+			}
+		}
+		return true
+	})
+	if n, m := b.store.MaxQueueOffset(TimerTopic, 1), b.store.MaxQueueOffset("Hop", 0); n != 1 || m != 1 {
+		t.Fatalf("after the replay timer queue 1 holds %d copies and the topic %d deliveries, want 1 and 1", n, m)
 	}
 }
