@@ -286,6 +286,22 @@ func (t *transactions) discard(half int64) {
 	t.compactLocked()
 }
 
+// repairOp writes the op record of half, found resolved by records that
+// landed without it (resolvedWithoutOp). A half claimed meanwhile is left
+// to its claimer.
+func (t *transactions) repairOp(ctx context.Context, half int64) error {
+	if !t.claim(half) {
+		return nil
+	}
+	res, err := t.b.putTrans(ctx, []store.Message{t.b.opMessage(half)})
+	if err != nil {
+		t.release(half, 0, false)
+		return err
+	}
+	t.release(half, res[0].QueueOffset, true)
+	return nil
+}
+
 // advance moves HalfOffset to half (every half below it is resolved) and
 // forgets the op records of halves below it; OpOffset becomes the lowest op
 // still needed.

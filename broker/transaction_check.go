@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"math"
 	"strconv"
 	"time"
 
@@ -150,6 +151,15 @@ func (t *transactions) round(ctx context.Context) error {
 				i = q + 1
 				continue
 			}
+			if b.resolvedWithoutOp(ctx, &rec, props, checks) {
+				if err := t.repairOp(ctx, q); err != nil {
+					return err
+				}
+				b.log.Info("transaction half resolved by a commit or check copy stored without its op record (a torn write, or a restore); its op record is written, it is not checked",
+					"producerGroup", props[PropProducerGroup], "msgId", props[PropUniqKey], "halfOffset", q)
+				i = q + 1
+				continue
+			}
 			if !t.claim(q) {
 				// Resolved meanwhile (passed), or an END_TRANSACTION holds it.
 				if done, _ := t.status(q); !done {
@@ -169,6 +179,50 @@ func (t *transactions) round(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// resolvedWithoutOp reports whether the half rec, with no op record, was
+// resolved by records stored without the op record stored in the same
+// call (a torn write at a power loss; a segment boundary between them and
+// a restore from the bucket): its commit (PREPARED offset its commitlog
+// offset, in its real topic or, delayed, a schedule topic) or its copy
+// put back for check checks+1. They are found through the key index by
+// UNIQ_KEY; one not found (lost too) leaves the half in doubt, checked.
+func (b *Broker) resolvedWithoutOp(ctx context.Context, rec *store.Record, props map[string]string, checks int) bool {
+	uniq := props[PropUniqKey]
+	if uniq == "" {
+		return false
+	}
+	for _, topic := range []string{props[PropRealTopic], ScheduleTopic, TimerTopic, TransHalfTopic} {
+		if topic == "" {
+			continue
+		}
+		if _, ok := b.topics.Get(topic); !ok {
+			continue
+		}
+		res, err := b.store.QueryByKey(ctx, store.KeyQuery{Topic: topic, Key: uniq, UniqueKey: true, MaxNum: 32,
+			Begin: rec.StoreTimestamp, End: math.MaxInt64})
+		if err != nil {
+			b.log.Warn("transaction check: could not look for a commit stored without its op record", "err", err, "halfOffset", rec.QueueOffset)
+			return false
+		}
+		for _, raw := range res.Records {
+			r, _, err := store.DecodeRecord(raw)
+			if err != nil || r.PhysOffset <= rec.PhysOffset || r.BornTimestamp != rec.BornTimestamp {
+				continue
+			}
+			if topic != TransHalfTopic {
+				if r.PreparedTransactionOffset == rec.PhysOffset && r.SysFlag&sysFlagTransMask == sysFlagTransCommit {
+					return true
+				}
+				continue
+			}
+			if n, _ := propValue(r.Properties, PropTransactionCheckTimes); n == strconv.Itoa(checks+1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkBack puts the half rec (claimed by the caller) back at the end of the

@@ -262,3 +262,62 @@ func TestTransactionTimerRoundChecksEveryHalfOfficialClient(t *testing.T) {
 		t.Fatalf("the topic holds %d messages, want the 6 committed", n)
 	}
 }
+
+// TestTransactionCommitWithoutOpNotCheckedAgain: a commit, or a check's
+// copy, that landed without the op record stored with it (a torn write at
+// a power loss leaves the first of the two; so does a segment boundary
+// between them and a restore from the bucket: here the first is stored
+// alone) resolves its half: the round writes the op record and asks
+// nothing, so the transaction is not committed, or put back, twice. The
+// round used to check such a half again.
+func TestTransactionCommitWithoutOpNotCheckedAgain(t *testing.T) {
+	b, cl := startBroker(t, nil)
+	ctx := context.Background()
+	old := time.Now().Add(-time.Minute).UnixMilli()
+	physC, halfC := sendHalf(t, b, cl, "TxO", []byte("committed"), "C", old, "")
+	physK, halfK := sendHalf(t, b, cl, "TxO", []byte("checked"), "K", old, "")
+	readHalf := func(phys int64) store.Record {
+		t.Helper()
+		_, rec, err := b.readHalf(ctx, phys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	c, err := committed(readHalf(physC), physC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := readHalf(physK)
+	cp := store.Message{Topic: TransHalfTopic, Flag: k.Flag, SysFlag: k.SysFlag, BornTimestamp: k.BornTimestamp, BornHost: k.BornHost,
+		Body: k.Body, Properties: withProp(k.Properties, PropTransactionCheckTimes, "1")}
+	if _, err := b.store.Put(ctx, []store.Message{c, cp}); err != nil { // without their op records
+		t.Fatal(err)
+	}
+	nextMilli(t)
+	if err := b.trans.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The round asks about the copy of K (in doubt, checked once), never
+	// about C or K again.
+	var copies []string
+	for _, r := range queueRecords(t, b, TransHalfTopic, 0) {
+		if r.QueueOffset > halfK+1 {
+			p := parseProps(r.Properties)
+			copies = append(copies, p[PropUniqKey]+"#"+p[PropTransactionCheckTimes])
+		}
+	}
+	if len(copies) != 1 || copies[0] != "K#2" {
+		t.Fatalf("the round put back %v, want only the copy of K checked a second time [K#2]", copies)
+	}
+	ops := map[string]bool{}
+	for _, r := range queueRecords(t, b, TransOpHalfTopic, 0) {
+		ops[string(r.Body)] = true
+	}
+	if !ops[strconv.FormatInt(halfC, 10)] || !ops[strconv.FormatInt(halfK, 10)] {
+		t.Fatalf("op records %v, want ones for halves %d and %d", ops, halfC, halfK)
+	}
+	if n := b.store.MaxQueueOffset("TxO", 0); n != 1 {
+		t.Fatalf("the topic holds %d messages, want the one commit", n)
+	}
+}
