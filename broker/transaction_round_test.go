@@ -189,29 +189,20 @@ func (a *txAnswers) count(id string) int {
 	return a.checked[id]
 }
 
-// TestTransactionTimerRoundChecksEveryHalfOfficialClient: the official Go
-// client's TransactionProducer sends transactions its listener ends with
-// commit, rollback, unknown, three times over; the broker's own check
-// timer (STRATAMQ_TRANSACTION_CHECK_INTERVAL, here 1 s) asks about each
-// unknown one in the first round that begins once it is older than
-// STRATAMQ_TRANSACTION_TIMEOUT; the client's check answers commit, and
-// all six committed messages reach the topic. Rounds used to ask about one
-// such half each.
-func TestTransactionTimerRoundChecksEveryHalfOfficialClient(t *testing.T) {
+// interleaved starts the official client's TransactionProducer against
+// the name server at nsAddr and sends nine transactions to topic (created
+// on b) that its listener ends commit, rollback, unknown, three times
+// over; it returns the listener and the msgIds of the unknown ones.
+func interleaved(t *testing.T, nsAddr string, b *Broker, cl *remoting.Client, topic string) (*txAnswers, []string) {
+	t.Helper()
 	rlog.SetLogLevel("fatal")
-	nsAddr := startNamesrv(t)
-	var rl = &roundLog{starts: map[int64]int64{}, checked: map[int64]int64{}}
-	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20, Namesrv: nsAddr, AutoCreateTopic: true,
-		TransactionTimeout: time.Second, TransactionCheckInterval: time.Second}
-	b, cl, _ := runBrokerWith(t, cfg, Deps{Logger: discardLogger()}, rl.hook)
-	const topic = "TxClient"
 	if r := invoke(t, cl, b.Addr().String(), createTopicReq(topic, 2)); r.Code != int32(remoting.Success) {
 		t.Fatalf("create topic: %d %s", r.Code, r.Remark)
 	}
 	waitCond(t, 20*time.Second, "the topic's route", func() bool { return routeOf(nsAddr, topic) })
 	ans := &txAnswers{checked: map[string]int{}}
 	p, err := rocketmq.NewTransactionProducer(ans, producer.WithNsResolver(primitive.NewPassthroughResolver([]string{nsAddr})),
-		producer.WithGroupName("txg-rounds"), producer.WithInstanceName("txrounds"), producer.WithRetry(1),
+		producer.WithGroupName("txg-"+topic), producer.WithInstanceName("tx-"+topic), producer.WithRetry(1),
 		producer.WithSendMsgTimeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +210,7 @@ func TestTransactionTimerRoundChecksEveryHalfOfficialClient(t *testing.T) {
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = p.Shutdown() }()
+	t.Cleanup(func() { _ = p.Shutdown() })
 	var unknown []string
 	for i := range 9 {
 		state := []string{"commit", "rollback", "unknown"}[i%3]
@@ -233,6 +224,60 @@ func TestTransactionTimerRoundChecksEveryHalfOfficialClient(t *testing.T) {
 			unknown = append(unknown, res.MsgID)
 		}
 	}
+	return ans, unknown
+}
+
+// TestTransactionDefaultRoundChecksEveryHalfOfficialClient: at the default
+// check settings (STRATAMQ_TRANSACTION_CHECK_INTERVAL 60 s, TIMEOUT 6 s)
+// the official Go client's TransactionProducer leaves commit, rollback,
+// unknown, three times over; once the halves are 6 s old one check round
+// (run by the test: the broker's timer would run it after 60 s) asks
+// about all three unknown ones, the client commits each, and all six
+// committed messages reach the topic. The round used to ask about one.
+func TestTransactionDefaultRoundChecksEveryHalfOfficialClient(t *testing.T) {
+	nsAddr := startNamesrv(t)
+	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20, Namesrv: nsAddr, AutoCreateTopic: true}
+	b, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger()})
+	const topic = "TxDefault"
+	ans, unknown := interleaved(t, nsAddr, b, cl, topic)
+	var born int64
+	for _, r := range queueRecords(t, b, TransHalfTopic, 0) {
+		born = max(born, r.BornTimestamp)
+	}
+	waitCond(t, 20*time.Second, "every half older than the default STRATAMQ_TRANSACTION_TIMEOUT (6 s)", func() bool {
+		return time.Now().UnixMilli()-born > (6 * time.Second).Milliseconds()
+	})
+	if err := b.trans.round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := putBack(t, b, 9); len(got) != 3 || !slices.Contains(got, unknown[0]) || !slices.Contains(got, unknown[1]) || !slices.Contains(got, unknown[2]) {
+		t.Fatalf("one round put back %v, want the three unknown transactions %v", got, unknown)
+	}
+	waitCond(t, 30*time.Second, "every unknown transaction checked and committed", func() bool {
+		return ans.count(unknown[0]) > 0 && ans.count(unknown[1]) > 0 && ans.count(unknown[2]) > 0 &&
+			b.store.MaxQueueOffset(topic, 0)+b.store.MaxQueueOffset(topic, 1) >= 6
+	})
+	if n := b.store.MaxQueueOffset(topic, 0) + b.store.MaxQueueOffset(topic, 1); n != 6 {
+		t.Fatalf("the topic holds %d messages, want the 6 committed", n)
+	}
+}
+
+// TestTransactionTimerRoundChecksEveryHalfOfficialClient: the official Go
+// client's TransactionProducer sends transactions its listener ends with
+// commit, rollback, unknown, three times over; the broker's own check
+// timer (STRATAMQ_TRANSACTION_CHECK_INTERVAL, here 1 s) asks about each
+// unknown one in the first round that begins once it is older than
+// STRATAMQ_TRANSACTION_TIMEOUT; the client's check answers commit, and
+// all six committed messages reach the topic. Rounds used to ask about one
+// such half each.
+func TestTransactionTimerRoundChecksEveryHalfOfficialClient(t *testing.T) {
+	nsAddr := startNamesrv(t)
+	var rl = &roundLog{starts: map[int64]int64{}, checked: map[int64]int64{}}
+	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20, Namesrv: nsAddr, AutoCreateTopic: true,
+		TransactionTimeout: time.Second, TransactionCheckInterval: time.Second}
+	b, cl, _ := runBrokerWith(t, cfg, Deps{Logger: discardLogger()}, rl.hook)
+	const topic = "TxClient"
+	ans, unknown := interleaved(t, nsAddr, b, cl, topic)
 	waitCond(t, 60*time.Second, "every unknown transaction checked and committed", func() bool {
 		return ans.count(unknown[0]) > 0 && ans.count(unknown[1]) > 0 && ans.count(unknown[2]) > 0 &&
 			b.store.MaxQueueOffset(topic, 0)+b.store.MaxQueueOffset(topic, 1) >= 6
