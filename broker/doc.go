@@ -143,6 +143,11 @@
 //	                           k >= 1: a hop of 2^(k-1) s; queue 0: the last second), REAL_TOPIC and
 //	                           REAL_QID kept; the scheduler (one goroutine, masters only) stores
 //	                           due ones in their real topic (or the next hop), DELAY removed.
+//	                           A DELAY record carries its due time (a change of the levels
+//	                           applies to later sends: one sent after a shortening waits
+//	                           behind older ones, never early); a hop a restart replays is
+//	                           not stored twice (key index). Delivered records too large for
+//	                           the limit drop REAL_TOPIC/REAL_QID (fitDue).
 //	                           Every schedule queue is in due order: its progress is one offset
 //	                           (delayOffset.json, the checkpoint's delayOffsets and timerOffsets);
 //	                           nothing per message in memory but timer queue 0's read-ahead
@@ -164,7 +169,10 @@
 //	                           STRATAMQ_TRANSACTION_TIMEOUT back with TRANSACTION_CHECK_TIMES+1
 //	                           and an op for the old copy, and sends CHECK_TRANSACTION_STATE
 //	                           (39) to a live producer of PGROUP; past the most checks it
-//	                           discards (logs) them. Its progress (half and op offsets) is in
+//	                           discards (logs) them. A round asks about every half in doubt
+//	                           it meets, passing resolved ones, claimed ones and young ones
+//	                           with their own immunity; halves too large to check or commit
+//	                           are refused at the send (halfFits). Its progress (half and op offsets) is in
 //	                           config/transactionOffset.json and the checkpoint's
 //	                           "transactions" section; halves are read through the store, so
 //	                           from the bucket when dropped locally

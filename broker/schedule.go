@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -53,6 +54,10 @@ type scheduler struct {
 
 	mu   sync.Mutex
 	done map[queueKey]int64 // guarded by mu: progress per schedule queue
+
+	// replayUntil, set as run begins, bounds the hops an earlier run may
+	// have stored already (hopped).
+	replayUntil int64
 }
 
 // schedWindow bounds timer queue 0's read-ahead; schedBatch the messages
@@ -276,6 +281,7 @@ func (s *scheduler) run(ctx context.Context) {
 		case <-ctx.Done():
 		}
 	})
+	s.replayUntil = s.newestTimerRecord(ctx)
 	qs := map[queueKey]*schedQueue{}
 	backoff := time.Duration(0)
 	for {
@@ -406,12 +412,14 @@ func (s *scheduler) stepFIFO(ctx context.Context, sq *schedQueue, now int64) (in
 			end++
 			continue
 		}
-		if w := rec.StoreTimestamp + sq.delay.Milliseconds(); w > now {
+		if w := levelDue(&rec, sq); w > now {
 			wake = w
 			break
 		}
 		if m, ok := s.b.dueMessage(&rec, now); ok {
-			out = append(out, m)
+			if m.Topic != TimerTopic || !s.hopped(ctx, &rec, levelDue(&rec, sq)) {
+				out = append(out, m)
+			}
 		}
 		end++
 	}
@@ -425,6 +433,87 @@ func (s *scheduler) stepFIFO(ctx context.Context, sq *schedQueue, now int64) (in
 		wake = now // the batch is full and more may be due: go on at once
 	}
 	return wake, nil
+}
+
+// PropDelayDueMs is when a DELAY-level schedule record is due (unix ms),
+// set as it is stored (schedule_route.go) and removed at delivery: a
+// change of STRATAMQ_DELAY_LEVELS applies to messages sent after it, never
+// to those already waiting. A record stored without it is due at its
+// store time plus its level's delay now.
+const PropDelayDueMs = "__STRATAMQ_DELAY_DUE_MS"
+
+// levelDue is when the entry rec of the FIFO queue sq is due: its
+// PropDelayDueMs, else its store time plus the queue's delay (a timer
+// hop, or a level's under the current STRATAMQ_DELAY_LEVELS).
+func levelDue(rec *store.Record, sq *schedQueue) int64 {
+	if sq.key.topic == ScheduleTopic {
+		if v, ok := propValue(rec.Properties, PropDelayDueMs); ok {
+			if due, err := strconv.ParseInt(v, 10, 64); err == nil && due > 0 {
+				return due
+			}
+		}
+	}
+	return rec.StoreTimestamp + sq.delay.Milliseconds()
+}
+
+// hopped reports whether the timer wheel entry rec, due at due, was
+// stored again further down the wheel already: by an earlier run (before
+// a crash, a restart or a failover) that hopped it after the last progress
+// it saved. Only an entry due before the newest record of a timer queue
+// when this run began can have been (a hop is stored after its entry is
+// due), so the key index is asked only about the entries a restart
+// replays. The copy is found by UNIQ_KEY and matched by its born time and
+// TIMER_DELIVER_MS; one that was lost with its disk is not found, and the
+// entry is hopped again.
+func (s *scheduler) hopped(ctx context.Context, rec *store.Record, due int64) bool {
+	if due > s.replayUntil {
+		return false
+	}
+	uniq, _ := propValue(rec.Properties, PropUniqKey)
+	deliver, _ := propValue(rec.Properties, PropTimerDeliverMs)
+	if uniq == "" {
+		return false
+	}
+	res, err := s.b.store.QueryByKey(ctx, store.KeyQuery{Topic: TimerTopic, Key: uniq, UniqueKey: true, MaxNum: 64,
+		Begin: rec.StoreTimestamp, End: math.MaxInt64})
+	if err != nil {
+		s.b.log.Warn("schedule service: could not look for an earlier hop of a timer message; it may be delivered twice", "err", err, "physOffset", rec.PhysOffset)
+		return false
+	}
+	for _, raw := range res.Records {
+		r, _, err := store.DecodeRecord(raw)
+		if err != nil || r.PhysOffset <= rec.PhysOffset || r.BornTimestamp != rec.BornTimestamp {
+			continue
+		}
+		if d, _ := propValue(r.Properties, PropTimerDeliverMs); d == deliver {
+			return true
+		}
+	}
+	return false
+}
+
+// newestTimerRecord is the store time of the newest entry of the timer
+// hop queues (0: none).
+func (s *scheduler) newestTimerRecord(ctx context.Context) int64 {
+	tc, ok := s.b.topics.Get(TimerTopic)
+	if !ok {
+		return 0
+	}
+	var newest int64
+	for q := int32(1); q < queueCount(tc); q++ {
+		mx := s.b.store.MaxQueueOffset(TimerTopic, q)
+		if mx <= s.b.store.MinQueueOffset(TimerTopic, q) {
+			continue
+		}
+		rec, _, ok, err := s.read(ctx, queueKey{TimerTopic, q}, mx-1)
+		if err != nil {
+			return math.MaxInt64 // unknown: look up every replayed hop
+		}
+		if ok {
+			newest = max(newest, rec.StoreTimestamp)
+		}
+	}
+	return newest
 }
 
 // stepWindow reads timer queue 0 ahead (its entries are due within a
@@ -548,6 +637,47 @@ func (b *Broker) dueMessage(rec *store.Record, now int64) (store.Message, bool) 
 	if n := int(queueCount(tc)); qid < 0 || qid >= n {
 		qid = max(qid%n, 0)
 	}
-	m.Topic, m.QueueID, m.Properties = topic, int32(qid), removeProps(props, PropDelay)
+	m.Topic, m.QueueID, m.Properties = topic, int32(qid), removeProps(props, PropDelay, PropDelayDueMs)
+	return b.fitDue(m, rec)
+}
+
+// fitDue returns the due message m as it fits the store's record limit.
+// A delivered record is larger than its schedule record by how much its
+// real topic's name is longer than the schedule topic's (19 bytes), so a
+// message accepted close to STRATAMQ_MAX_MESSAGE_SIZE may not fit as it
+// is due: it is delivered without REAL_TOPIC and REAL_QID, which are
+// longer than that growth, rather than refused for ever with every later
+// message of its queue waiting behind it. A record that fits in neither
+// form (accepted under a larger limit) is dropped, logged.
+func (b *Broker) fitDue(m store.Message, rec *store.Record) (store.Message, bool) {
+	err := b.store.Validate(&m)
+	if !errors.Is(err, store.ErrMessageTooLarge) {
+		return m, true // an invalid topic fails the put, as before
+	}
+	if m.Topic == TimerTopic {
+		// A hop's copy is its record again: it did not fit only when the
+		// limit shrank. Delivered now instead (early) if that fits.
+		topic, _ := propValue(m.Properties, PropRealTopic)
+		qs, _ := propValue(m.Properties, PropRealQueueID)
+		qid, _ := strconv.Atoi(qs)
+		tc, ok := b.topics.Get(topic)
+		if !ok || queueCount(tc) <= 0 {
+			b.log.Error("schedule service: a timer message exceeds the record limit and its real topic does not exist; message dropped",
+				"topic", topic, "physOffset", rec.PhysOffset, "err", err)
+			return m, false
+		}
+		if n := int(queueCount(tc)); qid < 0 || qid >= n {
+			qid = max(qid%n, 0)
+		}
+		m.Topic, m.QueueID = topic, int32(qid)
+		b.log.Warn("schedule service: a timer message no longer fits the record limit (STRATAMQ_MAX_MESSAGE_SIZE) in the timer wheel; delivered before its time",
+			"topic", topic, "physOffset", rec.PhysOffset)
+	}
+	m.Properties = removeProps(m.Properties, PropRealTopic, PropRealQueueID)
+	if err := b.store.Validate(&m); err != nil {
+		b.log.Error("schedule service: a due message exceeds the record limit (STRATAMQ_MAX_MESSAGE_SIZE, lowered since it was accepted?); message dropped",
+			"topic", m.Topic, "scheduleTopic", rec.Topic, "physOffset", rec.PhysOffset, "err", err)
+		return m, false
+	}
 	return m, true
 }

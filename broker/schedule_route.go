@@ -89,7 +89,10 @@ func timerHop(k int32) time.Duration { return time.Duration(1<<(k-1)) * time.Sec
 // are. It returns a response to send instead when the message is refused
 // (MESSAGE_ILLEGAL, with RocketMQ's remark for a timer past the maximum).
 func (b *Broker) scheduleRoute(req *remoting.Command, m *store.Message, now int64) *remoting.Command {
-	if m.SysFlag&sysFlagTransMask == sysFlagTransPrep || m.Topic == ScheduleTopic || m.Topic == TimerTopic || m.Topic == TransHalfTopic {
+	if m.Topic == TransHalfTopic {
+		return b.halfFits(req, m) // transaction.go
+	}
+	if m.SysFlag&sysFlagTransMask == sysFlagTransPrep || m.Topic == ScheduleTopic || m.Topic == TimerTopic {
 		return nil
 	}
 	if strings.HasPrefix(m.Topic, DLQGroupTopicPrefix) {
@@ -118,6 +121,7 @@ func (b *Broker) scheduleRoute(req *remoting.Command, m *store.Message, now int6
 	case level > 0:
 		level = min(level, len(b.delayLevels))
 		props = setProp(props, PropDelay, strconv.Itoa(level))
+		props = setProp(props, PropDelayDueMs, strconv.FormatInt(now+b.levelDelay(level).Milliseconds(), 10)) // schedule.go
 		m.Properties = setProp(setProp(props, PropRealTopic, m.Topic), PropRealQueueID, strconv.Itoa(int(m.QueueID)))
 		m.Topic, m.QueueID = ScheduleTopic, int32(level-1)
 		b.ensureScheduleTopic(ScheduleTopic, int32(len(b.delayLevels)))

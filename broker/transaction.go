@@ -74,6 +74,12 @@ type transactions struct {
 	// END_TRANSACTION needs no sync after it; check rounds still sync, to
 	// move opScan (and OpOffset) on.
 	caughtUp atomic.Bool
+	// rounds counts the check rounds begun.
+	rounds atomic.Int64
+	// Test hooks, set before Run: onRound is called as round n begins (at
+	// startMs), onCheck as round n checks the half at queue offset half.
+	onRound func(n, startMs int64)
+	onCheck func(n, half int64)
 }
 
 func newTransactions(b *Broker) *transactions {
@@ -257,13 +263,43 @@ func (t *transactions) compactLocked() {
 	}
 }
 
-// status reports whether half is resolved (has an op record) or claimed.
+// status reports whether half is resolved (below HalfOffset, or with an
+// op record) or claimed.
 func (t *transactions) status(half int64) (done, pending bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	_, done = t.done[half]
 	_, pending = t.pending[half]
-	return done, pending
+	return done || half < t.state.HalfOffset, pending
+}
+
+// discard marks half, checked the most times and given up, resolved
+// without an op record (as RocketMQ's check does): a round that passed
+// over an earlier half in doubt does not log it again.
+func (t *transactions) discard(half int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.done[half]; ok || half < t.state.HalfOffset {
+		return
+	}
+	t.done[half] = t.opScan
+	t.compactLocked()
+}
+
+// repairOp writes the op record of half, found resolved by records that
+// landed without it (resolvedWithoutOp). A half claimed meanwhile is left
+// to its claimer.
+func (t *transactions) repairOp(ctx context.Context, half int64) error {
+	if !t.claim(half) {
+		return nil
+	}
+	res, err := t.b.putTrans(ctx, []store.Message{t.b.opMessage(half)})
+	if err != nil {
+		t.release(half, 0, false)
+		return err
+	}
+	t.release(half, res[0].QueueOffset, true)
+	return nil
 }
 
 // advance moves HalfOffset to half (every half below it is resolved) and
@@ -322,6 +358,47 @@ func (b *Broker) halfMessage(topic string, queueID int32, props string, sysFlag 
 		sb.WriteByte(propertySep)
 	}
 	return TransHalfTopic, 0, sb.String(), sysFlag &^ sysFlagTransMask
+}
+
+// halfFits refuses (MESSAGE_ILLEGAL, naming the limit) a half message m
+// whose later records would not fit the store's record limit, so none is
+// accepted that could not be checked back or committed: each check stores
+// it again with TRANSACTION_CHECK_TIMES (room is kept for ten digits), and
+// a commit of one with a DELAY or a timer is stored as a schedule record
+// (its real topic in REAL_TOPIC, when due at PropDelayDueMs or
+// TIMER_DELIVER_MS; room is kept for 19 digits). The delivered message
+// fits as the schedule service delivers it (fitDue). A record with no
+// REAL_TOPIC (a send straight to the half topic) is left alone.
+func (b *Broker) halfFits(req *remoting.Command, m *store.Message) *remoting.Command {
+	real, ok := propValue(m.Properties, PropRealTopic)
+	if !ok {
+		return nil
+	}
+	const maxDigits = "9999999999999999999"
+	cp := *m
+	cp.Properties = withProp(m.Properties, PropTransactionCheckTimes, maxDigits[:10])
+	err := b.store.Validate(&cp)
+	if err == nil {
+		props := withoutProps(cp.Properties, PropRealTopic, PropRealQueueID)
+		level, _ := strconv.Atoi(parseProps(props)[PropDelay])
+		_, timer, _ := timerDeliverMs(props, 0)
+		if level > 0 || timer {
+			sched := cp
+			sched.Topic = ScheduleTopic
+			props = withProp(props, PropDelayDueMs, maxDigits)
+			if timer {
+				sched.Topic = TimerTopic
+				props = withProp(withoutProps(props, PropTimerDelaySec, PropTimerDelayMs, PropDelayDueMs), PropTimerDeliverMs, maxDigits)
+			}
+			sched.Properties = withProp(withProp(props, PropRealTopic, real), PropRealQueueID, parseProps(m.Properties)[PropRealQueueID])
+			err = b.store.Validate(&sched)
+		}
+	}
+	if err != nil {
+		return errResponse(req, remoting.MessageIllegal, fmt.Sprintf(
+			"the transactional message is too large: as it is checked back or committed it would be stored as %v (STRATAMQ_MAX_MESSAGE_SIZE; a half message keeps room for TRANSACTION_CHECK_TIMES and its real topic)", err))
+	}
+	return nil
 }
 
 // opMessage is the op record of the half at queue offset half.

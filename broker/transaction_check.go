@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"math"
 	"strconv"
 	"time"
 
@@ -41,18 +43,24 @@ func (b *Broker) transactionCheck(ctx context.Context) {
 const transactionRoundLimit = 60 * time.Second
 
 // round walks the half queue from HalfOffset, as
-// TransactionalMessageServiceImpl.check does. It stops at a half stored
+// TransactionalMessageServiceImpl.check does, and asks about every half in
+// doubt it meets. A half with an op record, or below HalfOffset (resolved
+// meanwhile: an END_TRANSACTION or the round's own check moved HalfOffset
+// over it), is passed. One checked STRATAMQ_TRANSACTION_CHECK_MAX times is
+// discarded (logged). Any other half older than STRATAMQ_TRANSACTION_TIMEOUT
+// (or its CHECK_IMMUNITY_TIME_IN_SECONDS) is due: it is put back at the end
+// of the half queue with TRANSACTION_CHECK_TIMES one higher, together with
+// an op record for the old copy, and the producer group is asked about the
+// new copy (CHECK_TRANSACTION_STATE). The walk passes over a half an
+// END_TRANSACTION is resolving now and one still young by its own
+// CHECK_IMMUNITY_TIME_IN_SECONDS, and goes on; it stops at a half stored
 // during this round (a copy it put back: so the answer to the last check
-// has one interval to arrive before its half is discarded), at one younger
-// than STRATAMQ_TRANSACTION_TIMEOUT (or its CHECK_IMMUNITY_TIME_IN_SECONDS)
-// and at one an END_TRANSACTION is resolving now. A half with an op record
-// is passed; one checked STRATAMQ_TRANSACTION_CHECK_MAX times is discarded
-// (logged). Any other half is due: it is put back at the end of the half
-// queue with TRANSACTION_CHECK_TIMES one higher, together with an op record
-// for the old copy, and the producer group is asked about the new copy
-// (CHECK_TRANSACTION_STATE). HalfOffset then moves to where the walk
-// stopped. The check is idempotent: a round repeated after a restart from
-// an older checkpoint finds the op records of the halves it put back.
+// has one interval to arrive before its half is discarded) and at one
+// younger than STRATAMQ_TRANSACTION_TIMEOUT (the halves after it are
+// younger still). HalfOffset then moves to where the walk stopped, or to
+// the first half it passed over unresolved. The check is idempotent: a
+// round repeated after a restart from an older checkpoint finds the op
+// records of the halves it put back.
 func (t *transactions) round(ctx context.Context) error {
 	b := t.b
 	if b.store.MaxQueueOffset(TransHalfTopic, 0) == 0 {
@@ -61,12 +69,29 @@ func (t *transactions) round(ctx context.Context) error {
 	if err := t.syncOps(ctx); err != nil {
 		return err
 	}
+	n := t.rounds.Add(1)
 	t.mu.Lock()
 	i := t.state.HalfOffset
 	t.mu.Unlock()
-	defer func() { t.advance(i) }()
+	// held is the first half passed over unresolved (-1: none):
+	// HalfOffset may not pass it.
+	held := int64(-1)
+	hold := func(q int64) {
+		if held < 0 {
+			held = q
+		}
+	}
+	defer func() {
+		if held >= 0 {
+			i = min(i, held)
+		}
+		t.advance(i)
+	}()
 	start := time.Now()
 	startMs := start.UnixMilli()
+	if t.onRound != nil {
+		t.onRound(n, startMs)
+	}
 	timeout := b.cfg.TransactionTimeout.Milliseconds()
 	for time.Since(start) < transactionRoundLimit && ctx.Err() == nil && !b.closing.Load() {
 		res, err := b.store.Get(ctx, store.GetRequest{Topic: TransHalfTopic, QueueID: 0, Offset: i, MaxMsgs: 32})
@@ -95,7 +120,9 @@ func (t *transactions) round(ctx context.Context) error {
 				continue
 			}
 			if pending {
-				return nil
+				hold(q) // an END_TRANSACTION is resolving it
+				i = q + 1
+				continue
 			}
 			if rec.StoreTimestamp >= startMs {
 				return nil // put back by this round (or just sent): next round
@@ -106,20 +133,43 @@ func (t *transactions) round(ctx context.Context) error {
 				b.log.Warn("transaction discarded: its producer group did not commit or roll it back within the most checks (STRATAMQ_TRANSACTION_CHECK_MAX)",
 					"producerGroup", props[PropProducerGroup], "topic", props[PropRealTopic], "msgId", props[PropUniqKey],
 					"halfOffset", q, "checks", checks)
+				t.discard(q)
 				i = q + 1
 				continue
 			}
-			immunity := timeout
+			immunity, own := timeout, false
 			if v, ok := props[PropCheckImmunitySeconds]; ok {
 				if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
-					immunity = s * 1000
+					immunity, own = s*1000, true
 				}
 			}
 			if age := time.Now().UnixMilli() - rec.BornTimestamp; age >= 0 && age < immunity {
-				return nil // too young: the producer may still end it
+				if !own {
+					return nil // too young: the producer may still end it, and so the ones after it
+				}
+				hold(q) // young by its own immunity: the ones after it may be due
+				i = q + 1
+				continue
+			}
+			if b.resolvedWithoutOp(ctx, &rec, props, checks) {
+				if err := t.repairOp(ctx, q); err != nil {
+					return err
+				}
+				b.log.Info("transaction half resolved by a commit or check copy stored without its op record (a torn write, or a restore); its op record is written, it is not checked",
+					"producerGroup", props[PropProducerGroup], "msgId", props[PropUniqKey], "halfOffset", q)
+				i = q + 1
+				continue
 			}
 			if !t.claim(q) {
-				return nil // an END_TRANSACTION took it meanwhile: look again next round
+				// Resolved meanwhile (passed), or an END_TRANSACTION holds it.
+				if done, _ := t.status(q); !done {
+					hold(q)
+				}
+				i = q + 1
+				continue
+			}
+			if t.onCheck != nil {
+				t.onCheck(n, q)
 			}
 			if err := b.checkBack(ctx, rec, props, checks+1); err != nil {
 				t.release(q, 0, false)
@@ -129,6 +179,50 @@ func (t *transactions) round(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// resolvedWithoutOp reports whether the half rec, with no op record, was
+// resolved by records stored without the op record stored in the same
+// call (a torn write at a power loss; a segment boundary between them and
+// a restore from the bucket): its commit (PREPARED offset its commitlog
+// offset, in its real topic or, delayed, a schedule topic) or its copy
+// put back for check checks+1. They are found through the key index by
+// UNIQ_KEY; one not found (lost too) leaves the half in doubt, checked.
+func (b *Broker) resolvedWithoutOp(ctx context.Context, rec *store.Record, props map[string]string, checks int) bool {
+	uniq := props[PropUniqKey]
+	if uniq == "" {
+		return false
+	}
+	for _, topic := range []string{props[PropRealTopic], ScheduleTopic, TimerTopic, TransHalfTopic} {
+		if topic == "" {
+			continue
+		}
+		if _, ok := b.topics.Get(topic); !ok {
+			continue
+		}
+		res, err := b.store.QueryByKey(ctx, store.KeyQuery{Topic: topic, Key: uniq, UniqueKey: true, MaxNum: 32,
+			Begin: rec.StoreTimestamp, End: math.MaxInt64})
+		if err != nil {
+			b.log.Warn("transaction check: could not look for a commit stored without its op record", "err", err, "halfOffset", rec.QueueOffset)
+			return false
+		}
+		for _, raw := range res.Records {
+			r, _, err := store.DecodeRecord(raw)
+			if err != nil || r.PhysOffset <= rec.PhysOffset || r.BornTimestamp != rec.BornTimestamp {
+				continue
+			}
+			if topic != TransHalfTopic {
+				if r.PreparedTransactionOffset == rec.PhysOffset && r.SysFlag&sysFlagTransMask == sysFlagTransCommit {
+					return true
+				}
+				continue
+			}
+			if n, _ := propValue(r.Properties, PropTransactionCheckTimes); n == strconv.Itoa(checks+1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkBack puts the half rec (claimed by the caller) back at the end of the
@@ -141,6 +235,20 @@ func (b *Broker) checkBack(ctx context.Context, rec store.Record, props map[stri
 		Body:       rec.Body,
 		Properties: withProp(rec.Properties, PropTransactionCheckTimes, strconv.Itoa(n)),
 		TagsCode:   tagsCode(props[PropTags]),
+	}
+	if err := b.store.Validate(&cp); errors.Is(err, store.ErrMessageTooLarge) {
+		// Accepted before halves kept room for their check copies (or
+		// under a larger limit): it can never be put back, so it is
+		// discarded rather than stop every round here.
+		res, err := b.putTrans(ctx, []store.Message{b.opMessage(rec.QueueOffset)})
+		if err != nil {
+			return err
+		}
+		b.trans.release(rec.QueueOffset, res[0].QueueOffset, true)
+		b.log.Warn("transaction discarded: its half message is too large to be put back for a check (STRATAMQ_MAX_MESSAGE_SIZE)",
+			"producerGroup", props[PropProducerGroup], "topic", props[PropRealTopic], "msgId", props[PropUniqKey],
+			"halfOffset", rec.QueueOffset, "err", err)
+		return nil
 	}
 	res, err := b.putTrans(ctx, []store.Message{cp, b.opMessage(rec.QueueOffset)})
 	if err != nil {
