@@ -150,7 +150,7 @@ func (svc *service) ReceiveMessage(req *apiv2.ReceiveMessageRequest, stream apiv
 		return sendStatus(consumerStatus(err))
 	}
 	r := ReceiveRequest{Group: group, Topic: topic, QueueID: -1, FIFO: gs.FIFO, MaxAttempts: gs.MaxDeliveryAttempts,
-		MaxMessages: int(req.GetBatchSize())}
+		MaxMessages: int(req.GetBatchSize()), Client: receiverKey(ctx)}
 	if r.MaxMessages <= 0 {
 		return sendStatus(statusOf(bad(apiv2.Code_BAD_REQUEST, "batch_size must be positive, got %d", req.GetBatchSize())))
 	}
@@ -267,6 +267,14 @@ func (svc *service) ReceiveMessage(req *apiv2.ReceiveMessageRequest, stream apiv
 		}
 	}
 	return send(&apiv2.ReceiveMessageResponse{Content: &apiv2.ReceiveMessageResponse_Status{Status: okStatus()}})
+}
+
+// receiverKey names a receiving client for the per-client in-flight bound:
+// its account (checked by then when the ACL is on), its client id and its
+// IP, so another account or host reusing a client id counts apart.
+func receiverKey(ctx context.Context) string {
+	a, _ := parseAuthorization(header(ctx, hdrAuthorization))
+	return a.accessKey + "/" + clientID(ctx) + "@" + peerAddr(ctx).Addr().String()
 }
 
 // reserve takes need bytes of the receive memory for a stream that holds
