@@ -96,12 +96,12 @@ var (
 
 // Defaults and bounds.
 const (
-	DefaultPopMaxInflight         = 100_000
-	DefaultPopMaxInflightPerGroup = 20_000
+	DefaultPopMaxInflight          = 100_000
+	DefaultPopMaxInflightPerGroup  = 20_000
 	DefaultPopMaxInflightPerClient = 10_000
-	popDefaultBatch               = 32
-	popMaxBatch                   = 1024
-	popMaxBytes                   = maxPullBytes // one receive's bodies, like one pull's
+	popDefaultBatch                = 32
+	popMaxBatch                    = 1024
+	popMaxBytes                    = maxPullBytes // one receive's bodies, like one pull's
 	// PopMaxInvisible caps an invisible duration (RocketMQ's 12 h).
 	PopMaxInvisible = 12 * time.Hour
 	// popDLQRetry is how long an entry whose dead-lettering failed waits
@@ -148,8 +148,8 @@ type PopMessage struct {
 
 // popEngine is the broker's POP state.
 type popEngine struct {
-	b           *Broker
-	now         func() time.Time // injectable clock (tests)
+	b            *Broker
+	now          func() time.Time // injectable clock (tests)
 	maxTotal     int
 	maxPerGroup  int
 	maxPerClient int
@@ -163,9 +163,9 @@ type popEngine struct {
 	activeGroups int
 	// clients counts the entries each client was delivered last.
 	clients map[string]int
-	heap   popHeap // invisible entries by deadline
-	dead   []*popEntry
-	rr     uint32 // round-robin start over queues
+	heap    popHeap // invisible entries by deadline
+	dead    []*popEntry
+	rr      uint32 // round-robin start over queues
 	// version counts changes; saved is the version last persisted locally.
 	version uint64
 
