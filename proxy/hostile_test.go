@@ -41,7 +41,10 @@ import (
 // TestGRPCHostileLong, which runs the attacks at scale at once and prints
 // memory peaks, connections held and the time to recover.
 
-var hostileLong = flag.Bool("hostile.long", false, "run TestGRPCHostileLong: the gRPC attacks at scale, with memory peaks")
+var (
+	hostileLong = flag.Bool("hostile.long", false, "run TestGRPCHostileLong: the gRPC attacks at scale, with memory peaks")
+	hostileHeap = flag.Bool("hostile.heap", false, "run TestGRPCHostileHeap: the heap peaks of the gzip bomb and of receivers that never read, at a size the code before the bounds survives")
+)
 
 // gzipOf is data gzip-compressed.
 func gzipOf(t testing.TB, data []byte) []byte {
@@ -135,17 +138,27 @@ func TestGRPCHostileGzipBomb(t *testing.T) {
 // as a 4.x producer compresses a large body.
 func remotingSendCompressed(t testing.TB, b *broker.Broker, topic string, body []byte) {
 	t.Helper()
+	remotingSendZlib(t, b, topic, zlibOf(body))
+}
+
+func zlibOf(body []byte) []byte {
 	var buf bytes.Buffer
 	zw, _ := zlib.NewWriterLevel(&buf, zlib.BestCompression)
 	zw.Write(body)
 	zw.Close()
+	return buf.Bytes()
+}
+
+// remotingSendZlib stores a zlib body as sent compressed.
+func remotingSendZlib(t testing.TB, b *broker.Broker, topic string, z []byte) {
+	t.Helper()
 	h := remoting.SendMessageRequestHeader{ProducerGroup: "pg", Topic: topic, DefaultTopic: "TBW102",
 		DefaultTopicQueueNums: 1, QueueID: 0, SysFlag: 1, BornTimestamp: time.Now().UnixMilli()}
 	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := cl.Invoke(ctx, b.Addr().String(), remoting.NewRequest(remoting.SendMessage, h.Encode(), buf.Bytes()))
+	resp, err := cl.Invoke(ctx, b.Addr().String(), remoting.NewRequest(remoting.SendMessage, h.Encode(), z))
 	if err != nil || resp.Code != int32(remoting.Success) {
 		t.Fatalf("compressed send: %v %v", resp, err)
 	}
@@ -606,7 +619,7 @@ func TestGRPCHostileLong(t *testing.T) {
 	if !*hostileLong {
 		t.Skip("the long form runs with -hostile.long")
 	}
-	e := startEnv(t, envOpts{proxy: func(c *proxy.Config) { c.SendTimeout = 5 * time.Second }})
+	e := startEnv(t, envOpts{proxy: func(c *proxy.Config) { c.SendTimeout = 2 * time.Second }})
 	addr := e.srv.Addr().String()
 	honest := func() time.Duration {
 		start := time.Now()
@@ -652,58 +665,77 @@ func TestGRPCHostileLong(t *testing.T) {
 	wg.Wait()
 	report("gzip bombs (128 x 1,024 x 4 MiB)", p, fmt.Sprintf("refused %d/128, stored %d", refusedBombs.Load(), queueEnd(e, "BombT")))
 
-	// 7: 64 receivers that never read, 4 messages of 32 MiB inflated each.
-	for range 256 {
-		remotingSendCompressed(t, e.b, "ZipT", bytes.Repeat([]byte{'z'}, 32<<20))
+	// 7: 32 receivers that never read, 4 messages of 32 MiB inflated each.
+	z := zlibOf(bytes.Repeat([]byte{'z'}, 32<<20))
+	for range 128 {
+		remotingSendZlib(t, e.b, "ZipT", z)
 	}
 	p = startMemPeak()
 	var stuckConns []*grpc.ClientConn
-	for i := range 64 {
+	var peakRecv int64
+	for i := range 32 {
 		conn, cli := stuckClient(t, addr)
 		stuckConns = append(stuckConns, conn)
-		if _, err := cli.ReceiveMessage(withClient(context.Background(), fmt.Sprintf("stuck%d", i)), receiveReq(fmt.Sprintf("GZ%d", i), "ZipT", 4)); err != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		if _, err := cli.ReceiveMessage(withClient(ctx, fmt.Sprintf("stuck%d", i)), receiveReq(fmt.Sprintf("GZ%d", i), "ZipT", 4)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	start := time.Now()
+	for time.Since(start) < 3*time.Minute {
+		peakRecv = max(peakRecv, e.srv.ReceiveMemory())
+		if e.srv.ReceiveMemory() == 0 && time.Since(start) > 3*time.Second {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	closedConns := 0
 	for _, c := range stuckConns {
-		for c.GetState() == connectivity.Ready && time.Since(start) < 2*time.Minute {
-			time.Sleep(50 * time.Millisecond)
+		if c.GetState() != connectivity.Ready {
+			closedConns++
 		}
 	}
-	report("64 receivers never reading 4x32 MiB", p, fmt.Sprintf("their connections closed after %s, receive memory now %d", time.Since(start).Round(time.Millisecond), e.srv.ReceiveMemory()))
-
-	// 8: 8,000 silent connections from 16 addresses, then a client.
-	p = startMemPeak()
-	var silent []net.Conn
-	var dialErrs int
-	maxHeld := 0
-	for i := range 8000 {
-		c, err := rawConn(t, addr, fmt.Sprintf("127.0.1.%d", 1+i%16))
-		if err != nil {
-			dialErrs++
-			continue
-		}
-		silent = append(silent, c)
-		if i%500 == 0 {
-			maxHeld = max(maxHeld, e.srv.Conns())
-		}
-	}
-	maxHeld = max(maxHeld, e.srv.Conns())
-	served := heartbeatFrom(t, addr, "127.0.2.1", 10*time.Second)
-	start = time.Now()
-	for e.srv.Conns() > 1 && time.Since(start) < time.Minute {
-		time.Sleep(50 * time.Millisecond)
-	}
-	for _, c := range silent {
+	report("32 receivers never reading 4x32 MiB", p, fmt.Sprintf("receive memory peak %s, back to 0 after %s, %d/32 of their connections closed, live heap then %s",
+		mib(uint64(peakRecv)), time.Since(start).Round(time.Millisecond), closedConns, mib(liveHeap())))
+	for _, c := range stuckConns {
 		c.Close()
 	}
-	report("8,000 silent connections", p, fmt.Sprintf("held at most %d (dial errors %d), a client during the flood: %v, flood gone after %s",
-		maxHeld, dialErrs, served, time.Since(start).Round(time.Millisecond)))
+
+	// 8: 8,000 silent connections from one address, then from 16.
+	for _, ips := range []int{1, 16} {
+		p = startMemPeak()
+		var silent []net.Conn
+		var dialErrs int
+		maxHeld := 0
+		for i := range 8000 {
+			c, err := rawConn(t, addr, fmt.Sprintf("127.0.1.%d", 1+i%ips))
+			if err != nil {
+				dialErrs++
+				continue
+			}
+			silent = append(silent, c)
+			if i%250 == 0 {
+				maxHeld = max(maxHeld, e.srv.Conns())
+			}
+		}
+		maxHeld = max(maxHeld, e.srv.Conns())
+		served := heartbeatFrom(t, addr, "127.0.2.1", 5*time.Second)
+		start = time.Now()
+		for e.srv.Conns() > 2 && time.Since(start) < time.Minute {
+			time.Sleep(20 * time.Millisecond)
+		}
+		gone := time.Since(start).Round(time.Millisecond)
+		for _, c := range silent {
+			c.Close()
+		}
+		report(fmt.Sprintf("8,000 silent connections from %d IPs", ips), p, fmt.Sprintf("held at most %d (dial errors %d), a client during the flood: %v, flood gone after %s",
+			maxHeld, dialErrs, served, gone))
+	}
 
 	// 9: 40 connections x 100 streams with 1 MiB of headers each.
 	p = startMemPeak()
-	var resets atomic.Int32
+	var resets, closed atomic.Int32
 	for range 40 {
 		wg.Go(func() {
 			c, err := net.Dial("tcp", addr)
@@ -736,19 +768,77 @@ func TestGRPCHostileLong(t *testing.T) {
 				}
 			}
 			bw.Flush()
-			for {
+			for n := 0; n < 100; {
 				f, err := fr.ReadFrame()
 				if err != nil {
+					closed.Add(1)
 					return
 				}
-				if _, ok := f.(*http2.RSTStreamFrame); ok {
-					if resets.Add(1); resets.Load()%100 == 0 {
-						return
-					}
+				switch f.(type) {
+				case *http2.RSTStreamFrame:
+					resets.Add(1)
+					n++
+				case *http2.GoAwayFrame:
+					closed.Add(1)
+					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	report("40 x 100 streams of 1 MiB headers", p, fmt.Sprintf("streams reset %d/4000", resets.Load()))
+	report("40 x 100 streams of 1 MiB headers", p, fmt.Sprintf("streams reset %d, connections closed %d/40", resets.Load(), closed.Load()))
+}
+
+// TestGRPCHostileHeap (-hostile.heap): the heap's peak under a gzip bomb
+// (4 clients, one request each of 64 bodies inflating to 4 MiB: 1 GiB
+// unbounded) and under receivers that never read (8 streams of 4 stored
+// bodies inflating to 32 MiB), small enough for code without the bounds
+// to survive, so the two can be compared.
+func TestGRPCHostileHeap(t *testing.T) {
+	if !*hostileHeap {
+		t.Skip("runs with -hostile.heap")
+	}
+	e := startEnv(t, envOpts{proxy: func(c *proxy.Config) { c.SendTimeout = 5 * time.Second }})
+	p := startMemPeak()
+	one := gzipZeros(t, 4<<20-1024)
+	var batch []*apiv2.Message
+	for i := range 64 {
+		batch = append(batch, gzipMsg("BombT", fmt.Sprintf("B%04d", i), one))
+	}
+	var wg sync.WaitGroup
+	for c := range 4 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			resp, err := e.cli.SendMessage(withClient(ctx, fmt.Sprintf("bomb%d", c)), &apiv2.SendMessageRequest{Messages: batch})
+			t.Logf("bomb %d: %v %v", c, resp.GetStatus().GetCode(), err)
+		})
+	}
+	wg.Wait()
+	t.Logf("gzip bomb (4 x 64 x 4 MiB): heap peak %s, VmHWM %s, stored %d", mib(p.end()), mib(vmHWM()), queueEnd(e, "BombT"))
+
+	for range 32 {
+		remotingSendCompressed(t, e.b, "ZipT", bytes.Repeat([]byte{'z'}, 32<<20))
+	}
+	p = startMemPeak()
+	for i := range 8 {
+		_, cli := stuckClient(t, e.srv.Addr().String())
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		if _, err := cli.ReceiveMessage(withClient(ctx, fmt.Sprintf("stuck%d", i)), receiveReq(fmt.Sprintf("GZ%d", i), "ZipT", 4)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(12 * time.Second) // what the receivers make the server hold, past twice the send timeout
+	peak := p.end()
+	t.Logf("8 receivers never reading 4 x 32 MiB: heap peak %s, VmHWM %s; after 12 s: live heap %s, connections %d, receive memory %d",
+		mib(peak), mib(vmHWM()), mib(liveHeap()), e.srv.Conns(), e.srv.ReceiveMemory())
+}
+
+// liveHeap is the heap in use after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
 }

@@ -40,7 +40,7 @@ const (
 	DefaultSendTimeout = 30 * time.Second
 	// DefaultReceiveMemory bounds the inflated bodies of stored compressed
 	// messages that receives hold at once, all together.
-	DefaultReceiveMemory = 256 << 20
+	DefaultReceiveMemory = 128 << 20
 )
 
 // Config is a Server's configuration.
