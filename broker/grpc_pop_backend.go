@@ -48,7 +48,7 @@ func popErr(err error) error {
 func (b *Broker) Receive(ctx context.Context, r proxy.ReceiveRequest) ([]proxy.Received, error) {
 	ms, err := b.PopReceive(ctx, PopRequest{Group: r.Group, Topic: r.Topic, QueueID: r.QueueID,
 		FilterType: r.FilterType, FilterExpression: r.FilterExpression, MaxMessages: r.MaxMessages,
-		Invisible: r.Invisible, FIFO: r.FIFO, MaxAttempts: r.MaxAttempts, Wait: r.Wait})
+		Invisible: r.Invisible, FIFO: r.FIFO, MaxAttempts: r.MaxAttempts, Wait: r.Wait, Client: r.Client})
 	if err != nil {
 		return nil, popErr(err)
 	}

@@ -47,9 +47,14 @@ import (
 // on, so each message group (a producer hashes it to one queue) is
 // delivered in order, one batch at a time.
 //
-// Bounded memory: at most Config.PopMaxInflight entries in all (default
-// 100,000) and Config.PopMaxInflightPerGroup per group (default 20,000);
-// a receive at the limit returns what fits, or ErrPopInflightLimit when
+// Bounded memory, shared fairly: at most Config.PopMaxInflight entries in
+// all (default 100,000), Config.PopMaxInflightPerGroup per group (default
+// 20,000) and Config.PopMaxInflightPerClient per client (its gRPC client
+// id, all its groups together; default 10,000). A group takes from the
+// total only while total/(n+2) stays free, n the groups with messages in
+// flight (it among them): groups that never ack cannot take it all (the
+// k-th finds about total/k² free), so another group finds room. A
+// receive at a bound returns what fits, or ErrPopInflightLimit when
 // nothing does.
 //
 // Receipt handles (popHandle, pop_handle.go) name the topic, queue,
@@ -91,11 +96,12 @@ var (
 
 // Defaults and bounds.
 const (
-	DefaultPopMaxInflight         = 100_000
-	DefaultPopMaxInflightPerGroup = 20_000
-	popDefaultBatch               = 32
-	popMaxBatch                   = 1024
-	popMaxBytes                   = maxPullBytes // one receive's bodies, like one pull's
+	DefaultPopMaxInflight          = 100_000
+	DefaultPopMaxInflightPerGroup  = 20_000
+	DefaultPopMaxInflightPerClient = 10_000
+	popDefaultBatch                = 32
+	popMaxBatch                    = 1024
+	popMaxBytes                    = maxPullBytes // one receive's bodies, like one pull's
 	// PopMaxInvisible caps an invisible duration (RocketMQ's 12 h).
 	PopMaxInvisible = 12 * time.Hour
 	// popDLQRetry is how long an entry whose dead-lettering failed waits
@@ -124,6 +130,9 @@ type PopRequest struct {
 	// Wait: when nothing is there, wait up to this long for a message
 	// (long polling; 0: answer at once).
 	Wait time.Duration
+	// Client is who receives (the gRPC client id), for the per-client
+	// bound; empty: not counted per client.
+	Client string
 }
 
 // PopMessage is one delivered message.
@@ -139,19 +148,24 @@ type PopMessage struct {
 
 // popEngine is the broker's POP state.
 type popEngine struct {
-	b           *Broker
-	now         func() time.Time // injectable clock (tests)
-	maxTotal    int
-	maxPerGroup int
+	b            *Broker
+	now          func() time.Time // injectable clock (tests)
+	maxTotal     int
+	maxPerGroup  int
+	maxPerClient int
 
 	// mu guards the state below; it is never held across store or bucket
 	// I/O.
 	mu     sync.Mutex
 	groups map[string]*popGroup
 	total  int
-	heap   popHeap // invisible entries by deadline
-	dead   []*popEntry
-	rr     uint32 // round-robin start over queues
+	// activeGroups counts the groups with entries in flight.
+	activeGroups int
+	// clients counts the entries each client was delivered last.
+	clients map[string]int
+	heap    popHeap // invisible entries by deadline
+	dead    []*popEntry
+	rr      uint32 // round-robin start over queues
 	// version counts changes; saved is the version last persisted locally.
 	version uint64
 
@@ -198,17 +212,21 @@ type popEntry struct {
 	dlq          bool // being dead-lettered now
 	q            *popQueue
 	g            *popGroup
-	hi           int // index in popEngine.heap; -1 when not in it
+	hi           int    // index in popEngine.heap; -1 when not in it
+	client       string // who it was delivered to last ("": not counted)
 }
 
 func newPopEngine(b *Broker) *popEngine {
-	e := &popEngine{b: b, now: time.Now, groups: map[string]*popGroup{}, wake: make(chan struct{})}
-	e.maxTotal, e.maxPerGroup = DefaultPopMaxInflight, DefaultPopMaxInflightPerGroup
+	e := &popEngine{b: b, now: time.Now, groups: map[string]*popGroup{}, clients: map[string]int{}, wake: make(chan struct{})}
+	e.maxTotal, e.maxPerGroup, e.maxPerClient = DefaultPopMaxInflight, DefaultPopMaxInflightPerGroup, DefaultPopMaxInflightPerClient
 	if n := b.cfg.PopMaxInflight; n > 0 {
 		e.maxTotal = n
 	}
 	if n := b.cfg.PopMaxInflightPerGroup; n > 0 {
 		e.maxPerGroup = n
+	}
+	if n := b.cfg.PopMaxInflightPerClient; n > 0 {
+		e.maxPerClient = n
 	}
 	return e
 }
@@ -288,6 +306,9 @@ func (e *popEngine) addLocked(g *popGroup, q *popQueue, ent *popEntry) {
 	g.count++
 	e.total++
 	q.ready++ // setDeadlineLocked takes it back
+	if g.count == 1 {
+		e.activeGroups++
+	}
 }
 
 // removeLocked takes ent out of flight (acked, dead-lettered, gone).
@@ -303,8 +324,12 @@ func (e *popEngine) removeLocked(ent *popEntry) {
 	if ent.deadline == 0 && !ent.dlq {
 		q.ready--
 	}
+	e.setClientLocked(ent, "")
 	g.count--
 	e.total--
+	if g.count == 0 {
+		e.activeGroups--
+	}
 	if len(q.order) > 64 && len(q.order) > 2*len(q.inflight) {
 		q.order = q.order[:0]
 		for off := range q.inflight {
@@ -313,6 +338,52 @@ func (e *popEngine) removeLocked(ent *popEntry) {
 		slices.Sort(q.order)
 	}
 	e.commitLocked(g, q)
+}
+
+// setClientLocked counts ent for client (its last receiver) instead of
+// the one before.
+func (e *popEngine) setClientLocked(ent *popEntry, client string) {
+	if ent.client == client {
+		return
+	}
+	if ent.client != "" {
+		if e.clients[ent.client]--; e.clients[ent.client] <= 0 {
+			delete(e.clients, ent.client)
+		}
+	}
+	ent.client = client
+	if client != "" {
+		e.clients[client]++
+	}
+}
+
+// reserveLocked is what the broker keeps free of its total when group g
+// takes more: a share of the total for one more group than those holding
+// messages in flight (g among them), so groups that never ack cannot take
+// it all: the k-th such group still finds about total/k² free.
+func (e *popEngine) reserveLocked(g *popGroup) int {
+	n := e.activeGroups
+	if g.count == 0 {
+		n++
+	}
+	return e.maxTotal / (n + 2)
+}
+
+// roomLocked is how many more entries group g may put in flight for
+// client: within the per-group cap, the broker's total less its reserve
+// for other groups (reserveLocked), and the client's cap. It names the
+// bound that decides.
+func (e *popEngine) roomLocked(g *popGroup, client string) (int, string) {
+	room, bound := e.maxPerGroup-g.count, "group"
+	if r := e.maxTotal - e.total - e.reserveLocked(g); r < room {
+		room, bound = r, "share"
+	}
+	if client != "" {
+		if r := e.maxPerClient - e.clients[client]; r < room {
+			room, bound = r, "client"
+		}
+	}
+	return max(room, 0), bound
 }
 
 // commitLocked commits q's base to the offset store when it moved.
@@ -588,7 +659,7 @@ func (e *popEngine) receiveOnce(ctx context.Context, req PopRequest, f *popFilte
 	var picks []popPick
 	budget := req.MaxMessages
 	bytesLeft := popMaxBytes
-	limited := false
+	limited, limitBy := false, ""
 
 	e.mu.Lock()
 	if e.expireLocked(nowMs) {
@@ -611,7 +682,12 @@ func (e *popEngine) receiveOnce(ctx context.Context, req PopRequest, f *popFilte
 		q := g.queue(req.Topic, id)
 		free[i] = !req.FIFO || !q.held()
 	}
-	// Visible-again entries first, oldest first per queue.
+	// Visible-again entries first, oldest first per queue; they are in
+	// flight already, but count for the client that receives them now.
+	clientRoom := budget
+	if req.Client != "" {
+		clientRoom = max(e.maxPerClient-e.clients[req.Client], 0)
+	}
 	for i, id := range ids {
 		q := g.queue(req.Topic, id)
 		if !free[i] || q.ready == 0 {
@@ -625,6 +701,14 @@ func (e *popEngine) receiveOnce(ctx context.Context, req PopRequest, f *popFilte
 			if ent == nil || ent.deadline != 0 || ent.dlq {
 				continue
 			}
+			if ent.client != req.Client && clientRoom <= 0 {
+				limited, limitBy = true, "client"
+				break
+			}
+			if ent.client != req.Client {
+				clientRoom--
+			}
+			e.setClientLocked(ent, req.Client)
 			e.deliverLocked(ent, nowMs, invMs)
 			var p popPick
 			p.set(ent)
@@ -641,9 +725,10 @@ func (e *popEngine) receiveOnce(ctx context.Context, req PopRequest, f *popFilte
 		if !free[i] || q.reading {
 			continue
 		}
-		room := min(budget, e.maxPerGroup-g.count, e.maxTotal-e.total)
+		room, by := e.roomLocked(g, req.Client)
+		room = min(budget, room)
 		if room <= 0 {
-			limited = true
+			limited, limitBy = true, by
 			break
 		}
 		q.reading = true
@@ -667,6 +752,7 @@ func (e *popEngine) receiveOnce(ctx context.Context, req PopRequest, f *popFilte
 			}
 			ent := &popEntry{offset: p.offset, phys: p.phys, maxAttempts: req.MaxAttempts}
 			e.addLocked(g, q, ent)
+			e.setClientLocked(ent, req.Client)
 			e.deliverLocked(ent, nowMs, invMs)
 			p.set(ent)
 			picks = append(picks, p)
@@ -709,6 +795,16 @@ func (e *popEngine) receiveOnce(ctx context.Context, req PopRequest, f *popFilte
 			InvisibleUntil: time.UnixMilli(p.deadline)})
 	}
 	if len(out) == 0 && limited {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		switch limitBy {
+		case "client":
+			return nil, fmt.Errorf("%w: client %s has %d (at most %d per client, STRATAMQ_POP_MAX_INFLIGHT_PER_CLIENT); ack or let some expire",
+				ErrPopInflightLimit, req.Client, e.clients[req.Client], e.maxPerClient)
+		case "share":
+			return nil, fmt.Errorf("%w: group %s has %d; the broker has %d of its %d (STRATAMQ_POP_MAX_INFLIGHT) in flight and keeps %d free for other groups (%d groups have messages in flight); ack or let some expire",
+				ErrPopInflightLimit, req.Group, g.count, e.total, e.maxTotal, e.reserveLocked(g), e.activeGroups)
+		}
 		return nil, fmt.Errorf("%w: group %s has %d (at most %d per group, STRATAMQ_POP_MAX_INFLIGHT_PER_GROUP), the broker %d (at most %d, STRATAMQ_POP_MAX_INFLIGHT); ack or let some expire",
 			ErrPopInflightLimit, req.Group, g.count, e.maxPerGroup, e.total, e.maxTotal)
 	}

@@ -178,6 +178,7 @@ func (e *popEngine) install(st *popStateJSON) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.groups, e.heap, e.total, e.dead = map[string]*popGroup{}, nil, 0, nil
+	e.activeGroups, e.clients = 0, map[string]int{}
 	for name, topics := range st.Groups {
 		g := e.groupLocked(name)
 		for topic, queues := range topics {

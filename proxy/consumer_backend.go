@@ -46,6 +46,9 @@ type ReceiveRequest struct {
 	FIFO                         bool
 	MaxAttempts                  int32
 	Wait                         time.Duration
+	// Client names the receiving client for the per-client in-flight
+	// bound: its account, client id and address.
+	Client string
 }
 
 // Received is one delivered message.

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"crypto/md5"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -41,6 +42,12 @@ const (
 // the properties encoding in names or values, system property names used
 // as user properties, a key with a space, a body over maxBody.
 func toStore(m *apiv2.Message, peer netip.AddrPort, maxBody int, now time.Time) (Message, error) {
+	return toStoreBounded(m, peer, maxBody, nil, now)
+}
+
+// toStoreBounded is toStore within a request's bound: *left is what the
+// request's bodies may still take, inflated (decodeBody).
+func toStoreBounded(m *apiv2.Message, peer netip.AddrPort, maxBody int, left *int, now time.Time) (Message, error) {
 	topic := resourceName(m.GetTopic())
 	if topic == "" || len(topic) > maxTopicLen || hasSeparator(topic) {
 		return Message{}, bad(apiv2.Code_ILLEGAL_TOPIC, "the topic %q is empty, longer than %d bytes or holds a control character", cut(topic), maxTopicLen)
@@ -49,7 +56,7 @@ func toStore(m *apiv2.Message, peer netip.AddrPort, maxBody int, now time.Time) 
 	if sp == nil {
 		return Message{}, bad(apiv2.Code_BAD_REQUEST, "the message has no system_properties")
 	}
-	body, err := decodeBody(m.GetBody(), sp.GetBodyEncoding(), maxBody)
+	body, err := decodeBody(m.GetBody(), sp.GetBodyEncoding(), maxBody, left)
 	if err != nil {
 		return Message{}, err
 	}
@@ -178,15 +185,42 @@ func bornHost(peer netip.AddrPort) netip.AddrPort {
 
 // decodeBody is a sent body as it is stored: a GZIP body is inflated (the
 // store keeps bodies plain, so every consumer reads them as sent), never
-// past maxBody.
-func decodeBody(b []byte, enc apiv2.Encoding, maxBody int) ([]byte, error) {
+// past maxBody nor past *left, what the request may still inflate (nil:
+// no request bound), which it lowers by the body's stored size. The gzip
+// trailer's size field is checked before anything is inflated, and the
+// output buffer is sized from it, so a body that claims little and
+// inflates more is cut at the bound and a bomb costs at most the bound.
+func decodeBody(b []byte, enc apiv2.Encoding, maxBody int, left *int) ([]byte, error) {
 	switch enc {
 	case apiv2.Encoding_GZIP:
+		limit, what := maxBody, "STRATAMQ_MAX_MESSAGE_SIZE"
+		if left != nil && *left < limit {
+			limit, what = *left, "the request's bound"
+		}
+		tooBig := func(n string) error {
+			if what == "STRATAMQ_MAX_MESSAGE_SIZE" {
+				return bad(apiv2.Code_MESSAGE_BODY_TOO_LARGE, "the gzip body inflates to %s bytes, over the limit of %d bytes (STRATAMQ_MAX_MESSAGE_SIZE); nothing of the request was stored", n, maxBody)
+			}
+			return bad(apiv2.Code_PAYLOAD_TOO_LARGE, "a gzip body inflates to %s bytes, over the %d bytes the request's bodies may still take (in all at most the gRPC request size limit); send fewer messages per request; nothing of the request was stored", n, limit)
+		}
+		hint := -1
+		if len(b) >= 18 {
+			// ISIZE: the (last member's) inflated size mod 2^32; the body
+			// inflates to at least that.
+			isize := int64(binary.LittleEndian.Uint32(b[len(b)-4:]))
+			if isize > int64(limit) {
+				return nil, tooBig(strconv.FormatInt(isize, 10))
+			}
+			hint = int(isize)
+		}
 		zr, err := gzip.NewReader(bytes.NewReader(b))
 		if err != nil {
 			return nil, bad(apiv2.Code_MESSAGE_CORRUPTED, "the body is not gzip: %v", err)
 		}
-		out, err := io.ReadAll(io.LimitReader(zr, int64(maxBody)+1))
+		out, err := inflateBounded(zr, limit, hint)
+		if errors.Is(err, errInflateLimit) {
+			return nil, tooBig("more than " + strconv.Itoa(limit))
+		}
 		if err != nil {
 			return nil, bad(apiv2.Code_MESSAGE_CORRUPTED, "the gzip body does not inflate: %v", err)
 		}
@@ -201,19 +235,88 @@ func decodeBody(b []byte, enc apiv2.Encoding, maxBody int) ([]byte, error) {
 	if len(b) > maxBody {
 		return nil, bad(apiv2.Code_MESSAGE_BODY_TOO_LARGE, "the message body is larger than the limit of %d bytes (STRATAMQ_MAX_MESSAGE_SIZE)", maxBody)
 	}
+	if left != nil {
+		if len(b) > *left {
+			return nil, bad(apiv2.Code_PAYLOAD_TOO_LARGE, "the request's bodies take more than %d bytes in all (the gRPC request size limit); send fewer messages per request; nothing of the request was stored", *left)
+		}
+		*left -= len(b)
+	}
 	return b, nil
 }
 
-// maxInflate bounds the inflated size of a compressed stored body.
-const maxInflate = 64 << 20
+// errInflateLimit: the input inflates past the bound.
+var errInflateLimit = errors.New("proxy: inflates past the bound")
+
+// inflateBounded reads r whole into one buffer of at most limit bytes,
+// sized from hint (the expected size; < 0: unknown) so a well-formed body
+// costs one allocation of its size; past limit it stops with
+// errInflateLimit, having held at most limit+1 bytes.
+func inflateBounded(r io.Reader, limit, hint int) ([]byte, error) {
+	size := 32 << 10
+	if hint >= 0 {
+		size = hint + 1 // +1: the read that sees the end
+	}
+	buf := make([]byte, 0, min(size, limit+1))
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > limit {
+				return nil, errInflateLimit
+			}
+			buf = slices.Grow(buf, min(max(cap(buf), 32<<10), limit+1-len(buf)))
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if len(buf) > limit {
+			return nil, errInflateLimit
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// maxInflate bounds the inflated size of a compressed stored body a
+// client receives (the gRPC endpoint's largest response message).
+const maxInflate = DefaultMaxSendMsgSize
+
+// storedInflatedSize is what a record's body takes as a client receives
+// it: its inflated size when it is stored compressed (counted by
+// inflating it into nothing: no memory held), else its size.
+func storedInflatedSize(rec *store.Record) (int, error) {
+	if rec.SysFlag&sysFlagCompressed == 0 {
+		return len(rec.Body), nil
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(rec.Body))
+	if err != nil {
+		return 0, fmt.Errorf("proxy: the compressed body of the record at %d: %w", rec.PhysOffset, err)
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(zr, maxInflate+1))
+	if err != nil {
+		return 0, fmt.Errorf("proxy: the compressed body of the record at %d: %w", rec.PhysOffset, err)
+	}
+	if n > maxInflate {
+		return 0, fmt.Errorf("proxy: the compressed body of the record at %d inflates past %d bytes", rec.PhysOffset, maxInflate)
+	}
+	return int(n), nil
+}
 
 // MessageFromRecord converts a stored record into the v2 message a client
 // receives, under topic (the record's own topic when empty): the
 // reverse of the send mapping (doc.go). A body stored compressed (a
-// remoting producer's, sysFlag bit 0, zlib) is inflated. The receipt
-// handle, invisible duration and delivery attempt are the consumer's to
-// set; delivery_attempt is RECONSUME times + 1 here.
+// remoting producer's, sysFlag bit 0, zlib) is inflated, up to
+// maxInflate. The receipt handle, invisible duration and delivery
+// attempt are the consumer's to set; delivery_attempt is RECONSUME
+// times + 1 here.
 func MessageFromRecord(rec *store.Record, topic string) (*apiv2.Message, error) {
+	return messageFromRecord(rec, topic, -1)
+}
+
+// messageFromRecord is MessageFromRecord with the inflated size of a
+// compressed body known (storedInflatedSize; < 0: unknown).
+func messageFromRecord(rec *store.Record, topic string, inflated int) (*apiv2.Message, error) {
 	if topic == "" {
 		topic = rec.Topic
 	}
@@ -223,12 +326,12 @@ func MessageFromRecord(rec *store.Record, topic string) (*apiv2.Message, error) 
 		if err != nil {
 			return nil, fmt.Errorf("proxy: the compressed body of the record at %d: %w", rec.PhysOffset, err)
 		}
-		out, err := io.ReadAll(io.LimitReader(zr, maxInflate+1))
+		out, err := inflateBounded(zr, maxInflate, inflated)
+		if errors.Is(err, errInflateLimit) {
+			return nil, fmt.Errorf("proxy: the compressed body of the record at %d inflates past %d bytes", rec.PhysOffset, maxInflate)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("proxy: the compressed body of the record at %d: %w", rec.PhysOffset, err)
-		}
-		if len(out) > maxInflate {
-			return nil, errors.New("proxy: a compressed body inflates past 64 MiB")
 		}
 		body = out
 	}

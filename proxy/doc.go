@@ -76,12 +76,32 @@
 //
 // # Bounds
 //
-// Per request MaxRecvMsgSize (the broker's message size + 1 MiB):
-// RESOURCE_EXHAUSTED naming it; per connection MaxConcurrentStreams
-// (1024); connections MaxConns (4096; past it Accept waits, so a flood
-// costs no goroutine); keepalive pings no more often than every 10 s
-// (GOAWAY ENHANCE_YOUR_CALM); at most 1024 messages per SendMessage.
+// What a client can make the endpoint hold is bounded, authenticated or
+// not (docs/security.md has the table):
+//
+//   - connections (limit.go): MaxConns in all and MaxConnsPerIP from one
+//     IP (the remoting port's settings, counted apart); one more is closed
+//     at accept and counted (OnRefuse). A connection must finish its
+//     handshake within HandshakeTimeout, and one with no RPC for
+//     IdleTimeout is sent GOAWAY.
+//   - HTTP/2: MaxHeaderListSize (16 KiB) per request, MaxConcurrentStreams
+//     (1024) per connection, keepalive pings no more often than every 10 s
+//     (GOAWAY ENHANCE_YOUR_CALM).
+//   - sends: MaxRecvMsgSize per request (the broker's message size + 1
+//     MiB; RESOURCE_EXHAUSTED naming it), at most 1024 messages; gzip
+//     bodies inflate to at most the message size each (the gzip size
+//     field is checked first) and to MaxRecvMsgSize per request in all
+//     (PAYLOAD_TOO_LARGE), so a compressed request stores and holds no
+//     more than an uncompressed one could.
+//   - receives: stored zlib bodies are inflated within ReceiveMemory, all
+//     receives together (a byteBudget; a body counts twice until sent,
+//     once until the next send returns), and a response a client does not
+//     take within SendTimeout closes its connection (the transport keeps
+//     what it queued for a stream until the client reads it or the
+//     connection ends).
+//
 // Malformed protobuf is INTERNAL from grpc-go's decoder, that call only.
+// hostile_test.go runs these attacks (-hostile.long at scale).
 //
 // # Sends
 //

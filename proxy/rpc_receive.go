@@ -5,6 +5,10 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -131,7 +135,7 @@ func (svc *service) ReceiveMessage(req *apiv2.ReceiveMessageRequest, stream apiv
 		}
 	}()
 	sendStatus := func(st *apiv2.Status) error {
-		return stream.Send(&apiv2.ReceiveMessageResponse{Content: &apiv2.ReceiveMessageResponse_Status{Status: st}})
+		return svc.sendTimed(ctx, stream, &apiv2.ReceiveMessageResponse{Content: &apiv2.ReceiveMessageResponse_Status{Status: st}})
 	}
 	b, cb, err := svc.consumerBackend()
 	if err != nil {
@@ -146,7 +150,7 @@ func (svc *service) ReceiveMessage(req *apiv2.ReceiveMessageRequest, stream apiv
 		return sendStatus(consumerStatus(err))
 	}
 	r := ReceiveRequest{Group: group, Topic: topic, QueueID: -1, FIFO: gs.FIFO, MaxAttempts: gs.MaxDeliveryAttempts,
-		MaxMessages: int(req.GetBatchSize())}
+		MaxMessages: int(req.GetBatchSize()), Client: receiverKey(ctx)}
 	if r.MaxMessages <= 0 {
 		return sendStatus(statusOf(bad(apiv2.Code_BAD_REQUEST, "batch_size must be positive, got %d", req.GetBatchSize())))
 	}
@@ -196,7 +200,8 @@ func (svc *service) ReceiveMessage(req *apiv2.ReceiveMessageRequest, stream apiv
 	if len(got) == 0 {
 		return sendStatus(&apiv2.Status{Code: apiv2.Code_MESSAGE_NOT_FOUND, Message: "no new message"})
 	}
-	if err := stream.Send(&apiv2.ReceiveMessageResponse{Content: &apiv2.ReceiveMessageResponse_DeliveryTimestamp{
+	send := func(resp *apiv2.ReceiveMessageResponse) error { return svc.sendTimed(ctx, stream, resp) }
+	if err := send(&apiv2.ReceiveMessageResponse{Content: &apiv2.ReceiveMessageResponse_DeliveryTimestamp{
 		DeliveryTimestamp: timestamppb.Now()}}); err != nil {
 		return err
 	}
@@ -205,12 +210,38 @@ func (svc *service) ReceiveMessage(req *apiv2.ReceiveMessageRequest, stream apiv
 	if id := clientID(ctx); req.GetAutoRenew() && id != "" && svc.sessions.get(id) != nil {
 		renewFor = id
 	}
+	// Inflated bodies count against the server's receive memory: twice
+	// (the body, and its encoded copy the transport holds until it is
+	// written) until the message is sent, then once until the next send
+	// returns (which it does once the transport wrote the previous one
+	// out) or the stream ends.
+	mem := svc.s.recvMem
+	var queued int64
+	defer func() { mem.release(queued) }()
 	for i := range got {
 		m := &got[i]
-		pm, err := MessageFromRecord(&m.Record, topic)
+		size, need := -1, int64(0)
+		if m.Record.SysFlag&sysFlagCompressed != 0 {
+			n, err := storedInflatedSize(&m.Record)
+			if err != nil {
+				// Undeliverable as a v2 message (a corrupt compressed body, or
+				// one inflating past the largest response): it stays in
+				// flight and ends in the DLQ after its attempts.
+				svc.s.log.Warn("received message not convertible", "topic", topic, "offset", m.Record.QueueOffset, "err", err)
+				continue
+			}
+			size, need = n, 2*int64(n)
+			if err := svc.reserve(ctx, need, &queued); err != nil {
+				// No room within the send timeout: what is left stays in
+				// flight and is delivered again after its invisible time.
+				svc.s.warnEvery("receive-memory", "receive: the inflated bodies receives hold are at their bound; the rest of this receive stays in flight",
+					"bound", mem.max, "topic", topic, "group", group, "err", err)
+				break
+			}
+		}
+		pm, err := messageFromRecord(&m.Record, topic, size)
 		if err != nil {
-			// Undeliverable as a v2 message (a corrupt compressed body): it
-			// stays in flight and ends in the DLQ after its attempts.
+			mem.release(need)
 			svc.s.log.Warn("received message not convertible", "topic", topic, "offset", m.Record.QueueOffset, "err", err)
 			continue
 		}
@@ -218,7 +249,13 @@ func (svc *service) ReceiveMessage(req *apiv2.ReceiveMessageRequest, stream apiv
 		pm.SystemProperties.ReceiptHandle = &handle
 		pm.SystemProperties.DeliveryAttempt = &attempt
 		pm.SystemProperties.InvisibleDuration = durationpb.New(r.Invisible)
-		if err := stream.Send(&apiv2.ReceiveMessageResponse{Content: &apiv2.ReceiveMessageResponse_Message{Message: pm}}); err != nil {
+		err = send(&apiv2.ReceiveMessageResponse{Content: &apiv2.ReceiveMessageResponse_Message{Message: pm}})
+		pm = nil
+		// The previous message is written out; this one's body is done
+		// with, its encoded copy queued.
+		mem.release(queued + need/2)
+		queued = need / 2
+		if err != nil {
 			return err
 		}
 		if renewFor != "" {
@@ -229,7 +266,50 @@ func (svc *service) ReceiveMessage(req *apiv2.ReceiveMessageRequest, stream apiv
 			svc.renew.add(renewFor, group, topic, handle, r.Invisible, until)
 		}
 	}
-	return sendStatus(okStatus())
+	return send(&apiv2.ReceiveMessageResponse{Content: &apiv2.ReceiveMessageResponse_Status{Status: okStatus()}})
+}
+
+// receiverKey names a receiving client for the per-client in-flight bound:
+// its account (checked by then when the ACL is on), its client id and its
+// IP, so another account or host reusing a client id counts apart.
+func receiverKey(ctx context.Context) string {
+	a, _ := parseAuthorization(header(ctx, hdrAuthorization))
+	return a.accessKey + "/" + clientID(ctx) + "@" + peerAddr(ctx).Addr().String()
+}
+
+// reserve takes need bytes of the receive memory for a stream that holds
+// *queued already (its last message's encoded copy). Waiting is bounded
+// by the send timeout, and a stream never waits while it holds some: it
+// lets its queued bytes go first (counted as the client's), so waiting
+// streams cannot hold each other up.
+func (svc *service) reserve(ctx context.Context, need int64, queued *int64) error {
+	mem := svc.s.recvMem
+	if mem.tryAcquire(need) {
+		return nil
+	}
+	mem.release(*queued)
+	*queued = 0
+	actx, cancel := context.WithTimeout(ctx, svc.s.cfg.SendTimeout)
+	defer cancel()
+	return mem.acquire(actx, need)
+}
+
+// sendTimed sends one response of a server stream. A client that does not
+// take it within the send timeout (its flow-control window stays shut)
+// has its connection closed: the transport holds what was queued for a
+// stream until the client reads it or the connection ends.
+func (svc *service) sendTimed(ctx context.Context, stream grpc.ServerStream, resp any) error {
+	t := time.AfterFunc(svc.s.cfg.SendTimeout, func() {
+		if p, ok := peer.FromContext(ctx); ok && svc.s.conns.closePeer(p.Addr) {
+			svc.s.warnEvery("send-timeout", "closed a connection whose client did not read a response within the send timeout",
+				"remote", p.Addr.String(), "timeout", svc.s.cfg.SendTimeout)
+		}
+	})
+	err := stream.SendMsg(resp)
+	if !t.Stop() && err == nil {
+		err = status.Errorf(codes.DeadlineExceeded, "the client did not read the response within %s", svc.s.cfg.SendTimeout)
+	}
+	return err
 }
 
 // AckMessage acknowledges each entry; the response's status is OK when

@@ -41,8 +41,12 @@ func (svc *service) SendMessage(ctx context.Context, req *apiv2.SendMessageReque
 	}
 	peer, now := peerAddr(ctx), time.Now()
 	out := make([]Message, len(msgs))
+	// The request's bodies, inflated, take at most what the same request
+	// could carry uncompressed: a gzip bomb stores nothing and holds at
+	// most that much while it is refused.
+	left := svc.s.cfg.MaxRecvMsgSize
 	for i, m := range msgs {
-		if out[i], err = toStore(m, peer, b.MaxMessageSize(), now); err != nil {
+		if out[i], err = toStoreBounded(m, peer, b.MaxMessageSize(), &left, now); err != nil {
 			return fail(err)
 		}
 	}

@@ -387,6 +387,8 @@ func startGRPC(ctx context.Context, cfg Config, log *slog.Logger, tlsm tlsMateri
 	srv, err := proxy.New(proxy.Config{
 		Addr: cfg.GRPCListen, Logger: log, TLS: tlsm.server, TLSMode: tlsm.mode, Metrics: metrics,
 		MaxRecvMsgSize: int(cfg.MaxMessageSize) + proxy.DefaultRecvOverhead,
+		// The remoting port's connection caps, counted for this port apart.
+		MaxConns: cfg.MaxConnections, MaxConnsPerIP: cfg.MaxConnectionsPerIP, OnRefuse: metrics.ConnRefused("grpc"),
 		Backend: func() proxy.Backend {
 			if n := node(); n != nil {
 				if b := n.Broker(); b != nil {
