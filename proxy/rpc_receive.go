@@ -202,7 +202,7 @@ func (svc *service) ReceiveMessage(req *apiv2.ReceiveMessageRequest, stream apiv
 	}
 	// auto_renew: the handles are renewed while the client's session lives.
 	renewFor := ""
-	if id := clientID(ctx); req.GetAutoRenew() && id != "" && svc.sessions.get(id) != nil {
+	if id := clientID(ctx); req.GetAutoRenew() && id != "" && svc.sessions.of(svc.s.callerOf(ctx, b), id) != nil {
 		renewFor = id
 	}
 	for i := range got {

@@ -125,22 +125,26 @@ func (svc *service) Heartbeat(ctx context.Context, req *apiv2.HeartbeatRequest) 
 		err = bad(apiv2.Code_CLIENT_ID_REQUIRED, "the %s header is missing", hdrClientID)
 	}
 	if err == nil {
-		svc.sessions.touch(clientID(ctx))
+		err = svc.sessions.touch(svc.s.callerOf(ctx, b), clientID(ctx))
 	}
 	return &apiv2.HeartbeatResponse{Status: statusOf(err)}, nil
 }
 
 // NotifyClientTermination forgets the client: its transaction checks go
 // to another producer from now on, and its auto_renew handles are renewed
-// no more.
+// no more. Only the session's owner may say so: the account and the
+// connection that opened the client's Telemetry stream (FORBIDDEN
+// otherwise).
 func (svc *service) NotifyClientTermination(ctx context.Context, req *apiv2.NotifyClientTerminationRequest) (*apiv2.NotifyClientTerminationResponse, error) {
 	b, err := svc.s.backend()
 	if err == nil {
 		err = svc.s.authAny(ctx, b)
 	}
 	if err == nil {
-		svc.sessions.terminate(clientID(ctx))
-		svc.renew.dropClient(clientID(ctx))
+		var dropped bool
+		if dropped, err = svc.sessions.terminate(svc.s.callerOf(ctx, b), clientID(ctx)); dropped {
+			svc.renew.dropClient(clientID(ctx))
+		}
 	}
 	return &apiv2.NotifyClientTerminationResponse{Status: statusOf(err)}, nil
 }

@@ -65,7 +65,7 @@ func (svc *service) SendMessage(ctx context.Context, req *apiv2.SendMessageReque
 			bytes += len(out[i].Body)
 			if out[i].SysFlag&sysFlagTransPrep != 0 {
 				e.TransactionId = encodeTransactionID(r.PhysOffset, r.QueueOffset)
-				svc.sessions.noteTxTopic(clientID(ctx), topic)
+				svc.sessions.noteTxTopic(svc.s.callerOf(ctx, b), clientID(ctx), topic)
 			}
 			if r.DeliverMs > 0 {
 				e.RecallHandle = encodeRecallHandle(Recall{RealTopic: topic, Topic: r.Topic, QueueID: r.QueueID,
