@@ -43,16 +43,17 @@ func grpcRefusal(resp *remoting.Command) error {
 	return &proxy.Error{Code: remoting.ResponseCode(resp.Code), Remark: resp.Remark}
 }
 
-// Route implements proxy.Backend: the topic's queues, created as a first
-// send would create it (STRATAMQ_AUTO_CREATE_TOPIC, from TBW102).
-func (b *Broker) Route(ctx context.Context, topic string) (proxy.Route, error) {
+// Route implements proxy.Backend: the topic's queues, created when create
+// says the caller may, as a first send would create it
+// (STRATAMQ_AUTO_CREATE_TOPIC, from TBW102).
+func (b *Broker) Route(ctx context.Context, topic string, create bool) (proxy.Route, error) {
 	req := remoting.NewRequest(remoting.GetRouteinfoByTopic, nil, nil)
 	if r := badTopic(req, topic); r != nil {
 		return proxy.Route{}, grpcRefusal(r)
 	}
 	tc, ok := b.topics.Get(topic)
 	if !ok {
-		if !b.cfg.AutoCreateTopic || b.cfg.BrokerID != 0 || remoting.IsNotAllowedSendTopic(topic) || topic == DefaultTopic {
+		if !create || !b.cfg.AutoCreateTopic || b.cfg.BrokerID != 0 || remoting.IsNotAllowedSendTopic(topic) || topic == DefaultTopic {
 			return proxy.Route{}, proxy.Errorf(remoting.TopicNotExist, "topic[%s] not exist, apply first please!", topic)
 		}
 		var created bool

@@ -88,7 +88,10 @@ func (b *Broker) ConsumerGroup(group string) (proxy.GroupSettings, error) {
 	if err := remoting.ValidateGroup(group); err != nil {
 		return proxy.GroupSettings{}, fmt.Errorf("%w: %v", proxy.ErrGroupNotAllowed, err)
 	}
-	g := b.groups.GetOrCreate(group)
+	g, err := b.groups.Create(group)
+	if err != nil { // past STRATAMQ_MAX_GROUPS
+		return proxy.GroupSettings{}, fmt.Errorf("%w: %v", proxy.ErrGroupNotAllowed, err)
+	}
 	return proxy.GroupSettings{FIFO: g.ConsumeMessageOrderly, MaxDeliveryAttempts: max(int32(g.RetryMaxTimes), 0) + 1}, nil
 }
 

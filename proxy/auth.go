@@ -229,6 +229,12 @@ func (s *Server) AuthConsume(ctx context.Context, b Backend, group, topic string
 	return s.authorize(ctx, b, remoting.PullMessage, map[string]string{"topic": topic, "consumerGroup": group})
 }
 
+// authGroup is authorize for an RPC of a consumer group alone (SUB on the
+// group), as a request naming only a group is checked.
+func (s *Server) authGroup(ctx context.Context, b Backend, group string) error {
+	return s.authorize(ctx, b, remoting.GetConsumerListByGroup, map[string]string{"consumerGroup": group})
+}
+
 // authAny checks only the caller's identity (signature, account): the
 // RPCs that touch no resource (route, heartbeat, telemetry).
 func (s *Server) authAny(ctx context.Context, b Backend) error {

@@ -99,7 +99,7 @@ func (svc *service) QueryAssignment(ctx context.Context, req *apiv2.QueryAssignm
 	if err != nil {
 		return &apiv2.QueryAssignmentResponse{Status: consumerStatus(err)}, nil
 	}
-	r, err := b.Route(ctx, topic)
+	r, err := b.Route(ctx, topic, false) // a consumer creates no topic
 	if err != nil {
 		return &apiv2.QueryAssignmentResponse{Status: statusOf(err)}, nil
 	}

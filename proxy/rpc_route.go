@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"strconv"
 
 	"github.com/stratamq/stratamq/proxy/apiv2"
+	"github.com/stratamq/stratamq/remoting"
 )
 
 // RocketMQ's permission bits.
@@ -24,7 +26,11 @@ var acceptAll = []apiv2.MessageType{apiv2.MessageType_NORMAL, apiv2.MessageType_
 // then send to and receive from this address, whatever the remoting
 // routes say. Queues that are both read and write are READ_WRITE; the
 // extra ones of a topic with more read than write queues (or the
-// reverse) are READ or WRITE only.
+// reverse) are READ or WRITE only. Any signed caller may read an
+// existing topic's route (as the name servers' routes are open); an
+// unknown topic is created (with the broker's auto-create policy) only
+// for a caller with PUB on it, as a first send over remoting is: another
+// gets TOPIC_NOT_FOUND saying so.
 func (svc *service) QueryRoute(ctx context.Context, req *apiv2.QueryRouteRequest) (*apiv2.QueryRouteResponse, error) {
 	b, err := svc.s.backend()
 	if err != nil {
@@ -37,7 +43,12 @@ func (svc *service) QueryRoute(ctx context.Context, req *apiv2.QueryRouteRequest
 	if err := svc.s.authAny(ctx, b); err != nil {
 		return &apiv2.QueryRouteResponse{Status: statusOf(err)}, nil
 	}
-	r, err := b.Route(ctx, topic)
+	pubErr := svc.s.authTopic(ctx, b, topic, true)
+	r, err := b.Route(ctx, topic, pubErr == nil)
+	var pe *Error
+	if pubErr != nil && errors.As(err, &pe) && pe.Code == remoting.TopicNotExist {
+		err = bad(apiv2.Code_TOPIC_NOT_FOUND, "topic %s does not exist; a route query creates it only for an account with PUB on it: %s", topic, statusOf(pubErr).GetMessage())
+	}
 	if err != nil {
 		return &apiv2.QueryRouteResponse{Status: statusOf(err)}, nil
 	}

@@ -85,7 +85,7 @@ func (svc *service) SendMessage(ctx context.Context, req *apiv2.SendMessageReque
 // FIFO message with a queue out of range goes to the queue its group
 // hashes to, any other to one the broker picks.
 func (svc *service) pickQueues(ctx context.Context, b Backend, msgs []*apiv2.Message, out []Message) error {
-	r, err := b.Route(ctx, out[0].Topic)
+	r, err := b.Route(ctx, out[0].Topic, true) // PUB on it was checked
 	if err != nil {
 		return err
 	}
