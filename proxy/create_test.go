@@ -148,3 +148,48 @@ func TestGroupCapRefusesNewGroups(t *testing.T) {
 		t.Fatalf("%d groups, the cap is %d", len(e.b.ConsoleGroups()), limit)
 	}
 }
+
+// TestGRPCUpdateOffsetRefusesUnknownQueues: as UPDATE_CONSUMER_OFFSET over
+// remoting, an offset of a topic the broker does not have is
+// TOPIC_NOT_FOUND and one of a queue the topic does not have BAD_REQUEST;
+// neither is stored. A queue of the topic takes its offset.
+func TestGRPCUpdateOffsetRefusesUnknownQueues(t *testing.T) {
+	e := startEnv(t, envOpts{})
+	remotingSend(t, e.b, "OffTopic", 0, []byte("m"), "")
+	update := func(topic string, q int32) *apiv2.Status {
+		t.Helper()
+		r, err := e.cli.UpdateOffset(callCtx(t, "c"), &apiv2.UpdateOffsetRequest{Group: res("OffGroup"),
+			MessageQueue: &apiv2.MessageQueue{Topic: res(topic), Id: q}, Offset: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetStatus()
+	}
+	committed := func(topic string, q int32) apiv2.Code {
+		t.Helper()
+		r, err := e.cli.GetOffset(callCtx(t, "c"), &apiv2.GetOffsetRequest{Group: res("OffGroup"),
+			MessageQueue: &apiv2.MessageQueue{Topic: res(topic), Id: q}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetStatus().GetCode()
+	}
+	if st := update("NoSuchTopic", 0); st.GetCode() != apiv2.Code_TOPIC_NOT_FOUND || !strings.Contains(st.GetMessage(), "NoSuchTopic") {
+		t.Errorf("offset of an unknown topic: %v, want TOPIC_NOT_FOUND naming it", st)
+	}
+	if st := update("OffTopic", 999); st.GetCode() != apiv2.Code_BAD_REQUEST || !strings.Contains(st.GetMessage(), "999") {
+		t.Errorf("offset of an unknown queue: %v, want BAD_REQUEST naming it", st)
+	}
+	if c := committed("NoSuchTopic", 0); c != apiv2.Code_OFFSET_NOT_FOUND {
+		t.Errorf("the unknown topic's offset was stored: %v", c)
+	}
+	if c := committed("OffTopic", 999); c != apiv2.Code_OFFSET_NOT_FOUND {
+		t.Errorf("the unknown queue's offset was stored: %v", c)
+	}
+	if st := update("OffTopic", 0); st.GetCode() != apiv2.Code_OK {
+		t.Fatalf("offset of queue 0: %v", st)
+	}
+	if c := committed("OffTopic", 0); c != apiv2.Code_OK {
+		t.Fatalf("queue 0's offset: %v", c)
+	}
+}
