@@ -248,7 +248,7 @@ func (svc *service) AckMessage(ctx context.Context, req *apiv2.AckMessageRequest
 	}
 	resp := &apiv2.AckMessageResponse{Status: okStatus()}
 	for _, e := range req.GetEntries() {
-		st := consumerStatus(cb.Ack(group, topic, svc.renew.take(e.GetReceiptHandle())))
+		st := consumerStatus(cb.Ack(group, topic, svc.renew.take(group, topic, e.GetReceiptHandle())))
 		if st.GetCode() != apiv2.Code_OK && resp.Status.GetCode() == apiv2.Code_OK {
 			resp.Status = st
 		}
@@ -276,7 +276,7 @@ func (svc *service) ChangeInvisibleDuration(ctx context.Context, req *apiv2.Chan
 	// A duration of 0 (a nack without backoff) makes it visible at once.
 	dur := max(d.AsDuration(), time.Millisecond)
 	// A renewed handle's current one; the client manages it from now on.
-	h, err := cb.ChangeInvisible(group, topic, svc.renew.take(req.GetReceiptHandle()), dur)
+	h, err := cb.ChangeInvisible(group, topic, svc.renew.take(group, topic, req.GetReceiptHandle()), dur)
 	if err != nil {
 		return &apiv2.ChangeInvisibleDurationResponse{Status: consumerStatus(err)}, nil
 	}
@@ -294,7 +294,7 @@ func (svc *service) ForwardMessageToDeadLetterQueue(ctx context.Context, req *ap
 	if err != nil {
 		return &apiv2.ForwardMessageToDeadLetterQueueResponse{Status: consumerStatus(err)}, nil
 	}
-	if err := cb.ForwardToDLQ(ctx, group, topic, svc.renew.take(req.GetReceiptHandle())); err != nil {
+	if err := cb.ForwardToDLQ(ctx, group, topic, svc.renew.take(group, topic, req.GetReceiptHandle())); err != nil {
 		return &apiv2.ForwardMessageToDeadLetterQueueResponse{Status: consumerStatus(err)}, nil
 	}
 	return &apiv2.ForwardMessageToDeadLetterQueueResponse{Status: okStatus()}, nil
