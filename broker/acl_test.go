@@ -527,7 +527,7 @@ func TestBrokerACLStoredMessageTopic(t *testing.T) {
 		h := remoting.ConsumerSendMsgBackRequestHeader{Offset: offset, Group: "AppGroup", DelayLevel: 1, OriginMsgID: "x", OriginTopic: origin}
 		return signed(aclUser, remoting.NewRequest(remoting.ConsumerSendMsgBack, h.Encode(), nil))
 	}
-	if r := sendBack(secret, "AclTopic"); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, `topic "SecretTopic"`) {
+	if r := sendBack(secret, "AclTopic"); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, "the topic of the stored message") || strings.Contains(r.Remark, "SecretTopic") {
 		t.Fatalf("send-back of a DENY topic's message naming another origin: %d %q", r.Code, r.Remark)
 	}
 	if r := sendBack(mine, "AclTopic"); r.Code != 0 {
@@ -536,7 +536,7 @@ func TestBrokerACLStoredMessageTopic(t *testing.T) {
 	view := func(offset int64) *remoting.Command {
 		return signed(aclUser, remoting.NewRequest(remoting.ViewMessageByID, map[string]string{"offset": strconv.FormatInt(offset, 10)}, nil))
 	}
-	if r := view(secret); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, `topic "SecretTopic"`) {
+	if r := view(secret); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, "the topic of the stored message") || strings.Contains(r.Remark, "SecretTopic") {
 		t.Fatalf("view of a DENY topic's message: %d %q", r.Code, r.Remark)
 	}
 	if r := view(mine); r.Code != 0 {
@@ -584,7 +584,7 @@ func TestBrokerACLEndTransactionTopic(t *testing.T) {
 		return phys, h, uniq
 	}
 	phys, h, uniq := half("SecretTopic")
-	if r := signed(aclUser, endReq("pg", phys, h, 8, uniq)); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, `topic "SecretTopic"`) {
+	if r := signed(aclUser, endReq("pg", phys, h, 8, uniq)); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, "the topic of the stored message") || strings.Contains(r.Remark, "SecretTopic") {
 		t.Fatalf("commit of a DENY topic's half message: %d %q", r.Code, r.Remark)
 	}
 	phys, h, uniq = half("AclTopic")

@@ -210,18 +210,21 @@ func (b *Broker) EndTransaction(ctx context.Context, e proxy.EndTransaction, all
 		return proxy.Errorf(remoting.SystemError, "Find prepared transaction message failed: commitlog offset %d: %v", e.PhysOffset, err)
 	}
 	if rec.Topic != TransHalfTopic {
-		return proxy.Errorf(remoting.SystemError, "Find prepared transaction message failed: the record at commitlog offset %d is of topic %s, not a half message", e.PhysOffset, rec.Topic)
+		// Not naming what is there: the caller chose the offset.
+		return proxy.Errorf(remoting.SystemError, "Find prepared transaction message failed: the record at commitlog offset %d is not a half message", e.PhysOffset)
+	}
+	// The caller's permission on the half's topic first: the remarks
+	// below say more of the half.
+	if real, _ := propValue(rec.Properties, PropRealTopic); allow != nil {
+		if err := allow(real); err != nil {
+			return err
+		}
 	}
 	if pg, _ := propValue(rec.Properties, PropProducerGroup); pg != e.ProducerGroup {
 		return proxy.Errorf(remoting.SystemError, "The producer group wrong: the half message is of group %q", pg)
 	}
 	if uniq, _ := propValue(rec.Properties, PropUniqKey); e.MsgID != "" && uniq != e.MsgID {
 		return proxy.Errorf(remoting.SystemError, "the half message at commitlog offset %d is message %s, not %s", e.PhysOffset, uniq, e.MsgID)
-	}
-	if real, _ := propValue(rec.Properties, PropRealTopic); allow != nil {
-		if err := allow(real); err != nil {
-			return err
-		}
 	}
 	if rec.QueueOffset != e.HalfOffset {
 		return proxy.Errorf(remoting.SystemError, "The transaction state table offset wrong: the half message is at %d", rec.QueueOffset)
