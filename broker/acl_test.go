@@ -2,11 +2,13 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -590,5 +592,31 @@ func TestBrokerACLEndTransactionTopic(t *testing.T) {
 	phys, h, uniq = half("AclTopic")
 	if r := signed(aclUser, endReq("pg", phys, h, 8, uniq)); r.Code != 0 {
 		t.Fatalf("commit of an allowed half message: %d %q", r.Code, r.Remark)
+	}
+}
+
+// TestBrokerACLProducerGroupRegistration: a heartbeat registering a
+// producer group the account is denied is refused NO_PERMISSION naming
+// the group, and the client is not registered as its producer (it would
+// be asked the group's transaction checks, half bodies included); a group
+// the account may use is registered.
+func TestBrokerACLProducerGroupRegistration(t *testing.T) {
+	e := startACL(t)
+	heartbeat := func(group string) *remoting.Command {
+		body, _ := json.Marshal(remoting.HeartbeatData{ClientID: "intruder@1",
+			ProducerDataSet: []remoting.ProducerData{{GroupName: "CLIENT_INNER_PRODUCER"}, {GroupName: group}}})
+		return e.signed(t, aclUser, remoting.NewRequest(remoting.HeartBeat, nil, body))
+	}
+	if r := heartbeat("DeniedGroup"); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, `group "DeniedGroup"`) {
+		t.Fatalf("heartbeat registering a denied producer group: %d %q", r.Code, r.Remark)
+	}
+	if slices.Contains(e.b.producers.Groups(), "DeniedGroup") {
+		t.Fatal("the client was registered as a producer of the denied group")
+	}
+	if r := heartbeat("AppProducers"); r.Code != 0 {
+		t.Fatalf("heartbeat registering an allowed producer group: %d %q", r.Code, r.Remark)
+	}
+	if !slices.Contains(e.b.producers.Groups(), "AppProducers") {
+		t.Fatal("the allowed producer group is not registered")
 	}
 }
