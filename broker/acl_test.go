@@ -620,3 +620,37 @@ func TestBrokerACLProducerGroupRegistration(t *testing.T) {
 		t.Fatal("the allowed producer group is not registered")
 	}
 }
+
+// TestBrokerUnregisterClientOnlyOwnConn: UNREGISTER_CLIENT naming another
+// client's id from another connection removes nothing (it would cut that
+// client off its groups: no rebalance share, no transaction checks); the
+// client's own request on its connection removes it.
+func TestBrokerUnregisterClientOnlyOwnConn(t *testing.T) {
+	e := startACL(t)
+	const id = "victim@1"
+	body, _ := json.Marshal(remoting.HeartbeatData{ClientID: id,
+		ProducerDataSet: []remoting.ProducerData{{GroupName: "VictimPG"}},
+		ConsumerDataSet: []remoting.ConsumerData{{GroupName: "VictimCG", ConsumeType: "CONSUME_PASSIVELY", MessageModel: "CLUSTERING"}}})
+	if r := e.signed(t, aclUser, remoting.NewRequest(remoting.HeartBeat, nil, body)); r.Code != 0 {
+		t.Fatalf("heartbeat: %d %q", r.Code, r.Remark)
+	}
+	unregister := func(cl *remoting.Client) {
+		t.Helper()
+		h := remoting.UnregisterClientRequestHeader{ClientID: id, ProducerGroup: "VictimPG", ConsumerGroup: "VictimCG"}
+		req := remoting.NewRequest(remoting.UnregisterClient, h.Encode(), nil)
+		ours(aclUser).Sign(req)
+		if r := invoke(t, cl, e.b.AdvertisedAddr(), req); r.Code != 0 {
+			t.Fatalf("unregister: %d %q", r.Code, r.Remark)
+		}
+	}
+	other := remoting.NewClient(remoting.ClientConfig{})
+	defer other.Close()
+	unregister(other)
+	if !slices.Contains(e.b.producers.Groups(), "VictimPG") || !slices.Contains(e.b.consumers.ClientIDs("VictimCG"), id) {
+		t.Fatal("another connection's UNREGISTER_CLIENT removed the client")
+	}
+	unregister(e.cl)
+	if slices.Contains(e.b.producers.Groups(), "VictimPG") || slices.Contains(e.b.consumers.ClientIDs("VictimCG"), id) {
+		t.Fatal("the client's own UNREGISTER_CLIENT removed nothing")
+	}
+}
