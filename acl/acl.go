@@ -192,7 +192,8 @@ func (x *ACL) respond(c *remoting.Conn, req *remoting.Command, sc scope) *remoti
 // resource the broker found while handling it: the topic of the stored
 // message a CONSUMER_SEND_MSG_BACK or VIEW_MESSAGE_BY_ID reads by its
 // offset (the header names no topic, or one the client chose). A retry
-// or dead-letter topic is its group's. nil: allowed; else NO_PERMISSION.
+// or dead-letter topic is its group's. nil: allowed; else NO_PERMISSION,
+// whose remark does not name the topic (the caller chose the offset).
 func (x *ACL) CheckStored(c *remoting.Conn, req *remoting.Command, topic string, perm Perm) *remoting.Command {
 	var buf [40]remoting.ExtField
 	pairs := req.AppendExtPairs(buf[:0])

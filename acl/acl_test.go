@@ -160,6 +160,12 @@ func TestACLVerifyDecisions(t *testing.T) {
     defaultTopicPerm: SUB
     topicPerms:
       - onlyThis=PUB
+  - accessKey: deny-groups
+    secretKey: denysecret
+    defaultTopicPerm: PUB
+    defaultGroupPerm: DENY
+    groupPerms:
+      - pgOwn=PUB
 `)
 	user := Credentials{AccessKey: "RocketMQ", SecretKey: "12345678"}
 	peer := netip.MustParseAddr("10.1.1.1")
@@ -207,6 +213,26 @@ func TestACLVerifyDecisions(t *testing.T) {
 	f("heartbeat", remoting.NewRequest(remoting.HeartBeat, map[string]string{}, hb), user, peer, true, "")
 	hbBad := []byte(`{"clientID":"c","consumerDataSet":[{"groupName":"groupC","subscriptionDataSet":[{"topic":"topicA"}]}]}`)
 	f("heartbeat subscribing a DENY topic", remoting.NewRequest(remoting.HeartBeat, map[string]string{}, hbBad), user, peer, true, `topic "topicA"`)
+	// A producer group a heartbeat registers needs PUB or SUB on it
+	// (its transaction checks carry the half messages' bodies).
+	hbProducer := func(groups ...string) *remoting.Command {
+		b := `{"clientID":"c","consumerDataSet":[],"producerDataSet":[`
+		for i, g := range groups {
+			if i > 0 {
+				b += ","
+			}
+			b += `{"groupName":"` + g + `"}`
+		}
+		return remoting.NewRequest(remoting.HeartBeat, map[string]string{}, []byte(b+`]}`))
+	}
+	f("heartbeat registering a DENY producer group", hbProducer("CLIENT_INNER_PRODUCER", "groupA"), user, peer, true, `no PUB or SUB permission on group "groupA" (it has DENY)`)
+	f("heartbeat registering a SUB producer group", hbProducer("groupC"), user, peer, true, "")
+	denyGroups := Credentials{AccessKey: "deny-groups", SecretKey: "denysecret"}
+	f("heartbeat registering a listed producer group", hbProducer("CLIENT_INNER_PRODUCER", "pgOwn"), denyGroups, peer, true, "")
+	f("heartbeat registering another's producer group", hbProducer("pgVictim"), denyGroups, peer, true, `group "pgVictim"`)
+	// A retry or DLQ topic with no group is a topic (default DENY here).
+	f("send to a bare %RETRY%", sendReq("%RETRY%"), user, peer, true, `topic "%RETRY%"`)
+	f("pull of a bare %DLQ%", pull("%DLQ%", "groupC"), user, peer, true, `topic "%DLQ%"`)
 	f("admin code, not admin", remoting.NewRequest(remoting.UpdateAndCreateTopic, map[string]string{"topic": "x"}, nil), user, peer, true, "needs an admin account")
 	f("HA demote, not admin", remoting.NewRequest(remoting.DemoteBroker, nil, nil), user, peer, true, "needs an admin account")
 	admin := Credentials{AccessKey: "rocketmq2", SecretKey: "12345678"}

@@ -305,7 +305,9 @@ func (v *peerView) allows(req *remoting.Command, topic string, perm Perm) *Denia
 	if owned.Allows(x.perm) {
 		return nil
 	}
+	// The remark does not name the resource: the record is at an offset
+	// the caller chose, and it may not learn what it is.
 	code := remoting.RequestCode(req.Code)
-	return &Denial{AccessKey: a.accessKey, Reason: fmt.Sprintf("ACL: accessKey %q has no %s permission on %s %q (it has %s), the topic of the stored message %s (%d) reads",
-		a.accessKey, x.perm, kind, x.name, owned, code, req.Code)}
+	return &Denial{AccessKey: a.accessKey, Reason: fmt.Sprintf("ACL: accessKey %q has no %s permission on the %s of the stored message %s (%d) reads (it has %s)",
+		a.accessKey, x.perm, kind, code, req.Code, owned)}
 }

@@ -56,13 +56,15 @@
 //  6. Each resource the request touches needs its permission, from
 //     topicPerms/groupPerms or else the defaults: sends need PUB on the
 //     topic; pulls, offset commits and queries SUB on the topic and the
-//     consumer group; a heartbeat SUB on each group and subscribed
-//     topic; a consumer send-back SUB on the group and PUB on the
-//     original topic. The broker then checks what the header cannot say
+//     consumer group; a heartbeat SUB on each consumer group and
+//     subscribed topic, and PUB or SUB on each producer group it
+//     registers (but the clients' own CLIENT_INNER_PRODUCER: the group's
+//     transaction checks go to its producers); a consumer send-back SUB
+//     on the group and PUB on the original topic. The broker then checks what the header cannot say
 //     (ACL.CheckStored): SUB on the stored message's own topic for a
 //     send-back and a view by id, PUB on the half message's topic for
 //     END_TRANSACTION. A retry (%RETRY%g) or dead-letter (%DLQ%g) topic
-//     is its group's resource. An admin account that lists no topicPerms
+//     is its group's resource (a bare %RETRY% or %DLQ% is a topic). An admin account that lists no topicPerms
 //     or groupPerms may use every resource; one that lists some is held
 //     to them, as in RocketMQ. A PUB to RMQ_SYS_TRACE_TOPIC skips step 6.
 //

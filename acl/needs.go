@@ -38,9 +38,10 @@ func (n *needs) add(x need) {
 
 // topic adds a topic with perm; a retry or dead-letter topic is its
 // group's resource instead, with SUB (RocketMQ: a send to %RETRY%g needs
-// SUB on g, a pull of it SUB on g; a DLQ is read the same way).
+// SUB on g, a pull of it SUB on g; a DLQ is read the same way). A bare
+// "%RETRY%" or "%DLQ%" (no group) is a topic like any other.
 func (n *needs) topic(t string, perm Perm) {
-	if g, ok := groupOfTopic(t); ok {
+	if g, ok := groupOfTopic(t); ok && g != "" {
 		n.add(need{name: g, group: true, perm: Sub})
 		return
 	}
@@ -48,6 +49,23 @@ func (n *needs) topic(t string, perm Perm) {
 }
 
 func (n *needs) group(g string) { n.add(need{name: g, group: true, perm: Sub}) }
+
+// producerGroup adds a producer group a heartbeat registers: the broker
+// asks that group's producers about its transactions (the half messages'
+// bodies included), so registering needs a permission on it, PUB or SUB
+// (DENY refuses it). RocketMQ 4.x checks no producer group. The clients'
+// own CLIENT_INNER_PRODUCER, which every Java client registers, needs
+// none.
+func (n *needs) producerGroup(g string) {
+	if g == clientInnerProducer {
+		return
+	}
+	n.add(need{name: g, group: true, perm: Any})
+}
+
+// clientInnerProducer is the producer group every RocketMQ client
+// registers for its own sends (MixAll.CLIENT_INNER_PRODUCER_GROUP).
+const clientInnerProducer = "CLIENT_INNER_PRODUCER"
 
 func groupOfTopic(t string) (string, bool) {
 	if g, ok := strings.CutPrefix(t, "%RETRY%"); ok {
@@ -162,6 +180,9 @@ func brokerNeeds(code remoting.RequestCode, pairs []remoting.ExtField, body []by
 		n.group(get("consumerGroup"))
 	case remoting.HeartBeat:
 		var hb struct {
+			ProducerDataSet []struct {
+				GroupName string `json:"groupName"`
+			} `json:"producerDataSet"`
 			ConsumerDataSet []struct {
 				GroupName           string `json:"groupName"`
 				SubscriptionDataSet []struct {
@@ -175,6 +196,9 @@ func brokerNeeds(code remoting.RequestCode, pairs []remoting.ExtField, body []by
 				for _, sd := range cd.SubscriptionDataSet {
 					n.topic(sd.Topic, Sub)
 				}
+			}
+			for _, pd := range hb.ProducerDataSet {
+				n.producerGroup(pd.GroupName)
 			}
 		}
 	case remoting.LockBatchMQ, remoting.UnlockBatchMQ:

@@ -54,7 +54,7 @@ func (p Perm) String() string {
 	case p&Sub != 0:
 		return "SUB"
 	case p&Any != 0:
-		return "ANY"
+		return "PUB or SUB"
 	}
 	return "NONE"
 }

@@ -2,11 +2,13 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -527,7 +529,7 @@ func TestBrokerACLStoredMessageTopic(t *testing.T) {
 		h := remoting.ConsumerSendMsgBackRequestHeader{Offset: offset, Group: "AppGroup", DelayLevel: 1, OriginMsgID: "x", OriginTopic: origin}
 		return signed(aclUser, remoting.NewRequest(remoting.ConsumerSendMsgBack, h.Encode(), nil))
 	}
-	if r := sendBack(secret, "AclTopic"); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, `topic "SecretTopic"`) {
+	if r := sendBack(secret, "AclTopic"); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, "the topic of the stored message") || strings.Contains(r.Remark, "SecretTopic") {
 		t.Fatalf("send-back of a DENY topic's message naming another origin: %d %q", r.Code, r.Remark)
 	}
 	if r := sendBack(mine, "AclTopic"); r.Code != 0 {
@@ -536,7 +538,7 @@ func TestBrokerACLStoredMessageTopic(t *testing.T) {
 	view := func(offset int64) *remoting.Command {
 		return signed(aclUser, remoting.NewRequest(remoting.ViewMessageByID, map[string]string{"offset": strconv.FormatInt(offset, 10)}, nil))
 	}
-	if r := view(secret); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, `topic "SecretTopic"`) {
+	if r := view(secret); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, "the topic of the stored message") || strings.Contains(r.Remark, "SecretTopic") {
 		t.Fatalf("view of a DENY topic's message: %d %q", r.Code, r.Remark)
 	}
 	if r := view(mine); r.Code != 0 {
@@ -584,11 +586,71 @@ func TestBrokerACLEndTransactionTopic(t *testing.T) {
 		return phys, h, uniq
 	}
 	phys, h, uniq := half("SecretTopic")
-	if r := signed(aclUser, endReq("pg", phys, h, 8, uniq)); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, `topic "SecretTopic"`) {
+	if r := signed(aclUser, endReq("pg", phys, h, 8, uniq)); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, "the topic of the stored message") || strings.Contains(r.Remark, "SecretTopic") {
 		t.Fatalf("commit of a DENY topic's half message: %d %q", r.Code, r.Remark)
 	}
 	phys, h, uniq = half("AclTopic")
 	if r := signed(aclUser, endReq("pg", phys, h, 8, uniq)); r.Code != 0 {
 		t.Fatalf("commit of an allowed half message: %d %q", r.Code, r.Remark)
+	}
+}
+
+// TestBrokerACLProducerGroupRegistration: a heartbeat registering a
+// producer group the account is denied is refused NO_PERMISSION naming
+// the group, and the client is not registered as its producer (it would
+// be asked the group's transaction checks, half bodies included); a group
+// the account may use is registered.
+func TestBrokerACLProducerGroupRegistration(t *testing.T) {
+	e := startACL(t)
+	heartbeat := func(group string) *remoting.Command {
+		body, _ := json.Marshal(remoting.HeartbeatData{ClientID: "intruder@1",
+			ProducerDataSet: []remoting.ProducerData{{GroupName: "CLIENT_INNER_PRODUCER"}, {GroupName: group}}})
+		return e.signed(t, aclUser, remoting.NewRequest(remoting.HeartBeat, nil, body))
+	}
+	if r := heartbeat("DeniedGroup"); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, `group "DeniedGroup"`) {
+		t.Fatalf("heartbeat registering a denied producer group: %d %q", r.Code, r.Remark)
+	}
+	if slices.Contains(e.b.producers.Groups(), "DeniedGroup") {
+		t.Fatal("the client was registered as a producer of the denied group")
+	}
+	if r := heartbeat("AppProducers"); r.Code != 0 {
+		t.Fatalf("heartbeat registering an allowed producer group: %d %q", r.Code, r.Remark)
+	}
+	if !slices.Contains(e.b.producers.Groups(), "AppProducers") {
+		t.Fatal("the allowed producer group is not registered")
+	}
+}
+
+// TestBrokerUnregisterClientOnlyOwnConn: UNREGISTER_CLIENT naming another
+// client's id from another connection removes nothing (it would cut that
+// client off its groups: no rebalance share, no transaction checks); the
+// client's own request on its connection removes it.
+func TestBrokerUnregisterClientOnlyOwnConn(t *testing.T) {
+	e := startACL(t)
+	const id = "victim@1"
+	body, _ := json.Marshal(remoting.HeartbeatData{ClientID: id,
+		ProducerDataSet: []remoting.ProducerData{{GroupName: "VictimPG"}},
+		ConsumerDataSet: []remoting.ConsumerData{{GroupName: "VictimCG", ConsumeType: "CONSUME_PASSIVELY", MessageModel: "CLUSTERING"}}})
+	if r := e.signed(t, aclUser, remoting.NewRequest(remoting.HeartBeat, nil, body)); r.Code != 0 {
+		t.Fatalf("heartbeat: %d %q", r.Code, r.Remark)
+	}
+	unregister := func(cl *remoting.Client) {
+		t.Helper()
+		h := remoting.UnregisterClientRequestHeader{ClientID: id, ProducerGroup: "VictimPG", ConsumerGroup: "VictimCG"}
+		req := remoting.NewRequest(remoting.UnregisterClient, h.Encode(), nil)
+		ours(aclUser).Sign(req)
+		if r := invoke(t, cl, e.b.AdvertisedAddr(), req); r.Code != 0 {
+			t.Fatalf("unregister: %d %q", r.Code, r.Remark)
+		}
+	}
+	other := remoting.NewClient(remoting.ClientConfig{})
+	defer other.Close()
+	unregister(other)
+	if !slices.Contains(e.b.producers.Groups(), "VictimPG") || !slices.Contains(e.b.consumers.ClientIDs("VictimCG"), id) {
+		t.Fatal("another connection's UNREGISTER_CLIENT removed the client")
+	}
+	unregister(e.cl)
+	if slices.Contains(e.b.producers.Groups(), "VictimPG") || slices.Contains(e.b.consumers.ClientIDs("VictimCG"), id) {
+		t.Fatal("the client's own UNREGISTER_CLIENT removed nothing")
 	}
 }

@@ -313,6 +313,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if b.groups, err = OpenSubscriptionGroupManager(deps.FS, configDir); err != nil {
 		return fail(err)
 	}
+	b.groups.SetMaxGroups(cfg.MaxGroups)
 	if b.offsets, err = offsets.OpenConsumerOffsets(deps.FS, configDir); err != nil {
 		return fail(err)
 	}

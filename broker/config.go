@@ -35,6 +35,7 @@ type Config struct {
 	// Bounded resources: topics and queues a client may create, descriptors
 	// of consumequeue files kept open.
 	MaxTopics         int `env:"MAX_TOPICS" envDefault:"4096" help:"most topics the broker holds; creating one more (UPDATE_AND_CREATE_TOPIC, auto-create on send) is refused"`
+	MaxGroups         int `env:"MAX_GROUPS" envDefault:"4096" help:"most consumer groups the broker holds; a client's heartbeat or gRPC settings or receive creating one more is refused"`
 	MaxQueuesPerTopic int `env:"MAX_QUEUES_PER_TOPIC" envDefault:"1024" help:"most read or write queues of one topic"`
 	MaxOpenQueueFiles int `env:"MAX_OPEN_QUEUE_FILES" envDefault:"1024" help:"consumequeue files kept open at once (least recently used ones are closed)"`
 
@@ -177,6 +178,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxTopics == 0 {
 		c.MaxTopics = 4096
 	}
+	if c.MaxGroups == 0 {
+		c.MaxGroups = 4096
+	}
 	if c.MaxQueuesPerTopic == 0 {
 		c.MaxQueuesPerTopic = 1024
 	}
@@ -302,8 +306,8 @@ func (c Config) Validate() error {
 	if c.Retention < 0 || c.SegmentMaxAge < 0 {
 		return fmt.Errorf("STRATAMQ_RETENTION and STRATAMQ_SEGMENT_MAX_AGE must not be negative")
 	}
-	if c.MaxTopics < 0 || c.MaxQueuesPerTopic < 0 || c.MaxOpenQueueFiles < 0 {
-		return fmt.Errorf("STRATAMQ_MAX_TOPICS, STRATAMQ_MAX_QUEUES_PER_TOPIC and STRATAMQ_MAX_OPEN_QUEUE_FILES must not be negative")
+	if c.MaxTopics < 0 || c.MaxGroups < 0 || c.MaxQueuesPerTopic < 0 || c.MaxOpenQueueFiles < 0 {
+		return fmt.Errorf("STRATAMQ_MAX_TOPICS, STRATAMQ_MAX_GROUPS, STRATAMQ_MAX_QUEUES_PER_TOPIC and STRATAMQ_MAX_OPEN_QUEUE_FILES must not be negative")
 	}
 	if c.LeaseTTL < 0 || (c.LeaseTTL > 0 && c.LeaseTTL < leaseTTLFloor) {
 		return fmt.Errorf("STRATAMQ_LEASE_TTL=%s: want at least %s (the lease is renewed every fifth of it, and each renewal is a write to the bucket that must land within that fifth)", c.LeaseTTL, leaseTTLFloor)

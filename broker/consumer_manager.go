@@ -165,16 +165,16 @@ func (g *consumerGroup) connsLocked(except *remoting.Conn) []*remoting.Conn {
 	return out
 }
 
-// Unregister removes one client from a group; it returns the conns of the
-// remaining clients to notify.
-func (m *ConsumerManager) Unregister(group, clientID string) []*remoting.Conn {
+// Unregister removes one client from a group, when it registered on conn
+// (nil: on any); it returns the conns of the remaining clients to notify.
+func (m *ConsumerManager) Unregister(group, clientID string, conn *remoting.Conn) []*remoting.Conn {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.mu.groups[group]
 	if g == nil {
 		return nil
 	}
-	if _, ok := g.clients[clientID]; !ok {
+	if c, ok := g.clients[clientID]; !ok || conn != nil && c.conn != conn {
 		return nil
 	}
 	delete(g.clients, clientID)
@@ -337,11 +337,15 @@ func (m *ProducerManager) Register(group, clientID string, conn *remoting.Conn, 
 	g[clientID] = &consumerClient{clientID: clientID, conn: conn, lastUpdate: now}
 }
 
-// Unregister removes one producer client.
-func (m *ProducerManager) Unregister(group, clientID string) {
+// Unregister removes one producer client, when it registered on conn (nil:
+// on any): a client id is the client's word, its connection is not.
+func (m *ProducerManager) Unregister(group, clientID string, conn *remoting.Conn) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if g := m.mu.groups[group]; g != nil {
+		if c := g[clientID]; c == nil || conn != nil && c.conn != conn {
+			return
+		}
 		delete(g, clientID)
 		if len(g) == 0 {
 			delete(m.mu.groups, group)

@@ -26,10 +26,10 @@ func TestConsumerManagerNotifiesOtherClients(t *testing.T) {
 	if !changed || len(notify) != 1 || notify[0] != c1 {
 		t.Fatalf("second client: changed %v, notify %v (want true, [c1])", changed, notify)
 	}
-	if left := m.Unregister("g", "c2"); len(left) != 1 || left[0] != c1 {
+	if left := m.Unregister("g", "c2", nil); len(left) != 1 || left[0] != c1 {
 		t.Fatalf("c2 left: notify %v (want [c1])", left)
 	}
-	if left := m.Unregister("g", "c1"); len(left) != 0 {
+	if left := m.Unregister("g", "c1", nil); len(left) != 0 {
 		t.Fatalf("last client left: notify %v (want none)", left)
 	}
 }

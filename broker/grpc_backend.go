@@ -43,16 +43,17 @@ func grpcRefusal(resp *remoting.Command) error {
 	return &proxy.Error{Code: remoting.ResponseCode(resp.Code), Remark: resp.Remark}
 }
 
-// Route implements proxy.Backend: the topic's queues, created as a first
-// send would create it (STRATAMQ_AUTO_CREATE_TOPIC, from TBW102).
-func (b *Broker) Route(ctx context.Context, topic string) (proxy.Route, error) {
+// Route implements proxy.Backend: the topic's queues, created when create
+// says the caller may, as a first send would create it
+// (STRATAMQ_AUTO_CREATE_TOPIC, from TBW102).
+func (b *Broker) Route(ctx context.Context, topic string, create bool) (proxy.Route, error) {
 	req := remoting.NewRequest(remoting.GetRouteinfoByTopic, nil, nil)
 	if r := badTopic(req, topic); r != nil {
 		return proxy.Route{}, grpcRefusal(r)
 	}
 	tc, ok := b.topics.Get(topic)
 	if !ok {
-		if !b.cfg.AutoCreateTopic || b.cfg.BrokerID != 0 || remoting.IsNotAllowedSendTopic(topic) || topic == DefaultTopic {
+		if !create || !b.cfg.AutoCreateTopic || b.cfg.BrokerID != 0 || remoting.IsNotAllowedSendTopic(topic) || topic == DefaultTopic {
 			return proxy.Route{}, proxy.Errorf(remoting.TopicNotExist, "topic[%s] not exist, apply first please!", topic)
 		}
 		var created bool
@@ -209,18 +210,21 @@ func (b *Broker) EndTransaction(ctx context.Context, e proxy.EndTransaction, all
 		return proxy.Errorf(remoting.SystemError, "Find prepared transaction message failed: commitlog offset %d: %v", e.PhysOffset, err)
 	}
 	if rec.Topic != TransHalfTopic {
-		return proxy.Errorf(remoting.SystemError, "Find prepared transaction message failed: the record at commitlog offset %d is of topic %s, not a half message", e.PhysOffset, rec.Topic)
+		// Not naming what is there: the caller chose the offset.
+		return proxy.Errorf(remoting.SystemError, "Find prepared transaction message failed: the record at commitlog offset %d is not a half message", e.PhysOffset)
+	}
+	// The caller's permission on the half's topic first: the remarks
+	// below say more of the half.
+	if real, _ := propValue(rec.Properties, PropRealTopic); allow != nil {
+		if err := allow(real); err != nil {
+			return err
+		}
 	}
 	if pg, _ := propValue(rec.Properties, PropProducerGroup); pg != e.ProducerGroup {
 		return proxy.Errorf(remoting.SystemError, "The producer group wrong: the half message is of group %q", pg)
 	}
 	if uniq, _ := propValue(rec.Properties, PropUniqKey); e.MsgID != "" && uniq != e.MsgID {
 		return proxy.Errorf(remoting.SystemError, "the half message at commitlog offset %d is message %s, not %s", e.PhysOffset, uniq, e.MsgID)
-	}
-	if real, _ := propValue(rec.Properties, PropRealTopic); allow != nil {
-		if err := allow(real); err != nil {
-			return err
-		}
 	}
 	if rec.QueueOffset != e.HalfOffset {
 		return proxy.Errorf(remoting.SystemError, "The transaction state table offset wrong: the half message is at %d", rec.QueueOffset)

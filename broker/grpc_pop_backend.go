@@ -88,7 +88,10 @@ func (b *Broker) ConsumerGroup(group string) (proxy.GroupSettings, error) {
 	if err := remoting.ValidateGroup(group); err != nil {
 		return proxy.GroupSettings{}, fmt.Errorf("%w: %v", proxy.ErrGroupNotAllowed, err)
 	}
-	g := b.groups.GetOrCreate(group)
+	g, err := b.groups.Create(group)
+	if err != nil { // past STRATAMQ_MAX_GROUPS
+		return proxy.GroupSettings{}, fmt.Errorf("%w: %v", proxy.ErrGroupNotAllowed, err)
+	}
 	return proxy.GroupSettings{FIFO: g.ConsumeMessageOrderly, MaxDeliveryAttempts: max(int32(g.RetryMaxTimes), 0) + 1}, nil
 }
 
@@ -108,13 +111,22 @@ func (b *Broker) OffsetAt(ctx context.Context, topic string, queueID int32, ts t
 }
 
 // CommitOffset commits a group's offset (a master only, as
-// UPDATE_CONSUMER_OFFSET is honoured by the master).
+// UPDATE_CONSUMER_OFFSET is honoured by the master). As that request, it
+// refuses an offset of a topic the broker does not have (TOPIC_NOT_FOUND)
+// or of a queue the topic does not have (BAD_REQUEST).
 func (b *Broker) CommitOffset(group, topic string, queueID int32, offset int64) error {
 	if err := remoting.ValidateGroup(group); err != nil {
 		return fmt.Errorf("%w: %v", proxy.ErrGroupNotAllowed, err)
 	}
 	if err := remoting.ValidateTopic(topic); err != nil {
 		return fmt.Errorf("%w: %v", proxy.ErrTopicNotReadable, err)
+	}
+	tc, ok := b.topics.Get(topic)
+	if !ok {
+		return proxy.Errorf(remoting.TopicNotExist, "topic[%s] not exist, apply first please! (consumer offset of group %s not stored)", topic, group)
+	}
+	if n := queueCount(tc); queueID < 0 || queueID >= n {
+		return proxy.Errorf(remoting.MessageIllegal, "queueId[%d] is illegal, topic:[%s] has %d queues (consumer offset of group %s not stored)", queueID, topic, n, group)
 	}
 	b.offsets.Commit(group, topic, queueID, offset)
 	return nil

@@ -14,9 +14,17 @@ import (
 // Recalling a timer message (RocketMQ 5's RecallMessage, issue 16).
 //
 // A recall is a marker record in RecallTopic queue 0: body the recalled
-// message's UNIQ_KEY, property TIMER_DELIVER_MS its due time. The
-// scheduler asks recalled (dueMessage) before it moves a timer record on,
-// a hop or the delivery, and drops a recalled one. The markers are the
+// message's UNIQ_KEY, property RECALL_TOPIC its real topic,
+// TIMER_DELIVER_MS its due time. The scheduler asks recalled (dueMessage)
+// before it moves a timer record on, a hop or the delivery, and drops a
+// recalled one: a marker matches a message of its topic with its id only
+// (the clients choose message ids: one account's recall of its own
+// message cannot drop another's of the same id on another topic). A
+// marker written before markers named their topic (no RECALL_TOPIC)
+// matches the id on any topic, as it did. Clients cannot send to
+// RecallTopic (nor to any system topic: remoting.IsNotAllowedSendTopic);
+// only Recall writes markers, after RecallMessage checked PUB on the
+// message's topic. The markers are the
 // durable state: a restarted broker, a restored one or a promoted slave
 // reads them from the log (they are replicated and tiered like any
 // record), so no other state is checkpointed. Markers of messages due more
@@ -28,10 +36,16 @@ const (
 	recallMargin = 500 * time.Millisecond
 	recallKeep   = time.Hour
 	propRecalled = "RECALL_UNIQ_KEY"
+	// propRecallTopic is a marker's real topic.
+	propRecallTopic = "RECALL_TOPIC"
 )
 
-// recalls is the set of recalled UNIQ_KEYs (→ due time), read from the
-// recall topic up to scanned.
+// recallKey is the recalls key of message uniq of topic ("" topic: a
+// marker that names none).
+func recallKey(topic, uniq string) string { return topic + "\x00" + uniq }
+
+// recalls is the set of recalled messages (recallKey → due time), read
+// from the recall topic up to scanned.
 type recalls struct {
 	mu      sync.Mutex
 	keys    map[string]int64
@@ -64,7 +78,7 @@ func (b *Broker) syncRecalls(ctx context.Context) error {
 				return err
 			}
 			due, _ := strconv.ParseInt(propOr(rec.Properties, PropTimerDeliverMs), 10, 64)
-			r.keys[string(rec.Body)] = due
+			r.keys[recallKey(propOr(rec.Properties, propRecallTopic), string(rec.Body))] = due
 		}
 		if res.NextBeginOffset <= r.scanned {
 			break
@@ -102,12 +116,16 @@ func (b *Broker) recalled(rec *store.Record) bool {
 		b.log.Warn("recall markers unreadable; the timer message is delivered", "err", err, "msgId", uniq)
 		return false
 	}
+	topic := propOr(rec.Properties, PropRealTopic)
 	r := b.recalls()
 	r.mu.Lock()
-	_, gone := r.keys[uniq]
+	_, gone := r.keys[recallKey(topic, uniq)]
+	if !gone {
+		_, gone = r.keys[recallKey("", uniq)] // a marker of before RECALL_TOPIC
+	}
 	r.mu.Unlock()
 	if gone {
-		b.log.Info("recalled timer message dropped", "msgId", uniq, "topic", propOr(rec.Properties, PropRealTopic))
+		b.log.Info("recalled timer message dropped", "msgId", uniq, "topic", topic)
 	}
 	return gone
 }
@@ -139,8 +157,10 @@ func (b *Broker) Recall(ctx context.Context, r proxy.Recall) error {
 		b.requestRegister()
 	}
 	m := store.Message{Topic: RecallTopic, QueueID: 0, BornTimestamp: time.Now().UnixMilli(), BornHost: b.storeHost,
-		Body:       []byte(r.MsgID),
-		Properties: PropTimerDeliverMs + string(nameValueSep) + strconv.FormatInt(due, 10) + string(propertySep) + propRecalled + string(nameValueSep) + r.MsgID + string(propertySep)}
+		Body: []byte(r.MsgID),
+		Properties: PropTimerDeliverMs + string(nameValueSep) + strconv.FormatInt(due, 10) + string(propertySep) +
+			propRecalled + string(nameValueSep) + r.MsgID + string(propertySep) +
+			propRecallTopic + string(nameValueSep) + r.RealTopic + string(propertySep)}
 	if err := b.writeGate(ctx, RecallTopic, 0); err != nil {
 		return grpcRefusal(b.putError(remoting.NewRequest(remoting.SendMessage, nil, nil), err))
 	}

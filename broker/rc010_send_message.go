@@ -192,7 +192,7 @@ func (b *Broker) prepareSend(req *remoting.Command, h *remoting.SendMessageReque
 		return remoting.TopicConfig{}, r
 	}
 	if remoting.IsNotAllowedSendTopic(h.Topic) {
-		return remoting.TopicConfig{}, errResponse(req, remoting.NoPermission, fmt.Sprintf("Sending message to topic[%s] is forbidden.", h.Topic))
+		return remoting.TopicConfig{}, errResponse(req, remoting.NoPermission, fmt.Sprintf("Sending message to topic[%s] is forbidden: it is a system topic only the broker writes", h.Topic))
 	}
 	if h.Topic == DefaultTopic {
 		return remoting.TopicConfig{}, errResponse(req, remoting.NoPermission, "the topic "+DefaultTopic+" is reserved as the auto-create template")

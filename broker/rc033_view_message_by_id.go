@@ -21,9 +21,19 @@ func (b *Broker) viewMessageByID(ctx context.Context, c *remoting.Conn, req *rem
 		return errResponse(req, remoting.SystemError, fmt.Sprintf("can not find message by the offset, %d: %v", h.Offset, err))
 	}
 	if b.cfg.ACL != nil {
-		// With an ACL, reading a message needs SUB on its own topic.
-		if m, _, err := store.DecodeRecord(rec); err == nil {
-			if r := b.checkStored(c, req, m.Topic, acl.Sub); r != nil {
+		// With an ACL, reading a message needs SUB on its own topic, and on
+		// the topic it is for when it waits in a system topic (a half
+		// message, a delayed or timer one). Bytes that do not decode as a
+		// record (an offset inside one) are not answered.
+		m, _, err := store.DecodeRecord(rec)
+		if err != nil {
+			return errResponse(req, remoting.SystemError, fmt.Sprintf("can not find message by the offset, %d", h.Offset))
+		}
+		if r := b.checkStored(c, req, m.Topic, acl.Sub); r != nil {
+			return r
+		}
+		if real, ok := propValue(m.Properties, PropRealTopic); ok && real != "" && real != m.Topic {
+			if r := b.checkStored(c, req, real, acl.Sub); r != nil {
 				return r
 			}
 		}

@@ -14,8 +14,9 @@ import (
 // consumer groups, remembers each consumer group's subscriptions (pulls
 // filter with them), creates %RETRY%<group> for clustering consumers and
 // tells the group to rebalance when its client set changed. A consumer
-// group that fails remoting.ValidateGroup is skipped and the answer is
-// SYSTEM_ERROR naming it; an SQL92 subscription that does not compile (or
+// group that fails remoting.ValidateGroup, or would be a group past
+// STRATAMQ_MAX_GROUPS, is skipped and the answer is SYSTEM_ERROR naming
+// it; an SQL92 subscription that does not compile (or
 // with STRATAMQ_SQL_FILTER=false) is kept with its error and the answer is
 // SUBSCRIPTION_PARSE_FAILED (23) naming it; the rest of the heartbeat is
 // applied.
@@ -31,7 +32,11 @@ func (b *Broker) heartBeat(ctx context.Context, c *remoting.Conn, req *remoting.
 			refused = append(refused, err.Error())
 			continue
 		}
-		g := b.groups.GetOrCreate(cd.GroupName)
+		g, err := b.groups.Create(cd.GroupName)
+		if err != nil { // past STRATAMQ_MAX_GROUPS
+			refused = append(refused, err.Error())
+			continue
+		}
 		if cd.MessageModel != "BROADCASTING" && g.RetryQueueNums > 0 {
 			if retry, err := retryTopicFor(cd.GroupName); err != nil {
 				b.log.Warn("consumer group has no retry topic; its failed messages cannot be sent back", "group", cd.GroupName, "err", err)

@@ -50,19 +50,21 @@ func (b *Broker) endTransaction(ctx context.Context, c *remoting.Conn, req *remo
 		return b.transErr(req, remoting.SystemError, fmt.Sprintf("Find prepared transaction message failed: commitlog offset %d: %v", h.CommitLogOffset, err), &h)
 	}
 	if rec.Topic != TransHalfTopic {
-		return b.transErr(req, remoting.SystemError, fmt.Sprintf("Find prepared transaction message failed: the record at commitlog offset %d is of topic %s, not a half message", h.CommitLogOffset, rec.Topic), &h)
-	}
-	if pg, _ := propValue(rec.Properties, PropProducerGroup); pg != h.ProducerGroup {
-		return b.transErr(req, remoting.SystemError, fmt.Sprintf("The producer group wrong: the half message is of group %q", pg), &h)
+		// Not naming what is there: the caller chose the offset.
+		return b.transErr(req, remoting.SystemError, fmt.Sprintf("Find prepared transaction message failed: the record at commitlog offset %d is not a half message", h.CommitLogOffset), &h)
 	}
 	if b.cfg.ACL != nil {
 		// Committing or rolling back a half message needs PUB on the topic
-		// it is for (the header names none).
+		// it is for (the header names none); checked before any remark
+		// says more of the half.
 		if real, _ := propValue(rec.Properties, PropRealTopic); real != "" {
 			if r := b.checkStored(c, req, real, acl.Pub); r != nil {
 				return r
 			}
 		}
+	}
+	if pg, _ := propValue(rec.Properties, PropProducerGroup); pg != h.ProducerGroup {
+		return b.transErr(req, remoting.SystemError, fmt.Sprintf("The producer group wrong: the half message is of group %q", pg), &h)
 	}
 	if rec.QueueOffset != h.TranStateTableOffset {
 		return b.transErr(req, remoting.SystemError, fmt.Sprintf("The transaction state table offset wrong: the half message is at %d", rec.QueueOffset), &h)

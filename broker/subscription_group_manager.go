@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -15,7 +16,21 @@ import (
 // auto-created on first heartbeat or pull.
 type SubscriptionGroupManager struct {
 	configTable[remoting.SubscriptionGroupConfig] // Get, Delete, Names
+
+	maxGroups int // Create refuses a group past it (0: no limit); guarded by mu
 }
+
+// SetMaxGroups sets the most groups a client may make the table hold
+// (STRATAMQ_MAX_GROUPS; 0: no limit). Groups already there stay; an
+// admin's UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (Put) is not bounded.
+func (m *SubscriptionGroupManager) SetMaxGroups(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.maxGroups = n
+}
+
+// ErrGroupLimit: a new group past STRATAMQ_MAX_GROUPS.
+var ErrGroupLimit = errors.New("broker: too many consumer groups")
 
 const subscriptionGroupFile = "subscriptionGroup.json"
 
@@ -63,20 +78,41 @@ func DefaultSubscriptionGroup(name string) remoting.SubscriptionGroupConfig {
 // GetOrCreate returns the group's config, creating it with defaults. A new
 // group is saved to subscriptionGroup.json before it is returned (and
 // before any other caller sees it); if that save fails it is created all
-// the same and the config flush retries the save.
+// the same and the config flush retries the save. Past the limit
+// (SetMaxGroups) it returns the defaults without creating the group: the
+// requests a client's group starts with (heartbeat, gRPC settings and
+// receives) call Create, which refuses it.
 func (m *SubscriptionGroupManager) GetOrCreate(name string) remoting.SubscriptionGroupConfig {
+	g, err := m.Create(name)
+	if errors.Is(err, ErrGroupLimit) {
+		return DefaultSubscriptionGroup(name)
+	}
+	return g
+}
+
+// Create is GetOrCreate, but a new group past the limit is refused
+// (ErrGroupLimit, naming STRATAMQ_MAX_GROUPS). A failed save is not an
+// error here (as GetOrCreate).
+func (m *SubscriptionGroupManager) Create(name string) (remoting.SubscriptionGroupConfig, error) {
 	m.mu.Lock()
 	if g, ok := m.mu.table[name]; ok { // the usual case: one lock, no closure
 		v := *g
 		m.mu.Unlock()
-		return v
+		return v, nil
 	}
 	m.mu.Unlock()
-	g, _, _ := m.addSaved(name, func() (*remoting.SubscriptionGroupConfig, error) {
+	g, _, err := m.addSaved(name, func() (*remoting.SubscriptionGroupConfig, error) {
+		if n := len(m.mu.table) + len(m.mu.pending); m.maxGroups > 0 && n >= m.maxGroups {
+			return nil, fmt.Errorf("%w: the broker holds %d consumer groups, its limit (STRATAMQ_MAX_GROUPS=%d): group %s not created",
+				ErrGroupLimit, n, m.maxGroups, remoting.QuoteName(name))
+		}
 		g := DefaultSubscriptionGroup(name)
 		return &g, nil
 	}, m.Save, true)
-	return g
+	if errors.Is(err, ErrGroupLimit) {
+		return g, err
+	}
+	return g, nil
 }
 
 // Put creates or replaces a group.

@@ -9,7 +9,11 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stratamq/stratamq/broker"
@@ -49,6 +53,13 @@ type Config struct {
 	// port would bypass the topics' permissions. The other pages (status,
 	// offsets, lag, tier) show what /metrics shows.
 	NoBrowse string
+	// Hosts are the host names (no port) the console answers to, besides
+	// IP addresses and localhost: a request whose Host header names any
+	// other is refused (403), so a web page of another site whose name an
+	// attacker rebinds to the broker's address (DNS rebinding) cannot read
+	// the console through the browser of someone who can reach it.
+	// Compared without case and a trailing dot.
+	Hosts []string
 }
 
 // maxMessagePages is how many message pages are read at once; more wait
@@ -107,6 +118,11 @@ func New(cfg Config) *Handler {
 // method is 405. (Issue 14 adds admin credentials; write routes, when
 // they come, are POSTs dispatched here after that check.)
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.hostAllowed(r.Host) {
+		http.Error(w, fmt.Sprintf("the web console answers only to its host names (STRATAMQ_HTTP_HOSTS), IP addresses and localhost; Host %s is not one of them (add it to STRATAMQ_HTTP_HOSTS if it is this broker's name)",
+			strconv.QuoteToASCII(cut(r.Host, 64))), http.StatusForbidden)
+		return
+	}
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Referrer-Policy", "no-referrer")
@@ -218,4 +234,37 @@ type errorData struct {
 	Status     int
 	StatusText string
 	Message    string
+}
+
+// hostAllowed reports whether a request's Host header (host or host:port)
+// names this console: an IP address (no name to rebind), localhost, or
+// one of Config.Hosts. An empty Host (HTTP/1.0, no browser) is allowed.
+func (h *Handler) hostAllowed(host string) bool {
+	if host == "" {
+		return true
+	}
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		host = hh
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	if strings.EqualFold(host, "localhost") || len(host) > len(".localhost") && strings.EqualFold(host[len(host)-len(".localhost"):], ".localhost") {
+		return true
+	}
+	for _, n := range h.cfg.Hosts {
+		if strings.EqualFold(host, strings.TrimSuffix(n, ".")) {
+			return true
+		}
+	}
+	return false
+}
+
+// cut is s cut to n bytes.
+func cut(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }

@@ -69,9 +69,13 @@ func (tb *testBroker) send(t *testing.T, topic string, queue int, body []byte, p
 	return off
 }
 
+// testHosts are the host names the tests' handlers answer to:
+// httptest.NewRequest's Host.
+var testHosts = []string{"example.com"}
+
 func newHandler(tb *testBroker) *Handler {
 	return New(Config{Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Broker: func() Broker { return tb.b }})
+		Broker: func() Broker { return tb.b }, Hosts: testHosts})
 }
 
 // get serves one request and returns the status and body.
@@ -164,7 +168,7 @@ func TestConsoleBadParams(t *testing.T) {
 	f("/static/nope.css", 404, "no console page")
 
 	// No broker (between generations): 503.
-	none := New(Config{Broker: func() Broker { return nil }})
+	none := New(Config{Broker: func() Broker { return nil }, Hosts: testHosts})
 	if code, body, _ := get(t, none, http.MethodGet, "/topics"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not running") {
 		t.Fatalf("without a broker: %d\n%s", code, body)
 	}
@@ -223,7 +227,7 @@ func TestConsoleBigBodyBounded(t *testing.T) {
 func TestConsoleHonoursContext(t *testing.T) {
 	tb := startBroker(t)
 	tb.send(t, "CtxT", 0, []byte("x"), "")
-	h := New(Config{Broker: func() Broker { return tb.b }, Timeout: 200 * time.Millisecond,
+	h := New(Config{Broker: func() Broker { return tb.b }, Timeout: 200 * time.Millisecond, Hosts: testHosts,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	for range maxMessagePages {
 		h.sem <- struct{}{}
@@ -318,7 +322,7 @@ func TestConsoleNoBucket(t *testing.T) {
 func TestConsoleNoBrowseWithACL(t *testing.T) {
 	tb := startBroker(t)
 	tb.send(t, "Secret", 0, []byte("top-secret-body"), "KEYS\x01k1\x02")
-	h := New(Config{Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	h := New(Config{Version: "test", Hosts: testHosts, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Broker: func() Broker { return tb.b }, NoBrowse: "the broker has an ACL"})
 	for _, target := range []string{"/messages?topic=Secret&queue=0&offset=0", "/messages?topic=Secret&key=k1", "/messages"} {
 		code, body, _ := get(t, h, http.MethodGet, target)
@@ -332,5 +336,33 @@ func TestConsoleNoBrowseWithACL(t *testing.T) {
 	// Without it, the same message is shown.
 	if code, body, _ := get(t, newHandler(tb), http.MethodGet, "/messages?topic=Secret&queue=0&offset=0"); code != 200 || !strings.Contains(body, "top-secret-body") {
 		t.Fatalf("browser without NoBrowse: %d", code)
+	}
+}
+
+// TestConsoleRefusesForeignHost: a request whose Host header names another
+// site (a DNS rebinding page) is refused 403 saying how to allow a name;
+// the configured names (any case, with a port or a trailing dot), IP
+// addresses and localhost are answered.
+func TestConsoleRefusesForeignHost(t *testing.T) {
+	tb := startBroker(t)
+	h := New(Config{Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Broker: func() Broker { return tb.b }, Hosts: []string{"mq.example.net"}})
+	status := func(host string) (int, string) {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodGet, "/topics", nil)
+		req.Host = host
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	for _, host := range []string{"attacker.example", "attacker.example:5557", "mq.example.net.attacker.example", "example.com"} {
+		if code, body := status(host); code != http.StatusForbidden || !strings.Contains(body, "STRATAMQ_HTTP_HOSTS") || strings.Contains(body, "<") {
+			t.Errorf("Host %s: %d %q, want 403 naming STRATAMQ_HTTP_HOSTS", host, code, body)
+		}
+	}
+	for _, host := range []string{"mq.example.net", "MQ.Example.NET:5557", "mq.example.net.", "127.0.0.1:5557", "10.1.2.3", "[::1]:5557", "localhost:5557", "console.localhost"} {
+		if code, body := status(host); code != http.StatusOK {
+			t.Errorf("Host %s: %d %q, want 200", host, code, body)
+		}
 	}
 }

@@ -23,6 +23,12 @@
 //	/messages  the message browser: by topic and queue from an offset or a
 //	           time, by key, or by message id; properties and body previews
 //
+// It answers only requests whose Host header is an IP address, localhost
+// or one of Config.Hosts (cmd/stratamq: STRATAMQ_HTTP_HOSTS, the machine's
+// host name, the advertised and listen hosts); any other is 403, so a web
+// page whose name an attacker rebinds to the broker's address (DNS
+// rebinding) cannot read the console through a browser that reaches it.
+//
 // What it must never do: change anything (no write route exists; the
 // console answers 405 to every method but GET and HEAD), trust a query
 // parameter (each is checked, and a bad one is a 400 page saying which and

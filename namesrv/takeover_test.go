@@ -263,3 +263,55 @@ func TestNamesrvACL(t *testing.T) {
 		t.Fatalf("admin KV put: %d %q", resp.Code, resp.Remark)
 	}
 }
+
+// TestNamesrvQueryDataVersionFromAnotherConnKeepsNothingAlive: an
+// unsigned QUERY_DATA_VERSION naming a registered broker refreshes its
+// registration only on the connection that registered it: another peer's
+// queries every 20 s do not keep a broker that stopped heartbeating past
+// its 30 s expiry; the broker's own queries do.
+func TestNamesrvQueryDataVersionFromAnotherConnKeepsNothingAlive(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	e := start(t, Config{Clock: clock.Now, ScanInterval: time.Hour})
+	register := func(cl *remoting.Client, addr string) {
+		t.Helper()
+		body, _ := (&remoting.RegisterBrokerBody{TopicConfigSerializeWrapper: remoting.TopicConfigSerializeWrapper{
+			TopicConfigTable: brokerA.topics}}).Encode()
+		h := remoting.RegisterBrokerRequestHeader{BrokerName: "b-" + addr, BrokerAddr: addr, ClusterName: "c", HAServerAddr: "h:2",
+			HeartbeatTimeoutMillis: 30_000}
+		if resp := e.call(t, cl, remoting.NewRequest(remoting.RegisterBroker, h.Encode(), body)); resp.Code != 0 {
+			t.Fatal(resp.Remark)
+		}
+	}
+	query := func(cl *remoting.Client, addr string) {
+		t.Helper()
+		h := remoting.QueryDataVersionRequestHeader{BrokerName: "b-" + addr, BrokerAddr: addr, ClusterName: "c"}
+		if resp := e.call(t, cl, remoting.NewRequest(remoting.QueryDataVersion, h.Encode(), []byte("{}"))); resp.Code != 0 {
+			t.Fatal(resp.Remark)
+		}
+	}
+	dead := remoting.NewClient(remoting.ClientConfig{Logger: quiet})
+	defer dead.Close()
+	live := remoting.NewClient(remoting.ClientConfig{Logger: quiet})
+	defer live.Close()
+	register(dead, "dead:1")
+	register(live, "live:1")
+	for range 2 {
+		clock.Advance(20 * time.Second)
+		query(e.cl, "dead:1") // another peer, for the broker that went silent
+		query(live, "live:1") // the broker itself
+	}
+	if n := e.ns.ScanNotActiveBrokers(); n != 1 {
+		t.Fatalf("removed %d registrations 40 s after the last registration, want 1: the silent broker's (30 s expiry)", n)
+	}
+	resp := e.call(t, nil, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
+	ci, err := remoting.DecodeClusterInfo(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ci.BrokerAddrTable["b-dead:1"]; ok {
+		t.Error("the silent broker is still registered")
+	}
+	if _, ok := ci.BrokerAddrTable["b-live:1"]; !ok {
+		t.Error("the broker that queried on its own connection expired")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/metadata"
@@ -38,6 +39,17 @@ const (
 // so a captured request could be replayed for as long as its date is
 // accepted. As S3 allows for SigV4 (15 minutes).
 const MaxClockSkew = 15 * time.Minute
+
+// clock is the time signed dates are checked against: time.Now, but for
+// tests that move it (export_test.go).
+var clockFunc atomic.Pointer[func() time.Time]
+
+func clock() time.Time {
+	if f := clockFunc.Load(); f != nil {
+		return (*f)()
+	}
+	return time.Now()
+}
 
 // checkDateTime is nil when date is an x-mq-date-time within MaxClockSkew
 // of now, else why not.
@@ -169,8 +181,11 @@ func (s *Server) authorize(ctx context.Context, b Backend, code remoting.Request
 				return bad(apiv2.Code_UNAUTHORIZED, "ACL: signature check failed for accessKey %q (wrong secretKey, or x-mq-date-time was changed)", a.accessKey)
 			}
 			// A valid signature of a date too far from now: refused as a
-			// wrong signature is (a replay).
-			if err := checkDateTime(date, time.Now()); err != nil {
+			// wrong signature is (a replay). A Telemetry stream's date was
+			// checked when it opened: its headers are fixed for its life,
+			// and the clients send their settings again on it every few
+			// minutes, for hours.
+			if err := checkDateTime(date, clock()); err != nil && !openedStream(ctx) {
 				if d := rules.Verify(peer, withKey(req, a.accessKey), true); d == nil {
 					return nil
 				}
@@ -214,6 +229,12 @@ func (s *Server) AuthConsume(ctx context.Context, b Backend, group, topic string
 	return s.authorize(ctx, b, remoting.PullMessage, map[string]string{"topic": topic, "consumerGroup": group})
 }
 
+// authGroup is authorize for an RPC of a consumer group alone (SUB on the
+// group), as a request naming only a group is checked.
+func (s *Server) authGroup(ctx context.Context, b Backend, group string) error {
+	return s.authorize(ctx, b, remoting.GetConsumerListByGroup, map[string]string{"consumerGroup": group})
+}
+
 // authAny checks only the caller's identity (signature, account): the
 // RPCs that touch no resource (route, heartbeat, telemetry).
 func (s *Server) authAny(ctx context.Context, b Backend) error {
@@ -223,3 +244,42 @@ func (s *Server) authAny(ctx context.Context, b Backend) error {
 // authOnly is a request code no handler has: the ACL asks it for a valid
 // signature and nothing more.
 const authOnly remoting.RequestCode = -1
+
+// streamOpened marks a stream's context once its caller was authorized
+// when it opened (withOpenedStream).
+type streamOpened struct{}
+
+// withOpenedStream is ctx of a stream authorized at its opening: later
+// checks on it (a Telemetry stream's settings) verify its signature and
+// permissions again, but not its date's skew: the headers, and so the
+// signed date, are those of the stream's opening.
+func withOpenedStream(ctx context.Context) context.Context {
+	return context.WithValue(ctx, streamOpened{}, true)
+}
+
+func openedStream(ctx context.Context) bool {
+	v, _ := ctx.Value(streamOpened{}).(bool)
+	return v
+}
+
+// caller is who makes a request: the account its authorization header
+// names (authorize checked it; "" without an ACL, or from a white-listed
+// peer that sent none) and its connection (the peer's address and port).
+// A Telemetry session is bound to the caller that opened it (session.go).
+type caller struct {
+	account string
+	conn    string
+}
+
+// callerOf is ctx's caller. Without an ACL every caller is of the same
+// (empty) account: there is no identity to tell them apart.
+func (s *Server) callerOf(ctx context.Context, b Backend) caller {
+	c := caller{conn: peerAddr(ctx).String()}
+	if b == nil || b.ACL() == nil || b.ACL().Rules() == nil {
+		return c
+	}
+	if a, ok := parseAuthorization(header(ctx, hdrAuthorization)); ok {
+		c.account = a.accessKey
+	}
+	return c
+}

@@ -27,10 +27,12 @@ type Backend interface {
 	MaxMessageSize() int
 	// ACL is the broker's ACL; nil when none is configured.
 	ACL() *acl.ACL
-	// Route is a topic's queues; with the broker's auto-create policy an
-	// unknown topic is created (as a first send would). An unknown topic
-	// that is not created is an *Error with remoting.TopicNotExist.
-	Route(ctx context.Context, topic string) (Route, error)
+	// Route is a topic's queues. With create (the caller has PUB on the
+	// topic, as a first send over remoting needs) and the broker's
+	// auto-create policy an unknown topic is created, as a first send
+	// would; an unknown topic that is not created is an *Error with
+	// remoting.TopicNotExist.
+	Route(ctx context.Context, topic string, create bool) (Route, error)
 	// Send stores msgs (each as one SEND_MESSAGE would) and returns one
 	// result per message, in order.
 	Send(ctx context.Context, msgs []Message) []SendResult

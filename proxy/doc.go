@@ -56,7 +56,17 @@
 //
 // # Sessions and Telemetry
 //
-// A client is known by its x-mq-client-id header. Its Telemetry stream is
+// A client is known by its x-mq-client-id header, and its session belongs
+// to the caller that opened its Telemetry stream (session.go): the
+// account its authorization header names (none without an ACL) and its
+// connection. Another account's stream under that client id is refused
+// (FORBIDDEN) and ends; so are its heartbeats under it; only the same
+// account on the same connection may NotifyClientTermination it; a send's
+// transaction topics and a receive's auto_renew count only for a session
+// of the caller's account. A stream is authorized once, when it opens:
+// the settings the clients send again on it every few minutes are checked
+// against the ACL's permissions but not against the signed date's skew
+// (the date is the stream's opening's, fixed for its life). Its Telemetry stream is
 // owned by one goroutine (the RPC's), which alone writes to the stream; a
 // reader goroutine only hands received commands over, and the broker's
 // check service and Server.ThreadStack/VerifyMessage hand it commands
@@ -109,6 +119,16 @@
 // the clients map to exceptions), checks PUB on the topic, and hands the
 // batch to Backend.Send, which runs SEND_MESSAGE's checks per message and
 // stores the batch with the other gRPC sends of the moment in one
-// store.Put (broker/grpc_put.go). A recall stores a marker record the
-// scheduler reads before it moves a timer record on (broker/grpc_recall.go).
+// store.Put (broker/grpc_put.go). A recall stores a marker record, keyed
+// by the message's topic and id, the scheduler reads before it moves a
+// timer record on (broker/grpc_recall.go); RecallMessage needs PUB on
+// that topic.
+//
+// # Creation
+//
+// QueryRoute creates an unknown topic (with the broker's auto-create
+// policy) only for a caller with PUB on it, as a first send over remoting;
+// QueryAssignment creates none. A consumer's settings need SUB on its
+// group (created then, within STRATAMQ_MAX_GROUPS) even without a
+// subscription.
 package proxy

@@ -122,12 +122,18 @@ func (r *renewer) add(client, group, topic, handle string, invisible time.Durati
 	return true
 }
 
-// take translates a handle the client sent: the current handle of a
-// renewed one (which is renewed no more: the client acks, dead-letters or
-// changes it), else the handle as it is.
-func (r *renewer) take(handle string) string {
+// take translates a handle the client sent with a request of group and
+// topic: the current handle of a renewed one of that group and topic
+// (which is renewed no more: the client acks, dead-letters or changes
+// it), else the handle as it is. A request of another group or topic
+// (which the engine refuses: the handle is not of its group) leaves the
+// renewal as it is.
+func (r *renewer) take(group, topic, handle string) string {
 	r.mu.Lock()
 	e := r.byOrig[handle]
+	if e != nil && (e.group != group || e.topic != topic) {
+		e = nil
+	}
 	if e != nil {
 		r.removeLocked(e)
 	}

@@ -126,3 +126,33 @@ func TestGRPCAutoRenewStopsWithSession(t *testing.T) {
 		t.Fatalf("ack of the expired original handle: %v %v", ack, err)
 	}
 }
+
+// TestGRPCAutoRenewSurvivesForeignAck: an ack of an auto_renew handle
+// under another group (refused: the handle is not of that group) does not
+// stop the handle's renewal: the message stays invisible past two
+// invisible times, and its own group acks it with the original handle.
+func TestGRPCAutoRenewSurvivesForeignAck(t *testing.T) {
+	e := startEnv(t, envOpts{proxy: func(c *proxy.Config) { c.AutoRenewInvisible = autoRenewInvisible }})
+	if _, err := openTelemetry(callCtx(t, "c1"), e.cli); err != nil {
+		t.Fatal(err)
+	}
+	remotingSend(t, e.b, "RenewT", 0, []byte("one"), "")
+	handles, _, code := receivedHandles(receiveAll(t, e, autoRenewReceive("GRenew", "RenewT", 8, 0)))
+	if code != apiv2.Code_OK || len(handles) != 1 {
+		t.Fatalf("receive: %v %v", code, handles)
+	}
+	ack, err := e.cli.AckMessage(callCtx(t, "intruder"), &apiv2.AckMessageRequest{Group: res("GOther"), Topic: res("RenewT"),
+		Entries: []*apiv2.AckMessageEntry{{MessageId: "a", ReceiptHandle: handles[0]}}})
+	if err != nil || ack.GetStatus().GetCode() == apiv2.Code_OK {
+		t.Fatalf("ack under another group: %v %v, want a refusal", ack.GetStatus(), err)
+	}
+	again, _, code := receivedHandles(receiveAll(t, e, autoRenewReceive("GRenew", "RenewT", 8, 3*autoRenewInvisible)))
+	if code != apiv2.Code_MESSAGE_NOT_FOUND || len(again) != 0 {
+		t.Fatalf("after another group's ack the message was delivered again: %v %v (its renewal stopped)", code, again)
+	}
+	ack, err = e.cli.AckMessage(callCtx(t, "c1"), &apiv2.AckMessageRequest{Group: res("GRenew"), Topic: res("RenewT"),
+		Entries: []*apiv2.AckMessageEntry{{MessageId: "a", ReceiptHandle: handles[0]}}})
+	if err != nil || ack.GetStatus().GetCode() != apiv2.Code_OK {
+		t.Fatalf("ack by its own group: %v %v", ack.GetStatus(), err)
+	}
+}

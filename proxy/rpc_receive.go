@@ -103,7 +103,7 @@ func (svc *service) QueryAssignment(ctx context.Context, req *apiv2.QueryAssignm
 	if err != nil {
 		return &apiv2.QueryAssignmentResponse{Status: consumerStatus(err)}, nil
 	}
-	r, err := b.Route(ctx, topic)
+	r, err := b.Route(ctx, topic, false) // a consumer creates no topic
 	if err != nil {
 		return &apiv2.QueryAssignmentResponse{Status: statusOf(err)}, nil
 	}
@@ -207,7 +207,7 @@ func (svc *service) ReceiveMessage(req *apiv2.ReceiveMessageRequest, stream apiv
 	}
 	// auto_renew: the handles are renewed while the client's session lives.
 	renewFor := ""
-	if id := clientID(ctx); req.GetAutoRenew() && id != "" && svc.sessions.get(id) != nil {
+	if id := clientID(ctx); req.GetAutoRenew() && id != "" && svc.sessions.of(svc.s.callerOf(ctx, b), id) != nil {
 		renewFor = id
 	}
 	// Inflated bodies count against the server's receive memory: twice
@@ -328,7 +328,7 @@ func (svc *service) AckMessage(ctx context.Context, req *apiv2.AckMessageRequest
 	}
 	resp := &apiv2.AckMessageResponse{Status: okStatus()}
 	for _, e := range req.GetEntries() {
-		st := consumerStatus(cb.Ack(group, topic, svc.renew.take(e.GetReceiptHandle())))
+		st := consumerStatus(cb.Ack(group, topic, svc.renew.take(group, topic, e.GetReceiptHandle())))
 		if st.GetCode() != apiv2.Code_OK && resp.Status.GetCode() == apiv2.Code_OK {
 			resp.Status = st
 		}
@@ -356,7 +356,7 @@ func (svc *service) ChangeInvisibleDuration(ctx context.Context, req *apiv2.Chan
 	// A duration of 0 (a nack without backoff) makes it visible at once.
 	dur := max(d.AsDuration(), time.Millisecond)
 	// A renewed handle's current one; the client manages it from now on.
-	h, err := cb.ChangeInvisible(group, topic, svc.renew.take(req.GetReceiptHandle()), dur)
+	h, err := cb.ChangeInvisible(group, topic, svc.renew.take(group, topic, req.GetReceiptHandle()), dur)
 	if err != nil {
 		return &apiv2.ChangeInvisibleDurationResponse{Status: consumerStatus(err)}, nil
 	}
@@ -374,7 +374,7 @@ func (svc *service) ForwardMessageToDeadLetterQueue(ctx context.Context, req *ap
 	if err != nil {
 		return &apiv2.ForwardMessageToDeadLetterQueueResponse{Status: consumerStatus(err)}, nil
 	}
-	if err := cb.ForwardToDLQ(ctx, group, topic, svc.renew.take(req.GetReceiptHandle())); err != nil {
+	if err := cb.ForwardToDLQ(ctx, group, topic, svc.renew.take(group, topic, req.GetReceiptHandle())); err != nil {
 		return &apiv2.ForwardMessageToDeadLetterQueueResponse{Status: consumerStatus(err)}, nil
 	}
 	return &apiv2.ForwardMessageToDeadLetterQueueResponse{Status: okStatus()}, nil

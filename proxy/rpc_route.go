@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"strconv"
 
 	"github.com/stratamq/stratamq/proxy/apiv2"
+	"github.com/stratamq/stratamq/remoting"
 )
 
 // RocketMQ's permission bits.
@@ -24,7 +26,11 @@ var acceptAll = []apiv2.MessageType{apiv2.MessageType_NORMAL, apiv2.MessageType_
 // then send to and receive from this address, whatever the remoting
 // routes say. Queues that are both read and write are READ_WRITE; the
 // extra ones of a topic with more read than write queues (or the
-// reverse) are READ or WRITE only.
+// reverse) are READ or WRITE only. Any signed caller may read an
+// existing topic's route (as the name servers' routes are open); an
+// unknown topic is created (with the broker's auto-create policy) only
+// for a caller with PUB on it, as a first send over remoting is: another
+// gets TOPIC_NOT_FOUND saying so.
 func (svc *service) QueryRoute(ctx context.Context, req *apiv2.QueryRouteRequest) (*apiv2.QueryRouteResponse, error) {
 	b, err := svc.s.backend()
 	if err != nil {
@@ -37,7 +43,12 @@ func (svc *service) QueryRoute(ctx context.Context, req *apiv2.QueryRouteRequest
 	if err := svc.s.authAny(ctx, b); err != nil {
 		return &apiv2.QueryRouteResponse{Status: statusOf(err)}, nil
 	}
-	r, err := b.Route(ctx, topic)
+	pubErr := svc.s.authTopic(ctx, b, topic, true)
+	r, err := b.Route(ctx, topic, pubErr == nil)
+	var pe *Error
+	if pubErr != nil && errors.As(err, &pe) && pe.Code == remoting.TopicNotExist {
+		err = bad(apiv2.Code_TOPIC_NOT_FOUND, "topic %s does not exist; a route query creates it only for an account with PUB on it: %s", topic, statusOf(pubErr).GetMessage())
+	}
 	if err != nil {
 		return &apiv2.QueryRouteResponse{Status: statusOf(err)}, nil
 	}
@@ -125,22 +136,26 @@ func (svc *service) Heartbeat(ctx context.Context, req *apiv2.HeartbeatRequest) 
 		err = bad(apiv2.Code_CLIENT_ID_REQUIRED, "the %s header is missing", hdrClientID)
 	}
 	if err == nil {
-		svc.sessions.touch(clientID(ctx))
+		err = svc.sessions.touch(svc.s.callerOf(ctx, b), clientID(ctx))
 	}
 	return &apiv2.HeartbeatResponse{Status: statusOf(err)}, nil
 }
 
 // NotifyClientTermination forgets the client: its transaction checks go
 // to another producer from now on, and its auto_renew handles are renewed
-// no more.
+// no more. Only the session's owner may say so: the account and the
+// connection that opened the client's Telemetry stream (FORBIDDEN
+// otherwise).
 func (svc *service) NotifyClientTermination(ctx context.Context, req *apiv2.NotifyClientTerminationRequest) (*apiv2.NotifyClientTerminationResponse, error) {
 	b, err := svc.s.backend()
 	if err == nil {
 		err = svc.s.authAny(ctx, b)
 	}
 	if err == nil {
-		svc.sessions.terminate(clientID(ctx))
-		svc.renew.dropClient(clientID(ctx))
+		var dropped bool
+		if dropped, err = svc.sessions.terminate(svc.s.callerOf(ctx, b), clientID(ctx)); dropped {
+			svc.renew.dropClient(clientID(ctx))
+		}
 	}
 	return &apiv2.NotifyClientTerminationResponse{Status: statusOf(err)}, nil
 }

@@ -69,7 +69,7 @@ func (svc *service) SendMessage(ctx context.Context, req *apiv2.SendMessageReque
 			bytes += len(out[i].Body)
 			if out[i].SysFlag&sysFlagTransPrep != 0 {
 				e.TransactionId = encodeTransactionID(r.PhysOffset, r.QueueOffset)
-				svc.sessions.noteTxTopic(clientID(ctx), topic)
+				svc.sessions.noteTxTopic(svc.s.callerOf(ctx, b), clientID(ctx), topic)
 			}
 			if r.DeliverMs > 0 {
 				e.RecallHandle = encodeRecallHandle(Recall{RealTopic: topic, Topic: r.Topic, QueueID: r.QueueID,
@@ -89,7 +89,7 @@ func (svc *service) SendMessage(ctx context.Context, req *apiv2.SendMessageReque
 // FIFO message with a queue out of range goes to the queue its group
 // hashes to, any other to one the broker picks.
 func (svc *service) pickQueues(ctx context.Context, b Backend, msgs []*apiv2.Message, out []Message) error {
-	r, err := b.Route(ctx, out[0].Topic)
+	r, err := b.Route(ctx, out[0].Topic, true) // PUB on it was checked
 	if err != nil {
 		return err
 	}

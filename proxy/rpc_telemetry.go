@@ -35,7 +35,14 @@ func (svc *service) Telemetry(stream apiv2.MessagingService_TelemetryServer) err
 	if id == "" {
 		return stream.Send(&apiv2.TelemetryCommand{Status: statusOf(bad(apiv2.Code_CLIENT_ID_REQUIRED, "the %s header is missing", hdrClientID))})
 	}
-	se := &session{clientID: id, out: make(chan *apiv2.TelemetryCommand, DefaultTelemetryQueue), done: make(chan struct{}), seen: time.Now()}
+	// The session is bound to this caller: another account's stream with
+	// the same client id is refused, here and (a race) when it is added.
+	owner := svc.s.callerOf(ctx, b)
+	if svc.sessions.get(id) != nil && svc.sessions.of(owner, id) == nil {
+		return stream.Send(&apiv2.TelemetryCommand{Status: statusOf(errClientIDTaken(id))})
+	}
+	ctx = withOpenedStream(ctx)
+	se := &session{clientID: id, owner: owner, out: make(chan *apiv2.TelemetryCommand, DefaultTelemetryQueue), done: make(chan struct{}), seen: time.Now()}
 	defer close(se.done)
 	defer func() {
 		if svc.sessions.remove(se) {
@@ -63,14 +70,14 @@ func (svc *service) Telemetry(stream apiv2.MessagingService_TelemetryServer) err
 	for {
 		select {
 		case cmd := <-in:
-			reply, err := svc.telemetryCommand(ctx, se, cmd)
-			if err != nil {
-				return err
-			}
+			reply, end := svc.telemetryCommand(ctx, se, cmd)
 			if reply != nil {
 				if err := stream.Send(reply); err != nil {
 					return err
 				}
+			}
+			if end {
+				return nil
 			}
 		case cmd := <-se.out:
 			if err := stream.Send(cmd); err != nil {
@@ -89,23 +96,26 @@ func (svc *service) Telemetry(stream apiv2.MessagingService_TelemetryServer) err
 }
 
 // telemetryCommand handles one command from the client and returns the
-// answer to send, if any.
-func (svc *service) telemetryCommand(ctx context.Context, se *session, cmd *apiv2.TelemetryCommand) (*apiv2.TelemetryCommand, error) {
+// answer to send, if any, and whether the stream ends after it.
+func (svc *service) telemetryCommand(ctx context.Context, se *session, cmd *apiv2.TelemetryCommand) (*apiv2.TelemetryCommand, bool) {
 	switch c := cmd.GetCommand().(type) {
 	case *apiv2.TelemetryCommand_Settings:
 		b, err := svc.s.backend()
 		if err != nil {
-			return &apiv2.TelemetryCommand{Status: statusOf(err)}, nil
+			return &apiv2.TelemetryCommand{Status: statusOf(err)}, false
 		}
 		out, err := svc.settingsFor(ctx, b, c.Settings)
 		if err != nil {
-			return &apiv2.TelemetryCommand{Status: statusOf(err)}, nil
+			return &apiv2.TelemetryCommand{Status: statusOf(err)}, false
 		}
 		se.mu.Lock()
 		se.settings = proto.Clone(c.Settings).(*apiv2.Settings)
 		se.mu.Unlock()
-		svc.sessions.add(se)
-		return &apiv2.TelemetryCommand{Status: okStatus(), Command: &apiv2.TelemetryCommand_Settings{Settings: out}}, nil
+		if err := svc.sessions.add(se); err != nil {
+			// Another account's session took the client id meanwhile.
+			return &apiv2.TelemetryCommand{Status: statusOf(err)}, true
+		}
+		return &apiv2.TelemetryCommand{Status: okStatus(), Command: &apiv2.TelemetryCommand_Settings{Settings: out}}, false
 	case *apiv2.TelemetryCommand_VerifyMessageResult:
 		if !svc.pending.answer(c.VerifyMessageResult.GetNonce(), cmd) {
 			svc.s.log.Debug("verify message result nobody waits for", "client", se.clientID, "nonce", c.VerifyMessageResult.GetNonce())
@@ -126,7 +136,7 @@ func (svc *service) telemetryCommand(ctx context.Context, se *session, cmd *apiv
 	default:
 		svc.s.log.Debug("telemetry command ignored", "client", se.clientID)
 	}
-	return nil, nil
+	return nil, false
 }
 
 // Default retry policy handed to clients that sent none: exponential

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 
 	"github.com/stratamq/stratamq/proxy/apiv2"
 )
@@ -58,10 +59,19 @@ func (svc *service) EndTransaction(ctx context.Context, req *apiv2.EndTransactio
 			Commit:    req.GetResolution() == apiv2.TransactionResolution_COMMIT,
 			FromCheck: req.GetSource() == apiv2.TransactionSource_SOURCE_SERVER_CHECK,
 		}, func(real string) error {
-			if real != topic {
-				return bad(apiv2.Code_BAD_REQUEST, "the transaction is of topic %s, not %s", real, topic)
+			// Neither answer names the half's topic: the transaction id
+			// (the offset) is the caller's word.
+			if err := svc.s.authTopic(ctx, b, real, true); err != nil {
+				var se *statusError
+				if errors.As(err, &se) && se.code == apiv2.Code_FORBIDDEN {
+					return bad(apiv2.Code_FORBIDDEN, "ACL: no PUB permission on the topic of the transaction's half message")
+				}
+				return err
 			}
-			return svc.s.authTopic(ctx, b, real, true)
+			if real != topic {
+				return bad(apiv2.Code_BAD_REQUEST, "the transaction is not of topic %s", topic)
+			}
+			return nil
 		})
 	}
 	return &apiv2.EndTransactionResponse{Status: statusOf(err)}, nil

@@ -16,8 +16,9 @@ const (
 )
 
 // subscriptionSettings fills in a consumer's settings answer (out, whose
-// Subscription is sub): SUB on its group and topics is checked, and the
-// group's config decides what the clients act on: fifo (the group's
+// Subscription is sub): SUB on its group (even with no subscription: the
+// group is created) and topics is checked, and the group's config
+// decides what the clients act on: fifo (the group's
 // consumeMessageOrderly: a push consumer then consumes each message group
 // in order) and the backoff policy's max_attempts (retryMaxTimes + 1: a
 // FIFO push consumer forwards a message to the DLQ after them). A batch
@@ -25,6 +26,11 @@ const (
 // defaults (32, 30 s).
 func (svc *service) subscriptionSettings(ctx context.Context, b Backend, out *apiv2.Settings, sub *apiv2.Subscription) error {
 	group := resourceName(sub.GetGroup())
+	if group != "" {
+		if err := svc.s.authGroup(ctx, b, group); err != nil {
+			return err
+		}
+	}
 	for _, e := range sub.GetSubscriptions() {
 		if err := svc.s.AuthConsume(ctx, b, group, resourceName(e.GetTopic())); err != nil {
 			return err

@@ -91,15 +91,18 @@ func IsSystemTopic(topic string) bool {
 	return strings.HasPrefix(topic, "rmq_sys_")
 }
 
-// IsNotAllowedSendTopic reports the system topics RocketMQ 4.9 refuses
-// sends to (NO_PERMISSION "Sending message to topic[...] is forbidden."):
-// SCHEDULE_TOPIC_XXXX, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
-// TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC and OFFSET_MOVED_EVENT.
+// IsNotAllowedSendTopic reports the topics clients may not send to
+// (NO_PERMISSION "Sending message to topic[...] is forbidden."): every
+// system topic (IsSystemTopic: the ones RocketMQ 4.9 refuses and every
+// rmq_sys_ topic: the timer wheel, StrataMQ's recall markers, ...), whose
+// records the broker writes itself and acts on, but RMQ_SYS_TRACE_TOPIC
+// (the clients' message traces), BenchmarkTest (the benchmark tools'
+// topic) and TBW102 (the broker refuses sends to its auto-create
+// template with a remark of its own).
 func IsNotAllowedSendTopic(topic string) bool {
 	switch topic {
-	case "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-		"TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT":
-		return true
+	case "RMQ_SYS_TRACE_TOPIC", "BenchmarkTest", "TBW102":
+		return false
 	}
-	return false
+	return IsSystemTopic(topic)
 }

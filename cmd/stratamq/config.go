@@ -25,6 +25,7 @@ type Config struct {
 	broker.Config
 	NamesrvListen string `env:"NAMESRV_LISTEN" envDefault:":9876" help:"name server listen address (serve, namesrv)"`
 	HTTPListen    string `env:"HTTP_LISTEN" envDefault:":5557" help:"metrics and health listen address; empty disables"`
+	HTTPHosts     string `env:"HTTP_HOSTS" help:"comma-separated host names the web console answers to, besides IP addresses, localhost, this machine's host name and the advertised and listen hosts; a request naming another Host is refused (DNS rebinding)"`
 	LogLevel      string `env:"LOG_LEVEL" envDefault:"info" help:"debug | info | warn | error"`
 	Pprof         bool   `env:"PPROF" help:"serve /debug/pprof/ on the metrics address"`
 	Bucket        string `env:"BUCKET" help:"where sealed segments go: file:///dir, s3://bucket/prefix?endpoint=...&region=..., minio://host:port/bucket/prefix?secure=false (default file://<data dir>-bucket, beside the data dir)"`

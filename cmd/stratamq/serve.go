@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -174,7 +175,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 			noBrowse = "the broker has an ACL (STRATAMQ_ACL_FILE) and the console's pages are not signed; read messages with a signed client or stratamq admin queryMsgById/queryMsgByKey/queryMsgByOffset and --access-key"
 		}
 		routes = append(routes, haRoute(node.Broker), httpRoute{"/", console.New(console.Config{Version: version, Logger: log,
-			NoBrowse: noBrowse,
+			NoBrowse: noBrowse, Hosts: consoleHosts(cfg),
 			Broker: func() console.Broker {
 				if b := node.Broker(); b != nil {
 					return b
@@ -411,4 +412,26 @@ func startGRPC(ctx context.Context, cfg Config, log *slog.Logger, tlsm tlsMateri
 		}
 	}()
 	return srv, nil
+}
+
+// consoleHosts are the host names the web console answers to besides IP
+// addresses and localhost: STRATAMQ_HTTP_HOSTS, this machine's host name,
+// and the hosts of STRATAMQ_ADVERTISE_ADDR and STRATAMQ_HTTP_LISTEN when
+// they are names.
+func consoleHosts(cfg Config) []string {
+	var out []string
+	for _, h := range strings.Split(cfg.HTTPHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			out = append(out, h)
+		}
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		out = append(out, h)
+	}
+	for _, addr := range []string{cfg.AdvertiseAddr, cfg.HTTPListen} {
+		if h, _, err := net.SplitHostPort(addr); err == nil && h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
 }
