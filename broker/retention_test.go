@@ -238,6 +238,12 @@ func TestScheduleRetentionPinWithTopicOverrides(t *testing.T) {
 	if got := recordAt(t, b, "Later", 0, 0); string(got.Body) != "delayed" || time.UnixMilli(got.StoreTimestamp).Before(sentAt.Add(8*time.Second)) {
 		t.Fatalf("delivered %q at %s after the send", got.Body, time.UnixMilli(got.StoreTimestamp).Sub(sentAt))
 	}
+	// Its scheduled record goes only once the delivery is in the bucket
+	// too (a restore would deliver it again from the record): seal it.
+	if err := b.store.SealActive(); err != nil {
+		t.Fatal(err)
+	}
+	b.tier.uploader.Notify()
 	waitCond(t, 30*time.Second, "retention deletes the delivered message's segment", func() bool {
 		return b.store.MinPhysOffset() > pending
 	})
