@@ -203,9 +203,9 @@ type popEntry struct {
 	// stored (with dlq): the DLQ copy is stored, its write ending at this
 	// commitlog offset; the entry is done once that is durable.
 	stored int64
-	q            *popQueue
-	g            *popGroup
-	hi           int // index in popEngine.heap; -1 when not in it
+	q      *popQueue
+	g      *popGroup
+	hi     int // index in popEngine.heap; -1 when not in it
 }
 
 func newPopEngine(b *Broker) *popEngine {
