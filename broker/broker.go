@@ -403,6 +403,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			return fail(err)
 		}
 	}
+	b.sched.settle() // clamped to the queues, now open (schedule.go)
 	b.trans = newTransactions(b)
 	if err := b.trans.load(); err != nil {
 		return fail(err)
@@ -615,6 +616,14 @@ func (b *Broker) Close() error {
 		b.closing.Store(true)
 		_ = b.server.Close()
 		var errs []error
+		if b.store != nil {
+			// The progress files count only fdatasynced writes
+			// (durable_progress.go): sync first, so a clean stop saves
+			// all of it. A failure is the store's to report (Close).
+			if err := b.store.Flush(); err != nil {
+				b.log.Warn("flush before saving the config files failed", "err", err)
+			}
+		}
 		errs = append(errs, b.saveConfig())
 		if b.store != nil {
 			errs = append(errs, b.store.Close())

@@ -151,9 +151,15 @@
 //	                           Every schedule queue is in due order: its progress is one offset
 //	                           (delayOffset.json, the checkpoint's delayOffsets and timerOffsets);
 //	                           nothing per message in memory but timer queue 0's read-ahead
-//	                           (<= 4096). Bucket retention stops at the oldest undelivered one
-//	                           (pinnedFloor). Send-backs (rc036) go through it with level
-//	                           3+reconsumeTimes
+//	                           (<= 4096). Bucket retention stops at the oldest one whose
+//	                           delivery the bucket lacks (pinnedFloor). Send-backs (rc036) go
+//	                           through it with level 3+reconsumeTimes
+//	durable_progress.go        the internal services' saved progress (schedule, transaction
+//	                           check, POP dead-lettering) counts only writes as durable as the
+//	                           save: stepLog keeps each step with the commitlog end its writes
+//	                           reached; the local files save what is fdatasynced, the bucket
+//	                           checkpoint what the manifest lists or a sync_master's slave holds
+//	                           (durableEnds); recovery does the rest again (at least once)
 //	rc880_dlq.go               STRATAMQ_DLQ_LIST (880003) and STRATAMQ_DLQ_RESEND (880004): a
 //	                           group's DLQ listed, and resent to %RETRY%<group> (admin dlqList,
 //	                           dlqResend)

@@ -365,13 +365,23 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 	if err != nil {
 		return nil, err
 	}
-	// The internal services' progress, taken before their sections: it
-	// only grows, so it is never ahead of what this checkpoint holds.
-	progress := b.sched.snapshot()
-	ts := b.trans.snapshot()
+	// The internal services' progress counts only the writes it depends
+	// on that a restore from this checkpoint finds: those the bucket lists
+	// or, on a sync_master, a slave holds (durable_progress.go). The same
+	// bound for the sections and for savedProgress (what retention may
+	// expire of the internal queues).
+	localEnd, bucketEnd := b.durableEnds()
+	b.sched.trim(min(localEnd, bucketEnd))
+	b.trans.trim(min(localEnd, bucketEnd))
+	progress := b.sched.snapshot(bucketEnd)
+	ts := b.trans.stateAt(bucketEnd)
 	progress[queueKey{TransHalfTopic, 0}] = ts.HalfOffset
 	progress[queueKey{TransOpHalfTopic, 0}] = ts.OpOffset
-	delayJSON, timerJSON, err := b.sched.sections() // schedule.go
+	delayJSON, timerJSON, err := b.sched.sections(bucketEnd) // schedule.go
+	if err != nil {
+		return nil, err
+	}
+	transJSON, err := json.Marshal(ts)
 	if err != nil {
 		return nil, err
 	}
@@ -455,7 +465,7 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 		sectionDelayOffsets:       delayJSON,
 		sectionTimerOffsets:       timerJSON,
 		sectionCommitLog:          clJSON,
-		sectionTransactions:       b.trans.section(),
+		sectionTransactions:       transJSON,
 		sectionPop:                popJSON,
 	}, nil
 }

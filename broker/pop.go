@@ -165,7 +165,10 @@ type popEngine struct {
 	clients map[string]int
 	heap    popHeap // invisible entries by deadline
 	dead    []*popEntry
-	rr      uint32 // round-robin start over queues
+	// stored: dead-lettered entries whose DLQ copy is not yet durable for
+	// every fault; they stay in flight until it is (pop_persist.go).
+	stored []*popEntry
+	rr     uint32 // round-robin start over queues
 	// version counts changes; saved is the version last persisted locally.
 	version uint64
 
@@ -197,6 +200,7 @@ type popQueue struct {
 	// since (dropped lazily from the front, or by compaction).
 	order   []int64
 	ready   int   // entries visible again
+	stored  int   // entries whose DLQ copy is stored, waiting to be durable
 	reading bool  // a receive reads the log for this queue now
 	commit  int64 // base last committed to the offset store; -1 none
 }
@@ -210,10 +214,13 @@ type popEntry struct {
 	deadline     int64 // unix ms it becomes visible again; 0: visible now
 	nonce        uint64
 	dlq          bool // being dead-lettered now
-	q            *popQueue
-	g            *popGroup
-	hi           int    // index in popEngine.heap; -1 when not in it
-	client       string // who it was delivered to last ("": not counted)
+	// stored (with dlq): the DLQ copy is stored, its write ending at this
+	// commitlog offset; the entry is done once that is durable.
+	stored int64
+	q      *popQueue
+	g      *popGroup
+	hi     int    // index in popEngine.heap; -1 when not in it
+	client string // who it was delivered to last ("": not counted)
 }
 
 func newPopEngine(b *Broker) *popEngine {
@@ -295,8 +302,8 @@ func (q *popQueue) base() int64 {
 }
 
 // held: a FIFO receive may not take from q (an entry is invisible, or
-// being dead-lettered).
-func (q *popQueue) held() bool { return len(q.inflight) > q.ready }
+// being dead-lettered; one whose DLQ copy is stored does not hold it).
+func (q *popQueue) held() bool { return len(q.inflight)-q.stored > q.ready }
 
 // addLocked puts a new entry in flight.
 func (e *popEngine) addLocked(g *popGroup, q *popQueue, ent *popEntry) {
@@ -318,6 +325,9 @@ func (e *popEngine) removeLocked(ent *popEntry) {
 		return
 	}
 	delete(q.inflight, ent.offset)
+	if ent.stored > 0 {
+		q.stored--
+	}
 	if ent.hi >= 0 {
 		heap.Remove(&e.heap, ent.hi)
 	}
@@ -426,6 +436,7 @@ func (e *popEngine) expireLocked(nowMs int64) bool {
 // revive runs expiry at the engine's clock and dead-letters what is due.
 // The revive loop calls it; tests call it after moving the clock.
 func (e *popEngine) revive(ctx context.Context) {
+	e.releaseStored()
 	e.mu.Lock()
 	woke := e.expireLocked(e.now().UnixMilli())
 	dead := e.dead
@@ -446,7 +457,7 @@ func (e *popEngine) revive(ctx context.Context) {
 			ent.q.ready++
 			e.setDeadlineLocked(ent, e.now().UnixMilli()+popDLQRetry.Milliseconds())
 		} else {
-			e.removeLocked(ent)
+			e.storedLocked(ent, e.b.store.MaxPhysOffset())
 		}
 		e.mu.Unlock()
 		if err == nil {
@@ -966,7 +977,7 @@ func (b *Broker) PopForwardToDLQ(ctx context.Context, group, topic, handle strin
 		ent.q.ready++
 		e.setDeadlineLocked(ent, h.PopMs+h.InvisibleMs)
 	} else {
-		e.removeLocked(ent)
+		e.storedLocked(ent, b.store.MaxPhysOffset())
 	}
 	e.mu.Unlock()
 	if err == nil {

@@ -35,6 +35,13 @@ import (
 // flight at a crash become visible at their deadline, and messages
 // received after the save are read again from next. At least once, never
 // lost.
+//
+// A dead-lettered entry is done only once its DLQ copy is durable for
+// every fault (durable_progress.go: fdatasynced, and listed in the
+// bucket's manifest or, on a sync_master, held by a slave): until then it
+// stays in flight (not receivable, not holding a FIFO queue), so neither
+// this state nor the group's committed offset passes it, and a state
+// loaded after a fault dead-letters it again (its deadline is 1).
 const (
 	popStateFile = "popState.json"
 	sectionPop   = "pop"
@@ -112,8 +119,48 @@ func (e *popEngine) section() (json.RawMessage, error) {
 	return json.Marshal(st)
 }
 
+// storedLocked marks ent, just dead-lettered with a write that ends at
+// commitlog offset end, as waiting for that write to be durable; it is
+// done at once if it is.
+func (e *popEngine) storedLocked(ent *popEntry, end int64) {
+	if ent.q.inflight[ent.offset] != ent {
+		return
+	}
+	ent.stored = max(end, 1)
+	ent.q.stored++
+	e.stored = append(e.stored, ent)
+	e.version++
+}
+
+// releaseStored takes the dead-lettered entries whose DLQ copy is now
+// durable for every fault out of flight: the group's progress passes them.
+func (e *popEngine) releaseStored() {
+	e.mu.Lock()
+	n := len(e.stored)
+	e.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	d := e.b.durableAll()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	kept := e.stored[:0]
+	for _, ent := range e.stored {
+		switch {
+		case ent.q.inflight[ent.offset] != ent:
+		case ent.stored <= d:
+			e.removeLocked(ent)
+		default:
+			kept = append(kept, ent)
+		}
+	}
+	clear(e.stored[len(kept):])
+	e.stored = kept
+}
+
 // save writes the local file when the state changed since the last save.
 func (e *popEngine) save() error {
+	e.releaseStored()
 	e.saveMu.Lock()
 	defer e.saveMu.Unlock()
 	e.mu.Lock()
@@ -177,7 +224,7 @@ func (e *popEngine) install(st *popStateJSON) {
 	b := e.b
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.groups, e.heap, e.total, e.dead = map[string]*popGroup{}, nil, 0, nil
+	e.groups, e.heap, e.total, e.dead, e.stored = map[string]*popGroup{}, nil, 0, nil, nil
 	e.activeGroups, e.clients = 0, map[string]int{}
 	for name, topics := range st.Groups {
 		g := e.groupLocked(name)

@@ -193,6 +193,12 @@ func TestPopRedeliveryThenDLQ(t *testing.T) {
 		clock.add(11 * time.Second)
 		b.pop.revive(context.Background())
 	}
+	// The entry is done once its DLQ copy is durable (fdatasynced here:
+	// no bucket); until then it stays in flight, invisible.
+	if err := b.store.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	b.pop.revive(context.Background())
 	if n := b.PopInflight("GD"); n != 0 {
 		t.Fatalf("%d in flight after the last attempt expired", n)
 	}

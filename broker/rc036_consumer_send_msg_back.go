@@ -2,12 +2,14 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/stratamq/stratamq/acl"
+	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 )
@@ -21,6 +23,11 @@ import (
 // maxReconsumeTimes, version >= 121), or with delayLevel < 0 (client-go's
 // orderly consumer past its local retries), it goes to %DLQ%<group> at
 // once, as RocketMQ does.
+//
+// It is answered like a send: on a sync_master only once a slave holds the
+// retry copy (else SYSTEM_ERROR naming FLUSH_SLAVE_TIMEOUT or
+// SLAVE_NOT_AVAILABLE, as RocketMQ answers a send-back whose put was not
+// PUT_OK; the consumer then retries the message itself: at least once).
 func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var h remoting.ConsumerSendMsgBackRequestHeader
 	if err := h.Decode(req.ExtFields); err != nil {
@@ -66,7 +73,18 @@ func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req 
 	if r := b.scheduleRoute(req, &msg, time.Now().UnixMilli()); r != nil {
 		return r
 	}
-	if err := b.putSendBack(ctx, msg); err != nil {
+	res, err := b.storeSendBack(ctx, msg)
+	if err != nil {
+		return b.putError(req, err)
+	}
+	if err := b.slaveAck(res); err != nil {
+		status := "SLAVE_NOT_AVAILABLE"
+		if errors.Is(err, ha.ErrSlaveTimeout) {
+			status = "FLUSH_SLAVE_TIMEOUT"
+		}
+		return errResponse(req, remoting.SystemError, status+": the retry message is stored but no slave holds it: "+err.Error())
+	}
+	if err := b.ackGate(); err != nil { // the lease may have lapsed during the wait
 		return b.putError(req, err)
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
@@ -121,13 +139,22 @@ func (b *Broker) sendBackMessage(group string, g remoting.SubscriptionGroupConfi
 }
 
 // putSendBack stores a message sendBackMessage built (and scheduleRoute
-// routed): the send gates, then the store.
+// routed): the send gates, then the store. It does not wait for a slave
+// (POP's dead-lettering keeps its entry in flight until the copy is
+// durable instead).
 func (b *Broker) putSendBack(ctx context.Context, msg store.Message) error {
+	_, err := b.storeSendBack(ctx, msg)
+	return err
+}
+
+// storeSendBack is putSendBack returning where the message was stored.
+func (b *Broker) storeSendBack(ctx context.Context, msg store.Message) ([]store.PutResult, error) {
 	if err := b.writeGate(ctx, msg.Topic, msg.QueueID); err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := b.store.Put(ctx, []store.Message{msg}); err != nil {
-		return err
+	res, err := b.store.Put(ctx, []store.Message{msg})
+	if err != nil {
+		return nil, err
 	}
-	return b.ackGate()
+	return res, b.ackGate()
 }

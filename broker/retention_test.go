@@ -238,6 +238,12 @@ func TestScheduleRetentionPinWithTopicOverrides(t *testing.T) {
 	if got := recordAt(t, b, "Later", 0, 0); string(got.Body) != "delayed" || time.UnixMilli(got.StoreTimestamp).Before(sentAt.Add(8*time.Second)) {
 		t.Fatalf("delivered %q at %s after the send", got.Body, time.UnixMilli(got.StoreTimestamp).Sub(sentAt))
 	}
+	// Its scheduled record goes only once the delivery is in the bucket
+	// too (a restore would deliver it again from the record): seal it.
+	if err := b.store.SealActive(); err != nil {
+		t.Fatal(err)
+	}
+	b.tier.uploader.Notify()
 	waitCond(t, 30*time.Second, "retention deletes the delivered message's segment", func() bool {
 		return b.store.MinPhysOffset() > pending
 	})
@@ -522,14 +528,16 @@ func TestTopicRetentionExpiresDeliveredInternalRecords(t *testing.T) {
 	waitCond(t, 30*time.Second, "every delayed message delivered and every half committed", func() bool {
 		return b.store.MaxQueueOffset("Short", 0) == delayed+halves
 	})
-	waitCond(t, 30*time.Second, "a checkpoint with the delivery and the check progress", func() bool {
-		p := b.dur.savedProgress.Load()
-		return p != nil && (*p)[queueKey{ScheduleTopic, 0}] == delayed && (*p)[queueKey{TransHalfTopic, 0}] == halves
-	})
+	// A checkpoint counts the deliveries and commits once the bucket holds
+	// them: seal and upload them first.
 	if err := b.store.SealActive(); err != nil {
 		t.Fatal(err)
 	}
 	b.tier.uploader.Notify()
+	waitCond(t, 30*time.Second, "a checkpoint with the delivery and the check progress", func() bool {
+		p := b.dur.savedProgress.Load()
+		return p != nil && (*p)[queueKey{ScheduleTopic, 0}] == delayed && (*p)[queueKey{TransHalfTopic, 0}] == halves
+	})
 	waitCond(t, 30*time.Second, "every segment uploaded and dropped locally", func() bool {
 		p, _ := b.tier.Sealed(context.Background())
 		return len(p) == 0 && len(b.store.SealedSegments()) == 0

@@ -40,9 +40,13 @@ import (
 // <data dir>/config/delayOffset.json with the config files and in the
 // bucket checkpoint (sections delayOffsets and timerOffsets); the
 // messages themselves are in the commitlog, so a restore on an empty disk
-// needs nothing else. Delivery is at least once: a message delivered
-// after the last saved progress is delivered again after a crash or a
-// failover.
+// needs nothing else. Each save counts only deliveries as durable as it
+// (durable_progress.go): the file those fdatasynced, the checkpoint those
+// the bucket lists or, on a sync_master, a slave holds. Delivery is at
+// least once: a message delivered after the saved progress is delivered
+// again after a crash, a power loss, a restore or a failover. Loading
+// clamps the progress to each queue's end, and a promoted slave ignores
+// its own file (of another term).
 type scheduler struct {
 	b      *Broker
 	wakeCh chan struct{}
@@ -58,6 +62,12 @@ type scheduler struct {
 	// replayUntil, set as run begins, bounds the hops an earlier run may
 	// have stored already (hopped).
 	replayUntil int64
+	// steps (guarded by mu) is how each queue's progress got to done in
+	// this run, with the commitlog end of the writes each step depends on.
+	steps map[queueKey]*stepLog[int64]
+	// loadedCP is the progress the bucket checkpoint gave load (settle
+	// makes it the base every save may count).
+	loadedCP map[queueKey]int64
 }
 
 // schedWindow bounds timer queue 0's read-ahead; schedBatch the messages
@@ -70,6 +80,7 @@ const (
 
 func newScheduler(b *Broker) *scheduler {
 	return &scheduler{b: b, wakeCh: make(chan struct{}, 1), done: map[queueKey]int64{},
+		steps: map[queueKey]*stepLog[int64]{}, loadedCP: map[queueKey]int64{},
 		stopCh: make(chan struct{}), exited: make(chan struct{})}
 }
 
@@ -98,13 +109,15 @@ type scheduleFileJSON struct {
 	TimerOffsetTable map[string]int64 `json:"timerOffsetTable,omitempty"`
 }
 
-// tables returns the progress as the level table (keyed by level, from 1)
-// and the timer table (keyed by queue id).
-func (s *scheduler) tables() (levels, timers map[string]int64) {
+// tables returns the progress whose deliveries end at or below the
+// commitlog offset d as the level table (keyed by level, from 1) and the
+// timer table (keyed by queue id).
+func (s *scheduler) tables(d int64) (levels, timers map[string]int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	levels, timers = map[string]int64{}, map[string]int64{}
-	for k, v := range s.done {
+	for k := range s.done {
+		v := s.atLocked(k, d)
 		if k.topic == ScheduleTopic {
 			levels[strconv.Itoa(int(k.queue)+1)] = v
 		} else {
@@ -114,9 +127,17 @@ func (s *scheduler) tables() (levels, timers map[string]int64) {
 	return levels, timers
 }
 
+// atLocked is queue k's progress whose deliveries end at or below d.
+func (s *scheduler) atLocked(k queueKey, d int64) int64 {
+	if l := s.steps[k]; l != nil {
+		return l.at(d)
+	}
+	return s.done[k]
+}
+
 // merge raises the progress to what a table says (never lowers it: every
-// source is progress of the same log).
-func (s *scheduler) merge(topic string, table map[string]int64, levelKeys bool) {
+// source is progress of the same log); into, if set, is raised too.
+func (s *scheduler) merge(topic string, table map[string]int64, levelKeys bool, into map[queueKey]int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ks, v := range table {
@@ -132,12 +153,16 @@ func (s *scheduler) merge(topic string, table map[string]int64, levelKeys bool) 
 		}
 		k := queueKey{topic, int32(n)}
 		s.done[k] = max(s.done[k], v)
+		if into != nil {
+			into[k] = max(into[k], v)
+		}
 	}
 }
 
-// sections are the checkpoint's delayOffsets and timerOffsets.
-func (s *scheduler) sections() (delay, timer json.RawMessage, err error) {
-	levels, timers := s.tables()
+// sections are the checkpoint's delayOffsets and timerOffsets: the
+// progress whose deliveries end at or below d (durableEnds' bucket end).
+func (s *scheduler) sections(d int64) (delay, timer json.RawMessage, err error) {
+	levels, timers := s.tables(d)
 	if delay, err = json.Marshal(delayOffsetsJSON{OffsetTable: levels}); err != nil {
 		return nil, nil, err
 	}
@@ -146,17 +171,20 @@ func (s *scheduler) sections() (delay, timer json.RawMessage, err error) {
 }
 
 // load reads delayOffset.json, then raises the progress to a checkpoint's
-// (a fresh disk, a promoted slave).
+// (a fresh disk). A promoted slave takes the checkpoint's alone: a file it
+// kept from an earlier term as master is of a log it has since cut. It
+// runs before the store opens; settle clamps it once it is open.
 func (s *scheduler) load(configDir string, cp *offsets.Checkpoint) error {
 	raw, err := vfs.ReadFile(s.b.fs, filepath.Join(configDir, delayOffsetFile))
 	switch {
+	case s.b.promotedReplica:
 	case err == nil && raw != nil:
 		var f scheduleFileJSON
 		if err := json.Unmarshal(raw, &f); err != nil {
 			return fmt.Errorf("broker: %s: %w", filepath.Join(configDir, delayOffsetFile), err)
 		}
-		s.merge(ScheduleTopic, f.OffsetTable, true)
-		s.merge(TimerTopic, f.TimerOffsetTable, false)
+		s.merge(ScheduleTopic, f.OffsetTable, true, nil)
+		s.merge(TimerTopic, f.TimerOffsetTable, false, nil)
 	case err != nil:
 		return fmt.Errorf("broker: read %s: %w", delayOffsetFile, err)
 	}
@@ -166,15 +194,45 @@ func (s *scheduler) load(configDir string, cp *offsets.Checkpoint) error {
 	for section, topic := range map[string]string{sectionDelayOffsets: ScheduleTopic, sectionTimerOffsets: TimerTopic} {
 		var t delayOffsetsJSON
 		if raw := cp.Sections[section]; len(raw) > 0 && json.Unmarshal(raw, &t) == nil {
-			s.merge(topic, t.OffsetTable, topic == ScheduleTopic)
+			s.merge(topic, t.OffsetTable, topic == ScheduleTopic, s.loadedCP)
 		}
 	}
 	return nil
 }
 
-// save writes delayOffset.json (with the other config files).
+// settle runs once the store is open. It clamps the loaded progress to
+// each queue's end (a stale file, or a log that lost its unsynced tail in
+// a power loss, would otherwise skip the messages stored there next), and
+// records where the progress stands for the saves: the checkpoint's is
+// durable for every fault; what the local file adds past it counts in a
+// checkpoint only once the log as it is now (the writes that progress
+// depends on are in it) is durable there.
+func (s *scheduler) settle() {
+	st := s.b.store
+	end := st.MaxPhysOffset()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, v := range s.done {
+		mx := st.MaxQueueOffset(k.topic, k.queue)
+		if v > mx {
+			s.b.log.Warn("schedule service: saved progress is past the end of its queue; resuming at the end",
+				"topic", k.topic, "queue", k.queue, "progress", v, "end", mx)
+			v = mx
+		}
+		l := &stepLog[int64]{base: min(s.loadedCP[k], v)}
+		if v > l.base {
+			l.add(v, end)
+		}
+		s.done[k], s.steps[k] = v, l
+	}
+}
+
+// save writes delayOffset.json (with the other config files): the
+// progress whose deliveries are fdatasynced.
 func (s *scheduler) save(configDir string) error {
-	levels, timers := s.tables()
+	local, bucket := s.b.durableEnds()
+	s.trim(min(local, bucket))
+	levels, timers := s.tables(local)
 	if len(levels) == 0 && len(timers) == 0 {
 		return nil
 	}
@@ -185,27 +243,46 @@ func (s *scheduler) save(configDir string) error {
 	return offsets.WriteFileAtomic(s.b.fs, filepath.Join(configDir, delayOffsetFile), raw)
 }
 
-// snapshot is every schedule queue's progress.
-func (s *scheduler) snapshot() internalProgress {
+// trim forgets the progress steps over deliveries durable for every fault.
+func (s *scheduler) trim(d int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.steps {
+		l.trim(d)
+	}
+}
+
+// snapshot is every schedule queue's progress whose deliveries end at or
+// below d.
+func (s *scheduler) snapshot(d int64) internalProgress {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(internalProgress, len(s.done)+2)
-	for k, v := range s.done {
-		out[k] = v
+	for k := range s.done {
+		out[k] = s.atLocked(k, d)
 	}
 	return out
 }
 
-// progress is a queue's saved progress.
+// progress is a queue's progress (in memory: what the service resumes
+// from).
 func (s *scheduler) progress(k queueKey) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.done[k]
 }
 
-func (s *scheduler) setProgress(k queueKey, v int64) {
+// setProgress moves queue k's progress to v after writes (deliveries,
+// hops) that end at commitlog offset end (0: none).
+func (s *scheduler) setProgress(k queueKey, v, end int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	l := s.steps[k]
+	if l == nil {
+		l = &stepLog[int64]{base: s.done[k]}
+		s.steps[k] = l
+	}
+	l.add(v, end)
 	s.done[k] = v
 }
 
@@ -213,8 +290,12 @@ func (s *scheduler) setProgress(k queueKey, v int64) {
 // message may live at: bucket retention keeps everything from there on
 // (RocketMQ loses delayed messages that outlive its retention,
 // apache/rocketmq#9006). -1: nothing is pending.
+//
+// It goes by the progress the bucket checkpoint may count: a restore
+// delivers again what was delivered past it, so its records stay too.
 func (s *scheduler) pinnedFloor(ctx context.Context) int64 {
 	st := s.b.store
+	_, durable := s.b.durableEnds()
 	floor := int64(-1)
 	for _, topic := range []string{ScheduleTopic, TimerTopic} {
 		tc, ok := s.b.topics.Get(topic)
@@ -223,7 +304,9 @@ func (s *scheduler) pinnedFloor(ctx context.Context) int64 {
 		}
 		for q := int32(0); q < queueCount(tc); q++ {
 			k := queueKey{topic, q}
-			from := max(s.progress(k), st.MinQueueOffset(topic, q))
+			s.mu.Lock()
+			from := max(min(s.done[k], s.atLocked(k, durable)), st.MinQueueOffset(topic, q))
+			s.mu.Unlock()
 			for i := from; i < st.MaxQueueOffset(topic, q); i++ {
 				phys, _, _, ok, err := st.QueueEntryContext(ctx, topic, q, i)
 				if err != nil {
@@ -423,12 +506,13 @@ func (s *scheduler) stepFIFO(ctx context.Context, sq *schedQueue, now int64) (in
 		}
 		end++
 	}
-	if err := s.put(ctx, out); err != nil {
+	wrote, err := s.put(ctx, out)
+	if err != nil {
 		return 0, err
 	}
 	sq.next = end
 	sq.headOK, sq.headWake = wake > 0, wake
-	s.setProgress(sq.key, end)
+	s.setProgress(sq.key, end, wrote)
 	if wake == 0 && end < mx {
 		wake = now // the batch is full and more may be due: go on at once
 	}
@@ -545,7 +629,8 @@ func (s *scheduler) stepWindow(ctx context.Context, sq *schedQueue, now int64) (
 		}
 		n++
 	}
-	if err := s.put(ctx, out); err != nil {
+	wrote, err := s.put(ctx, out)
+	if err != nil {
 		return 0, err
 	}
 	sq.pend = sq.pend[n:]
@@ -560,29 +645,31 @@ func (s *scheduler) stepWindow(ctx context.Context, sq *schedQueue, now int64) (
 			wake = p.wake
 		}
 	}
-	s.setProgress(sq.key, done)
+	s.setProgress(sq.key, done, wrote)
 	if more {
 		wake = now
 	}
 	return wake, nil
 }
 
-// put stores due messages, through the send gates of their queues.
-func (s *scheduler) put(ctx context.Context, msgs []store.Message) error {
+// put stores due messages, through the send gates of their queues, and
+// returns the commitlog end of what it wrote (0: nothing).
+func (s *scheduler) put(ctx context.Context, msgs []store.Message) (int64, error) {
 	if len(msgs) == 0 {
-		return nil
+		return 0, nil
 	}
 	seen := map[queueKey]bool{}
 	for _, m := range msgs {
 		if k := (queueKey{m.Topic, m.QueueID}); !seen[k] {
 			seen[k] = true
 			if err := s.b.writeGate(ctx, m.Topic, m.QueueID); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
-	if _, err := s.b.store.Put(ctx, msgs); err != nil {
-		return err
+	res, err := s.b.store.Put(ctx, msgs)
+	if err != nil {
+		return 0, err
 	}
 	for _, m := range msgs {
 		if m.Topic == TimerTopic && m.QueueID == 0 {
@@ -590,7 +677,11 @@ func (s *scheduler) put(ctx context.Context, msgs []store.Message) error {
 			break
 		}
 	}
-	return nil
+	var end int64
+	for _, r := range res {
+		end = max(end, r.PhysOffset+int64(r.Size))
+	}
+	return end, nil
 }
 
 // dueMessage is what a due schedule record becomes: for a timer still a

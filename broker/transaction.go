@@ -69,6 +69,14 @@ type transactions struct {
 	done    map[int64]int64
 	pending map[int64]struct{}
 	saved   transState // last written to transactionFile
+	// ends holds, for halves in done, the commitlog end of their op
+	// record (the commit or put-back is stored with it, before it): a
+	// state past the half depends on that write (durable_progress.go).
+	ends map[int64]int64
+	// steps is how state got where it is in this run, with the commitlog
+	// end of the writes each step depends on: a save counts only a state
+	// whose writes are as durable as it.
+	steps stepLog[transState]
 	// caughtUp: a sync read the op queue to its end once. Every later op
 	// record is this run's own (added to done as it is written), so
 	// END_TRANSACTION needs no sync after it; check rounds still sync, to
@@ -83,7 +91,7 @@ type transactions struct {
 }
 
 func newTransactions(b *Broker) *transactions {
-	return &transactions{b: b, done: map[int64]int64{}, pending: map[int64]struct{}{}}
+	return &transactions{b: b, done: map[int64]int64{}, pending: map[int64]struct{}{}, ends: map[int64]int64{}}
 }
 
 func (t *transactions) path() string {
@@ -94,9 +102,11 @@ func (t *transactions) path() string {
 // section when that is further along (a fresh disk). A promoted slave takes
 // the checkpoint's alone: a file it kept from an earlier term as master may
 // be of a log it has since cut. It runs in New once the store is open; both
-// queues' bounds clamp it.
+// queues' bounds clamp it. The checkpoint's progress is durable for every
+// fault; what the local file adds past it counts in a checkpoint only once
+// the log as it is now is durable there.
 func (t *transactions) load() error {
-	var st transState
+	var st, cpSt transState
 	raw, err := offsets.ReadFile(t.b.fs, t.path())
 	if err != nil {
 		return err
@@ -111,24 +121,39 @@ func (t *transactions) load() error {
 			var cp transState
 			if err := json.Unmarshal(sec, &cp); err != nil {
 				t.b.log.Warn("checkpoint transactions section unreadable; the check service rescans the half queue", "err", err)
-			} else if cp.HalfOffset > st.HalfOffset || (cp.HalfOffset == st.HalfOffset && cp.OpOffset > st.OpOffset) {
-				st = cp
+			} else {
+				cpSt = cp
+				if cp.HalfOffset > st.HalfOffset || (cp.HalfOffset == st.HalfOffset && cp.OpOffset > st.OpOffset) {
+					st = cp
+				}
 			}
 		}
 	}
 	s := t.b.store
-	st.HalfOffset = min(max(st.HalfOffset, s.MinQueueOffset(TransHalfTopic, 0)), s.MaxQueueOffset(TransHalfTopic, 0))
-	st.OpOffset = min(max(st.OpOffset, s.MinQueueOffset(TransOpHalfTopic, 0)), s.MaxQueueOffset(TransOpHalfTopic, 0))
+	clamp := func(st transState) transState {
+		st.HalfOffset = min(max(st.HalfOffset, s.MinQueueOffset(TransHalfTopic, 0)), s.MaxQueueOffset(TransHalfTopic, 0))
+		st.OpOffset = min(max(st.OpOffset, s.MinQueueOffset(TransOpHalfTopic, 0)), s.MaxQueueOffset(TransOpHalfTopic, 0))
+		return st
+	}
+	st, cpSt = clamp(st), clamp(cpSt)
 	t.mu.Lock()
 	t.state, t.saved, t.opScan = st, st, st.OpOffset
+	t.steps = stepLog[transState]{base: cpSt}
+	if st != cpSt {
+		t.steps.add(st, s.MaxPhysOffset())
+	}
 	t.mu.Unlock()
 	return nil
 }
 
-// save writes the progress to the config dir when it changed.
+// save writes the progress to the config dir when it changed: the state
+// whose writes are fdatasynced.
 func (t *transactions) save() error {
+	local, bucket := t.b.durableEnds()
+	t.trim(min(local, bucket))
 	t.mu.Lock()
-	st, changed := t.state, t.state != t.saved
+	st := t.steps.at(local)
+	changed := st != t.saved
 	t.mu.Unlock()
 	if !changed {
 		return nil
@@ -146,20 +171,35 @@ func (t *transactions) save() error {
 	return nil
 }
 
-// snapshot is the check service's progress.
+// snapshot is the check service's progress (in memory).
 func (t *transactions) snapshot() transState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.state
 }
 
-// section is the bucket checkpoint's "transactions" section.
-func (t *transactions) section() json.RawMessage {
+// stateAt is the progress whose writes end at or below commitlog offset
+// d: the bucket checkpoint's "transactions" section saves it for
+// durableEnds' bucket end.
+func (t *transactions) stateAt(d int64) transState {
 	t.mu.Lock()
-	st := t.state
-	t.mu.Unlock()
-	raw, _ := json.Marshal(st) // two int64s: cannot fail
-	return raw
+	defer t.mu.Unlock()
+	return t.steps.at(d)
+}
+
+// trim forgets the progress steps over writes durable for every fault.
+func (t *transactions) trim(d int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.steps.trim(d)
+}
+
+// stepLocked records the state after a change that passed halves whose
+// writes end at end (0: none of this run's).
+func (t *transactions) stepLocked(end int64) {
+	if t.steps.latest() != t.state {
+		t.steps.add(t.state, end)
+	}
 }
 
 // syncOps reads op records written since opScan (by an earlier run, or by
@@ -180,7 +220,7 @@ func (t *transactions) syncOps(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("broker: read %s from %d: %w", TransOpHalfTopic, from, err)
 		}
-		type op struct{ half, at int64 }
+		type op struct{ half, at, end int64 }
 		var ops []op
 		for _, raw := range res.Records {
 			rec, _, err := store.DecodeRecord(raw)
@@ -193,7 +233,7 @@ func (t *transactions) syncOps(ctx context.Context) error {
 					"opOffset", rec.QueueOffset, "body", string(rec.Body), "tag", tag)
 				continue
 			}
-			ops = append(ops, op{half, rec.QueueOffset})
+			ops = append(ops, op{half, rec.QueueOffset, rec.PhysOffset + int64(len(raw))})
 		}
 		next := res.NextBeginOffset
 		t.mu.Lock()
@@ -203,6 +243,9 @@ func (t *transactions) syncOps(ctx context.Context) error {
 					if _, ok := t.done[o.half]; !ok {
 						t.done[o.half] = o.at
 					}
+					// Read from the log, maybe this run's own op record
+					// not released yet: passing the half depends on it.
+					t.ends[o.half] = max(t.ends[o.half], o.end)
 				}
 			}
 			t.opScan = next
@@ -234,13 +277,19 @@ func (t *transactions) claim(half int64) bool {
 }
 
 // release ends a claim: resolved with the op record at opOffset, or (ok
-// false) given up, so the half can be claimed again.
+// false) given up, so the half can be claimed again. The op record is
+// stored when it is called: the log's end now is past it.
 func (t *transactions) release(half, opOffset int64, ok bool) {
+	var end int64
+	if ok {
+		end = t.b.store.MaxPhysOffset()
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.pending, half)
 	if ok && half >= t.state.HalfOffset {
 		t.done[half] = opOffset
+		t.ends[half] = max(t.ends[half], end)
 		t.compactLocked()
 	}
 }
@@ -251,16 +300,21 @@ func (t *transactions) release(half, opOffset int64, ok bool) {
 // rounds too. OpOffset moves only when nothing is left in done (else the
 // round's advance computes it).
 func (t *transactions) compactLocked() {
+	var end int64
 	for {
-		if _, ok := t.done[t.state.HalfOffset]; !ok {
+		h := t.state.HalfOffset
+		if _, ok := t.done[h]; !ok {
 			break
 		}
-		delete(t.done, t.state.HalfOffset)
+		end = max(end, t.ends[h])
+		delete(t.done, h)
+		delete(t.ends, h)
 		t.state.HalfOffset++
 	}
 	if len(t.done) == 0 && len(t.pending) == 0 {
 		t.state.OpOffset = max(t.state.OpOffset, t.opScan)
 	}
+	t.stepLocked(end)
 }
 
 // status reports whether half is resolved (below HalfOffset, or with an
@@ -313,6 +367,7 @@ func (t *transactions) advance(half int64) {
 	}
 	t.state.HalfOffset = half
 	op := t.opScan
+	var end int64
 	for h, at := range t.done {
 		if h < half {
 			delete(t.done, h)
@@ -320,9 +375,16 @@ func (t *transactions) advance(half int64) {
 			op = min(op, at)
 		}
 	}
+	for h, e := range t.ends {
+		if h < half {
+			end = max(end, e)
+			delete(t.ends, h)
+		}
+	}
 	// A pending half is at or past half (the checker stops at one), and
 	// its op record, not written yet, lands past opScan.
 	t.state.OpOffset = max(t.state.OpOffset, op)
+	t.stepLocked(end)
 }
 
 // ensureTransTopics creates the half and op topics (one queue each, as RocketMQ

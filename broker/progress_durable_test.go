@@ -1,0 +1,540 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratamq/stratamq/infra/vfs"
+	"github.com/stratamq/stratamq/offsets"
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
+	"github.com/stratamq/stratamq/tier"
+)
+
+// Tests of durable progress (durable_progress.go): what the schedule
+// service, the transaction check and POP's dead-lettering save never runs
+// ahead of the writes it depends on, for the fault each save guards
+// against.
+
+// lossRig runs a broker over a bucket that can be cut, to lose its machine
+// (its disk with it) and restore it on an empty disk.
+type lossRig struct {
+	t      *testing.T
+	cfg    Config
+	bucket *faultBucket
+	hook   func(*Broker)
+}
+
+func newLossRig(t *testing.T, mod func(*Config)) *lossRig {
+	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
+		MaxMessageSize: 256 << 10, LeaseTTL: time.Second, CheckpointInterval: time.Hour, ShutdownTimeout: time.Second,
+		TransactionCheckInterval: time.Hour}
+	if mod != nil {
+		mod(&cfg)
+	}
+	return &lossRig{t: t, cfg: cfg, bucket: &faultBucket{Bucket: tier.NewMem()}}
+}
+
+// start runs the first broker; lose ends it as a lost machine.
+func (r *lossRig) start() (*Broker, *remoting.Client, func()) {
+	r.t.Helper()
+	b, err := New(r.cfg, Deps{Logger: discardLogger(), Bucket: r.bucket})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if r.hook != nil {
+		r.hook(b)
+	}
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	r.t.Cleanup(func() { cl.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	lost := false
+	lose := func() {
+		r.t.Helper()
+		if lost {
+			return
+		}
+		lost = true
+		// The machine is gone: nothing of its shutdown reaches the bucket.
+		r.bucket.down.Store(true)
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			r.t.Fatal("the lost broker did not stop")
+		}
+		r.bucket.down.Store(false)
+	}
+	r.t.Cleanup(lose)
+	return b, cl, lose
+}
+
+// restore runs a broker of the same prefix on an empty disk.
+func (r *lossRig) restore(mod func(*Config)) (*Broker, *remoting.Client) {
+	r.t.Helper()
+	cfg := r.cfg
+	cfg.DataDir = r.t.TempDir()
+	if mod != nil {
+		mod(&cfg)
+	}
+	b, cl, _ := runBrokerWith(r.t, cfg, Deps{Logger: discardLogger(), Bucket: r.bucket}, r.hook)
+	return b, cl
+}
+
+// sealUploaded seals the active segment and waits until the bucket's
+// manifest lists the log up to its end now.
+func sealUploaded(t *testing.T, b *Broker) int64 {
+	t.Helper()
+	if err := b.store.SealActive(); err != nil {
+		t.Fatal(err)
+	}
+	end := b.store.MaxPhysOffset()
+	b.tier.uploader.Notify()
+	waitCond(t, 30*time.Second, "the log uploaded", func() bool { return uploadedEnd(nil, b.tier) >= end })
+	return end
+}
+
+// mustCheckpoint writes a bucket checkpoint now.
+func mustCheckpoint(t *testing.T, b *Broker) {
+	t.Helper()
+	if err := b.dur.checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// queueBodies reads every message of topic/queue the store holds (past
+// the blank offsets a restore leaves) and returns their bodies.
+func queueBodies(t *testing.T, b *Broker, topic string, queue int32) []string {
+	t.Helper()
+	var out []string
+	for off := b.store.MinQueueOffset(topic, queue); off < b.store.MaxQueueOffset(topic, queue); {
+		res, err := b.store.Get(context.Background(), store.GetRequest{Topic: topic, QueueID: queue, Offset: off, MaxMsgs: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range res.Records {
+			rec, _, err := store.DecodeRecord(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, string(rec.Body))
+		}
+		if res.NextBeginOffset <= off {
+			break
+		}
+		off = res.NextBeginOffset
+	}
+	return out
+}
+
+// notUploaded fails the test unless the last record of topic/queue lies
+// past what the bucket lists: the scenario needs the write only local.
+func notUploaded(t *testing.T, b *Broker, topic string, queue int32) {
+	t.Helper()
+	rec := recordAt(t, b, topic, queue, b.store.MaxQueueOffset(topic, queue)-1)
+	if u := uploadedEnd(nil, b.tier); rec.PhysOffset < u {
+		t.Fatalf("%s/%d's last record at %d is uploaded already (the bucket lists up to %d)", topic, queue, rec.PhysOffset, u)
+	}
+}
+
+// TestScheduleDeliveryLostWithMachineIsDeliveredAgain: a delayed message
+// and a consumer's send-back (its retry copy waits at a delay level) are
+// acknowledged and uploaded; the schedule service delivers them into the
+// active segment, a checkpoint lands, and the machine is lost with its
+// disk. The broker restored on an empty disk delivers both again: the
+// checkpoint's progress did not count deliveries the bucket did not hold.
+func TestScheduleDeliveryLostWithMachineIsDeliveredAgain(t *testing.T) {
+	r := newLossRig(t, func(c *Config) { c.DelayLevels = "2s" })
+	b, cl, lose := r.start()
+	addr := b.Addr().String()
+	if resp := invoke(t, cl, addr, sendReq("Later", 0, []byte("delayed"), PropDelay+"\x011\x02")); resp.Code != 0 {
+		t.Fatalf("delayed send: %d %s", resp.Code, resp.Remark)
+	}
+	mustSend(t, b, cl, "Orig", 0, "retried")
+	orig := recordAt(t, b, "Orig", 0, 0).PhysOffset
+	h := remoting.ConsumerSendMsgBackRequestHeader{Offset: orig, Group: "G", DelayLevel: 1, OriginTopic: "Orig"}
+	if resp := invoke(t, cl, addr, remoting.NewRequest(remoting.ConsumerSendMsgBack, h.Encode(), nil)); resp.Code != 0 {
+		t.Fatalf("send back: %d %s", resp.Code, resp.Remark)
+	}
+	sealUploaded(t, b)
+	if n := b.store.MaxQueueOffset("Later", 0) + b.store.MaxQueueOffset(RetryGroupTopicPrefix+"G", 0); n != 0 {
+		t.Fatalf("delivered before the upload (%d): the delay is too short for this machine", n)
+	}
+	retry := RetryGroupTopicPrefix + "G"
+	waitCond(t, 20*time.Second, "both delivered", func() bool {
+		return delivered(b, "Later", 0, 1) && delivered(b, retry, 0, 1)
+	})
+	notUploaded(t, b, "Later", 0)
+	notUploaded(t, b, retry, 0)
+	mustCheckpoint(t, b)
+	lose()
+
+	b2, _ := r.restore(nil)
+	waitCond(t, 20*time.Second, "the delayed message and the retry copy delivered again after the restore", func() bool {
+		return slices.Equal(queueBodies(t, b2, "Later", 0), []string{"delayed"}) &&
+			slices.Equal(queueBodies(t, b2, retry, 0), []string{"retried"})
+	})
+}
+
+// TestScheduleCrashDeliversUnsyncedDeliveryAgain: with flush=async a
+// delayed message is fdatasynced; its delivery is not when
+// delayOffset.json is saved, and the power fails (or the process
+// crashes). The broker restarted on the disk delivers it again: the file
+// counted only fdatasynced deliveries. After a power loss the delivery is
+// gone and comes once; after a process crash it survived in the page
+// cache and may come twice (at least once, at most the deliveries since
+// the last save again).
+func TestScheduleCrashDeliversUnsyncedDeliveryAgain(t *testing.T) {
+	for _, powerLoss := range []bool{true, false} {
+		name := map[bool]string{true: "power loss", false: "process crash"}[powerLoss]
+		t.Run(name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			cfg := Config{DataDir: "/data/sched", Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
+				FlushInterval: time.Hour, ConfigFlush: time.Hour, DelayLevels: "1s"}
+			first, cl, cancel, done := runUnchecked(t, cfg, Deps{Logger: discardLogger(), FS: mem})
+			if resp := invoke(t, cl, first.Addr().String(), sendReq("Later", 0, []byte("delayed"), PropDelay+"\x011\x02")); resp.Code != 0 {
+				t.Fatalf("delayed send: %d %s", resp.Code, resp.Remark)
+			}
+			if err := first.store.Flush(); err != nil { // the scheduled message survives a power loss
+				t.Fatal(err)
+			}
+			waitCond(t, 10*time.Second, "the delayed message delivered", func() bool { return delivered(first, "Later", 0, 1) })
+			if err := first.sched.save(filepath.Join(cfg.DataDir, "config")); err != nil { // as the config flush does
+				t.Fatal(err)
+			}
+			img := mem.ProcessCrashClone() // the page cache survives
+			if powerLoss {
+				img = mem.CrashClone() // only what was synced
+			}
+			cancel()
+			<-done
+
+			again, err := New(cfg, Deps{Logger: discardLogger(), FS: img})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, stop := context.WithCancel(context.Background())
+			ran := make(chan error, 1)
+			go func() { ran <- again.Run(ctx) }()
+			defer func() { stop(); <-ran }()
+			waitCond(t, 10*time.Second, "the delayed message delivered again after the "+name, func() bool {
+				got := queueBodies(t, again, "Later", 0)
+				if powerLoss {
+					return slices.Equal(got, []string{"delayed"})
+				}
+				return len(got) >= 1 && len(got) <= 2 && got[len(got)-1] == "delayed"
+			})
+		})
+	}
+}
+
+// TestTransactionCommitLostWithMachineCanBeRepeated: a half message is
+// uploaded, committed into the active segment, a checkpoint lands and the
+// machine is lost. On the broker restored on an empty disk the commit is
+// not there, and the producer's repeated commit stores it (it used to be
+// answered SUCCESS and ignored: the checkpoint's progress was past the
+// half).
+func TestTransactionCommitLostWithMachineCanBeRepeated(t *testing.T) {
+	r := newLossRig(t, func(c *Config) { c.TransactionTimeout = time.Hour })
+	b, cl, lose := r.start()
+	phys, half := halfSent(t, b, cl, "TxL", 0, []byte("committed"), "UL")
+	sealUploaded(t, b)
+	if resp := invoke(t, cl, b.Addr().String(), endReq("pg", phys, half, sysFlagTransCommit, "UL")); resp.Code != 0 {
+		t.Fatalf("commit: %d %s", resp.Code, resp.Remark)
+	}
+	if got := queueBodies(t, b, "TxL", 0); !slices.Equal(got, []string{"committed"}) {
+		t.Fatalf("committed queue %v", got)
+	}
+	notUploaded(t, b, "TxL", 0)
+	mustCheckpoint(t, b)
+	lose()
+
+	b2, cl2 := r.restore(nil)
+	if got := queueBodies(t, b2, "TxL", 0); len(got) != 0 {
+		t.Fatalf("the commit survived the machine (%v): the scenario needs it lost", got)
+	}
+	if resp := invoke(t, cl2, b2.Addr().String(), endReq("pg", phys, half, sysFlagTransCommit, "UL")); resp.Code != 0 {
+		t.Fatalf("repeated commit: %d %s", resp.Code, resp.Remark)
+	}
+	waitCond(t, 5*time.Second, "the repeated commit stored", func() bool {
+		return slices.Equal(queueBodies(t, b2, "TxL", 0), []string{"committed"})
+	})
+}
+
+// TestTransactionPutBackLostWithMachineIsCheckedAgain: a half message in
+// doubt is uploaded, the check service puts it back (a copy and an op
+// record for the old one, in the active segment; no producer is connected),
+// a checkpoint lands and the machine is lost. The broker restored on an
+// empty disk checks the half again: the producer commits it.
+func TestTransactionPutBackLostWithMachineIsCheckedAgain(t *testing.T) {
+	r := newLossRig(t, func(c *Config) {
+		c.TransactionTimeout, c.TransactionCheckMax = time.Millisecond, 1000
+	})
+	b, cl, lose := r.start()
+	halfSent(t, b, cl, "TxP", 0, []byte("in doubt"), "UP")
+	sealUploaded(t, b)
+	if err := b.trans.round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.store.MaxQueueOffset(TransHalfTopic, 0); n != 2 {
+		t.Fatalf("half queue holds %d after the check, want the half and its put-back copy", n)
+	}
+	notUploaded(t, b, TransHalfTopic, 0)
+	mustCheckpoint(t, b)
+	lose()
+
+	b2, _ := r.restore(func(c *Config) { c.TransactionCheckInterval = 100 * time.Millisecond })
+	p := &txProducer{checks: map[string]int{}}
+	p.cl = remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second, Handler: p})
+	defer p.cl.Close()
+	p.heartbeat(t, b2.Addr().String())
+	waitCond(t, 20*time.Second, "the half checked again and committed", func() bool {
+		return slices.Equal(queueBodies(t, b2, "TxP", 0), []string{"in doubt"})
+	})
+}
+
+// TestPopDeadLetterLostWithMachineIsDeadLetteredAgain: a POP message is
+// uploaded, received and dead-lettered after its last attempt (the DLQ
+// copy in the active segment), a checkpoint lands and the machine is lost.
+// The broker restored on an empty disk dead-letters it again: neither the
+// POP state nor the group's committed offset passed it before its DLQ copy
+// was in the bucket.
+func TestPopDeadLetterLostWithMachineIsDeadLetteredAgain(t *testing.T) {
+	clock := newPopClock()
+	r := newLossRig(t, nil)
+	r.hook = clock.hook()
+	b, cl, lose := r.start()
+	popSend(t, b, cl, "PopL", 0, 0, 1, "")
+	req := PopRequest{Group: "GL", Topic: "PopL", Invisible: 10 * time.Second, MaxAttempts: 1}
+	if got := popRecv(t, b, req); len(got) != 1 {
+		t.Fatalf("received %d", len(got))
+	}
+	sealUploaded(t, b)
+	clock.add(11 * time.Second)
+	b.pop.revive(context.Background())
+	dlq := DLQGroupTopicPrefix + "GL"
+	if got := queueBodies(t, b, dlq, 0); !slices.Equal(got, []string{"message-0"}) {
+		t.Fatalf("DLQ %v", got)
+	}
+	notUploaded(t, b, dlq, 0)
+	mustCheckpoint(t, b)
+	lose()
+
+	b2, _ := r.restore(nil)
+	waitCond(t, 10*time.Second, "the message dead-lettered again after the restore", func() bool {
+		b2.pop.revive(context.Background())
+		return slices.Equal(queueBodies(t, b2, dlq, 0), []string{"message-0"})
+	})
+}
+
+// TestScheduleStaleProgressClampedToQueues: a delayOffset.json whose
+// progress is past the end of its queues (a log that lost its unsynced
+// tail in a power loss while the file survived, or a stale file) is
+// clamped to the queues' ends at start: the delayed and timer messages
+// sent next are all delivered (they were skipped, 3 of 3).
+func TestScheduleStaleProgressClampedToQueues(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "config"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale := `{"offsetTable":{"1":5},"timerOffsetTable":{"0":5}}`
+	if err := offsets.WriteFileAtomic(vfs.OS(), filepath.Join(dir, "config", delayOffsetFile), []byte(stale)); err != nil {
+		t.Fatal(err)
+	}
+	b, cl, _ := runBroker(t, Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
+		DelayLevels: "1s"}, Deps{Logger: discardLogger()})
+	addr := b.Addr().String()
+	for i := range 3 {
+		due := strconv.FormatInt(time.Now().Add(300*time.Millisecond).UnixMilli(), 10)
+		for _, props := range []string{PropDelay + "\x011\x02", PropTimerDeliverMs + "\x01" + due + "\x02"} {
+			if resp := invoke(t, cl, addr, sendReq("Later", 0, []byte("m"+strconv.Itoa(i)), props)); resp.Code != 0 {
+				t.Fatalf("send: %d %s", resp.Code, resp.Remark)
+			}
+		}
+	}
+	waitCond(t, 10*time.Second, "all six delivered", func() bool { return len(queueBodies(t, b, "Later", 0)) == 6 })
+}
+
+// TestSchedulePromotedSlaveIgnoresItsOwnProgressFile: a slave's data dir
+// holds a delayOffset.json from an earlier term (progress 3 at level 1).
+// Its master takes three delayed messages, and the slave is promoted
+// before they are due: it resumes from the checkpoint's progress, not its
+// own file, and delivers all three.
+func TestSchedulePromotedSlaveIgnoresItsOwnProgressFile(t *testing.T) {
+	mem := tier.NewMem()
+	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
+	acfg.LeaseTTL, bcfg.LeaseTTL = time.Minute, time.Minute
+	acfg.DelayLevels, bcfg.DelayLevels = "8s", "8s"
+	if err := os.MkdirAll(filepath.Join(bcfg.DataDir, "config"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := offsets.WriteFileAtomic(vfs.OS(), filepath.Join(bcfg.DataDir, "config", delayOffsetFile), []byte(`{"offsetTable":{"1":3}}`)); err != nil {
+		t.Fatal(err)
+	}
+	a := runNode(t, acfg, Deps{Bucket: mem})
+	b := runNode(t, bcfg, Deps{Bucket: mem})
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	waitCond(t, 20*time.Second, "the master to see its slave", func() bool {
+		m := a.Broker()
+		return a.role() == RoleSyncMaster && b.role() == RoleSlave && m != nil && m.haSlaves() == 1
+	})
+	for i := range 3 {
+		if resp := invoke(t, cl, acfg.Listen, sendReq("Later", 0, []byte("d"+strconv.Itoa(i)), PropDelay+"\x011\x02")); resp.Code != 0 {
+			t.Fatalf("send: %d %s", resp.Code, resp.Remark)
+		}
+	}
+	if resp := invoke(t, cl, bcfg.Listen, remoting.NewRequest(remoting.PromoteBroker, nil, nil)); resp.Code != 0 {
+		t.Fatalf("promote: %d %s", resp.Code, resp.Remark)
+	}
+	waitCond(t, 20*time.Second, "the slave promoted", func() bool {
+		return b.role() == RoleSyncMaster && a.role() == RoleSlave && b.Broker() != nil
+	})
+	nb := b.Broker()
+	if n := len(queueBodies(t, nb, "Later", 0)); n != 0 {
+		t.Fatalf("%d delivered by the old master before the promotion: the delay is too short for this machine", n)
+	}
+	waitCond(t, 30*time.Second, "the three delivered by the promoted slave", func() bool {
+		return slices.Equal(queueBodies(t, nb, "Later", 0), []string{"d0", "d1", "d2"})
+	})
+}
+
+// TestSendBackOnSyncMasterWaitsForSlave: CONSUMER_SEND_MSG_BACK on a
+// sync_master is answered SUCCESS only once a slave holds the retry copy:
+// alone it is refused (SYSTEM_ERROR, SLAVE_NOT_AVAILABLE; the consumer
+// retries the message itself); with a slave the slave holds the copy when
+// the answer comes.
+func TestSendBackOnSyncMasterWaitsForSlave(t *testing.T) {
+	mem := tier.NewMem()
+	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
+	acfg.LeaseTTL, bcfg.LeaseTTL = time.Minute, time.Minute
+	acfg.HATimeout = 500 * time.Millisecond
+	a := runNode(t, acfg, Deps{Bucket: mem})
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	ma := a.Broker()
+	// Alone, the original message is stored (SLAVE_NOT_AVAILABLE).
+	if resp := invoke(t, cl, acfg.Listen, sendReq("Orig", 0, []byte("m"), "")); resp.Code != int32(remoting.SlaveNotAvailable) {
+		t.Fatalf("send alone: %d %s", resp.Code, resp.Remark)
+	}
+	orig := recordAt(t, ma, "Orig", 0, 0).PhysOffset
+	back := func() *remoting.Command {
+		h := remoting.ConsumerSendMsgBackRequestHeader{Offset: orig, Group: "G", DelayLevel: 1, OriginTopic: "Orig"}
+		return invoke(t, cl, acfg.Listen, remoting.NewRequest(remoting.ConsumerSendMsgBack, h.Encode(), nil))
+	}
+	if resp := back(); resp.Code != int32(remoting.SystemError) || !strings.Contains(resp.Remark, "SLAVE_NOT_AVAILABLE") {
+		t.Fatalf("send-back with no slave: %d %q, want SYSTEM_ERROR naming SLAVE_NOT_AVAILABLE", resp.Code, resp.Remark)
+	}
+	b := runNode(t, bcfg, Deps{Bucket: mem})
+	waitCond(t, 20*time.Second, "the master to see its slave", func() bool { return ma.haSlaves() == 1 })
+	if resp := back(); resp.Code != 0 {
+		t.Fatalf("send-back with a slave: %d %s", resp.Code, resp.Remark)
+	}
+	phys, size, _, ok, err := ma.store.QueueEntry(ScheduleTopic, 0, ma.store.MaxQueueOffset(ScheduleTopic, 0)-1)
+	if err != nil || !ok {
+		t.Fatalf("the retry copy's entry: %v %v", ok, err)
+	}
+	end := phys + int64(size)
+	if got := b.Broker().store.MaxPhysOffset(); got < end {
+		t.Fatalf("answered while the slave holds the log to %d, the retry copy ends at %d", got, end)
+	}
+}
+
+// TestProgressWaitsForSlaveOnSyncMaster: on a sync_master the bucket
+// checkpoint counts the schedule service's and the transaction check's
+// own writes (a delivery, a commit) only once a slave holds them (or the
+// bucket lists them): with the slave stopped, a delivery and a commit
+// stay out of the checkpoint's progress; once the slave is back and holds
+// them, they are counted.
+func TestProgressWaitsForSlaveOnSyncMaster(t *testing.T) {
+	mem := tier.NewMem()
+	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
+	acfg.LeaseTTL, bcfg.LeaseTTL = time.Minute, time.Minute
+	acfg.DelayLevels, bcfg.DelayLevels = "2s", "2s"
+	acfg.CheckpointInterval = time.Hour
+	acfg.TransactionTimeout, acfg.TransactionCheckInterval = time.Hour, time.Hour
+	a := runNode(t, acfg, Deps{Bucket: mem})
+	_, stopB := runNodeUntil(t, bcfg, Deps{Bucket: mem})
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	ma := a.Broker()
+	waitCond(t, 20*time.Second, "the master to see its slave", func() bool { return ma.haSlaves() == 1 })
+	if resp := invoke(t, cl, acfg.Listen, sendReq("Later", 0, []byte("delayed"), PropDelay+"\x011\x02")); resp.Code != 0 {
+		t.Fatalf("delayed send: %d %s", resp.Code, resp.Remark)
+	}
+	phys, half := halfSent(t, ma, cl, "TxS", 0, []byte("committed"), "US")
+	stopB()
+	waitCond(t, 20*time.Second, "the slave gone", func() bool { return ma.haSlaves() == 0 })
+	if resp := invoke(t, cl, acfg.Listen, endReq("pg", phys, half, sysFlagTransCommit, "US")); resp.Code != 0 {
+		t.Fatalf("commit: %d %s", resp.Code, resp.Remark)
+	}
+	waitCond(t, 10*time.Second, "the delayed message delivered", func() bool { return delivered(ma, "Later", 0, 1) })
+	checkpointed := func() (delay int64, trans transState) {
+		t.Helper()
+		mustCheckpoint(t, ma)
+		_, cp := bucketCommitLog(t, mem)
+		var d delayOffsetsJSON
+		if err := json.Unmarshal(cp.Sections[sectionDelayOffsets], &d); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(cp.Sections[sectionTransactions], &trans); err != nil {
+			t.Fatal(err)
+		}
+		return d.OffsetTable["1"], trans
+	}
+	if d, tr := checkpointed(); d != 0 || tr.HalfOffset != 0 {
+		t.Fatalf("with no slave holding the delivery and the commit, the checkpoint counts them: delay progress %d, transactions %+v", d, tr)
+	}
+	runNode(t, bcfg, Deps{Bucket: mem})
+	waitCond(t, 20*time.Second, "the slave back and holding the log", func() bool {
+		return ma.haSlaves() == 1 && ma.slaveHeld() >= ma.store.MaxPhysOffset()
+	})
+	if d, tr := checkpointed(); d != 1 || tr.HalfOffset != 1 {
+		t.Fatalf("with the slave holding them: delay progress %d, transactions %+v; want 1 and half offset 1", d, tr)
+	}
+}
+
+// TestDurableProgressStepLog: at answers the newest progress whose writes
+// (and every earlier step's) end at or below the durable end asked about;
+// a step without a write needs what the step before needed; trim forgets
+// what is durable for every fault; thinning a long log only answers older
+// values, never newer ones.
+func TestDurableProgressStepLog(t *testing.T) {
+	var l stepLog[int64]
+	l.add(3, 0) // nothing pending: the base moves
+	l.add(5, 100)
+	l.add(6, 0)  // needs the write of the step before
+	l.add(9, 50) // a write that ended lower: still needs 100
+	l.add(12, 300)
+	for d, want := range map[int64]int64{0: 3, 99: 3, 100: 9, 299: 9, 300: 12, math.MaxInt64: 12} {
+		if got := l.at(d); got != want {
+			t.Errorf("at(%d) = %d, want %d", d, got, want)
+		}
+	}
+	l.trim(150)
+	if l.base != 9 || len(l.steps) != 1 || l.at(0) != 9 || l.latest() != 12 {
+		t.Fatalf("after trim(150): base %d, steps %v", l.base, l.steps)
+	}
+	var long stepLog[int64]
+	for i := int64(1); i <= 3*maxProgressSteps; i++ {
+		long.add(i, i)
+		for _, d := range []int64{i / 2, i - 1, i} {
+			if got := long.at(d); got > d {
+				t.Fatalf("after %d steps at(%d) = %d: ahead of its writes", i, d, got)
+			}
+		}
+	}
+	if len(long.steps) > maxProgressSteps || long.latest() != 3*maxProgressSteps {
+		t.Fatalf("%d steps kept, latest %d", len(long.steps), long.latest())
+	}
+}
