@@ -29,6 +29,8 @@ var (
 	flagHang   = flag.Duration("sim.hang", time.Minute, "real time after which a schedule counts as hung (goroutines dumped, exit)")
 	flagReps   = flag.Int("sim.reps", 5, "runs of each scenario (TestSimScenarios)")
 	flagKeep   = flag.Bool("sim.keepgoing", false, "run every seed even after a violation (long form)")
+	flagWork   = flag.String("sim.workloads", "", "comma-separated workloads beside the queue one (delay, tx, retry, pop; none); default: drawn by the seed")
+	flagTxInt  = flag.Duration("sim.txinterval", 0, "STRATAMQ_TRANSACTION_CHECK_INTERVAL of the cluster (default 2s; the broker's own default is 60s)")
 )
 
 // knownOpen are the fault kinds TestSim does not draw by default because
@@ -66,7 +68,10 @@ func allowed(t *testing.T) []Fault {
 }
 
 func simOptions() Options {
-	opt := Options{}
+	opt := Options{TxCheckInterval: *flagTxInt}
+	if *flagWork != "" {
+		opt.Workloads = strings.Split(*flagWork, ",")
+	}
 	if *flagVerb {
 		opt.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
@@ -128,6 +133,9 @@ func reportReplay(res *Result, replay string) string {
 	fmt.Fprintf(&b, "%s", res.Schedule)
 	fmt.Fprintf(&b, "applied %d steps (%d skipped: node down); %d acks of %d sends; %d async losses; %d late writes landed; %v virtual\n",
 		len(res.Applied), res.Skipped, res.Acks, res.Sends, res.AsyncLost, res.LateLanded, res.Virtual.Round(time.Millisecond))
+	for _, r := range res.Workloads {
+		fmt.Fprintf(&b, "workload %s\n", r)
+	}
 	for _, r := range res.Notes {
 		fmt.Fprintf(&b, "note: %s\n", r)
 	}
