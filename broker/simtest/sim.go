@@ -39,6 +39,10 @@ type Options struct {
 	// retry, pop; "none" for none); empty: the seed draws them
 	// (drawWorkloads, workload.go).
 	Workloads []string
+	// KnownOpen are violation kinds of bugs still open (knownOpen in
+	// sim_test.go): reported in Result.Known, not as violations, and the
+	// workloads' settle phases do not wait for what they hold up.
+	KnownOpen []string
 	// TxCheckInterval is STRATAMQ_TRANSACTION_CHECK_INTERVAL (default 2 s:
 	// the broker's 60 s would never check during a schedule of seconds).
 	TxCheckInterval time.Duration
@@ -87,6 +91,7 @@ type Result struct {
 	LateLanded int           // bucket writes that landed late (LateWrite)
 	Virtual    time.Duration // virtual time the schedule took
 	Workloads  []string      // what each workload did (names, then summaries after the checks)
+	Known      []Violation   // violations of the kinds Options.KnownOpen names
 }
 
 func (r *Result) violate(kind, format string, args ...any) {

