@@ -204,16 +204,21 @@ func (x *txWorkload) check(ctx context.Context, c *remoting.Conn, req *remoting.
 // allowance (then nothing is expected of it).
 func (x *txWorkload) excused(f *finalState, t *tx) bool { return f.lostAsyncAt(t.body, t.node, t.at) }
 
+// txTimeout is STRATAMQ_TRANSACTION_TIMEOUT's default, which the
+// cluster runs with: a half is checked once it is this old.
+const txTimeout = 6 * time.Second
+
 // Settle consumes SimX until every acknowledged transaction that ends
-// committed was delivered and every one in doubt was resolved by a
-// check, or for a minute (the check service asks every
-// STRATAMQ_TRANSACTION_CHECK_INTERVAL about halves older than
-// STRATAMQ_TRANSACTION_TIMEOUT).
+// committed was delivered and every one in doubt was resolved by a check,
+// or for STRATAMQ_TRANSACTION_TIMEOUT and five check intervals: every
+// half is old enough by then, and a check service that asks about every
+// half in doubt each round has asked each one up to five times (the
+// handler answers unknown at most twice).
 func (x *txWorkload) Settle(w *world, f *finalState) {
 	cl := w.newClient()
 	defer cl.Close()
 	p := newPuller("simxcg", tq{x.topic, 0}, tq{x.topic, 1})
-	settleWait(time.Now().Add(time.Minute), 200*time.Millisecond, func() bool {
+	settleWait(time.Now().Add(txTimeout+5*w.c.opt.TxCheckInterval), 200*time.Millisecond, func() bool {
 		p.pass(context.Background(), w, cl, func(_ int, r rec) {
 			x.mu.Lock()
 			x.seenBody[r.body] = true
@@ -226,9 +231,6 @@ func (x *txWorkload) Settle(w *world, f *finalState) {
 				continue
 			}
 			if t.first == txUnknown && !t.resolved {
-				if f.open("tx-unresolved") {
-					continue // known open: not waited for
-				}
 				return false
 			}
 			if t.final == txCommit && !x.seenBody[t.body] {
