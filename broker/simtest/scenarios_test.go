@@ -97,6 +97,21 @@ var scenarios = []scenario{
 			{At: 5980 * time.Millisecond, Fault: BucketCut, Node: 0, Dur: 4040 * time.Millisecond},
 			{At: 9180 * time.Millisecond, Fault: PowerLossTorn, Node: 1, Dur: 3030 * time.Millisecond},
 		}}},
+	{name: "delay-progress-ahead-of-the-slave", workloads: []string{"delay"},
+		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
+			// TestSim seed 1268, shrunk: the sync_master, cut off from its
+			// slave, delivers due messages alone and saves the progress
+			// past them; its disk is lost, the slave takes over past them.
+			{At: 800 * time.Millisecond, Fault: NetCut, Node: 0, Peer: 1, Dur: 2440 * time.Millisecond},
+			{At: 1550 * time.Millisecond, Fault: EmptyDisk, Node: 0, Dur: 2170 * time.Millisecond},
+		}}},
+	{name: "retry-progress-ahead-of-the-slave", workloads: []string{"retry"},
+		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
+			// TestSim seed 1388, shrunk: the same through send-backs (their
+			// retry copies wait in the schedule service's levels).
+			{At: 2450 * time.Millisecond, Fault: NetCut, Node: 0, Peer: 1, Dur: 5880 * time.Millisecond},
+			{At: 6240 * time.Millisecond, Fault: EmptyDisk, Node: 0, Dur: 5130 * time.Millisecond},
+		}}},
 	{name: "skewed-clocks-within-the-margin",
 		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
 			{At: 500 * time.Millisecond, Fault: ClockSkew, Node: 0, Rate: 0.9, Dur: 20 * time.Second},

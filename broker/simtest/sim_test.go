@@ -61,6 +61,16 @@ var knownOpen = []openBug{
 			"(a delivery, a timer hop); a power loss of the master takes those writes and the next master resumes past them: " +
 			"acknowledged delayed and timer messages are never delivered (TestSim seed 113: 3 timers lost)",
 		kinds: []string{"delay-lost"}},
+	{name: "delay-progress-ahead-of-the-slave",
+		issue: "issue 30 items 1 and 5 (prog30): a sync_master's schedule service saves progress over deliveries no slave holds; " +
+			"cut off from its slave, the master delivers alone, then loses its disk, and the slave takes over past those deliveries: " +
+			"acknowledged delayed messages are never delivered (TestSim seed 1268: 2 lost, 2 steps)",
+		kinds: []string{"delay-lost"}},
+	{name: "retry-progress-ahead-of-the-slave",
+		issue: "issue 30 items 1 and 5 (prog30): the same through CONSUMER_SEND_MSG_BACK: the retry copy waits in a delay level, " +
+			"is delivered to %RETRY% by a sync_master cut off from its slave, its progress saved, the master's disk lost: the message " +
+			"is neither delivered again nor dead-lettered (TestSim seeds 1388, 1318: 2 lost each)",
+		kinds: []string{"retry-lost"}},
 }
 
 // knownKinds is the violation kinds of knownOpen (none with -sim.all).
