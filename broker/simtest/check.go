@@ -184,11 +184,21 @@ func (q *queueWorkload) Check(f *finalState) []Violation {
 			out = append(out, Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)})
 		}
 	}
+	// A message whose acknowledgement may be lost (below) may vanish from
+	// what consumers saw too.
+	ackedBy := map[string]ack{}
+	for _, a := range q.acks {
+		ackedBy[a.body] = a
+	}
+	lostSeen := func(s seen) bool {
+		a, ok := ackedBy[s.body]
+		return f.lostAsync(s.body, s.node, s.at) || ok && f.lostAsync(a.body, a.node, a.at)
+	}
 	// async_master: an offset named twice, the first body kept in
 	// diverged/, is an async loss (the new master never had it), counted
 	// with the losses below.
 	for _, c := range q.clash {
-		if !f.lostAsync(c.first.body, c.first.node, c.first.at) {
+		if !lostSeen(c.first) {
 			add("offset-reused", "consumers saw %s/%s as %q (n%d at %v) and later as %q (n%d at %v)", q.topic, c.key,
 				c.first.body, c.first.node, c.first.at.Round(time.Millisecond), c.second.body, c.second.node, c.second.at.Round(time.Millisecond))
 		}
@@ -230,7 +240,7 @@ func (q *queueWorkload) Check(f *finalState) []Violation {
 		got, ok := f.log[k]
 		switch {
 		case ok && got == s.body:
-		case f.lostAsync(s.body, s.node, s.at):
+		case lostSeen(s):
 		case !ok:
 			add("seen-vanished", "consumers saw %q at %s/%s (n%d at %v); the final log has no such offset", s.body, q.topic, k, s.node, s.at.Round(time.Millisecond))
 		default:

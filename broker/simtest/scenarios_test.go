@@ -112,6 +112,18 @@ var scenarios = []scenario{
 			{At: 2450 * time.Millisecond, Fault: NetCut, Node: 0, Peer: 1, Dur: 5880 * time.Millisecond},
 			{At: 6240 * time.Millisecond, Fault: EmptyDisk, Node: 0, Dur: 5130 * time.Millisecond},
 		}}},
+	{name: "send-back-acknowledged-by-a-lone-sync-master", workloads: []string{"retry"},
+		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
+			// TestSim seed 1848, shrunk: the master's power is cut for
+			// long; its slave takes over alone and, a sync_master that
+			// refuses sends meanwhile, answers send-backs SUCCESS; it
+			// crashes, the old master takes over without the retry
+			// copies.
+			{At: 2780 * time.Millisecond, Fault: PowerLossTorn, Node: 0, Dur: 5100 * time.Millisecond},
+			{At: 6700 * time.Millisecond, Fault: Crash, Node: 1, Dur: 1670 * time.Millisecond},
+			{At: 9510 * time.Millisecond, Fault: FlakyBucket, Node: 1, Dur: 3590 * time.Millisecond},
+			{At: 11150 * time.Millisecond, Fault: EmptyDisk, Node: 1, Dur: 1110 * time.Millisecond},
+		}}},
 	{name: "skewed-clocks-within-the-margin",
 		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
 			{At: 500 * time.Millisecond, Fault: ClockSkew, Node: 0, Rate: 0.9, Dur: 20 * time.Second},

@@ -71,6 +71,11 @@ var knownOpen = []openBug{
 			"is delivered to %RETRY% by a sync_master cut off from its slave, its progress saved, the master's disk lost: the message " +
 			"is neither delivered again nor dead-lettered (TestSim seeds 1388, 1318: 2 lost each)",
 		kinds: []string{"retry-lost"}},
+	{name: "send-back-acknowledged-by-a-lone-sync-master",
+		issue: "issue 30 item 5: CONSUMER_SEND_MSG_BACK is answered SUCCESS by a sync_master no slave follows (a promoted slave " +
+			"alone, while it refuses sends SLAVE_NOT_AVAILABLE); the retry copy is on that node only and is lost with it " +
+			"(TestSim seed 1848: 1 lost, 4 steps)",
+		kinds: []string{"retry-lost"}},
 }
 
 // knownKinds is the violation kinds of knownOpen (none with -sim.all).
