@@ -126,7 +126,7 @@
 //
 // # Running it
 //
-//	go test ./broker/simtest -run 'TestSim$'                       # CI: 200 seeds or 2 minutes, about 60 s
+//	go test ./broker/simtest -run 'TestSim$'                       # CI: 200 seeds or a minute
 //	go test ./broker/simtest -run 'TestSim$' -sim.all -sim.keepgoing -sim.seeds=100000 -sim.budget=10h -timeout 0
 //	go test ./broker/simtest -run 'TestSim$' -sim.seed=N -sim.faults=... -sim.v -sim.shrink   # replay one
 //

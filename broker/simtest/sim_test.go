@@ -20,7 +20,7 @@ var (
 	flagSeeds  = flag.Int("sim.seeds", 200, "schedules to run (TestSim)")
 	flagSeed   = flag.Uint64("sim.seed", 0, "run only this seed (replay)")
 	flagFirst  = flag.Uint64("sim.first", 1, "first seed of a TestSim run")
-	flagBudget = flag.Duration("sim.budget", 2*time.Minute, "wall-time budget of TestSim")
+	flagBudget = flag.Duration("sim.budget", time.Minute, "wall-time budget of TestSim (the CI form: at most about a minute)")
 	flagSteps  = flag.Int("sim.steps", 6, "most steps a schedule draws")
 	flagAll    = flag.Bool("sim.all", false, "draw the known-open fault kinds too")
 	flagFaults = flag.String("sim.faults", "", "comma-separated fault kinds to draw (default: all but the known-open ones)")
@@ -54,8 +54,9 @@ var knownOpen = []openBug{
 	{name: "transaction-check-one-half-per-round",
 		issue: "issue 30 item 3: with commits, rollbacks and unknowns interleaved, a check round asks about one half in doubt and stops " +
 			"(compactLocked moves HalfOffset past resolved halves, the walk meets one and claim refuses it); halves in doubt wait a round each " +
-			"and are discarded after STRATAMQ_TRANSACTION_CHECK_MAX checks",
-		kinds: []string{"tx-unresolved"}},
+			"and are discarded after STRATAMQ_TRANSACTION_CHECK_MAX checks; a commit whose END_TRANSACTION was lost in a failover " +
+			"waits behind them for the check that would deliver it (TestSim seed 165: 6 commits never checked within the settle)",
+		kinds: []string{"tx-unresolved", "tx-commit-unchecked"}},
 	{name: "delay-progress-ahead-of-a-power-loss",
 		issue: "issue 30 item 1 (prog30): the schedule service's progress is checkpointed ahead of the unsynced writes it depends on " +
 			"(a delivery, a timer hop); a power loss of the master takes those writes and the next master resumes past them: " +
@@ -220,8 +221,10 @@ func reportReplay(res *Result, replay string) string {
 }
 
 // TestSim runs seeded fault schedules over a 2-3 node brokerName and
-// checks every one. Short form (CI): -sim.seeds (200) or -sim.budget (2
-// min) of wall time, whichever ends first. Long form by hand:
+// checks every one. Short form (CI): -sim.seeds (200) or -sim.budget (a
+// minute) of wall time, whichever ends first (the extra workloads made a
+// schedule about twice as long; on a loaded machine the budget ends it).
+// Long form by hand:
 //
 //	go test ./broker/simtest -run 'TestSim$' -sim.seeds=100000 -sim.budget=10h -sim.keepgoing -timeout 0
 //

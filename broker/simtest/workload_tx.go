@@ -268,6 +268,10 @@ func (x *txWorkload) Check(f *finalState) []Violation {
 		switch {
 		case t.first == txUnknown && !t.resolved:
 			out.add("tx-unresolved", "%s: never resolved by a check-back", desc)
+		case t.final == txCommit && n == 0 && t.checks == 0:
+			// Its END_TRANSACTION may have been lost with the node it went
+			// to; then only a check resolves it, and none came.
+			out.add("tx-commit-unchecked", "%s: not in %s, and never checked", desc, x.topic)
 		case t.final == txCommit && n == 0:
 			out.add("tx-commit-lost", "%s: not in %s", desc, x.topic)
 		case t.final == txCommit && n > 1:
