@@ -72,8 +72,8 @@
 //     delivered, every delivery not acked delivered again and not before
 //     its invisible time, none delivered again after an ack except
 //     within a fault window. Losses an async_master may have (and a
-//     sync_master's when the acknowledging node and another lost their
-//     disks) are counted, not violations.
+//     sync_master's when every copy that may have held the message was
+//     lost) are counted, not violations.
 //
 // # Virtual time
 //
@@ -116,10 +116,8 @@
 // halves interleave (item 3); the schedule service's progress saved
 // ahead of the deliveries and timer hops it depends on, lost in a power
 // loss (item 1) or, on a sync_master cut off from its slave, with its
-// disk (item 5), for delayed messages and retries alike; and a failover
-// case of issue 29 item 1 the queue workload shows beyond CI's seeds (a
-// sync_master back from a power cut retakes its lease while its slave,
-// which holds more, cannot read the bucket). knownOpen in sim_test.go
+// disk (item 5), for delayed messages and retries alike; a send-back a
+// sync_master with no slave acknowledged (item 5). knownOpen in sim_test.go
 // names what is still found, each with its seed, its shortest schedule
 // and what it loses; CI does not fail on its violation kinds while it is
 // listed. TestSimScenarios keeps one hand-written schedule per bug.
