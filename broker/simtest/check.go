@@ -309,6 +309,14 @@ func (c *cluster) finalChecks(w *world, wl *queueWorkload, workloads []Workload,
 		res.Violations = keep
 	}
 	defer split()
+	// Where the other workloads' acknowledged records start (lostAsync's
+	// finer model for sync_master).
+	f.phys = map[string]int64{}
+	for _, wk := range workloads {
+		if p, ok := wk.(interface{ physs(map[string]int64) }); ok {
+			p.physs(f.phys)
+		}
+	}
 	// The other workloads' consumers go on until what they wait for came
 	// (delayed messages due, transactions checked, retries delivered, POP
 	// messages acked), or their deadline: no more faults now.

@@ -38,6 +38,7 @@ type delayAck struct {
 	due   int64 // earliest delivery, unix ms
 	node  int
 	at    time.Time
+	phys  int64 // where the schedule record starts in the commitlog (-1: unknown)
 }
 
 func newDelayWorkload(seed uint64) *delayWorkload {
@@ -68,7 +69,7 @@ func (d *delayWorkload) Run(ctx context.Context, w *world) {
 			deliverMs = time.Now().UnixMilli() + 100 + int64(pick(d.seed, 5900, "timer", seq))
 		}
 		var start time.Time
-		node, _, try, ok := s.send(ctx, func(try int) *remoting.Command {
+		node, resp, try, ok := s.send(ctx, func(try int) *remoting.Command {
 			body := fmt.Sprintf("d%06d-t%d", seq, try)
 			p := props("UNIQ_KEY", "SIMD"+body)
 			if level > 0 {
@@ -89,7 +90,8 @@ func (d *delayWorkload) Run(ctx context.Context, w *world) {
 				due = start.Add(d.levels[level-1]).UnixMilli()
 			}
 			d.mu.Lock()
-			d.acks = append(d.acks, delayAck{body: fmt.Sprintf("d%06d-t%d", seq, try), level: level, due: due, node: node, at: start})
+			d.acks = append(d.acks, delayAck{body: fmt.Sprintf("d%06d-t%d", seq, try), level: level, due: due, node: node, at: start,
+				phys: physOf(resp.ExtFields["msgId"])})
 			d.mu.Unlock()
 		}
 		if !sleep(ctx, d.pace) {
@@ -177,6 +179,16 @@ func (d *delayWorkload) Summary() string {
 }
 
 // topics are what the restart checks compare (check.go).
+func (d *delayWorkload) physs(into map[string]int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, a := range d.acks {
+		if a.phys >= 0 {
+			into[a.body] = a.phys
+		}
+	}
+}
+
 func (d *delayWorkload) topics() []tq { return []tq{{d.topic, 0}, {d.topic, 1}} }
 
 // violations collects at most 20 violations.

@@ -74,7 +74,7 @@ func (p *popWorkload) produce(ctx context.Context, w *world) {
 	defer cl.Close()
 	s := &sender{w: w, cl: cl}
 	for seq := 0; ; seq++ {
-		node, _, try, ok := s.send(ctx, func(try int) *remoting.Command {
+		node, resp, try, ok := s.send(ctx, func(try int) *remoting.Command {
 			body := fmt.Sprintf("p%06d-t%d", seq, try)
 			p.mu.Lock()
 			p.sends++
@@ -83,7 +83,7 @@ func (p *popWorkload) produce(ctx context.Context, w *world) {
 		}, nil)
 		if ok {
 			p.mu.Lock()
-			p.acks = append(p.acks, retryAck{body: fmt.Sprintf("p%06d-t%d", seq, try), node: node, at: time.Now()})
+			p.acks = append(p.acks, retryAck{body: fmt.Sprintf("p%06d-t%d", seq, try), node: node, at: time.Now(), phys: physOf(resp.ExtFields["msgId"])})
 			p.mu.Unlock()
 		}
 		if !sleep(ctx, p.pace) {
@@ -278,6 +278,16 @@ func (p *popWorkload) Summary() string {
 		}
 	}
 	return fmt.Sprintf("pop: %d acks of %d sends, %d deliveries (%d again), %d acked, %d async losses", len(p.acks), p.sends, dels, redel, acked, p.asyncLost)
+}
+
+func (p *popWorkload) physs(into map[string]int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, a := range p.acks {
+		if a.phys >= 0 {
+			into[a.body] = a.phys
+		}
+	}
 }
 
 func (p *popWorkload) topics() []tq { return []tq{{p.topic, 0}, {p.topic, 1}} }

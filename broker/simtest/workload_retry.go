@@ -42,6 +42,7 @@ type retryAck struct {
 	body string
 	node int
 	at   time.Time
+	phys int64 // where its record starts in the commitlog (-1: unknown)
 }
 
 type sendBack struct {
@@ -86,7 +87,7 @@ func (r *retryWorkload) produce(ctx context.Context, w *world) {
 	defer cl.Close()
 	s := &sender{w: w, cl: cl}
 	for seq := 0; ; seq++ {
-		node, _, try, ok := s.send(ctx, func(try int) *remoting.Command {
+		node, resp, try, ok := s.send(ctx, func(try int) *remoting.Command {
 			body := fmt.Sprintf("r%06d-t%d", seq, try)
 			r.mu.Lock()
 			r.sends++
@@ -95,7 +96,7 @@ func (r *retryWorkload) produce(ctx context.Context, w *world) {
 		}, nil)
 		if ok {
 			r.mu.Lock()
-			r.acks = append(r.acks, retryAck{body: fmt.Sprintf("r%06d-t%d", seq, try), node: node, at: time.Now()})
+			r.acks = append(r.acks, retryAck{body: fmt.Sprintf("r%06d-t%d", seq, try), node: node, at: time.Now(), phys: physOf(resp.ExtFields["msgId"])})
 			r.mu.Unlock()
 		}
 		if !sleep(ctx, r.pace) {
@@ -306,6 +307,16 @@ func (r *retryWorkload) Summary() string {
 		}
 	}
 	return fmt.Sprintf("retry: %d acks of %d sends, %d send-backs (%d to the DLQ), %d async losses", len(r.acks), r.sends, len(r.backs), dlq, r.asyncLost)
+}
+
+func (r *retryWorkload) physs(into map[string]int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range r.acks {
+		if a.phys >= 0 {
+			into[a.body] = a.phys
+		}
+	}
 }
 
 func (r *retryWorkload) topics() []tq {

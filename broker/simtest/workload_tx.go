@@ -59,6 +59,7 @@ type tx struct {
 	checks   int       // checks received
 	resolved bool      // a check was answered with the final state
 	lastChk  time.Time // the last check received
+	phys     int64     // where the half starts in the commitlog (-1: unknown)
 }
 
 func newTxWorkload(seed uint64) *txWorkload {
@@ -98,7 +99,7 @@ func (x *txWorkload) Run(ctx context.Context, w *world) {
 		if ok {
 			x.mu.Lock()
 			t := x.txs[fmt.Sprintf("SIMXx%06d-t%d", seq, try)]
-			t.node, t.at = node, time.Now()
+			t.node, t.at, t.phys = node, time.Now(), physOf(resp.ExtFields["msgId"])
 			x.acked = append(x.acked, t)
 			x.mu.Unlock()
 			// The local transaction ran; its state goes to the broker that
@@ -306,6 +307,16 @@ func (x *txWorkload) Summary() string {
 	}
 	return fmt.Sprintf("tx: %d halves acknowledged of %d sends (%s), %d checks answered, %d async losses", len(x.acked), x.sends,
 		strings.Join(kinds, ", "), x.checks, x.asyncLost)
+}
+
+func (x *txWorkload) physs(into map[string]int64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, t := range x.acked {
+		if t.phys >= 0 {
+			into[t.body] = t.phys
+		}
+	}
 }
 
 func (x *txWorkload) topics() []tq { return []tq{{x.topic, 0}, {x.topic, 1}} }
