@@ -117,7 +117,9 @@
 // ahead of the deliveries and timer hops it depends on, lost in a power
 // loss (item 1) or, on a sync_master cut off from its slave, with its
 // disk (item 5), for delayed messages and retries alike; a send-back a
-// sync_master with no slave acknowledged (item 5). knownOpen in sim_test.go
+// sync_master with no slave acknowledged (item 5); a timer message
+// delivered twice at once by the master after a failover (item 6).
+// knownOpen in sim_test.go
 // names what is still found, each with its seed, its shortest schedule
 // and what it loses; CI does not fail on its violation kinds while it is
 // listed. TestSimScenarios keeps one hand-written schedule per bug.

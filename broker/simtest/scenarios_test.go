@@ -124,6 +124,14 @@ var scenarios = []scenario{
 			{At: 9510 * time.Millisecond, Fault: FlakyBucket, Node: 1, Dur: 3590 * time.Millisecond},
 			{At: 11150 * time.Millisecond, Fault: EmptyDisk, Node: 1, Dur: 1110 * time.Millisecond},
 		}}},
+	{name: "timer-hop-interrupted-duplicates", workloads: []string{"delay"},
+		s: Schedule{Nodes: 2, Sync: true, Masters: 2, Tail: 4 * time.Second, Steps: []Step{
+			// TestSim seed 2176: the master's disk is lost while its slave
+			// cannot reach the bucket for long; the next master delivers
+			// a timer message twice at once (its record and a hop copy).
+			{At: 3550 * time.Millisecond, Fault: FlakyBucket, Node: 1, Dur: 3710 * time.Millisecond},
+			{At: 4170 * time.Millisecond, Fault: EmptyDisk, Node: 0, Dur: 1560 * time.Millisecond},
+		}}},
 	{name: "skewed-clocks-within-the-margin",
 		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
 			{At: 500 * time.Millisecond, Fault: ClockSkew, Node: 0, Rate: 0.9, Dur: 20 * time.Second},
