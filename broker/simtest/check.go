@@ -286,7 +286,7 @@ func (c *cluster) finalChecks(w *world, wl *queueWorkload, workloads []Workload,
 		}
 		off, _ := strconv.ParseInt(resp.ExtFields["queueOffset"], 10, 64)
 		qid, _ := strconv.Atoi(resp.ExtFields["queueId"])
-		wl.record(ack{key: qkey{qid, off}, body: body, node: m.idx, at: wl.since()})
+		wl.record(ack{key: qkey{qid, off}, body: body, node: m.idx, at: wl.since(), phys: physOf(resp.ExtFields["msgId"])})
 	}
 	cl.Close()
 	if err := c.waitHealthy(time.Minute); err != nil {
