@@ -122,7 +122,8 @@ func newCluster(opt Options, logger *slog.Logger) *cluster {
 			SegmentSize: 1 << 20, MaxMessageSize: 64 << 10, AutoCreateTopic: true,
 			HATimeout: 2 * time.Second, LeaseTTL: opt.LeaseTTL, CheckpointInterval: opt.LeaseTTL / 10,
 			SegmentMaxAge: opt.SegmentMaxAge, RegisterInterval: time.Hour, ShutdownTimeout: 20 * time.Second,
-			ReserveLogMin: 1 << 20, ReserveQueueMin: 1 << 10}
+			ReserveLogMin: 1 << 20, ReserveQueueMin: 1 << 10,
+			TransactionCheckInterval: opt.TxCheckInterval} // the workloads' services otherwise run with their defaults
 		c.nodes = append(c.nodes, n)
 	}
 	return c

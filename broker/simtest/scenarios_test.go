@@ -20,11 +20,13 @@ import (
 // (the rejoined node never gets back in sync). old-master-rejoins-over-
 // a-flaky-bucket stays as a check.
 type scenario struct {
+	// name; while knownOpen (sim_test.go) has an entry of this name, the
+	// scenario finds that bug on today's code: TestSimScenarios logs and
+	// skips it unless -sim.all.
 	name string
-	// open names the bug it still finds on today's code: TestSimScenarios
-	// logs and skips it unless -sim.all (remove once the fix lands).
-	open string
 	s    Schedule
+	// workloads beside the queue one (Options.Workloads); nil: none.
+	workloads []string
 }
 
 const ttl = 2 * time.Second
@@ -96,6 +98,53 @@ var scenarios = []scenario{
 			{At: 3 * time.Second, Fault: PowerLoss, Node: 0, Dur: ttl / 2},
 			{At: 3 * time.Second, Fault: BucketCut, Node: 1, Dur: 3 * ttl},
 		}}},
+	// Found by the workloads of issue 30 (knownOpen names what each loses).
+	{name: "transaction-check-one-half-per-round", workloads: []string{"tx"},
+		s: Schedule{Nodes: 2, Sync: true, Tail: 8 * time.Second}},
+	{name: "delay-progress-ahead-of-a-power-loss", workloads: []string{"delay"},
+		s: Schedule{Nodes: 2, Sync: false, Tail: 4 * time.Second, Steps: []Step{
+			// TestSim seed 113, shrunk: n0 is cut off from the bucket, n1
+			// takes over and is master alone; a timer hop (or a delivery)
+			// it writes to the page cache is lost in its power loss while
+			// the checkpoint already saved the progress past it.
+			{At: 5980 * time.Millisecond, Fault: BucketCut, Node: 0, Dur: 4040 * time.Millisecond},
+			{At: 9180 * time.Millisecond, Fault: PowerLossTorn, Node: 1, Dur: 3030 * time.Millisecond},
+		}}},
+	{name: "delay-progress-ahead-of-the-slave", workloads: []string{"delay"},
+		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
+			// TestSim seed 1268, shrunk: the sync_master, cut off from its
+			// slave, delivers due messages alone and saves the progress
+			// past them; its disk is lost, the slave takes over past them.
+			{At: 800 * time.Millisecond, Fault: NetCut, Node: 0, Peer: 1, Dur: 2440 * time.Millisecond},
+			{At: 1550 * time.Millisecond, Fault: EmptyDisk, Node: 0, Dur: 2170 * time.Millisecond},
+		}}},
+	{name: "retry-progress-ahead-of-the-slave", workloads: []string{"retry"},
+		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
+			// TestSim seed 1388, shrunk: the same through send-backs (their
+			// retry copies wait in the schedule service's levels).
+			{At: 2450 * time.Millisecond, Fault: NetCut, Node: 0, Peer: 1, Dur: 5880 * time.Millisecond},
+			{At: 6240 * time.Millisecond, Fault: EmptyDisk, Node: 0, Dur: 5130 * time.Millisecond},
+		}}},
+	{name: "send-back-acknowledged-by-a-lone-sync-master", workloads: []string{"retry"},
+		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
+			// TestSim seed 1848, shrunk: the master's power is cut for
+			// long; its slave takes over alone and, a sync_master that
+			// refuses sends meanwhile, answers send-backs SUCCESS; it
+			// crashes, the old master takes over without the retry
+			// copies.
+			{At: 2780 * time.Millisecond, Fault: PowerLossTorn, Node: 0, Dur: 5100 * time.Millisecond},
+			{At: 6700 * time.Millisecond, Fault: Crash, Node: 1, Dur: 1670 * time.Millisecond},
+			{At: 9510 * time.Millisecond, Fault: FlakyBucket, Node: 1, Dur: 3590 * time.Millisecond},
+			{At: 11150 * time.Millisecond, Fault: EmptyDisk, Node: 1, Dur: 1110 * time.Millisecond},
+		}}},
+	{name: "timer-hop-interrupted-duplicates", workloads: []string{"delay"},
+		s: Schedule{Nodes: 2, Sync: true, Masters: 2, Tail: 4 * time.Second, Steps: []Step{
+			// TestSim seed 2176: the master's disk is lost while its slave
+			// cannot reach the bucket for long; the next master delivers
+			// a timer message twice at once (its record and a hop copy).
+			{At: 3550 * time.Millisecond, Fault: FlakyBucket, Node: 1, Dur: 3710 * time.Millisecond},
+			{At: 4170 * time.Millisecond, Fault: EmptyDisk, Node: 0, Dur: 1560 * time.Millisecond},
+		}}},
 	{name: "skewed-clocks-within-the-margin",
 		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
 			{At: 500 * time.Millisecond, Fault: ClockSkew, Node: 0, Rate: 0.9, Dur: 20 * time.Second},
@@ -111,14 +160,17 @@ func TestSimScenarios(t *testing.T) {
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			if sc.open != "" && !*flagAll {
-				t.Skipf("known open (%s); -sim.all runs it", sc.open)
+			if bug := openFor(sc.name); bug != nil && !*flagAll {
+				t.Skipf("known open (%s); -sim.all runs it", bug.issue)
 			}
+			opt := simOptions()
+			opt.KnownOpen = nil // a scenario fails on any violation
+			opt.Workloads = append([]string{"none"}, sc.workloads...)
 			for rep := range *flagReps {
 				s := sc.s
 				s.Seed = uint64(rep + 1)
 				s.Steps = slices.Clone(sc.s.Steps)
-				res := runSchedule(t, &s, simOptions())
+				res := runSchedule(t, &s, opt)
 				replay := fmt.Sprintf("go test ./broker/simtest -run 'TestSimScenarios/%s$' -sim.all -sim.v", sc.name)
 				if testing.Verbose() {
 					t.Logf("run %d:\n%s", rep+1, reportReplay(res, replay))

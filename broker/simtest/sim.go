@@ -35,6 +35,17 @@ type Options struct {
 	// NoRestartCheck skips check 4's restarts (every node on its disk, a
 	// fresh one on an empty disk).
 	NoRestartCheck bool
+	// Workloads names the workloads beside the queue one (delay, tx,
+	// retry, pop; "none" for none); empty: the seed draws them
+	// (drawWorkloads, workload.go).
+	Workloads []string
+	// KnownOpen are violation kinds of bugs still open (knownOpen in
+	// sim_test.go): reported in Result.Known, not as violations, and the
+	// workloads' settle phases do not wait for what they hold up.
+	KnownOpen []string
+	// TxCheckInterval is STRATAMQ_TRANSACTION_CHECK_INTERVAL (default 2 s:
+	// the broker's 60 s would never check during a schedule of seconds).
+	TxCheckInterval time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -52,6 +63,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = discardLogger()
+	}
+	if o.TxCheckInterval <= 0 {
+		o.TxCheckInterval = 2 * time.Second
 	}
 	return o
 }
@@ -76,6 +90,8 @@ type Result struct {
 	Notes      []string      // processes that exited on their own during the heal and were restarted; ranges reads skipped
 	LateLanded int           // bucket writes that landed late (LateWrite)
 	Virtual    time.Duration // virtual time the schedule took
+	Workloads  []string      // what each workload did (names, then summaries after the checks)
+	Known      []Violation   // violations of the kinds Options.KnownOpen names
 }
 
 func (r *Result) violate(kind, format string, args ...any) {
@@ -94,7 +110,10 @@ func Run(s *Schedule, opt Options) *Result {
 	w := &world{c: c, client: c.net.Host("10.0.9.1").NewStack()}
 	wl := newQueueWorkload(opt.Queues, opt.Producers)
 	wl.fakeAck = opt.FakeAck
-	workloads := []Workload{wl}
+	workloads := append([]Workload{wl}, drawWorkloads(s.Seed, opt.Workloads)...)
+	for _, wk := range workloads[1:] {
+		res.Workloads = append(res.Workloads, wk.Name())
+	}
 
 	// The configured master first, then its slaves: a failover slave
 	// started with it can take the never-written lease first and run the
@@ -139,6 +158,11 @@ func Run(s *Schedule, opt Options) *Result {
 	}
 	if len(res.Violations) == 0 {
 		c.finalChecks(w, wl, workloads, res)
+	}
+	for _, wk := range workloads {
+		if s, ok := wk.(interface{ stop() }); ok {
+			s.stop() // clients that outlive Run (a producer answering transaction checks)
+		}
 	}
 	c.shutdown(res)
 	for _, b := range c.backstops {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -280,4 +281,33 @@ func (q *queueWorkload) saw(k qkey, body string, node int, phys int64) {
 		return
 	}
 	q.seen[k] = seen{body: body, node: node, at: q.since()}
+}
+
+// extraWorkloads are the workloads beside the queue one, by name.
+var extraWorkloads = []struct {
+	name string
+	make func(seed uint64) Workload
+}{
+	{"delay", func(s uint64) Workload { return newDelayWorkload(s) }},
+	{"tx", func(s uint64) Workload { return newTxWorkload(s) }},
+	{"retry", func(s uint64) Workload { return newRetryWorkload(s) }},
+	{"pop", func(s uint64) Workload { return newPopWorkload(s) }},
+}
+
+// drawWorkloads is the workloads a schedule runs beside the queue one:
+// those named, or each with probability 1/2 from the seed (a stream of its
+// own: the faults a seed draws stay the same).
+func drawWorkloads(seed uint64, names []string) []Workload {
+	var out []Workload
+	rng := newRand(seed, 0x776f726b6c6f6164)
+	for _, x := range extraWorkloads {
+		take := rng.IntN(2) == 0
+		if len(names) > 0 {
+			take = slices.Contains(names, x.name)
+		}
+		if take {
+			out = append(out, x.make(seed))
+		}
+	}
+	return out
 }
