@@ -30,9 +30,10 @@ type finalState struct {
 	start time.Time // the workload's start (ack times are since it)
 	nodes int
 
-	known     []string // violation kinds of open bugs (Options.KnownOpen)
-	m         *simNode // the healed master (workloads read their topics from it)
-	steps     []Step   // the schedule's faults (nearFault)
+	known     []string    // violation kinds of open bugs (Options.KnownOpen)
+	m         *simNode    // the healed master (workloads read their topics from it)
+	steps     []Step      // the schedule's faults (nearFault)
+	takeovers []time.Time // when master generations started (nearFault)
 	ckpt, ttl time.Duration
 }
 
@@ -294,7 +295,7 @@ func (c *cluster) finalChecks(w *world, wl *queueWorkload, workloads []Workload,
 		return
 	}
 	f := &finalState{sync: c.opt.Sync, diverged: c.divergedBytes(), diskLost: c.diskLost, life: c.life, snaps: c.snaps, start: wl.start,
-		nodes: len(c.nodes), m: m, steps: res.Schedule.Steps, ckpt: c.nodes[0].cfg.CheckpointInterval, ttl: c.opt.LeaseTTL, known: c.opt.KnownOpen}
+		nodes: len(c.nodes), m: m, steps: res.Schedule.Steps, takeovers: c.takeoverTimes(), ckpt: c.nodes[0].cfg.CheckpointInterval, ttl: c.opt.LeaseTTL, known: c.opt.KnownOpen}
 	// Violations of known-open kinds are set aside, so that the restart
 	// checks still run.
 	split := func() {

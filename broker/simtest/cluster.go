@@ -43,6 +43,9 @@ type cluster struct {
 	mu      sync.Mutex
 	zombies []*incarnation // killed or stopped incarnations still winding down
 	notes   []string       // processes that exited on their own and were started again, skipped ranges
+	// takeovers: when a master generation started (guarded by mu): a
+	// replay point for the at-least-once bounds (nearFault).
+	takeovers []time.Time
 	// backstops: exits of broker.New's last check (a violation).
 	backstops []string
 }
@@ -147,7 +150,13 @@ func (n *simNode) start() {
 	}
 	inc.clock = newSkewClock(rate)
 	inc.n = broker.NewNode(n.cfg, broker.Deps{FS: fs, Logger: n.c.logger.With("node", n.name()), Bucket: bkt, Net: inc.stack,
-		Mono: inc.clock, BootID: fmt.Sprintf("%s-boot-%d", n.name(), n.boot)}, nil)
+		Mono: inc.clock, BootID: fmt.Sprintf("%s-boot-%d", n.name(), n.boot)}, func(b *broker.Broker) {
+		if b.Epoch() > 0 { // a master generation: it replays its schedule and transaction queues
+			n.c.mu.Lock()
+			n.c.takeovers = append(n.c.takeovers, time.Now())
+			n.c.mu.Unlock()
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	inc.cancel = cancel
 	go func() {

@@ -326,6 +326,13 @@ func (x *executor) healAll() {
 	}
 }
 
+// takeoverTimes is when master generations started.
+func (c *cluster) takeoverTimes() []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Time(nil), c.takeovers...)
+}
+
 // backstopMsg is how broker.New's last check refuses a data dir whose log
 // ends below what the bucket holds.
 const backstopMsg = "refusing to write: the local commitlog ends at offset"

@@ -49,40 +49,12 @@ type openBug struct {
 // 8aa1300 through crashes, power losses, clean stops, promotes, demotes,
 // bucket cuts and late writes; a lone sync_master showing consumers what
 // no slave held; a slave that could never rejoin a master whose log
-// starts past the slave's end. Still open:
-var knownOpen = []openBug{
-	{name: "transaction-check-one-half-per-round",
-		issue: "issue 30 item 3: with commits, rollbacks and unknowns interleaved, a check round asks about one half in doubt and stops " +
-			"(compactLocked moves HalfOffset past resolved halves, the walk meets one and claim refuses it); halves in doubt wait a round each " +
-			"and are discarded after STRATAMQ_TRANSACTION_CHECK_MAX checks; a commit whose END_TRANSACTION was lost in a failover " +
-			"waits behind them for the check that would deliver it (TestSim seed 165: 6 commits never checked within the settle)",
-		kinds: []string{"tx-unresolved", "tx-commit-unchecked"}},
-	{name: "delay-progress-ahead-of-a-power-loss",
-		issue: "issue 30 item 1 (prog30): the schedule service's progress is checkpointed ahead of the unsynced writes it depends on " +
-			"(a delivery, a timer hop); a power loss of the master takes those writes and the next master resumes past them: " +
-			"acknowledged delayed and timer messages are never delivered (TestSim seed 113: 3 timers lost)",
-		kinds: []string{"delay-lost"}},
-	{name: "delay-progress-ahead-of-the-slave",
-		issue: "issue 30 items 1 and 5 (prog30): a sync_master's schedule service saves progress over deliveries no slave holds; " +
-			"cut off from its slave, the master delivers alone, then loses its disk, and the slave takes over past those deliveries: " +
-			"acknowledged delayed messages are never delivered (TestSim seed 1268: 2 lost, 2 steps)",
-		kinds: []string{"delay-lost"}},
-	{name: "retry-progress-ahead-of-the-slave",
-		issue: "issue 30 items 1 and 5 (prog30): the same through CONSUMER_SEND_MSG_BACK: the retry copy waits in a delay level, " +
-			"is delivered to %RETRY% by a sync_master cut off from its slave, its progress saved, the master's disk lost: the message " +
-			"is neither delivered again nor dead-lettered (TestSim seeds 1388, 1318: 2 lost each)",
-		kinds: []string{"retry-lost"}},
-	{name: "send-back-acknowledged-by-a-lone-sync-master",
-		issue: "issue 30 item 5: CONSUMER_SEND_MSG_BACK is answered SUCCESS by a sync_master no slave follows (a promoted slave " +
-			"alone, while it refuses sends SLAVE_NOT_AVAILABLE); the retry copy is on that node only and is lost with it " +
-			"(TestSim seed 1848: 1 lost, 4 steps)",
-		kinds: []string{"retry-lost"}},
-	{name: "timer-hop-interrupted-duplicates",
-		issue: "issue 30 item 6 (likely the interrupted hop of the timer wheel): after a failover the next master delivers a " +
-			"timer message twice at the same millisecond, six seconds after it was due, past the at-least-once bound " +
-			"(TestSim seed 2176: 1 duplicate, 2 steps)",
-		kinds: []string{"delay-duplicate"}},
-}
+// starts past the slave's end; a sync_master back from a power loss
+// taking its lease while its slave could not reach the bucket; the
+// transaction check's one half per round; delay, timer and retry progress
+// saved ahead of the writes it depends on; a send-back acknowledged by a
+// lone sync_master. Still open: none.
+var knownOpen = []openBug{}
 
 // knownKinds is the violation kinds of knownOpen (none with -sim.all).
 func knownKinds() []string {

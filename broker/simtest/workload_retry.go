@@ -59,6 +59,10 @@ type retryPending struct {
 	r     rec
 	level int32
 	tries int
+	// first is when the first send-back of it was asked for: a refused
+	// one (SLAVE_NOT_AVAILABLE on a lone sync_master) may still have
+	// stored its copy, which is then due from that moment.
+	first time.Time
 }
 
 func newRetryWorkload(seed uint64) *retryWorkload {
@@ -158,6 +162,9 @@ func (r *retryWorkload) consumeOnce(ctx context.Context, w *world, cl *remoting.
 		if ctx.Err() != nil {
 			return progressed
 		}
+		if pd.first.IsZero() {
+			pd.first = time.Now()
+		}
 		if !r.sendBack(ctx, w, cl, pd) && pd.tries < 20 {
 			pd.tries++
 			r.mu.Lock()
@@ -189,7 +196,11 @@ func (r *retryWorkload) sendBack(ctx context.Context, w *world, cl *remoting.Cli
 			if lv == 0 {
 				lv = 3 + pd.r.reconsume
 			}
-			b.due = start.Add(r.levels[min(int(lv), len(r.levels))-1]).UnixMilli()
+			from := start
+			if !pd.first.IsZero() && pd.first.Before(from) {
+				from = pd.first
+			}
+			b.due = from.Add(r.levels[min(int(lv), len(r.levels))-1]).UnixMilli()
 		}
 		r.mu.Lock()
 		r.backs = append(r.backs, b)

@@ -279,6 +279,15 @@ func (f *finalState) nearFault(ms int64) bool {
 			return true
 		}
 	}
+	// A takeover replays too, and may come long after the fault that
+	// caused it (a takeover waits for the copies that may hold what was
+	// acknowledged).
+	for _, at := range f.takeovers {
+		to := at.Sub(f.start)
+		if t >= to-f.ckpt-f.ttl && t <= to+2*f.ttl {
+			return true
+		}
+	}
 	return false
 }
 
