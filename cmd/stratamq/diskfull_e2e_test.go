@@ -174,7 +174,9 @@ func TestE2EDiskFullRecovers(t *testing.T) {
 	// the entry's write succeeds and the checkpoint's is the one that fails.
 	filler := filepath.Join(dataDir, "filler")
 	owed := false
+	attempts := 0
 	for attempt := 0; attempt < 5 && !owed; attempt++ {
+		attempts++
 		os.Remove(ballast)
 		os.Remove(filler)
 		time.Sleep(700 * time.Millisecond) // a flush round: every entry is in its file
@@ -223,8 +225,10 @@ func TestE2EDiskFullRecovers(t *testing.T) {
 	p.Shutdown()
 	probe.Shutdown()
 	logs := br.logs.String()
-	if n := strings.Count(logs, "store: disk full; refusing writes"); n < 1 || n > 3 {
-		t.Errorf("%d log lines entering the disk-full state, want one per episode (at most 3)", n)
+	// Episodes: the first fill, then one per attempt at owing the
+	// flusher's work (each frees the space and fills it again).
+	if n := strings.Count(logs, "store: disk full; refusing writes"); n < 1 || n > 1+attempts {
+		t.Errorf("%d log lines entering the disk-full state, want one per episode (at most %d)", n, 1+attempts)
 	}
 	if !strings.Contains(logs, "store: disk space available again") {
 		t.Errorf("no log line leaving the disk-full state:\n%s", logs)
