@@ -179,7 +179,7 @@
 //	                           builds it over the store, the gated put (putTrans), the
 //	                           producers and the durable progress (formats in its doc.go)
 //	broker/msgprop             message properties (k\x01v\x02...): the shared keys, Value, Parse,
-//	                           With, Without (properties.go calls it)
+//	                           With, Without (broker/txn and send_half.go use it)
 //	pop.go, pop_handle.go,     POP consumption (issue 16), for the gRPC consumers (package proxy,
 //	pop_persist.go,            through grpc_pop_backend.go): per group, topic and queue the next
 //	grpc_pop_backend.go        offset not read and the messages in flight (invisible until a

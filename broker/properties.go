@@ -7,39 +7,69 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/stratamq/stratamq/broker/msgprop"
 )
 
-// Message property keys (RocketMQ MessageConst; broker/msgprop).
+// Message property keys (RocketMQ MessageConst).
 const (
-	PropTags              = msgprop.Tags
-	PropKeys              = msgprop.Keys
-	PropUniqKey           = msgprop.UniqKey
-	PropDelay             = msgprop.Delay
-	PropTranMsg           = msgprop.TranMsg
-	PropRetryTopic        = msgprop.RetryTopic
-	PropOriginMessageID   = msgprop.OriginMessageID
-	PropReconsumeTime     = msgprop.ReconsumeTime
-	PropMaxReconsumeTimes = msgprop.MaxReconsumeTimes
-	PropRealTopic         = msgprop.RealTopic
-	PropRealQueueID       = msgprop.RealQueueID
+	PropTags              = "TAGS"
+	PropKeys              = "KEYS"
+	PropUniqKey           = "UNIQ_KEY"
+	PropDelay             = "DELAY"
+	PropTranMsg           = "TRAN_MSG"
+	PropRetryTopic        = "RETRY_TOPIC"
+	PropOriginMessageID   = "ORIGIN_MESSAGE_ID"
+	PropReconsumeTime     = "RECONSUME_TIME"
+	PropMaxReconsumeTimes = "MAX_RECONSUME_TIMES"
+	PropRealTopic         = "REAL_TOPIC"
+	PropRealQueueID       = "REAL_QID"
 )
 
 const (
-	nameValueSep = msgprop.NameValueSep
-	propertySep  = msgprop.PropertySep
+	nameValueSep = '\x01'
+	propertySep  = '\x02'
 )
 
-// propValue finds key in an encoded properties string (k\x01v\x02...),
-// Java's form (no separator after the last pair) too.
-func propValue(props, key string) (string, bool) { return msgprop.Value(props, key) }
+// propValue finds key in an encoded properties string (k\x01v\x02...). It
+// accepts Java's form, which has no separator after the last pair.
+func propValue(props, key string) (string, bool) {
+	for len(props) > 0 {
+		end := strings.IndexByte(props, propertySep)
+		pair := props
+		if end >= 0 {
+			pair, props = props[:end], props[end+1:]
+		} else {
+			props = ""
+		}
+		k, v, ok := strings.Cut(pair, string(nameValueSep))
+		if ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
 
 // parseProps decodes a properties string into a map.
-func parseProps(props string) map[string]string { return msgprop.Parse(props) }
+func parseProps(props string) map[string]string {
+	m := map[string]string{}
+	for _, pair := range strings.Split(props, string(propertySep)) {
+		if k, v, ok := strings.Cut(pair, string(nameValueSep)); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
 
 // encodeProps encodes a map with the trailing separator client-go writes.
-func encodeProps(m map[string]string) string { return msgprop.Encode(m) }
+func encodeProps(m map[string]string) string {
+	var sb strings.Builder
+	for k, v := range m {
+		sb.WriteString(k)
+		sb.WriteByte(nameValueSep)
+		sb.WriteString(v)
+		sb.WriteByte(propertySep)
+	}
+	return sb.String()
+}
 
 // uniqIDs makes UNIQ_KEYs for messages that arrive without one, in
 // RocketMQ's 16-byte layout: a 10-byte per-process prefix (IP-like random
