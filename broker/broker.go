@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stratamq/stratamq/broker/txn"
 	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
@@ -101,10 +102,10 @@ type Broker struct {
 	// Scheduled messages (schedule.go): the delay levels and the service.
 	delayLevels []time.Duration
 	sched       *scheduler
-	trans       *transactions // half messages and the check service's progress (transaction.go)
-	recall      recalls       // recalled timer messages (grpc_recall.go)
-	grpcPuts    grpcPutter    // the gRPC endpoint's sends, stored together (grpc_put.go)
-	pop         *popEngine    // POP consumption: in-flight messages and progress (pop.go)
+	trans       *txn.Service // half messages and the check service (broker/txn, wire_txn.go)
+	recall      recalls      // recalled timer messages (grpc_recall.go)
+	grpcPuts    grpcPutter   // the gRPC endpoint's sends, stored together (grpc_put.go)
+	pop         *popEngine   // POP consumption: in-flight messages and progress (pop.go)
 
 	server    *remoting.Server
 	nsClient  *remoting.Client
@@ -404,8 +405,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		}
 	}
 	b.sched.settle() // clamped to the queues, now open (schedule.go)
-	b.trans = newTransactions(b)
-	if err := b.trans.load(); err != nil {
+	if b.trans, err = b.newTrans(); err != nil {
 		return fail(err)
 	}
 	if err := b.pop.load(); err != nil {
@@ -500,9 +500,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	if b.cfg.Role == RoleSlave {
 		loops = append(loops, b.slaveFollow) // slave_follow.go
 	} else {
-		loops = append(loops, b.sched.run)        // schedule.go: a master only
-		loops = append(loops, b.transactionCheck) // transaction_check.go
-		loops = append(loops, b.pop.run)          // pop.go: expiry and dead-lettering
+		loops = append(loops, b.sched.run) // schedule.go: a master only
+		loops = append(loops, b.trans.Run) // broker/txn: the check rounds
+		loops = append(loops, b.pop.run)   // pop.go: expiry and dead-lettering
 	}
 	if b.cfg.Role == RoleSlave && b.cfg.HAFailover && b.scoped != nil {
 		loops = append(loops, b.watchLease)
@@ -530,7 +530,8 @@ func (b *Broker) Run(ctx context.Context) error {
 	stopStart := time.Now()
 	b.log.Info("shutdown: stopping", "deadline", b.cfg.ShutdownTimeout)
 	b.closing.Store(true)
-	b.sched.stop() // no delivery during the drain (schedule.go)
+	b.sched.stop()  // no delivery during the drain (schedule.go)
+	b.trans.Close() // nor check rounds (its Run saves as runCtx ends)
 	// Stop accepting and drain in-flight requests; held pulls are answered
 	// by the hold service as it stops.
 	b.hold.releaseAll()
@@ -614,6 +615,9 @@ func (b *Broker) Run(ctx context.Context) error {
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.closing.Store(true)
+		if b.trans != nil {
+			b.trans.Close()
+		}
 		_ = b.server.Close()
 		var errs []error
 		if b.store != nil {

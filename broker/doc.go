@@ -163,25 +163,23 @@
 //	rc880_dlq.go               STRATAMQ_DLQ_LIST (880003) and STRATAMQ_DLQ_RESEND (880004): a
 //	                           group's DLQ listed, and resent to %RETRY%<group> (admin dlqList,
 //	                           dlqResend)
-//	transaction.go,            transactional messages (issue 11 item 3), as RocketMQ 4.9: a
+//	send_half.go,              transactional messages (issue 11 item 3), as RocketMQ 4.9: a
 //	rc037_end_transaction.go,  prepared send is stored as a half message in
-//	transaction_check.go       RMQ_SYS_TRANS_HALF_TOPIC queue 0 (REAL_TOPIC/REAL_QID);
-//	                           END_TRANSACTION (37) commits it into its real topic (UNIQ_KEY
-//	                           kept) or rolls it back, each with an op record in
+//	wire_txn.go,               RMQ_SYS_TRANS_HALF_TOPIC queue 0 (REAL_TOPIC/REAL_QID;
+//	broker/txn                 send_half.go, which refuses halves too large to check or commit:
+//	                           halfFits); END_TRANSACTION (37) commits it into its real topic
+//	                           (UNIQ_KEY kept) or rolls it back, each with an op record in
 //	                           RMQ_SYS_TRANS_OP_HALF_TOPIC (body: the half's queue offset), in
-//	                           one store call; a half is resolved at most once (transactions:
-//	                           done/pending sets over the halves past the check progress). The
-//	                           master's check service puts unresolved halves older than
-//	                           STRATAMQ_TRANSACTION_TIMEOUT back with TRANSACTION_CHECK_TIMES+1
-//	                           and an op for the old copy, and sends CHECK_TRANSACTION_STATE
-//	                           (39) to a live producer of PGROUP; past the most checks it
-//	                           discards (logs) them. A round asks about every half in doubt
-//	                           it meets, passing resolved ones, claimed ones and young ones
-//	                           with their own immunity; halves too large to check or commit
-//	                           are refused at the send (halfFits). Its progress (half and op offsets) is in
+//	                           one store call. broker/txn's Service owns which halves are
+//	                           resolved (at most once), the progress (half and op offsets, in
 //	                           config/transactionOffset.json and the checkpoint's
-//	                           "transactions" section; halves are read through the store, so
-//	                           from the bucket when dropped locally
+//	                           "transactions" section) and the master's check rounds, which put
+//	                           halves in doubt back with TRANSACTION_CHECK_TIMES+1 and ask a
+//	                           producer of PGROUP (CHECK_TRANSACTION_STATE, 39); wire_txn.go
+//	                           builds it over the store, the gated put (putTrans), the
+//	                           producers and the durable progress (formats in its doc.go)
+//	broker/msgprop             message properties (k\x01v\x02...): the shared keys, Value, Parse,
+//	                           With, Without (broker/txn and send_half.go use it)
 //	pop.go, pop_handle.go,     POP consumption (issue 16), for the gRPC consumers (package proxy,
 //	pop_persist.go,            through grpc_pop_backend.go): per group, topic and queue the next
 //	grpc_pop_backend.go        offset not read and the messages in flight (invisible until a
@@ -217,13 +215,15 @@
 // Run owns every goroutine the broker starts (the remoting server, the
 // hold-service checker, the registrar, the client-expiry scanner, the
 // config flusher, the HA master or slave, a slave's sync loop, a master's
-// schedule service, transaction check service, the POP revive loop) and
+// schedule service, transaction check service (broker/txn's Run), the POP
+// revive loop) and
 // returns after they have all exited (pending sync_master ack waits are
 // settled, SLAVE_NOT_AVAILABLE, when the HA master stops).
 //
 // # Shutdown order
 //
-// Stop the schedule service (no delivery during the drain) → answer held
+// Stop the schedule service (no delivery during the drain) and the
+// transaction check rounds (txn.Service.Close) → answer held
 // pulls → stop accepting (listener closed) and drain in-flight
 // requests under STRATAMQ_SHUTDOWN_TIMEOUT → stop the HA listener or the
 // slave's stream (ends sync_master waits) → record the range not yet
@@ -231,7 +231,8 @@
 // upload everything sealed (three quarters of the budget) → final
 // checkpoint: clean only if the drain finished, else naming what it left
 // (Run then returns an error: exit status 1) → lease release → stop the
-// broker's goroutines → unregister
+// broker's goroutines (the transaction check saves its progress as it
+// stops) → unregister
 // from the name servers → persist the config files, flush and close the
 // store and the cold reader. The goroutines run on a context detached from
 // Run's, so the uploader works through the drain.

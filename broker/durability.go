@@ -24,7 +24,7 @@ const (
 	sectionDelayOffsets       = "delayOffsets"
 	sectionTimerOffsets       = "timerOffsets"
 	sectionCommitLog          = "commitlog"
-	// sectionTransactions ("transactions", transaction.go) is the
+	// sectionTransactions ("transactions", broker/txn) is the
 	// transaction check service's progress.
 )
 
@@ -372,9 +372,9 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 	// expire of the internal queues).
 	localEnd, bucketEnd := b.durableEnds()
 	b.sched.trim(min(localEnd, bucketEnd))
-	b.trans.trim(min(localEnd, bucketEnd))
+	b.trans.Trim(min(localEnd, bucketEnd))
 	progress := b.sched.snapshot(bucketEnd)
-	ts := b.trans.stateAt(bucketEnd)
+	ts := b.trans.StateAt(bucketEnd)
 	progress[queueKey{TransHalfTopic, 0}] = ts.HalfOffset
 	progress[queueKey{TransOpHalfTopic, 0}] = ts.OpOffset
 	delayJSON, timerJSON, err := b.sched.sections(bucketEnd) // schedule.go

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stratamq/stratamq/acl"
+	"github.com/stratamq/stratamq/broker/txn"
 	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/proxy"
 	"github.com/stratamq/stratamq/remoting"
@@ -200,12 +201,10 @@ func (b *Broker) EndTransaction(ctx context.Context, e proxy.EndTransaction, all
 	if b.cfg.Role == RoleSlave || b.cfg.BrokerID != 0 {
 		return proxy.Errorf(remoting.SlaveNotAvailable, "the broker[%s] is a slave: end transaction is forbidden", b.advertise)
 	}
-	if !b.trans.caughtUp.Load() {
-		if err := b.trans.syncOps(ctx); err != nil {
-			return proxy.Errorf(remoting.SystemError, "read the transaction op log: %v", err)
-		}
+	if err := b.trans.CatchUp(ctx); err != nil {
+		return proxy.Errorf(remoting.SystemError, "read the transaction op log: %v", err)
 	}
-	_, rec, err := b.readHalf(ctx, e.PhysOffset)
+	_, rec, err := b.trans.ReadHalf(ctx, e.PhysOffset)
 	if err != nil {
 		return proxy.Errorf(remoting.SystemError, "Find prepared transaction message failed: commitlog offset %d: %v", e.PhysOffset, err)
 	}
@@ -230,7 +229,7 @@ func (b *Broker) EndTransaction(ctx context.Context, e proxy.EndTransaction, all
 		return proxy.Errorf(remoting.SystemError, "The transaction state table offset wrong: the half message is at %d", rec.QueueOffset)
 	}
 	half := rec.QueueOffset
-	if !b.trans.claim(half) {
+	if !b.trans.Claim(half) {
 		b.log.Debug("gRPC EndTransaction for a half message already resolved or being resolved: ignored",
 			"producerGroup", e.ProducerGroup, "halfOffset", half, "commit", e.Commit)
 		return nil
@@ -238,18 +237,18 @@ func (b *Broker) EndTransaction(ctx context.Context, e proxy.EndTransaction, all
 	req := remoting.NewRequest(remoting.EndTransaction, nil, nil)
 	msgs := make([]store.Message, 0, 2)
 	if e.Commit {
-		m, err := committed(rec, e.PhysOffset)
+		m, err := txn.Committed(rec, e.PhysOffset)
 		if err != nil {
-			b.trans.release(half, 0, false)
+			b.trans.Unclaim(half)
 			return proxy.Errorf(remoting.SystemError, "%s", err.Error())
 		}
 		if r := b.scheduleRoute(req, &m, time.Now().UnixMilli()); r != nil {
-			b.trans.release(half, 0, false)
+			b.trans.Unclaim(half)
 			return grpcRefusal(r)
 		}
 		msgs = append(msgs, m)
 	}
-	msgs = append(msgs, b.opMessage(half))
+	msgs = append(msgs, b.trans.OpMessage(half))
 	if resp := b.storeEnd(ctx, nil, req, msgs, half); resp != nil && resp.Code != int32(remoting.Success) {
 		return grpcRefusal(resp)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/txn"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
@@ -283,7 +284,7 @@ func TestTransactionPutBackLostWithMachineIsCheckedAgain(t *testing.T) {
 	b, cl, lose := r.start()
 	halfSent(t, b, cl, "TxP", 0, []byte("in doubt"), "UP")
 	sealUploaded(t, b)
-	if err := b.trans.round(context.Background()); err != nil {
+	if err := b.trans.Round(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if n := b.store.MaxQueueOffset(TransHalfTopic, 0); n != 2 {
@@ -479,7 +480,7 @@ func TestProgressWaitsForSlaveOnSyncMaster(t *testing.T) {
 		t.Fatalf("commit: %d %s", resp.Code, resp.Remark)
 	}
 	waitCond(t, 10*time.Second, "the delayed message delivered", func() bool { return delivered(ma, "Later", 0, 1) })
-	checkpointed := func() (delay int64, trans transState) {
+	checkpointed := func() (delay int64, trans txn.State) {
 		t.Helper()
 		mustCheckpoint(t, ma)
 		_, cp := bucketCommitLog(t, mem)

@@ -55,7 +55,7 @@ func (b *Broker) sendMessage(ctx context.Context, c *remoting.Conn, req *remotin
 		}
 	}
 	if h.SysFlag&sysFlagTransMask == sysFlagTransPrep {
-		topic, queueID, props, h.SysFlag = b.halfMessage(topic, queueID, props, h.SysFlag) // transaction.go
+		topic, queueID, props, h.SysFlag = b.halfMessage(topic, queueID, props, h.SysFlag) // send_half.go
 	}
 	tags, _ := propValue(props, PropTags)
 	msg := store.Message{

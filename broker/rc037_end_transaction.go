@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stratamq/stratamq/acl"
+	"github.com/stratamq/stratamq/broker/txn"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 )
@@ -40,12 +41,10 @@ func (b *Broker) endTransaction(ctx context.Context, c *remoting.Conn, req *remo
 			"commitLogOffset", h.CommitLogOffset, "fromTransactionCheck", h.FromTransactionCheck, "remark", req.Remark)
 		return nil
 	}
-	if !b.trans.caughtUp.Load() {
-		if err := b.trans.syncOps(ctx); err != nil {
-			return b.transErr(req, remoting.SystemError, "read the transaction op log: "+err.Error(), &h)
-		}
+	if err := b.trans.CatchUp(ctx); err != nil {
+		return b.transErr(req, remoting.SystemError, "read the transaction op log: "+err.Error(), &h)
 	}
-	_, rec, err := b.readHalf(ctx, h.CommitLogOffset)
+	_, rec, err := b.trans.ReadHalf(ctx, h.CommitLogOffset)
 	if err != nil {
 		return b.transErr(req, remoting.SystemError, fmt.Sprintf("Find prepared transaction message failed: commitlog offset %d: %v", h.CommitLogOffset, err), &h)
 	}
@@ -70,27 +69,27 @@ func (b *Broker) endTransaction(ctx context.Context, c *remoting.Conn, req *remo
 		return b.transErr(req, remoting.SystemError, fmt.Sprintf("The transaction state table offset wrong: the half message is at %d", rec.QueueOffset), &h)
 	}
 	half := rec.QueueOffset
-	if !b.trans.claim(half) {
+	if !b.trans.Claim(half) {
 		b.log.Debug("END_TRANSACTION for a half message already resolved or being resolved: ignored",
 			"producerGroup", h.ProducerGroup, "halfOffset", half, "commit", commit)
 		return remoting.NewResponse(req, remoting.Success, "")
 	}
 	msgs := make([]store.Message, 0, 2)
 	if commit {
-		m, err := committed(rec, h.CommitLogOffset)
+		m, err := txn.Committed(rec, h.CommitLogOffset)
 		if err != nil {
-			b.trans.release(half, 0, false)
+			b.trans.Unclaim(half)
 			return b.transErr(req, remoting.SystemError, err.Error(), &h)
 		}
 		// A committed message's DELAY or timer applies now, as RocketMQ's
 		// CommitLog.putMessage does for TRANSACTION_COMMIT_TYPE.
 		if r := b.scheduleRoute(req, &m, time.Now().UnixMilli()); r != nil {
-			b.trans.release(half, 0, false)
+			b.trans.Unclaim(half)
 			return r
 		}
 		msgs = append(msgs, m)
 	}
-	msgs = append(msgs, b.opMessage(half))
+	msgs = append(msgs, b.trans.OpMessage(half))
 	return b.storeEnd(ctx, c, req, msgs, half)
 }
 
@@ -103,11 +102,11 @@ func (b *Broker) endTransaction(ctx context.Context, c *remoting.Conn, req *remo
 func (b *Broker) storeEnd(ctx context.Context, c *remoting.Conn, req *remoting.Command, msgs []store.Message, half int64) *remoting.Command {
 	done := func(res []store.PutResult, err error) *remoting.Command {
 		if err != nil {
-			b.trans.release(half, 0, false)
+			b.trans.Unclaim(half)
 			b.log.Warn("END_TRANSACTION not stored", "err", err, "halfOffset", half, "commit", len(msgs) == 2)
 			return b.putError(req, err)
 		}
-		b.trans.release(half, res[len(res)-1].QueueOffset, true)
+		b.trans.Resolved(half, res[len(res)-1].QueueOffset)
 		if len(msgs) == 2 {
 			b.metrics.messagesIn(msgs[0].Topic, 1, len(msgs[0].Body))
 		}

@@ -81,7 +81,7 @@ func TestTransactionHalfNearLimit(t *testing.T) {
 	}
 	_, doubt := sendHalf(t, b, cl, longTopic, []byte("in doubt"), "D", old, "")
 	nextMilli(t)
-	if err := b.trans.round(context.Background()); err != nil {
+	if err := b.trans.Round(context.Background()); err != nil {
 		t.Errorf("check round: %v", err)
 	}
 	if got := putBack(t, b, doubt+1); len(got) != 1 || got[0] != "D" {

@@ -13,6 +13,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
+	"github.com/stratamq/stratamq/broker/msgprop"
+	"github.com/stratamq/stratamq/broker/txn"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 )
@@ -93,13 +95,13 @@ func TestTransactionRoundChecksEveryHalfInDoubt(t *testing.T) {
 		}
 	}
 	nextMilli(t)
-	if err := b.trans.round(context.Background()); err != nil {
+	if err := b.trans.Round(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := putBack(t, b, 9); len(got) != 3 || got[0] != unknown[0] || got[1] != unknown[1] || got[2] != unknown[2] {
 		t.Fatalf("one round put back %v, want every half in doubt %v", got, unknown)
 	}
-	if st := b.trans.snapshot(); st.HalfOffset != 9 {
+	if st := b.trans.State(); st.HalfOffset != 9 {
 		t.Fatalf("after the round HalfOffset is %d, want 9 (every original half resolved)", st.HalfOffset)
 	}
 }
@@ -115,25 +117,25 @@ func TestTransactionRoundPassesImmuneHalf(t *testing.T) {
 	sendHalf(t, b, cl, "TxI", []byte("a"), "A", now.Add(-time.Minute).UnixMilli(), "")
 	sendHalf(t, b, cl, "TxI", []byte("b"), "B", now.Add(-time.Minute).UnixMilli(), PropCheckImmunitySeconds+"\x0110\x02")
 	nextMilli(t)
-	if err := b.trans.round(context.Background()); err != nil {
+	if err := b.trans.Round(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := putBack(t, b, 3); len(got) != 2 || got[0] != "A" || got[1] != "B" {
 		t.Fatalf("the round put back %v, want [A B] (the immune half Y passed over)", got)
 	}
-	if st := b.trans.snapshot(); st.HalfOffset != 0 {
+	if st := b.trans.State(); st.HalfOffset != 0 {
 		t.Fatalf("HalfOffset %d passed the immune half in doubt at 0", st.HalfOffset)
 	}
 	// The next round passes Y again and asks again about the copies the
 	// first one put back (no producer answered).
 	nextMilli(t)
-	if err := b.trans.round(context.Background()); err != nil {
+	if err := b.trans.Round(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := putBack(t, b, 3); len(got) != 4 || got[2] != "A" || got[3] != "B" {
 		t.Fatalf("the second round's half copies %v, want [A B A B]", got)
 	}
-	if st := b.trans.snapshot(); st.HalfOffset != 0 {
+	if st := b.trans.State(); st.HalfOffset != 0 {
 		t.Fatalf("HalfOffset %d passed the immune half in doubt at 0", st.HalfOffset)
 	}
 }
@@ -146,16 +148,18 @@ type roundLog struct {
 }
 
 func (l *roundLog) hook(b *Broker) {
-	b.trans.onRound = func(n, startMs int64) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.starts[n] = startMs
-	}
-	b.trans.onCheck = func(n, half int64) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.checked[half] = n
-	}
+	b.trans.SetHooks(txn.Hooks{
+		OnRound: func(n, startMs int64) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.starts[n] = startMs
+		},
+		OnCheck: func(n, half int64) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.checked[half] = n
+		},
+	})
 }
 
 // txAnswers is the official client's transaction listener: a message's
@@ -247,7 +251,7 @@ func TestTransactionDefaultRoundChecksEveryHalfOfficialClient(t *testing.T) {
 	waitCond(t, 20*time.Second, "every half older than the default STRATAMQ_TRANSACTION_TIMEOUT (6 s)", func() bool {
 		return time.Now().UnixMilli()-born > (6 * time.Second).Milliseconds()
 	})
-	if err := b.trans.round(context.Background()); err != nil {
+	if err := b.trans.Round(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := putBack(t, b, 9); len(got) != 3 || !slices.Contains(got, unknown[0]) || !slices.Contains(got, unknown[1]) || !slices.Contains(got, unknown[2]) {
@@ -323,24 +327,24 @@ func TestTransactionCommitWithoutOpNotCheckedAgain(t *testing.T) {
 	physK, halfK := sendHalf(t, b, cl, "TxO", []byte("checked"), "K", old, "")
 	readHalf := func(phys int64) store.Record {
 		t.Helper()
-		_, rec, err := b.readHalf(ctx, phys)
+		_, rec, err := b.trans.ReadHalf(ctx, phys)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return rec
 	}
-	c, err := committed(readHalf(physC), physC)
+	c, err := txn.Committed(readHalf(physC), physC)
 	if err != nil {
 		t.Fatal(err)
 	}
 	k := readHalf(physK)
 	cp := store.Message{Topic: TransHalfTopic, Flag: k.Flag, SysFlag: k.SysFlag, BornTimestamp: k.BornTimestamp, BornHost: k.BornHost,
-		Body: k.Body, Properties: withProp(k.Properties, PropTransactionCheckTimes, "1")}
+		Body: k.Body, Properties: msgprop.With(k.Properties, PropTransactionCheckTimes, "1")}
 	if _, err := b.store.Put(ctx, []store.Message{c, cp}); err != nil { // without their op records
 		t.Fatal(err)
 	}
 	nextMilli(t)
-	if err := b.trans.round(ctx); err != nil {
+	if err := b.trans.Round(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The round asks about the copy of K (in doubt, checked once), never

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/txn"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
@@ -159,9 +160,7 @@ func testHalfCommitRollback(t *testing.T, flush string) {
 	// Resolved halves at the front are forgotten without waiting for a
 	// check round (the interval is an hour): memory holds only halves
 	// resolved ahead of one in doubt.
-	b.trans.mu.Lock()
-	st, kept := b.trans.state, len(b.trans.done)
-	b.trans.mu.Unlock()
+	st, kept := b.trans.State(), b.trans.ResolvedAhead()
 	if st.HalfOffset != half2+1 || kept != 0 {
 		t.Fatalf("after every half was resolved: progress %+v, %d resolved halves kept", st, kept)
 	}
@@ -190,19 +189,15 @@ func TestTransactionProgressAndHalfFromBucket(t *testing.T) {
 		t.Fatalf("rollback: %d %s", r.Code, r.Remark)
 	}
 	// The check service passes the rolled-back half and stops at the young one.
-	want := transState{HalfOffset: halfB, OpOffset: 1}
+	want := txn.State{HalfOffset: halfB, OpOffset: 1}
 	waitCond(t, 10*time.Second, "the check service past the rolled-back half", func() bool {
-		first.trans.mu.Lock()
-		defer first.trans.mu.Unlock()
-		return first.trans.state == want
+		return first.trans.State() == want
 	})
 	stop() // drain: every segment in the bucket, the final checkpoint
 
 	cfg.DataDir = t.TempDir()
 	second, cl2, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
-	second.trans.mu.Lock()
-	got := second.trans.state
-	second.trans.mu.Unlock()
+	got := second.trans.State()
 	if got != want {
 		t.Fatalf("restored check progress %+v, want %+v (the checkpoint's transactions section)", got, want)
 	}
@@ -339,9 +334,7 @@ func TestTransactionChecksResumeAfterPromote(t *testing.T) {
 	// Everything resolved: the progress reaches the half queue's end, and
 	// the commit was stored once.
 	waitCond(t, 10*time.Second, "every half resolved", func() bool {
-		nb.trans.mu.Lock()
-		defer nb.trans.mu.Unlock()
-		return nb.trans.state.HalfOffset == nb.store.MaxQueueOffset(TransHalfTopic, 0)
+		return nb.trans.State().HalfOffset == nb.store.MaxQueueOffset(TransHalfTopic, 0)
 	})
 	msgs := queueRecords(t, nb, "TxF", 0)
 	if len(msgs) != 1 || string(msgs[0].Body) != "in doubt" || parseProps(msgs[0].Properties)[PropUniqKey] != "UF" {

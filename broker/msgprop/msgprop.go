@@ -1,0 +1,95 @@
+package msgprop
+
+import "strings"
+
+// Property keys (RocketMQ MessageConst).
+const (
+	Tags              = "TAGS"
+	Keys              = "KEYS"
+	UniqKey           = "UNIQ_KEY"
+	Delay             = "DELAY"
+	TranMsg           = "TRAN_MSG"
+	RetryTopic        = "RETRY_TOPIC"
+	OriginMessageID   = "ORIGIN_MESSAGE_ID"
+	ReconsumeTime     = "RECONSUME_TIME"
+	MaxReconsumeTimes = "MAX_RECONSUME_TIMES"
+	RealTopic         = "REAL_TOPIC"
+	RealQueueID       = "REAL_QID"
+	ProducerGroup     = "PGROUP"
+)
+
+// The separators.
+const (
+	NameValueSep = '\x01'
+	PropertySep  = '\x02'
+)
+
+// Value finds key in an encoded properties string. It accepts Java's form,
+// which has no separator after the last pair.
+func Value(props, key string) (string, bool) {
+	for len(props) > 0 {
+		end := strings.IndexByte(props, PropertySep)
+		pair := props
+		if end >= 0 {
+			pair, props = props[:end], props[end+1:]
+		} else {
+			props = ""
+		}
+		k, v, ok := strings.Cut(pair, string(NameValueSep))
+		if ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// Parse decodes a properties string into a map.
+func Parse(props string) map[string]string {
+	m := map[string]string{}
+	for _, pair := range strings.Split(props, string(PropertySep)) {
+		if k, v, ok := strings.Cut(pair, string(NameValueSep)); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// Encode encodes a map with the trailing separator client-go writes.
+func Encode(m map[string]string) string {
+	var sb strings.Builder
+	for k, v := range m {
+		sb.WriteString(k)
+		sb.WriteByte(NameValueSep)
+		sb.WriteString(v)
+		sb.WriteByte(PropertySep)
+	}
+	return sb.String()
+}
+
+// Without returns props without keys, in the order it had, each pair
+// ended by a separator.
+func Without(props string, keys ...string) string {
+	var sb strings.Builder
+	sb.Grow(len(props))
+	for _, pair := range strings.Split(props, string(PropertySep)) {
+		k, _, ok := strings.Cut(pair, string(NameValueSep))
+		if !ok {
+			continue
+		}
+		drop := false
+		for _, key := range keys {
+			drop = drop || k == key
+		}
+		if !drop {
+			sb.WriteString(pair)
+			sb.WriteByte(PropertySep)
+		}
+	}
+	return sb.String()
+}
+
+// With returns props with key set to value (replaced where present, else
+// appended).
+func With(props, key, value string) string {
+	return Without(props, key) + key + string(NameValueSep) + value + string(PropertySep)
+}

@@ -1,0 +1,35 @@
+package msgprop
+
+import "testing"
+
+func TestMsgpropEditAndRead(t *testing.T) {
+	java := "TAGS\x01a\x02KEYS\x01k1 k2" // Java: no separator after the last pair
+	f := func(props, key, want string, ok bool) {
+		t.Helper()
+		if v, found := Value(props, key); v != want || found != ok {
+			t.Errorf("Value(%q, %q) = %q, %v; want %q, %v", props, key, v, found, want, ok)
+		}
+	}
+	f(java, Tags, "a", true)
+	f(java, Keys, "k1 k2", true)
+	f(java, UniqKey, "", false)
+	f("", Tags, "", false)
+
+	with := With(java, RealTopic, "T")
+	if with != "TAGS\x01a\x02KEYS\x01k1 k2\x02REAL_TOPIC\x01T\x02" {
+		t.Errorf("With appends: %q", with)
+	}
+	if got := With(with, Tags, "b"); got != "KEYS\x01k1 k2\x02REAL_TOPIC\x01T\x02TAGS\x01b\x02" {
+		t.Errorf("With replaces: %q", got)
+	}
+	if got := Without(with, Tags, RealTopic); got != "KEYS\x01k1 k2\x02" {
+		t.Errorf("Without: %q", got)
+	}
+	m := Parse(with)
+	if len(m) != 3 || m[Tags] != "a" || m[RealTopic] != "T" {
+		t.Errorf("Parse: %v", m)
+	}
+	if back := Parse(Encode(m)); len(back) != 3 || back[Keys] != "k1 k2" {
+		t.Errorf("Encode round trip: %v", back)
+	}
+}
