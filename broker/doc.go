@@ -156,10 +156,11 @@
 //	                           through it with level 3+reconsumeTimes
 //	durable_progress.go        the internal services' saved progress (schedule, transaction
 //	                           check, POP dead-lettering) counts only writes as durable as the
-//	                           save: stepLog keeps each step with the commitlog end its writes
-//	                           reached; the local files save what is fdatasynced, the bucket
-//	                           checkpoint what the manifest lists or a sync_master's slave holds
-//	                           (durableEnds); recovery does the rest again (at least once)
+//	                           save: package progress (progress.Log) keeps each step with the
+//	                           commitlog end its writes reached; the local files save what is
+//	                           fdatasynced, the bucket checkpoint what the manifest lists or a
+//	                           sync_master's slave holds (durableEnds); recovery does the rest
+//	                           again (at least once)
 //	rc880_dlq.go               STRATAMQ_DLQ_LIST (880003) and STRATAMQ_DLQ_RESEND (880004): a
 //	                           group's DLQ listed, and resent to %RETRY%<group> (admin dlqList,
 //	                           dlqResend)

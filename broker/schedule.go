@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/progress"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/store"
@@ -64,7 +65,7 @@ type scheduler struct {
 	replayUntil int64
 	// steps (guarded by mu) is how each queue's progress got to done in
 	// this run, with the commitlog end of the writes each step depends on.
-	steps map[queueKey]*stepLog[int64]
+	steps map[queueKey]*progress.Log[int64]
 	// loadedCP is the progress the bucket checkpoint gave load (settle
 	// makes it the base every save may count).
 	loadedCP map[queueKey]int64
@@ -80,7 +81,7 @@ const (
 
 func newScheduler(b *Broker) *scheduler {
 	return &scheduler{b: b, wakeCh: make(chan struct{}, 1), done: map[queueKey]int64{},
-		steps: map[queueKey]*stepLog[int64]{}, loadedCP: map[queueKey]int64{},
+		steps: map[queueKey]*progress.Log[int64]{}, loadedCP: map[queueKey]int64{},
 		stopCh: make(chan struct{}), exited: make(chan struct{})}
 }
 
@@ -130,7 +131,7 @@ func (s *scheduler) tables(d int64) (levels, timers map[string]int64) {
 // atLocked is queue k's progress whose deliveries end at or below d.
 func (s *scheduler) atLocked(k queueKey, d int64) int64 {
 	if l := s.steps[k]; l != nil {
-		return l.at(d)
+		return l.At(d)
 	}
 	return s.done[k]
 }
@@ -219,9 +220,11 @@ func (s *scheduler) settle() {
 				"topic", k.topic, "queue", k.queue, "progress", v, "end", mx)
 			v = mx
 		}
-		l := &stepLog[int64]{base: min(s.loadedCP[k], v)}
-		if v > l.base {
-			l.add(v, end)
+		base := min(s.loadedCP[k], v)
+		nl := progress.NewLog(base)
+		l := &nl
+		if v > base {
+			l.Add(v, end)
 		}
 		s.done[k], s.steps[k] = v, l
 	}
@@ -248,7 +251,7 @@ func (s *scheduler) trim(d int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, l := range s.steps {
-		l.trim(d)
+		l.Trim(d)
 	}
 }
 
@@ -279,10 +282,11 @@ func (s *scheduler) setProgress(k queueKey, v, end int64) {
 	defer s.mu.Unlock()
 	l := s.steps[k]
 	if l == nil {
-		l = &stepLog[int64]{base: s.done[k]}
+		nl := progress.NewLog(s.done[k])
+		l = &nl
 		s.steps[k] = l
 	}
-	l.add(v, end)
+	l.Add(v, end)
 	s.done[k] = v
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/progress"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
@@ -76,7 +77,7 @@ type transactions struct {
 	// steps is how state got where it is in this run, with the commitlog
 	// end of the writes each step depends on: a save counts only a state
 	// whose writes are as durable as it.
-	steps stepLog[transState]
+	steps progress.Log[transState]
 	// caughtUp: a sync read the op queue to its end once. Every later op
 	// record is this run's own (added to done as it is written), so
 	// END_TRANSACTION needs no sync after it; check rounds still sync, to
@@ -138,9 +139,9 @@ func (t *transactions) load() error {
 	st, cpSt = clamp(st), clamp(cpSt)
 	t.mu.Lock()
 	t.state, t.saved, t.opScan = st, st, st.OpOffset
-	t.steps = stepLog[transState]{base: cpSt}
+	t.steps = progress.NewLog(cpSt)
 	if st != cpSt {
-		t.steps.add(st, s.MaxPhysOffset())
+		t.steps.Add(st, s.MaxPhysOffset())
 	}
 	t.mu.Unlock()
 	return nil
@@ -152,7 +153,7 @@ func (t *transactions) save() error {
 	local, bucket := t.b.durableEnds()
 	t.trim(min(local, bucket))
 	t.mu.Lock()
-	st := t.steps.at(local)
+	st := t.steps.At(local)
 	changed := st != t.saved
 	t.mu.Unlock()
 	if !changed {
@@ -184,21 +185,21 @@ func (t *transactions) snapshot() transState {
 func (t *transactions) stateAt(d int64) transState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.steps.at(d)
+	return t.steps.At(d)
 }
 
 // trim forgets the progress steps over writes durable for every fault.
 func (t *transactions) trim(d int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.steps.trim(d)
+	t.steps.Trim(d)
 }
 
 // stepLocked records the state after a change that passed halves whose
 // writes end at end (0: none of this run's).
 func (t *transactions) stepLocked(end int64) {
-	if t.steps.latest() != t.state {
-		t.steps.add(t.state, end)
+	if t.steps.Latest() != t.state {
+		t.steps.Add(t.state, end)
 	}
 }
 
