@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/schedule"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
@@ -208,7 +209,7 @@ func TestScheduleCrashDeliversUnsyncedDeliveryAgain(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitCond(t, 10*time.Second, "the delayed message delivered", func() bool { return delivered(first, "Later", 0, 1) })
-			if err := first.sched.save(filepath.Join(cfg.DataDir, "config")); err != nil { // as the config flush does
+			if err := first.sched.Save(); err != nil { // as the config flush does
 				t.Fatal(err)
 			}
 			img := mem.ProcessCrashClone() // the page cache survives
@@ -347,7 +348,7 @@ func TestScheduleStaleProgressClampedToQueues(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := `{"offsetTable":{"1":5},"timerOffsetTable":{"0":5}}`
-	if err := offsets.WriteFileAtomic(vfs.OS(), filepath.Join(dir, "config", delayOffsetFile), []byte(stale)); err != nil {
+	if err := offsets.WriteFileAtomic(vfs.OS(), filepath.Join(dir, "config", schedule.FileName), []byte(stale)); err != nil {
 		t.Fatal(err)
 	}
 	b, cl, _ := runBroker(t, Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
@@ -377,7 +378,7 @@ func TestSchedulePromotedSlaveIgnoresItsOwnProgressFile(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(bcfg.DataDir, "config"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := offsets.WriteFileAtomic(vfs.OS(), filepath.Join(bcfg.DataDir, "config", delayOffsetFile), []byte(`{"offsetTable":{"1":3}}`)); err != nil {
+	if err := offsets.WriteFileAtomic(vfs.OS(), filepath.Join(bcfg.DataDir, "config", schedule.FileName), []byte(`{"offsetTable":{"1":3}}`)); err != nil {
 		t.Fatal(err)
 	}
 	a := runNode(t, acfg, Deps{Bucket: mem})
@@ -482,7 +483,9 @@ func TestProgressWaitsForSlaveOnSyncMaster(t *testing.T) {
 		t.Helper()
 		mustCheckpoint(t, ma)
 		_, cp := bucketCommitLog(t, mem)
-		var d delayOffsetsJSON
+		var d struct { // the delayOffsets section
+			OffsetTable map[string]int64 `json:"offsetTable"`
+		}
 		if err := json.Unmarshal(cp.Sections[sectionDelayOffsets], &d); err != nil {
 			t.Fatal(err)
 		}
