@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stratamq/stratamq/broker/schedule"
 	"github.com/stratamq/stratamq/broker/txn"
 	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/infra/vfs"
@@ -97,15 +98,13 @@ type Broker struct {
 	scoped    tier.Bucket // the bucket under <cluster>/<brokerName>/; nil without one
 	locks     queueLocks
 	uniq      *uniqIDs
-	sqlCache  sqlCache   // compiled SQL92 subscriptions (sql_filter.go)
-	lagLat    lagLatency // store times of committed offsets for rocketmq_consumer_lag_latency (metrics_lag_latency.go)
-	// Scheduled messages (schedule.go): the delay levels and the service.
-	delayLevels []time.Duration
-	sched       *scheduler
-	trans       *txn.Service // half messages and the check service (broker/txn, wire_txn.go)
-	recall      recalls      // recalled timer messages (grpc_recall.go)
-	grpcPuts    grpcPutter   // the gRPC endpoint's sends, stored together (grpc_put.go)
-	pop         *popEngine   // POP consumption: in-flight messages and progress (pop.go)
+	sqlCache  sqlCache          // compiled SQL92 subscriptions (sql_filter.go)
+	lagLat    lagLatency        // store times of committed offsets for rocketmq_consumer_lag_latency (metrics_lag_latency.go)
+	sched     *schedule.Service // delayed and timer messages (wire_schedule.go); set once the store is open
+	trans     *txn.Service      // half messages and the check service (broker/txn, wire_txn.go)
+	recall    recalls           // recalled timer messages (grpc_recall.go)
+	grpcPuts  grpcPutter        // the gRPC endpoint's sends, stored together (grpc_put.go)
+	pop       *popEngine        // POP consumption: in-flight messages and progress (pop.go)
 
 	server    *remoting.Server
 	nsClient  *remoting.Client
@@ -212,8 +211,6 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	}
 	b.dirLock = dirLock
 	b.hold = newPullHold(b)
-	b.delayLevels, _ = ParseDelayLevels(cfg.DelayLevels) // checked by Validate
-	b.sched = newScheduler(b)
 	b.pop = newPopEngine(b)
 	if clamped {
 		b.log.Warn("largest accepted message lowered to fit the segment size",
@@ -329,11 +326,8 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			return fail(err)
 		}
 	}
-	var schedCP *offsets.Checkpoint
-	if b.dur != nil {
-		schedCP = b.dur.loaded
-	}
-	if err := b.sched.load(configDir, schedCP); err != nil {
+	schedLoaded, err := b.loadSchedule(configDir) // wire_schedule.go
+	if err != nil {
 		return fail(err)
 	}
 	var cold store.ColdReader
@@ -404,7 +398,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			return fail(err)
 		}
 	}
-	b.sched.settle() // clamped to the queues, now open (schedule.go)
+	b.sched = b.newSchedule(configDir, schedLoaded) // clamped to the queues, now open
 	if b.trans, err = b.newTrans(); err != nil {
 		return fail(err)
 	}
@@ -500,7 +494,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	if b.cfg.Role == RoleSlave {
 		loops = append(loops, b.slaveFollow) // slave_follow.go
 	} else {
-		loops = append(loops, b.sched.run) // schedule.go: a master only
+		loops = append(loops, b.sched.Run) // package schedule: a master only
 		loops = append(loops, b.trans.Run) // broker/txn: the check rounds
 		loops = append(loops, b.pop.run)   // pop.go: expiry and dead-lettering
 	}
@@ -530,7 +524,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	stopStart := time.Now()
 	b.log.Info("shutdown: stopping", "deadline", b.cfg.ShutdownTimeout)
 	b.closing.Store(true)
-	b.sched.stop()  // no delivery during the drain (schedule.go)
+	b.sched.Close() // no delivery during the drain (package schedule)
 	b.trans.Close() // nor check rounds (its Run saves as runCtx ends)
 	// Stop accepting and drain in-flight requests; held pulls are answered
 	// by the hold service as it stops.
@@ -660,7 +654,7 @@ func (b *Broker) addStoredTopics() error {
 
 func (b *Broker) saveConfig() error {
 	return errors.Join(b.topics.Save(), b.groups.Save(), b.offsets.Save(),
-		b.sched.save(filepath.Join(b.cfg.DataDir, "config")), b.pop.save())
+		b.sched.Save(), b.pop.save())
 }
 
 // saveOffsets writes consumerOffset.json within Config.OffsetFlush

@@ -88,7 +88,7 @@ type Config struct {
 
 	// SQL92 property filters (issue 11 item 6).
 	SQLFilter string `env:"SQL_FILTER" envDefault:"true" help:"serve SQL92 subscriptions (MessageSelector.bySql), filtering on the broker by message properties; false refuses them (RocketMQ's enablePropertyFilter)"`
-	// Scheduled messages (issue 11 item 1, schedule.go).
+	// Scheduled messages (issue 11 item 1, package schedule).
 	DelayLevels   string        `env:"DELAY_LEVELS" envDefault:"1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h" help:"delay levels 1, 2, ... of DELAY messages and retries, as RocketMQ's messageDelayLevel (units s, m, h, d)"`
 	TimerMaxDelay time.Duration `env:"TIMER_MAX_DELAY" envDefault:"2160h" help:"how far ahead a timer message (TIMER_DELIVER_MS, TIMER_DELAY_SEC) may be due; later ones are refused MESSAGE_ILLEGAL"`
 	// Transactions (issue 11 item 3; transaction.go): RocketMQ's

@@ -137,29 +137,25 @@
 //	                           the queues its topics lack, written to its config dir before it
 //	                           serves (failover_topics.go).
 //	                           Promote/Demote are the planned handover (admin promote/demote)
-//	schedule.go,               delayed messages (issue 11 item 1): scheduleRoute puts a DELAY=n
-//	schedule_route.go          message in SCHEDULE_TOPIC_XXXX queue n-1 and a timer
-//	                           (TIMER_DELIVER_MS/DELAY_SEC/DELAY_MS) in rmq_sys_wheel_timer (queue
-//	                           k >= 1: a hop of 2^(k-1) s; queue 0: the last second), REAL_TOPIC and
-//	                           REAL_QID kept; the scheduler (one goroutine, masters only) stores
-//	                           due ones in their real topic (or the next hop), DELAY removed.
-//	                           A DELAY record carries its due time (a change of the levels
-//	                           applies to later sends: one sent after a shortening waits
-//	                           behind older ones, never early); a hop a restart replays is
-//	                           not stored twice (key index). Delivered records too large for
-//	                           the limit drop REAL_TOPIC/REAL_QID (fitDue).
-//	                           Every schedule queue is in due order: its progress is one offset
-//	                           (delayOffset.json, the checkpoint's delayOffsets and timerOffsets);
-//	                           nothing per message in memory but timer queue 0's read-ahead
-//	                           (<= 4096). Bucket retention stops at the oldest one whose
-//	                           delivery the bucket lacks (pinnedFloor). Send-backs (rc036) go
+//	wire_schedule.go           delayed messages: package schedule (its doc.go) owns the delay
+//	                           levels, the timer wheel, the delivery goroutine (masters only)
+//	                           and its progress (delayOffset.json, the checkpoint's
+//	                           delayOffsets and timerOffsets). Here: the exported names
+//	                           (ScheduleTopic, TimerTopic, PropTimer*, ParseDelayLevels),
+//	                           scheduleRoute/scheduleSend (sends with DELAY=n or a TIMER_*
+//	                           property become schedule records; half messages, DLQ and the
+//	                           schedule topics are left alone), ensureScheduleTopic and the
+//	                           adapters (schedWire: topics, send gates, durable ends, recalls).
+//	                           Bucket retention stops at the oldest scheduled record whose
+//	                           delivery the bucket lacks (PinnedFloor). Send-backs (rc036) go
 //	                           through it with level 3+reconsumeTimes
 //	durable_progress.go        the internal services' saved progress (schedule, transaction
 //	                           check, POP dead-lettering) counts only writes as durable as the
-//	                           save: stepLog keeps each step with the commitlog end its writes
-//	                           reached; the local files save what is fdatasynced, the bucket
-//	                           checkpoint what the manifest lists or a sync_master's slave holds
-//	                           (durableEnds); recovery does the rest again (at least once)
+//	                           save: package progress (progress.Log) keeps each step with the
+//	                           commitlog end its writes reached; the local files save what is
+//	                           fdatasynced, the bucket checkpoint what the manifest lists or a
+//	                           sync_master's slave holds (durableEnds); recovery does the rest
+//	                           again (at least once)
 //	rc880_dlq.go               STRATAMQ_DLQ_LIST (880003) and STRATAMQ_DLQ_RESEND (880004): a
 //	                           group's DLQ listed, and resent to %RETRY%<group> (admin dlqList,
 //	                           dlqResend)

@@ -371,13 +371,13 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 	// bound for the sections and for savedProgress (what retention may
 	// expire of the internal queues).
 	localEnd, bucketEnd := b.durableEnds()
-	b.sched.trim(min(localEnd, bucketEnd))
+	b.sched.Trim(min(localEnd, bucketEnd))
 	b.trans.Trim(min(localEnd, bucketEnd))
-	progress := b.sched.snapshot(bucketEnd)
+	progress := b.schedProgress(bucketEnd) // wire_schedule.go
 	ts := b.trans.StateAt(bucketEnd)
 	progress[queueKey{TransHalfTopic, 0}] = ts.HalfOffset
 	progress[queueKey{TransOpHalfTopic, 0}] = ts.OpOffset
-	delayJSON, timerJSON, err := b.sched.sections(bucketEnd) // schedule.go
+	delayJSON, timerJSON, err := b.sched.Sections(bucketEnd)
 	if err != nil {
 		return nil, err
 	}

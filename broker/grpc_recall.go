@@ -15,7 +15,7 @@ import (
 //
 // A recall is a marker record in RecallTopic queue 0: body the recalled
 // message's UNIQ_KEY, property RECALL_TOPIC its real topic,
-// TIMER_DELIVER_MS its due time. The scheduler asks recalled (dueMessage)
+// TIMER_DELIVER_MS its due time. The scheduler asks recalled (schedWire.Recalled)
 // before it moves a timer record on, a hop or the delivery, and drops a
 // recalled one: a marker matches a message of its topic with its id only
 // (the clients choose message ids: one account's recall of its own

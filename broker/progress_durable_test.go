@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/schedule"
 	"github.com/stratamq/stratamq/broker/txn"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
@@ -210,7 +210,7 @@ func TestScheduleCrashDeliversUnsyncedDeliveryAgain(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitCond(t, 10*time.Second, "the delayed message delivered", func() bool { return delivered(first, "Later", 0, 1) })
-			if err := first.sched.save(filepath.Join(cfg.DataDir, "config")); err != nil { // as the config flush does
+			if err := first.sched.Save(); err != nil { // as the config flush does
 				t.Fatal(err)
 			}
 			img := mem.ProcessCrashClone() // the page cache survives
@@ -349,7 +349,7 @@ func TestScheduleStaleProgressClampedToQueues(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := `{"offsetTable":{"1":5},"timerOffsetTable":{"0":5}}`
-	if err := offsets.WriteFileAtomic(vfs.OS(), filepath.Join(dir, "config", delayOffsetFile), []byte(stale)); err != nil {
+	if err := offsets.WriteFileAtomic(vfs.OS(), filepath.Join(dir, "config", schedule.FileName), []byte(stale)); err != nil {
 		t.Fatal(err)
 	}
 	b, cl, _ := runBroker(t, Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
@@ -379,7 +379,7 @@ func TestSchedulePromotedSlaveIgnoresItsOwnProgressFile(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(bcfg.DataDir, "config"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := offsets.WriteFileAtomic(vfs.OS(), filepath.Join(bcfg.DataDir, "config", delayOffsetFile), []byte(`{"offsetTable":{"1":3}}`)); err != nil {
+	if err := offsets.WriteFileAtomic(vfs.OS(), filepath.Join(bcfg.DataDir, "config", schedule.FileName), []byte(`{"offsetTable":{"1":3}}`)); err != nil {
 		t.Fatal(err)
 	}
 	a := runNode(t, acfg, Deps{Bucket: mem})
@@ -484,7 +484,9 @@ func TestProgressWaitsForSlaveOnSyncMaster(t *testing.T) {
 		t.Helper()
 		mustCheckpoint(t, ma)
 		_, cp := bucketCommitLog(t, mem)
-		var d delayOffsetsJSON
+		var d struct { // the delayOffsets section
+			OffsetTable map[string]int64 `json:"offsetTable"`
+		}
 		if err := json.Unmarshal(cp.Sections[sectionDelayOffsets], &d); err != nil {
 			t.Fatal(err)
 		}
@@ -502,40 +504,5 @@ func TestProgressWaitsForSlaveOnSyncMaster(t *testing.T) {
 	})
 	if d, tr := checkpointed(); d != 1 || tr.HalfOffset != 1 {
 		t.Fatalf("with the slave holding them: delay progress %d, transactions %+v; want 1 and half offset 1", d, tr)
-	}
-}
-
-// TestDurableProgressStepLog: at answers the newest progress whose writes
-// (and every earlier step's) end at or below the durable end asked about;
-// a step without a write needs what the step before needed; trim forgets
-// what is durable for every fault; thinning a long log only answers older
-// values, never newer ones.
-func TestDurableProgressStepLog(t *testing.T) {
-	var l stepLog[int64]
-	l.add(3, 0) // nothing pending: the base moves
-	l.add(5, 100)
-	l.add(6, 0)  // needs the write of the step before
-	l.add(9, 50) // a write that ended lower: still needs 100
-	l.add(12, 300)
-	for d, want := range map[int64]int64{0: 3, 99: 3, 100: 9, 299: 9, 300: 12, math.MaxInt64: 12} {
-		if got := l.at(d); got != want {
-			t.Errorf("at(%d) = %d, want %d", d, got, want)
-		}
-	}
-	l.trim(150)
-	if l.base != 9 || len(l.steps) != 1 || l.at(0) != 9 || l.latest() != 12 {
-		t.Fatalf("after trim(150): base %d, steps %v", l.base, l.steps)
-	}
-	var long stepLog[int64]
-	for i := int64(1); i <= 3*maxProgressSteps; i++ {
-		long.add(i, i)
-		for _, d := range []int64{i / 2, i - 1, i} {
-			if got := long.at(d); got > d {
-				t.Fatalf("after %d steps at(%d) = %d: ahead of its writes", i, d, got)
-			}
-		}
-	}
-	if len(long.steps) > maxProgressSteps || long.latest() != 3*maxProgressSteps {
-		t.Fatalf("%d steps kept, latest %d", len(long.steps), long.latest())
 	}
 }

@@ -48,6 +48,37 @@ func propValue(props, key string) (string, bool) {
 	return "", false
 }
 
+// removeProps returns props without the pairs of keys, order kept.
+func removeProps(props string, keys ...string) string {
+	found := false
+	for _, k := range keys {
+		if _, ok := propValue(props, k); ok {
+			found = true
+		}
+	}
+	if !found {
+		return props
+	}
+	var sb strings.Builder
+	for _, pair := range strings.Split(props, string(propertySep)) {
+		if pair == "" {
+			continue
+		}
+		k, _, _ := strings.Cut(pair, string(nameValueSep))
+		drop := false
+		for _, d := range keys {
+			if k == d {
+				drop = true
+			}
+		}
+		if !drop {
+			sb.WriteString(pair)
+			sb.WriteByte(propertySep)
+		}
+	}
+	return sb.String()
+}
+
 // parseProps decodes a properties string into a map.
 func parseProps(props string) map[string]string {
 	m := map[string]string{}

@@ -64,7 +64,7 @@ func (b *Broker) sendMessage(ctx context.Context, c *remoting.Conn, req *remotin
 		ReconsumeTimes: h.ReconsumeTimes, Body: req.Body, Properties: props,
 		TagsCode: tagsCode(tags),
 	}
-	if r := b.scheduleSend(ctx, req, &msg); r != nil { // DELAY, TIMER_* (schedule_route.go)
+	if r := b.scheduleSend(ctx, req, &msg); r != nil { // DELAY, TIMER_* (wire_schedule.go)
 		return r
 	}
 	return b.storeOne(ctx, c, &msg, sendAck{req: req, topic: topic, queueID: queueID, n: 1,

@@ -19,7 +19,7 @@ import (
 // bucket too), goes to %RETRY%<group> after a backoff: delay level
 // header.delayLevel, or 3 + its reconsume times when that is 0 (10 s, 30 s,
 // 1 m, ..., capped at the last level), through the schedule service
-// (schedule.go). Past the group's retryMaxTimes (or the header's
+// (package schedule). Past the group's retryMaxTimes (or the header's
 // maxReconsumeTimes, version >= 121), or with delayLevel < 0 (client-go's
 // orderly consumer past its local retries), it goes to %DLQ%<group> at
 // once, as RocketMQ does.

@@ -41,7 +41,7 @@ func (b *Broker) sendBatchMessage(ctx context.Context, c *remoting.Conn, req *re
 	if err != nil {
 		return errResponse(req, remoting.MessageIllegal, err.Error())
 	}
-	for i := range msgs { // DELAY, TIMER_* per message (schedule_route.go)
+	for i := range msgs { // DELAY, TIMER_* per message (wire_schedule.go)
 		if r := b.scheduleSend(ctx, req, &msgs[i]); r != nil {
 			return r
 		}

@@ -165,7 +165,7 @@ func (t *tiering) defaultRetentionFloor(ctx context.Context, m *upload.Manifest,
 	if t.b.cfg.Retention <= 0 {
 		return floor
 	}
-	pin := t.b.sched.pinnedFloor(ctx) // undelivered scheduled messages stay
+	pin := t.b.sched.PinnedFloor(ctx) // undelivered scheduled messages stay
 	for _, o := range m.CommitLog() {
 		if now.Sub(o.Created) < t.b.cfg.Retention || (pin >= 0 && o.End() > pin) {
 			break
@@ -404,7 +404,7 @@ func (t *tiering) readIndexDirectory(ctx context.Context, base int64) (*store.Se
 // A segment whose queue index object cannot be read is kept.
 func (t *tiering) expiredSegments(ctx context.Context, m *upload.Manifest) (floor int64, middle []int64, err error) {
 	floor = -1
-	pin := t.b.sched.pinnedFloor(ctx)
+	pin := t.b.sched.PinnedFloor(ctx)
 	local := map[int64]bool{}
 	for _, s := range t.b.store.LocalSegments() {
 		local[s.Base] = true

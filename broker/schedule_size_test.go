@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/schedule"
 	"github.com/stratamq/stratamq/remoting"
 )
 
@@ -174,12 +175,15 @@ func TestScheduleReplayedHopNotDuplicated(t *testing.T) {
 	}
 	waitCond(t, 10*time.Second, "the hop to timer queue 1", func() bool { return b.store.MaxQueueOffset(TimerTopic, 1) == 1 })
 	stop()
-	path := filepath.Join(cfg.DataDir, "config", delayOffsetFile)
+	path := filepath.Join(cfg.DataDir, "config", schedule.FileName)
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f scheduleFileJSON
+	var f struct { // schedule.FileName's format
+		OffsetTable      map[string]int64 `json:"offsetTable"`
+		TimerOffsetTable map[string]int64 `json:"timerOffsetTable,omitempty"`
+	}
 	if err := json.Unmarshal(raw, &f); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +203,7 @@ func TestScheduleReplayedHopNotDuplicated(t *testing.T) {
 			return false
 		}
 		for q := int32(0); q < 3; q++ {
-			if b.sched.progress(queueKey{TimerTopic, q}) < b.store.MaxQueueOffset(TimerTopic, q) {
+			if b.sched.Progress(schedule.Queue{Topic: TimerTopic, ID: q}) < b.store.MaxQueueOffset(TimerTopic, q) {
 				return false
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/stratamq/stratamq/broker/msgprop"
+	"github.com/stratamq/stratamq/broker/progress"
 	"github.com/stratamq/stratamq/broker/txn"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
@@ -67,14 +68,14 @@ func (w txnWire) Exists(topic string) bool {
 	return ok
 }
 
-// txnSteps is the transaction progress's step log (durable_progress.go).
-type txnSteps struct{ l stepLog[txn.State] }
+// txnSteps is the transaction progress's step log (broker/progress).
+type txnSteps struct{ l progress.Log[txn.State] }
 
-func (s *txnSteps) Reset(base txn.State)        { s.l = stepLog[txn.State]{base: base} }
-func (s *txnSteps) Add(st txn.State, end int64) { s.l.add(st, end) }
-func (s *txnSteps) At(d int64) txn.State        { return s.l.at(d) }
-func (s *txnSteps) Latest() txn.State           { return s.l.latest() }
-func (s *txnSteps) Trim(d int64)                { s.l.trim(d) }
+func (s *txnSteps) Reset(base txn.State)        { s.l = progress.NewLog(base) }
+func (s *txnSteps) Add(st txn.State, end int64) { s.l.Add(st, end) }
+func (s *txnSteps) At(d int64) txn.State        { return s.l.At(d) }
+func (s *txnSteps) Latest() txn.State           { return s.l.Latest() }
+func (s *txnSteps) Trim(d int64)                { s.l.Trim(d) }
 
 // putTrans stores msgs (a commit or put-back copy and its op record, or an
 // op record alone) in one store call, so they land together, through the
