@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stratamq/stratamq/broker/pop"
 	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
@@ -104,7 +105,7 @@ type Broker struct {
 	trans       *transactions // half messages and the check service's progress (transaction.go)
 	recall      recalls       // recalled timer messages (grpc_recall.go)
 	grpcPuts    grpcPutter    // the gRPC endpoint's sends, stored together (grpc_put.go)
-	pop         *popEngine    // POP consumption: in-flight messages and progress (pop.go)
+	pop         *pop.Engine   // POP consumption: in-flight messages and progress (package pop; wire_pop.go)
 
 	server    *remoting.Server
 	nsClient  *remoting.Client
@@ -408,7 +409,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if err := b.trans.load(); err != nil {
 		return fail(err)
 	}
-	if err := b.pop.load(); err != nil {
+	if err := b.loadPop(); err != nil { // wire_pop.go
 		return fail(err)
 	}
 	if b.dur != nil {
@@ -502,7 +503,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	} else {
 		loops = append(loops, b.sched.run)        // schedule.go: a master only
 		loops = append(loops, b.transactionCheck) // transaction_check.go
-		loops = append(loops, b.pop.run)          // pop.go: expiry and dead-lettering
+		loops = append(loops, b.pop.Run)          // package pop: expiry and dead-lettering
 	}
 	if b.cfg.Role == RoleSlave && b.cfg.HAFailover && b.scoped != nil {
 		loops = append(loops, b.watchLease)
@@ -624,6 +625,7 @@ func (b *Broker) Close() error {
 				b.log.Warn("flush before saving the config files failed", "err", err)
 			}
 		}
+		b.pop.Close() // ends its revive loop if Run's context did not (package pop)
 		errs = append(errs, b.saveConfig())
 		if b.store != nil {
 			errs = append(errs, b.store.Close())
@@ -656,7 +658,7 @@ func (b *Broker) addStoredTopics() error {
 
 func (b *Broker) saveConfig() error {
 	return errors.Join(b.topics.Save(), b.groups.Save(), b.offsets.Save(),
-		b.sched.save(filepath.Join(b.cfg.DataDir, "config")), b.pop.save())
+		b.sched.save(filepath.Join(b.cfg.DataDir, "config")), b.pop.Save())
 }
 
 // saveOffsets writes consumerOffset.json within Config.OffsetFlush
