@@ -109,8 +109,8 @@ func (h popHost) Filter(topic, filterType, expr string) (pop.Filter, error) {
 		for _, t := range sub.Tags {
 			tags[t] = true
 		}
-		f.Record = func(rec *store.Record) bool {
-			t, _ := propValue(rec.Properties, PropTags)
+		f.Tags = func(props string) bool {
+			t, _ := propValue(props, PropTags)
 			return tags[t]
 		}
 	}

@@ -75,9 +75,11 @@ type Filter struct {
 	// Props filters records by their encoded properties (SQL92; the
 	// store's GetRequest.Match).
 	Props func(props []byte) bool
-	// Record is asked last of every decoded record (exact tags: a tag
-	// hash collision is not this receive's).
-	Record func(rec *store.Record) bool
+	// Tags is asked last of every record, with its properties string:
+	// exact tags (a tag hash collision is not this receive's). It takes
+	// the string, not the record, so that the decoded record stays on
+	// the stack.
+	Tags func(properties string) bool
 }
 
 // DeadLetterer writes a message to a group's dead-letter queue.

@@ -335,7 +335,7 @@ func (e *Engine) readNew(ctx context.Context, req Request, f *Filter, q *queue, 
 		if err != nil {
 			return nil, from, err
 		}
-		if f.Record != nil && !f.Record(&rec) {
+		if f.Tags != nil && !f.Tags(rec.Properties) {
 			continue // a tag hash collision: not this receive's
 		}
 		picks = append(picks, pick{offset: rec.QueueOffset, phys: rec.PhysOffset, raw: raw})
