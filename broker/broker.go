@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stratamq/stratamq/broker/pop"
 	"github.com/stratamq/stratamq/broker/schedule"
 	"github.com/stratamq/stratamq/broker/txn"
 	"github.com/stratamq/stratamq/ha"
@@ -104,7 +105,7 @@ type Broker struct {
 	trans     *txn.Service      // half messages and the check service (broker/txn, wire_txn.go)
 	recall    recalls           // recalled timer messages (grpc_recall.go)
 	grpcPuts  grpcPutter        // the gRPC endpoint's sends, stored together (grpc_put.go)
-	pop       *popEngine        // POP consumption: in-flight messages and progress (pop.go)
+	pop       *pop.Engine       // POP consumption: in-flight messages and progress (package pop; wire_pop.go)
 
 	server    *remoting.Server
 	nsClient  *remoting.Client
@@ -402,7 +403,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if b.trans, err = b.newTrans(); err != nil {
 		return fail(err)
 	}
-	if err := b.pop.load(); err != nil {
+	if err := b.loadPop(); err != nil { // wire_pop.go
 		return fail(err)
 	}
 	if b.dur != nil {
@@ -496,7 +497,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	} else {
 		loops = append(loops, b.sched.Run) // package schedule: a master only
 		loops = append(loops, b.trans.Run) // broker/txn: the check rounds
-		loops = append(loops, b.pop.run)   // pop.go: expiry and dead-lettering
+		loops = append(loops, b.pop.Run)   // package pop: expiry and dead-lettering
 	}
 	if b.cfg.Role == RoleSlave && b.cfg.HAFailover && b.scoped != nil {
 		loops = append(loops, b.watchLease)
@@ -622,6 +623,7 @@ func (b *Broker) Close() error {
 				b.log.Warn("flush before saving the config files failed", "err", err)
 			}
 		}
+		b.pop.Close() // ends its revive loop if Run's context did not (package pop)
 		errs = append(errs, b.saveConfig())
 		if b.store != nil {
 			errs = append(errs, b.store.Close())
@@ -654,7 +656,7 @@ func (b *Broker) addStoredTopics() error {
 
 func (b *Broker) saveConfig() error {
 	return errors.Join(b.topics.Save(), b.groups.Save(), b.offsets.Save(),
-		b.sched.Save(), b.pop.save())
+		b.sched.Save(), b.pop.Save())
 }
 
 // saveOffsets writes consumerOffset.json within Config.OffsetFlush

@@ -109,7 +109,7 @@ type Config struct {
 	ACL            *acl.ACL        `env:"-"`
 	ACLCredentials acl.Credentials `env:"-"`
 
-	// POP consumption (issue 16; pop.go): bounds on the messages the
+	// POP consumption (issue 16; package pop): bounds on the messages the
 	// broker tracks in flight.
 	PopMaxInflight          int `env:"POP_MAX_INFLIGHT" envDefault:"100000" help:"most POP-consumed (gRPC SimpleConsumer/PushConsumer) messages in flight, unacked, across all groups; a receive past it gets what fits, or a clear error when nothing does"`
 	PopMaxInflightPerGroup  int `env:"POP_MAX_INFLIGHT_PER_GROUP" envDefault:"20000" help:"most POP-consumed messages one consumer group has in flight; a group takes from STRATAMQ_POP_MAX_INFLIGHT only while it leaves a share free for one more group"`

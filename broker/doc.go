@@ -176,19 +176,23 @@
 //	                           producers and the durable progress (formats in its doc.go)
 //	broker/msgprop             message properties (k\x01v\x02...): the shared keys, Value, Parse,
 //	                           With, Without (broker/txn and send_half.go use it)
-//	pop.go, pop_handle.go,     POP consumption (issue 16), for the gRPC consumers (package proxy,
-//	pop_persist.go,            through grpc_pop_backend.go): per group, topic and queue the next
-//	grpc_pop_backend.go        offset not read and the messages in flight (invisible until a
-//	                           deadline, or visible again); the group's committed offset is the
-//	                           first offset in flight. Expiry (the revive loop, masters only)
-//	                           redelivers in place with the attempt counted, past the maximum
+//	package pop (broker/pop)   POP consumption (issue 16), for the gRPC consumers (package proxy,
+//	pop.go, wire_pop.go,       through grpc_pop_backend.go): pop.Engine owns, per group, topic and
+//	grpc_pop_backend.go        queue, the next offset not read and the messages in flight (invisible
+//	                           until a deadline, or visible again); the group's committed offset is
+//	                           the first offset in flight. Its revive loop (pop.Engine.Run, masters
+//	                           only) redelivers in place with the attempt counted, past the maximum
 //	                           dead-letters through the send-back path (sendBackMessage); FIFO
 //	                           receives hold a queue while one of its messages is invisible.
-//	                           Receipt handles carry a per-delivery random nonce (format in
-//	                           pop_handle.go). Bounded by STRATAMQ_POP_MAX_INFLIGHT(_PER_GROUP).
-//	                           Saved in config/popState.json and the checkpoint's "pop" section
-//	                           (format in pop_persist.go), loaded from the newer (a promoted slave:
-//	                           the checkpoint's), clamped to the committed offsets: at least once
+//	                           Receipt handles carry a per-delivery random nonce. Bounded by
+//	                           STRATAMQ_POP_MAX_INFLIGHT(_PER_GROUP|_PER_CLIENT). Saved in
+//	                           config/popState.json and the checkpoint's "pop" section, loaded from
+//	                           the newer (a promoted slave: the checkpoint's), clamped to the
+//	                           committed offsets: at least once (formats: broker/pop/doc.go).
+//	                           pop.go: Broker.Pop* and the names (PopRequest, ErrPop*) broker
+//	                           exports for it; wire_pop.go: its config and popHost, the adapter
+//	                           over the store, offsets, topics, groups, filters, send-back and
+//	                           durable ends that implements the interfaces pop declares
 //	rc880_promote_demote.go    StrataMQ's own admin codes (a private range RocketMQ does not use,
 //	                           880000-880999): STRATAMQ_PROMOTE_BROKER (880001) and
 //	                           STRATAMQ_DEMOTE_BROKER (880002) call Promote and Demote
@@ -236,8 +240,8 @@
 // # Lock order
 //
 // Locks are leaf locks: no manager's lock is held while calling another
-// manager, the store or the network, with one exception: popEngine.mu ->
+// manager, the store or the network, with one exception: pop.Engine.mu ->
 // ConsumerOffsets.mu (the POP engine commits a queue's progress under its
-// lock, so commits land in order). Where a method is called with a lock
-// held its name ends in Locked.
+// lock, through pop.Offsets, so commits land in order). Where a method is
+// called with a lock held its name ends in Locked.
 package broker

@@ -385,7 +385,7 @@ func (d *durability) sections(clean bool, drainFailed *offsetRange) (map[string]
 	if err != nil {
 		return nil, err
 	}
-	popJSON, err := b.pop.section() // pop_persist.go
+	popJSON, err := b.pop.Section() // package pop
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // The broker as the gRPC consumer RPCs' proxy.ConsumerBackend: the POP
-// engine (pop.go) and the consumer offsets, with the engine's errors
+// engine (package pop, through pop.go) and the consumer offsets, with the engine's errors
 // wrapped in proxy's so the RPCs answer the codes the clients act on.
 
 var _ proxy.ConsumerBackend = (*Broker)(nil)

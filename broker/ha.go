@@ -25,7 +25,7 @@ type haState struct {
 // streams of a master.
 func (b *Broker) onDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64) {
 	b.hold.notify(topic, queueID, queueOffset, tagsCode)
-	b.pop.dispatched()
+	b.pop.Dispatched()
 	if m := b.haMaster.Load(); m != nil {
 		m.Notify()
 	}

@@ -67,7 +67,7 @@ func TestPopInflightPerClient(t *testing.T) {
 	}
 	// c1's messages come back; c3 takes them, and they count for c3.
 	clock.add(2 * time.Second)
-	b.pop.revive(context.Background())
+	b.pop.Revive(context.Background())
 	if got := popRecv(t, b, PopRequest{Group: "GC", Topic: "PopC", MaxMessages: 32, Client: "c3", Invisible: time.Minute}); len(got) != 5 {
 		t.Fatalf("c3 received %d, want c1's 5 again", len(got))
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/pop"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
 )
@@ -24,7 +25,7 @@ func newPopClock() *popClock {
 }
 func (c *popClock) now() time.Time        { return time.UnixMilli(c.ms.Load()) }
 func (c *popClock) add(d time.Duration)   { c.ms.Add(d.Milliseconds()) }
-func (c *popClock) install(b *Broker)     { b.pop.now = c.now }
+func (c *popClock) install(b *Broker)     { b.pop.SetClock(c.now) }
 func (c *popClock) hook() func(b *Broker) { return c.install }
 func popCfg(t *testing.T) Config {
 	return Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20}
@@ -159,12 +160,12 @@ func TestPopChangeInvisibleDuration(t *testing.T) {
 		t.Fatalf("extending with the replaced handle: %v", err)
 	}
 	clock.add(30 * time.Second) // past the first deadline, before the new one
-	b.pop.revive(context.Background())
+	b.pop.Revive(context.Background())
 	if again := popRecv(t, b, PopRequest{Group: "G", Topic: "PopX"}); len(again) != 0 {
 		t.Fatalf("extended message delivered before its new deadline")
 	}
 	clock.add(31 * time.Second)
-	b.pop.revive(context.Background())
+	b.pop.Revive(context.Background())
 	again := popRecv(t, b, PopRequest{Group: "G", Topic: "PopX"})
 	if len(again) != 1 || again[0].Attempt != 2 || string(again[0].Record.Body) != "message-0" {
 		t.Fatalf("after the new deadline: %v attempts %v", popBodies(again), popMap(again, func(m PopMessage) int32 { return m.Attempt }))
@@ -191,14 +192,14 @@ func TestPopRedeliveryThenDLQ(t *testing.T) {
 			t.Fatalf("delivery %d: %d messages, attempts %v", attempt, len(got), popMap(got, func(m PopMessage) int32 { return m.Attempt }))
 		}
 		clock.add(11 * time.Second)
-		b.pop.revive(context.Background())
+		b.pop.Revive(context.Background())
 	}
 	// The entry is done once its DLQ copy is durable (fdatasynced here:
 	// no bucket); until then it stays in flight, invisible.
 	if err := b.store.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	b.pop.revive(context.Background())
+	b.pop.Revive(context.Background())
 	if n := b.PopInflight("GD"); n != 0 {
 		t.Fatalf("%d in flight after the last attempt expired", n)
 	}
@@ -287,7 +288,7 @@ func TestPopFIFOHoldsQueue(t *testing.T) {
 	}
 	popSend(t, b, cl, "PopO", 0, 3, 1, "")
 	clock.add(11 * time.Second)
-	b.pop.revive(context.Background())
+	b.pop.Revive(context.Background())
 	again := popRecv(t, b, only0)
 	if !slices.Equal(popBodies(again), []string{"message-1", "message-3"}) || again[0].Attempt != 2 || again[1].Attempt != 1 {
 		t.Fatalf("after expiry: %v attempts %v, want message-1 (2) then message-3 (1)", popBodies(again), popMap(again, func(m PopMessage) int32 { return m.Attempt }))
@@ -342,7 +343,7 @@ func TestPopLongPollWakesOnSend(t *testing.T) {
 		ms, err := b.PopReceive(context.Background(), PopRequest{Group: "GL", Topic: "PopL", QueueID: -1, Invisible: time.Minute, Wait: 20 * time.Second})
 		done <- result{ms, err}
 	}()
-	waitCond(t, 10*time.Second, "the receive to wait", func() bool { return b.pop.waiters.Load() == 1 })
+	waitCond(t, 10*time.Second, "the receive to wait", func() bool { return b.pop.Waiters() == 1 })
 	popSend(t, b, cl, "PopL", 0, 1, 1, "")
 	r := <-done
 	if r.err != nil || !slices.Equal(popBodies(r.ms), []string{"message-1"}) {
@@ -391,7 +392,7 @@ func TestPopHandleRefusals(t *testing.T) {
 	b, cl, _ := runBrokerWith(t, popCfg(t), popDeps(), nil)
 	popSend(t, b, cl, "PopH", 0, 0, 1, "")
 	got := popRecv(t, b, PopRequest{Group: "GH", Topic: "PopH"})
-	h, err := parsePopHandle(got[0].Handle)
+	h, err := pop.ParseHandle(got[0].Handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +472,7 @@ func TestPopStateSurvivesRestart(t *testing.T) {
 		t.Fatalf("after the restart: %v, want only message-3 (message-2 invisible)", popBodies(fresh))
 	}
 	clock.add(11 * time.Second)
-	b2.pop.revive(context.Background())
+	b2.pop.Revive(context.Background())
 	again := popRecv(t, b2, PopRequest{Group: "GR", Topic: "PopR"})
 	if !slices.Equal(popBodies(again), []string{"message-2"}) || again[0].Attempt != 2 {
 		t.Fatalf("after the deadline: %v attempts %v", popBodies(again), popMap(again, func(m PopMessage) int32 { return m.Attempt }))
@@ -514,7 +515,7 @@ func TestPopStateRestoredFromBucket(t *testing.T) {
 		t.Fatalf("before the deadline: %v", popBodies(early))
 	}
 	clock.add(11 * time.Second)
-	b2.pop.revive(context.Background())
+	b2.pop.Revive(context.Background())
 	again := popRecv(t, b2, PopRequest{Group: "GB", Topic: "PopB"})
 	if !slices.Equal(popBodies(again), []string{"message-2"}) || again[0].Attempt != 2 || !slices.Equal(again[0].Raw, got[2].Raw) {
 		t.Fatalf("after the deadline: %v attempts %v", popBodies(again), popMap(again, func(m PopMessage) int32 { return m.Attempt }))
@@ -537,16 +538,17 @@ func TestPopStateLostAfterSaveRedelivers(t *testing.T) {
 	b, cl, _ := runBrokerWith(t, cfg, popDeps(), clock.hook())
 	popSend(t, b, cl, "PopC", 0, 0, 2, "")
 	first := popRecv(t, b, PopRequest{Group: "GC", Topic: "PopC", MaxMessages: 1, Invisible: 10 * time.Second})
-	if err := b.pop.save(); err != nil {
+	if err := b.pop.Save(); err != nil {
 		t.Fatal(err)
 	}
-	saved, _ := b.pop.snapshot()
 	second := popRecv(t, b, PopRequest{Group: "GC", Topic: "PopC", MaxMessages: 1, Invisible: 10 * time.Second})
 	if len(first) != 1 || len(second) != 1 {
 		t.Fatalf("receives: %d %d", len(first), len(second))
 	}
-	// What a crash here leaves: the saved state.
-	b.pop.install(&saved)
+	// What a crash here leaves: the saved state (the file Save wrote).
+	if err := b.pop.Load(nil, false); err != nil {
+		t.Fatal(err)
+	}
 	if n := b.PopInflight("GC"); n != 1 {
 		t.Fatalf("%d in flight, want 1", n)
 	}
@@ -555,22 +557,9 @@ func TestPopStateLostAfterSaveRedelivers(t *testing.T) {
 		t.Fatalf("after losing the second receive: %v, want it again: %v", popBodies(fresh), popBodies(second))
 	}
 	clock.add(11 * time.Second)
-	b.pop.revive(context.Background())
+	b.pop.Revive(context.Background())
 	if again := popRecv(t, b, PopRequest{Group: "GC", Topic: "PopC", MaxMessages: 1}); !slices.Equal(popBodies(again), popBodies(first)) {
 		t.Fatalf("the first message: %v", popBodies(again))
-	}
-}
-
-// TestPopHandleRoundTrip: handles parse back to what made them.
-func TestPopHandleRoundTrip(t *testing.T) {
-	for _, h := range []popHandle{
-		{Topic: "T", QueueID: 0, Offset: 0, PopMs: 1, InvisibleMs: 1, Nonce: 1},
-		{Topic: "with_under_scores%RETRY%x", QueueID: 1023, Offset: 1 << 40, PopMs: 1767369600000, InvisibleMs: 43200000, Nonce: ^uint64(0)},
-	} {
-		got, err := parsePopHandle(h.String())
-		if err != nil || got != h {
-			t.Fatalf("%q parsed to %+v, %v", h.String(), got, err)
-		}
 	}
 }
 

@@ -322,7 +322,7 @@ func TestPopDeadLetterLostWithMachineIsDeadLetteredAgain(t *testing.T) {
 	}
 	sealUploaded(t, b)
 	clock.add(11 * time.Second)
-	b.pop.revive(context.Background())
+	b.pop.Revive(context.Background())
 	dlq := DLQGroupTopicPrefix + "GL"
 	if got := queueBodies(t, b, dlq, 0); !slices.Equal(got, []string{"message-0"}) {
 		t.Fatalf("DLQ %v", got)
@@ -333,7 +333,7 @@ func TestPopDeadLetterLostWithMachineIsDeadLetteredAgain(t *testing.T) {
 
 	b2, _ := r.restore(nil)
 	waitCond(t, 10*time.Second, "the message dead-lettered again after the restore", func() bool {
-		b2.pop.revive(context.Background())
+		b2.pop.Revive(context.Background())
 		return slices.Equal(queueBodies(t, b2, dlq, 0), []string{"message-0"})
 	})
 }

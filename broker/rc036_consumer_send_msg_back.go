@@ -96,7 +96,7 @@ func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req 
 // reconsume times plus one; in %RETRY%<group> with DELAY delayLevel (0:
 // 3 + reconsume times), or, dlq, in %DLQ%<group> queue 0 without a delay.
 // The retry or DLQ topic is created when missing. CONSUMER_SEND_MSG_BACK
-// and POP's dead-lettering (pop.go) both store through it.
+// and POP's dead-lettering (package pop, through wire_pop.go) both store through it.
 func (b *Broker) sendBackMessage(group string, g remoting.SubscriptionGroupConfig, rec *store.Record, props map[string]string,
 	phys int64, originMsgID string, maxTimes, delayLevel int32, dlq bool) store.Message {
 	if _, ok := props[PropRetryTopic]; !ok {

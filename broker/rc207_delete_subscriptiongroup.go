@@ -21,7 +21,7 @@ func (b *Broker) deleteSubscriptionGroup(ctx context.Context, c *remoting.Conn, 
 	clean := req.ExtFields["removeOffset"] == "true" || req.ExtFields["cleanOffset"] == "true"
 	if clean {
 		b.offsets.DeleteGroup(group)
-		b.pop.deleteGroup(group) // pop.go
+		b.pop.DeleteGroup(group) // package pop
 	}
 	b.log.Info("subscription group deleted", "group", group, "existed", existed, "offsetsRemoved", clean)
 	return remoting.NewResponse(req, remoting.Success, "")

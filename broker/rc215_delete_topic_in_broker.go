@@ -23,7 +23,7 @@ func (b *Broker) deleteTopicInBroker(ctx context.Context, c *remoting.Conn, req 
 	}
 	b.topics.Delete(h.Topic)
 	b.offsets.DeleteTopic(h.Topic)
-	b.pop.deleteTopic(h.Topic) // pop.go: no group has its messages in flight any more
+	b.pop.DeleteTopic(h.Topic) // package pop: no group has its messages in flight any more
 	if err := b.store.DeleteTopic(h.Topic); err != nil {
 		return errResponse(req, remoting.SystemError, "delete topic data: "+err.Error())
 	}

@@ -17,7 +17,7 @@ import (
 
 // The consumer RPCs (POP consumption): QueryAssignment, ReceiveMessage,
 // AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue,
-// on the broker's POP engine (broker/pop.go) through ConsumerBackend.
+// on the broker's POP engine (package broker/pop) through ConsumerBackend.
 //
 // A receive takes from every queue of the topic on this broker (the
 // queue a request names only picks the broker, as RocketMQ's proxy pops

@@ -1,4 +1,4 @@
-package broker
+package pop
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// popHandle is what a POP receipt handle says. Its string form is
+// Handle is what a POP receipt handle says. Its string form is
 //
 //	P1_<queueId>_<queueOffset>_<popMs>_<invisibleMs>_<nonce>_<topic>
 //
@@ -22,7 +22,7 @@ import (
 // one made up, names no entry. Clients treat handles as opaque strings
 // (RocketMQ's own ExtraInfo has other fields; nothing outside the broker
 // parses either).
-type popHandle struct {
+type Handle struct {
 	Topic       string
 	QueueID     int32
 	Offset      int64
@@ -31,14 +31,15 @@ type popHandle struct {
 	Nonce       uint64
 }
 
-const popHandleVersion = "P1"
+const handleVersion = "P1"
 
-// maxPopHandle bounds what parsePopHandle looks at.
-const maxPopHandle = 512
+// maxHandle bounds what ParseHandle looks at.
+const maxHandle = 512
 
-func (h popHandle) String() string {
+// String is the handle as a client carries it.
+func (h Handle) String() string {
 	b := make([]byte, 0, 64+len(h.Topic))
-	b = append(b, popHandleVersion...)
+	b = append(b, handleVersion...)
 	b = append(b, '_')
 	b = strconv.AppendInt(b, int64(h.QueueID), 10)
 	b = append(b, '_')
@@ -54,18 +55,18 @@ func (h popHandle) String() string {
 	return string(b)
 }
 
-// parsePopHandle parses a receipt handle; anything malformed is
-// ErrPopHandle.
-func parsePopHandle(s string) (popHandle, error) {
-	var h popHandle
-	bad := func(why string) (popHandle, error) {
-		return popHandle{}, fmt.Errorf("%w: %s", ErrPopHandle, why)
+// ParseHandle parses a receipt handle; anything malformed is
+// ErrHandle.
+func ParseHandle(s string) (Handle, error) {
+	var h Handle
+	bad := func(why string) (Handle, error) {
+		return Handle{}, fmt.Errorf("%w: %s", ErrHandle, why)
 	}
-	if len(s) > maxPopHandle {
+	if len(s) > maxHandle {
 		return bad(fmt.Sprintf("%d bytes long", len(s)))
 	}
 	f := strings.SplitN(s, "_", 7)
-	if len(f) != 7 || f[0] != popHandleVersion {
+	if len(f) != 7 || f[0] != handleVersion {
 		return bad(fmt.Sprintf("%q is not a receipt handle of this broker", s))
 	}
 	q, err1 := strconv.ParseInt(f[1], 10, 32)
@@ -77,6 +78,6 @@ func parsePopHandle(s string) (popHandle, error) {
 		q < 0 || off < 0 || inv <= 0 || nonce == 0 || f[6] == "" {
 		return bad(fmt.Sprintf("%q is not a receipt handle of this broker", s))
 	}
-	h = popHandle{Topic: f[6], QueueID: int32(q), Offset: off, PopMs: pop, InvisibleMs: inv, Nonce: nonce}
+	h = Handle{Topic: f[6], QueueID: int32(q), Offset: off, PopMs: pop, InvisibleMs: inv, Nonce: nonce}
 	return h, nil
 }
