@@ -393,8 +393,20 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if restore != nil && !restore.Replica {
 		b.afterRestore(restore)
 	}
-	b.hw.Store(b.store.MaxPhysOffset()) // the log this run took over (readBound)
-	if cfg.Role != RoleSlave {          // a slave's table is its master's
+	// The high watermark starts where another copy is known to hold the
+	// log: a promoted slave's copy is the one that holds what the old
+	// master acknowledged (its whole log); a master on its own log (a
+	// restart, or a copy that won a contest) knows only what the bucket
+	// holds: its tail past that may be in no slave (written, never
+	// acknowledged), and neither consumers (readBound) nor the progress
+	// saved for a failover (slaveHeld) may count it until a slave acks it
+	// (a reconnecting slave's hello does, at once).
+	if b.cfg.Role == RoleSyncMaster && !b.promotedReplica {
+		b.hw.Store(min(b.store.MaxPhysOffset(), max(uploadedEnd(manifest, b.tier), b.store.MinPhysOffset())))
+	} else {
+		b.hw.Store(b.store.MaxPhysOffset())
+	}
+	if cfg.Role != RoleSlave { // a slave's table is its master's
 		if err := b.addStoredTopics(); err != nil {
 			return fail(err)
 		}

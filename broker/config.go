@@ -84,7 +84,7 @@ type Config struct {
 	// HAFailover: the bucket's lease decides who is master (issue 10 item 4).
 	HAFailover bool `env:"HA_FAILOVER" help:"automatic failover through the bucket lease: a slave takes the lease and becomes master when its master's lease lapses; a master that finds another broker holding the lease becomes its slave (needs a bucket; STRATAMQ_HA_MASTER is then learned from the lease)"`
 	// HAUncleanAfter: offsets.Contest.UncleanAfter.
-	HAUncleanAfter time.Duration `env:"HA_UNCLEAN_TAKEOVER_AFTER" envDefault:"0s" help:"failover of a sync_master: a takeover waits until every slave that followed the old master (and so may hold what it acknowledged) was heard from in the bucket; after this long it takes the lease without the silent ones, which can lose what only they held. 0 (default): wait for them, however long (an operator can remove a dead slave's meta/replicas/<instance>.json object instead)"`
+	HAUncleanAfter time.Duration `env:"HA_UNCLEAN_TAKEOVER_AFTER" envDefault:"0s" help:"failover of a sync_master: a takeover waits until every slave that followed the old master (and so may hold what it acknowledged) was heard from in the bucket; after this long it takes the lease without the silent ones, which can lose what only they held. 0 (default): wait for them, however long (an operator can remove a dead slave's meta/replicas/<epoch>/<instance>.json object instead). With STRATAMQ_HA_MIN_INSYNC=1 and 0s the wait is three lease TTLs"`
 
 	// SQL92 property filters (issue 11 item 6).
 	SQLFilter string `env:"SQL_FILTER" envDefault:"true" help:"serve SQL92 subscriptions (MessageSelector.bySql), filtering on the broker by message properties; false refuses them (RocketMQ's enablePropertyFilter)"`

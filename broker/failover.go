@@ -172,7 +172,19 @@ func (b *Broker) newContest(cs offsets.ObjectStore, ttl time.Duration, self func
 	return &offsets.Contest{Store: cs, Period: max(ttl/8, 50*time.Millisecond), Self: func() offsets.Candidacy {
 		epoch, end := self()
 		return offsets.Candidacy{Instance: b.ident.Instance, Host: b.advertise, Epoch: epoch, End: end}
-	}, Cover: true, UncleanAfter: b.cfg.HAUncleanAfter}
+	}, Cover: true, UncleanAfter: b.uncleanAfter(ttl)}
+}
+
+// uncleanAfter is how long a takeover waits for silent slaves
+// (STRATAMQ_HA_UNCLEAN_TAKEOVER_AFTER). With STRATAMQ_HA_MIN_INSYNC=1 a
+// master acknowledges alone once its slaves are gone, so a slave gone for
+// good holds nothing of that and must not keep the brokerName without a
+// master: the wait is then bounded by three TTLs unless set.
+func (b *Broker) uncleanAfter(ttl time.Duration) time.Duration {
+	if b.cfg.HAUncleanAfter == 0 && b.cfg.HAMinInSync <= 1 {
+		return 3 * ttl
+	}
+	return b.cfg.HAUncleanAfter
 }
 
 // logSurvivedWhole reports whether the local log holds everything this

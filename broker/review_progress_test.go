@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -34,14 +33,16 @@ func TestProgressAfterRestartWaitsForSlaveOnSyncMaster(t *testing.T) {
 	if err := first.store.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if err := first.sched.save(filepath.Join(cfg.DataDir, "config")); err != nil { // as the config flush does
+	if err := first.sched.Save(); err != nil { // as the config flush does
 		t.Fatal(err)
 	}
 	progress := func(b *Broker) int64 {
 		t.Helper()
 		mustCheckpoint(t, b)
 		_, cp := bucketCommitLog(t, bucket)
-		var d delayOffsetsJSON
+		var d struct {
+			OffsetTable map[string]int64 `json:"offsetTable"`
+		}
 		if err := json.Unmarshal(cp.Sections[sectionDelayOffsets], &d); err != nil {
 			t.Fatal(err)
 		}

@@ -323,4 +323,12 @@ func TestPruneReplicas(t *testing.T) {
 	if err := offsets.PublishReplica(ctx, store, offsets.ReplicaRecord{Instance: "x"}); err == nil {
 		t.Fatal("a replica record without an epoch was published")
 	}
+	// A record of an older epoch that lands late (its PUT timed out at
+	// the client) does not replace the slave's newer one.
+	if err := offsets.PublishReplica(ctx, store, offsets.ReplicaRecord{Instance: "c", Epoch: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := offsets.ReadReplicas(ctx, store, 3); err != nil || len(got) != 1 || got[0].Instance != "c" {
+		t.Fatalf("epoch 3 after a late record of epoch 2 of the same slave: %v, %v; want c's epoch-3 record", got, err)
+	}
 }

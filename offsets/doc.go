@@ -36,7 +36,7 @@
 //	meta/checkpoint/<20-digit version>.json    copies of the last History (default 8) checkpoints
 //	meta/lease.json                            the lease
 //	meta/candidates/<instance>.json            a contender's candidacy while a lease lapses (Contest)
-//	meta/replicas/<instance>.json              a slave follows a master epoch (PublishReplica; Contest.Cover)
+//	meta/replicas/<epoch>/<instance>.json      a slave follows a master epoch (PublishReplica; Contest.Cover)
 //
 // A checkpoint is one JSON object, written whole by one Put, so a reader sees
 // all of a checkpoint or none of it:

@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // ReplicaPrefix is where the slaves of a prefix record which master epoch
-// they follow, one object per instance, relative to the broker's prefix:
-// meta/replicas/<instance>.json. A slave publishes its record before its
+// they follow, one object per epoch and instance, relative to the broker's
+// prefix: meta/replicas/<epoch>/<instance>.json. Keyed by epoch, a record
+// of an older epoch that lands late (a PUT that timed out at the client)
+// or a late delete of one can never change the records of a newer epoch.
+// A slave publishes its record before its
 // first acknowledgement of an epoch counts, so the set of records of an
 // epoch names every node that may hold what a sync_master acknowledged in
 // it: the copies a takeover must hear from (Contest.Cover).
@@ -43,15 +47,19 @@ func PublishReplica(ctx context.Context, s ObjectStore, r ReplicaRecord) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.Put(ctx, ReplicaPrefix+r.Instance+".json", body, false, ""); err != nil {
+	if _, err := s.Put(ctx, replicaKey(r.Epoch, r.Instance), body, false, ""); err != nil {
 		return fmt.Errorf("offsets: publish the replica record: %w", err)
 	}
 	return nil
 }
 
+func replicaKey(epoch int64, instance string) string {
+	return ReplicaPrefix + strconv.FormatInt(epoch, 10) + "/" + instance + ".json"
+}
+
 // ReadReplicas returns the replica records of epoch.
 func ReadReplicas(ctx context.Context, s ObjectStore, epoch int64) ([]ReplicaRecord, error) {
-	all, err := readReplicas(ctx, s)
+	all, err := readReplicas(ctx, s, ReplicaPrefix+strconv.FormatInt(epoch, 10)+"/")
 	if err != nil {
 		return nil, err
 	}
@@ -64,8 +72,8 @@ func ReadReplicas(ctx context.Context, s ObjectStore, epoch int64) ([]ReplicaRec
 	return out, nil
 }
 
-func readReplicas(ctx context.Context, s ObjectStore) (map[string]ReplicaRecord, error) {
-	keys, err := s.List(ctx, ReplicaPrefix)
+func readReplicas(ctx context.Context, s ObjectStore, prefix string) (map[string]ReplicaRecord, error) {
+	keys, err := s.List(ctx, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("offsets: list the replica records: %w", err)
 	}
@@ -92,14 +100,16 @@ func readReplicas(ctx context.Context, s ObjectStore) (map[string]ReplicaRecord,
 
 // PruneReplicas deletes the replica records of epochs before epoch: a new
 // holder calls it once it holds the lease (errors ignored: a leftover
-// record is only read, and ignored, by a later contest).
+// record is only read, and ignored, by a later contest). It judges a
+// record's epoch by its key, so it never deletes one of epoch or later.
 func PruneReplicas(ctx context.Context, s ObjectStore, epoch int64) {
-	all, err := readReplicas(ctx, s)
+	keys, err := s.List(ctx, ReplicaPrefix)
 	if err != nil {
 		return
 	}
-	for k, r := range all {
-		if r.Epoch < epoch {
+	for _, k := range keys {
+		dir, _, ok := strings.Cut(strings.TrimPrefix(k, ReplicaPrefix), "/")
+		if e, err := strconv.ParseInt(dir, 10, 64); ok && err == nil && e < epoch {
 			_ = s.Delete(ctx, k)
 		}
 	}
