@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need and the machine lacks (`make deps`, run by
-# `make test`): versitygw (the real S3 server of the tier tests), the
+# `make test`): a C compiler when cgo is off (the race detector), versitygw
+# (the real S3 server of the tier tests), the
 # RocketMQ 5 Node.js client from proxy/nodetest's lockfile (the gRPC tests),
 # and Debian's chromium (the web console test). Idempotent: what is there
 # already is kept. Whatever it cannot install it names, with what to do, and
@@ -26,6 +27,19 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 echo "== go: $(go version)"
 go mod download
+
+echo "== a C compiler (the race detector needs cgo)"
+if [[ $(go env CGO_ENABLED) != 1 ]]; then
+	if $root; then
+		echo "deps: installing gcc with apt-get"
+		apt_install gcc libc6-dev
+	fi
+	if [[ $(go env CGO_ENABLED) != 1 ]]; then
+		missing+=("a C compiler: cgo is off (no gcc, or CGO_ENABLED=0) and this is not root on Debian/Ubuntu; install gcc ('sudo apt-get install gcc'): the first test pass runs with -race, which needs cgo")
+	fi
+else
+	echo "deps: cgo is on"
+fi
 
 echo "== versitygw (real S3 server for the tier tests)"
 if ! bash .ci/versitygw.sh; then
