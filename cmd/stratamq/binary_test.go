@@ -5,7 +5,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -19,12 +18,7 @@ func TestE2EBinaryServeStartsAndDrains(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "stratamq")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatalf("go build: %v", err)
-	}
+	bin := buildBinary(t)
 	ns := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	br := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(bin, "serve", "--listen", br)

@@ -78,7 +78,7 @@ func warnOpenWithoutACL(log *slog.Logger, aclFile string, listens map[string]str
 		return
 	}
 	log.Warn("STRATAMQ_ACL_FILE is not set (ACL off) and ports listen beyond loopback: anyone who reaches them can send, consume, "+
-		"delete topics and reset offsets; set STRATAMQ_ACL_FILE, or listen on 127.0.0.1, or keep the ports behind a firewall (README: Ports and exposure)",
+		"delete topics and reset offsets; set STRATAMQ_ACL_FILE, or listen on 127.0.0.1, or keep the ports behind a firewall (docs/operations.md: Ports and exposure)",
 		"exposed", strings.Join(exposed, " "))
 }
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +25,50 @@ import (
 
 func TestMain(m *testing.M) {
 	rlog.SetLogLevel("fatal")
-	os.Exit(m.Run())
+	code := m.Run()
+	if sharedBin.dir != "" {
+		_ = os.RemoveAll(sharedBin.dir)
+	}
+	os.Exit(code)
+}
+
+// sharedBin is the stratamq binary the end-to-end tests run, built once per
+// test run (by the first test that needs it) into a directory TestMain
+// removes at the end: a link of this binary takes seconds, and a score of
+// tests each building their own made the suite minutes slower.
+var sharedBin struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// buildBinary returns the path of the stratamq binary built from this
+// package, building it on the first call of the run. Tests only run it:
+// none may write to it or beside it.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	sharedBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "stratamq-e2e-bin-")
+		if err != nil {
+			sharedBin.err = err
+			return
+		}
+		sharedBin.dir = dir
+		bin := filepath.Join(dir, "stratamq")
+		build := exec.Command("go", "build", "-o", bin, ".")
+		var out bytes.Buffer
+		build.Stdout, build.Stderr = &out, &out
+		if err := build.Run(); err != nil {
+			sharedBin.err = fmt.Errorf("go build: %v\n%s", err, out.String())
+			return
+		}
+		sharedBin.path = bin
+	})
+	if sharedBin.err != nil {
+		t.Fatal(sharedBin.err)
+	}
+	return sharedBin.path
 }
 
 // testServe is one in-process `stratamq serve` on loopback ports.

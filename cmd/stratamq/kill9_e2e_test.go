@@ -38,17 +38,6 @@ func (b *binaryServe) stopClean(t *testing.T, d time.Duration) {
 	}
 }
 
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "stratamq")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatalf("go build: %v", err)
-	}
-	return bin
-}
-
 func startBinary(t *testing.T, bin string, env map[string]string) *binaryServe {
 	t.Helper()
 	return startBinaryCmd(t, bin, "serve", env)

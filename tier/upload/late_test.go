@@ -172,13 +172,15 @@ func TestLateWritesOfAnOlderEpochChangeNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			startRun(t, u2)
-			// Until the manifest holds epoch 2 (its claim), bounded: a
-			// build without a claim never gets there.
-			for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-				if m := u2.Manifest(); m != nil && m.Epoch == 2 {
-					break
-				}
-			}
+			// The manifest holds epoch 2 (its claim) before the late write
+			// lands: what the test is about. A build without a claim fails
+			// here. (A bounded wait that went on without the claim let a
+			// claim slower than the bound, under load, meet the late delta
+			// first and fail the assertions below.)
+			waitFor(t, "epoch 2 to claim the manifest", 30*time.Second, func() bool {
+				m := u2.Manifest()
+				return m != nil && m.Epoch == 2
+			})
 			if tc.name == "manifest delta" {
 				lb.land(t) // before epoch 2 lists anything
 				// A reader now (a slave, a restore) must not find the old
