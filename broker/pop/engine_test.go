@@ -193,10 +193,12 @@ func TestPopEngineCloseStopsRun(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	e.Close()
+	// Close stopped Run (it returns; the goroutine above closes done just
+	// after it, so a non-blocking look here could race that close).
 	select {
 	case <-done:
-	default:
-		t.Fatal("Close returned before Run")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after Close")
 	}
 	e.Close()
 	again := make(chan struct{})
