@@ -1,4 +1,4 @@
-package broker
+package consumers
 
 import (
 	"testing"
@@ -11,10 +11,10 @@ import (
 // clients, never the one that joined (it rebalances by itself); leaving
 // notifies those that remain.
 func TestConsumerManagerNotifiesOtherClients(t *testing.T) {
-	m := NewConsumerManager()
+	m := NewRegistry(Config{}, nil)
 	c1, c2 := &remoting.Conn{}, &remoting.Conn{}
 	reg := func(id string, c *remoting.Conn) (bool, []*remoting.Conn) {
-		return m.Register(ConsumerRegistration{Group: "g", ClientID: id, Conn: c, Now: time.Now()})
+		return m.Register(Registration{Group: "g", ClientID: id, Conn: c, Now: time.Now()})
 	}
 	if changed, notify := reg("c1", c1); !changed || len(notify) != 0 {
 		t.Fatalf("first client: changed %v, notify %d conns (want true, none)", changed, len(notify))
