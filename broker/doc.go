@@ -218,8 +218,8 @@
 // # Goroutines
 //
 // Run owns every goroutine the broker starts (the remoting server, the
-// hold-service checker, the registrar, the client-expiry scanner (broker/consumers' Registry.Run), the
-// config flusher, the HA master or slave, a slave's sync loop, a master's
+// hold-service checker, the registrar, the client-expiry scanner
+// (broker/consumers' Registry.Run), the config flusher, the HA master or slave, a slave's sync loop, a master's
 // schedule service, transaction check service (broker/txn's Run), the POP
 // revive loop) and
 // returns after they have all exited (pending sync_master ack waits are
