@@ -3,13 +3,13 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/stratamq/stratamq/broker/configtable"
 	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/configtable"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
