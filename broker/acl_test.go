@@ -610,13 +610,13 @@ func TestBrokerACLProducerGroupRegistration(t *testing.T) {
 	if r := heartbeat("DeniedGroup"); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, `group "DeniedGroup"`) {
 		t.Fatalf("heartbeat registering a denied producer group: %d %q", r.Code, r.Remark)
 	}
-	if slices.Contains(e.b.producers.Groups(), "DeniedGroup") {
+	if slices.Contains(e.b.consumers.ProducerGroups(), "DeniedGroup") {
 		t.Fatal("the client was registered as a producer of the denied group")
 	}
 	if r := heartbeat("AppProducers"); r.Code != 0 {
 		t.Fatalf("heartbeat registering an allowed producer group: %d %q", r.Code, r.Remark)
 	}
-	if !slices.Contains(e.b.producers.Groups(), "AppProducers") {
+	if !slices.Contains(e.b.consumers.ProducerGroups(), "AppProducers") {
 		t.Fatal("the allowed producer group is not registered")
 	}
 }
@@ -646,11 +646,11 @@ func TestBrokerUnregisterClientOnlyOwnConn(t *testing.T) {
 	other := remoting.NewClient(remoting.ClientConfig{})
 	defer other.Close()
 	unregister(other)
-	if !slices.Contains(e.b.producers.Groups(), "VictimPG") || !slices.Contains(e.b.consumers.ClientIDs("VictimCG"), id) {
+	if !slices.Contains(e.b.consumers.ProducerGroups(), "VictimPG") || !slices.Contains(e.b.consumers.ClientIDs("VictimCG"), id) {
 		t.Fatal("another connection's UNREGISTER_CLIENT removed the client")
 	}
 	unregister(e.cl)
-	if slices.Contains(e.b.producers.Groups(), "VictimPG") || slices.Contains(e.b.consumers.ClientIDs("VictimCG"), id) {
+	if slices.Contains(e.b.consumers.ProducerGroups(), "VictimPG") || slices.Contains(e.b.consumers.ClientIDs("VictimCG"), id) {
 		t.Fatal("the client's own UNREGISTER_CLIENT removed nothing")
 	}
 }

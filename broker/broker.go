@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stratamq/stratamq/broker/consumers"
 	"github.com/stratamq/stratamq/broker/pop"
 	"github.com/stratamq/stratamq/broker/schedule"
 	"github.com/stratamq/stratamq/broker/txn"
@@ -89,10 +90,9 @@ type Broker struct {
 
 	store     *store.Store
 	topics    *TopicConfigManager
-	groups    *SubscriptionGroupManager
+	groups    *consumers.Groups // subscription group configs (wire_consumers.go)
 	offsets   *offsets.ConsumerOffsets
-	consumers *ConsumerManager
-	producers *ProducerManager
+	consumers *consumers.Registry // live consumer and producer clients (wire_consumers.go)
 	hold      *pullHold
 	tier      *tiering    // nil without a bucket
 	dur       *durability // nil without a bucket
@@ -196,13 +196,12 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		bootID: deps.BootID, started: time.Now(),
 		cfg: cfg, log: deps.Logger.With("component", "broker", "broker", cfg.BrokerName),
 		fs: deps.FS, metrics: deps.Metrics, grpc: deps.GRPC, net: deps.Net, mono: deps.Mono,
-		consumers:   NewConsumerManager(),
-		producers:   NewProducerManager(),
 		registerNow: make(chan struct{}, 1),
 		roleChange:  make(chan *RoleChange, 1),
 		uniq:        newUniqIDs(),
 		nodeRole:    cfg.Role,
 	}
+	b.consumers = b.newClientRegistry() // wire_consumers.go
 	b.masterCut, b.restartAt = -1, deps.restartAt
 	if deps.masterCut != nil {
 		b.masterCut = *deps.masterCut
@@ -309,7 +308,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		return fail(err)
 	}
 	b.topics.SetMaxTopics(cfg.MaxTopics)
-	if b.groups, err = OpenSubscriptionGroupManager(deps.FS, configDir); err != nil {
+	if b.groups, err = consumers.OpenGroups(deps.FS, configDir); err != nil {
 		return fail(err)
 	}
 	b.groups.SetMaxGroups(cfg.MaxGroups)
@@ -497,7 +496,8 @@ func (b *Broker) Run(ctx context.Context) error {
 		defer wg.Done()
 		serveErr <- b.server.Serve(runCtx)
 	}()
-	loops := []func(context.Context){b.registrar, b.hold.run, b.housekeeping, b.saveOffsets}
+	loops := []func(context.Context){b.registrar, b.hold.run, b.housekeeping, b.saveOffsets,
+		b.consumers.Run} // package consumers: client expiry
 	if b.tier != nil && !b.tier.readOnly {
 		loops = append(loops, b.tier.run)
 	}
@@ -635,7 +635,8 @@ func (b *Broker) Close() error {
 				b.log.Warn("flush before saving the config files failed", "err", err)
 			}
 		}
-		b.pop.Close() // ends its revive loop if Run's context did not (package pop)
+		b.pop.Close()       // ends its revive loop if Run's context did not (package pop)
+		b.consumers.Close() // ends its expiry loop (package consumers)
 		errs = append(errs, b.saveConfig())
 		if b.store != nil {
 			errs = append(errs, b.store.Close())
@@ -684,7 +685,8 @@ func (b *Broker) saveOffsets(ctx context.Context) {
 	})
 }
 
-// housekeeping persists config files and expires silent clients.
+// housekeeping persists config files (package consumers expires silent
+// clients in its own loop).
 func (b *Broker) housekeeping(ctx context.Context) {
 	t := time.NewTicker(b.cfg.ConfigFlush)
 	defer t.Stop()
@@ -692,38 +694,10 @@ func (b *Broker) housekeeping(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case <-t.C:
 			if err := b.saveConfig(); err != nil {
 				b.log.Error("persist config", "err", err)
 			}
-			for group, conns := range b.consumers.Expire(now, b.cfg.ClientExpiry) {
-				b.notifyConsumerIdsChanged(group, conns)
-			}
-			b.producers.Expire(now, b.cfg.ClientExpiry)
 		}
-	}
-}
-
-func (b *Broker) connClosed(c *remoting.Conn) {
-	b.producers.ConnClosed(c)
-	for group, conns := range b.consumers.ConnClosed(c) {
-		b.notifyConsumerIdsChanged(group, conns)
-	}
-}
-
-// notifyConsumerIdsChanged tells every listed consumer to rebalance now
-// (NOTIFY_CONSUMER_IDS_CHANGED, sent oneway as Java brokers do).
-func (b *Broker) notifyConsumerIdsChanged(group string, conns []*remoting.Conn) {
-	if g, ok := b.groups.Get(group); ok && !g.NotifyConsumerIdsChangedEnable {
-		return
-	}
-	for _, c := range conns {
-		req := remoting.NewRequest(remoting.NotifyConsumerIdsChanged, map[string]string{"consumerGroup": group}, nil)
-		req.Flag |= remoting.FlagOneway
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		if err := c.InvokeOneway(ctx, req); err != nil {
-			b.log.Debug("notify consumer ids changed", "group", group, "err", err)
-		}
-		cancel()
 	}
 }

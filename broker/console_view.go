@@ -209,7 +209,7 @@ func (b *Broker) ConsoleGroups() []ConsoleGroup {
 		}
 		return g
 	}
-	cfgs, _ := b.groups.snapshot()
+	cfgs, _ := b.groups.Snapshot()
 	for n := range cfgs {
 		get(n).Config = true
 	}

@@ -24,12 +24,18 @@
 //	                           retry/DLQ topics are not refused here: the store, with a
 //	                           backstop of twice that, refuses their first message instead)
 //	                           a topic a request creates is saved before the request is
-//	                           answered and visible to others only then (configTable.addSaved);
+//	                           answered and visible to others only then (configtable.Table.AddSaved);
 //	                           on open a master adds back topics the store holds but the file lacks
-//	SubscriptionGroupManager   subscriptionGroup.json (a new group: saved as a new topic is)
+//	consumers.Groups           subscriptionGroup.json (a new group: saved as a new topic is);
+//	                           package consumers (broker/consumers, its doc.go), wired in
+//	                           wire_consumers.go; its table and topics.json's are a
+//	                           configtable.Table (broker/configtable)
 //	offsets.ConsumerOffsets    consumerOffset.json, written within Config.OffsetFlush (100ms)
 //	                           of a commit by saveOffsets (offsets.SaveLoop), off the commit path
-//	ConsumerManager            live consumer clients per group, their subscriptions (from heartbeats)
+//	consumers.Registry         live consumer clients per group, their subscriptions (from
+//	                           heartbeats), and live producer clients per group; its Run
+//	                           expires silent clients (Config.ClientExpiry) and asks the broker
+//	                           (wire_consumers.go, the Notifier) to send NOTIFY_CONSUMER_IDS_CHANGED
 //	sql_filter.go              SQL92 subscriptions (issue 11 item 6): compiled once by package
 //	                           filter (heartbeat: reused while the expression is unchanged;
 //	                           a pull that carries one: Broker.sqlCache), served by the
@@ -40,7 +46,6 @@
 //	                           clients' pre-start check. A held SQL92 pull wakes on any message
 //	                           of its queue (dispatch knows tag codes only) and, if none it
 //	                           scanned matches, is held again past them (sqlRepark)
-//	ProducerManager            live producer clients per group
 //	pullHold                   long-polled pulls, woken by the store's dispatch; a pull's
 //	                           commit offset is applied when it arrives, never when re-run
 //	registrar                  REGISTER_BROKER to every name server every 30 s and on topic change
@@ -213,8 +218,8 @@
 // # Goroutines
 //
 // Run owns every goroutine the broker starts (the remoting server, the
-// hold-service checker, the registrar, the client-expiry scanner, the
-// config flusher, the HA master or slave, a slave's sync loop, a master's
+// hold-service checker, the registrar, the client-expiry scanner
+// (broker/consumers' Registry.Run), the config flusher, the HA master or slave, a slave's sync loop, a master's
 // schedule service, transaction check service (broker/txn's Run), the POP
 // revive loop) and
 // returns after they have all exited (pending sync_master ack waits are

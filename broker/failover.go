@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/consumers"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
@@ -598,14 +599,13 @@ func (b *Broker) adoptCheckpointMetadata(cp *offsets.Checkpoint) error {
 		}
 	}
 	if raw := cp.Sections[sectionSubscriptionGroups]; len(raw) > 0 {
-		var f subscriptionGroupJSON
-		if err := json.Unmarshal(remoting.QuoteIntegerKeys(raw), &f); err != nil {
+		groups, err := consumers.DecodeGroups(raw)
+		if err != nil {
 			return fmt.Errorf("broker: checkpoint subscription groups: %w", err)
 		}
-		for name, g := range f.SubscriptionGroupTable {
-			if _, ok := b.groups.Get(name); !ok && g != nil {
-				g.GroupName = name
-				b.groups.Put(*g)
+		for name, g := range groups {
+			if _, ok := b.groups.Get(name); !ok {
+				b.groups.Put(g)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/consumers"
 	"github.com/stratamq/stratamq/remoting"
 )
 
@@ -48,11 +49,11 @@ func (b *Broker) heartBeat(ctx context.Context, c *remoting.Conn, req *remoting.
 		for _, sd := range cd.SubscriptionDataSet {
 			s := b.heartbeatSubscription(cd.GroupName, sd)
 			if s.Err != nil {
-				badSubs = append(badSubs, fmt.Sprintf("group %s topic %s: %s", cd.GroupName, sd.Topic, s.Err.remark))
+				badSubs = append(badSubs, fmt.Sprintf("group %s topic %s: %s", cd.GroupName, sd.Topic, s.Err.Remark))
 			}
 			subs = append(subs, s)
 		}
-		changed, notify := b.consumers.Register(ConsumerRegistration{
+		changed, notify := b.consumers.Register(consumers.Registration{
 			Group: cd.GroupName, ClientID: hb.ClientID, ConsumeType: cd.ConsumeType,
 			MessageModel: cd.MessageModel, ConsumeFromWhere: cd.ConsumeFromWhere,
 			Subscriptions: subs, Conn: c, Now: now,
@@ -63,7 +64,7 @@ func (b *Broker) heartBeat(ctx context.Context, c *remoting.Conn, req *remoting.
 		}
 	}
 	for _, pd := range hb.ProducerDataSet {
-		b.producers.Register(pd.GroupName, hb.ClientID, c, now)
+		b.consumers.RegisterProducer(pd.GroupName, hb.ClientID, c, now)
 	}
 	if len(badSubs) > 0 {
 		// RocketMQ's code for a subscription it cannot parse; the rest of

@@ -17,7 +17,7 @@ func (b *Broker) unregisterClient(ctx context.Context, c *remoting.Conn, req *re
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
 	if h.ProducerGroup != "" {
-		b.producers.Unregister(h.ProducerGroup, h.ClientID, c)
+		b.consumers.UnregisterProducer(h.ProducerGroup, h.ClientID, c)
 	}
 	if h.ConsumerGroup != "" {
 		if notify := b.consumers.Unregister(h.ConsumerGroup, h.ClientID, c); len(notify) > 0 {

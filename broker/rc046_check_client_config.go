@@ -32,10 +32,10 @@ func (b *Broker) checkClientConfig(_ context.Context, _ *remoting.Conn, req *rem
 	}
 	if sd.ExpressionType == exprSQL92 && !b.sqlFilterOn() {
 		_, err := b.subscriptionFor(sd.Topic, sd.SubString, sd.ExpressionType)
-		return errResponse(req, remoting.SystemError, err.remark)
+		return errResponse(req, remoting.SystemError, err.Remark)
 	}
 	if _, err := b.subscriptionFor(sd.Topic, sd.SubString, sd.ExpressionType); err != nil {
-		return errResponse(req, err.code, err.remark)
+		return errResponse(req, err.Code, err.Remark)
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/consumers"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
@@ -317,40 +318,6 @@ func (b *Broker) pushOffsets(ctx context.Context, f *follower, addr string) erro
 	return nil
 }
 
-// mirror makes the table hold exactly src (JSON-equal entries are left
-// alone, so an unchanged table keeps its version) and returns the names it
-// removed.
-func (t *configTable[T]) mirror(src map[string]T, norm func(name string, v *T)) (removed []string, changed bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for name, v := range src {
-		c := v
-		norm(name, &c)
-		if old, ok := t.mu.table[name]; ok && jsonEqual(*old, c) {
-			continue
-		}
-		t.mu.table[name] = &c
-		changed = true
-	}
-	for name := range t.mu.table {
-		if _, ok := src[name]; !ok {
-			delete(t.mu.table, name)
-			removed = append(removed, name)
-			changed = true
-		}
-	}
-	if changed {
-		t.bumpLocked()
-	}
-	return removed, changed
-}
-
-func jsonEqual(a, b any) bool {
-	x, err1 := json.Marshal(a)
-	y, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && string(x) == string(y)
-}
-
 // applyTopics mirrors the master's topic table; a topic the master no
 // longer has goes with its queue data and offsets, as DELETE_TOPIC_IN_BROKER
 // does on the master.
@@ -362,7 +329,7 @@ func (b *Broker) applyTopics(body []byte) error {
 	if w.TopicConfigTable == nil {
 		return errors.New("the master's GET_ALL_TOPIC_CONFIG body holds no topicConfigTable")
 	}
-	removed, _ := b.topics.mirror(w.TopicConfigTable, func(name string, tc *remoting.TopicConfig) {
+	removed, _ := b.topics.Mirror(w.TopicConfigTable, func(name string, tc *remoting.TopicConfig) {
 		tc.TopicName = name
 		if tc.TopicFilterType == "" {
 			tc.TopicFilterType = "SINGLE_TAG"
@@ -384,17 +351,11 @@ func (b *Broker) applyTopics(body []byte) error {
 }
 
 func (b *Broker) applyGroups(body []byte) error {
-	var f subscriptionGroupJSON
-	if err := json.Unmarshal(remoting.QuoteIntegerKeys(body), &f); err != nil {
+	src, err := consumers.DecodeGroups(body)
+	if err != nil {
 		return fmt.Errorf("the master's GET_ALL_SUBSCRIPTIONGROUP_CONFIG body: %w", err)
 	}
-	src := make(map[string]remoting.SubscriptionGroupConfig, len(f.SubscriptionGroupTable))
-	for n, g := range f.SubscriptionGroupTable {
-		if g != nil {
-			src[n] = *g
-		}
-	}
-	b.groups.mirror(src, func(name string, g *remoting.SubscriptionGroupConfig) { g.GroupName = name })
+	b.groups.Mirror(src, func(name string, g *remoting.SubscriptionGroupConfig) { g.GroupName = name })
 	return nil
 }
 

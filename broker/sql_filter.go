@@ -19,15 +19,6 @@ const (
 
 func isTagType(t string) bool { return t == "" || t == exprTag }
 
-// subError is why a subscription cannot be served: the response code and
-// remark its heartbeat, pull or CHECK_CLIENT_CONFIG is answered with.
-type subError struct {
-	code   remoting.ResponseCode
-	remark string
-}
-
-func (e *subError) Error() string { return e.remark }
-
 // sqlFilterOn reports whether SQL92 subscriptions are served
 // (STRATAMQ_SQL_FILTER, RocketMQ's enablePropertyFilter).
 // Empty (a Config literal) means the default, on.
@@ -46,14 +37,14 @@ func (b *Broker) subscriptionFor(topic, expr, exprType string) (Subscription, *s
 	}
 	s := Subscription{Topic: topic, SubString: expr, ExpressionType: exprType}
 	if exprType != exprSQL92 {
-		return s, &subError{remoting.SubscriptionParseFailed, fmt.Sprintf("the broker does not support consumer to filter message by %s (only TAG and SQL92)", exprType)}
+		return s, &subError{Code: remoting.SubscriptionParseFailed, Remark: fmt.Sprintf("the broker does not support consumer to filter message by %s (only TAG and SQL92)", exprType)}
 	}
 	if !b.sqlFilterOn() {
-		return s, &subError{remoting.SubscriptionParseFailed, "the broker does not support consumer to filter message by SQL92: property filtering is off (STRATAMQ_SQL_FILTER=false); set STRATAMQ_SQL_FILTER=true (the default) to enable it"}
+		return s, &subError{Code: remoting.SubscriptionParseFailed, Remark: "the broker does not support consumer to filter message by SQL92: property filtering is off (STRATAMQ_SQL_FILTER=false); set STRATAMQ_SQL_FILTER=true (the default) to enable it"}
 	}
 	e, err := b.sqlCache.compile(expr)
 	if err != nil {
-		return s, &subError{remoting.SubscriptionParseFailed, fmt.Sprintf("parse the consumer's subscription [%s] failed: %v", expr, err)}
+		return s, &subError{Code: remoting.SubscriptionParseFailed, Remark: fmt.Sprintf("parse the consumer's subscription [%s] failed: %v", expr, err)}
 	}
 	s.SQL = e
 	return s, nil
@@ -91,14 +82,6 @@ func (c *sqlCache) compile(src string) (*filter.Expr, error) {
 	return e, err
 }
 
-// recordMatch is the store's record-level filter for sub (nil: none).
-func (s Subscription) recordMatch() func([]byte) bool {
-	if s.SQL == nil {
-		return nil
-	}
-	return s.SQL.MatchEncoded
-}
-
 // pullSubscription is the subscription a pull filters by, or the answer
 // that refuses it: the one the pull carries (sysFlag bit 2), else the
 // group's from its heartbeats. client-go's push consumer with
@@ -126,7 +109,7 @@ func subErrResponse(req *remoting.Command, err *subError) *remoting.Command {
 	if err == nil {
 		return nil
 	}
-	return errResponse(req, err.code, err.remark)
+	return errResponse(req, err.Code, err.Remark)
 }
 
 // sqlRepark holds a woken SQL92 pull on when the messages that woke it do

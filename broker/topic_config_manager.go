@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/configtable"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
@@ -34,7 +35,7 @@ const (
 // TopicConfigManager is RocketMQ's TopicConfigManager: the topic table,
 // persisted as config/topics.json. Safe for concurrent use.
 type TopicConfigManager struct {
-	configTable[remoting.TopicConfig] // Get, Delete, Names
+	configtable.Table[remoting.TopicConfig] // Get, Delete, Names
 
 	maxTopics int // Create and CreateOnSend refuse a topic past it (0: no limit); guarded by mu
 }
@@ -42,14 +43,14 @@ type TopicConfigManager struct {
 // SetMaxTopics sets the most topics Create and CreateOnSend let the table
 // hold (STRATAMQ_MAX_TOPICS; 0: no limit). Topics already there stay.
 func (m *TopicConfigManager) SetMaxTopics(n int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
 	m.maxTopics = n
 }
 
 // roomLocked refuses a new topic past the limit.
 func (m *TopicConfigManager) roomLocked(topic string) error {
-	if n := len(m.mu.table) + len(m.mu.pending); m.maxTopics > 0 && n >= m.maxTopics {
+	if n := len(m.Mu.Table) + len(m.Mu.Pending); m.maxTopics > 0 && n >= m.maxTopics {
 		return fmt.Errorf("the broker holds %d topics, its limit (STRATAMQ_MAX_TOPICS=%d): topic[%s] not created", n, m.maxTopics, topic)
 	}
 	return nil
@@ -58,9 +59,9 @@ func (m *TopicConfigManager) roomLocked(topic string) error {
 // Create is Put for UPDATE_AND_CREATE_TOPIC: a new topic past the limit
 // (SetMaxTopics) is refused; an existing one is updated.
 func (m *TopicConfigManager) Create(tc remoting.TopicConfig) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	old, ok := m.mu.table[tc.TopicName]
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	old, ok := m.Mu.Table[tc.TopicName]
 	if ok && sameTopic(*old, tc) {
 		return false, nil
 	}
@@ -85,43 +86,43 @@ type topicsJSON struct {
 // sure TBW102 exists when autoCreate is on.
 func OpenTopicConfigManager(fs vfs.FS, dir string, autoCreate bool) (*TopicConfigManager, error) {
 	m := &TopicConfigManager{}
-	if err := m.init(fs, filepath.Join(dir, topicsFile)); err != nil {
+	if err := m.Init(fs, filepath.Join(dir, topicsFile)); err != nil {
 		return nil, err
 	}
-	b, err := offsets.ReadFile(fs, m.path)
+	b, err := offsets.ReadFile(fs, m.Path())
 	if err != nil {
 		return nil, err
 	}
 	if len(b) > 0 {
 		var f topicsJSON
 		if err := json.Unmarshal(offsets.QuoteIntKeys(b), &f); err != nil {
-			return nil, fmt.Errorf("broker: %s: %w", m.path, err)
+			return nil, fmt.Errorf("broker: %s: %w", m.Path(), err)
 		}
 		for name, tc := range f.TopicConfigTable {
 			tc.TopicName = name
-			m.mu.table[name] = &tc
+			m.Mu.Table[name] = &tc
 		}
-		m.mu.version = f.DataVersion
-		m.mu.saved = f.DataVersion.Counter
+		m.Mu.Version = f.DataVersion
+		m.Mu.Saved = f.DataVersion.Counter
 	}
-	if m.mu.version.Timestamp == 0 {
-		m.mu.version.Timestamp = time.Now().UnixMilli()
+	if m.Mu.Version.Timestamp == 0 {
+		m.Mu.Version.Timestamp = time.Now().UnixMilli()
 	}
 	if autoCreate {
-		if _, ok := m.mu.table[DefaultTopic]; !ok {
+		if _, ok := m.Mu.Table[DefaultTopic]; !ok {
 			m.putLocked(&remoting.TopicConfig{TopicName: DefaultTopic, ReadQueueNums: 8, WriteQueueNums: 8,
 				Perm: PermInherit | PermRead | PermWrite, TopicFilterType: "SINGLE_TAG"})
 		}
-	} else if _, ok := m.mu.table[DefaultTopic]; ok {
-		delete(m.mu.table, DefaultTopic)
-		m.bumpLocked()
+	} else if _, ok := m.Mu.Table[DefaultTopic]; ok {
+		delete(m.Mu.Table, DefaultTopic)
+		m.BumpLocked()
 	}
 	return m, nil
 }
 
 func (m *TopicConfigManager) putLocked(tc *remoting.TopicConfig) {
-	m.mu.table[tc.TopicName] = withTopicDefaults(tc)
-	m.bumpLocked()
+	m.Mu.Table[tc.TopicName] = withTopicDefaults(tc)
+	m.BumpLocked()
 }
 
 // withTopicDefaults fills tc's unset filter type and attributes.
@@ -137,9 +138,9 @@ func withTopicDefaults(tc *remoting.TopicConfig) *remoting.TopicConfig {
 
 // Put creates or replaces a topic; it reports whether anything changed.
 func (m *TopicConfigManager) Put(tc remoting.TopicConfig) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old, ok := m.mu.table[tc.TopicName]; ok && sameTopic(*old, tc) {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	if old, ok := m.Mu.Table[tc.TopicName]; ok && sameTopic(*old, tc) {
 		return false
 	}
 	c := tc
@@ -163,8 +164,8 @@ func sameTopic(a, b remoting.TopicConfig) bool {
 // crash cannot forget it; if that save fails, the topic is not created and
 // the error wraps ErrConfigNotSaved.
 func (m *TopicConfigManager) CreateOnSend(topic, defaultTopic string, queueNums int) (tc remoting.TopicConfig, created bool, err error) {
-	tc, created, err = m.addSaved(topic, func() (*remoting.TopicConfig, error) {
-		def, ok := m.mu.table[defaultTopic]
+	tc, created, err = m.AddSaved(topic, func() (*remoting.TopicConfig, error) {
+		def, ok := m.Mu.Table[defaultTopic]
 		if !ok {
 			return nil, fmt.Errorf("topic[%s] not exist, apply first please!", topic)
 		}
@@ -192,7 +193,7 @@ func (m *TopicConfigManager) CreateOnSend(topic, defaultTopic string, queueNums 
 // CreateOnSend's; if that save fails it is created all the same (its
 // requests are not refused for it) and the config flush retries the save.
 func (m *TopicConfigManager) CreateSystemTopic(topic string, queueNums int32, perm int32) (remoting.TopicConfig, bool) {
-	tc, created, _ := m.addSaved(topic, func() (*remoting.TopicConfig, error) {
+	tc, created, _ := m.AddSaved(topic, func() (*remoting.TopicConfig, error) {
 		return withTopicDefaults(&remoting.TopicConfig{TopicName: topic, ReadQueueNums: queueNums, WriteQueueNums: queueNums, Perm: perm}), nil
 	}, m.Save, true)
 	return tc, created
@@ -204,11 +205,11 @@ func (m *TopicConfigManager) CreateSystemTopic(topic string, queueNums int32, pe
 // names: recovery's backstop, so no stored message belongs to a topic the
 // table forgot. The caller saves.
 func (m *TopicConfigManager) AddStored(stored map[string]int32) []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
 	var added []string
 	for name, n := range stored {
-		if _, ok := m.mu.table[name]; ok || name == DefaultTopic {
+		if _, ok := m.Mu.Table[name]; ok || name == DefaultTopic {
 			continue
 		}
 		perm := int32(PermRead | PermWrite)
@@ -228,10 +229,10 @@ func queueCount(tc remoting.TopicConfig) int32 { return max(tc.ReadQueueNums, tc
 
 // QueueCounts returns every topic's queueCount, from one snapshot.
 func (m *TopicConfigManager) QueueCounts() map[string]int32 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make(map[string]int32, len(m.mu.table))
-	for name, tc := range m.mu.table {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	out := make(map[string]int32, len(m.Mu.Table))
+	for name, tc := range m.Mu.Table {
 		out[name] = queueCount(*tc)
 	}
 	return out
@@ -239,13 +240,17 @@ func (m *TopicConfigManager) QueueCounts() map[string]int32 {
 
 // Wrapper returns the table as sent in REGISTER_BROKER and GET_ALL_TOPIC_CONFIG.
 func (m *TopicConfigManager) Wrapper() remoting.TopicConfigSerializeWrapper {
-	t, v := m.snapshot()
+	t, v := m.Snapshot()
 	return remoting.TopicConfigSerializeWrapper{TopicConfigTable: t, DataVersion: v}
 }
 
 // Save writes topics.json when something changed since the last Save.
 func (m *TopicConfigManager) Save() error {
-	return m.save(func(t map[string]remoting.TopicConfig, v remoting.DataVersion) ([]byte, error) {
+	return m.SaveWith(func(t map[string]remoting.TopicConfig, v remoting.DataVersion) ([]byte, error) {
 		return json.MarshalIndent(topicsJSON{TopicConfigTable: t, DataVersion: v}, "", "\t")
 	})
 }
+
+// ErrConfigNotSaved: the save of a new topic's or group's config file
+// failed (configtable.ErrNotSaved).
+var ErrConfigNotSaved = configtable.ErrNotSaved

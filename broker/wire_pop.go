@@ -98,9 +98,9 @@ func (h popHost) Group(name string) pop.GroupInfo {
 func (h popHost) Filter(topic, filterType, expr string) (pop.Filter, error) {
 	sub, serr := h.b.subscriptionFor(topic, expr, filterType)
 	if serr != nil {
-		return pop.Filter{}, errors.New(serr.remark)
+		return pop.Filter{}, errors.New(serr.Remark)
 	}
-	f := pop.Filter{Props: sub.recordMatch()}
+	f := pop.Filter{Props: sub.RecordMatch()}
 	if !sub.MatchAll() {
 		f.TagCode = sub.Match
 	}

@@ -57,7 +57,7 @@ func (w txnWire) WriteTrans(ctx context.Context, msgs []store.Message) ([]store.
 
 func (w txnWire) DurableEnds() (local, bucket int64) { return w.b.durableEnds() }
 
-func (w txnWire) Conn(group string) *remoting.Conn { return w.b.producers.Conn(group) }
+func (w txnWire) Conn(group string) *remoting.Conn { return w.b.consumers.ProducerConn(group) }
 
 func (w txnWire) CheckGRPC(ctx context.Context, group string, props map[string]string, put store.PutResult) bool {
 	return w.b.grpcCheck(ctx, group, props, put) // grpc_backend.go
