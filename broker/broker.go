@@ -18,6 +18,7 @@ import (
 	"github.com/stratamq/stratamq/broker/consumers"
 	"github.com/stratamq/stratamq/broker/pop"
 	"github.com/stratamq/stratamq/broker/schedule"
+	"github.com/stratamq/stratamq/broker/tiering"
 	"github.com/stratamq/stratamq/broker/txn"
 	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/infra/vfs"
@@ -94,9 +95,9 @@ type Broker struct {
 	offsets   *offsets.ConsumerOffsets
 	consumers *consumers.Registry // live consumer and producer clients (wire_consumers.go)
 	hold      *pullHold
-	tier      *tiering    // nil without a bucket
-	dur       *durability // nil without a bucket
-	scoped    tier.Bucket // the bucket under <cluster>/<brokerName>/; nil without one
+	tier      *tiering.Tiering // nil without a bucket (wire_tiering.go)
+	dur       *durability      // nil without a bucket
+	scoped    tier.Bucket      // the bucket under <cluster>/<brokerName>/; nil without one
 	locks     queueLocks
 	uniq      *uniqIDs
 	sqlCache  sqlCache          // compiled SQL92 subscriptions (sql_filter.go)
@@ -264,7 +265,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			b.store.Close()
 		}
 		if b.tier != nil {
-			b.tier.close() // its cold reader's cache runs goroutines
+			b.tier.Close() // its cold reader's cache runs goroutines
 		}
 		if b.dur != nil {
 			_ = b.dur.lease.Release(context.Background())
@@ -339,7 +340,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		if b.tier, err = newTiering(b, scoped, deps.Registerer, manifest); err != nil {
 			return fail(fmt.Errorf("broker: tiering: %w", err))
 		}
-		cold, coldIndex, coldKeys = b.tier.cold, b.tier, b.tier
+		cold, coldIndex, coldKeys = b.tier.Cold(), b.tier, b.tier
 		switch {
 		case cfg.Role == RoleSlave:
 			// Always: the store keeps a local log that reaches U and
@@ -451,21 +452,6 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	return b, nil
 }
 
-// uploadedEnd is where the bucket's listed commitlog objects end: in m
-// (the manifest New read), or in the uploader's (0 without either).
-func uploadedEnd(m *upload.Manifest, t *tiering) int64 {
-	if m == nil && t != nil && t.uploader != nil {
-		m = t.uploader.Manifest()
-	}
-	var end int64
-	if m != nil {
-		for _, o := range m.CommitLog() {
-			end = max(end, o.End())
-		}
-	}
-	return end
-}
-
 // Addr is the bound listen address.
 func (b *Broker) Addr() net.Addr { return b.server.Addr() }
 
@@ -498,8 +484,8 @@ func (b *Broker) Run(ctx context.Context) error {
 	}()
 	loops := []func(context.Context){b.registrar, b.hold.run, b.housekeeping, b.saveOffsets,
 		b.consumers.Run} // package consumers: client expiry
-	if b.tier != nil && !b.tier.readOnly {
-		loops = append(loops, b.tier.run)
+	if b.tier != nil && !b.tier.ReadOnly() {
+		loops = append(loops, b.tier.Run)
 	}
 	if b.dur != nil {
 		loops = append(loops, b.dur.run)
@@ -548,22 +534,22 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.log.Info("shutdown: requests drained, listener closed", "took", time.Since(stopStart).Round(time.Millisecond))
 	b.stopHA() // no send waits for a slave's ack any more
 	var drainFailed *offsetRange
-	fenced := b.dur != nil && b.dur.fenced.Load()     // another broker has the prefix: nothing may be written to it
-	if b.tier != nil && !b.tier.readOnly && !fenced { // a slave uploads nothing
+	fenced := b.dur != nil && b.dur.fenced.Load()       // another broker has the prefix: nothing may be written to it
+	if b.tier != nil && !b.tier.ReadOnly() && !fenced { // a slave uploads nothing
 		// Seal and upload the active segment, so a replacement broker on
 		// a fresh disk has every acknowledged message.
 		// The drain gets three quarters of the budget: the final
 		// checkpoint and the lease release need the rest.
 		drainCtx, dc := context.WithTimeout(shutdownCtx, b.cfg.ShutdownTimeout*3/4)
 		if b.dur != nil {
-			if r := b.tier.pendingRange(); r.To > r.From {
+			if r := b.tierPending(); r.To > r.From {
 				if e := b.dur.markDraining(drainCtx, r); e != nil {
 					b.log.Warn("could not record the drain in the bucket checkpoint", "err", e)
 				}
 			}
 		}
-		drainStart, pending := time.Now(), b.tier.pendingRange()
-		e := b.tier.drain(drainCtx)
+		drainStart, pending := time.Now(), b.tierPending()
+		e := b.tier.Drain(drainCtx)
 		dc()
 		if e == nil {
 			b.log.Info("shutdown: active segment sealed, every segment uploaded", "bytes", pending.To-pending.From,
@@ -573,7 +559,7 @@ func (b *Broker) Run(ctx context.Context) error {
 			// Only a complete drain is clean: the rest stays on local disk
 			// (a restart on it uploads it), the final checkpoint names the
 			// range, and the broker exits with an error.
-			drainFailed = b.tier.pendingRange()
+			drainFailed = b.tierPending()
 			b.log.Error("shutdown upload incomplete: messages stay on the local disk only; restart on this data dir to upload them",
 				"err", e, "from", drainFailed.From, "to", drainFailed.To)
 			if err == nil {
@@ -642,7 +628,7 @@ func (b *Broker) Close() error {
 			errs = append(errs, b.store.Close())
 		}
 		if b.tier != nil {
-			errs = append(errs, b.tier.close())
+			errs = append(errs, b.tier.Close())
 		}
 		if b.nsClient != nil {
 			errs = append(errs, b.nsClient.Close())

@@ -167,8 +167,8 @@ func gapTakeoverWith(t *testing.T, bcfg Config, start func(Config, Deps) *Node, 
 	am := a.Broker()
 	var seg1 int64
 	waitCond(t, 30*time.Second, "segment 1 listed without segment 0", func() bool {
-		am.tier.uploader.Flush()
-		m := am.tier.uploader.Manifest()
+		am.tier.Uploader().Flush()
+		m := am.tier.Uploader().Manifest()
 		if m == nil {
 			return false
 		}

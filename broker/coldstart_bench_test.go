@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/tiering"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
@@ -271,7 +272,7 @@ func benchColdStart(b *testing.B, segments int) {
 		if want := `"segment":0,"message":0,`; minOff != 0 || !strings.Contains(string(res.Records[0]), want) {
 			b.Fatalf("first cold read at %d: record %q, want a body with %s", minOff, res.Records[0], want)
 		}
-		if got := len(nb.tier.cold.Objects()); got != segments+4 {
+		if got := len(nb.tier.Cold().Objects()); got != segments+4 {
 			b.Fatalf("cold reader knows %d commitlog objects, want %d", got, segments+4)
 		}
 
@@ -287,7 +288,7 @@ func benchColdStart(b *testing.B, segments int) {
 
 		// Wait for the uploader to have loaded the manifest (its Run).
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-			if _, ok := nb.tier.uploader.Version(); ok {
+			if _, ok := nb.tier.Uploader().Version(); ok {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -307,7 +308,7 @@ func benchColdStart(b *testing.B, segments int) {
 			base := nb.store.LocalSegments()[len(nb.store.LocalSegments())-1].Base
 			up := make(chan struct{})
 			var once sync.Once
-			nb.tier.testHooks.uploaded = func(got int64) {
+			nb.tier.Hooks.Uploaded = func(got int64) {
 				if got == base {
 					once.Do(func() { close(up) })
 				}
@@ -317,7 +318,7 @@ func benchColdStart(b *testing.B, segments int) {
 			if err := nb.store.SealActive(); err != nil {
 				b.Fatal(err)
 			}
-			nb.tier.uploader.Notify()
+			nb.tier.Uploader().Notify()
 			// Cut the broker's ManifestDelay (5 s) short, as a drain does.
 			tick := time.NewTicker(time.Millisecond)
 			deadline := time.After(2 * time.Minute)
@@ -327,7 +328,7 @@ func benchColdStart(b *testing.B, segments int) {
 				case <-up:
 					break wait
 				case <-tick.C:
-					nb.tier.uploader.Flush()
+					nb.tier.Uploader().Flush()
 				case <-deadline:
 					b.Fatal("the new segment was not uploaded within 2 minutes")
 				}
@@ -362,37 +363,6 @@ func benchColdStart(b *testing.B, segments int) {
 	b.ReportMetric(float64(commitBytes)/nc, "commit-bytes")
 }
 
-// seedSource is the broker's upload source (tiering: Open with its
-// queue layout, queue index and key index) over a seeding store, without
-// the cold reader update per segment (O(history) each, which is what made
-// seeding through a broker take hours): a segment and its indexes, once
-// listed, are dropped from the store, oldest first.
-type seedSource struct{ *tiering }
-
-// Sealed is tiering.Sealed without formatting names per segment and
-// scan (the uploader scans whenever a worker is free; a name is only
-// logged). Each segment's indexes go into its object (Config.Sections).
-func (s seedSource) Sealed(context.Context) ([]upload.Segment, error) {
-	segs := s.b.store.SealedSegments()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]upload.Segment, 0, len(segs))
-	for _, sg := range segs {
-		if _, ok := s.mu.uploaded[sg.Base]; !ok {
-			out = append(out, upload.Segment{Kind: upload.KindCommitLog, Name: sg.Path, Base: sg.Base, Length: sg.Length, SealedAt: sg.Created})
-		}
-	}
-	return out, nil
-}
-
-func (s seedSource) MarkUploaded(_ context.Context, seg upload.Segment, obj upload.Object) error {
-	s.mu.Lock()
-	s.mu.uploaded[seg.Base] = obj
-	s.mu.uploadedIdx[seg.Base], s.mu.uploadedKix[seg.Base] = true, true
-	s.mu.Unlock()
-	return s.enforceLocalRetention()
-}
-
 // noCold lets the seeding store drop uploaded segments; nothing reads them.
 type noCold struct{}
 
@@ -419,12 +389,11 @@ func seedHistory(b *testing.B, bucket tier.Bucket, cfg Config, segments int) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	sb := &Broker{cfg: cfg, log: discardLogger(), fs: fs, store: st}
-	t := &tiering{b: sb, idxSem: make(chan struct{}, 1)}
-	t.mu.uploaded = map[int64]upload.Object{}
-	t.mu.uploadedIdx = map[int64]bool{}
-	t.mu.uploadedKix = map[int64]bool{}
-	u, err := upload.New(upload.Config{Bucket: scoped, Source: seedSource{t}, Logger: discardLogger(),
+	// The broker's upload source (Open with its queue layout, queue index
+	// and key index) over the seeding store, without the cold reader update
+	// per segment: tiering.NewSeedSource.
+	src := tiering.NewSeedSource(tierConfig(&Broker{cfg: cfg, fs: fs}, scoped), st, discardLogger())
+	u, err := upload.New(upload.Config{Bucket: scoped, Source: src, Logger: discardLogger(),
 		Concurrency: 8, PollInterval: 5 * time.Millisecond, ManifestDelay: 250 * time.Millisecond,
 		// Frequent snapshots: the start reads a recent one and few of the
 		// seeding's large deltas, as after a broker's many small commits.

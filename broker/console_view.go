@@ -80,12 +80,12 @@ func (b *Broker) TierRequests() TierRequests {
 	if t == nil {
 		return r
 	}
-	if t.uploader != nil {
-		us := t.uploader.Stats()
+	if t.Uploader() != nil {
+		us := t.Uploader().Stats()
 		r.UploadObjects, r.ManifestWrites, r.UploadErrors = us.Objects, us.ManifestWrites, us.Errors
 	}
-	if t.cold != nil {
-		cs := t.cold.Stats()
+	if t.Cold() != nil {
+		cs := t.Cold().Stats()
 		r.ColdGets, r.ColdGetBytes, r.ColdGetErrors = cs.Gets, cs.GetBytes, cs.Errors
 		r.CacheHits, r.CacheMisses, r.CacheBytes = cs.Hits, cs.Misses, cs.CachedBytes
 	}
@@ -167,7 +167,7 @@ func (b *Broker) uploadedEnd(ctx context.Context) int64 {
 	if b.tier == nil {
 		return end
 	}
-	m, err := b.tier.indexManifest(ctx)
+	m, err := b.tier.IndexManifest(ctx)
 	if err != nil {
 		return end
 	}

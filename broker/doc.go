@@ -49,24 +49,27 @@
 //	pullHold                   long-polled pulls, woken by the store's dispatch; a pull's
 //	                           commit offset is applied when it arrives, never when re-run
 //	registrar                  REGISTER_BROKER to every name server every 30 s and on topic change
-//	tiering (tiering.go)       uploads sealed segments with their queue indexes (built when
-//	                           uploaded into a spool file, never kept per pending segment;
-//	                           encoded objects are spooled under <data dir>/spool too, emptied
-//	                           at start), serves dropped ranges from the bucket (the cold
-//	                           reader learns an object before its segment counts as uploaded
-//	                           and may be dropped), local and bucket retention, age sealing;
-//	                           per-topic retention (retention.go, issue 11 item 7): a topic's
-//	                           retention.time attribute overrides STRATAMQ_RETENTION; each tick
-//	                           raises queue minima by each topic's retention (store.RaiseQueueMins)
-//	                           and deletes a segment only once expiredSegments says every queue with
-//	                           a record in it has its min past them (the one deletion decision),
-//	                           from the front of the log or from its middle (Uploader.Expire
-//	                           records the gap in the manifest; the cold index skips it);
-//	                           STRATAMQ_TOPIC_RETENTION (880005) reports what each topic holds back;
-//	                           and their key indexes (the store's .kix files, a section of the
-//	                           segment's object beside its queue index, deleted with it by
-//	                           retention), served back to QUERY_MESSAGE (rc012) as ColdKeys
-//	                           through the cold reader's frame cache
+//	package tiering            tiering to the bucket: tiering.Tiering (broker/tiering/doc.go) uploads
+//	(broker/tiering),          sealed segments with their queue and key indexes (sections of the
+//	wire_tiering.go            segment's object), serves dropped ranges from the bucket (its cold
+//	                           reader; the store's ColdIndex and ColdKeyIndex over the manifest),
+//	                           local and bucket retention, age sealing, a slave's manifest reload
+//	                           (ReloadManifest, MarkCovered). wire_tiering.go: its config, readManifest
+//	                           (the lease holder claims the manifest first), and the adapters
+//	                           tierHost (the lease: Owner; per-topic policy: Retention) and
+//	                           tierStore (b.store, read when called: the store opens after it);
+//	retention.go               per-topic retention (issue 11 item 7): a topic's retention.time
+//	                           attribute overrides STRATAMQ_RETENTION; each tiering tick raises queue
+//	                           minima by each topic's retention (expireTopics: store.RaiseQueueMins)
+//	                           and the Tiering deletes a segment only once its expiredSegments says
+//	                           every queue with a record in it has its min past them (the one
+//	                           deletion decision), from the front of the log or from its middle
+//	                           (Uploader.Expire records the gap in the manifest; the cold index
+//	                           skips it); STRATAMQ_TOPIC_RETENTION (880005) reports what each topic
+//	                           holds back (Tiering.BucketHolds). Key indexes (the store's .kix files,
+//	                           a section of the segment's object beside its queue index, deleted
+//	                           with it by retention) are served back to QUERY_MESSAGE (rc012) as
+//	                           ColdKeys through the cold reader's frame cache
 //	fence.go                   Broker.fence: asked before every bucket write of the uploader
 //	                           (objects, manifest, retention deletes); the lease epoch it
 //	                           returns is stamped into the manifest
@@ -203,7 +206,7 @@
 //	                           STRATAMQ_DEMOTE_BROKER (880002) call Promote and Demote
 //	                           (failover.go) and answer their error as a SYSTEM_ERROR remark
 //	slave with a bucket        no durability (no lease, checkpoint) and a read-only tiering
-//	                           (tiering.readOnly: cold reader and cold index over the manifest
+//	                           (Config.ReadOnly, Tiering.ReadOnly: cold reader and cold index over the manifest
 //	                           read at start, then as slave_follow.go reloads it; the uploader
 //	                           is never run, nothing sealed, uploaded or deleted in the bucket,
 //	                           local segments dropped only by slave_follow.go's retention);

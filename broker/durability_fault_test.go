@@ -313,8 +313,8 @@ func testDrainTimeout(t *testing.T, goneDuringDrain bool) {
 	again, cl2, stop := runBroker(t, cfg(dir), Deps{Logger: discardLogger(), Bucket: bucket})
 	_ = cl2
 	waitCond(t, 30*time.Second, "the tail uploaded after the restart", func() bool {
-		again.tier.uploader.Flush()
-		return again.tier.pendingRange().From >= end
+		again.tier.Uploader().Flush()
+		return again.tierPending().From >= end
 	})
 	stop()
 	st, _ = bucketCommitLog(t, inner)

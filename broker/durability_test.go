@@ -79,8 +79,8 @@ func TestBrokerUncleanRestoreSkipsReservedOffsets(t *testing.T) {
 	produceTiered(t, first, cl, "Gap", 300) // two sealed segments and an active one
 	oldMax := first.store.MaxQueueOffset("Gap", 0)
 	waitCond(t, 30*time.Second, "segments and queue indexes uploaded, and a checkpoint past them", func() bool {
-		first.tier.uploader.Flush()
-		m := first.tier.uploader.Manifest()
+		first.tier.Uploader().Flush()
+		m := first.tier.Uploader().Manifest()
 		if m == nil {
 			return false
 		}

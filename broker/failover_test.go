@@ -382,8 +382,8 @@ func TestBrokerPromotedLaggingSlaveRestoresFromBucket(t *testing.T) {
 		send(a, append([]byte(fmt.Sprintf("lagged-%02d|", i)), bytes.Repeat([]byte{'x'}, 64<<10)...))
 	}
 	waitCond(t, 30*time.Second, "segments the slave lacks uploaded", func() bool {
-		a.Broker().tier.uploader.Flush()
-		m := a.Broker().tier.uploader.Manifest()
+		a.Broker().tier.Uploader().Flush()
+		m := a.Broker().tier.Uploader().Manifest()
 		if m == nil {
 			return false
 		}

@@ -66,7 +66,7 @@ func TestBrokerTierLapsedLeaseStopsBucketWrites(t *testing.T) {
 		if err := b.store.SealActive(); err != nil {
 			t.Fatal(err)
 		}
-		b.tier.uploader.Notify()
+		b.tier.Uploader().Notify()
 		for _, s := range base {
 			if s.Base <= res[0].PhysOffset && res[0].PhysOffset < s.Base+s.Length {
 				return s.Base
@@ -90,7 +90,7 @@ func TestBrokerTierLapsedLeaseStopsBucketWrites(t *testing.T) {
 	}
 	first := seal("before the lapse")
 	waitCond(t, 30*time.Second, "the first segment listed", func() bool {
-		b.tier.uploader.Flush()
+		b.tier.Uploader().Flush()
 		_, ok := listed(first)
 		return ok
 	})
@@ -114,7 +114,7 @@ func TestBrokerTierLapsedLeaseStopsBucketWrites(t *testing.T) {
 	}
 	second := seal("during the lapse")
 	waitCond(t, 10*time.Second, "the uploader refused by its fence", func() bool { return logs.Count("bucket writes fenced") > 0 })
-	b.tier.uploader.Flush()
+	b.tier.Uploader().Flush()
 	if n := bucket.writes.Load() - before; n != 0 {
 		t.Fatalf("%d segment or manifest writes reached the bucket with the lease lapsed", n)
 	}
@@ -125,7 +125,7 @@ func TestBrokerTierLapsedLeaseStopsBucketWrites(t *testing.T) {
 	locked = false
 	release()
 	waitCond(t, 60*time.Second, "the second segment listed after a renewal", func() bool {
-		b.tier.uploader.Flush()
+		b.tier.Uploader().Flush()
 		_, ok := listed(second)
 		return ok
 	})

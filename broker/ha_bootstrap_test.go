@@ -84,7 +84,7 @@ func TestBrokerSlaveBootsFromBucket(t *testing.T) {
 	uploaded := func() {
 		t.Helper()
 		waitCond(t, 60*time.Second, "the master's sealed segments uploaded and dropped", func() bool {
-			m.tier.uploader.Flush() // no batching delay for the manifest
+			m.tier.Uploader().Flush() // no batching delay for the manifest
 			return len(m.store.SealedSegments()) == 0 && m.store.LocalMinPhysOffset() > 0
 		})
 	}

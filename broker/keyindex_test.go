@@ -174,7 +174,7 @@ func TestBrokerQueryMessageTiers(t *testing.T) {
 	const n = 400
 	ts := produceKeyed(t, b, cl, "Keyed", n)
 	waitCond(t, 30*time.Second, "segments uploaded with their key indexes and dropped locally", func() bool {
-		b.tier.uploader.Flush() // no manifest delay
+		b.tier.Uploader().Flush() // no manifest delay
 		return b.store.LocalMinPhysOffset() > 0 && countKeyIndexes(t, bucket) >= 2
 	})
 	// Some segments are local still: new ones seal while older ones go.
@@ -210,7 +210,7 @@ func TestBrokerQueryMessageStraddles(t *testing.T) {
 	// boundary no longer moves while the queries run (uploads finishing
 	// together are listed together, a moment after the first drop).
 	waitCond(t, 30*time.Second, "old segments dropped, the rest uploaded", func() bool {
-		b.tier.uploader.Flush()
+		b.tier.Uploader().Flush()
 		p, _ := b.tier.Sealed(context.Background())
 		var local int64
 		for _, s := range b.store.SealedSegments() {
@@ -234,7 +234,7 @@ func TestBrokerQueryMessageExpired(t *testing.T) {
 	b, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
 	produceKeyed(t, b, cl, "Old", 400)
 	waitCond(t, 30*time.Second, "key indexes uploaded", func() bool {
-		b.tier.uploader.Flush()
+		b.tier.Uploader().Flush()
 		return countKeyIndexes(t, bucket) >= 2 || b.store.MinPhysOffset() > 0
 	})
 	waitCond(t, 30*time.Second, "expired key index objects deleted", func() bool {

@@ -48,7 +48,7 @@ func TestBrokerSingleQueueReplayReadsItsOwnBytes(t *testing.T) {
 
 			cfg.DataDir = t.TempDir()
 			r, cl2, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
-			before := r.tier.cold.Stats()
+			before := r.tier.Cold().Stats()
 			const q = 3
 			var delivered int64
 			got := 0
@@ -68,7 +68,7 @@ func TestBrokerSingleQueueReplayReadsItsOwnBytes(t *testing.T) {
 				}
 				off, _ = strconv.ParseInt(resp.ExtFields["nextBeginOffset"], 10, 64)
 			}
-			after := r.tier.cold.Stats()
+			after := r.tier.Cold().Stats()
 			fetched := after.GetBytes - before.GetBytes
 			amp := float64(fetched) / float64(delivered)
 			t.Logf("layout %s: delivered %d bytes of Wide/%d, fetched %d from the bucket (%.2f×), %d GETs",

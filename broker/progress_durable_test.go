@@ -100,7 +100,7 @@ func sealUploaded(t *testing.T, b *Broker) int64 {
 		t.Fatal(err)
 	}
 	end := b.store.MaxPhysOffset()
-	b.tier.uploader.Notify()
+	b.tier.Uploader().Notify()
 	waitCond(t, 30*time.Second, "the log uploaded", func() bool { return uploadedEnd(nil, b.tier) >= end })
 	return end
 }

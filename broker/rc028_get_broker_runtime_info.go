@@ -32,8 +32,8 @@ func (b *Broker) getBrokerRuntimeInfo(ctx context.Context, c *remoting.Conn, req
 		local += s.Length
 	}
 	t["commitLogLocalBytes"] = i64(local)
-	if b.tier != nil && !b.tier.readOnly {
-		us := b.tier.uploader.Stats()
+	if b.tier != nil && !b.tier.ReadOnly() {
+		us := b.tier.Uploader().Stats()
 		t["tierUploadLagBytes"] = i64(us.LagBytes)
 		t["tierPendingSegments"] = i64(us.Pending)
 	}

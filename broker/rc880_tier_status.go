@@ -65,7 +65,7 @@ func (b *Broker) TierStatus(ctx context.Context) TierStatus {
 	}
 	if t := b.tier; t != nil {
 		st.Bucket = true
-		if m, err := t.indexManifest(ctx); err == nil {
+		if m, err := t.IndexManifest(ctx); err == nil {
 			for _, o := range m.CommitLog() {
 				st.BucketSegments++
 				st.BucketLogBytes += o.Length
@@ -88,8 +88,8 @@ func (b *Broker) TierStatus(ctx context.Context) TierStatus {
 			}
 			st.ExpiredRanges = len(m.Expired)
 		}
-		if !t.readOnly {
-			us := t.uploader.Stats()
+		if !t.ReadOnly() {
+			us := t.Uploader().Stats()
 			st.PendingSegments, st.UploadLagBytes, st.UploadLagSeconds = us.Pending, us.LagBytes, us.Lag.Seconds()
 		}
 	}

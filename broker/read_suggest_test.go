@@ -58,7 +58,7 @@ func testSuggest(t *testing.T, enable bool) {
 	uploaded := func() {
 		t.Helper()
 		waitCond(t, 60*time.Second, "the master's sealed segments uploaded and dropped", func() bool {
-			m.tier.uploader.Flush()
+			m.tier.Uploader().Flush()
 			return len(m.store.SealedSegments()) == 0 && m.store.LocalMinPhysOffset() > 0
 		})
 	}

@@ -96,11 +96,11 @@ func (b *Broker) restorePoint() (*store.Restore, error) {
 			"reason", why, "from", dr.From, "to", dr.To, "bytes", dr.To-dr.From)
 	}
 	var objectsEnd int64
-	if m := b.tier.uploader.Manifest(); m != nil {
+	if m := b.tier.Uploader().Manifest(); m != nil {
 		for _, o := range m.CommitLog() {
 			objectsEnd = max(objectsEnd, o.End())
 		}
-	} else if objs := b.tier.cold.Objects(); len(objs) > 0 {
+	} else if objs := b.tier.Cold().Objects(); len(objs) > 0 {
 		objectsEnd = objs[len(objs)-1].End()
 	}
 	if !haveCP && objectsEnd == 0 {
@@ -181,7 +181,7 @@ func replicaStart(m *upload.Manifest) int64 {
 // yet (the slave streams from 0). The store keeps a local log that reaches
 // U, and drops one that ends below it.
 func (b *Broker) replicaRestorePoint(cp *offsets.Checkpoint) (*store.Restore, error) {
-	m := b.tier.atStart
+	m := b.tier.AtStart()
 	if m == nil {
 		return nil, fmt.Errorf("broker: STRATAMQ_ROLE=slave: the bucket manifest is not readable, so the slave cannot tell where its log starts (the end of the last uploaded segment); it must be readable at start")
 	}
@@ -441,7 +441,7 @@ func bucketGap(m *upload.Manifest, segs []localSegment, floor int64) *offsetRang
 func (b *Broker) loadManifest() (*upload.Manifest, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return b.readManifest(ctx, b.scoped) // tiering.go: the lease holder claims it first
+	return b.readManifest(ctx, b.scoped) // wire_tiering.go: the lease holder claims it first
 }
 
 type localSegment struct{ base, size int64 }

@@ -2,20 +2,16 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/tiering"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
-	"github.com/stratamq/stratamq/tier"
-	"github.com/stratamq/stratamq/tier/upload"
 )
 
 // Per-topic retention (issue 11 item 7).
@@ -157,32 +153,15 @@ func (b *Broker) hasRetentionOverride() bool {
 	return false
 }
 
-// defaultRetentionFloor is where the default rule puts the floor: the end
-// of the oldest objects uploaded longer ago than STRATAMQ_RETENTION, not
-// past the oldest undelivered scheduled message; -1 for none.
-func (t *tiering) defaultRetentionFloor(ctx context.Context, m *upload.Manifest, now time.Time) int64 {
-	floor := int64(-1)
-	if t.b.cfg.Retention <= 0 {
-		return floor
-	}
-	pin := t.b.sched.PinnedFloor(ctx) // undelivered scheduled messages stay
-	for _, o := range m.CommitLog() {
-		if now.Sub(o.Created) < t.b.cfg.Retention || (pin >= 0 && o.End() > pin) {
-			break
-		}
-		floor = o.End()
-	}
-	return floor
-}
-
 // expireTopics raises queue minima by each topic's retention (see above);
-// defFloor is defaultRetentionFloor's answer.
-func (t *tiering) expireTopics(ctx context.Context, now time.Time, defFloor int64) error {
-	st := t.b.store
+// defFloor is where the default rule puts the floor (Tiering: the end of
+// the objects uploaded longer ago than STRATAMQ_RETENTION; -1: none).
+func (b *Broker) expireTopics(ctx context.Context, now time.Time, defFloor int64) error {
+	st := b.store
 	var raise []store.QueueMin
 	var errs []error
-	for _, tc := range t.b.topicConfigs() {
-		d, override := t.b.topicRetention(tc)
+	for _, tc := range b.topicConfigs() {
+		d, override := b.topicRetention(tc)
 		if override && d < 0 || !override && defFloor <= st.MinPhysOffset() {
 			continue
 		}
@@ -211,12 +190,12 @@ func (t *tiering) expireTopics(ctx context.Context, now time.Time, defFloor int6
 			}
 		}
 	}
-	raise = append(raise, t.expireInternal()...)
+	raise = append(raise, b.expireInternal()...)
 	if len(raise) > 0 {
 		if err := st.RaiseQueueMins(raise); err != nil {
 			errs = append(errs, err)
 		} else {
-			t.b.log.Debug("per-topic retention raised queue minima", "queues", len(raise))
+			b.log.Debug("per-topic retention raised queue minima", "queues", len(raise))
 		}
 	}
 	return errors.Join(errs...)
@@ -230,8 +209,8 @@ func (t *tiering) expireTopics(ctx context.Context, now time.Time, defFloor int6
 // one delivered delayed message or resolved half stayed in the bucket for
 // ever (system topics keep the default retention, unlimited unless
 // STRATAMQ_RETENTION is set). A slave (no checkpoint written) raises none.
-func (t *tiering) expireInternal() []store.QueueMin {
-	d := t.b.dur
+func (b *Broker) expireInternal() []store.QueueMin {
+	d := b.dur
 	if d == nil {
 		return nil
 	}
@@ -241,201 +220,11 @@ func (t *tiering) expireInternal() []store.QueueMin {
 	}
 	var out []store.QueueMin
 	for k, v := range *p {
-		if v > t.b.store.MinQueueOffset(k.topic, k.queue) {
+		if v > b.store.MinQueueOffset(k.topic, k.queue) {
 			out = append(out, store.QueueMin{Topic: k.topic, QueueID: k.queue, Min: v})
 		}
 	}
 	return out
-}
-
-// queueSpan is one queue's records in a segment: offsets [first, end).
-type queueSpan struct {
-	topic      string
-	queueID    int32
-	first, end int64
-}
-
-// maxKeptSpans bounds what segmentBlocks keeps per segment: the first
-// spans still unexpired. When they have all expired and the directory held
-// more, it is read again.
-const maxKeptSpans = 8
-
-// blockReadsPerPass bounds the queue index directories one retention pass
-// reads (one small ranged GET each, on a cold cache): a broker restored on
-// a long history learns its segments over several passes, without a burst.
-const blockReadsPerPass = 64
-
-// segBlock is what keeps one commitlog segment: the spans of its queues
-// whose min has not passed their records (at most maxKeptSpans; more says
-// the directory held others not kept).
-type segBlock struct {
-	spans []queueSpan
-	more  bool
-}
-
-// segmentBlocks caches, per commitlog segment of the manifest, the spans
-// that still keep it. Minima only rise, so an expired span never comes
-// back: the cache only shrinks until the segment is deleted (forget). A
-// segment costs one directory read for its life, then O(kept spans) per
-// pass.
-type segmentBlocks struct {
-	mu     sync.Mutex
-	m      map[int64]*segBlock
-	topics map[string]string // interned topic names
-}
-
-// live reports whether span s still keeps its records: its queue exists
-// and its min is below the span's end.
-func (t *tiering) live(s queueSpan) bool {
-	st := t.b.store
-	if st.MaxQueueOffset(s.topic, s.queueID) == 0 {
-		return false // the topic was deleted
-	}
-	return st.MinQueueOffset(s.topic, s.queueID) < s.end
-}
-
-// blockersOf returns the spans that keep the segment at base (all of them
-// when all is set, else the cached ones: at most maxKeptSpans), reading
-// its queue index directory when the cache does not answer and *reads > 0
-// (which it decrements). known is false when it was not read. A segment
-// whose queue index object cannot be read is kept (the error is returned).
-func (t *tiering) blockersOf(ctx context.Context, base int64, reads *int, all bool) (spans []queueSpan, known bool, err error) {
-	c := &t.blocks
-	c.mu.Lock()
-	b := c.m[base]
-	if b != nil {
-		kept := b.spans[:0]
-		for _, s := range b.spans {
-			if t.live(s) {
-				kept = append(kept, s)
-			}
-		}
-		b.spans = kept
-		if len(kept) > 0 && !all || !b.more {
-			out := slices.Clone(kept)
-			c.mu.Unlock()
-			return out, true, nil
-		}
-	}
-	c.mu.Unlock()
-	if *reads <= 0 {
-		return nil, false, nil
-	}
-	*reads--
-	x, err := t.readIndexDirectory(ctx, base)
-	if err != nil {
-		return nil, false, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.topics == nil {
-		c.topics, c.m = map[string]string{}, map[int64]*segBlock{}
-	}
-	for _, q := range x.Queues {
-		if q.Count == 0 {
-			continue
-		}
-		topic, ok := c.topics[q.Topic]
-		if !ok {
-			topic = q.Topic
-			c.topics[topic] = topic
-		}
-		if s := (queueSpan{topic: topic, queueID: q.QueueID, first: q.FirstOffset, end: q.FirstOffset + q.Count}); t.live(s) {
-			spans = append(spans, s)
-		}
-	}
-	nb := &segBlock{spans: slices.Clone(spans[:min(len(spans), maxKeptSpans)]), more: len(spans) > maxKeptSpans}
-	c.m[base] = nb
-	if !all {
-		spans = slices.Clone(nb.spans)
-	}
-	return spans, true, nil
-}
-
-// forgetBlocks drops the cached spans of segments the manifest no longer
-// lists (deleted).
-func (t *tiering) forgetBlocks(m *upload.Manifest) {
-	listed := map[int64]bool{}
-	for _, o := range m.CommitLog() {
-		listed[o.Base] = true
-	}
-	t.blocks.mu.Lock()
-	defer t.blocks.mu.Unlock()
-	for base := range t.blocks.m {
-		if !listed[base] {
-			delete(t.blocks.m, base)
-		}
-	}
-}
-
-// readIndexDirectory reads the header and directory of the segment's
-// queue index object (the frames that hold them, usually the first), never
-// its entries.
-func (t *tiering) readIndexDirectory(ctx context.Context, base int64) (*store.SegmentIndex, error) {
-	head, err := t.queueIndexAt(ctx, base, 0, store.SegmentIndexHeaderSize)
-	if err != nil {
-		return nil, err
-	}
-	if len(head) < store.SegmentIndexHeaderSize {
-		return store.DecodeSegmentIndexDirectory(head) // reports it
-	}
-	dir, err := t.queueIndexAt(ctx, base, store.SegmentIndexHeaderSize, int64(binary.BigEndian.Uint32(head[28:])))
-	if err != nil {
-		return nil, err
-	}
-	return store.DecodeSegmentIndexDirectory(append(head, dir...))
-}
-
-// expiredSegments is THE deletion decision of per-topic retention. A
-// commitlog segment (with everything stored with it: its queue and key
-// index objects, its local files) may go once every record in it has
-// expired under its own topic's retention, that is, once every queue with
-// a record in it has its min past them. It returns
-//
-//   - floor: the end of the longest prefix of the manifest's commitlog
-//     objects that have expired, not past the schedule pin (-1: none); the
-//     store's floor moves there;
-//   - middle: the bases of expired objects after that prefix, which go
-//     from the middle of the log (Uploader.Expire records the gap), except
-//     the newest object (it records how far the log was uploaded) and any
-//     segment still on local disk (the local log stays one run; local
-//     retention drops it first, oldest first).
-//
-// A segment whose queue index object cannot be read is kept.
-func (t *tiering) expiredSegments(ctx context.Context, m *upload.Manifest) (floor int64, middle []int64, err error) {
-	floor = -1
-	pin := t.b.sched.PinnedFloor(ctx)
-	local := map[int64]bool{}
-	for _, s := range t.b.store.LocalSegments() {
-		local[s.Base] = true
-	}
-	reads := blockReadsPerPass
-	cl := m.CommitLog()
-	prefix := true
-	for i, o := range cl {
-		if prefix && pin >= 0 && o.End() > pin {
-			prefix = false
-		}
-		spans, known, err := t.blockersOf(ctx, o.Base, &reads, false)
-		if errors.Is(err, tier.ErrNotExist) {
-			prefix = false // no queue index object: kept
-			continue
-		}
-		if err != nil {
-			return floor, middle, err
-		}
-		expired := known && len(spans) == 0
-		switch {
-		case expired && prefix:
-			floor = o.End()
-		case expired && !local[o.Base] && i < len(cl)-1:
-			prefix = false
-			middle = append(middle, o.Base)
-		default:
-			prefix = false
-		}
-	}
-	return floor, middle, nil
 }
 
 // TopicRetentionStatus is one topic in STRATAMQ_TOPIC_RETENTION's answer.
@@ -466,33 +255,17 @@ type TopicRetentionReport struct {
 
 // topicRetentionReport reads the directory of every commitlog object's
 // queue index that the retention cache cannot answer for (one bucket read
-// each): HeldBytes counts the objects whose every unexpired record is of
+// each: Tiering.BucketHolds): HeldBytes counts the objects whose every unexpired record is of
 // one topic.
 func (b *Broker) topicRetentionReport(ctx context.Context) (*TopicRetentionReport, error) {
 	r := &TopicRetentionReport{DefaultRetentionMillis: b.cfg.Retention.Milliseconds()}
-	held := map[string][2]int64{}
+	var held map[string]tiering.Held
 	if t := b.tier; t != nil {
-		m, err := t.indexManifest(ctx)
+		h, err := t.BucketHolds(ctx)
 		if err != nil {
 			return nil, err
 		}
-		for _, o := range m.CommitLog() {
-			r.BucketSegments++
-			r.BucketBytes += o.Length
-			reads := 1
-			spans, known, err := t.blockersOf(ctx, o.Base, &reads, true)
-			if err != nil || !known || len(spans) == 0 {
-				continue
-			}
-			one := true
-			for _, s := range spans {
-				one = one && s.topic == spans[0].topic
-			}
-			if one {
-				h := held[spans[0].topic]
-				held[spans[0].topic] = [2]int64{h[0] + 1, h[1] + o.Length}
-			}
-		}
+		r.BucketSegments, r.BucketBytes, held = h.Segments, h.Bytes, h.Held
 	}
 	for _, tc := range b.topicConfigs() {
 		d, override := b.topicRetention(tc)
@@ -505,7 +278,7 @@ func (b *Broker) topicRetentionReport(ctx context.Context) (*TopicRetentionRepor
 		}
 		s.OldestRetained = b.oldestRetained(ctx, tc)
 		h := held[tc.TopicName]
-		s.HeldSegments, s.HeldBytes = int(h[0]), h[1]
+		s.HeldSegments, s.HeldBytes = h.Segments, h.Bytes
 		r.Topics = append(r.Topics, s)
 	}
 	return r, nil

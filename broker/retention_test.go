@@ -88,17 +88,17 @@ func TestTopicRetentionExpiresWhileAnotherKeeps(t *testing.T) {
 	if err := b.store.SealActive(); err != nil {
 		t.Fatal(err)
 	}
-	b.tier.uploader.Notify()
+	b.tier.Uploader().Notify()
 	end := b.store.MaxPhysOffset()
 	waitCond(t, 30*time.Second, "every segment and its index uploaded", func() bool {
 		p, _ := b.tier.Sealed(context.Background())
-		m := b.tier.uploader.Manifest()
+		m := b.tier.Uploader().Manifest()
 		cl := m.CommitLog()
 		return len(p) == 0 && len(cl) > 0 && cl[len(cl)-1].End() == end
 	})
 	keepSeg := int64(-1)
 	keepPhys := recordAt(t, b, "Keep", 0, 0).PhysOffset
-	objs := b.tier.uploader.Manifest().CommitLog()
+	objs := b.tier.Uploader().Manifest().CommitLog()
 	for _, o := range objs {
 		if o.Base <= keepPhys && keepPhys < o.End() {
 			keepSeg = o.Base
@@ -114,7 +114,7 @@ func TestTopicRetentionExpiresWhileAnotherKeeps(t *testing.T) {
 	skew.Store(int64(2 * time.Minute))
 	// The store's floor moves before the manifest is trimmed: wait for both.
 	waitCond(t, 30*time.Second, "Short expired and its segments before Keep's deleted", func() bool {
-		cl := b.tier.uploader.Manifest().CommitLog()
+		cl := b.tier.Uploader().Manifest().CommitLog()
 		return b.store.MinQueueOffset("Short", 0) == 400 && b.store.MinPhysOffset() == keepSeg && len(cl) > 0 && cl[0].Base == keepSeg
 	})
 	skew.Store(0)
@@ -243,7 +243,7 @@ func TestScheduleRetentionPinWithTopicOverrides(t *testing.T) {
 	if err := b.store.SealActive(); err != nil {
 		t.Fatal(err)
 	}
-	b.tier.uploader.Notify()
+	b.tier.Uploader().Notify()
 	waitCond(t, 30*time.Second, "retention deletes the delivered message's segment", func() bool {
 		return b.store.MinPhysOffset() > pending
 	})
@@ -296,9 +296,9 @@ func BenchmarkRetentionTick(b *testing.B) {
 	if err := br.store.SealActive(); err != nil {
 		b.Fatal(err)
 	}
-	br.tier.uploader.Notify()
+	br.tier.Uploader().Notify()
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		if p, _ := br.tier.Sealed(ctx); len(p) == 0 && br.tier.uploader.Manifest() != nil && len(br.tier.uploader.Manifest().CommitLog()) > 0 {
+		if p, _ := br.tier.Sealed(ctx); len(p) == 0 && br.tier.Uploader().Manifest() != nil && len(br.tier.Uploader().Manifest().CommitLog()) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -308,7 +308,7 @@ func BenchmarkRetentionTick(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		if err := br.tier.enforceBucketRetention(ctx, time.Now()); err != nil {
+		if err := br.tier.EnforceBucketRetention(ctx, time.Now()); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -352,7 +352,7 @@ func TestSlaveFollowsTopicRetention(t *testing.T) {
 func startSkewed(t *testing.T, cfg Config, bucket tier.Bucket, skew *atomic.Int64) (*Broker, *remoting.Client, func()) {
 	t.Helper()
 	return runBrokerWith(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket}, func(b *Broker) {
-		b.tier.testHooks.clock = func(now time.Time) time.Time { return now.Add(time.Duration(skew.Load())) }
+		b.tier.Hooks.Clock = func(now time.Time) time.Time { return now.Add(time.Duration(skew.Load())) }
 	})
 }
 
@@ -401,14 +401,14 @@ func TestTopicRetentionDeletesFromTheMiddle(t *testing.T) {
 	if err := b.store.SealActive(); err != nil {
 		t.Fatal(err)
 	}
-	b.tier.uploader.Notify()
+	b.tier.Uploader().Notify()
 	end := b.store.MaxPhysOffset()
 	waitCond(t, 30*time.Second, "every segment and its indexes uploaded, and dropped locally", func() bool {
 		p, _ := b.tier.Sealed(context.Background())
-		cl := b.tier.uploader.Manifest().CommitLog()
+		cl := b.tier.Uploader().Manifest().CommitLog()
 		return len(p) == 0 && len(cl) > 0 && cl[len(cl)-1].End() == end && len(b.store.SealedSegments()) == 0
 	})
-	objs := b.tier.uploader.Manifest().CommitLog()
+	objs := b.tier.Uploader().Manifest().CommitLog()
 	segOf := func(phys int64) int {
 		for i, o := range objs {
 			if o.Base <= phys && phys < o.End() {
@@ -427,11 +427,11 @@ func TestTopicRetentionDeletesFromTheMiddle(t *testing.T) {
 	// two from the middle; Keep's two and the newest stay.
 	skew.Store(int64(2 * time.Minute))
 	waitCond(t, 30*time.Second, "Short expired and the Short-only segments deleted", func() bool {
-		m := b.tier.uploader.Manifest()
+		m := b.tier.Uploader().Manifest()
 		return b.store.MinQueueOffset("Short", 0) == int64(sent["Short"]) && len(m.CommitLog()) == 3
 	})
 	skew.Store(0)
-	m := b.tier.uploader.Manifest()
+	m := b.tier.Uploader().Manifest()
 	if got := m.CommitLog(); got[0].Base != objs[k1].Base || got[1].Base != objs[k2].Base || got[2].Base != objs[len(objs)-1].Base {
 		t.Fatalf("commitlog objects left %+v, want Keep's %d and %d and the newest", got, objs[k1].Base, objs[k2].Base)
 	}
@@ -533,7 +533,7 @@ func TestTopicRetentionExpiresDeliveredInternalRecords(t *testing.T) {
 	if err := b.store.SealActive(); err != nil {
 		t.Fatal(err)
 	}
-	b.tier.uploader.Notify()
+	b.tier.Uploader().Notify()
 	waitCond(t, 30*time.Second, "a checkpoint with the delivery and the check progress", func() bool {
 		p := b.dur.savedProgress.Load()
 		return p != nil && (*p)[queueKey{ScheduleTopic, 0}] == delayed && (*p)[queueKey{TransHalfTopic, 0}] == halves
@@ -542,13 +542,13 @@ func TestTopicRetentionExpiresDeliveredInternalRecords(t *testing.T) {
 		p, _ := b.tier.Sealed(context.Background())
 		return len(p) == 0 && len(b.store.SealedSegments()) == 0
 	})
-	before := len(b.tier.uploader.Manifest().CommitLog())
+	before := len(b.tier.Uploader().Manifest().CommitLog())
 	if before < 3 {
 		t.Fatalf("%d segments uploaded, want at least 3", before)
 	}
 	skew.Store(int64(2 * time.Minute))
 	waitCond(t, 30*time.Second, "every segment deleted", func() bool {
-		return len(b.tier.uploader.Manifest().CommitLog()) == 0
+		return len(b.tier.Uploader().Manifest().CommitLog()) == 0
 	})
 	for _, q := range []queueKey{{ScheduleTopic, 0}, {TransHalfTopic, 0}, {"Short", 0}} {
 		if mn, mx := b.store.MinQueueOffset(q.topic, q.queue), b.store.MaxQueueOffset(q.topic, q.queue); mn != mx {

@@ -162,7 +162,7 @@ func TestScheduleRetentionKeepsPending(t *testing.T) {
 	if err := b.store.SealActive(); err != nil {
 		t.Fatal(err)
 	}
-	b.tier.uploader.Notify()
+	b.tier.Uploader().Notify()
 	waitCond(t, 30*time.Second, "retention deletes the delivered message's segment", func() bool {
 		return b.store.MinPhysOffset() > pending
 	})

@@ -19,7 +19,6 @@ import (
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
-	"github.com/stratamq/stratamq/tier/coldread"
 	"github.com/stratamq/stratamq/tier/upload"
 )
 
@@ -222,7 +221,7 @@ func (b *Broker) slaveFollow(ctx context.Context) {
 			}
 			warned = false
 		}
-		if b.tier != nil && b.tier.readOnly {
+		if b.tier != nil && b.tier.ReadOnly() {
 			if err := b.slaveRetention(ctx); err != nil && ctx.Err() == nil {
 				b.log.Warn("slave: local retention from the master's manifest", "err", err)
 			}
@@ -402,43 +401,27 @@ func (b *Broker) applyOffsets(f *follower, body []byte) error {
 
 // slaveRetention reloads the master's manifest (read only), tells the cold
 // reader its commitlog objects, and lets the master's local-retention rule
-// (tiering.enforceLocalRetention, STRATAMQ_LOCAL_RETENTION of this slave)
+// (Tiering.EnforceLocalRetention, STRATAMQ_LOCAL_RETENTION of this slave)
 // drop the local segments that lie wholly inside the manifest's contiguous
 // prefix of commitlog objects listed with their queue index. A segment the
 // manifest does not cover is never dropped.
 func (b *Broker) slaveRetention(ctx context.Context) error {
 	t := b.tier
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	m, _, err := upload.LoadManifest(cctx, t.bucket, upload.ManifestKey(""))
+	m, err := t.ReloadManifest(cctx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("reload the master's manifest: %w", err)
+		return err
 	}
-	t.coldMu.Lock()
-	err = t.cold.SetObjects(coldread.CommitLogObjects(m))
-	if err == nil {
-		t.latest.Store(m)
-	}
-	t.coldMu.Unlock()
-	if err != nil {
-		return fmt.Errorf("tell the cold reader the master's objects: %w", err)
-	}
-	covered := replicaCovered(b.store.SealedSegments(), m)
-	t.mu.Lock()
-	for _, s := range covered {
-		t.mu.uploaded[s.Base] = upload.Object{Kind: upload.KindCommitLog.String(), Base: s.Base, Length: s.Length}
-		t.mu.uploadedIdx[s.Base] = true
-		t.mu.uploadedKix[s.Base] = true // the master's key index objects cover it (ColdKeys)
-	}
-	t.mu.Unlock()
+	t.MarkCovered(replicaCovered(b.store.SealedSegments(), m))
 	b.ha.follow.manifest.Add(1)
 	// Per-topic retention moves this slave's queue minima as the master's
 	// (same records, same store times; retention.go). The default rule's
 	// minima follow the floor, as before.
-	if err := t.expireTopics(ctx, time.Now(), -1); err != nil {
+	if err := b.expireTopics(ctx, time.Now(), -1); err != nil {
 		b.log.Warn("slave: per-topic retention", "err", err)
 	}
-	return t.enforceLocalRetention()
+	return t.EnforceLocalRetention()
 }
 
 // replicaCovered returns the sealed local segments that lie wholly inside

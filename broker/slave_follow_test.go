@@ -318,7 +318,7 @@ func TestSlaveLocalRetentionFollowsManifest(t *testing.T) {
 		t.Fatalf("the slave holds %d sealed segments, the test wants several", n)
 	}
 	waitCond(t, 60*time.Second, "the master's segments uploaded and dropped", func() bool {
-		m.tier.uploader.Flush()
+		m.tier.Uploader().Flush()
 		return len(m.store.SealedSegments()) == 0 && m.store.LocalMinPhysOffset() > 0
 	})
 	waitCond(t, 30*time.Second, "the slave to drop its local copies of the uploaded segments", func() bool {

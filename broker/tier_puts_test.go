@@ -47,10 +47,10 @@ func TestBrokerTierPUTsPerSegment(t *testing.T) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := b.tier.drain(dctx); err != nil {
+	if err := b.tier.Drain(dctx); err != nil {
 		t.Fatal(err)
 	}
-	m := b.tier.uploader.Manifest()
+	m := b.tier.Uploader().Manifest()
 	segs := m.CommitLog()
 	if len(segs) < 12 || segs[len(segs)-1].End() != b.store.MaxPhysOffset() {
 		t.Fatalf("%d segments listed, ending at %d of %d", len(segs), segs[len(segs)-1].End(), b.store.MaxPhysOffset())

@@ -95,8 +95,8 @@ func TestBrokerPromotedSlaveContinuesTheUploadedLog(t *testing.T) {
 	}
 	var uploaded int64
 	waitCond(t, 30*time.Second, "the master to seal by age and upload", func() bool {
-		a.Broker().tier.uploader.Flush()
-		m := a.Broker().tier.uploader.Manifest()
+		a.Broker().tier.Uploader().Flush()
+		m := a.Broker().tier.Uploader().Manifest()
 		if m == nil {
 			return false
 		}
@@ -109,7 +109,7 @@ func TestBrokerPromotedSlaveContinuesTheUploadedLog(t *testing.T) {
 		send(a)
 	}
 	waitCond(t, 20*time.Second, "the slave to catch up", caughtUp)
-	before := a.Broker().tier.uploader.Manifest().CommitLog()
+	before := a.Broker().tier.Uploader().Manifest().CommitLog()
 	cut.down.Store(true) // the master loses the bucket; the slave takes over
 	for _, o := range before {
 		uploaded = max(uploaded, o.End())
@@ -130,13 +130,13 @@ func TestBrokerPromotedSlaveContinuesTheUploadedLog(t *testing.T) {
 	if err := nb.store.SealActive(); err != nil {
 		t.Fatal(err)
 	}
-	nb.tier.uploader.Notify()
+	nb.tier.Uploader().Notify()
 	waitCond(t, 30*time.Second, "the new master to upload its whole log", func() bool {
-		nb.tier.uploader.Flush()
+		nb.tier.Uploader().Flush()
 		pending, err := nb.tier.Sealed(context.Background())
 		return err == nil && len(pending) == 0
 	})
-	for _, o := range nb.tier.uploader.Manifest().CommitLog() {
+	for _, o := range nb.tier.Uploader().Manifest().CommitLog() {
 		if o.Base < uploaded && !slices.ContainsFunc(before, func(p upload.Object) bool { return p.Key == o.Key && p.Size == o.Size }) {
 			t.Fatalf("the new master listed %s [%d, %d) below the old master's uploaded end %d; the old master listed %v",
 				o.Key, o.Base, o.End(), uploaded, objectRanges(before))

@@ -111,11 +111,11 @@ func BenchmarkBrokerTierPUTsPerGiB(b *testing.B) {
 			}
 		}
 		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		if err := br.tier.drain(dctx); err != nil {
+		if err := br.tier.Drain(dctx); err != nil {
 			b.Fatal(err)
 		}
 		dcancel()
-		stats := br.tier.uploader.Stats()
+		stats := br.tier.Uploader().Stats()
 		cancel()
 		if err := <-done; err != nil {
 			b.Fatal(err)

@@ -4,16 +4,25 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/tiering"
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/upload"
 )
+
+// spoolFile is a queue index served from a file in the spool dir (the
+// only segment reader of package tiering with a Name).
+type spoolFile interface {
+	upload.SegmentReader
+	Name() string
+}
 
 // TestTieringQueueIndexSpoolFile: on the real filesystem the uploader gets
 // a queue index built into a file in the spool dir, holding exactly the
@@ -25,7 +34,7 @@ func TestTieringQueueIndexSpoolFile(t *testing.T) {
 	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 64 << 10, LocalRetention: 0, CacheSize: 1 << 20}
 	b, _, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
-	waitCond(t, 10*time.Second, "the uploader loaded the manifest", func() bool { return b.tier.uploader.Manifest() != nil })
+	waitCond(t, 10*time.Second, "the uploader loaded the manifest", func() bool { return b.tier.Uploader().Manifest() != nil })
 	bucket.down.Store(true)        // the uploader's own uploads fail: nothing is dropped
 	defer bucket.down.Store(false) // up again for the shutdown's uploads
 	ctx := context.Background()
@@ -38,24 +47,24 @@ func TestTieringQueueIndexSpoolFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	spool := spoolDir(dir)
+	spool := tiering.SpoolDir(dir)
 	for _, sg := range b.store.SealedSegments() {
 		want, err := b.store.BuildSegmentIndex(sg.Base)
 		if err != nil {
 			t.Fatal(err)
 		}
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		r, err := b.tier.Open(octx, upload.Segment{Kind: upload.KindQueueIndex, Name: indexName(sg.Base), Base: sg.Base, Length: -1})
+		r, err := b.tier.Open(octx, upload.Segment{Kind: upload.KindQueueIndex, Name: fmt.Sprintf("queueindex:%020d", sg.Base), Base: sg.Base, Length: -1})
 		cancel()
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, ok := r.(*indexFile)
+		f, ok := r.(spoolFile)
 		if !ok {
 			t.Fatalf("queue index served as %T, want a spool file", r)
 		}
-		if filepath.Dir(f.f.Name()) != spool {
-			t.Fatalf("queue index built in %s, want the spool dir %s", f.f.Name(), spool)
+		if filepath.Dir(f.Name()) != spool {
+			t.Fatalf("queue index built in %s, want the spool dir %s", f.Name(), spool)
 		}
 		if r.Size() != int64(len(want)) {
 			t.Fatalf("segment %d: size %d, blob %d", sg.Base, r.Size(), len(want))
@@ -68,7 +77,7 @@ func TestTieringQueueIndexSpoolFile(t *testing.T) {
 		if err := r.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := os.Stat(f.f.Name()); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(f.Name()); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("queue index file still there after Close: %v", err)
 		}
 	}
@@ -84,7 +93,7 @@ func TestTieringQueueIndexSpoolFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("build after a failed one: %v", err)
 	}
-	name := r.(*indexFile).f.Name()
+	name := r.(spoolFile).Name()
 	r.Close()
 	if _, err := os.Stat(name); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("queue index file still there after Close: %v", err)

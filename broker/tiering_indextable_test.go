@@ -64,16 +64,16 @@ func TestColdIndexTableOncePerManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	bucket.n.Store(0)
-	kt1, err := b2.tier.indexObjects(ctx)
+	kt1, err := b2.tier.IndexObjects(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kt2, err := b2.tier.indexObjects(ctx)
+	kt2, err := b2.tier.IndexObjects(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(kt1.idx) != 3 || len(kt1.objs) != 3 {
-		t.Fatalf("table lists %d queue index and %d key index objects, want 3 and 3", len(kt1.idx), len(kt1.objs))
+	if nq, nk := kt1.Counts(); nq != 3 || nk != 3 {
+		t.Fatalf("table lists %d queue index and %d key index objects, want 3 and 3", nq, nk)
 	}
 	if n := bucket.n.Load(); n != 0 {
 		t.Errorf("before the uploader loaded the manifest: %d manifest reads from the bucket, want 0 (the manifest read at start serves)", n)
@@ -92,12 +92,12 @@ func TestColdIndexTableOncePerManifest(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	}()
-	waitCond(t, 10*time.Second, "the uploader loaded the manifest", func() bool { return b2.tier.uploader.Manifest() != nil })
-	kt3, err := b2.tier.indexObjects(ctx)
+	waitCond(t, 10*time.Second, "the uploader loaded the manifest", func() bool { return b2.tier.Uploader().Manifest() != nil })
+	kt3, err := b2.tier.IndexObjects(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kt4, err := b2.tier.indexObjects(ctx)
+	kt4, err := b2.tier.IndexObjects(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,10 +113,14 @@ func TestColdIndexTableOncePerManifest(t *testing.T) {
 	if err := b2.store.SealActive(); err != nil {
 		t.Fatal(err)
 	}
-	b2.tier.uploader.Notify()
+	b2.tier.Uploader().Notify()
 	waitCond(t, 30*time.Second, "the new segment's queue index in the table", func() bool {
-		b2.tier.uploader.Flush()
-		kt, err := b2.tier.indexObjects(ctx)
-		return err == nil && kt.idx[base].Key != ""
+		b2.tier.Uploader().Flush()
+		kt, err := b2.tier.IndexObjects(ctx)
+		if err != nil {
+			return false
+		}
+		o, _ := kt.QueueIndex(base)
+		return o.Key != ""
 	})
 }

@@ -49,20 +49,20 @@ func TestBrokerTierColdReaderKnowsBeforeUploaded(t *testing.T) {
 	failCold.Store(true)
 	b, cl := runBrokerHooked(t, cfg, Deps{Logger: discardLogger(), Bucket: tier.NewMem()}, func(b *Broker) {
 		tr := b.tier
-		tr.testHooks.setCold = func(objs []coldread.Object) error {
+		tr.Hooks.SetCold = func(objs []coldread.Object) error {
 			if failCold.Load() {
 				coldFails.Add(1)
 				return errors.New("injected: cold reader not told")
 			}
-			return tr.cold.SetObjects(objs)
+			return tr.Cold().SetObjects(objs)
 		}
-		tr.testHooks.uploaded = func(base int64) {
+		tr.Hooks.Uploaded = func(base int64) {
 			ctx := context.Background()
 			// From now on local retention may drop the segment.
-			if _, err := tr.cold.ReadAt(ctx, base, make([]byte, 4)); err != nil {
+			if _, err := tr.Cold().ReadAt(ctx, base, make([]byte, 4)); err != nil {
 				problem("segment %d counts as uploaded, but the cold reader cannot read it: %v", base, err)
 			}
-			if err := tr.enforceLocalRetention(); err != nil {
+			if err := tr.EnforceLocalRetention(); err != nil {
 				problem("retention: %v", err)
 			}
 			if b.store.LocalMinPhysOffset() > base {
@@ -75,7 +75,7 @@ func TestBrokerTierColdReaderKnowsBeforeUploaded(t *testing.T) {
 	})
 	bodies := produceTiered(t, b, cl, "Mark", 300) // ≈ 2.4 MiB: 2 sealed segments
 	listed := func(base int64) bool {
-		m := b.tier.uploader.Manifest()
+		m := b.tier.Uploader().Manifest()
 		if m == nil {
 			return false
 		}
@@ -87,7 +87,7 @@ func TestBrokerTierColdReaderKnowsBeforeUploaded(t *testing.T) {
 		return false
 	}
 	waitCond(t, 30*time.Second, "segment 0 listed in the manifest and telling the cold reader failing twice", func() bool {
-		b.tier.uploader.Flush()
+		b.tier.Uploader().Flush()
 		return listed(0) && coldFails.Load() >= 2
 	})
 	if got := b.store.LocalMinPhysOffset(); got != 0 {
@@ -107,7 +107,7 @@ func TestBrokerTierColdReaderKnowsBeforeUploaded(t *testing.T) {
 
 	failCold.Store(false)
 	waitCond(t, 60*time.Second, "every sealed segment uploaded, checked by the hook and dropped", func() bool {
-		b.tier.uploader.Flush()
+		b.tier.Uploader().Flush()
 		return checked.Load() >= 2 && len(b.store.SealedSegments()) == 0 && b.store.LocalMinPhysOffset() > 0
 	})
 	mu.Lock()

@@ -112,7 +112,7 @@ func TestBrokerTierOutageMemoryBounded(t *testing.T) {
 	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 64 << 10, LocalRetention: 0, CacheSize: 1 << 20, ReserveQueueMin: 1 << 20}
 	b, _, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
-	waitCond(t, 10*time.Second, "the uploader loaded the manifest", func() bool { return b.tier.uploader.Manifest() != nil })
+	waitCond(t, 10*time.Second, "the uploader loaded the manifest", func() bool { return b.tier.Uploader().Manifest() != nil })
 	bucket.down.Store(true)
 
 	// Small messages: the queue index of a segment is then largest
@@ -143,9 +143,9 @@ func TestBrokerTierOutageMemoryBounded(t *testing.T) {
 		// Every sealed segment is listed pending (the uploader has scanned
 		// them all; each one's queue index is built into its object when
 		// it is encoded), and uploads are being refused.
-		b.tier.uploader.Notify()
+		b.tier.Uploader().Notify()
 		waitCond(t, 30*time.Second, fmt.Sprintf("%d sealed segments pending", n), func() bool {
-			return b.tier.uploader.Stats().Pending >= int64(n) && bucket.refusals.Load() > 0
+			return b.tier.Uploader().Stats().Pending >= int64(n) && bucket.refusals.Load() > 0
 		})
 		t.Logf("%d segments pending after %v", n, time.Since(start))
 	}
@@ -166,9 +166,9 @@ func TestBrokerTierOutageMemoryBounded(t *testing.T) {
 
 	bucket.down.Store(false)
 	waitCond(t, 120*time.Second, "everything uploaded and dropped after the outage", func() bool {
-		b.tier.uploader.Notify()
-		b.tier.uploader.Flush()
-		return len(b.store.SealedSegments()) == 0 && b.tier.uploader.Stats().Pending == 0
+		b.tier.Uploader().Notify()
+		b.tier.Uploader().Flush()
+		return len(b.store.SealedSegments()) == 0 && b.tier.Uploader().Stats().Pending == 0
 	})
 	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a spool file left by a crash is still there after start: %v", err)

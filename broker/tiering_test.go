@@ -247,14 +247,14 @@ func TestBrokerTierUploadsNoConsumeQueues(t *testing.T) {
 	if err := b.store.SealActive(); err != nil {
 		t.Fatal(err)
 	}
-	b.tier.uploader.Notify()
+	b.tier.Uploader().Notify()
 	waitCond(t, 30*time.Second, "the segment and its indexes uploaded", func() bool {
 		p, _ := b.tier.Sealed(context.Background())
 		return len(p) == 0
 	})
-	b.tier.uploader.Flush()
+	b.tier.Uploader().Flush()
 	waitCond(t, 30*time.Second, "the manifest lists the segment", func() bool {
-		m := b.tier.uploader.Manifest()
+		m := b.tier.Uploader().Manifest()
 		return m != nil && len(m.CommitLog()) == 1
 	})
 	var listed int
@@ -268,7 +268,7 @@ func TestBrokerTierUploadsNoConsumeQueues(t *testing.T) {
 	if err != nil || listed == 0 {
 		t.Fatalf("list: %d objects, %v", listed, err)
 	}
-	for _, o := range b.tier.uploader.Manifest().Objects {
+	for _, o := range b.tier.Uploader().Manifest().Objects {
 		if o.Kind == upload.KindConsumeQueue.String() {
 			t.Fatalf("manifest lists a consumequeue object: %+v", o)
 		}
