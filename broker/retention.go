@@ -231,16 +231,8 @@ func (t *tiering) expireTopics(ctx context.Context, now time.Time, defFloor int6
 // ever (system topics keep the default retention, unlimited unless
 // STRATAMQ_RETENTION is set). A slave (no checkpoint written) raises none.
 func (t *tiering) expireInternal() []store.QueueMin {
-	d := t.b.dur
-	if d == nil {
-		return nil
-	}
-	p := d.savedProgress.Load()
-	if p == nil {
-		return nil
-	}
 	var out []store.QueueMin
-	for k, v := range *p {
+	for k, v := range t.b.savedProgress() { // wire_durability.go
 		if v > t.b.store.MinQueueOffset(k.topic, k.queue) {
 			out = append(out, store.QueueMin{Topic: k.topic, QueueID: k.queue, Min: v})
 		}

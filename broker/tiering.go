@@ -207,7 +207,7 @@ func (b *Broker) readManifest(ctx context.Context, bucket tier.Bucket) (*upload.
 // consumequeue objects were written and never read, and cost a PUT and a
 // manifest entry each).
 func (t *tiering) Sealed(ctx context.Context) ([]upload.Segment, error) {
-	if d := t.b.dur; d != nil && d.fenced.Load() {
+	if d := t.b.dur; d != nil && d.Fenced() {
 		return nil, nil // another broker owns the prefix now
 	}
 	segs := t.b.store.SealedSegments()
