@@ -96,7 +96,7 @@ type Broker struct {
 	consumers *consumers.Registry // live consumer and producer clients (wire_consumers.go)
 	hold      *pullHold
 	tier      *tiering.Tiering // nil without a bucket (wire_tiering.go)
-	dur       *durability      // nil without a bucket
+	dur       *durableRun      // nil without a bucket (wire_durability.go)
 	scoped    tier.Bucket      // the bucket under <cluster>/<brokerName>/; nil without one
 	locks     queueLocks
 	uniq      *uniqIDs
@@ -354,7 +354,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			}
 		}
 		if b.dur != nil {
-			if err := b.dur.recordWriter(); err != nil {
+			if err := b.dur.RecordWriter(); err != nil {
 				return fail(err)
 			}
 		}
@@ -424,18 +424,19 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		// name other messages than the uploaded ones. (checkLocalData
 		// restores a copy that ends below it from the bucket; this is the
 		// backstop that turns a mistake there into a refusal, not a loss.)
-		b.dur.from = b.store.MaxPhysOffset()
-		if end := uploadedEnd(manifest, b.tier); b.dur.from < end {
+		from := b.store.MaxPhysOffset()
+		b.dur.SetFrom(from)
+		if end := uploadedEnd(manifest, b.tier); from < end {
 			return fail(fmt.Errorf("broker: refusing to write: the local commitlog ends at offset %d, before the end %d of what the bucket holds; "+
-				"writing on would reuse offsets of uploaded messages (start on an empty data dir to restore from the bucket)", b.dur.from, end))
+				"writing on would reuse offsets of uploaded messages (start on an empty data dir to restore from the bucket)", from, end))
 		}
 		// No write before the first checkpoint of this run reserves
 		// offsets for it; write that checkpoint now (the bucket answered
 		// for the lease a moment ago). If it fails, the durability loop
 		// retries and sends are refused meanwhile.
-		b.dur.blockWrites()
+		b.dur.BlockWrites(b.store)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := b.dur.checkpoint(ctx); err != nil {
+		if err := b.dur.Checkpoint(ctx); err != nil {
 			if errors.Is(err, offsets.ErrFenced) {
 				cancel()
 				return fail(fmt.Errorf("broker: first checkpoint: %w", err))
@@ -488,7 +489,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		loops = append(loops, b.tier.Run)
 	}
 	if b.dur != nil {
-		loops = append(loops, b.dur.run)
+		loops = append(loops, b.dur.Run)
 	}
 	if b.cfg.Role == RoleSlave {
 		loops = append(loops, b.slaveFollow) // slave_follow.go
@@ -534,7 +535,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.log.Info("shutdown: requests drained, listener closed", "took", time.Since(stopStart).Round(time.Millisecond))
 	b.stopHA() // no send waits for a slave's ack any more
 	var drainFailed *offsetRange
-	fenced := b.dur != nil && b.dur.fenced.Load()       // another broker has the prefix: nothing may be written to it
+	fenced := b.dur != nil && b.dur.Fenced()            // another broker has the prefix: nothing may be written to it
 	if b.tier != nil && !b.tier.ReadOnly() && !fenced { // a slave uploads nothing
 		// Seal and upload the active segment, so a replacement broker on
 		// a fresh disk has every acknowledged message.
@@ -543,7 +544,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		drainCtx, dc := context.WithTimeout(shutdownCtx, b.cfg.ShutdownTimeout*3/4)
 		if b.dur != nil {
 			if r := b.tierPending(); r.To > r.From {
-				if e := b.dur.markDraining(drainCtx, r); e != nil {
+				if e := b.dur.MarkDraining(drainCtx, r); e != nil {
 					b.log.Warn("could not record the drain in the bucket checkpoint", "err", e)
 				}
 			}
@@ -574,7 +575,7 @@ func (b *Broker) Run(ctx context.Context) error {
 				b.log.Warn("final flush failed", "err", e)
 			}
 		}
-		if e := b.dur.final(shutdownCtx, drainFailed); e != nil {
+		if e := b.dur.Final(shutdownCtx, drainFailed); e != nil {
 			b.log.Warn("final checkpoint or lease release failed", "err", e)
 			if err == nil && drainFailed != nil {
 				err = e

@@ -206,7 +206,7 @@ func benchColdStart(b *testing.B, segments int) {
 		Perm: PermRead | PermWrite})
 	// A send to a topic the last checkpoint did not list waits for one
 	// that does (awaitCovered); the store is written directly here.
-	if err := br.dur.checkpoint(ctx); err != nil {
+	if err := br.dur.Checkpoint(ctx); err != nil {
 		b.Fatal(err)
 	}
 	for i := range 4 {
@@ -279,7 +279,7 @@ func benchColdStart(b *testing.B, segments int) {
 		// One checkpoint at this history size.
 		bucket.reset()
 		cpStart := time.Now()
-		if err := nb.dur.checkpoint(ctx); err != nil {
+		if err := nb.dur.Checkpoint(ctx); err != nil {
 			b.Fatal(err)
 		}
 		cpTime += time.Since(cpStart)

@@ -147,7 +147,7 @@ func TestBrokerPowerLossKeepsDurableLocalData(t *testing.T) {
 	for i := range 20 {
 		mustSend(t, first, cl, "Durable", 0, "page-cache-only-"+strings.Repeat("y", i))
 	}
-	if err := first.dur.checkpoint(context.Background()); err != nil {
+	if err := first.dur.Checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := bucketCommitLog(t, bucket.Bucket); st.HWM != synced {
@@ -209,7 +209,7 @@ func TestBrokerNeverSetsAsideWhatTheBucketLacks(t *testing.T) {
 	// a is partitioned away: it renews nothing more. b takes the prefix on
 	// a fresh disk after a full TTL and writes checkpoints; a, fenced,
 	// stops.
-	release := a.dur.holdRenewals()
+	release := a.dur.HoldRenewals()
 	b, clB, stopB := runBroker(t, cfg(t.TempDir()), Deps{Logger: discardLogger(), Bucket: bucket})
 	release()
 	mustSend(t, b, clB, "Tail", 0, "written by b")
@@ -382,7 +382,7 @@ func TestBrokerReservationHoldsWhileCheckpointsFail(t *testing.T) {
 	}
 	b, cl, stop := runBroker(t, cfg(), Deps{Logger: discardLogger(), Bucket: bucket})
 	mustSend(t, b, cl, "Resv", 0, "first")
-	if err := b.dur.checkpoint(context.Background()); err != nil {
+	if err := b.dur.Checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := bucketCommitLog(t, bucket.Bucket)
@@ -415,7 +415,7 @@ func TestBrokerReservationHoldsWhileCheckpointsFail(t *testing.T) {
 	// loop must still retry once the bucket answers. It did not, until the
 	// next interval (here an hour), in a CI run where its last failed
 	// attempt came after the refusal.
-	if err := b.dur.checkpoint(context.Background()); err == nil {
+	if err := b.dur.Checkpoint(context.Background()); err == nil {
 		t.Fatal("a checkpoint succeeded with the bucket down")
 	}
 	// The bucket answers again: the durability loop's next checkpoint

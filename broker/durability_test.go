@@ -39,7 +39,7 @@ func TestBrokerFencingLease(t *testing.T) {
 	}
 	// The first broker stops renewing without releasing the lease (as a
 	// crashed or partitioned broker would): its checkpoints stop.
-	release := first.dur.holdRenewals()
+	release := first.dur.HoldRenewals()
 	second, err := New(cfg(), Deps{Logger: discardLogger(), Bucket: bucket})
 	if err != nil {
 		release()
@@ -50,7 +50,7 @@ func TestBrokerFencingLease(t *testing.T) {
 		t.Fatalf("takeover epoch %d, want above %d", second.dur.id.Epoch, first.dur.id.Epoch)
 	}
 	// The old broker fenced itself before the takeover: no more acks.
-	if _, err := first.dur.writable(); !errors.Is(err, offsets.ErrLeaseExpired) && !errors.Is(err, offsets.ErrFenced) {
+	if _, err := first.dur.Writable(); !errors.Is(err, offsets.ErrLeaseExpired) && !errors.Is(err, offsets.ErrFenced) {
 		t.Fatalf("the old broker still writable after the takeover: %v", err)
 	}
 	r := invoke(t, cl, first.Addr().String(), sendReq("Fenced", 0, []byte("after"), ""))
@@ -58,10 +58,10 @@ func TestBrokerFencingLease(t *testing.T) {
 		t.Fatalf("send to the old broker after the takeover: %d %s, want SERVICE_NOT_AVAILABLE naming the lease", r.Code, r.Remark)
 	}
 	release()
-	if err := first.dur.checkpoint(context.Background()); !errors.Is(err, offsets.ErrFenced) {
+	if err := first.dur.Checkpoint(context.Background()); !errors.Is(err, offsets.ErrFenced) {
 		t.Fatalf("the old broker checkpointed after the takeover: %v", err)
 	}
-	if err := second.dur.checkpoint(context.Background()); err != nil {
+	if err := second.dur.Checkpoint(context.Background()); err != nil {
 		t.Fatalf("the new holder cannot checkpoint: %v", err)
 	}
 	stop()
@@ -84,10 +84,10 @@ func TestBrokerUncleanRestoreSkipsReservedOffsets(t *testing.T) {
 		if m == nil {
 			return false
 		}
-		return len(m.Indexes(upload.KindQueueIndex)) >= 2 && first.dur.cp.Version() >= 3
+		return len(m.Indexes(upload.KindQueueIndex)) >= 2 && first.dur.CheckpointVersion() >= 3
 	})
 	// The machine dies: no final checkpoint, no lease release.
-	first.dur.fenced.Store(true) // stop its checkpoints, as a dead process would
+	first.dur.StopWriting() // stop its checkpoints, as a dead process would
 	cfg2 := cfg
 	cfg2.DataDir = t.TempDir()
 	expires := first.dur.lease.ExpiresAt()

@@ -65,28 +65,6 @@ func (r *RoleChange) Error() string {
 	return fmt.Sprintf("broker: continuing as %s: %s", r.Role, r.Reason)
 }
 
-// epochStart is one entry of the checkpoint's epoch history: epoch Epoch
-// began with the log inherited from older epochs up to From.
-type epochStart struct {
-	Epoch int64 `json:"epoch"`
-	From  int64 `json:"from"`
-}
-
-// maxEpochHistory bounds the history kept in the checkpoint; a broker
-// whose last epoch is older than it rejoins from the bucket alone.
-const maxEpochHistory = 64
-
-// withEpoch is h plus {epoch, from}, older entries above epoch dropped,
-// trimmed to maxEpochHistory.
-func withEpoch(h []epochStart, epoch, from int64) []epochStart {
-	out := slices.DeleteFunc(slices.Clone(h), func(e epochStart) bool { return e.Epoch >= epoch })
-	out = append(out, epochStart{Epoch: epoch, From: from})
-	if n := len(out) - maxEpochHistory; n > 0 {
-		out = out[n:]
-	}
-	return out
-}
-
 // cutFor is where a log last written under epoch must be cut to agree
 // with every newer epoch: the lowest From of the entries above it (-1:
 // no newer epoch wrote). Every master records its entry before it writes,
@@ -111,7 +89,7 @@ func (b *Broker) divergedAt(epoch int64) (int64, bool) {
 	if b.dur == nil {
 		return -1, true
 	}
-	return cutFor(withEpoch(b.dur.history, b.dur.id.Epoch, b.dur.from), epoch)
+	return cutFor(b.dur.History(), epoch)
 }
 
 // requestRoleChange asks Run to stop and continue as rc (the first request

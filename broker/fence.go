@@ -14,7 +14,7 @@ func (b *Broker) fence() (int64, error) {
 	if b.dur == nil {
 		return 0, nil
 	}
-	return b.dur.writable()
+	return b.dur.Writable()
 }
 
 // writeGate says whether a send to topic/queueID may be stored and
@@ -31,10 +31,10 @@ func (b *Broker) writeGate(ctx context.Context, topic string, queueID int32) err
 	if b.demoting.Load() {
 		return errHandingOver
 	}
-	if _, err := b.dur.writable(); err != nil {
+	if _, err := b.dur.Writable(); err != nil {
 		return err
 	}
-	return b.dur.awaitCovered(ctx, topic, queueID)
+	return b.dur.AwaitCovered(ctx, topic, queueID)
 }
 
 // errSlaveWrite: a slave stores only what its master streams to it.
@@ -46,7 +46,7 @@ func (b *Broker) ackGate() error {
 	if b.dur == nil {
 		return nil
 	}
-	_, err := b.dur.writable()
+	_, err := b.dur.Writable()
 	return err
 }
 

@@ -99,14 +99,14 @@ func TestBrokerTierLapsedLeaseStopsBucketWrites(t *testing.T) {
 		t.Fatalf("manifest epoch %d, want the lease's %d", m.Epoch, b.dur.id.Epoch)
 	}
 
-	release := b.dur.holdRenewals() // no more renewals
+	release := b.dur.HoldRenewals() // no more renewals
 	locked := true
 	defer func() {
 		if locked {
 			release()
 		}
 	}()
-	waitCond(t, 10*time.Second, "the lease lapsed", func() bool { _, err := b.dur.writable(); return err != nil })
+	waitCond(t, 10*time.Second, "the lease lapsed", func() bool { _, err := b.dur.Writable(); return err != nil })
 	before := bucket.writes.Load()
 	mBefore, _, err := upload.LoadManifest(ctx, bucket, mkey)
 	if err != nil {

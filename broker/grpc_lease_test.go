@@ -90,14 +90,14 @@ func TestGRPCSyncMasterSendChecksLeaseAfterSlaveAck(t *testing.T) {
 		st := m.ha.master.Slaves()
 		return m.Store().MaxPhysOffset() > before && len(st) == 1 && st[0].Sent == m.Store().MaxPhysOffset()
 	})
-	release := m.dur.holdRenewals() // no more renewals
+	release := m.dur.HoldRenewals() // no more renewals
 	locked := true
 	defer func() {
 		if locked {
 			release()
 		}
 	}()
-	waitCond(t, 10*time.Second, "the lease lapsed", func() bool { _, err := m.dur.writable(); return err != nil })
+	waitCond(t, 10*time.Second, "the lease lapsed", func() bool { _, err := m.dur.Writable(); return err != nil })
 	select {
 	case a := <-second:
 		t.Fatalf("the send was answered (%v %v) before its slave acknowledged it", a.resp.GetStatus(), a.err)
@@ -116,5 +116,5 @@ func TestGRPCSyncMasterSendChecksLeaseAfterSlaveAck(t *testing.T) {
 	}
 	locked = false
 	release()
-	waitCond(t, 30*time.Second, "the lease renewed", func() bool { _, err := m.dur.writable(); return err == nil })
+	waitCond(t, 30*time.Second, "the lease renewed", func() bool { _, err := m.dur.Writable(); return err == nil })
 }

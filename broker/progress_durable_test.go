@@ -108,7 +108,7 @@ func sealUploaded(t *testing.T, b *Broker) int64 {
 // mustCheckpoint writes a bucket checkpoint now.
 func mustCheckpoint(t *testing.T, b *Broker) {
 	t.Helper()
-	if err := b.dur.checkpoint(context.Background()); err != nil {
+	if err := b.dur.Checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }

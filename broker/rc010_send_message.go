@@ -182,7 +182,7 @@ func (b *Broker) prepareSend(req *remoting.Command, h *remoting.SendMessageReque
 	if b.closing.Load() {
 		return remoting.TopicConfig{}, errResponse(req, remoting.ServiceNotAvailable, "the broker is shutting down")
 	}
-	if b.dur != nil && b.dur.fenced.Load() {
+	if b.dur != nil && b.dur.Fenced() {
 		return remoting.TopicConfig{}, errResponse(req, remoting.ServiceNotAvailable, "this broker lost its bucket lease to another broker and refuses writes; restart it")
 	}
 	if b.cfg.BrokerID != 0 {

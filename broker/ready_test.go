@@ -18,14 +18,14 @@ func TestBrokerReadyNeedsTheLease(t *testing.T) {
 		LeaseTTL: 1500 * time.Millisecond, CheckpointInterval: 200 * time.Millisecond}, Deps{Logger: discardLogger(), Bucket: tier.NewMem()})
 	ctx := context.Background()
 	waitCond(t, 20*time.Second, "ready with the lease held", func() bool { return b.Ready(ctx) == nil })
-	release := b.dur.holdRenewals() // no more renewals
+	release := b.dur.HoldRenewals() // no more renewals
 	locked := true
 	defer func() {
 		if locked {
 			release()
 		}
 	}()
-	waitCond(t, 10*time.Second, "the lease lapsed", func() bool { _, err := b.dur.writable(); return err != nil })
+	waitCond(t, 10*time.Second, "the lease lapsed", func() bool { _, err := b.dur.Writable(); return err != nil })
 	if err := b.Ready(ctx); err == nil || !strings.Contains(err.Error(), "lease") {
 		t.Fatalf("Ready with the lease lapsed: %v; want an error naming the lease", err)
 	}

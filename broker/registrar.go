@@ -82,7 +82,7 @@ func (b *Broker) leaseLapsed() bool {
 	if b.cfg.BrokerID != 0 || b.dur == nil || b.dur.lease == nil {
 		return false
 	}
-	_, err := b.dur.writable()
+	_, err := b.dur.Writable()
 	return err != nil
 }
 
@@ -163,7 +163,7 @@ func (b *Broker) Ready(ctx context.Context) error {
 	if b.closing.Load() {
 		return errors.New("the broker is shutting down")
 	}
-	if b.dur != nil && b.dur.fenced.Load() {
+	if b.dur != nil && b.dur.Fenced() {
 		return errors.New("the broker lost its bucket lease to another broker")
 	}
 	if b.leaseLapsed() {

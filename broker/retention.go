@@ -210,16 +210,8 @@ func (b *Broker) expireTopics(ctx context.Context, now time.Time, defFloor int64
 // ever (system topics keep the default retention, unlimited unless
 // STRATAMQ_RETENTION is set). A slave (no checkpoint written) raises none.
 func (b *Broker) expireInternal() []store.QueueMin {
-	d := b.dur
-	if d == nil {
-		return nil
-	}
-	p := d.savedProgress.Load()
-	if p == nil {
-		return nil
-	}
 	var out []store.QueueMin
-	for k, v := range *p {
+	for k, v := range b.savedProgress() { // wire_durability.go
 		if v > b.store.MinQueueOffset(k.topic, k.queue) {
 			out = append(out, store.QueueMin{Topic: k.topic, QueueID: k.queue, Min: v})
 		}

@@ -535,8 +535,8 @@ func TestTopicRetentionExpiresDeliveredInternalRecords(t *testing.T) {
 	}
 	b.tier.Uploader().Notify()
 	waitCond(t, 30*time.Second, "a checkpoint with the delivery and the check progress", func() bool {
-		p := b.dur.savedProgress.Load()
-		return p != nil && (*p)[queueKey{ScheduleTopic, 0}] == delayed && (*p)[queueKey{TransHalfTopic, 0}] == halves
+		p := b.savedProgress()
+		return p != nil && p[queueKey{ScheduleTopic, 0}] == delayed && p[queueKey{TransHalfTopic, 0}] == halves
 	})
 	waitCond(t, 30*time.Second, "every segment uploaded and dropped locally", func() bool {
 		p, _ := b.tier.Sealed(context.Background())

@@ -89,7 +89,7 @@ func BenchmarkScale(b *testing.B) {
 			}
 			b.ResetTimer()
 			for range b.N {
-				if err := br.dur.checkpoint(ctx); err != nil {
+				if err := br.dur.Checkpoint(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -88,7 +88,7 @@ var (
 func (h tierHost) Fence() (int64, error)   { return h.b.fence() }
 func (h tierHost) ValidFor() time.Duration { return h.b.leaseValidFor() }
 
-func (h tierHost) Fenced() bool { return h.b.dur != nil && h.b.dur.fenced.Load() }
+func (h tierHost) Fenced() bool { return h.b.dur != nil && h.b.dur.Fenced() }
 
 func (h tierHost) ReadManifest(ctx context.Context) (*upload.Manifest, error) {
 	return h.b.readManifest(ctx, h.b.scoped)

@@ -1,4 +1,4 @@
-package broker
+package durability
 
 import (
 	"bytes"
@@ -11,21 +11,21 @@ import (
 	"github.com/stratamq/stratamq/tier"
 )
 
-// newCheckpointStore adapts b, a Bucket already under the broker's prefix
+// NewObjectStore adapts b, a Bucket already under the broker's prefix
 // (<prefix>/<cluster>/<brokerName>/), to the object store offsets keeps its
 // checkpoints and lease in. tier errors are mapped to offsets' sentinels and
 // stay matchable (ErrNotExist → ErrObjectNotFound, ErrPreconditionFailed →
 // ErrPrecondition).
-func newCheckpointStore(b tier.Bucket) offsets.ObjectStore { return checkpointBucket{b: b} }
+func NewObjectStore(b tier.Bucket) offsets.ObjectStore { return checkpointBucket{b: b} }
 
 type checkpointBucket struct {
 	b tier.Bucket
 	// validFor, if set, bounds every write but the lease's own by the
-	// lease's remaining validity (leaseBound).
+	// lease's remaining validity (LeaseBound).
 	validFor func() time.Duration
 }
 
-// leaseBound is cs (newCheckpointStore's) with every write bounded by
+// LeaseBound is cs (NewObjectStore's) with every write bounded by
 // lease: a checkpoint PUT or history delete that cannot finish while the
 // lease is valid is cancelled, so a deposed holder's write is never
 // issued, and is over on its side, once a successor may hold the lease. A
@@ -35,7 +35,7 @@ type checkpointBucket struct {
 // adopted by the successor (offsets.Checkpointer: an older epoch's write
 // never fences a newer holder). The lease's own writes are conditional
 // and never bounded by it (a renewal after a lapse must still land).
-func leaseBound(cs offsets.ObjectStore, lease *offsets.Lease) offsets.ObjectStore {
+func LeaseBound(cs offsets.ObjectStore, lease *offsets.Lease) offsets.ObjectStore {
 	c, ok := cs.(checkpointBucket)
 	if !ok || lease == nil {
 		return cs

@@ -1,4 +1,4 @@
-package broker
+package durability
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 
 func TestOffsetsCheckpointOnTierMem(t *testing.T) {
 	offsetstest.RunCheckpointSuite(t, func(t *testing.T) offsets.ObjectStore {
-		return newCheckpointStore(tier.NewMem())
+		return NewObjectStore(tier.NewMem())
 	})
 }
 
@@ -38,13 +38,13 @@ func TestOffsetsCheckpointOnVersityGW(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return newCheckpointStore(p)
+		return NewObjectStore(p)
 	})
 }
 
 func TestOffsetsCheckpointBucketAdapter(t *testing.T) {
 	ctx := t.Context()
-	s := newCheckpointStore(tier.NewMem())
+	s := NewObjectStore(tier.NewMem())
 	if _, _, err := s.Get(ctx, "meta/x.json"); !errors.Is(err, offsets.ErrObjectNotFound) || !errors.Is(err, tier.ErrNotExist) {
 		t.Fatalf("Get of a missing key = %v, want ErrObjectNotFound (and tier.ErrNotExist)", err)
 	}
