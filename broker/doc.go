@@ -224,8 +224,8 @@
 // hold-service checker, the registrar, the client-expiry scanner
 // (broker/consumers' Registry.Run), the config flusher, the HA master or slave, a slave's sync loop, a master's
 // schedule service, transaction check service (broker/txn's Run), the POP
-// revive loop) and
-// returns after they have all exited (pending sync_master ack waits are
+// revive loop, the lease renewal and checkpoint loop: broker/durability's
+// Run) and returns after they have all exited (pending sync_master ack waits are
 // settled, SLAVE_NOT_AVAILABLE, when the HA master stops).
 //
 // # Shutdown order
