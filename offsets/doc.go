@@ -27,7 +27,7 @@
 // import tier: it declares ObjectStore (Get with ETag, conditional Put,
 // Delete, List), and the broker adapts its tier.Bucket, already under the
 // broker's prefix <prefix>/<cluster>/<brokerName>/, to it
-// (broker/checkpoint_bucket.go). NewMemStore is an in-memory ObjectStore
+// (broker/durability/objectstore.go). NewMemStore is an in-memory ObjectStore
 // for tests; offsets/offsetstest is the suite every store must pass.
 //
 // Objects, relative to the broker's prefix:
@@ -91,7 +91,7 @@
 //     If-Match, so a successor need not wait and an old holder can never
 //     free a newer holder's lease. TTL: LeaseTTL(interval) = max(3 ×
 //     STRATAMQ_CHECKPOINT_INTERVAL, 30 s); the broker renews it every TTL/5
-//     on its own timer (broker/durability.go renew), apart from checkpoints.
+//     on its own timer (broker/durability/keeper.go renew), apart from checkpoints.
 //  2. The checkpoint itself: every Save is If-Match on the ETag of the
 //     checkpoint last loaded or written (If-None-Match: * for the first), so
 //     an older writer never overwrites a newer checkpoint even if the lease

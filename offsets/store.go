@@ -21,7 +21,7 @@ var (
 
 // ObjectStore is the object store the checkpoints and the lease live in: a
 // tier.Bucket under the broker's prefix, adapted by the broker
-// (broker/checkpoint_bucket.go). offsets declares it so that it need not
+// (broker/durability/objectstore.go). offsets declares it so that it need not
 // import tier. Implementations are safe for concurrent use.
 type ObjectStore interface {
 	// Get returns the whole object and its ETag, both of one version of it:

@@ -27,7 +27,7 @@ var errBucketDown error = &net.OpError{Op: "dial", Net: "tcp", Addr: tcpAddr("10
 // next write in flight so it lands late.
 //
 // Nothing here makes a caller wait on virtual time: a caller may hold a
-// mutex across a bucket call (durability.save holds saveMu across the
+// mutex across a bucket call (durability.Keeper.save holds saveMu across the
 // lease write), and while another goroutine waits for that mutex synctest
 // does not advance time, so a delayed answer would never come. A slow
 // bucket is therefore modelled by its effects: calls that fail (flaky) and
