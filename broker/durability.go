@@ -128,7 +128,7 @@ type durability struct {
 	// savedProgress is where the internal services stood in the last
 	// checkpoint written (what a restore resumes from): the schedule
 	// queues' and the transaction check's progress. Retention may expire
-	// those internal queues up to it (retention.go expireInternal).
+	// those internal queues up to it (package retention, through wire_retention.go).
 	savedProgress atomic.Pointer[internalProgress]
 }
 
