@@ -17,6 +17,7 @@ import (
 
 	"github.com/stratamq/stratamq/broker/consumers"
 	"github.com/stratamq/stratamq/broker/pop"
+	"github.com/stratamq/stratamq/broker/retention"
 	"github.com/stratamq/stratamq/broker/schedule"
 	"github.com/stratamq/stratamq/broker/tiering"
 	"github.com/stratamq/stratamq/broker/txn"
@@ -107,6 +108,10 @@ type Broker struct {
 	recall    recalls           // recalled timer messages (grpc_recall.go)
 	grpcPuts  grpcPutter        // the gRPC endpoint's sends, stored together (grpc_put.go)
 	pop       *pop.Engine       // POP consumption: in-flight messages and progress (package pop; wire_pop.go)
+
+	// ret is per-topic retention's policy (package retention;
+	// wire_retention.go); set once the store is open.
+	ret *retention.Service
 
 	server    *remoting.Server
 	nsClient  *remoting.Client
@@ -412,6 +417,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		}
 	}
 	b.sched = b.newSchedule(configDir, schedLoaded) // clamped to the queues, now open
+	b.ret = b.newRetention()                        // wire_retention.go
 	if b.trans, err = b.newTrans(); err != nil {
 		return fail(err)
 	}

@@ -58,9 +58,11 @@
 //	                           (the lease holder claims the manifest first), and the adapters
 //	                           tierHost (the lease: Owner; per-topic policy: Retention) and
 //	                           tierStore (b.store, read when called: the store opens after it);
-//	retention.go               per-topic retention (issue 11 item 7): a topic's retention.time
-//	                           attribute overrides STRATAMQ_RETENTION; each tiering tick raises queue
-//	                           minima by each topic's retention (expireTopics: store.RaiseQueueMins)
+//	wire_retention.go,         per-topic retention (issue 11 item 7): package retention (its doc.go)
+//	broker/retention           owns the policy: a topic's retention.time attribute overrides
+//	                           STRATAMQ_RETENTION; each tiering tick raises queue minima by each
+//	                           topic's retention and the internal queues' checkpointed progress
+//	                           (retention.Service.ExpireTopics: store.RaiseQueueMins)
 //	                           and the Tiering deletes a segment only once its expiredSegments says
 //	                           every queue with a record in it has its min past them (the one
 //	                           deletion decision), from the front of the log or from its middle
@@ -117,7 +119,7 @@
 //	                           server) names, never overwriting an offset not pushed yet; with a
 //	                           bucket, reload the master's manifest into the cold reader and let
 //	                           local retention drop segments inside its indexed prefix, and move
-//	                           the minima of topics with their own retention (expireTopics)
+//	                           the minima of topics with their own retention (retention.Service.ExpireTopics)
 //	read_suggest.go            suggestWhichBrokerId of every pull answer: with
 //	                           STRATAMQ_SLAVE_READ_ENABLE a master sends a lagging pull (read from
 //	                           the bucket, or past STRATAMQ_SLAVE_READ_LAG behind) to a connected,

@@ -30,7 +30,7 @@ func (b *Broker) updateAndCreateTopic(ctx context.Context, c *remoting.Conn, req
 		perm = PermRead | PermWrite
 	}
 	// RocketMQ 5's attribute modifications ("+k=v,-k") apply to the
-	// topic's current attributes (retention.time: retention.go).
+	// topic's current attributes (retention.time: package retention).
 	cur, _ := b.topics.Get(h.Topic)
 	attrs, err := applyAttributes(cur.Attributes, h.Attributes)
 	if err != nil {

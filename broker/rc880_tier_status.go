@@ -94,7 +94,7 @@ func (b *Broker) TierStatus(ctx context.Context) TierStatus {
 		}
 	}
 	for _, tc := range b.topicConfigs() {
-		if ts := b.oldestRetained(ctx, tc); ts > 0 && (st.OldestRetained == 0 || ts < st.OldestRetained) {
+		if ts := b.ret.OldestRetained(ctx, tc); ts > 0 && (st.OldestRetained == 0 || ts < st.OldestRetained) {
 			st.OldestRetained = ts
 		}
 	}

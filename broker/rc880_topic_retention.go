@@ -8,11 +8,11 @@ import (
 )
 
 // topicRetentionStatus handles STRATAMQ_TOPIC_RETENTION (880005, admin
-// topicRetention): the body is a TopicRetentionReport (retention.go), each
+// topicRetention): the body is a TopicRetentionReport (package retention), each
 // topic's retention, its oldest retained message and the bucket bytes kept
 // only because of it.
 func (b *Broker) topicRetentionStatus(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
-	r, err := b.topicRetentionReport(ctx)
+	r, err := b.ret.Report(ctx)
 	if err != nil {
 		return errResponse(req, remoting.SystemError, "topic retention: "+err.Error())
 	}

@@ -16,29 +16,6 @@ import (
 	"github.com/stratamq/stratamq/tier/upload"
 )
 
-func TestParseRetention(t *testing.T) {
-	for v, want := range map[string]time.Duration{"": 0, "0": 0, "-1": RetentionForever, "forever": RetentionForever,
-		"60000": time.Minute, "1m": time.Minute, "720h": 720 * time.Hour, "30d": 30 * 24 * time.Hour} {
-		if got, err := ParseRetention(v); err != nil || got != want {
-			t.Errorf("ParseRetention(%q) = %v %v, want %v", v, got, err, want)
-		}
-	}
-	for _, v := range []string{"-2", "-1m", "soon", "1x"} {
-		if _, err := ParseRetention(v); err == nil {
-			t.Errorf("ParseRetention(%q) accepted", v)
-		}
-	}
-	got, err := applyAttributes(map[string]string{"a": "1", "b": "2"}, "+retention.time=1m, -a,+c=3")
-	if err != nil || len(got) != 3 || got["b"] != "2" || got["c"] != "3" || got[RetentionAttribute] != "1m" {
-		t.Fatalf("applyAttributes: %v %v", got, err)
-	}
-	for _, bad := range []string{"+retention.time=soon", "x=1", "+=1", "-k=v"} {
-		if _, err := applyAttributes(nil, bad); err == nil {
-			t.Errorf("applyAttributes(%q) accepted", bad)
-		}
-	}
-}
-
 func createTopicAttrReq(topic, attrs string) *remoting.Command {
 	h := remoting.CreateTopicRequestHeader{Topic: topic, DefaultTopic: "TBW102", ReadQueueNums: 1, WriteQueueNums: 1,
 		Perm: 6, TopicFilterType: "SINGLE_TAG", Attributes: attrs}
@@ -159,7 +136,7 @@ func TestTopicRetentionExpiresWhileAnotherKeeps(t *testing.T) {
 		t.Fatalf("local log starts at %d, want Keep's segment %d (the expired ones dropped)", got, keepSeg)
 	}
 	// The admin report: Keep holds its segment back.
-	rep, err := b.topicRetentionReport(context.Background())
+	rep, err := b.ret.Report(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +199,7 @@ func TestScheduleRetentionPinWithTopicOverrides(t *testing.T) {
 	if r := invoke(t, cl, b.Addr().String(), createTopicAttrReq("Forever", "+"+RetentionAttribute+"=-1")); r.Code != 0 {
 		t.Fatalf("create Forever: %d %s", r.Code, r.Remark)
 	}
-	if !b.hasRetentionOverride() {
+	if !b.ret.HasOverride() {
 		t.Fatal("no override seen")
 	}
 	sentAt := time.Now().Truncate(time.Millisecond)
@@ -470,7 +447,7 @@ func TestTopicRetentionDeletesFromTheMiddle(t *testing.T) {
 	if resp.Code != int32(remoting.PullOffsetMoved) {
 		t.Fatalf("pull of an expired Short offset: %d %s", resp.Code, resp.Remark)
 	}
-	rep, err := b.topicRetentionReport(context.Background())
+	rep, err := b.ret.Report(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,8 +474,8 @@ func TestTopicRetentionDeletesFromTheMiddle(t *testing.T) {
 // itself (delayed messages once delivered, half and op records once
 // resolved) expire at the progress of the last checkpoint, so they do not
 // keep their segments for ever: once Short's own retention passes, every
-// segment goes. Without expireInternal the schedule and half queues'
-// minima stay at 0 and keep them all.
+// segment goes. Without retention's expireInternal the schedule and half
+// queues' minima stay at 0 and keep them all.
 func TestTopicRetentionExpiresDeliveredInternalRecords(t *testing.T) {
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,

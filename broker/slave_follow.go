@@ -416,9 +416,9 @@ func (b *Broker) slaveRetention(ctx context.Context) error {
 	t.MarkCovered(replicaCovered(b.store.SealedSegments(), m))
 	b.ha.follow.manifest.Add(1)
 	// Per-topic retention moves this slave's queue minima as the master's
-	// (same records, same store times; retention.go). The default rule's
+	// (same records, same store times; package retention). The default rule's
 	// minima follow the floor, as before.
-	if err := b.expireTopics(ctx, time.Now(), -1); err != nil {
+	if err := b.ret.ExpireTopics(ctx, time.Now(), -1); err != nil {
 		b.log.Warn("slave: per-topic retention", "err", err)
 	}
 	return t.EnforceLocalRetention()

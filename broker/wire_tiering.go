@@ -16,7 +16,7 @@ import (
 
 // Tiering's wiring: its config, and tierHost and tierStore, the adapters
 // that implement the interfaces package tiering declares over the broker's
-// lease (durability), per-topic retention (retention.go) and store. They
+// lease (durability), per-topic retention (package retention) and store. They
 // read b.store, b.dur and b.sched when called: the store opens after the
 // Tiering is made (the cold reader and cold index are the store's), and
 // the schedule service later still.
@@ -94,12 +94,12 @@ func (h tierHost) ReadManifest(ctx context.Context) (*upload.Manifest, error) {
 	return h.b.readManifest(ctx, h.b.scoped)
 }
 
-func (h tierHost) HasOverride() bool { return h.b.hasRetentionOverride() }
+func (h tierHost) HasOverride() bool { return h.b.ret.HasOverride() }
 
 func (h tierHost) PinnedFloor(ctx context.Context) int64 { return h.b.sched.PinnedFloor(ctx) }
 
 func (h tierHost) ExpireTopics(ctx context.Context, now time.Time, defFloor int64) error {
-	return h.b.expireTopics(ctx, now, defFloor)
+	return h.b.ret.ExpireTopics(ctx, now, defFloor)
 }
 
 // uploadedEnd is where the bucket's listed commitlog objects end: in m
