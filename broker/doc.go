@@ -222,7 +222,7 @@
 //
 // # Goroutines
 //
-// Run owns every goroutine the broker starts (the remoting server, the
+// Run (run.go; the Broker struct, Deps and New are in broker.go) owns every goroutine the broker starts (the remoting server, the
 // hold-service checker, the registrar, the client-expiry scanner
 // (broker/consumers' Registry.Run), the config flusher, the HA master or slave, a slave's sync loop, a master's
 // schedule service, transaction check service (broker/txn's Run), the POP
