@@ -3,6 +3,7 @@ package broker
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"github.com/stratamq/stratamq/broker/msgprop"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -25,59 +26,15 @@ const (
 )
 
 const (
-	nameValueSep = '\x01'
-	propertySep  = '\x02'
+	nameValueSep = msgprop.NameValueSep
+	propertySep  = msgprop.PropertySep
 )
 
-// propValue finds key in an encoded properties string (k\x01v\x02...). It
-// accepts Java's form, which has no separator after the last pair.
-func propValue(props, key string) (string, bool) {
-	for len(props) > 0 {
-		end := strings.IndexByte(props, propertySep)
-		pair := props
-		if end >= 0 {
-			pair, props = props[:end], props[end+1:]
-		} else {
-			props = ""
-		}
-		k, v, ok := strings.Cut(pair, string(nameValueSep))
-		if ok && k == key {
-			return v, true
-		}
-	}
-	return "", false
-}
-
-// removeProps returns props without the pairs of keys, order kept.
-func removeProps(props string, keys ...string) string {
-	found := false
-	for _, k := range keys {
-		if _, ok := propValue(props, k); ok {
-			found = true
-		}
-	}
-	if !found {
-		return props
-	}
-	var sb strings.Builder
-	for _, pair := range strings.Split(props, string(propertySep)) {
-		if pair == "" {
-			continue
-		}
-		k, _, _ := strings.Cut(pair, string(nameValueSep))
-		drop := false
-		for _, d := range keys {
-			if k == d {
-				drop = true
-			}
-		}
-		if !drop {
-			sb.WriteString(pair)
-			sb.WriteByte(propertySep)
-		}
-	}
-	return sb.String()
-}
+// propValue and removeProps: msgprop.Value and msgprop.Remove.
+var (
+	propValue   = msgprop.Value
+	removeProps = msgprop.Remove
+)
 
 // parseProps decodes a properties string into a map.
 func parseProps(props string) map[string]string {

@@ -93,3 +93,47 @@ func Without(props string, keys ...string) string {
 func With(props, key, value string) string {
 	return Without(props, key) + key + string(NameValueSep) + value + string(PropertySep)
 }
+
+// Remove returns props without the pairs of keys, order kept; props itself
+// (byte for byte) when it has none of them. Unlike Without it keeps a
+// string that holds no such key as it is (Java's form with no trailing
+// separator included), so records that are only read do not change size.
+func Remove(props string, keys ...string) string {
+	found := false
+	for _, k := range keys {
+		if _, ok := Value(props, k); ok {
+			found = true
+		}
+	}
+	if !found {
+		return props
+	}
+	var sb strings.Builder
+	for _, pair := range strings.Split(props, string(PropertySep)) {
+		if pair == "" {
+			continue
+		}
+		k, _, _ := strings.Cut(pair, string(NameValueSep))
+		drop := false
+		for _, d := range keys {
+			if k == d {
+				drop = true
+			}
+		}
+		if !drop {
+			sb.WriteString(pair)
+			sb.WriteByte(PropertySep)
+		}
+	}
+	return sb.String()
+}
+
+// Set returns props with key set to v: Remove'd of key, then the pair
+// appended after a separator.
+func Set(props, key, v string) string {
+	props = Remove(props, key)
+	if props != "" && props[len(props)-1] != PropertySep {
+		props += string(PropertySep)
+	}
+	return props + key + string(NameValueSep) + v + string(PropertySep)
+}
