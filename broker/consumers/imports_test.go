@@ -1,27 +1,12 @@
 package consumers
 
 import (
-	"os/exec"
-	"strings"
 	"testing"
+
+	"github.com/stratamq/stratamq/infra/importcheck"
 )
 
 // TestConsumersImportsNoBroker is a tripwire: consumers (and everything it
 // imports) never imports the broker package, nor any broker feature
 // package but the leaf configtable.
-func TestConsumersImportsNoBroker(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to list the imports with")
-	}
-	out, err := exec.Command(goBin, "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const mod = "github.com/stratamq/stratamq/broker"
-	for _, p := range strings.Fields(string(out)) {
-		if p == mod || strings.HasPrefix(p, mod+"/") && p != mod+"/consumers" && p != mod+"/configtable" {
-			t.Errorf("consumers depends on %s", p)
-		}
-	}
-}
+func TestConsumersImportsNoBroker(t *testing.T) { importcheck.NoBroker(t, "consumers", "configtable") }

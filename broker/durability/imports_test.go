@@ -1,27 +1,12 @@
 package durability
 
 import (
-	"os/exec"
-	"strings"
 	"testing"
+
+	"github.com/stratamq/stratamq/infra/importcheck"
 )
 
 // TestDurabilityImportsNoBroker is a tripwire: durability (and everything
 // it imports) never imports the broker package nor any broker feature
 // package.
-func TestDurabilityImportsNoBroker(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to list the imports with")
-	}
-	out, err := exec.Command(goBin, "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const mod = "github.com/stratamq/stratamq/broker"
-	for _, p := range strings.Fields(string(out)) {
-		if p == mod || strings.HasPrefix(p, mod+"/") && p != mod+"/durability" {
-			t.Errorf("durability depends on %s", p)
-		}
-	}
-}
+func TestDurabilityImportsNoBroker(t *testing.T) { importcheck.NoBroker(t, "durability") }
