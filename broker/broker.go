@@ -17,11 +17,11 @@ import (
 
 	"github.com/stratamq/stratamq/broker/consumers"
 	"github.com/stratamq/stratamq/broker/pop"
+	"github.com/stratamq/stratamq/broker/replication"
 	"github.com/stratamq/stratamq/broker/retention"
 	"github.com/stratamq/stratamq/broker/schedule"
 	"github.com/stratamq/stratamq/broker/tiering"
 	"github.com/stratamq/stratamq/broker/txn"
-	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
@@ -119,9 +119,9 @@ type Broker struct {
 	storeHost netip.AddrPort
 	advertise string
 
-	ha       haState                   // HA listener or slave stream (Run starts it)
-	haMaster atomic.Pointer[ha.Master] // ha.master while it runs: the store's dispatch hook and sync_master read it
-	hastat   haStatusState             // ha_status.go: what HAStatus reads besides ha and haMaster; the failover count
+	ha     haState              // a slave's HA stream (Run starts it)
+	repl   *replication.Service // a master's HA listener, high watermark and acknowledgement waits (wire_replication.go)
+	hastat haStatusState        // ha_status.go: what HAStatus reads besides ha and repl; the failover count
 
 	// Failover (failover.go). ident is this data dir's identity (its
 	// persistent instance id); following is the lease holder a slave
@@ -148,12 +148,8 @@ type Broker struct {
 	// promotedReplica: a promoted slave kept its copy of the log
 	// (checkLocalData); New then adopts the checkpoint's metadata.
 	promotedReplica bool
-	bootID          string // Deps.BootID
-	// hw is a sync_master's high watermark: the highest offset a slave
-	// acked in this run, at least where this epoch took the log over
-	// (readBound).
-	hw      atomic.Int64
-	started time.Time // when New made this generation
+	bootID          string    // Deps.BootID
+	started         time.Time // when New made this generation
 
 	dirLock     io.Closer // exclusive lock on <DataDir>/lock while the broker is open
 	registerNow chan struct{}
@@ -208,6 +204,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		nodeRole:    cfg.Role,
 	}
 	b.consumers = b.newClientRegistry() // wire_consumers.go
+	b.repl = newReplication(cfg)        // wire_replication.go
 	b.masterCut, b.restartAt = -1, deps.restartAt
 	if deps.masterCut != nil {
 		b.masterCut = *deps.masterCut
@@ -407,10 +404,11 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	// saved for a failover (slaveHeld) may count it until a slave acks it
 	// (a reconnecting slave's hello does, at once).
 	if b.cfg.Role == RoleSyncMaster && !b.promotedReplica {
-		b.hw.Store(min(b.store.MaxPhysOffset(), max(uploadedEnd(manifest, b.tier), b.store.MinPhysOffset())))
+		b.repl.SetHW(min(b.store.MaxPhysOffset(), max(uploadedEnd(manifest, b.tier), b.store.MinPhysOffset())))
 	} else {
-		b.hw.Store(b.store.MaxPhysOffset())
+		b.repl.SetHW(b.store.MaxPhysOffset())
 	}
+	b.repl.SetEntries(b.store)
 	if cfg.Role != RoleSlave { // a slave's table is its master's
 		if err := b.addStoredTopics(); err != nil {
 			return fail(err)

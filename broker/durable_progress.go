@@ -39,19 +39,3 @@ func (b *Broker) durableAll() int64 {
 	l, bk := b.durableEnds()
 	return min(l, bk)
 }
-
-// slaveHeld is the highest commitlog end a slave of this sync_master
-// acknowledged in this run (never less than the log the run took over),
-// kept in b.hw so that it never goes back when a slave leaves.
-func (b *Broker) slaveHeld() int64 {
-	hw := b.hw.Load()
-	m := b.haMaster.Load()
-	if m == nil {
-		return hw
-	}
-	acked, _ := m.Acked()
-	for acked > hw && !b.hw.CompareAndSwap(hw, acked) {
-		hw = b.hw.Load()
-	}
-	return max(hw, acked)
-}

@@ -111,7 +111,7 @@ func (b *Broker) haAdvertise() string {
 	if err != nil {
 		return ""
 	}
-	if m := b.ha.master; m != nil {
+	if m := b.repl.Listener(); m != nil {
 		_, port, _ = net.SplitHostPort(m.Addr().String())
 	}
 	host, _, err := net.SplitHostPort(b.advertise)
@@ -380,7 +380,7 @@ func (b *Broker) Demote(ctx context.Context) error {
 	if !b.cfg.HAFailover || b.dur == nil {
 		return errors.New("broker: demote needs STRATAMQ_HA_FAILOVER and a bucket (the lease decides who is master)")
 	}
-	m := b.haMaster.Load()
+	m := b.repl.Master()
 	if m == nil || len(m.Slaves()) == 0 {
 		return errors.New("broker: no slave is connected to hand over to")
 	}

@@ -53,7 +53,7 @@ func runNode(t *testing.T, cfg Config, deps Deps) *Node {
 
 // haSlaves is how many slaves the running HA master sees (0 without one).
 func (b *Broker) haSlaves() int {
-	if m := b.haMaster.Load(); m != nil {
+	if m := b.repl.Master(); m != nil {
 		return len(m.Slaves())
 	}
 	return 0

@@ -73,7 +73,7 @@ func TestGRPCSyncMasterSendChecksLeaseAfterSlaveAck(t *testing.T) {
 	first := make(chan answer, 1)
 	go func() { r, err := send("01C0A0"); first <- answer{r, err} }()
 	waitCond(t, 30*time.Second, "the first send stored and sent to the slave", func() bool {
-		st := m.ha.master.Slaves()
+		st := m.repl.Listener().Slaves()
 		return m.Store().MaxPhysOffset() > 0 && len(st) == 1 && st[0].Sent == m.Store().MaxPhysOffset()
 	})
 	ack(sl)
@@ -87,7 +87,7 @@ func TestGRPCSyncMasterSendChecksLeaseAfterSlaveAck(t *testing.T) {
 	second := make(chan answer, 1)
 	go func() { r, err := send("01C0A1"); second <- answer{r, err} }()
 	waitCond(t, 30*time.Second, "the second send stored and sent to the slave", func() bool {
-		st := m.ha.master.Slaves()
+		st := m.repl.Listener().Slaves()
 		return m.Store().MaxPhysOffset() > before && len(st) == 1 && st[0].Sent == m.Store().MaxPhysOffset()
 	})
 	release := m.dur.HoldRenewals() // no more renewals

@@ -5,20 +5,17 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"time"
 
 	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/remoting"
-	"github.com/stratamq/stratamq/store"
 )
 
-// haState is the broker's HA side (issue 10): a master's HA listener, or a
-// slave's stream from its master. Run starts it before serving and stops it
-// after the remoting server drained.
+// haState is a slave's HA side (issue 10): its stream from its master.
+// Run starts it before serving and stops it after the remoting server
+// drained. A master's HA listener is b.repl's (wire_replication.go).
 type haState struct {
-	master *ha.Master // nil unless a master with an HA listener
-	slave  *ha.Slave  // nil unless STRATAMQ_ROLE=slave
-	follow *follower  // nil unless STRATAMQ_ROLE=slave (slave_follow.go)
+	slave  *ha.Slave // nil unless STRATAMQ_ROLE=slave
+	follow *follower // nil unless STRATAMQ_ROLE=slave (slave_follow.go)
 }
 
 // onDispatch is the store's OnDispatch hook: wake held pulls, and the HA
@@ -26,9 +23,7 @@ type haState struct {
 func (b *Broker) onDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64) {
 	b.hold.notify(topic, queueID, queueOffset, tagsCode)
 	b.pop.Dispatched()
-	if m := b.haMaster.Load(); m != nil {
-		m.Notify()
-	}
+	b.repl.Notify()
 }
 
 // startHA starts the master's HA listener or the slave's stream.
@@ -87,7 +82,7 @@ func (b *Broker) startHA() error {
 		if b.cfg.Role == RoleSyncMaster {
 			onAcked = b.hold.wakeVisible
 		}
-		m, err := ha.StartMaster(ha.MasterOptions{Listen: b.cfg.HAListen, Log: b.store, Epoch: b.epoch, Diverged: b.divergedAt,
+		m, err := b.repl.Start(ha.MasterOptions{Listen: b.cfg.HAListen, Log: b.store, Epoch: b.epoch, Diverged: b.divergedAt,
 			BrokerName: b.cfg.BrokerName, MaxLag: int64(b.cfg.HAMaxLag), MinInSync: b.cfg.HAMinInSync, Advertise: b.advertise,
 			OnAcked: onAcked, Logger: b.log, WrapListener: b.tls.haListener, Listener: b.listener(),
 			Secret: b.haSecret, MaxConns: b.cfg.HAMaxConns, StallTimeout: b.cfg.HATimeout})
@@ -98,8 +93,6 @@ func (b *Broker) startHA() error {
 			b.log.Warn("HA port without a secret: it serves slaves on this host only (loopback); set STRATAMQ_HA_SECRET on the master and its slaves (or an ACL admin account both sign with)",
 				"haListen", m.Addr().String())
 		}
-		b.ha.master = m
-		b.haMaster.Store(m)
 		b.metrics.WatchHAAlone(m.AckedAlone)
 		b.log.Info("HA listener ready", "haListen", m.Addr().String(), "role", b.cfg.Role)
 	}
@@ -125,25 +118,23 @@ func (b *Broker) stopHA() {
 	if b.ha.slave != nil {
 		_ = b.ha.slave.Close()
 	}
-	if b.ha.master != nil {
-		b.haMaster.Store(nil)
-		_ = b.ha.master.Close()
-	}
+	b.repl.Stop()
 }
 
 // HAAddr is the master's bound HA address ("" without a listener).
 func (b *Broker) HAAddr() string {
-	if b.ha.master == nil {
+	m := b.repl.Listener()
+	if m == nil {
 		return ""
 	}
-	return b.ha.master.Addr().String()
+	return m.Addr().String()
 }
 
 // haServerAddr is the HA address registered with the name servers (their
 // answer to a slave names it): the advertised host with the HA listener's
 // port; "" without a listener.
 func (b *Broker) haServerAddr() string {
-	m := b.haMaster.Load()
+	m := b.repl.Master()
 	if m == nil {
 		return ""
 	}
@@ -164,132 +155,6 @@ func (b *Broker) epoch() int64 {
 		return 0
 	}
 	return b.dur.id.Epoch
-}
-
-// readBound is the visibility bound of consumer reads, V
-// (store.GetRequest.MaxPhys; 0: none). A sync_master shows consumers only
-// what is replicated: the high watermark, the highest offset a slave
-// acked during this run (ha.Master.Acked), and never less than the log
-// this epoch took over (its start, the best copy there was). It never
-// goes back when slaves leave: alone (sends answered SLAVE_NOT_AVAILABLE)
-// the master stores what it is sent but shows none of it until a slave
-// holds it, so a failover to a slave never hands a queue offset a consumer
-// read to another message. With STRATAMQ_HA_MIN_INSYNC=1 the master
-// acknowledges alone while no slave is in sync and shows what it
-// acknowledged: the bound is the best ack of the in-sync slaves
-// (ha.Master.InSync), none while no slave is in sync. Other roles: no
-// bound.
-func (b *Broker) readBound() int64 {
-	if b.cfg.Role != RoleSyncMaster {
-		return 0
-	}
-	m := b.haMaster.Load()
-	if m == nil && b.cfg.HAListen != "" {
-		return 1 // stopped (a held pull answered at shutdown): its slaves' acks are gone, show nothing more
-	}
-	if m == nil {
-		return 0 // no HA listener: alone
-	}
-	if b.cfg.HAMinInSync <= 1 {
-		n, best := m.InSync()
-		if n == 0 {
-			return 0
-		}
-		return max(best, 1)
-	}
-	hw := b.hw.Load()
-	if acked, _ := m.Acked(); acked > hw {
-		for !b.hw.CompareAndSwap(hw, acked) {
-			if hw = b.hw.Load(); hw >= acked {
-				break
-			}
-		}
-		hw = max(hw, acked)
-	}
-	return max(hw, 1) // every record ends past offset 1: 1 hides them all
-}
-
-// visible reports whether a record ending at end is within readBound.
-func (b *Broker) visible(end int64) bool {
-	v := b.readBound()
-	return v == 0 || end <= v
-}
-
-// hiddenEnd is the commitlog end of the record at topic/queue/offset when
-// readBound hides it, else 0 (no bound, no such record, or a read error:
-// the caller runs the pull again, which reports the error).
-func (b *Broker) hiddenEnd(topic string, queue int32, offset int64) int64 {
-	v := b.readBound()
-	if v == 0 {
-		return 0
-	}
-	phys, size, _, ok, err := b.store.QueueEntry(topic, queue, offset)
-	if err != nil || !ok || phys+int64(size) <= v {
-		return 0
-	}
-	return phys + int64(size)
-}
-
-// holdHANotify starts a sync_master's send whose records the sending
-// goroutine pushes to the slaves itself (pushHA, before slaveAck waits):
-// the store's dispatch of them does not wake the HA stream goroutines. It
-// returns the master to give to pushHA (nil for the other roles); every
-// non-nil result must reach pushHA, whatever the put's outcome.
-func (b *Broker) holdHANotify() *ha.Master {
-	if b.cfg.Role != RoleSyncMaster {
-		return nil
-	}
-	m := b.haMaster.Load()
-	if m != nil {
-		m.HoldNotify()
-	}
-	return m
-}
-
-// pushHA ends holdHANotify: the bytes written since go to idle slaves on
-// this goroutine (ha.Master.Push), within STRATAMQ_HA_ACK_TIMEOUT.
-func (b *Broker) pushHA(m *ha.Master) {
-	if m != nil {
-		m.Push(time.Now().Add(b.cfg.HATimeout))
-	}
-}
-
-// slaveAck is sync_master's wait: nil at once for the other roles; else nil
-// once a slave holds the log up to the end of res (awaitSlave, waited for
-// here: bounded by STRATAMQ_HA_ACK_TIMEOUT, ended by the HA master's stop).
-func (b *Broker) slaveAck(res []store.PutResult) error {
-	if b.cfg.Role != RoleSyncMaster || len(res) == 0 {
-		return nil // no channel to allocate on every other role's send
-	}
-	ch := make(chan error, 1)
-	b.awaitSlave(res, func(err error) { ch <- err })
-	return <-ch
-}
-
-// awaitSlave is sync_master's wait without a waiting goroutine: done gets
-// nil at once for the other roles; else nil once a slave holds the log up
-// to the end of res, or the error that ends the wait. It runs on this
-// goroutine when that is known at once (no slave, or already acked), else
-// on the goroutine that settles it: the HA master's report reader (the
-// ack), its deadline timer (STRATAMQ_HA_ACK_TIMEOUT), a slave's disconnect
-// or the master's stop. done must not block.
-func (b *Broker) awaitSlave(res []store.PutResult, done func(error)) {
-	if b.cfg.Role != RoleSyncMaster || len(res) == 0 {
-		done(nil)
-		return
-	}
-	m := b.haMaster.Load()
-	if m == nil {
-		done(fmt.Errorf("%w: the HA listener is not running", ha.ErrSlaveNotAvailable))
-		return
-	}
-	last := res[len(res)-1]
-	m.AwaitAck(last.PhysOffset+int64(last.Size), time.Now().Add(b.cfg.HATimeout), func(err error) {
-		if errors.Is(err, ha.ErrSlaveTimeout) {
-			err = fmt.Errorf("%w (STRATAMQ_HA_ACK_TIMEOUT %v)", err, b.cfg.HATimeout)
-		}
-		done(err)
-	})
 }
 
 // slaveResult turns a stored message's success response into sync_master's

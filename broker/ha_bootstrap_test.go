@@ -120,7 +120,7 @@ func TestBrokerSlaveBootsFromBucket(t *testing.T) {
 		t.Helper()
 		var st ha.SlaveStatus
 		waitCond(t, 30*time.Second, "the slave to hold the master's log", func() bool {
-			sl := m.ha.master.Slaves()
+			sl := m.repl.Listener().Slaves()
 			if len(sl) != 1 {
 				return false
 			}
@@ -132,7 +132,7 @@ func TestBrokerSlaveBootsFromBucket(t *testing.T) {
 	}
 	gone := func() {
 		t.Helper()
-		waitCond(t, 30*time.Second, "the stopped slave to leave the master", func() bool { return len(m.ha.master.Slaves()) == 0 })
+		waitCond(t, 30*time.Second, "the stopped slave to leave the master", func() bool { return len(m.repl.Listener().Slaves()) == 0 })
 	}
 
 	send(600, true) // ≈ 4.9 MiB: four sealed segments

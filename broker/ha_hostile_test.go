@@ -27,7 +27,7 @@ func TestHAHostileFakeSlaveCannotAckSends(t *testing.T) {
 	m, cl, _ := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20, Role: RoleSyncMaster,
 		HAListen: haAddr, HATimeout: 500 * time.Millisecond, ACL: x}, Deps{Logger: discardLogger()})
 	addr := m.Addr().String()
-	waitCond(t, 20*time.Second, "the HA listener", func() bool { return m.haMaster.Load() != nil })
+	waitCond(t, 20*time.Second, "the HA listener", func() bool { return m.repl.Master() != nil })
 	send := func(i int) *remoting.Command {
 		req := sendReq("Keep", 0, []byte("secret body "+strconv.Itoa(i)), "")
 		ours(aclAdmin).Sign(req)
@@ -82,7 +82,7 @@ func TestHAHostileSilentSlaveFailsSendsFast(t *testing.T) {
 		c.Role, c.HAListen, c.HATimeout = RoleSyncMaster, haAddr, 300*time.Millisecond
 	})
 	addr := m.Addr().String()
-	waitCond(t, 20*time.Second, "the HA listener", func() bool { return m.haMaster.Load() != nil })
+	waitCond(t, 20*time.Second, "the HA listener", func() bool { return m.repl.Master() != nil })
 	f, err := hatest.Hello(haAddr, "broker-a", 0, 0, nil) // no secret: a slave on this host
 	if err != nil {
 		t.Fatal(err)

@@ -259,7 +259,7 @@ func TestSyncMasterHeldSQLPullWaitsForTheBound(t *testing.T) {
 		ends = append(ends, m.Store().MaxPhysOffset())
 	}
 	waitCond(t, 10*time.Second, "the master to send the fake slave everything", func() bool {
-		s := m.haMaster.Load().Slaves()
+		s := m.repl.Master().Slaves()
 		return len(s) == 1 && s[0].Sent == ends[2]
 	})
 	ack := func(off int64) {
@@ -271,7 +271,7 @@ func TestSyncMasterHeldSQLPullWaitsForTheBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitCond(t, 10*time.Second, "the master to take the ack", func() bool {
-			s := m.haMaster.Load().Slaves()
+			s := m.repl.Master().Slaves()
 			return len(s) == 1 && s[0].Acked == off
 		})
 	}

@@ -135,7 +135,7 @@ func (b *Broker) HAStatus() HAStatus {
 	}
 	st.Epoch = b.epoch()
 	st.MinInSync, st.InSyncReplicas = b.cfg.HAMinInSync, 1
-	m := b.haMaster.Load()
+	m := b.repl.Master()
 	if m == nil {
 		return st
 	}

@@ -43,7 +43,7 @@ func TestBrokerSyncMasterAcks(t *testing.T) {
 
 			s, _, stopSlave := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20,
 				Role: RoleSlave, HAMaster: haAddr, BrokerID: 1}, Deps{Logger: discardLogger()})
-			waitCond(t, 20*time.Second, "the slave to connect", func() bool { return len(m.ha.master.Slaves()) == 1 })
+			waitCond(t, 20*time.Second, "the slave to connect", func() bool { return len(m.repl.Listener().Slaves()) == 1 })
 			for i := range 5 {
 				resp = invoke(t, cl, addr, sendReq("HA", i%2, []byte("replicated "+strconv.Itoa(i)), ""))
 				if resp.Code != int32(remoting.Success) {
@@ -61,10 +61,10 @@ func TestBrokerSyncMasterAcks(t *testing.T) {
 
 			// A slave that says hello and never acknowledges.
 			muteSlave(t, haAddr, m.Store().MaxPhysOffset())
-			waitCond(t, 20*time.Second, "the mute slave to connect", func() bool { return len(m.ha.master.Slaves()) == 2 })
+			waitCond(t, 20*time.Second, "the mute slave to connect", func() bool { return len(m.repl.Listener().Slaves()) == 2 })
 			// Stop the real slave broker: only the mute one is left.
 			stopSlave()
-			waitCond(t, 20*time.Second, "the real slave to go", func() bool { return len(m.ha.master.Slaves()) == 1 })
+			waitCond(t, 20*time.Second, "the real slave to go", func() bool { return len(m.repl.Listener().Slaves()) == 1 })
 			resp = invoke(t, cl, addr, sendReq("HA", 0, []byte("never acked"), ""))
 			if resp.Code != int32(remoting.FlushSlaveTimeout) {
 				t.Fatalf("send with a mute slave: code %d (%s), want FLUSH_SLAVE_TIMEOUT", resp.Code, resp.Remark)
@@ -156,9 +156,9 @@ func TestBrokerSyncMasterShutdownWaitsForAcks(t *testing.T) {
 // and then reports only what the test writes to the returned conn.
 func toldSlave(t *testing.T, m *Broker, haAddr string) *hatest.Slave {
 	t.Helper()
-	waitCond(t, 20*time.Second, "the HA listener", func() bool { return m.haMaster.Load() != nil })
+	waitCond(t, 20*time.Second, "the HA listener", func() bool { return m.repl.Master() != nil })
 	sl := muteSlave(t, haAddr, 0)
-	waitCond(t, 20*time.Second, "the slave to connect", func() bool { return len(m.ha.master.Slaves()) == 1 })
+	waitCond(t, 20*time.Second, "the slave to connect", func() bool { return len(m.repl.Listener().Slaves()) == 1 })
 	return sl
 }
 
@@ -178,7 +178,7 @@ func sendWaitingForAck(t *testing.T, m *Broker, cl *remoting.Client, addr, body 
 		sent <- resp
 	}()
 	waitCond(t, 20*time.Second, "the send to be stored and sent to the slave", func() bool {
-		st := m.ha.master.Slaves()
+		st := m.repl.Listener().Slaves()
 		return m.Store().MaxPhysOffset() > 0 && len(st) == 1 && st[0].Sent == m.Store().MaxPhysOffset()
 	})
 	return sent

@@ -80,7 +80,7 @@ func (b *Broker) pullLags(phys int64) bool {
 // slaveHolds reports whether a master has a connected slave that lags at
 // most STRATAMQ_HA_MAX_LAG and holds the record at phys.
 func (b *Broker) slaveHolds(phys int64) bool {
-	m := b.haMaster.Load()
+	m := b.repl.Master()
 	if m == nil {
 		return false
 	}

@@ -131,7 +131,7 @@ func testSuggest(t *testing.T, enable bool) {
 	saddr := s.Addr().String()
 	var st ha.SlaveStatus
 	waitCond(t, 30*time.Second, "the slave to hold the master's log", func() bool {
-		sl := m.ha.master.Slaves()
+		sl := m.repl.Listener().Slaves()
 		if len(sl) != 1 {
 			return false
 		}

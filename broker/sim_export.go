@@ -20,7 +20,7 @@ func (b *Broker) Epoch() int64 { return b.epoch() }
 // HASlaves is how many slaves the generation's HA master sees connected,
 // and how many of them have acknowledged its whole log.
 func (b *Broker) HASlaves() (connected, caughtUp int) {
-	m := b.haMaster.Load()
+	m := b.repl.Master()
 	if m == nil {
 		return 0, 0
 	}

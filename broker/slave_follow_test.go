@@ -41,7 +41,7 @@ func queryOffset(t *testing.T, cl *remoting.Client, addr, group, topic string, q
 
 // haSlaves is how many slaves m's HA listener serves (0 before Run started it).
 func haSlaves(m *Broker) int {
-	if hm := m.haMaster.Load(); hm != nil {
+	if hm := m.repl.Master(); hm != nil {
 		return len(hm.Slaves())
 	}
 	return 0

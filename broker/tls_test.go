@@ -35,7 +35,7 @@ func TestBrokerHAOverTLS(t *testing.T) {
 	s, _, _ := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20,
 		Role: RoleSlave, HAMaster: haAddr, BrokerID: 1}, Deps{Logger: discardLogger(), TLS: TLS{Client: cli}})
 	waitCond(t, 20*time.Second, "the TLS slave to connect", func() bool {
-		hm := m.haMaster.Load() // set by Run
+		hm := m.repl.Master() // set by Run
 		return hm != nil && len(hm.Slaves()) == 1
 	})
 
