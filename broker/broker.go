@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stratamq/stratamq/broker/consumers"
+	"github.com/stratamq/stratamq/broker/failover"
 	"github.com/stratamq/stratamq/broker/pop"
 	"github.com/stratamq/stratamq/broker/replication"
 	"github.com/stratamq/stratamq/broker/retention"
@@ -123,28 +124,11 @@ type Broker struct {
 	repl   *replication.Service // a master's HA listener, high watermark and acknowledgement waits (wire_replication.go)
 	hastat haStatusState        // ha_status.go: what HAStatus reads besides ha and repl; the failover count
 
-	// Failover (failover.go). ident is this data dir's identity (its
-	// persistent instance id); following is the lease holder a slave
-	// follows, with the epoch its log agrees with; nodeRole is the master
-	// role a promoted slave takes.
-	ident     offsets.Identity
-	following offsets.Identity
-	// agreed is the epoch a slave's log is known to agree with (its
-	// hello's epoch, its candidacy's): below following's epoch until the
-	// master accepted the hello or the bucket listed the epoch's start.
-	agreed atomic.Int64
-	// replicaPublished is the newest epoch this slave published its
-	// replica record for (offsets.PublishReplica), this generation.
-	replicaPublished atomic.Int64
-	masterCut        int64 // Deps.masterCut, -1 without one
-	restartAt        int64 // Deps.restartAt
-	nodeRole         string
-	roleChange       chan *RoleChange
-	haMasterAddr     string    // a slave's master HA address (prepareReplica)
-	noTakeover       time.Time // a demoted master's slave takes no lease before it
-	// missingLogged: when watchLease last logged a wait for silent slaves.
-	missingLogged time.Time
-	demoting      atomic.Bool
+	// fo is this generation's part in failover: its identity, the lease
+	// holder it follows, its role-change request, the lease watch
+	// (package failover; wire_failover.go).
+	fo        *failover.Roles
+	restartAt int64 // Deps.restartAt
 	// promotedReplica: a promoted slave kept its copy of the log
 	// (checkLocalData); New then adopts the checkpoint's metadata.
 	promotedReplica bool
@@ -199,18 +183,17 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		cfg: cfg, log: deps.Logger.With("component", "broker", "broker", cfg.BrokerName),
 		fs: deps.FS, metrics: deps.Metrics, grpc: deps.GRPC, net: deps.Net, mono: deps.Mono,
 		registerNow: make(chan struct{}, 1),
-		roleChange:  make(chan *RoleChange, 1),
 		uniq:        newUniqIDs(),
-		nodeRole:    cfg.Role,
 	}
 	b.consumers = b.newClientRegistry() // wire_consumers.go
 	b.repl = newReplication(cfg)        // wire_replication.go
-	b.masterCut, b.restartAt = -1, deps.restartAt
+	masterCut, noTakeover := int64(-1), time.Time{}
+	b.restartAt = deps.restartAt
 	if deps.masterCut != nil {
-		b.masterCut = *deps.masterCut
+		masterCut = *deps.masterCut
 	}
 	if deps.holdOff > 0 {
-		b.noTakeover = time.Now().Add(deps.holdOff)
+		noTakeover = time.Now().Add(deps.holdOff)
 	}
 	b.dirLock = dirLock
 	b.hold = newPullHold(b)
@@ -277,15 +260,19 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	var scoped tier.Bucket
 	var replicaCP *offsets.Checkpoint // a slave's read-only view of the master's checkpoint
 	var manifest *upload.Manifest     // read by checkLocalData, reused by newTiering
+	var cs offsets.ObjectStore        // the lease's and checkpoints' (failover)
 	if deps.Bucket != nil {
 		if scoped, err = tier.WithPrefix(deps.Bucket, cfg.Cluster+"/"+cfg.BrokerName); err != nil {
 			return fail(err)
 		}
-		b.scoped = scoped
+		b.scoped, cs = scoped, newCheckpointStore(scoped)
+	}
+	b.fo = newFailover(b, cs, noTakeover, masterCut) // wire_failover.go
+	if deps.Bucket != nil {
 		if cfg.Role == RoleSlave {
 			// A slave only reads the master's prefix: no lease, no
 			// checkpoint, no upload, no retention (issue 10 item 2).
-			if replicaCP, err = b.prepareReplica(); err != nil {
+			if replicaCP, err = b.fo.PrepareReplica(); err != nil {
 				return fail(err)
 			}
 			if err := b.restoreMetadata(configDir, replicaCP); err != nil {
@@ -409,6 +396,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		b.repl.SetHW(b.store.MaxPhysOffset())
 	}
 	b.repl.SetEntries(b.store)
+	b.fo.SetLog(b.store)
 	if cfg.Role != RoleSlave { // a slave's table is its master's
 		if err := b.addStoredTopics(); err != nil {
 			return fail(err)

@@ -429,7 +429,7 @@ func TestBrokerSlaveKeepsItsEpochWhenTheBucketIsUnreadable(t *testing.T) {
 	t.Logf("New: %v", err) // it may refuse: the manifest is readable, the rest is not
 	if err == nil {
 		defer b.Close()
-		if got := b.agreed.Load(); got != 3 {
+		if got := b.fo.Agreed(); got != 3 {
 			t.Fatalf("the slave's hello would say epoch %d, want the 3 it last agreed with", got)
 		}
 	}

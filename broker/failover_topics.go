@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
+	"github.com/stratamq/stratamq/broker/consumers"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
 )
@@ -57,6 +60,69 @@ func (b *Broker) widenAdoptedQueues(cp *offsets.Checkpoint) error {
 		b.topics.Put(tc)
 		b.log.Info("promoted: queues the followed config lacked added from the bucket checkpoint", "topic", name,
 			"readQueues", tc.ReadQueueNums, "writeQueues", tc.WriteQueueNums, "followed", from)
+	}
+	return nil
+}
+
+// adoptCheckpointMetadata runs when a promoted slave keeps its copy of the
+// log (New, after the config managers opened): what it followed from the
+// master may be a sync interval old, so it adds from the bucket's
+// checkpoint every topic and subscription group it lacks — the checkpoint
+// lists every topic written to (a send to a new queue waits for a
+// checkpoint naming it) — and takes each consumer offset the checkpoint
+// has further along. Deleted-and-recreated differences are settled in
+// favour of keeping data: nothing is removed here.
+func (b *Broker) adoptCheckpointMetadata(cp *offsets.Checkpoint) error {
+	if cp == nil {
+		return nil
+	}
+	if raw := cp.Sections[sectionTopics]; len(raw) > 0 {
+		var w remoting.TopicConfigSerializeWrapper
+		if err := json.Unmarshal(remoting.QuoteIntegerKeys(raw), &w); err != nil {
+			return fmt.Errorf("broker: checkpoint topics: %w", err)
+		}
+		have := b.topics.QueueCounts()
+		for name, tc := range w.TopicConfigTable {
+			if _, ok := have[name]; !ok {
+				tc.TopicName = name
+				b.topics.Put(tc)
+				b.log.Info("promoted: topic the followed config lacked added from the bucket checkpoint", "topic", name)
+			}
+		}
+	}
+	if raw := cp.Sections[sectionSubscriptionGroups]; len(raw) > 0 {
+		groups, err := consumers.DecodeGroups(raw)
+		if err != nil {
+			return fmt.Errorf("broker: checkpoint subscription groups: %w", err)
+		}
+		for name, g := range groups {
+			if _, ok := b.groups.Get(name); !ok {
+				b.groups.Put(g)
+			}
+		}
+	}
+	if raw := cp.Sections[sectionConsumerOffsets]; len(raw) > 0 {
+		var f struct {
+			OffsetTable map[string]map[string]int64 `json:"offsetTable"`
+		}
+		if err := json.Unmarshal(remoting.QuoteIntegerKeys(raw), &f); err != nil {
+			return fmt.Errorf("broker: checkpoint consumer offsets: %w", err)
+		}
+		for key, qs := range f.OffsetTable {
+			topic, group, ok := strings.Cut(key, "@")
+			if !ok {
+				continue
+			}
+			for q, off := range qs {
+				id, err := strconv.Atoi(q)
+				if err != nil {
+					continue
+				}
+				if cur, ok := b.offsets.Query(group, topic, int32(id)); !ok || cur < off {
+					b.offsets.Commit(group, topic, int32(id), off)
+				}
+			}
+		}
 	}
 	return nil
 }

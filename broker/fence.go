@@ -28,7 +28,7 @@ func (b *Broker) writeGate(ctx context.Context, topic string, queueID int32) err
 	if b.dur == nil {
 		return nil
 	}
-	if b.demoting.Load() {
+	if b.fo.Demoting() {
 		return errHandingOver
 	}
 	if _, err := b.dur.Writable(); err != nil {

@@ -30,8 +30,9 @@ func (b *Broker) onDispatch(topic string, queueID int32, queueOffset int64, tags
 func (b *Broker) startHA() error {
 	switch b.cfg.Role {
 	case RoleSlave:
-		if b.haMasterAddr == "" {
-			b.haMasterAddr = b.cfg.HAMaster
+		haMaster := b.fo.HAMaster() // the lease holder's (PrepareReplica)
+		if haMaster == "" {
+			haMaster = b.cfg.HAMaster
 		}
 		f, err := openFollower(b.fs, filepath.Join(b.cfg.DataDir, "config"))
 		if err != nil {
@@ -39,27 +40,27 @@ func (b *Broker) startHA() error {
 		}
 		b.ha.follow = f
 		resolve := b.resolveHAMaster
-		if b.cfg.HAFailover && b.haMasterAddr != "" {
+		if b.cfg.HAFailover && haMaster != "" {
 			resolve = nil // the lease holder, not a name server's possibly stale answer
 		}
-		if b.haMasterAddr == "" && len(b.cfg.NameServers()) == 0 {
+		if haMaster == "" && len(b.cfg.NameServers()) == 0 {
 			b.log.Warn("slave: no master to follow yet (no lease holder and no STRATAMQ_HA_MASTER); watching the bucket lease")
 			return nil
 		}
-		s, err := ha.StartSlave(ha.SlaveOptions{Master: b.haMasterAddr, Resolve: resolve, MinEpoch: b.agreed.Load(),
+		s, err := ha.StartSlave(ha.SlaveOptions{Master: haMaster, Resolve: resolve, MinEpoch: b.fo.Agreed(),
 			OnDiverged: func(cut int64) {
-				b.requestRoleChange(&RoleChange{Role: RoleSlave, diverged: true, masterCut: cut,
+				b.requestRoleChange(&RoleChange{Role: RoleSlave, Diverged: true, MasterCut: cut,
 					Reason: fmt.Sprintf("the master says this log diverged from its own at offset %d", cut)})
 			},
 			OnBeforeLogStart: func(start int64) {
-				b.requestRoleChange(&RoleChange{Role: RoleSlave, restartAt: start,
+				b.requestRoleChange(&RoleChange{Role: RoleSlave, RestartAt: start,
 					Reason: fmt.Sprintf("the master's log starts at offset %d, past this slave's end: the slave starts its log again there", start)})
 			},
 			OnAccepted: func(epoch int64) error {
 				if !b.cfg.HAFailover || b.scoped == nil {
 					return nil
 				}
-				return b.helloAccepted(epoch)
+				return b.fo.HelloAccepted(epoch)
 			},
 			BrokerName: b.cfg.BrokerName, Log: b.store, MaxTransfer: max(ha.DefaultMaxTransfer, int(b.cfg.MaxMessageSize)+1<<20), Logger: b.log,
 			Dial: b.haDial, Secret: b.haSecret})
@@ -69,8 +70,8 @@ func (b *Broker) startHA() error {
 		b.ha.slave = s
 		b.metrics.WatchHASlave(func() int64 { return s.State().Received })
 		b.hastat.slave.Store(s)
-		if b.haMasterAddr != "" {
-			b.log.Info("following the master's HA stream", "haMaster", b.haMasterAddr, "epoch", b.following.Epoch)
+		if haMaster != "" {
+			b.log.Info("following the master's HA stream", "haMaster", haMaster, "epoch", b.fo.Following().Epoch)
 		} else {
 			b.log.Info("following the master's HA stream at the address the name server reports", "namesrv", b.cfg.Namesrv)
 		}

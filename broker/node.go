@@ -70,7 +70,7 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 			return err
 		}
-		b.nodeRole = n.cfg.Role
+		b.fo.SetNodeRole(n.cfg.Role)
 		b.hastat.failovers.Store(n.changes.Load())
 		n.cur.Store(b)
 		if n.started != nil {
@@ -85,9 +85,9 @@ func (n *Node) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			// Stopped while changing role: the generation stopped cleanly;
 			// a lease taken for the next one goes back at once.
-			if rc.lease != nil {
+			if rc.Lease != nil {
 				rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				err := rc.lease.Release(rctx)
+				err := rc.Lease.Release(rctx)
 				cancel()
 				return err
 			}
@@ -96,11 +96,11 @@ func (n *Node) Run(ctx context.Context) error {
 		if rc.Role != cfg.Role { // not a slave re-following a new holder
 			n.changes.Add(1)
 		}
-		cfg.Role, lease, holdOff = rc.Role, rc.lease, rc.holdOff
-		if rc.diverged {
-			masterCut = &rc.masterCut
+		cfg.Role, lease, holdOff = rc.Role, rc.Lease, rc.HoldOff
+		if rc.Diverged {
+			masterCut = &rc.MasterCut
 		}
-		restartAt = rc.restartAt
+		restartAt = rc.RestartAt
 	}
 }
 

@@ -62,7 +62,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
-	case change = <-b.roleChange:
+	case change = <-b.fo.Changes():
 		b.log.Warn("changing role", "to", change.Role, "reason", change.Reason)
 	}
 	shutdownCtx, sc := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.ShutdownTimeout)

@@ -33,21 +33,12 @@ const (
 	// transaction check service's progress; sectionPop (broker/pop) POP's.
 )
 
-// The checkpoint's commitlog section as restore.go and failover.go read it.
+// The checkpoint's commitlog section as restore.go reads it.
 type (
 	commitLogState = durability.CommitLog
 	offsetRange    = durability.OffsetRange
 	queueRangeJSON = durability.QueueRange
-	epochStart     = durability.EpochStart
 )
-
-// maxEpochHistory bounds the checkpoint's epoch history (cutFor).
-const maxEpochHistory = durability.MaxEpochHistory
-
-// withEpoch is h plus {epoch, from} (durability.WithEpoch).
-func withEpoch(h []epochStart, epoch, from int64) []epochStart {
-	return durability.WithEpoch(h, epoch, from)
-}
 
 // errNotCheckpointed: a send to a queue no durable checkpoint lists yet.
 var errNotCheckpointed = durability.ErrNotCheckpointed
@@ -179,7 +170,7 @@ func (w durWire) Gather() (durability.Gathered, error) {
 func (w durWire) QueueCounts() map[string]int32 { return w.b.topics.QueueCounts() }
 
 // Contest: a data dir whose master stopped without releasing the lease,
-// in another boot, competes for it (failover.go newContest) rather than
+// in another boot, competes for it (package failover: Roles.NewContest) rather than
 // taking it back: after a power loss its log may lack the tail a slave
 // holds and acknowledged (flush=async, sync_master). It watches its own
 // lease lapse like a slave does and competes with the copies of the log
@@ -189,14 +180,14 @@ func (w durWire) QueueCounts() map[string]int32 { return w.b.topics.QueueCounts(
 // is a replica's, judged like any other.
 func (w durWire) Contest(cs offsets.ObjectStore, ttl time.Duration, prev *offsets.WriterState) (*offsets.Contest, error) {
 	b := w.b
-	if !prev.Replica && b.logSurvivedWhole(prev) {
+	if !prev.Replica && b.fo.LogSurvivedWhole(prev) {
 		return nil, nil
 	}
 	_, end, err := store.LogEnd(b.fs, filepath.Join(b.cfg.DataDir, "store"), int(b.cfg.MaxMessageSize))
 	if err != nil {
 		return nil, fmt.Errorf("broker: read the local log's end: %w", err)
 	}
-	return b.newContest(cs, ttl, func() (int64, int64) { return prev.Epoch, end }), nil
+	return b.fo.NewContest(cs, ttl, func() (int64, int64) { return prev.Epoch, end }), nil
 }
 
 // Fenced: another broker took the prefix; with failover this one rejoins
