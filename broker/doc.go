@@ -92,8 +92,10 @@
 //	                           resumes from the bucket's checkpoint and manifest past every
 //	                           reservation, and refuses over a recorded drainFailed
 //	<data dir>/lock            flock: one process per data dir
-//	ha.go                      STRATAMQ_ROLE (issue 10): a master with STRATAMQ_HA_LISTEN (default
-//	                           :10912 for sync_master) runs ha.Master, woken by the store's
+//	ha.go, wire_replication.go STRATAMQ_ROLE (issue 10): a master with STRATAMQ_HA_LISTEN (default
+//	                           :10912 for sync_master) runs ha.Master (package replication's
+//	                           Service owns it, its high watermark and its acknowledgement
+//	                           waits; broker/replication/doc.go), woken by the store's
 //	                           dispatch hook and stamping the lease epoch on transfers;
 //	                           sync_master answers a stored send FLUSH_SLAVE_TIMEOUT (12) or
 //	                           SLAVE_NOT_AVAILABLE (11), send header kept, unless a slave acked
@@ -110,7 +112,10 @@
 //	                           acked (pulls, their maxOffset, GET_MAX_OFFSET, the timestamp
 //	                           search; held pulls wake on acks, pull_hold.go wakeVisible), all
 //	                           of its log while no slave is in sync (with
-//	                           STRATAMQ_HA_MIN_INSYNC=1: the in-sync set, ha.Master.InSync)
+//	                           STRATAMQ_HA_MIN_INSYNC=1: the in-sync set, ha.Master.InSync).
+//	                           wire_replication.go: the Service's config and the thin methods
+//	                           (readBound, visible, hiddenEnd, holdHANotify, pushHA, slaveAck,
+//	                           awaitSlave, slaveHeld) the handlers and the pull hold call
 //	slave_follow.go            a serving slave: every STRATAMQ_HA_SYNC_INTERVAL push the offsets
 //	                           committed to it (UPDATE_CONSUMER_OFFSET, accepted on a slave) to
 //	                           the master, then mirror the master's topics (deleted ones with
@@ -131,7 +136,11 @@
 //	                           ha.Slave.State; served as GET_BROKER_HA_STATUS (907, body
 //	                           HAStatusJSON: HAStatus plus RocketMQ's HARuntimeInfo fields), GET
 //	                           /ha and the stratamq_ha_* series (Metrics.WatchHA, at scrape time)
-//	node.go, failover.go       STRATAMQ_HA_FAILOVER: the bucket lease decides the role. A Node
+//	node.go, wire_failover.go  STRATAMQ_HA_FAILOVER: the bucket lease decides the role (package
+//	                           failover's Roles: the lease watch, the candidacy, the rejoin cut,
+//	                           replica records, role-change requests, promote/demote;
+//	                           broker/failover/doc.go; wire_failover.go its config and the
+//	                           adapters over the data dir, checkpoint and addresses). A Node
 //	                           runs generations (New + Run) on one data dir; Run returns a
 //	                           *RoleChange to continue in another role. A slave watches the lease
 //	                           (watchLease) and takes it when it lapses (promotion hands the
@@ -206,7 +215,7 @@
 //	rc880_promote_demote.go    StrataMQ's own admin codes (a private range RocketMQ does not use,
 //	                           880000-880999): STRATAMQ_PROMOTE_BROKER (880001) and
 //	                           STRATAMQ_DEMOTE_BROKER (880002) call Promote and Demote
-//	                           (failover.go) and answer their error as a SYSTEM_ERROR remark
+//	                           (wire_failover.go) and answer their error as a SYSTEM_ERROR remark
 //	slave with a bucket        no durability (no lease, checkpoint) and a read-only tiering
 //	                           (Config.ReadOnly, Tiering.ReadOnly: cold reader and cold index over the manifest
 //	                           read at start, then as slave_follow.go reloads it; the uploader

@@ -14,9 +14,9 @@ import (
 )
 
 // Node runs the broker of one data dir through its HA role changes
-// (failover.go): each role is a generation, a Broker made by New and run
-// by Run; when Run returns a *RoleChange the next generation starts on the
-// same data dir in the new role. Without STRATAMQ_HA_FAILOVER there is one
+// (package failover, wire_failover.go): each role is a generation, a
+// Broker made by New and run by Run; when Run returns a *RoleChange the
+// next generation starts on the same data dir in the new role. Without STRATAMQ_HA_FAILOVER there is one
 // generation, as with New and Run.
 type Node struct {
 	cfg  Config

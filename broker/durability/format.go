@@ -37,7 +37,7 @@ type CommitLog struct {
 	// STRATAMQ_ACCEPT_LOSS is set.
 	DrainFailed *OffsetRange `json:"drainFailed,omitempty"`
 	// Epochs is the epoch history, oldest first: where each epoch's master
-	// took the log over (broker/failover.go; a rejoining slave cuts its
+	// took the log over (broker/failover; a rejoining slave cuts its
 	// log by it).
 	Epochs []EpochStart `json:"epochs,omitempty"`
 	// Deleted is the store's tombstones (store.Tombstones): per deleted

@@ -127,7 +127,7 @@ type Keeper struct {
 	fenced atomic.Bool
 	// from is where this epoch took the log over (the log's end when the
 	// store opened); recorded in the checkpoint's epoch history before
-	// anything is written under the epoch (broker/failover.go).
+	// anything is written under the epoch (broker/failover).
 	from    int64
 	history []EpochStart // the loaded checkpoint's
 
