@@ -38,7 +38,7 @@ type Service struct {
 	entries Entries
 	// started is the master Start made (kept after Stop for its address);
 	// master is the same while it runs.
-	started *ha.Master
+	started atomic.Pointer[ha.Master]
 	master  atomic.Pointer[ha.Master]
 	// hw is a sync_master's high watermark: the highest offset a slave
 	// acked in this run, at least where this epoch took the log over.
@@ -60,7 +60,7 @@ func (s *Service) Start(opts ha.MasterOptions) (*ha.Master, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.started = m
+	s.started.Store(m)
 	s.master.Store(m)
 	return m, nil
 }
@@ -68,9 +68,9 @@ func (s *Service) Start(opts ha.MasterOptions) (*ha.Master, error) {
 // Stop stops the HA master Start started (if it did): Master returns nil
 // from here on, and the waits of sends end.
 func (s *Service) Stop() {
-	if s.started != nil {
+	if m := s.started.Load(); m != nil {
 		s.master.Store(nil)
-		_ = s.started.Close()
+		_ = m.Close()
 	}
 }
 
@@ -79,9 +79,8 @@ func (s *Service) Stop() {
 func (s *Service) Master() *ha.Master { return s.master.Load() }
 
 // Listener is the HA master Start started, also after Stop (nil if it
-// did not): its address stays known. Only the goroutine that ran Start
-// may read it.
-func (s *Service) Listener() *ha.Master { return s.started }
+// did not): its address stays known.
+func (s *Service) Listener() *ha.Master { return s.started.Load() }
 
 // Notify wakes the HA stream goroutines (the store's dispatch of new
 // records); nothing without a running master.
