@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"time"
 
 	"github.com/stratamq/stratamq/ha"
@@ -18,7 +17,7 @@ import (
 type haState struct {
 	master *ha.Master // nil unless a master with an HA listener
 	slave  *ha.Slave  // nil unless STRATAMQ_ROLE=slave
-	follow *follower  // nil unless STRATAMQ_ROLE=slave (slave_follow.go)
+	follow *follower  // nil unless STRATAMQ_ROLE=slave (wire_follow.go)
 }
 
 // onDispatch is the store's OnDispatch hook: wake held pulls, and the HA
@@ -38,7 +37,7 @@ func (b *Broker) startHA() error {
 		if b.haMasterAddr == "" {
 			b.haMasterAddr = b.cfg.HAMaster
 		}
-		f, err := openFollower(b.fs, filepath.Join(b.cfg.DataDir, "config"))
+		f, err := b.openFollower()
 		if err != nil {
 			return err
 		}
