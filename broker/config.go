@@ -79,7 +79,7 @@ type Config struct {
 	// Slave reads (read_suggest.go): suggestWhichBrokerId.
 	SlaveReadEnable bool          `env:"SLAVE_READ_ENABLE" help:"master: send a consumer that lags (its pull read from the bucket, or more than STRATAMQ_SLAVE_READ_LAG behind) to a caught-up slave (suggestWhichBrokerId); slave: keep such a consumer until it caught up. Off: the master always suggests itself (RocketMQ's slaveReadEnable)"`
 	SlaveReadLag    bytesize.Size `env:"SLAVE_READ_LAG" help:"with STRATAMQ_SLAVE_READ_ENABLE: a pull this many log bytes behind the end lags too (0 = only pulls served from the bucket)"`
-	// A serving slave (slave_follow.go).
+	// A serving slave (package follow, wire_follow.go).
 	HASyncInterval time.Duration `env:"HA_SYNC_INTERVAL" envDefault:"3s" help:"slave: how often it pushes offsets committed to it to the master, copies the master's topics, groups and consumer offsets, and (with a bucket) reloads the master's manifest to drop local segments it lists"`
 	// HAFailover: the bucket's lease decides who is master (issue 10 item 4).
 	HAFailover bool `env:"HA_FAILOVER" help:"automatic failover through the bucket lease: a slave takes the lease and becomes master when its master's lease lapses; a master that finds another broker holding the lease becomes its slave (needs a bucket; STRATAMQ_HA_MASTER is then learned from the lease)"`

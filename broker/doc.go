@@ -85,12 +85,15 @@
 //	fence.go                   also the send gates: writeGate before a send is stored (lease
 //	                           valid; queue listed by a durable checkpoint, else one is written
 //	                           first) and ackGate right before its SEND_OK
-//	restore.go                 checkLocalData: a non-empty data dir is served only if it wrote
-//	                           the prefix last (writer.json epoch >= the bucket's); otherwise it
-//	                           is set aside when the bucket holds it all, else the start is
-//	                           refused naming the range (STRATAMQ_ACCEPT_LOSS). A fresh data dir
-//	                           resumes from the bucket's checkpoint and manifest past every
-//	                           reservation, and refuses over a recorded drainFailed
+//	wire_restore.go            the start-up judgement over the local data and the bucket:
+//	                           package restore (its doc.go) decides it. checkLocalData: a
+//	                           non-empty data dir is served only if it wrote the prefix last
+//	                           (writer.json epoch >= the bucket's); otherwise it is set aside
+//	                           when the bucket holds it all, else the start is refused naming
+//	                           the range (STRATAMQ_ACCEPT_LOSS). A fresh data dir resumes from
+//	                           the bucket's checkpoint and manifest past every reservation, and
+//	                           refuses over a recorded drainFailed; this file wires the judge
+//	                           (New's calls, and what failover.go reads of the data dir)
 //	<data dir>/lock            flock: one process per data dir
 //	ha.go, wire_replication.go STRATAMQ_ROLE (issue 10): a master with STRATAMQ_HA_LISTEN (default
 //	                           :10912 for sync_master) runs ha.Master (package replication's
@@ -116,15 +119,17 @@
 //	                           wire_replication.go: the Service's config and the thin methods
 //	                           (readBound, visible, hiddenEnd, holdHANotify, pushHA, slaveAck,
 //	                           awaitSlave, slaveHeld) the handlers and the pull hold call
-//	slave_follow.go            a serving slave: every STRATAMQ_HA_SYNC_INTERVAL push the offsets
-//	                           committed to it (UPDATE_CONSUMER_OFFSET, accepted on a slave) to
-//	                           the master, then mirror the master's topics (deleted ones with
-//	                           their data and offsets), groups and offsets (GET_ALL_*, 21/201/43)
-//	                           from the remoting address its HA hello reply (else the name
-//	                           server) names, never overwriting an offset not pushed yet; with a
-//	                           bucket, reload the master's manifest into the cold reader and let
-//	                           local retention drop segments inside its indexed prefix, and move
-//	                           the minima of topics with their own retention (retention.Service.ExpireTopics)
+//	wire_follow.go             a serving slave: package follow (its doc.go) every
+//	                           STRATAMQ_HA_SYNC_INTERVAL pushes the offsets committed to it
+//	                           (UPDATE_CONSUMER_OFFSET, accepted on a slave) to the master, then
+//	                           mirrors the master's topics (deleted ones with their data and
+//	                           offsets), groups and offsets (GET_ALL_*, 21/201/43) from the
+//	                           remoting address its HA hello reply (else the name server) names,
+//	                           never overwriting an offset not pushed yet; with a bucket, reloads
+//	                           the master's manifest into the cold reader, lets local retention
+//	                           drop segments inside its indexed prefix, and moves the minima of
+//	                           topics with their own retention (retention.Service.ExpireTopics).
+//	                           This file wires it: its adapters over invoke and the HA stream
 //	read_suggest.go            suggestWhichBrokerId of every pull answer: with
 //	                           STRATAMQ_SLAVE_READ_ENABLE a master sends a lagging pull (read from
 //	                           the bucket, or past STRATAMQ_SLAVE_READ_LAG behind) to a connected,
@@ -218,22 +223,22 @@
 //	                           (wire_failover.go) and answer their error as a SYSTEM_ERROR remark
 //	slave with a bucket        no durability (no lease, checkpoint) and a read-only tiering
 //	                           (Config.ReadOnly, Tiering.ReadOnly: cold reader and cold index over the manifest
-//	                           read at start, then as slave_follow.go reloads it; the uploader
+//	                           read at start, then as package follow reloads it; the uploader
 //	                           is never run, nothing sealed, uploaded or deleted in the bucket,
-//	                           local segments dropped only by slave_follow.go's retention);
+//	                           local segments dropped only by package follow's retention);
 //	                           the checkpoint is read, never loaded for writing (topics,
 //	                           groups, offsets on a fresh data dir; floor and queue minima);
 //	                           the store always opens with a replica restore at U = the end of
 //	                           the contiguous prefix of commitlog objects listed with their
 //	                           queue index, counting ranges retention deleted from the middle
-//	                           (Manifest.Expired) as present (restore.go replicaRestorePoint): it keeps a log
+//	                           (Manifest.Expired) as present (restore.ReplicaStart, Judge.ReplicaPoint): it keeps a log
 //	                           that reaches U and drops one that lags it; sends and send-backs are refused NO_PERMISSION
 //
 // # Goroutines
 //
 // Run (run.go; the Broker struct, Deps and New are in broker.go) owns every goroutine the broker starts (the remoting server, the
 // hold-service checker, the registrar, the client-expiry scanner
-// (broker/consumers' Registry.Run), the config flusher, the HA master or slave, a slave's sync loop, a master's
+// (broker/consumers' Registry.Run), the config flusher, the HA master or slave, a slave's sync loop (broker/follow's Run), a master's
 // schedule service, transaction check service (broker/txn's Run), the POP
 // revive loop, the lease renewal and checkpoint loop: broker/durability's
 // Run) and returns after they have all exited (pending sync_master ack waits are

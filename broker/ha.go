@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 
 	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/remoting"
@@ -15,7 +14,7 @@ import (
 // drained. A master's HA listener is b.repl's (wire_replication.go).
 type haState struct {
 	slave  *ha.Slave // nil unless STRATAMQ_ROLE=slave
-	follow *follower // nil unless STRATAMQ_ROLE=slave (slave_follow.go)
+	follow *follower // nil unless STRATAMQ_ROLE=slave (wire_follow.go)
 }
 
 // onDispatch is the store's OnDispatch hook: wake held pulls, and the HA
@@ -34,7 +33,7 @@ func (b *Broker) startHA() error {
 		if haMaster == "" {
 			haMaster = b.cfg.HAMaster
 		}
-		f, err := openFollower(b.fs, filepath.Join(b.cfg.DataDir, "config"))
+		f, err := b.openFollower()
 		if err != nil {
 			return err
 		}

@@ -13,7 +13,6 @@ import (
 	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
-	"github.com/stratamq/stratamq/tier/upload"
 )
 
 // readOnlyBucket refuses and counts every write: a slave's view of its
@@ -201,35 +200,5 @@ func TestBrokerSlaveBootsFromBucket(t *testing.T) {
 	stopSlave()
 	if n := ro.writes.Load(); n != 0 {
 		t.Fatalf("the slave tried %d bucket writes, want none", n)
-	}
-}
-
-// TestReplicaStart: U is the end of the contiguous prefix, from the lowest
-// base, of commitlog objects listed together with their queue index.
-func TestReplicaStart(t *testing.T) {
-	cl := func(base, n int64) upload.Object {
-		return upload.Object{Kind: upload.KindCommitLog.String(), Base: base, Length: n}
-	}
-	idx := func(base int64) upload.Object { return upload.Object{Kind: upload.KindQueueIndex.String(), Base: base} }
-	for _, tc := range []struct {
-		name string
-		objs []upload.Object
-		exp  []upload.Span
-		want int64
-	}{
-		{"empty", nil, nil, 0},
-		{"all indexed", []upload.Object{cl(100, 100), idx(100), cl(0, 100), idx(0)}, nil, 200},
-		{"after retention", []upload.Object{cl(300, 50), idx(300), cl(350, 50), idx(350)}, nil, 400},
-		{"index missing", []upload.Object{cl(0, 100), idx(0), cl(100, 100), cl(200, 100), idx(200)}, nil, 100},
-		{"first index missing", []upload.Object{cl(0, 100), cl(100, 100), idx(100)}, nil, 0},
-		{"gap", []upload.Object{cl(0, 100), idx(0), cl(150, 100), idx(150)}, nil, 100},
-		// Per-topic retention deleted [100, 150): not an upload to come.
-		{"expired gap", []upload.Object{cl(0, 100), idx(0), cl(150, 100), idx(150)}, []upload.Span{{From: 100, To: 150}}, 250},
-		{"expired gap, then a real one", []upload.Object{cl(0, 100), idx(0), cl(150, 100), idx(150), cl(300, 10), idx(300)}, []upload.Span{{From: 100, To: 150}}, 250},
-		{"expired range short of the next object", []upload.Object{cl(0, 100), idx(0), cl(150, 100), idx(150)}, []upload.Span{{From: 100, To: 140}}, 100},
-	} {
-		if got := replicaStart(&upload.Manifest{Objects: tc.objs, Expired: tc.exp}); got != tc.want {
-			t.Errorf("%s: U = %d, want %d", tc.name, got, tc.want)
-		}
 	}
 }

@@ -24,7 +24,7 @@ func (b *Broker) updateConsumerOffset(ctx context.Context, c *remoting.Conn, req
 	if err := h.Decode(req.ExtFields); err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
-	f := b.ha.follow // a serving slave takes offsets and pushes them to its master (slave_follow.go)
+	f := b.ha.follow // a serving slave takes offsets and pushes them to its master (wire_follow.go)
 	if b.cfg.BrokerID != 0 && f == nil {
 		return errResponse(req, remoting.NoPermission, "a slave does not take consumer offsets")
 	}
@@ -42,7 +42,7 @@ func (b *Broker) updateConsumerOffset(ctx context.Context, c *remoting.Conn, req
 		return remoting.NewResponse(req, remoting.Success, fmt.Sprintf("offset %d not stored: only offsets >= 0 are kept", h.CommitOffset))
 	}
 	if f != nil {
-		f.committed(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset) // before the table takes it
+		f.Committed(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset) // before the table takes it
 	}
 	b.offsets.Commit(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
 	return remoting.NewResponse(req, remoting.Success, "")

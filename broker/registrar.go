@@ -68,7 +68,7 @@ func (b *Broker) registrar(ctx context.Context) {
 		case <-t.C:
 		case <-b.registerNow:
 		case <-retry.C:
-			if f := b.ha.follow; b.leaseLapsed() == lapsed && !refused && (f == nil || b.cfg.HAMaster != "" || loadStr(&f.nsHA) != "") {
+			if f := b.ha.follow; b.leaseLapsed() == lapsed && !refused && (f == nil || b.cfg.HAMaster != "" || f.NameServerHA() != "") {
 				continue
 			}
 		}
@@ -129,7 +129,7 @@ func (b *Broker) registerAll(ctx context.Context) (refused bool) {
 				// A slave: the answer names its master's addresses.
 				var rh remoting.RegisterBrokerResponseHeader
 				if err := rh.Decode(resp.ExtFields); err == nil {
-					f.learned(rh)
+					f.Learned(rh)
 				}
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/restore"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/segfile"
@@ -421,7 +422,7 @@ func TestTopicRetentionDeletesFromTheMiddle(t *testing.T) {
 	if fmt.Sprint(m.Expired) != fmt.Sprint(wantGaps) {
 		t.Fatalf("expired ranges %+v, want %+v", m.Expired, wantGaps)
 	}
-	if got := replicaStart(m); got != end {
+	if got := restore.ReplicaStart(m); got != end {
 		t.Fatalf("a slave's U %d, want the uploaded end %d (the expired gap does not stop it)", got, end)
 	}
 	if got := b.store.MinPhysOffset(); got != objs[k1].Base {

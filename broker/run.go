@@ -38,7 +38,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		loops = append(loops, b.dur.Run)
 	}
 	if b.cfg.Role == RoleSlave {
-		loops = append(loops, b.slaveFollow) // slave_follow.go
+		loops = append(loops, b.slaveFollow) // package follow (wire_follow.go)
 	} else {
 		loops = append(loops, b.sched.Run) // package schedule: a master only
 		loops = append(loops, b.trans.Run) // broker/txn: the check rounds

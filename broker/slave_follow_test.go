@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/follow"
+	"github.com/stratamq/stratamq/broker/restore"
 	"github.com/stratamq/stratamq/namesrv"
 	"github.com/stratamq/stratamq/remoting"
-	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/upload"
 )
@@ -84,10 +85,10 @@ func TestSlaveLearnsMasterFromNameServer(t *testing.T) {
 		sl := s.hastat.slave.Load()
 		return haSlaves(m) == 1 && sl != nil && sl.State().Connected
 	})
-	if got := loadStr(&s.ha.follow.nsHA); got != wantHA {
+	if got := s.ha.follow.NameServerHA(); got != wantHA {
 		t.Fatalf("the name server named HA address %q to the slave, want %q (the master's advertised host, HA port)", got, wantHA)
 	}
-	if got := loadStr(&s.ha.follow.nsMaster); got != m.AdvertisedAddr() {
+	if got := s.ha.follow.NameServerMaster(); got != m.AdvertisedAddr() {
 		t.Fatalf("the name server named master address %q to the slave, want %q", got, m.AdvertisedAddr())
 	}
 	if st := s.hastat.slave.Load().State(); st.Dialed != wantHA || st.MasterAddr != m.AdvertisedAddr() {
@@ -161,8 +162,8 @@ func TestSlaveFollowsTopicsGroupsOffsets(t *testing.T) {
 	})
 	// Unchanged tables keep their version: nothing is rewritten every poll.
 	before := s.topics.Wrapper().DataVersion.Counter
-	n := s.ha.follow.syncs.Load()
-	waitCond(t, 10*time.Second, "three more syncs", func() bool { return s.ha.follow.syncs.Load() >= n+3 })
+	n := s.ha.follow.Syncs()
+	waitCond(t, 10*time.Second, "three more syncs", func() bool { return s.ha.follow.Syncs() >= n+3 })
 	if after := s.topics.Wrapper().DataVersion.Counter; after != before {
 		t.Fatalf("the slave's topic table version moved from %d to %d with nothing changed on the master", before, after)
 	}
@@ -207,15 +208,15 @@ func TestSlaveKeepsOffsetsCommittedWhileMasterDown(t *testing.T) {
 	waitCond(t, 20*time.Second, "the master to hold the offset committed to the slave", func() bool {
 		return queryOffset(t, mcl, maddr, "G", "Offs", 0) == 8
 	})
-	n := s.ha.follow.syncs.Load()
-	waitCond(t, 10*time.Second, "two more syncs", func() bool { return s.ha.follow.syncs.Load() >= n+2 })
+	n := s.ha.follow.Syncs()
+	waitCond(t, 10*time.Second, "two more syncs", func() bool { return s.ha.follow.Syncs() >= n+2 })
 	if got := queryOffset(t, scl, saddr, "G", "Offs", 0); got != 8 {
 		t.Fatalf("after the master came back the slave answers %d, want 8", got)
 	}
 	if got := queryOffset(t, scl, saddr, "G", "Offs", 1); got != 3 {
 		t.Fatalf("queue 1 (never committed to the slave): %d, want the master's 3", got)
 	}
-	if p := s.ha.follow.pendingSnapshot(); len(p) != 0 {
+	if p := s.ha.follow.Pending(); len(p) != 0 {
 		t.Fatalf("offsets still waiting to be pushed: %v", p)
 	}
 }
@@ -250,8 +251,8 @@ func TestSlavePendingOffsetsSurviveRestart(t *testing.T) {
 	waitCond(t, 20*time.Second, "the master to hold the offset committed to the slave before its restart", func() bool {
 		return queryOffset(t, mcl, m.Addr().String(), "G", "Restart", 0) == 5
 	})
-	n := s.ha.follow.syncs.Load()
-	waitCond(t, 10*time.Second, "two more syncs", func() bool { return s.ha.follow.syncs.Load() >= n+2 })
+	n := s.ha.follow.Syncs()
+	waitCond(t, 10*time.Second, "two more syncs", func() bool { return s.ha.follow.Syncs() >= n+2 })
 	if got := queryOffset(t, scl, s.Addr().String(), "G", "Restart", 0); got != 5 {
 		t.Fatalf("the restarted slave answers %d, want 5", got)
 	}
@@ -268,7 +269,7 @@ func TestSlaveSyncKeepsUnpushedOffset(t *testing.T) {
 		t.Fatalf("commit on the slave: %d %s", r.Code, r.Remark)
 	}
 	master := []byte(`{"offsetTable":{"T@G":{"0":10,"1":20}}}`)
-	if err := s.applyOffsets(s.ha.follow, master); err != nil {
+	if err := s.ha.follow.ApplyOffsets(master); err != nil {
 		t.Fatal(err)
 	}
 	if off, _ := s.offsets.Query("G", "T", 0); off != 50 {
@@ -277,8 +278,8 @@ func TestSlaveSyncKeepsUnpushedOffset(t *testing.T) {
 	if off, _ := s.offsets.Query("G", "T", 1); off != 20 {
 		t.Fatalf("queue 1 is %d, want the master's 20", off)
 	}
-	s.ha.follow.pushed(offsetKey{"G", "T", 0}, 50)
-	if err := s.applyOffsets(s.ha.follow, master); err != nil {
+	s.ha.follow.Pushed(follow.Key{Group: "G", Topic: "T", Queue: 0}, 50)
+	if err := s.ha.follow.ApplyOffsets(master); err != nil {
 		t.Fatal(err)
 	}
 	if off, _ := s.offsets.Query("G", "T", 0); off != 10 {
@@ -328,7 +329,7 @@ func TestSlaveLocalRetentionFollowsManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, u := s.store.LocalMinPhysOffset(), replicaStart(mf); got > u || got == 0 {
+	if got, u := s.store.LocalMinPhysOffset(), restore.ReplicaStart(mf); got > u || got == 0 {
 		t.Fatalf("the slave's local log starts at %d; the manifest lists [0, %d) with queue indexes", got, u)
 	}
 	got, bad := readAll(t, s, scl, "Ret", 0, len(sent))
@@ -356,47 +357,5 @@ func TestConfigSlaveWithoutHAMaster(t *testing.T) {
 	}
 	if c := (Config{}).withDefaults(); c.HASyncInterval != 3*time.Second {
 		t.Fatalf("STRATAMQ_HA_SYNC_INTERVAL default %v, want 3s", c.HASyncInterval)
-	}
-}
-
-// TestReplicaCovered: a slave drops only local segments wholly inside the
-// manifest's indexed, contiguous commitlog prefix; never one the manifest
-// does not list, lists without its queue index, or lists past a gap.
-func TestReplicaCovered(t *testing.T) {
-	cl := func(base, n int64) upload.Object {
-		return upload.Object{Kind: upload.KindCommitLog.String(), Base: base, Length: n}
-	}
-	idx := func(base int64) upload.Object { return upload.Object{Kind: upload.KindQueueIndex.String(), Base: base} }
-	seg := func(base, n int64) store.SegmentInfo { return store.SegmentInfo{Base: base, Length: n, Sealed: true} }
-	local := []store.SegmentInfo{seg(0, 100), seg(100, 100), seg(200, 100), seg(300, 100)}
-	for _, tc := range []struct {
-		name string
-		objs []upload.Object
-		want []int64 // bases
-	}{
-		{"empty manifest", nil, nil},
-		{"all listed", []upload.Object{cl(0, 100), idx(0), cl(100, 100), idx(100), cl(200, 100), idx(200), cl(300, 100), idx(300)}, []int64{0, 100, 200, 300}},
-		{"tail not uploaded", []upload.Object{cl(0, 100), idx(0), cl(100, 100), idx(100)}, []int64{0, 100}},
-		{"index missing", []upload.Object{cl(0, 100), idx(0), cl(100, 100), cl(200, 100), idx(200)}, []int64{0}},
-		{"first index missing", []upload.Object{cl(0, 100), cl(100, 100), idx(100)}, nil},
-		{"gap", []upload.Object{cl(0, 100), idx(0), cl(150, 150), idx(150)}, []int64{0}},
-		{"other boundaries", []upload.Object{cl(0, 150), idx(0), cl(150, 100), idx(150)}, []int64{0, 100}},
-		{"trimmed by bucket retention", []upload.Object{cl(200, 100), idx(200), cl(300, 100), idx(300)}, []int64{200, 300}},
-	} {
-		var got []int64
-		for _, s := range replicaCovered(local, &upload.Manifest{Objects: tc.objs}) {
-			got = append(got, s.Base)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-			t.Errorf("%s: covered %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	// Per-topic retention deleted [100, 200) from the middle of the log:
-	// the slave's copies there, and after, are covered (the gap is no
-	// upload still to come).
-	m := &upload.Manifest{Objects: []upload.Object{cl(0, 100), idx(0), cl(200, 100), idx(200), cl(300, 100), idx(300)},
-		Expired: []upload.Span{{From: 100, To: 200}}}
-	if got := replicaCovered(local, m); len(got) != 4 {
-		t.Errorf("expired gap: covered %v, want all four local segments", got)
 	}
 }

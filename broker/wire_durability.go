@@ -33,7 +33,7 @@ const (
 	// transaction check service's progress; sectionPop (broker/pop) POP's.
 )
 
-// The checkpoint's commitlog section as restore.go reads it.
+// The checkpoint's commitlog section as wire_restore.go and wire_failover.go read it.
 type (
 	commitLogState = durability.CommitLog
 	offsetRange    = durability.OffsetRange

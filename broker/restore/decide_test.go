@@ -1,0 +1,105 @@
+package restore
+
+import (
+	"testing"
+
+	"github.com/stratamq/stratamq/broker/durability"
+	"github.com/stratamq/stratamq/offsets"
+	"github.com/stratamq/stratamq/store"
+	"github.com/stratamq/stratamq/tier/upload"
+)
+
+// TestDecide: the rules over a non-empty data dir, without a broker: the
+// data dir that wrote the prefix last keeps its log (whatever its length
+// past the durable end); one another broker wrote after is set aside only
+// when the bucket holds it all, else the start is refused naming the
+// range; a promoted slave's copy is kept only when it reaches the bucket's
+// end.
+func TestDecide(t *testing.T) {
+	j := New(Config{DataDir: "/d", BrokerName: "b"}, Deps{})
+	obj := func(base, n int64) upload.Object {
+		return upload.Object{Kind: upload.KindCommitLog.String(), Base: base, Length: n}
+	}
+	seg := func(base, size int64) Segment { return Segment{Base: base, Size: size} }
+	self := offsets.Identity{Broker: "b", Instance: "me", Epoch: 3}
+	cp := func(epoch int64) *offsets.Checkpoint {
+		return &offsets.Checkpoint{Writer: offsets.Identity{Broker: "b", Instance: "other", Epoch: epoch}}
+	}
+	for _, tc := range []struct {
+		name   string
+		in     Local
+		segs   []Segment
+		action Action
+		rg     durability.OffsetRange
+	}{
+		{"we wrote last, log reaches the durable end",
+			Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 3}, Loaded: cp(3), CommitLog: durability.CommitLog{HWM: 100}, HaveCP: true, Manifest: &upload.Manifest{}},
+			[]Segment{seg(0, 100)}, Keep, durability.OffsetRange{}},
+		{"we wrote last, shorter than the bucket's objects but past the durable end: kept (never by size)",
+			Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 3}, Loaded: cp(3), CommitLog: durability.CommitLog{HWM: 50}, HaveCP: true, Manifest: &upload.Manifest{Objects: []upload.Object{obj(0, 200)}}},
+			[]Segment{seg(0, 60)}, Keep, durability.OffsetRange{}},
+		{"we wrote last, the disk lost synced data",
+			Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 3}, Loaded: cp(3), CommitLog: durability.CommitLog{HWM: 100}, HaveCP: true, Manifest: &upload.Manifest{}},
+			[]Segment{seg(0, 40)}, Refuse, durability.OffsetRange{From: 40, To: 100}},
+		{"another broker wrote since, the bucket holds every local segment",
+			Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true, Manifest: &upload.Manifest{Objects: []upload.Object{obj(0, 100), obj(100, 100)}}},
+			[]Segment{seg(0, 100), seg(100, 100)}, SetAside, durability.OffsetRange{}},
+		{"another broker wrote since, the bucket lacks the last segment",
+			Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true, Manifest: &upload.Manifest{Objects: []upload.Object{obj(0, 100)}}},
+			[]Segment{seg(0, 100), seg(100, 30)}, Refuse, durability.OffsetRange{From: 100, To: 130}},
+		{"the manifest's epoch is newer than the checkpoint's",
+			Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 3}, Loaded: cp(3), HaveCP: true, Manifest: &upload.Manifest{Epoch: 4}},
+			[]Segment{seg(0, 30)}, Refuse, durability.OffsetRange{From: 0, To: 30}},
+		{"a promoted copy that reaches the bucket's end",
+			Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 3, Replica: true}, Loaded: cp(3), HaveCP: true, Manifest: &upload.Manifest{Objects: []upload.Object{obj(0, 100)}}},
+			[]Segment{seg(0, 120)}, KeepPromoted, durability.OffsetRange{}},
+		{"a promoted copy that lags the bucket, all of it uploaded",
+			Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 3, Replica: true}, Loaded: cp(3), HaveCP: true, Manifest: &upload.Manifest{Objects: []upload.Object{obj(0, 100), obj(100, 100)}}},
+			[]Segment{seg(0, 100), seg(100, 50)}, SetAside, durability.OffsetRange{}},
+		{"a promoted copy that lags the bucket and holds a segment never listed",
+			Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 3, Replica: true}, Loaded: cp(3), HaveCP: true, Manifest: &upload.Manifest{Objects: []upload.Object{obj(100, 100), obj(200, 100)}}},
+			[]Segment{seg(0, 100), seg(100, 50)}, Refuse, durability.OffsetRange{From: 0, To: 100}},
+		{"before writer.json, the log reaches the checkpoint's end",
+			Local{Self: self, Loaded: cp(3), CommitLog: durability.CommitLog{HWM: 100}, HaveCP: true, Manifest: &upload.Manifest{}},
+			[]Segment{seg(0, 100)}, Keep, durability.OffsetRange{}},
+	} {
+		v := j.Decide(tc.in, tc.segs)
+		if v.Action != tc.action || v.Range != tc.rg {
+			t.Errorf("%s: %+v, want action %d range %+v", tc.name, v, tc.action, tc.rg)
+		}
+	}
+}
+
+// TestFreshPointNeverBelowTheBucket: a fresh data dir's log starts past
+// the checkpoint's reservation, its high-water mark and the end of every
+// uploaded object; after a clean stop, without the reservation.
+func TestFreshPointNeverBelowTheBucket(t *testing.T) {
+	counts := func() map[string]int32 { return map[string]int32{"T": 2} }
+	for _, tc := range []struct {
+		name string
+		in   Bucket
+		want int64
+	}{
+		{"empty bucket", Bucket{QueueCounts: counts}, -1},
+		{"objects only", Bucket{ObjectsEnd: 500, QueueCounts: counts}, 500},
+		{"reservation past the objects", Bucket{HaveCP: true, CommitLog: durability.CommitLog{HWM: 300, Reserved: 900}, ObjectsEnd: 500, QueueCounts: counts}, 900},
+		{"clean: no reservation", Bucket{HaveCP: true, CommitLog: durability.CommitLog{HWM: 300, Reserved: 900, Clean: true}, ObjectsEnd: 500, QueueCounts: counts}, 500},
+		{"objects past the checkpoint", Bucket{HaveCP: true, CommitLog: durability.CommitLog{HWM: 300, Reserved: 400}, ObjectsEnd: 700, QueueCounts: counts}, 700},
+	} {
+		r := FreshPoint(tc.in)
+		got := int64(-1)
+		if r != nil {
+			got = r.CommitLogStart
+		}
+		if got != tc.want {
+			t.Errorf("%s: log starts at %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	// Unclean: a queue resumes past its reservation, and a checkpointed
+	// topic's queue with no message yet past NewQueueReserved.
+	r := FreshPoint(Bucket{HaveCP: true, QueueCounts: counts, CommitLog: durability.CommitLog{NewQueueReserved: 7,
+		Queues: map[string]map[string]durability.QueueRange{"T": {"0": {Min: 1, Max: 5, Reserved: 9}}}}})
+	if got, want := r.Queues["T"], (map[int32]store.QueueRange{0: {Min: 1, Max: 9}, 1: {Min: 7, Max: 7}}); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("queues %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,156 @@
+package restore
+
+import (
+	"fmt"
+
+	"github.com/stratamq/stratamq/broker/durability"
+	"github.com/stratamq/stratamq/offsets"
+	"github.com/stratamq/stratamq/tier/upload"
+)
+
+// Local is what a non-empty data dir is judged by (CheckLocal, Decide).
+type Local struct {
+	Self offsets.Identity     // this run: instance and lease epoch
+	Prev *offsets.WriterState // what the data dir recorded (writer.json); nil before there was one
+	// Loaded is the bucket's checkpoint (nil: none); CommitLog its
+	// commitlog section, HaveCP whether it was read.
+	Loaded    *offsets.Checkpoint
+	CommitLog durability.CommitLog
+	HaveCP    bool
+	Manifest  *upload.Manifest // the bucket's manifest, read (claimed) just before
+}
+
+// Action is what Decide tells the start-up to do with the local data.
+type Action int
+
+const (
+	// Keep: the local log is ours to serve.
+	Keep Action = iota
+	// KeepPromoted: a promoted slave's copy that reaches the end of what
+	// the bucket holds: served, and the checkpoint's metadata adopted.
+	KeepPromoted
+	// SetAside: the bucket holds every byte of the local log that counts;
+	// it is renamed out of the way and the broker restores from the bucket.
+	SetAside
+	// Refuse: the local log holds (or lost) offsets the bucket lacks
+	// (Verdict.Range): refuse to start, or with STRATAMQ_ACCEPT_LOSS set it
+	// aside anyway (RefuseOrSetAside).
+	Refuse
+)
+
+// Verdict is Decide's answer.
+type Verdict struct {
+	Action     Action
+	Why        string                 // SetAside, Refuse: the reason, for the log and the error
+	Range      durability.OffsetRange // Refuse: the offsets at stake
+	LocalHolds bool                   // Refuse: they are on this disk alone (else they are lost)
+}
+
+// CheckLocal decides whether a non-empty data dir's log may be served
+// (Decide, over the data dir's segments) and carries the verdict out:
+// setting the local data aside, or refusing. It reports whether the log
+// kept is a promoted slave's copy (KeepPromoted).
+func (j *Judge) CheckLocal(in Local) (promoted bool, err error) {
+	segs, err := j.Segments()
+	if err != nil {
+		return false, err
+	}
+	switch v := j.Decide(in, segs); v.Action {
+	case KeepPromoted:
+		return true, nil
+	case SetAside:
+		return false, j.SetAside(v.Why)
+	case Refuse:
+		return false, j.RefuseOrSetAside(v.Why, v.Range, v.LocalHolds)
+	}
+	return false, nil
+}
+
+// Decide is the rule over a non-empty data dir whose log is segs. The log
+// is ours to serve when this data dir wrote the prefix last: the epoch it
+// recorded (writer.json) is at least the epoch stamped into the bucket's
+// checkpoint (or its manifest, when newer). Otherwise another broker has
+// written the prefix since (it restored from the bucket and carried on),
+// and the two histories must not mix: the local data is set aside, but
+// only when the bucket holds every local segment; if local segments hold
+// messages the bucket lacks, the broker refuses to start, naming the
+// range. Lengths are never compared to guess who wrote last: after a power
+// loss an async log is legitimately shorter than its page-cache end. And
+// a log is never kept below the end of what the bucket holds. Decide reads
+// nothing and writes nothing.
+func (j *Judge) Decide(in Local, segs []Segment) Verdict {
+	cl, haveCP, m := in.CommitLog, in.HaveCP, in.Manifest
+	var cpEpoch int64
+	var writer offsets.Identity
+	if in.Loaded != nil {
+		cpEpoch, writer = in.Loaded.Writer.Epoch, in.Loaded.Writer
+	}
+	// The manifest carries the epoch of its writer too: a broker that
+	// took over may have uploaded before its first checkpoint landed.
+	if m.Epoch > cpEpoch && m.Epoch != in.Self.Epoch { // our own epoch: our claim
+		cpEpoch = m.Epoch
+		writer = offsets.Identity{Broker: j.cfg.BrokerName, Instance: "(unknown: manifest writer)", Epoch: m.Epoch}
+	}
+	var localEnd int64
+	if n := len(segs); n > 0 {
+		localEnd = segs[n-1].Base + segs[n-1].Size
+	}
+	prev := in.Prev
+	switch {
+	case prev != nil && prev.Replica && prev.Epoch >= cpEpoch:
+		// A slave's copy of the log of the epoch the bucket was last
+		// written under, now promoted. It is ours to serve when it
+		// reaches the end of what the bucket holds; a copy that lags it
+		// is set aside and the broker restores from the bucket (the
+		// bucket's bytes are newer, and maybe acknowledged).
+		var end int64
+		for _, o := range m.CommitLog() {
+			end = max(end, o.End())
+		}
+		if localEnd < end {
+			why := fmt.Sprintf("this slave's copy of the log ends at offset %d, before the end %d of what the master uploaded", localEnd, end)
+			// A copy is set aside only if the bucket holds all of it that
+			// retention kept: a segment the master never got listed (its
+			// upload failed, or a later one's delta landed first) may be
+			// on this disk alone, acknowledged (DESIGN §8).
+			floor := int64(0)
+			if haveCP {
+				floor = cl.Floor
+			}
+			if gap := BucketGap(m, segs, floor); gap != nil {
+				return Verdict{Action: Refuse, Why: why + ", and it holds offsets no bucket object holds", Range: *gap, LocalHolds: true}
+			}
+			return Verdict{Action: SetAside, Why: why}
+		}
+		return Verdict{Action: KeepPromoted}
+	case prev != nil && prev.Instance == in.Self.Instance && prev.Epoch >= cpEpoch:
+		// We wrote the prefix last. The durable end we checkpointed must
+		// still be here (it was fdatasynced): a shorter log means the disk
+		// lost acknowledged data, and writing on would reuse offsets.
+		if haveCP && localEnd < cl.HWM {
+			return Verdict{Action: Refuse, Why: fmt.Sprintf("the local commitlog ends at offset %d, before the durable end %d this broker "+
+				"checkpointed (epoch %d): the disk lost data it had synced, and writing on would reuse offsets", localEnd, cl.HWM, prev.Epoch),
+				Range: durability.OffsetRange{From: localEnd, To: cl.HWM}}
+		}
+		return Verdict{Action: Keep}
+	case prev == nil && (!haveCP || localEnd >= cl.HWM):
+		// A data dir from before writer.json (or a prefix without a
+		// checkpoint): as before, a log that reaches the checkpoint's end
+		// is taken to be the one that wrote it.
+		return Verdict{Action: Keep}
+	}
+	// Another broker wrote the prefix after this data dir did.
+	lacking := LackingRange(m, segs)
+	if lacking == nil {
+		return Verdict{Action: SetAside, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did, and every local segment is in the bucket", writer)}
+	}
+	return Verdict{Action: Refuse, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did (local epoch %d, bucket epoch %d), "+
+		"and the local commitlog holds offsets the bucket lacks", writer, epochOf(prev), cpEpoch), Range: *lacking, LocalHolds: true}
+}
+
+func epochOf(w *offsets.WriterState) int64 {
+	if w == nil {
+		return 0
+	}
+	return w.Epoch
+}

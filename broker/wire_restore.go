@@ -1,0 +1,157 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/stratamq/stratamq/broker/restore"
+	"github.com/stratamq/stratamq/infra/vfs"
+	"github.com/stratamq/stratamq/offsets"
+	"github.com/stratamq/stratamq/store"
+	"github.com/stratamq/stratamq/tier/upload"
+)
+
+// The start-up decision over the local data and the bucket (package
+// restore): what a broker keeps of its data dir, what it sets aside, and
+// where its store opens. This file wires it: New calls checkLocalData,
+// restoreMetadata, restorePoint or replicaRestorePoint and afterRestore
+// in that order (broker.go); failover.go reads the data dir through
+// storeIsFresh, localSegmentFiles, setAside, commitLogOf and
+// readReplicaCheckpoint. The judge holds no state and runs no goroutine.
+
+// judge is the restore judge over this broker's data dir.
+func (b *Broker) judge() *restore.Judge {
+	return restore.New(restore.Config{DataDir: b.cfg.DataDir, BrokerName: b.cfg.BrokerName, AcceptLoss: b.cfg.AcceptLoss,
+		MaxMessageSize: int(b.cfg.MaxMessageSize)}, restore.Deps{FS: b.fs, Logger: b.log})
+}
+
+// storeIsFresh reports whether the data dir holds no commitlog: a new
+// machine, or a wiped disk.
+func (b *Broker) storeIsFresh() bool { return b.judge().Fresh() }
+
+// restoreMetadata writes topics, subscription groups and consumer offsets
+// from the bucket's checkpoint cp into the config directory when the data
+// dir is fresh, so the managers load them as if they had always been local.
+func (b *Broker) restoreMetadata(configDir string, cp *offsets.Checkpoint) error {
+	return b.judge().Metadata(configDir, cp, map[string]string{
+		sectionTopics:             topicsFile,
+		sectionSubscriptionGroups: subscriptionGroupFile,
+		sectionConsumerOffsets:    offsets.ConsumerOffsetsFile,
+	})
+}
+
+// restoredCommitLog decodes the checkpoint's commitlog section.
+func (b *Broker) restoredCommitLog() (commitLogState, bool) {
+	if b.dur == nil {
+		return commitLogState{}, false
+	}
+	return b.commitLogOf(b.dur.loaded)
+}
+
+// commitLogOf decodes cp's commitlog section.
+func (b *Broker) commitLogOf(cp *offsets.Checkpoint) (commitLogState, bool) {
+	return b.judge().CommitLogOf(cp)
+}
+
+// restorePoint is where a master's store on a fresh disk starts
+// (restore.Judge.Point): past everything the bucket's history may have
+// handed out. Nil when the bucket holds nothing.
+func (b *Broker) restorePoint() (*store.Restore, error) {
+	cl, haveCP := b.restoredCommitLog()
+	in := restore.Bucket{CommitLog: cl, HaveCP: haveCP, QueueCounts: b.topics.QueueCounts}
+	if b.dur != nil && b.dur.loaded != nil {
+		in.Writer = b.dur.loaded.Writer
+	}
+	if m := b.tier.Uploader().Manifest(); m != nil {
+		for _, o := range m.CommitLog() {
+			in.ObjectsEnd = max(in.ObjectsEnd, o.End())
+		}
+	} else if objs := b.tier.Cold().Objects(); len(objs) > 0 {
+		in.ObjectsEnd = objs[len(objs)-1].End()
+	}
+	return b.judge().Point(in)
+}
+
+// readReplicaCheckpoint is a slave's read-only look at the master's bucket
+// checkpoint (no lease, no Load that would adopt it for writing): nil, with
+// a warning, when it is missing or unreadable.
+func (b *Broker) readReplicaCheckpoint() *offsets.Checkpoint {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cp, err := offsets.ReadCheckpoint(ctx, newCheckpointStore(b.scoped))
+	if err != nil {
+		b.log.Warn("slave: the master's bucket checkpoint is not readable; starting without its floor and queue minima", "err", err)
+		return nil
+	}
+	return cp
+}
+
+// replicaRestorePoint is a slave's store restore (restore.Judge.
+// ReplicaPoint) from the manifest tiering read at start and the master's
+// checkpoint cp (nil when unreadable).
+func (b *Broker) replicaRestorePoint(cp *offsets.Checkpoint) (*store.Restore, error) {
+	m := b.tier.AtStart()
+	if m == nil {
+		return b.judge().ReplicaPoint(nil, b.restartAt, commitLogState{})
+	}
+	cl, _ := b.commitLogOf(cp)
+	return b.judge().ReplicaPoint(m, b.restartAt, cl)
+}
+
+// afterRestore moves consumer offsets that point past a queue's restored
+// maximum back to it (restore.Judge.ClampOffsets).
+func (b *Broker) afterRestore(*store.Restore) {
+	b.judge().ClampOffsets(b.offsets, b.store.MaxQueueOffset)
+}
+
+// checkLocalData decides, before the store opens, whether a non-empty data
+// dir's log may be served, and sets it aside or refuses to start when not
+// (restore.Judge.CheckLocal). It returns the bucket manifest it read (nil
+// when the data dir is fresh) for newTiering, and marks a promoted slave's
+// copy kept (promotedReplica).
+func (b *Broker) checkLocalData() (*upload.Manifest, error) {
+	if b.storeIsFresh() {
+		return nil, nil
+	}
+	d := b.dur
+	cl, haveCP := b.restoredCommitLog()
+	m, err := b.loadManifest()
+	if err != nil {
+		return nil, fmt.Errorf("broker: read the bucket manifest to check the local data dir against it: %w", err)
+	}
+	promoted, err := b.judge().CheckLocal(restore.Local{Self: d.id, Prev: d.prev, Loaded: d.loaded, CommitLog: cl, HaveCP: haveCP, Manifest: m})
+	if promoted {
+		b.promotedReplica = true
+	}
+	return m, err
+}
+
+// setAside renames store/ and config/ out of the way (store.stale-<unix>),
+// so the broker restores from the bucket.
+func (b *Broker) setAside(why string) error { return b.judge().SetAside(why) }
+
+// loadManifest reads the bucket's manifest (bounded in time).
+func (b *Broker) loadManifest() (*upload.Manifest, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return b.readManifest(ctx, b.scoped) // wire_tiering.go: the lease holder claims it first
+}
+
+// localSegment is one local commitlog segment (restore.Segment), as
+// failover.go reads it.
+type localSegment struct{ base, size int64 }
+
+// localSegmentFiles lists the commitlog segments in dir
+// (restore.LocalSegments).
+func localSegmentFiles(fs vfs.FS, dir string, maxMessageSize int) ([]localSegment, error) {
+	segs, err := restore.LocalSegments(fs, dir, maxMessageSize)
+	out := make([]localSegment, 0, len(segs))
+	for _, s := range segs {
+		out = append(out, localSegment{base: s.Base, size: s.Size})
+	}
+	if segs == nil {
+		out = nil
+	}
+	return out, err
+}
