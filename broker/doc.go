@@ -93,7 +93,7 @@
 //	                           the range (STRATAMQ_ACCEPT_LOSS). A fresh data dir resumes from
 //	                           the bucket's checkpoint and manifest past every reservation, and
 //	                           refuses over a recorded drainFailed; this file wires the judge
-//	                           (New's calls, and what failover.go reads of the data dir)
+//	                           (New's calls, and what wire_failover.go reads of the data dir)
 //	<data dir>/lock            flock: one process per data dir
 //	ha.go, wire_replication.go STRATAMQ_ROLE (issue 10): a master with STRATAMQ_HA_LISTEN (default
 //	                           :10912 for sync_master) runs ha.Master (package replication's

@@ -16,7 +16,7 @@ import (
 // restore): what a broker keeps of its data dir, what it sets aside, and
 // where its store opens. This file wires it: New calls checkLocalData,
 // restoreMetadata, restorePoint or replicaRestorePoint and afterRestore
-// in that order (broker.go); failover.go reads the data dir through
+// in that order (broker.go); wire_failover.go reads the data dir through
 // storeIsFresh, localSegmentFiles, setAside, commitLogOf and
 // readReplicaCheckpoint. The judge holds no state and runs no goroutine.
 
