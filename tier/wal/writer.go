@@ -179,9 +179,10 @@ func (w *Writer) Claim(ctx context.Context) error {
 				w.log.Info("WAL claimed", "seq", h.Seq, "epoch", epoch, "continues", w.prev, "at", h.Start)
 				return nil
 			}
-			if errors.Is(err, tier.ErrPreconditionFailed) || errors.Is(err, ErrDeposed) {
-				return fmt.Errorf("%w: #%d: %v", ErrConflict, w.nextSeq, err)
-			}
+		}
+		if errors.Is(err, tier.ErrPreconditionFailed) || errors.Is(err, ErrDeposed) {
+			// A filler's or the claim's number is taken: the chain grew.
+			return fmt.Errorf("%w: %v", ErrConflict, err)
 		}
 		w.st.errors.Add(1)
 		w.log.Warn("WAL claim failed; retrying", "seq", w.nextSeq, "attempt", attempt+1, "err", err)
