@@ -1,0 +1,251 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/stratamq/stratamq/tier"
+)
+
+// ErrGap: the chain's live part does not reach back to where the caller's
+// log is whole in the bucket (the manifest's end): bytes between are in
+// no object. A writer never leaves one; its cause is outside this package
+// (objects deleted by hand, a bucket that lost writes).
+var ErrGap = errors.New("wal: gap before the first object")
+
+// Chain is the WAL as a reader sees it: the objects whose bytes are part
+// of the log, in order, each starting where the one before ends.
+type Chain struct {
+	Objects []Header // the chain, by sequence number; contiguous byte ranges
+	Skipped []Header // listed objects that are not part of it (deposed, orphaned or superseded)
+	MaxSeq  uint64   // the highest sequence number listed (0: none)
+	Holes   []uint64 // numbers between the lowest and the highest listed that hold no object
+}
+
+// End is the commitlog offset the chain reaches, or from when no object of
+// the chain ends past from.
+func (c *Chain) End(from int64) int64 {
+	if n := len(c.Objects); n > 0 && c.Objects[n-1].End() > from {
+		return c.Objects[n-1].End()
+	}
+	return from
+}
+
+// Last is the sequence number of the chain's last object (0: none): what a
+// new writer's claim continues.
+func (c *Chain) Last() uint64 {
+	if n := len(c.Objects); n > 0 {
+		return c.Objects[n-1].Seq
+	}
+	return 0
+}
+
+// Live is the part of the chain past from (the offset up to which the log
+// is in the manifest's segments): every object that ends after from. The
+// first starts at or before from, else ErrGap.
+func (c *Chain) Live(from int64) ([]Header, error) {
+	i, _ := slices.BinarySearchFunc(c.Objects, from, func(h Header, off int64) int {
+		if h.End() <= off {
+			return -1
+		}
+		return 1
+	})
+	live := c.Objects[i:]
+	if len(live) > 0 && live[0].Start > from {
+		return nil, fmt.Errorf("%w: the log is in the bucket's segments up to %d, the WAL's first live object %s", ErrGap, from, live[0])
+	}
+	return live, nil
+}
+
+// maxReadTries bounds how often Read starts over when an object it listed
+// is gone before its header is read (a writer trimmed it meanwhile).
+const maxReadTries = 8
+
+// headerReads is how many headers Read fetches at once.
+const headerReads = 8
+
+// Read lists dir in b and builds the chain from the objects' headers. An
+// object that fails its checksums is an error: nothing is skipped that a
+// writer may have acknowledged.
+func Read(ctx context.Context, b tier.Reader, dir string) (*Chain, error) {
+	var last error
+	for try := 0; try < maxReadTries; try++ {
+		hs, maxSeq, err := readHeaders(ctx, b, dir)
+		if errors.Is(err, tier.ErrNotExist) {
+			last = err
+			continue // trimmed between the list and the read
+		}
+		if err != nil {
+			return nil, err
+		}
+		c, err := walk(hs)
+		if err != nil {
+			return nil, err
+		}
+		c.MaxSeq = maxSeq
+		for i := 1; i < len(hs); i++ {
+			for s := hs[i-1].Seq + 1; s < hs[i].Seq; s++ {
+				c.Holes = append(c.Holes, s)
+			}
+		}
+		return c, nil
+	}
+	return nil, fmt.Errorf("wal: objects kept vanishing while read (%d tries): %w", maxReadTries, last)
+}
+
+func readHeaders(ctx context.Context, b tier.Reader, dir string) ([]Header, uint64, error) {
+	type listed struct {
+		key  string
+		seq  uint64
+		size int64
+	}
+	var ls []listed
+	err := b.List(ctx, dir, func(key string, size int64) error {
+		if seq, ok := parseKey(dir, key); ok {
+			ls = append(ls, listed{key, seq, size})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("wal: list %s: %w", dir, err)
+	}
+	hs := make([]Header, len(ls))
+	errs := make([]error, len(ls))
+	sem := make(chan struct{}, headerReads)
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		if l.size < HeaderSize {
+			errs[i] = fmt.Errorf("%w: %s: %d bytes", ErrCorrupt, l.key, l.size)
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			var buf [HeaderSize]byte
+			if err := b.ReadAt(ctx, l.key, buf[:], 0); err != nil {
+				errs[i] = fmt.Errorf("wal: read %s: %w", l.key, err)
+				return
+			}
+			h, err := decodeHeader(buf[:])
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("%s: %w", l.key, err)
+			case h.Seq != l.seq || HeaderSize+h.Length != l.size:
+				errs[i] = fmt.Errorf("%w: %s holds %s in %d bytes", ErrCorrupt, l.key, h, l.size)
+			default:
+				hs[i] = h
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		if errors.Is(err, tier.ErrNotExist) {
+			return nil, 0, tier.ErrNotExist
+		}
+		return nil, 0, err
+	}
+	var maxSeq uint64
+	if n := len(ls); n > 0 {
+		maxSeq = ls[n-1].seq
+	}
+	return hs, maxSeq, nil
+}
+
+// walk builds the chain from headers sorted by sequence number.
+//
+// Each writer's objects have consecutive numbers from its claim; a writer
+// acknowledges an object only once it and every object of its own before it
+// exist (so a number another writer holds ends what it can acknowledge).
+// The walk keeps the newest writer's view, by (epoch, claim):
+//   - an object of an older writer than the newest seen so far is skipped
+//     (a deposed writer's late write);
+//   - a newer writer's claim replaces everything after the object it
+//     continues (what it did not see when it claimed was never
+//     acknowledged: its writer had no unbroken run up to it);
+//   - a newer writer's object whose claim is not listed (trimmed) starts
+//     the chain afresh;
+//   - within a writer, the chain ends at its first missing or
+//     non-contiguous object (a PUT that never landed): the rest of its run
+//     is skipped.
+//
+// A newer writer's object that fits none of these (a claim continuing an
+// object this walk does not keep, or a run whose claim is listed but not
+// kept) contradicts how writers work: an error, never a silent skip.
+func walk(hs []Header) (*Chain, error) {
+	c := &Chain{}
+	var cur [2]uint64 // the newest writer so far
+	broken := false   // the current writer's run has a hole
+	first := uint64(0)
+	if len(hs) > 0 {
+		first = hs[0].Seq
+	}
+	for _, h := range hs {
+		if h.Filler {
+			c.Skipped = append(c.Skipped, h) // a hole, filled: the run before it ends there
+			continue
+		}
+		inc := h.incarnation()
+		switch cmp := compareInc(inc, cur); {
+		case cmp < 0:
+			c.Skipped = append(c.Skipped, h)
+			continue
+		case cmp > 0:
+			switch {
+			case h.IsClaim():
+				// Back to the object it continues (none: it started the chain).
+				keep := 0
+				if h.Prev != 0 {
+					k := slices.IndexFunc(c.Objects, func(o Header) bool { return o.Seq == h.Prev })
+					if k < 0 && h.Prev >= first {
+						return nil, fmt.Errorf("%w: %s continues #%d, which is not in the chain", ErrCorrupt, h, h.Prev)
+					}
+					keep = k + 1 // k < 0: its predecessor was trimmed
+				}
+				if keep > 0 && c.Objects[keep-1].End() != h.Start {
+					return nil, fmt.Errorf("%w: %s continues %s", ErrCorrupt, h, c.Objects[keep-1])
+				}
+				c.Skipped = append(c.Skipped, c.Objects[keep:]...)
+				c.Objects = c.Objects[:keep]
+			case h.Claim < first:
+				// Its claim was trimmed: it starts the listed chain.
+				c.Skipped = append(c.Skipped, c.Objects...)
+				c.Objects = c.Objects[:0]
+			default:
+				return nil, fmt.Errorf("%w: %s: its writer's claim #%d is listed but not in the chain", ErrCorrupt, h, h.Claim)
+			}
+			cur, broken = inc, false
+			c.Objects = append(c.Objects, h)
+		default:
+			if broken || len(c.Objects) == 0 || c.Objects[len(c.Objects)-1].End() != h.Start ||
+				c.Objects[len(c.Objects)-1].Seq != h.Prev {
+				broken = true
+				c.Skipped = append(c.Skipped, h)
+				continue
+			}
+			c.Objects = append(c.Objects, h)
+		}
+	}
+	slices.SortFunc(c.Skipped, func(a, b Header) int { return compareU(a.Seq, b.Seq) })
+	return c, nil
+}
+
+func compareInc(a, b [2]uint64) int {
+	if c := compareU(a[0], b[0]); c != 0 {
+		return c
+	}
+	return compareU(a[1], b[1])
+}
+
+func compareU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

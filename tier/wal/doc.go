@@ -1,0 +1,89 @@
+// Package wal is the bucket write-ahead log: it makes a send to a
+// bucket-durable topic durable in object storage before it is answered,
+// so that a broker whose disk vanishes loses nothing it acknowledged.
+//
+// # What it ships
+//
+// The local commitlog, byte for byte, in order: an object holds whole
+// records [Start, Start+Length) of the log, and the objects of the chain
+// follow each other without a gap from where the manifest's segments end.
+// Shipping the log itself (not only the bucket-durable topics' records)
+// keeps one order of offsets: a broker on an empty disk appends the chain
+// to the segments' end and has the same commitlog, queue offsets and
+// msgIds as the broker that wrote it. Local-durable records between
+// bucket-durable ones ride along (their bytes cost bandwidth, not
+// requests); while no send waits, nothing is written unless Batch bytes
+// are pending and some topic is bucket-durable (Config.Active).
+//
+// # Objects
+//
+//	<prefix>/wal/<20-digit seq>      one object per number, created with PutIf(IfAbsent)
+//
+//	+--------+-----+-------+----------+-----+-------+-------+------+-------+--------+-----------+------------+---------+
+//	| "SMQW" | ver | flags | reserved | seq | epoch | claim | prev | start | length | crc (pay) | crc (0..60)| payload |
+//	|   4    |  1  |   1   |    2     |  8  |   8   |   8   |  8   |   8   |   8    |     4     |     4      | length  |
+//	+--------+-----+-------+----------+-----+-------+-------+------+-------+--------+-----------+------------+---------+
+//
+// little endian; CRC-32C (Castagnoli). flags: 0x01 claim, 0x02 filler.
+//
+// # Writers and the chain
+//
+// A writer (the lease holder) reads the chain, makes its local log agree
+// with it (Reconcile), then claims: an empty object at the number after
+// the highest listed, naming the chain's last object (Prev) and its lease
+// epoch. Before the claim it fills every free number between the lowest
+// and the highest listed with an empty filler object, so that no older
+// writer's PUT still in flight can land below the claim later. Its
+// objects then take consecutive numbers; up to InFlight are written at
+// once, and a send is answered once its bytes are in an object that, with
+// every object of the writer before it, exists (Durable). A number
+// another writer holds ends the writer (ErrDeposed): it acknowledges
+// nothing past it.
+//
+// A reader (Read) walks the listed objects by number and keeps the newest
+// writer's view, ordering writers by (epoch, claim): an older writer's
+// object after a newer one's claim is skipped; a newer claim continues
+// the object it names (the objects after it that the claimer had not
+// seen are dropped: their writer's run had a hole there, so it
+// acknowledged none of them); within a writer the chain ends at its first
+// missing or non-contiguous object. Fillers are skipped.
+//
+// Why nothing acknowledged is dropped: a writer acknowledges object k
+// only when k and every object of its own from its claim to k exist.
+// A newer writer's claim takes a number above every listed one and fills
+// every hole below, so the older writer's run cannot be extended past
+// what the newer writer listed; and what it listed unbroken is in the
+// chain the newer writer continues. This holds without trusting clocks;
+// the lease (Config.Fence, ValidFor) only keeps a deposed writer from
+// wasting requests.
+//
+// # Trimming
+//
+// Once the manifest lists segments up to offset U, Trim(U) deletes every
+// object below the first object of the chain that holds bytes past U
+// (the skipped and filler objects below it too). A chain whose claim was
+// trimmed starts at its first listed object, which begins at or before U.
+// With every object trimmed and nothing in flight, the writer continues
+// from U (the bytes before it are in segments).
+//
+// # Costs and bounds
+//
+// At most one PUT per Linger while sends wait (the first waiting send
+// starts the linger), at most one per Batch bytes at a higher rate, none
+// while idle; at most InFlight PUTs at once, each retried with jittered
+// backoff (a 503 SlowDown included) and bounded by AttemptTimeout and the
+// lease; Reconcile reads at most fetchAhead objects ahead; Read fetches
+// headers eight at a time.
+//
+// # Goroutines
+//
+// Run owns shipping, the claim's successors and trimming; one goroutine
+// per PUT in flight. Await's callback runs on the caller's goroutine
+// (already durable, or the writer stopped) or on Run's; it must not block.
+//
+// # Must never
+//
+// Overwrite an object (every write is a conditional create); acknowledge
+// bytes past a hole in its own run; trim an object holding bytes the
+// manifest does not; ship bytes it did not read from the log.
+package wal

@@ -1,0 +1,91 @@
+package wal
+
+import (
+	"context"
+	"slices"
+)
+
+// Trim tells the writer that the log up to uploaded is in the manifest's
+// segments: the WAL objects that hold nothing past it are deleted (on the
+// writer's goroutine, under the fence).
+func (w *Writer) Trim(uploaded int64) {
+	for {
+		cur := w.trimTo.Load()
+		if uploaded <= cur || w.trimTo.CompareAndSwap(cur, uploaded) {
+			break
+		}
+	}
+	select {
+	case w.trims <- struct{}{}:
+	default:
+	}
+}
+
+func sortHeaders(hs []Header) {
+	slices.SortFunc(hs, func(a, b Header) int { return compareU(a.Seq, b.Seq) })
+}
+
+// hold records an object this writer knows is in the bucket.
+func (w *Writer) hold(h Header) {
+	w.trimMu.Lock()
+	defer w.trimMu.Unlock()
+	i, _ := slices.BinarySearchFunc(w.held, h.Seq, func(o Header, s uint64) int { return compareU(o.Seq, s) })
+	w.held = slices.Insert(w.held, i, h)
+}
+
+// trim deletes the objects below the first one of the chain that holds
+// bytes past trimTo (skipped objects below it too). With none left that
+// does, and nothing in flight, the writer continues from trimTo: the
+// bytes between are in segments, and an object whose claim and
+// predecessors are gone starts a chain of its own.
+func (w *Writer) trim(ctx context.Context, idle bool) {
+	to := w.trimTo.Load()
+	w.trimMu.Lock()
+	cut := len(w.held)
+	for i, h := range w.held {
+		if w.inChain(h) && h.End() > to {
+			cut = i
+			break
+		}
+	}
+	victims := slices.Clone(w.held[:cut])
+	w.trimMu.Unlock()
+	deleted := 0
+	for _, h := range victims {
+		if _, err := w.fence(); err != nil {
+			break
+		}
+		actx, cancel := w.bound(ctx)
+		err := w.cfg.Bucket.Delete(actx, Key(w.cfg.Dir, h.Seq))
+		cancel()
+		if err != nil {
+			w.st.errors.Add(1)
+			w.log.Warn("WAL trim failed; retried at the next trim", "seq", h.Seq, "err", err)
+			break
+		}
+		w.st.deletes.Add(1)
+		deleted++
+	}
+	w.trimMu.Lock()
+	w.held = slices.Delete(w.held, 0, deleted)
+	all := len(w.held) == 0
+	w.trimMu.Unlock()
+	if all && idle && to > w.shipped {
+		w.shipped = to
+		if to > w.durable.Load() {
+			w.durable.Store(to)
+			if w.cfg.OnDurable != nil {
+				w.cfg.OnDurable(to)
+			}
+		}
+	}
+}
+
+// inChain reports whether h is an object of the chain (inherited or this
+// writer's), not one the reader skipped.
+func (w *Writer) inChain(h Header) bool {
+	if h.Claim == w.claim && h.Epoch == w.epoch {
+		return true
+	}
+	return !slices.ContainsFunc(w.skipped, func(s Header) bool { return s.Seq == h.Seq })
+}

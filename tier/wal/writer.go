@@ -1,0 +1,560 @@
+package wal
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratamq/stratamq/tier"
+)
+
+// Log is the local commitlog the writer ships from (a *store.Store).
+type Log interface {
+	// MaxPhysOffset is the end of the log: bytes below it are whole records.
+	MaxPhysOffset() int64
+	// ReadLog copies log bytes from off into p, returning how many (at
+	// most up to MaxPhysOffset).
+	ReadLog(ctx context.Context, off int64, p []byte) (int, error)
+}
+
+// Config configures a Writer. Zero values mean the documented default.
+type Config struct {
+	Bucket tier.Bucket // required: prefixed at the brokerName
+	Dir    string      // key prefix of the objects; default "wal/"
+	Log    Log         // required
+	// Linger is how long the first send waiting for the WAL may wait for
+	// more before its object is written. Default 200ms.
+	Linger time.Duration
+	// Batch is the most log bytes in one object (an object holds whole
+	// records, so one larger record makes an object of its own); pending
+	// bytes past it are written at once. Default 4 MiB.
+	Batch int
+	// InFlight is how many objects may be being written at once. Default 4.
+	InFlight int
+	// Fence, if set, is asked before every bucket write: an error defers
+	// it (the writer backs off and asks again); the epoch is stamped in
+	// the claim. ValidFor, if set, bounds each attempt by the lease's
+	// remaining validity.
+	Fence    func() (epoch int64, err error)
+	ValidFor func() time.Duration
+	// AttemptTimeout bounds one PUT attempt. Default 30s.
+	AttemptTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the jittered exponential backoff
+	// after a failed attempt. Defaults 50ms and 5s.
+	MinBackoff, MaxBackoff time.Duration
+	// Active, if set, says whether the WAL is in use (some topic is
+	// bucket-durable): while it is, Batch pending bytes are written even
+	// with no send waiting, so a send never waits behind a long backlog.
+	Active func() bool
+	// OnDurable, if set, is called (on the writer's goroutine, must not
+	// block) each time Durable advances.
+	OnDurable func(end int64)
+	Logger    *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.Dir == "" {
+		c.Dir = "wal/"
+	}
+	if c.Linger <= 0 {
+		c.Linger = 200 * time.Millisecond
+	}
+	if c.Batch <= 0 {
+		c.Batch = 4 << 20
+	}
+	if c.InFlight <= 0 {
+		c.InFlight = 4
+	}
+	if c.AttemptTimeout <= 0 {
+		c.AttemptTimeout = 30 * time.Second
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = 50 * time.Millisecond
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Errors a waiting send may get.
+var (
+	// ErrDeposed: another writer took an object number this one needed:
+	// it no longer holds the WAL and acknowledges nothing more.
+	ErrDeposed = errors.New("wal: another writer holds the WAL")
+	// ErrClosed: the writer stopped before the bytes were committed.
+	ErrClosed = errors.New("wal: writer stopped")
+	// ErrConflict: Claim found its object number taken: read the chain
+	// again, reconcile, and open a new Writer.
+	ErrConflict = errors.New("wal: the object number to claim is taken")
+)
+
+// Writer ships the local log's bytes into WAL objects and tells waiting
+// sends when their bytes are committed. One goroutine (Run) owns the
+// shipping; Await and Durable are safe from any goroutine.
+type Writer struct {
+	cfg Config
+	log *slog.Logger
+
+	// Set by Claim, then owned by Run.
+	claim   uint64 // this writer's claim (0: not claimed)
+	epoch   int64
+	nextSeq uint64
+	shipped int64 // log bytes handed to PUTs
+
+	durable atomic.Int64 // end of the unbroken run of committed objects
+	stopped atomic.Pointer[error]
+
+	mu      sync.Mutex
+	waiters []waiter
+	wake    chan struct{}
+
+	prev    uint64   // the chain's last object when this writer began (its claim's Prev)
+	skipped []Header // listed objects the chain did not keep
+	holes   []uint64 // free numbers below the claim, filled before it
+
+	trimMu sync.Mutex
+	held   []Header // objects listed or written, not yet trimmed, by Seq
+	trimTo atomic.Int64
+	trims  chan struct{}
+
+	st stats
+}
+
+type waiter struct {
+	end     int64
+	since   time.Time
+	timeout time.Time
+	done    func(error)
+}
+
+// NewWriter returns a writer that continues chain c from end, the chain's
+// end as the local log holds it (Chain.End of the manifest's end, after
+// reconciling). Claim must succeed before Run.
+func NewWriter(cfg Config, c *Chain, end int64) *Writer {
+	cfg.defaults()
+	w := &Writer{cfg: cfg, log: cfg.Logger.With("component", "wal"), nextSeq: c.MaxSeq + 1, shipped: end,
+		wake: make(chan struct{}, 1), trims: make(chan struct{}, 1), st: newStats(), skipped: c.Skipped,
+		holes: slices.Clone(c.Holes)}
+	w.durable.Store(end)
+	w.held = append(append(w.held, c.Objects...), c.Skipped...)
+	sortHeaders(w.held)
+	w.prev = c.Last()
+	return w
+}
+
+// Claim writes this writer's claim: an empty object at the next free
+// number that names the chain's last object, so that no older writer's
+// later objects count and no newer one's claim can miss this one's. It
+// retries bucket errors until ctx ends; a taken number is ErrConflict.
+func (w *Writer) Claim(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		epoch, err := w.fence()
+		for len(w.holes) > 0 && err == nil {
+			// A hole below the claim: an older writer's PUT may still land
+			// there and complete a run it would then acknowledge.
+			f := Header{Seq: w.holes[0], Claim: w.holes[0], Epoch: epoch, Filler: true}
+			if f, err = w.put(ctx, f, nil); err == nil {
+				w.hold(f)
+				w.holes = w.holes[1:]
+			}
+		}
+		if err == nil {
+			h := Header{Seq: w.nextSeq, Claim: w.nextSeq, Prev: w.prev, Epoch: epoch, Start: w.shipped}
+			h, err = w.put(ctx, h, nil)
+			if err == nil {
+				w.claim, w.epoch = h.Seq, epoch
+				w.nextSeq++
+				w.hold(h)
+				w.log.Info("WAL claimed", "seq", h.Seq, "epoch", epoch, "continues", w.prev, "at", h.Start)
+				return nil
+			}
+		}
+		if errors.Is(err, tier.ErrPreconditionFailed) || errors.Is(err, ErrDeposed) {
+			// A filler's or the claim's number is taken: the chain grew.
+			return fmt.Errorf("%w: %v", ErrConflict, err)
+		}
+		w.st.errors.Add(1)
+		w.log.Warn("WAL claim failed; retrying", "seq", w.nextSeq, "attempt", attempt+1, "err", err)
+		if err := w.sleep(ctx, attempt); err != nil {
+			return err
+		}
+	}
+}
+
+// Durable is the log offset up to which every byte is in a committed WAL
+// object (or was in the bucket before this writer began).
+func (w *Writer) Durable() int64 { return w.durable.Load() }
+
+// Backlog is the log bytes not yet committed.
+func (w *Writer) Backlog() int64 { return max(w.cfg.Log.MaxPhysOffset()-w.durable.Load(), 0) }
+
+// Await calls done(nil) once the log up to end is committed, or done(err)
+// when the writer stops or is deposed first, or at timeout (ErrTimeout)
+// if it is not zero. done runs on the caller's goroutine when that is
+// known at once, else on the writer's; it must not block.
+func (w *Writer) Await(end int64, timeout time.Time, done func(error)) {
+	if end <= w.durable.Load() {
+		done(nil)
+		return
+	}
+	if p := w.stopped.Load(); p != nil {
+		done(*p)
+		return
+	}
+	w.mu.Lock()
+	w.waiters = append(w.waiters, waiter{end: end, since: time.Now(), timeout: timeout, done: done})
+	w.mu.Unlock()
+	if end <= w.durable.Load() || w.stopped.Load() != nil {
+		w.settle() // raced with an advance or the stop
+	}
+	w.poke()
+}
+
+// ErrTimeout: the bytes were not committed by the waiter's deadline.
+var ErrTimeout = errors.New("wal: not committed in time")
+
+func (w *Writer) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// settle answers the waiters whose bytes are committed, or all of them
+// once the writer stopped; and those past their deadline.
+func (w *Writer) settle() {
+	d := w.durable.Load()
+	var stop error
+	if p := w.stopped.Load(); p != nil {
+		stop = *p
+	}
+	now := time.Now()
+	w.mu.Lock()
+	var ready []waiter
+	var errs []error
+	keep := w.waiters[:0]
+	for _, wt := range w.waiters {
+		switch {
+		case wt.end <= d:
+			ready, errs = append(ready, wt), append(errs, nil)
+		case stop != nil:
+			ready, errs = append(ready, wt), append(errs, stop)
+		case !wt.timeout.IsZero() && !now.Before(wt.timeout):
+			ready, errs = append(ready, wt), append(errs, fmt.Errorf("%w: log up to %d, committed up to %d", ErrTimeout, wt.end, d))
+		default:
+			keep = append(keep, wt)
+		}
+	}
+	clear(w.waiters[len(keep):])
+	w.waiters = keep
+	w.mu.Unlock()
+	for i, wt := range ready {
+		wt.done(errs[i])
+	}
+}
+
+// due reports what the waiters ask of the shipper: the latest end one
+// waits for past shipped, when the first of those began waiting, and the
+// earliest deadline.
+func (w *Writer) due(shipped int64) (want int64, since, deadline time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, wt := range w.waiters {
+		if wt.end > shipped {
+			want = max(want, wt.end)
+			if since.IsZero() || wt.since.Before(since) {
+				since = wt.since
+			}
+		}
+		if !wt.timeout.IsZero() && (deadline.IsZero() || wt.timeout.Before(deadline)) {
+			deadline = wt.timeout
+		}
+	}
+	return want, since, deadline
+}
+
+type flight struct {
+	h    Header
+	done bool
+}
+
+type result struct {
+	h   Header
+	err error
+}
+
+// Run ships until ctx ends or the writer is deposed; then every waiter is
+// answered with the reason. It must follow a successful Claim.
+func (w *Writer) Run(ctx context.Context) error {
+	if w.claim == 0 {
+		return errors.New("wal: Run before Claim")
+	}
+	var (
+		inflight []flight
+		results  = make(chan result, w.cfg.InFlight)
+		wg       sync.WaitGroup
+		timer    = time.NewTimer(time.Hour)
+		runErr   error
+	)
+	defer func() {
+		wg.Wait()
+		timer.Stop()
+	}()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for runErr == nil {
+		now := time.Now()
+		want, since, deadline := w.due(w.shipped)
+		var wakeAt time.Time
+		for len(inflight) < w.cfg.InFlight {
+			end := w.cfg.Log.MaxPhysOffset()
+			pending := end - w.shipped
+			if pending <= 0 {
+				break
+			}
+			full := pending >= int64(w.cfg.Batch) && (want > w.shipped || w.active())
+			lingered := want > w.shipped && !now.Before(since.Add(w.cfg.Linger))
+			if !full && !lingered {
+				if want > w.shipped {
+					wakeAt = since.Add(w.cfg.Linger)
+				}
+				break
+			}
+			payload, err := w.cut(ctx, end)
+			if err != nil {
+				runErr = err
+				break
+			}
+			h := Header{Seq: w.nextSeq, Claim: w.claim, Prev: w.nextSeq - 1, Epoch: w.epoch, Start: w.shipped,
+				Length: int64(len(payload))}
+			w.nextSeq++
+			w.shipped += int64(len(payload))
+			inflight = append(inflight, flight{h: h})
+			w.st.fill(len(payload), w.cfg.Batch)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				start := time.Now()
+				hh, err := w.putRetrying(ctx, h, payload)
+				if err == nil {
+					w.st.committed(len(payload), time.Since(start))
+				}
+				results <- result{hh, err}
+			}()
+			want, since, deadline = w.due(w.shipped)
+		}
+		if !deadline.IsZero() && (wakeAt.IsZero() || deadline.Before(wakeAt)) {
+			wakeAt = deadline
+		}
+		if runErr != nil {
+			break
+		}
+		d := time.Hour
+		if !wakeAt.IsZero() {
+			d = max(time.Until(wakeAt), 0)
+		}
+		if w.active() && len(inflight) < w.cfg.InFlight {
+			d = min(d, w.cfg.Linger) // notice a backlog filling without waiters
+		}
+		timer.Reset(d)
+		select {
+		case <-ctx.Done():
+			runErr = ctx.Err()
+		case <-w.wake:
+		case <-timer.C:
+		case <-w.trims:
+			w.trim(ctx, len(inflight) == 0)
+		case r := <-results:
+			if r.err != nil {
+				runErr = r.err
+				break
+			}
+			for i := range inflight {
+				if inflight[i].h.Seq == r.h.Seq {
+					inflight[i].done = true
+				}
+			}
+			w.hold(r.h)
+			adv := int64(-1)
+			for len(inflight) > 0 && inflight[0].done {
+				adv = inflight[0].h.End()
+				inflight = inflight[1:]
+			}
+			if adv >= 0 {
+				w.durable.Store(adv)
+				if w.cfg.OnDurable != nil {
+					w.cfg.OnDurable(adv)
+				}
+			}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		w.settle()
+	}
+	if errors.Is(runErr, context.Canceled) && ctx.Err() != nil {
+		runErr = ErrClosed
+	}
+	w.stopped.CompareAndSwap(nil, &runErr)
+	cancel()
+	w.settle()
+	if errors.Is(runErr, ErrClosed) {
+		return nil
+	}
+	w.log.Error("WAL writer stopped", "err", runErr)
+	return runErr
+}
+
+func (w *Writer) active() bool { return w.cfg.Active != nil && w.cfg.Active() }
+
+// cut reads the next object's payload: whole records from shipped, at
+// most Batch bytes unless one record is larger, up to end.
+func (w *Writer) cut(ctx context.Context, end int64) ([]byte, error) {
+	n := min(end-w.shipped, int64(w.cfg.Batch))
+	buf := make([]byte, n)
+	if err := w.readFull(ctx, w.shipped, buf); err != nil {
+		return nil, err
+	}
+	whole := 0
+	for whole+4 <= len(buf) {
+		size := int(binary.BigEndian.Uint32(buf[whole:]))
+		if size <= 0 {
+			return nil, fmt.Errorf("wal: record at %d has size %d", w.shipped+int64(whole), size)
+		}
+		if whole+size > len(buf) {
+			break
+		}
+		whole += size
+	}
+	if whole > 0 {
+		return buf[:whole], nil
+	}
+	if len(buf) < 4 {
+		return nil, fmt.Errorf("wal: %d log bytes at %d are not a record", len(buf), w.shipped)
+	}
+	// One record larger than Batch: an object of its own.
+	size := int64(binary.BigEndian.Uint32(buf))
+	if w.shipped+size > end {
+		return nil, fmt.Errorf("wal: record at %d of %d bytes runs past the log's end %d", w.shipped, size, end)
+	}
+	big := make([]byte, size)
+	if err := w.readFull(ctx, w.shipped, big); err != nil {
+		return nil, err
+	}
+	return big, nil
+}
+
+func (w *Writer) readFull(ctx context.Context, off int64, p []byte) error {
+	for len(p) > 0 {
+		n, err := w.cfg.Log.ReadLog(ctx, off, p)
+		if err != nil {
+			return fmt.Errorf("wal: read the log at %d: %w", off, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("wal: the log ends before %d", off)
+		}
+		p, off = p[n:], off+int64(n)
+	}
+	return nil
+}
+
+// putRetrying writes one object until it is committed, ctx ends or the
+// writer is found deposed.
+func (w *Writer) putRetrying(ctx context.Context, h Header, payload []byte) (Header, error) {
+	for attempt := 0; ; attempt++ {
+		epoch, err := w.fence()
+		if err == nil && epoch != w.epoch {
+			err = fmt.Errorf("%w: lease epoch %d, claimed under %d", ErrDeposed, epoch, w.epoch)
+		}
+		if err == nil {
+			var hh Header
+			hh, err = w.put(ctx, h, payload)
+			if err == nil {
+				return hh, nil
+			}
+		}
+		if errors.Is(err, ErrDeposed) || errors.Is(err, tier.ErrPreconditionFailed) {
+			return h, err
+		}
+		if ctx.Err() != nil {
+			return h, ctx.Err()
+		}
+		w.st.errors.Add(1)
+		if attempt == 0 || attempt%10 == 9 {
+			w.log.Warn("WAL put failed; retrying", "seq", h.Seq, "attempt", attempt+1, "err", err)
+		}
+		if err := w.sleep(ctx, attempt); err != nil {
+			return h, err
+		}
+	}
+}
+
+// put writes one object if its number is free. A taken number holding
+// this very object (an earlier attempt that landed) counts as success;
+// any other is ErrDeposed.
+func (w *Writer) put(ctx context.Context, h Header, payload []byte) (Header, error) {
+	obj, h := encode(h, payload)
+	key := Key(w.cfg.Dir, h.Seq)
+	actx, cancel := w.bound(ctx)
+	defer cancel()
+	w.st.puts.Add(1)
+	_, err := w.cfg.Bucket.PutIf(actx, key, bytes.NewReader(obj), int64(len(obj)), tier.IfAbsent())
+	if err == nil {
+		return h, nil
+	}
+	if !errors.Is(err, tier.ErrPreconditionFailed) {
+		return h, err
+	}
+	var got [HeaderSize]byte
+	if rerr := w.cfg.Bucket.ReadAt(actx, key, got[:], 0); rerr != nil {
+		return h, fmt.Errorf("wal: #%d is taken and could not be read: %w", h.Seq, rerr)
+	}
+	if bytes.Equal(got[:], obj[:HeaderSize]) {
+		return h, nil // an earlier attempt landed
+	}
+	other, _ := decodeHeader(got[:])
+	return h, fmt.Errorf("%w: #%d holds %s", ErrDeposed, h.Seq, other)
+}
+
+func (w *Writer) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := w.cfg.AttemptTimeout
+	if w.cfg.ValidFor != nil {
+		d = min(d, max(w.cfg.ValidFor(), 0))
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+func (w *Writer) fence() (int64, error) {
+	if w.cfg.Fence == nil {
+		return w.epoch, nil
+	}
+	return w.cfg.Fence()
+}
+
+func (w *Writer) sleep(ctx context.Context, attempt int) error {
+	d := w.cfg.MinBackoff << min(attempt, 16)
+	d = min(d, w.cfg.MaxBackoff)
+	d = d/2 + rand.N(d/2+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
