@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +37,7 @@ var (
 	flagWork   = flag.String("sim.workloads", "", "comma-separated workloads beside the queue one (delay, tx, retry, pop; none); default: drawn by the seed")
 	flagTxInt  = flag.Duration("sim.txinterval", 0, "STRATAMQ_TRANSACTION_CHECK_INTERVAL of the cluster (default 2s; the broker's own default is 60s)")
 	flagProg   = flag.Int("sim.progress", 1000, "TestSim: a progress line on stderr after 10 and 100 schedules, then every this many, and a summary at the end")
+	flagMemLim = flag.Int64("sim.memlimit", 768<<20, "TestSim: collect garbage only at this heap size (bytes) and between schedules, not by GOGC (0, or GOGC or GOMEMLIMIT set: the runtime's settings)")
 	flagSum    = flag.String("sim.summary", "", "TestSim: write each progress line and the final summary to this file too (default with -sim.keepgoing: a file in the temp dir, named on stderr)")
 )
 
@@ -235,6 +237,7 @@ func TestSim(t *testing.T) {
 		}
 		return
 	}
+	lazyGC(t)
 	warm() // in real time: not counted in the rate
 	tl := newTally(*flagFirst, *flagSeeds)
 	running.Store(tl)
@@ -256,6 +259,23 @@ func TestSim(t *testing.T) {
 			tl.emit("progress")
 		}
 	}
+}
+
+// lazyGC: runSchedule collects twice after every schedule anyway (the
+// pools must not cross bubbles), and a schedule allocates a few times its
+// live heap, so GOGC's collections within one are mostly waste (a third
+// of the CPU on the long form's seeds); with -sim.memlimit the runtime
+// collects only when the heap reaches it.
+func lazyGC(t *testing.T) {
+	if *flagMemLim <= 0 || os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	pct := debug.SetGCPercent(-1)
+	lim := debug.SetMemoryLimit(*flagMemLim)
+	t.Cleanup(func() {
+		debug.SetGCPercent(pct)
+		debug.SetMemoryLimit(lim)
+	})
 }
 
 // running is the tally of the TestSim run in progress (the hang watchdog
