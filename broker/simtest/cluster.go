@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -351,4 +350,5 @@ func (c *cluster) waitZombies(d time.Duration) error {
 // errProcessDead is what a dead process's disk calls return.
 var errProcessDead = errors.New("simtest: the process is dead")
 
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+// discardLogger drops every record before it is formatted.
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

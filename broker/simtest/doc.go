@@ -140,8 +140,24 @@
 // # Running it
 //
 //	go test ./broker/simtest -run 'TestSim$'                       # CI: 200 seeds or a minute
-//	go test ./broker/simtest -run 'TestSim$' -sim.all -sim.keepgoing -sim.seeds=100000 -sim.budget=10h -timeout 0
+//	go test -c -o sim.test ./broker/simtest && nice -n 19 ./sim.test -test.run 'TestSim$' -test.timeout 0 \
+//	    -sim.all -sim.keepgoing -sim.first=N -sim.seeds=100000 -sim.budget=20h -sim.hang=10m -sim.summary=long.summary
 //	go test ./broker/simtest -run 'TestSim$' -sim.seed=N -sim.faults=... -sim.v -sim.shrink   # replay one
+//
+// TestSim prints a line on stderr after 10 and 100 schedules, then every
+// -sim.progress (1000), and at the end (after a failure or a hang too):
+// schedules run, failed and their violation kinds, schedules/s, CPU
+// seconds, virtual time, and the fault kinds, workloads and cluster
+// shapes drawn. -sim.summary (with -sim.keepgoing by default a file in
+// the temp dir) keeps the last of those lines: go test in package list
+// mode shows a passing package's output only with -v. The long form
+// runs the binary itself, so stderr is seen; seed ranges split across
+// processes run side by side (each schedule runs alone in its process:
+// bubbles must not share the runtime's pools). A niced run on a busy
+// machine may need a longer -sim.hang than the minute a schedule gets by
+// default. The garbage collector runs between schedules and when the
+// heap reaches -sim.memlimit (768 MiB), not by GOGC (about a third of
+// the CPU otherwise).
 //
 // knownOpen in sim_test.go lists the bugs today's code still has: CI
 // does not draw their fault kinds (none now) and reports their violation

@@ -4,11 +4,16 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -31,6 +36,9 @@ var (
 	flagKeep   = flag.Bool("sim.keepgoing", false, "run every seed even after a violation (long form)")
 	flagWork   = flag.String("sim.workloads", "", "comma-separated workloads beside the queue one (delay, tx, retry, pop; none); default: drawn by the seed")
 	flagTxInt  = flag.Duration("sim.txinterval", 0, "STRATAMQ_TRANSACTION_CHECK_INTERVAL of the cluster (default 2s; the broker's own default is 60s)")
+	flagProg   = flag.Int("sim.progress", 1000, "TestSim: a progress line on stderr after 10 and 100 schedules, then every this many, and a summary at the end")
+	flagMemLim = flag.Int64("sim.memlimit", 768<<20, "TestSim: collect garbage only at this heap size (bytes) and between schedules, not by GOGC (0, or GOGC or GOMEMLIMIT set: the runtime's settings)")
+	flagSum    = flag.String("sim.summary", "", "TestSim: write each progress line and the final summary to this file too (default with -sim.keepgoing: a file in the temp dir, named on stderr)")
 )
 
 // openBug is a bug of today's code the simulator still finds. While it
@@ -148,6 +156,9 @@ func runSchedule(t *testing.T, s *Schedule, opt Options) *Result {
 		buf = buf[:runtime.Stack(buf, true)]
 		fmt.Fprintf(os.Stderr, "HANG: schedule still running after %v of real time\n%s\nreplay: %s\n\n%s\n",
 			*flagHang, s, replayCmd(s, nil), buf)
+		if tl := running.Load(); tl != nil {
+			tl.emit(fmt.Sprintf("HANG at seed %d", s.Seed)) // what ran before it is not lost
+		}
 		os.Exit(2)
 	})
 	defer dog.Stop()
@@ -226,51 +237,169 @@ func TestSim(t *testing.T) {
 		}
 		return
 	}
-	start := time.Now()
-	drawn := map[Fault]int{}
-	failed, ran, steps := 0, 0, 0
-	kinds, known, works := map[string]int{}, map[string]int{}, map[string]int{}
-	var virtual time.Duration
+	lazyGC(t)
+	warm() // in real time: not counted in the rate
+	tl := newTally(*flagFirst, *flagSeeds)
+	running.Store(tl)
+	defer running.Store(nil)
+	defer tl.emit("done") // also after t.Fatal or a panic: the count is never lost
 	for i := range *flagSeeds {
-		if time.Since(start) > *flagBudget {
+		if time.Since(tl.start) > *flagBudget {
 			break
 		}
 		s := Draw(*flagFirst+uint64(i), faults, 2*time.Second, *flagSteps)
-		for _, st := range s.Steps {
-			drawn[st.Fault]++
-		}
-		steps += len(s.Steps)
 		res := runSchedule(t, s, opt)
-		ran++
-		virtual += res.Virtual
-		for _, v := range res.Known {
-			known[v.Kind]++
-		}
-		for _, name := range res.Workloads {
-			if !strings.Contains(name, ":") {
-				works[name]++
-			}
-		}
-		if len(res.Violations) > 0 {
-			failed++
-			for _, v := range res.Violations {
-				kinds[v.Kind]++
-			}
+		if tl.add(res) {
 			t.Errorf("%s", report(t, res, faults))
 			if !*flagKeep {
 				break
 			}
 		}
-	}
-	el := time.Since(start)
-	var fs []string
-	for f := range numFaults {
-		if drawn[f] > 0 {
-			fs = append(fs, fmt.Sprintf("%s=%d", f, drawn[f]))
+		if n := tl.count(); n == 10 || n == 100 || *flagProg > 0 && n%*flagProg == 0 {
+			tl.emit("progress")
 		}
 	}
-	t.Logf("%d schedules (%d steps) in %v: %.1f schedules/s, %v virtual; %d failed %v; known open %v; faults drawn: %s; workloads beside the queue one: %v",
-		ran, steps, el.Round(time.Millisecond), float64(ran)/el.Seconds(), virtual.Round(time.Second), failed, kinds, known, strings.Join(fs, " "), works)
+}
+
+// lazyGC: runSchedule collects twice after every schedule anyway (the
+// pools must not cross bubbles), and a schedule allocates a few times its
+// live heap, so GOGC's collections within one are mostly waste (a third
+// of the CPU on the long form's seeds); with -sim.memlimit the runtime
+// collects only when the heap reaches it.
+func lazyGC(t *testing.T) {
+	if *flagMemLim <= 0 || os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	pct := debug.SetGCPercent(-1)
+	lim := debug.SetMemoryLimit(*flagMemLim)
+	t.Cleanup(func() {
+		debug.SetGCPercent(pct)
+		debug.SetMemoryLimit(lim)
+	})
+}
+
+// running is the tally of the TestSim run in progress (the hang watchdog
+// prints it before it exits).
+var running atomic.Pointer[tally]
+
+// tally is what a TestSim run did so far: schedules, violations, the
+// fault kinds and workloads drawn, its rate.
+type tally struct {
+	mu           sync.Mutex
+	start        time.Time
+	first        uint64
+	seeds        int
+	file         string // -sim.summary, or the long form's default
+	ran, failed  int
+	nviol        int
+	steps        int
+	last         uint64 // the last seed run
+	virtual      time.Duration
+	drawn        map[Fault]int
+	kinds, known map[string]int
+	works        map[string]int
+	shapes       map[string]int
+}
+
+func newTally(first uint64, seeds int) *tally {
+	tl := &tally{start: time.Now(), first: first, seeds: seeds, file: *flagSum,
+		drawn: map[Fault]int{}, kinds: map[string]int{}, known: map[string]int{}, works: map[string]int{}, shapes: map[string]int{}}
+	if tl.file == "" && *flagKeep {
+		tl.file = filepath.Join(os.TempDir(), fmt.Sprintf("stratamq-sim-%d-%d.summary", first, os.Getpid()))
+	}
+	if tl.file != "" {
+		fmt.Fprintf(os.Stderr, "sim: seeds %d..%d; progress and summary also in %s\n", first, first+uint64(seeds)-1, tl.file)
+	}
+	return tl
+}
+
+// add counts one schedule's result; it reports whether it failed.
+func (tl *tally) add(res *Result) bool {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	s := res.Schedule
+	tl.ran++
+	tl.last = s.Seed
+	tl.steps += len(s.Steps)
+	for _, st := range s.Steps {
+		tl.drawn[st.Fault]++
+	}
+	mode := "async"
+	if s.Sync {
+		mode = "sync"
+	}
+	tl.shapes[fmt.Sprintf("%dn-%s", s.Nodes, mode)]++
+	tl.virtual += res.Virtual
+	for _, v := range res.Known {
+		tl.known[v.Kind]++
+	}
+	for _, name := range res.Workloads {
+		if !strings.Contains(name, ":") {
+			tl.works[name]++
+		}
+	}
+	if len(res.Violations) == 0 {
+		return false
+	}
+	tl.failed++
+	tl.nviol += len(res.Violations)
+	for _, v := range res.Violations {
+		tl.kinds[v.Kind]++
+	}
+	return true
+}
+
+func (tl *tally) count() int {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.ran
+}
+
+// line is the tally in one line.
+func (tl *tally) line(label string) string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	el := time.Since(tl.start)
+	var fs []string
+	for f := range numFaults {
+		if tl.drawn[f] > 0 {
+			fs = append(fs, fmt.Sprintf("%s=%d", f, tl.drawn[f]))
+		}
+	}
+	kv := func(m map[string]int) string {
+		var out []string
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			out = append(out, fmt.Sprintf("%s=%d", k, m[k]))
+		}
+		return "{" + strings.Join(out, " ") + "}"
+	}
+	last := "none"
+	if tl.ran > 0 {
+		last = strconv.FormatUint(tl.last, 10)
+	}
+	return fmt.Sprintf("sim %s: %d schedules (seeds %d..%s of %d; %d steps) in %v: %.2f schedules/s, %.0fs CPU, %v virtual; "+
+		"%d failed (%d violations %s); known open %s; faults drawn: %s; workloads beside the queue one: %s; shapes: %s",
+		label, tl.ran, tl.first, last, tl.seeds, tl.steps, el.Round(time.Second), float64(tl.ran)/el.Seconds(), cpuSeconds(),
+		tl.virtual.Round(time.Second), tl.failed, tl.nviol, kv(tl.kinds), kv(tl.known), strings.Join(fs, " "), kv(tl.works), kv(tl.shapes))
+}
+
+// emit prints the tally on stderr (shown without -v too when the test
+// binary runs by itself; go test in package list mode shows a passing
+// package's output only with -v) and rewrites the summary file.
+func (tl *tally) emit(label string) {
+	l := tl.line(label)
+	fmt.Fprintln(os.Stderr, l)
+	if tl.file == "" {
+		return
+	}
+	tmp := tl.file + ".tmp"
+	err := os.WriteFile(tmp, []byte(l+"\n"), 0o644)
+	if err == nil {
+		err = os.Rename(tmp, tl.file)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sim: summary file: %v\n", err)
+	}
 }
 
 // shrink drops steps from a failing schedule while it still fails.

@@ -40,9 +40,18 @@ type memNode struct {
 	modTime time.Time
 
 	// file
-	data        []byte
-	synced      []byte // contents as of the last Sync; may share data's array
-	syncedOwned bool   // synced has its own array (data was overwritten since)
+	data []byte
+	// zeroFrom: every byte of data at or after it is zero (a file's zero
+	// tail, such as zeros written ahead of records).
+	zeroFrom int
+	// The contents as of the last Sync are synced followed by zeros up to
+	// syncedLen: a zero tail is not copied. synced may share data's array.
+	synced      []byte
+	syncedLen   int
+	syncedOwned bool // synced has its own array (data under it was overwritten since)
+	// syncedDirty: bytes below syncedLen were changed since the last Sync
+	// (a torn crash clone then keeps only the synced contents).
+	syncedDirty bool
 
 	// directory
 	entries       map[string]*memNode
@@ -95,7 +104,8 @@ func (m *Mem) CrashCloneTorn(rng *rand.Rand) *Mem { return m.crashClone(rng) }
 // unchanged.
 func (m *Mem) ProcessCrashClone() *Mem {
 	return m.cloneTree(false, func(n *memNode) *memNode {
-		c := &memNode{modTime: n.modTime, data: slices.Clone(n.data), syncedOwned: n.syncedOwned}
+		c := &memNode{modTime: n.modTime, data: slices.Clone(n.data), zeroFrom: n.zeroFrom,
+			syncedLen: n.syncedLen, syncedOwned: n.syncedOwned, syncedDirty: n.syncedDirty}
 		if n.syncedOwned {
 			c.synced = slices.Clone(n.synced)
 		} else {
@@ -107,17 +117,22 @@ func (m *Mem) ProcessCrashClone() *Mem {
 
 func (m *Mem) crashClone(rng *rand.Rand) *Mem {
 	return m.cloneTree(true, func(n *memNode) *memNode {
-		keep := len(n.synced)
-		if rng != nil && !n.syncedOwned && len(n.data) > keep {
+		keep := n.syncedLen
+		if rng != nil && !n.syncedDirty && len(n.data) > keep {
 			keep += rng.IntN(len(n.data) - keep + 1)
 		}
 		var data []byte
-		if keep <= len(n.synced) {
-			data = slices.Clone(n.synced[:keep])
+		if keep <= n.syncedLen {
+			data = make([]byte, keep)
+			copy(data, n.synced) // the rest is the synced zero tail
 		} else {
-			data = slices.Clone(n.data[:keep])
+			data = slices.Clone(n.data[:keep]) // data[:syncedLen] is the synced contents (not dirty)
 		}
-		return &memNode{modTime: n.modTime, data: data, synced: data}
+		zf := len(data)
+		for zf > 0 && data[zf-1] == 0 {
+			zf--
+		}
+		return &memNode{modTime: n.modTime, data: data, zeroFrom: zf, synced: data[:zf], syncedLen: len(data)}
 	})
 }
 
@@ -374,12 +389,30 @@ func (m *Mem) TotalSpace(string) (uint64, error) {
 }
 
 // detachLocked gives synced its own array before bytes at or after from are
-// changed, when they are part of the synced contents.
+// changed, when they are part of the synced contents (a change within the
+// synced zero tail copies nothing).
 func (n *memNode) detachLocked(from int) {
+	if from < n.syncedLen {
+		n.syncedDirty = true
+	}
 	if !n.syncedOwned && from < len(n.synced) {
 		n.synced = slices.Clone(n.synced)
 		n.syncedOwned = true
 	}
+}
+
+// zeroBlock is compared against to tell zeros from data.
+var zeroBlock [4096]byte
+
+func isZeros(p []byte) bool {
+	for len(p) > 0 {
+		k := min(len(p), len(zeroBlock))
+		if string(p[:k]) != string(zeroBlock[:k]) {
+			return false
+		}
+		p = p[k:]
+	}
+	return true
 }
 
 func (m *Mem) truncateLocked(n *memNode, size int64) error {
@@ -389,6 +422,7 @@ func (m *Mem) truncateLocked(n *memNode, size int64) error {
 		n.detachLocked(int(size))
 		m.free += cur - size
 		n.data = n.data[:size]
+		n.zeroFrom = min(n.zeroFrom, int(size))
 	case size > cur:
 		if size-cur > m.free {
 			return syscall.ENOSPC
@@ -425,10 +459,19 @@ func (m *Mem) writeAtLocked(n *memNode, p []byte, off int64) (int, error) {
 				clear(n.data[cur:off]) // the hole between the old end and off
 			}
 		} else {
-			n.data = append(n.data, make([]byte, end-cur)...)
+			// Double: files grow by many appends (synced may keep the old array).
+			grown := make([]byte, end, max(end, 2*int64(cap(n.data))))
+			copy(grown, n.data)
+			n.data = grown
 		}
 	}
 	copy(n.data[off:], p)
+	switch zf := int64(n.zeroFrom); {
+	case !isZeros(p):
+		n.zeroFrom = int(max(zf, end))
+	case off <= zf && end >= zf:
+		n.zeroFrom = int(off)
+	}
 	n.modTime = time.Now()
 	return len(p), err
 }
@@ -574,8 +617,10 @@ func (f *memFile) Sync() error {
 		}
 		return nil
 	}
-	f.n.synced = f.n.data
+	f.n.synced = f.n.data[:f.n.zeroFrom]
+	f.n.syncedLen = len(f.n.data)
 	f.n.syncedOwned = false
+	f.n.syncedDirty = false
 	return nil
 }
 

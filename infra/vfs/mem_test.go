@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 
@@ -380,5 +381,68 @@ func TestMemProcessCrashClone(t *testing.T) {
 	}
 	if got, _ := vfs.ReadFile(m, "/d/f"); string(got) != "synced|cached|after" {
 		t.Fatalf("the original holds %q", got)
+	}
+}
+
+// TestMemSyncedZeroTail: records written over a synced tail of zeros (a
+// store's zero-fill ahead of its records) are lost in a power loss, the
+// zeros are kept, a torn clone keeps only the synced contents, and a
+// process crash keeps the records; and the synced zeros are not copied
+// when the records overwrite them.
+func TestMemSyncedZeroTail(t *testing.T) {
+	const zeros = 1 << 20
+	fs := vfs.NewMem()
+	f := mustWrite(t, fs, "/log", []byte("head"), false)
+	syncDir(t, fs, "/")
+	if _, err := f.WriteAt(make([]byte, zeros), 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := f.WriteAt([]byte("record"), 4); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got >= zeros {
+		t.Errorf("a write over the synced zero tail allocated %d bytes: the synced contents were copied", got)
+	}
+	synced := append([]byte("head"), make([]byte, zeros)...)
+	written := append([]byte("headrecord"), make([]byte, zeros-6)...)
+	check := func(name string, fs *vfs.Mem, want []byte) {
+		t.Helper()
+		got, err := readAll(t, fs, "/log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: %d bytes, starting %q; want %d bytes, starting %q", name, len(got), got[:10], len(want), want[:10])
+		}
+	}
+	check("crash clone", fs.CrashClone(), synced)
+	for i := range 10 {
+		check("torn clone", fs.CrashCloneTorn(rand.New(rand.NewPCG(uint64(i), 1))), synced)
+	}
+	pc := fs.ProcessCrashClone()
+	check("process crash clone", pc, written)
+	check("its power loss", pc.CrashClone(), synced)
+
+	// Appended after the zeros, a torn clone may keep a prefix of it.
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("tail"), zeros+4); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		got, err := readAll(t, fs.CrashCloneTorn(rand.New(rand.NewPCG(uint64(i), 2))), "/log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) < len(written) || !bytes.Equal(got, append(written, "tail"...)[:len(got)]) {
+			t.Fatalf("torn clone after an append: %d bytes, not the synced contents and a prefix of the append", len(got))
+		}
 	}
 }
