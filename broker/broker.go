@@ -29,6 +29,7 @@ import (
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/upload"
+	"github.com/stratamq/stratamq/tier/wal"
 )
 
 // Version is the RocketMQ version ordinal the broker puts in responses
@@ -121,6 +122,7 @@ type Broker struct {
 	advertise string
 
 	ha     haState              // a slave's HA stream (Run starts it)
+	wal    walState             // the bucket WAL of bucket-durable topics (wire_wal.go)
 	repl   *replication.Service // a master's HA listener, high watermark and acknowledgement waits (wire_replication.go)
 	hastat haStatusState        // ha_status.go: what HAStatus reads besides ha and repl; the failover count
 
@@ -267,6 +269,9 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		}
 		b.scoped, cs = scoped, newCheckpointStore(scoped)
 	}
+	if cfg.Durability == DurabilityBucket && deps.Bucket == nil {
+		return fail(errors.New("broker: STRATAMQ_DURABILITY=bucket needs a bucket (STRATAMQ_BUCKET)"))
+	}
 	b.fo = newFailover(b, cs, noTakeover, masterCut) // wire_failover.go
 	if deps.Bucket != nil {
 		if cfg.Role == RoleSlave {
@@ -324,12 +329,18 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	var coldIndex store.ColdIndex
 	var coldKeys store.ColdKeyIndex
 	var restore *store.Restore
+	var walChain *wal.Chain // a master with a bucket: the bucket WAL (wire_wal.go)
 	if scoped != nil {
 		fresh := b.storeIsFresh()
 		if b.tier, err = newTiering(b, scoped, deps.Registerer, manifest); err != nil {
 			return fail(fmt.Errorf("broker: tiering: %w", err))
 		}
 		cold, coldIndex, coldKeys = b.tier.Cold(), b.tier, b.tier
+		if b.dur != nil {
+			if walChain, err = b.readWALChain(); err != nil {
+				return fail(err)
+			}
+		}
 		switch {
 		case cfg.Role == RoleSlave:
 			// Always: the store keeps a local log that reaches U and
@@ -338,8 +349,18 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 				return fail(err)
 			}
 		case fresh:
-			if restore, err = b.restorePoint(); err != nil {
-				return fail(err)
+			// The WAL's tail, if it holds one, continues the segments
+			// byte for byte; else restorePoint resumes past the
+			// checkpoint's reservations.
+			if walChain != nil {
+				if restore, err = b.walRestorePoint(walChain, uploadedEnd(nil, b.tier)); err != nil {
+					return fail(err)
+				}
+			}
+			if restore == nil && (walChain == nil || len(walChain.Objects) == 0 || uploadedEnd(nil, b.tier) > 0) {
+				if restore, err = b.restorePoint(); err != nil {
+					return fail(err)
+				}
 			}
 		}
 		if b.dur != nil {
@@ -352,7 +373,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if cfg.Flush == "sync" {
 		flush = store.FlushSync
 	}
-	b.store, err = store.Open(store.Options{
+	storeOpts := store.Options{
 		FS:               deps.FS,
 		Dir:              filepath.Join(cfg.DataDir, "store"),
 		SegmentSize:      int64(cfg.SegmentSize),
@@ -375,11 +396,28 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		MaxTopics:         2 * cfg.MaxTopics,
 		MaxQueuesPerTopic: cfg.MaxQueuesPerTopic,
 		MaxOpenQueueFiles: cfg.MaxOpenQueueFiles,
-	})
+	}
+	b.store, err = store.Open(storeOpts)
 	if err != nil {
 		return fail(fmt.Errorf("broker: open store: %w", err))
 	}
-	if restore != nil && !restore.Replica {
+	if walChain != nil {
+		reopen := func() error {
+			opts := storeOpts
+			opts.Restore = nil
+			b.store, err = store.Open(opts)
+			return err
+		}
+		if err := b.recoverWAL(walChain, uploadedEnd(manifest, b.tier), reopen); err != nil {
+			return fail(err)
+		}
+		if deps.Registerer != nil {
+			if err := deps.Registerer.Register(b.wal.w); err != nil {
+				b.log.Warn("WAL metrics not registered", "err", err)
+			}
+		}
+	}
+	if restore != nil && (!restore.Replica || walChain != nil) {
 		b.afterRestore(restore)
 	}
 	// The high watermark starts where another copy is known to hold the
@@ -402,6 +440,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			return fail(err)
 		}
 	}
+	b.scanDurability()                              // wire_wal.go
 	b.sched = b.newSchedule(configDir, schedLoaded) // clamped to the queues, now open
 	b.ret = b.newRetention()                        // wire_retention.go
 	if b.trans, err = b.newTrans(); err != nil {

@@ -49,7 +49,13 @@ type Config struct {
 	LeaseTTL           time.Duration `env:"LEASE_TTL" help:"lifetime of the bucket lease (default 3 × checkpoint interval, at least 30s; at least 1s), renewed every fifth of it; a crashed broker's replacement waits this long"`
 	CheckpointInterval time.Duration `env:"CHECKPOINT_INTERVAL" envDefault:"10s" help:"how often offsets, topics, groups and the log's high-water mark are checkpointed to the bucket (the lease is renewed on its own, every fifth of its TTL)"`
 	CheckpointWait     time.Duration `env:"CHECKPOINT_WAIT" envDefault:"2s" help:"longest a send waits for a bucket checkpoint it needs (the offsets the last one reserved ran out) before it is refused SERVICE_NOT_AVAILABLE; a checkpoint that fails refuses it at once"`
-	AcceptLoss         bool          `env:"ACCEPT_LOSS" help:"start even though messages the bucket lacks would be left behind (a drain that failed, a local disk another broker has since overtaken, or a promoted slave's lagging copy holding offsets the bucket lacks); the local data is set aside, not deleted"`
+	// Bucket durability (package tier/wal, wire_wal.go).
+	Durability    string        `env:"DURABILITY" envDefault:"local" help:"durability of topics without their own durability attribute: local (SEND_OK once the message is in the local log, per STRATAMQ_FLUSH and STRATAMQ_ROLE) or bucket (SEND_OK once it is in a committed WAL object in the bucket: nothing acknowledged is lost with the disk; needs a bucket)"`
+	WALLinger     time.Duration `env:"WAL_LINGER" envDefault:"200ms" help:"bucket durability: longest the first waiting send waits for more before its WAL object is written (at most one WAL PUT per linger while sends wait)"`
+	WALBatch      bytesize.Size `env:"WAL_BATCH" envDefault:"4MiB" help:"bucket durability: most log bytes in one WAL object; a full batch is written at once"`
+	WALMaxBacklog bytesize.Size `env:"WAL_MAX_BACKLOG" envDefault:"64MiB" help:"bucket durability: log bytes not yet in the WAL past which a send to a bucket topic waits (up to STRATAMQ_CHECKPOINT_WAIT), then is refused SYSTEM_BUSY (a slow or throttling bucket)"`
+	WALAckTimeout time.Duration `env:"WAL_ACK_TIMEOUT" envDefault:"10s" help:"bucket durability: a stored send whose WAL object is not committed within this long is answered FLUSH_DISK_TIMEOUT (stored locally, not yet in the bucket)"`
+	AcceptLoss    bool          `env:"ACCEPT_LOSS" help:"start even though messages the bucket lacks would be left behind (a drain that failed, a local disk another broker has since overtaken, or a promoted slave's lagging copy holding offsets the bucket lacks); the local data is set aside, not deleted"`
 
 	// Resource limits of the remoting servers (broker and name server each).
 	MaxReadMemory       bytesize.Size `env:"MAX_READ_MEMORY" envDefault:"64MiB" help:"bytes of requests being read or waiting to be handled, per server; past it connections stop being read until memory frees (one request of up to 16 MiB may go past it)"`
@@ -265,6 +271,21 @@ func (c Config) withDefaults() Config {
 	if c.TransactionCheckMax == 0 {
 		c.TransactionCheckMax = 15
 	}
+	if c.Durability == "" {
+		c.Durability = DurabilityLocal
+	}
+	if c.WALLinger == 0 {
+		c.WALLinger = 200 * time.Millisecond
+	}
+	if c.WALBatch == 0 {
+		c.WALBatch = 4 << 20
+	}
+	if c.WALMaxBacklog == 0 {
+		c.WALMaxBacklog = 64 << 20
+	}
+	if c.WALAckTimeout == 0 {
+		c.WALAckTimeout = 10 * time.Second
+	}
 	// LocalRetention 0 is meaningful (drop right after upload): no default here.
 	if c.MaxHold == 0 {
 		c.MaxHold = 25 * time.Second
@@ -317,6 +338,18 @@ func (c Config) Validate() error {
 	}
 	if c.BrokerID < 0 {
 		return fmt.Errorf("STRATAMQ_BROKER_ID=%d: want >= 0", c.BrokerID)
+	}
+	if err := checkDurability(c.Durability); err != nil {
+		return fmt.Errorf("STRATAMQ_DURABILITY: %w", err)
+	}
+	if c.WALLinger < 0 || c.WALAckTimeout < 0 {
+		return fmt.Errorf("STRATAMQ_WAL_LINGER and STRATAMQ_WAL_ACK_TIMEOUT must not be negative")
+	}
+	if c.WALBatch < 4<<10 || c.WALBatch > 64<<20 {
+		return fmt.Errorf("STRATAMQ_WAL_BATCH=%s: want 4KiB..64MiB", c.WALBatch)
+	}
+	if c.WALMaxBacklog < c.WALBatch {
+		return fmt.Errorf("STRATAMQ_WAL_MAX_BACKLOG=%s: want at least STRATAMQ_WAL_BATCH (%s)", c.WALMaxBacklog, c.WALBatch)
 	}
 	if c.TransactionTimeout < 0 || c.TransactionCheckInterval < 0 || c.TransactionCheckMax < 0 {
 		return fmt.Errorf("STRATAMQ_TRANSACTION_TIMEOUT, STRATAMQ_TRANSACTION_CHECK_INTERVAL and STRATAMQ_TRANSACTION_CHECK_MAX must not be negative")

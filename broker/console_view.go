@@ -135,7 +135,7 @@ func (b *Broker) ConsoleTopics(ctx context.Context, name string, detail bool) ([
 			Perm: tc.Perm, System: remoting.IsSystemTopic(tc.TopicName)}
 		for q := range queueCount(tc) {
 			mn := b.store.MinQueueOffset(tc.TopicName, q)
-			mx, err := b.store.VisibleMaxQueueOffset(ctx, tc.TopicName, q, b.readBound())
+			mx, err := b.store.VisibleMaxQueueOffset(ctx, tc.TopicName, q, b.readBoundOf(tc.TopicName))
 			if err != nil {
 				return nil, fmt.Errorf("max offset of %s/%d: %w", tc.TopicName, q, err)
 			}
@@ -286,7 +286,7 @@ type Property struct{ Key, Value string }
 func (b *Broker) ConsoleMessages(ctx context.Context, topic string, queueID int32, from int64, n, preview int) (msgs []ConsoleMessage, next int64, err error) {
 	n, preview = min(max(n, 0), ConsoleMaxMessages), min(max(preview, 0), ConsoleMaxPreview)
 	mn := b.store.MinQueueOffset(topic, queueID)
-	mx, err := b.store.VisibleMaxQueueOffset(ctx, topic, queueID, b.readBound())
+	mx, err := b.store.VisibleMaxQueueOffset(ctx, topic, queueID, b.readBoundOf(topic))
 	if err != nil {
 		return nil, from, err
 	}

@@ -26,6 +26,9 @@ func (b *Broker) writeGate(ctx context.Context, topic string, queueID int32) err
 		return errSlaveWrite
 	}
 	if b.dur == nil {
+		if b.bucketTopic(topic) {
+			return errNoWAL
+		}
 		return nil
 	}
 	if b.fo.Demoting() {
@@ -33,6 +36,11 @@ func (b *Broker) writeGate(ctx context.Context, topic string, queueID int32) err
 	}
 	if _, err := b.dur.Writable(); err != nil {
 		return err
+	}
+	if b.bucketTopic(topic) {
+		if err := b.walGate(ctx); err != nil {
+			return err
+		}
 	}
 	return b.dur.AwaitCovered(ctx, topic, queueID)
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,7 +100,15 @@ func (b *Broker) Send(ctx context.Context, msgs []proxy.Message) []proxy.SendRes
 	req := remoting.NewRequest(remoting.SendMessage, nil, nil)
 	res, err := b.grpcPut(ready) // grpc_put.go: stored with the other sends of the moment
 	var slaveErr error
-	if err == nil {
+	if err == nil && slices.ContainsFunc(at, func(i int) bool { return b.bucketTopic(msgs[i].Topic) }) {
+		// Bucket-durable (one topic per request): once the WAL holds
+		// them, instead of a slave (wire_wal.go).
+		ch := make(chan error, 1)
+		b.awaitWAL(res, func(e error) { ch <- e })
+		if err = <-ch; err == nil {
+			err = b.ackGate()
+		}
+	} else if err == nil {
 		slaveErr = b.slaveAck(res)
 		// Right before answering, after the slave's ack, as answerBatch
 		// checks it: the lease may have lapsed during the store or the wait.

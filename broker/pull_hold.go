@@ -75,7 +75,7 @@ func (p *pullHold) park(c *remoting.Conn, req *remoting.Command, topic string, q
 	// missed until the hold times out. One the read bound hides does not
 	// wake the pull: it waits for the bound to show it.
 	if waitPhys == 0 && p.b.store.MaxQueueOffset(topic, queue) > offset {
-		if waitPhys = p.b.hiddenEnd(topic, queue, offset); waitPhys == 0 {
+		if waitPhys = p.b.hiddenEndOf(topic, queue, offset); waitPhys == 0 {
 			p.wakeQueue(k, func(h *heldPull) bool { return h == hp })
 			return true
 		}
@@ -89,7 +89,7 @@ func (p *pullHold) park(c *remoting.Conn, req *remoting.Command, topic string, q
 		}
 		p.mu.Unlock()
 	}
-	if waitPhys > 0 && p.b.visible(waitPhys) {
+	if waitPhys > 0 && p.b.visibleOf(topic, waitPhys) {
 		p.wakeQueue(k, func(h *heldPull) bool { return h == hp })
 	}
 	return true
@@ -107,7 +107,7 @@ func (p *pullHold) notify(topic string, queue int32, queueOffset int64, tagsCode
 		p.mu.Unlock()
 		return
 	}
-	bounded, end, waits := p.b.readBound() > 0, p.b.store.MaxPhysOffset(), false
+	bounded, end, waits := p.b.readBoundOf(topic) > 0, p.b.store.MaxPhysOffset(), false
 	woken := p.sortLocked(k, nil, func(h *heldPull) holdVerdict {
 		switch {
 		case h.waitPhys != 0 || queueOffset < h.offset || !h.sub.Match(tagsCode):
@@ -122,13 +122,14 @@ func (p *pullHold) notify(topic string, queue int32, queueOffset int64, tagsCode
 		p.minWait.Store(end)
 	}
 	p.answerAndUnlock(woken)
-	if waits && p.b.visible(end) {
+	if waits && p.b.visibleOf(topic, end) {
 		p.wakeVisible() // an ack may have passed end before the pulls waited on it
 	}
 }
 
-// wakeVisible is ha.MasterOptions.OnAcked of a sync_master: wake the pulls
-// behind a hidden record that the read bound now shows. With none waiting
+// wakeVisible is ha.MasterOptions.OnAcked of a sync_master and the WAL's
+// OnDurable: wake the pulls behind a hidden record that the read bound
+// (readBoundOf their topic) now shows. With none waiting
 // on the bound, or none it reaches, it costs an atomic load or two.
 func (p *pullHold) wakeVisible() {
 	if p.minWait.Load() == math.MaxInt64 {
@@ -142,6 +143,7 @@ func (p *pullHold) wakeVisible() {
 	next := int64(math.MaxInt64)
 	var due []*heldPull
 	for k := range p.mu.waiting {
+		bound := p.b.readBoundOf(k.topic) // a bucket-durable topic's is the WAL's, at most the role's
 		due = p.sortLocked(k, due, func(h *heldPull) holdVerdict {
 			switch {
 			case h.waitPhys == 0:

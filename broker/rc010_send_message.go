@@ -264,6 +264,8 @@ func (b *Broker) retryOrDLQ(req *remoting.Command, topic string, queueID, recons
 // putError maps a store error to a RocketMQ response.
 func (b *Broker) putError(req *remoting.Command, err error) *remoting.Command {
 	switch {
+	case isWALErr(err):
+		return walResponse(req, err)
 	case errors.Is(err, store.ErrMessageTooLarge), errors.Is(err, store.ErrInvalidTopic):
 		return errResponse(req, remoting.MessageIllegal, err.Error())
 	case errors.Is(err, store.ErrFlushTimeout):

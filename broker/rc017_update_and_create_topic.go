@@ -32,7 +32,7 @@ func (b *Broker) updateAndCreateTopic(ctx context.Context, c *remoting.Conn, req
 	// RocketMQ 5's attribute modifications ("+k=v,-k") apply to the
 	// topic's current attributes (retention.time: package retention).
 	cur, _ := b.topics.Get(h.Topic)
-	attrs, err := applyAttributes(cur.Attributes, h.Attributes)
+	attrs, err := b.applyAttributes(cur.Attributes, h.Attributes)
 	if err != nil {
 		return errResponse(req, remoting.SystemError, fmt.Sprintf("topic %s: %v", h.Topic, err))
 	}

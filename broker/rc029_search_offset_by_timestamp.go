@@ -35,7 +35,7 @@ func (b *Broker) searchOffsetByTimestamp(ctx context.Context, c *remoting.Conn, 
 	if err != nil {
 		return errResponse(req, remoting.SystemError, "search the offset by time: "+err.Error())
 	}
-	if v := b.readBound(); v > 0 {
+	if v := b.readBoundOf(h.Topic); v > 0 {
 		end, err := b.store.VisibleMaxQueueOffset(ctx, h.Topic, h.QueueID, v)
 		if err != nil {
 			return errResponse(req, remoting.SystemError, fmt.Sprintf("reading the consumequeue of %s/%d: %v", h.Topic, h.QueueID, err))

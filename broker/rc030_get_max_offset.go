@@ -17,7 +17,7 @@ func (b *Broker) getMaxOffset(ctx context.Context, c *remoting.Conn, req *remoti
 	if err := h.Decode(req.ExtFields); err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
-	off, err := b.store.VisibleMaxQueueOffset(ctx, h.Topic, h.QueueID, b.readBound())
+	off, err := b.store.VisibleMaxQueueOffset(ctx, h.Topic, h.QueueID, b.readBoundOf(h.Topic))
 	if err != nil {
 		return errResponse(req, remoting.SystemError, fmt.Sprintf("reading the consumequeue of %s/%d: %v", h.Topic, h.QueueID, err))
 	}

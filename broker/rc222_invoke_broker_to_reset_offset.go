@@ -45,7 +45,7 @@ func (b *Broker) invokeBrokerToResetOffset(ctx context.Context, c *remoting.Conn
 				return errResponse(req, remoting.SystemError, fmt.Sprintf("find the offset of %s queue %d at %d: %v", topic, q, ts, err))
 			}
 		}
-		if v := b.readBound(); v > 0 { // sync_master: only what consumers may see
+		if v := b.readBoundOf(topic); v > 0 { // sync_master or a bucket-durable topic: only what consumers may see
 			end, err := b.store.VisibleMaxQueueOffset(ctx, topic, q, v)
 			if err != nil {
 				return errResponse(req, remoting.SystemError, fmt.Sprintf("reading the consumequeue of %s/%d: %v", topic, q, err))

@@ -66,6 +66,9 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 		hm := b.holdHANotify()
 		res, err := b.store.Put(ctx, msgs)
 		b.pushHA(hm)
+		if err == nil && b.bucketTopic(a.topic) {
+			return b.ackAfterWAL(c, &a, res)
+		}
 		var slaveErr error
 		if err == nil {
 			slaveErr = b.slaveAck(res)
@@ -80,6 +83,19 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 	// an early error, or already durable) or later on the flusher's.
 	ans := &laterReply{c: c, req: a.req}
 	b.store.PutNotify(msgs, func(res []store.PutResult, err error) {
+		if err == nil && b.bucketTopic(a.topic) {
+			b.awaitWAL(res, func(err error) {
+				if err == nil {
+					err = b.ackGate()
+				}
+				if err != nil {
+					ans.finish(b.putError(a.req, err))
+					return
+				}
+				ans.finish(b.ackResponse(&a, res))
+			})
+			return
+		}
 		if err == nil {
 			err = b.ackGate()
 		}
@@ -197,7 +213,9 @@ func (b *Broker) EndBatch(rb *remoting.ReadBatch) {
 		hm := b.holdHANotify()
 		res, err := b.store.Put(context.Background(), sb.msgs)
 		b.pushHA(hm)
-		if err != nil || b.cfg.Role != RoleSyncMaster {
+		if err == nil && b.hasBucketAck(sb.acks) {
+			b.answerSplit(c, slices.Clone(sb.acks), res, rb.KeepInFlight())
+		} else if err != nil || b.cfg.Role != RoleSyncMaster {
 			b.answerBatch(c, sb.acks, res, err, nil, &sb.resp, false)
 		} else {
 			// The slave's ack answers the batch on the HA report reader
@@ -210,6 +228,10 @@ func (b *Broker) EndBatch(rb *remoting.ReadBatch) {
 		// reader); Shutdown waits for the answers.
 		acks, scratch, done := slices.Clone(sb.acks), new(sendResponse), rb.KeepInFlight()
 		b.store.PutNotify(sb.msgs, func(res []store.PutResult, err error) {
+			if err == nil && b.hasBucketAck(acks) {
+				b.answerSplit(c, acks, res, done)
+				return
+			}
 			if err != nil || b.cfg.Role != RoleSyncMaster {
 				b.answerBatch(c, acks, res, err, nil, scratch, false)
 				done()

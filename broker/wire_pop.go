@@ -55,7 +55,7 @@ var (
 
 // Get reads as a pull does: a sync_master shows only what a slave holds.
 func (h popHost) Get(ctx context.Context, req store.GetRequest) (store.GetResult, error) {
-	req.MaxPhys = h.b.readBound()
+	req.MaxPhys = h.b.readBoundOf(req.Topic)
 	return h.b.store.Get(ctx, req)
 }
 func (h popHost) ReadRecordContext(ctx context.Context, phys int64) ([]byte, error) {

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 
@@ -38,8 +39,21 @@ type TopicRetentionReport = retention.Report
 
 // applyAttributes applies RocketMQ 5's attribute modifications
 // (retention.ApplyAttributes).
-func applyAttributes(cur map[string]string, mods string) (map[string]string, error) {
-	return retention.ApplyAttributes(cur, mods)
+func (b *Broker) applyAttributes(cur map[string]string, mods string) (map[string]string, error) {
+	out, err := retention.ApplyAttributes(cur, mods)
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := out[DurabilityAttribute]; ok {
+		if err := checkDurability(v); err != nil {
+			return nil, err
+		}
+		if v == DurabilityBucket && b.scoped == nil {
+			return nil, fmt.Errorf("durability %s needs a bucket (STRATAMQ_BUCKET): this broker has none", v)
+		}
+		b.noteDurability(out)
+	}
+	return out, nil
 }
 
 // newRetention is the retention service over the open store and, with a

@@ -165,3 +165,19 @@ func (b *Broker) tierPending() *offsetRange {
 	from, to := b.tier.PendingRange()
 	return &offsetRange{From: from, To: to}
 }
+
+// segmentsEnd is how far the manifest's commitlog objects hold the log
+// without a hole from p: the end of the run of objects that covers p, or
+// p itself when none does.
+func segmentsEnd(m *upload.Manifest, p int64) int64 {
+	objs := m.CommitLog()
+	for moved := true; moved; {
+		moved = false
+		for _, o := range objs {
+			if o.Base <= p && p < o.End() {
+				p, moved = o.End(), true
+			}
+		}
+	}
+	return p
+}

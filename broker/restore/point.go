@@ -255,3 +255,12 @@ func byQueueID[V, W any](m map[string]map[string]V, conv func(V) W) map[string]m
 	}
 	return out
 }
+
+// MinsOnly is each checkpointed queue's Min, its Max left to the store
+// (a restore that continues a log byte for byte: Restore.Replica).
+func MinsOnly(qs map[string]map[string]durability.QueueRange) map[string]map[int32]store.QueueRange {
+	return queueRanges(qs, func(rg durability.QueueRange) store.QueueRange { return store.QueueRange{Min: rg.Min} })
+}
+
+// Tombstones is the checkpoint's deleted queues by queue id (Restore.Deleted).
+func Tombstones(d map[string]map[string]int64) map[string]map[int32]int64 { return tombstones(d) }

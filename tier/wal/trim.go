@@ -89,3 +89,17 @@ func (w *Writer) inChain(h Header) bool {
 	}
 	return !slices.ContainsFunc(w.skipped, func(s Header) bool { return s.Seq == h.Seq })
 }
+
+// Oldest is where the oldest bytes of the chain this writer still holds
+// in the bucket start (Durable when it holds none): what the manifest must
+// cover, from there on, before Trim can delete anything.
+func (w *Writer) Oldest() int64 {
+	w.trimMu.Lock()
+	defer w.trimMu.Unlock()
+	for _, h := range w.held {
+		if w.inChain(h) && h.Length > 0 {
+			return h.Start
+		}
+	}
+	return w.durable.Load()
+}

@@ -1,0 +1,361 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratamq/stratamq/broker/restore"
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
+	"github.com/stratamq/stratamq/tier/wal"
+)
+
+// Topic durability (the topic attribute DurabilityAttribute, default
+// STRATAMQ_DURABILITY): local acknowledges a send once the local log holds
+// it (per STRATAMQ_FLUSH and STRATAMQ_ROLE); bucket once a committed WAL
+// object in the bucket holds it (package tier/wal).
+const (
+	DurabilityAttribute = "durability"
+	DurabilityLocal     = "local"
+	DurabilityBucket    = "bucket"
+)
+
+// walDir is where the WAL's objects live under the brokerName's prefix.
+const walDir = "wal/"
+
+func checkDurability(v string) error {
+	switch v {
+	case DurabilityLocal, DurabilityBucket:
+		return nil
+	}
+	return fmt.Errorf("durability %q: want %s or %s", v, DurabilityLocal, DurabilityBucket)
+}
+
+// Errors of bucket-durable sends.
+var (
+	errNoWAL = errors.New("broker: the topic is bucket-durable (durability=bucket) but this broker has no bucket WAL " +
+		"(no STRATAMQ_BUCKET, or not the master)")
+	errWALBusy = errors.New("broker: the bucket WAL is behind (the bucket is slow or throttling)")
+)
+
+// walState is the broker's side of the bucket WAL: the writer (a master
+// with a bucket), and whether any topic uses it.
+type walState struct {
+	w    *wal.Writer
+	used atomic.Bool // some topic is (or was, this run) bucket-durable, or the default is
+}
+
+// bucketTopic reports whether sends to topic are acknowledged from the
+// bucket: its durability attribute, else STRATAMQ_DURABILITY.
+func (b *Broker) bucketTopic(topic string) bool {
+	if !b.wal.used.Load() {
+		return false
+	}
+	if tc, ok := b.topics.Get(topic); ok {
+		if v, ok := tc.Attributes[DurabilityAttribute]; ok {
+			return v == DurabilityBucket
+		}
+	}
+	return b.cfg.Durability == DurabilityBucket
+}
+
+// noteDurability marks the WAL used once a topic's attributes ask for it.
+func (b *Broker) noteDurability(attrs map[string]string) {
+	if attrs[DurabilityAttribute] == DurabilityBucket {
+		b.wal.used.Store(true)
+	}
+}
+
+// scanDurability sets used from the configuration and the topic table.
+func (b *Broker) scanDurability() {
+	if b.cfg.Durability == DurabilityBucket {
+		b.wal.used.Store(true)
+	}
+	for _, tc := range b.topics.Wrapper().TopicConfigTable {
+		b.noteDurability(tc.Attributes)
+	}
+}
+
+// walGate is writeGate's part for a bucket-durable topic: there must be a
+// WAL, and its backlog within STRATAMQ_WAL_MAX_BACKLOG (a send waits up to
+// STRATAMQ_CHECKPOINT_WAIT for it to drain, then is refused SYSTEM_BUSY).
+func (b *Broker) walGate(ctx context.Context) error {
+	w := b.wal.w
+	if w == nil {
+		return errNoWAL
+	}
+	limit := int64(b.cfg.WALMaxBacklog)
+	if w.Backlog() <= limit {
+		return nil
+	}
+	deadline := time.Now().Add(b.cfg.CheckpointWait)
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for w.Backlog() > limit {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: %d bytes are not in the bucket yet (STRATAMQ_WAL_MAX_BACKLOG %s)", errWALBusy, w.Backlog(), b.cfg.WALMaxBacklog)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// awaitWAL calls done once the WAL holds the log up to the end of res (on
+// this goroutine when known at once, else on the WAL writer's); done must
+// not block.
+func (b *Broker) awaitWAL(res []store.PutResult, done func(error)) {
+	w := b.wal.w
+	if w == nil {
+		done(errNoWAL)
+		return
+	}
+	last := res[len(res)-1]
+	w.Await(last.PhysOffset+int64(last.Size), time.Now().Add(b.cfg.WALAckTimeout), done)
+}
+
+// walResponse is putError's part for the WAL's errors.
+func walResponse(req *remoting.Command, err error) *remoting.Command {
+	switch {
+	case errors.Is(err, wal.ErrTimeout):
+		return errResponse(req, remoting.FlushDiskTimeout, "the message is stored on the broker but its WAL object was not committed to the bucket within STRATAMQ_WAL_ACK_TIMEOUT: "+err.Error())
+	case errors.Is(err, errWALBusy):
+		return errResponse(req, remoting.SystemBusy, "[TIMEOUT_CLEAN_QUEUE] broker busy: "+err.Error()+"; retry later")
+	case errors.Is(err, errNoWAL):
+		return errResponse(req, remoting.ServiceNotAvailable, err.Error())
+	}
+	return errResponse(req, remoting.ServiceNotAvailable, "service not available now: the bucket WAL stopped ("+err.Error()+")")
+}
+
+func isWALErr(err error) bool {
+	return errors.Is(err, wal.ErrTimeout) || errors.Is(err, wal.ErrDeposed) || errors.Is(err, wal.ErrClosed) ||
+		errors.Is(err, errWALBusy) || errors.Is(err, errNoWAL)
+}
+
+// hasBucketAck reports whether a batch holds a send to a bucket-durable topic.
+func (b *Broker) hasBucketAck(acks []sendAck) bool {
+	if !b.wal.used.Load() {
+		return false
+	}
+	return slices.ContainsFunc(acks, func(a sendAck) bool { return b.bucketTopic(a.topic) })
+}
+
+// answerSplit answers a stored batch holding bucket-durable sends: the
+// others as the role says (sync_master: once a slave acks), the
+// bucket-durable ones once the WAL holds them; done runs after both.
+func (b *Broker) answerSplit(c *remoting.Conn, acks []sendAck, res []store.PutResult, done func()) {
+	var la, ba []sendAck
+	var lr, br []store.PutResult
+	i := 0
+	for _, a := range acks {
+		r := res[i : i+a.n]
+		i += a.n
+		if b.bucketTopic(a.topic) {
+			ba, br = append(ba, a), append(br, r...)
+		} else {
+			la, lr = append(la, a), append(lr, r...)
+		}
+	}
+	var left atomic.Int32
+	left.Store(2)
+	fin := func() {
+		if left.Add(-1) == 0 && done != nil {
+			done()
+		}
+	}
+	switch {
+	case len(la) == 0:
+		fin()
+	case b.cfg.Role == RoleSyncMaster:
+		b.answerOnSlaveAck(c, la, lr, new(sendResponse), fin)
+	default:
+		b.answerBatch(c, la, lr, nil, nil, nil, false)
+		fin()
+	}
+	b.awaitWAL(br, func(err error) {
+		b.answerBatch(c, ba, br, err, nil, new(sendResponse), true)
+		fin()
+	})
+}
+
+// ackAfterWAL answers one stored bucket-durable send once the WAL holds
+// it (the later reply's way: returned now if known at once).
+func (b *Broker) ackAfterWAL(c *remoting.Conn, a *sendAck, res []store.PutResult) *remoting.Command {
+	ans := &laterReply{c: c, req: a.req}
+	b.awaitWAL(res, func(err error) {
+		if err == nil {
+			err = b.ackGate()
+		}
+		if err != nil {
+			ans.finish(b.putError(a.req, err))
+			return
+		}
+		ans.finish(b.ackResponse(a, res))
+	})
+	return ans.returned()
+}
+
+// readBoundOf is the visibility bound of consumer reads of topic (0:
+// none): readBound, and for a bucket-durable topic what the WAL holds, so
+// a consumer never reads a message a lost disk could take back.
+func (b *Broker) readBoundOf(topic string) int64 {
+	v := b.readBound()
+	if w := b.wal.w; w != nil && b.bucketTopic(topic) {
+		if d := max(w.Durable(), 1); v == 0 || d < v {
+			v = d
+		}
+	}
+	return v
+}
+
+// visibleOf reports whether a record of topic ending at end is within readBoundOf.
+func (b *Broker) visibleOf(topic string, end int64) bool {
+	v := b.readBoundOf(topic)
+	return v == 0 || end <= v
+}
+
+// hiddenEndOf is hiddenEnd under readBoundOf.
+func (b *Broker) hiddenEndOf(topic string, queue int32, offset int64) int64 {
+	if b.wal.w == nil || !b.bucketTopic(topic) {
+		return b.hiddenEnd(topic, queue, offset)
+	}
+	v := b.readBoundOf(topic)
+	phys, size, _, ok, err := b.store.QueueEntry(topic, queue, offset)
+	if err != nil || !ok || phys+int64(size) <= v {
+		return 0
+	}
+	return phys + int64(size)
+}
+
+// walRecoverTimeout bounds reading and reconciling the WAL at start.
+const walRecoverTimeout = 2 * time.Minute
+
+// readWALChain lists the WAL of this brokerName (a master with a bucket,
+// before its store opens).
+func (b *Broker) readWALChain() (*wal.Chain, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), walRecoverTimeout)
+	defer cancel()
+	c, err := wal.Read(ctx, b.scoped, walDir)
+	if err != nil {
+		return nil, fmt.Errorf("broker: read the bucket WAL: %w", err)
+	}
+	return c, nil
+}
+
+// walRestorePoint is where a fresh data dir's log starts when the WAL holds
+// bytes past the segments' end e: exactly at e (not past the checkpoint's
+// reservations, as restorePoint would), with each queue's next offset as
+// the index of the segment ending at e says, so that the WAL's records
+// append at their own offsets (recoverWAL). nil: the WAL holds nothing
+// past e, and restorePoint decides.
+func (b *Broker) walRestorePoint(c *wal.Chain, e int64) (*store.Restore, error) {
+	live, err := c.Live(e)
+	if err != nil || len(live) == 0 {
+		return nil, err
+	}
+	if e == 0 {
+		return nil, nil // an empty log takes the WAL's records from offset 0
+	}
+	cl, _ := b.restoredCommitLog()
+	r := &store.Restore{Replica: true, CommitLogStart: e, IndexedFrom: e, Floor: min(cl.Floor, e),
+		Queues:  restore.MinsOnly(cl.Queues),
+		Deleted: restore.Tombstones(cl.Deleted)}
+	b.log.Info("restoring the log's tail from the bucket WAL", "segmentsEnd", e, "walEnd", c.End(e), "objects", len(live))
+	return r, nil
+}
+
+// recoverWAL makes the open store agree with the WAL past e (appending
+// what a lost disk or a power cut took, cutting a deposed writer's tail)
+// and claims the WAL for this run: b.wal.w is set, to be run by Run.
+func (b *Broker) recoverWAL(c *wal.Chain, e int64, reopen func() error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), walRecoverTimeout)
+	defer cancel()
+	local := walLocal{b: b, reopen: reopen}
+	for try := 0; ; try++ {
+		end, err := wal.Reconcile(ctx, b.scoped, walDir, c, min(e, b.store.MaxPhysOffset()), local)
+		if err != nil {
+			return fmt.Errorf("broker: restore from the bucket WAL: %w", err)
+		}
+		w := wal.NewWriter(wal.Config{
+			Bucket: b.scoped, Dir: walDir, Log: b.store, Linger: b.cfg.WALLinger, Batch: int(b.cfg.WALBatch),
+			Fence: b.fence, ValidFor: b.leaseValidFor, Active: b.wal.used.Load,
+			OnDurable: func(int64) { b.hold.wakeVisible() }, Logger: b.log,
+		}, c, end)
+		err = w.Claim(ctx)
+		if err == nil {
+			b.wal.w = w
+			return nil
+		}
+		if !errors.Is(err, wal.ErrConflict) || try >= 8 {
+			return fmt.Errorf("broker: claim the bucket WAL: %w", err)
+		}
+		b.log.Warn("the bucket WAL grew while it was read; reading it again", "err", err)
+		if c, err = wal.Read(ctx, b.scoped, walDir); err != nil {
+			return fmt.Errorf("broker: read the bucket WAL: %w", err)
+		}
+	}
+}
+
+// walLocal is the store as wal.Reconcile sees it.
+type walLocal struct {
+	b      *Broker
+	reopen func() error // closes and opens the store again (after a cut)
+}
+
+func (l walLocal) LocalMinPhysOffset() int64 { return l.b.store.LocalMinPhysOffset() }
+func (l walLocal) MaxPhysOffset() int64      { return l.b.store.MaxPhysOffset() }
+func (l walLocal) ReadLog(ctx context.Context, off int64, p []byte) (int, error) {
+	return l.b.store.ReadLog(ctx, off, p)
+}
+func (l walLocal) AppendRaw(off int64, p []byte) error { return l.b.store.AppendRaw(off, p) }
+
+// Cut sets the local log's tail from at aside (under diverged/), as a
+// rejoining replica's divergent tail is.
+func (l walLocal) Cut(at int64) error {
+	b := l.b
+	end := b.store.MaxPhysOffset()
+	if err := b.store.Close(); err != nil {
+		return err
+	}
+	keep := filepath.Join(b.cfg.DataDir, "diverged", fmt.Sprintf("%020d-%020d.wal", at, end))
+	if _, err := store.CutLog(b.fs, filepath.Join(b.cfg.DataDir, "store"), at, keep); err != nil {
+		return err
+	}
+	b.log.Warn("the local log differs from the bucket WAL: its tail is set aside", "from", at, "to", end, "keptIn", keep)
+	return l.reopen()
+}
+
+// runWAL runs the WAL writer and tells it, every second, how far the
+// manifest's segments hold the log (it deletes the objects they cover).
+func (b *Broker) runWAL(ctx context.Context) {
+	w := b.wal.w
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.Run(ctx); err != nil {
+			b.log.Error("the bucket WAL writer stopped; bucket-durable sends are refused", "err", err)
+		}
+	}()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			if b.tier != nil && b.tier.Uploader() != nil {
+				if m := b.tier.Uploader().Manifest(); m != nil {
+					w.Trim(segmentsEnd(m, w.Oldest()))
+				}
+			}
+		}
+	}
+}
