@@ -352,12 +352,11 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			// The WAL's tail, if it holds one, continues the segments
 			// byte for byte; else restorePoint resumes past the
 			// checkpoint's reservations.
+			var fromWAL bool
 			if walChain != nil {
-				if restore, err = b.walRestorePoint(walChain, uploadedEnd(nil, b.tier)); err != nil {
-					return fail(err)
-				}
+				restore, fromWAL = b.walRestorePoint(walChain, b.bucketObjectsEnd(manifest))
 			}
-			if restore == nil && (walChain == nil || len(walChain.Objects) == 0 || uploadedEnd(nil, b.tier) > 0) {
+			if !fromWAL {
 				if restore, err = b.restorePoint(); err != nil {
 					return fail(err)
 				}
@@ -408,7 +407,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			b.store, err = store.Open(opts)
 			return err
 		}
-		if err := b.recoverWAL(walChain, uploadedEnd(manifest, b.tier), reopen); err != nil {
+		if err := b.recoverWAL(walChain, b.bucketObjectsEnd(manifest), reopen); err != nil {
 			return fail(err)
 		}
 		if deps.Registerer != nil {

@@ -17,6 +17,9 @@ import "math"
 //     slave (what a failover keeps). The bucket checkpoint saves this.
 //     math.MaxInt64 without a bucket (no checkpoint).
 //
+// Both include what the bucket WAL committed (wire_wal.go): every restart,
+// restore and takeover takes it back before it serves.
+//
 // Both only grow within a run.
 func (b *Broker) durableEnds() (local, bucket int64) {
 	if b.store == nil {
@@ -29,6 +32,10 @@ func (b *Broker) durableEnds() (local, bucket int64) {
 	bucket = uploadedEnd(nil, b.tier)
 	if b.cfg.Role == RoleSyncMaster {
 		bucket = max(bucket, b.slaveHeld())
+	}
+	if w := b.wal.w; w != nil {
+		d := w.Durable()
+		local, bucket = max(local, d), max(bucket, d)
 	}
 	return local, bucket
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stratamq/stratamq/broker/restore"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
+	"github.com/stratamq/stratamq/tier/upload"
 	"github.com/stratamq/stratamq/tier/wal"
 )
 
@@ -250,26 +251,48 @@ func (b *Broker) readWALChain() (*wal.Chain, error) {
 	return c, nil
 }
 
-// walRestorePoint is where a fresh data dir's log starts when the WAL holds
-// bytes past the segments' end e: exactly at e (not past the checkpoint's
-// reservations, as restorePoint would), with each queue's next offset as
-// the index of the segment ending at e says, so that the WAL's records
-// append at their own offsets (recoverWAL). nil: the WAL holds nothing
-// past e, and restorePoint decides.
-func (b *Broker) walRestorePoint(c *wal.Chain, e int64) (*store.Restore, error) {
-	live, err := c.Live(e)
-	if err != nil || len(live) == 0 {
-		return nil, err
+// walRestorePoint is where a fresh data dir's log starts when the WAL
+// holds bytes past the segments' end e (fromWAL): at e, with each queue's
+// next offset as the index of the segment ending at e says, so that the
+// WAL's records append at their own offsets (recoverWAL), not past the
+// checkpoint's reservations as restorePoint would. When the WAL's bytes
+// start past e (its writer's log resumed there after a restore; nothing
+// was written between), the log starts there, the queues as of e. No
+// bytes past e: restorePoint decides.
+func (b *Broker) walRestorePoint(c *wal.Chain, e int64) (r *store.Restore, fromWAL bool) {
+	live := c.Live(e)
+	if len(live) == 0 {
+		return nil, false
 	}
-	if e == 0 {
-		return nil, nil // an empty log takes the WAL's records from offset 0
+	start := max(e, live[0].Start)
+	b.log.Info("restoring the log's tail from the bucket WAL", "segmentsEnd", e, "walStart", live[0].Start,
+		"walEnd", c.End(e), "objects", len(live))
+	if start == 0 {
+		return nil, true // an empty log takes the WAL's records from offset 0
 	}
 	cl, _ := b.restoredCommitLog()
-	r := &store.Restore{Replica: true, CommitLogStart: e, IndexedFrom: e, Floor: min(cl.Floor, e),
+	return &store.Restore{Replica: true, CommitLogStart: start, IndexedFrom: e, Gap: e < start, Floor: min(cl.Floor, e),
 		Queues:  restore.MinsOnly(cl.Queues),
-		Deleted: restore.Tombstones(cl.Deleted)}
-	b.log.Info("restoring the log's tail from the bucket WAL", "segmentsEnd", e, "walEnd", c.End(e), "objects", len(live))
-	return r, nil
+		Deleted: restore.Tombstones(cl.Deleted)}, true
+}
+
+// bucketObjectsEnd is the end of the bucket's commitlog objects: m's, or
+// (nil) the uploader's manifest, or the cold reader's objects.
+func (b *Broker) bucketObjectsEnd(m *upload.Manifest) int64 {
+	if m == nil && b.tier != nil && b.tier.Uploader() != nil {
+		m = b.tier.Uploader().Manifest()
+	}
+	var end int64
+	if m != nil {
+		for _, o := range m.CommitLog() {
+			end = max(end, o.End())
+		}
+	} else if b.tier != nil {
+		if objs := b.tier.Cold().Objects(); len(objs) > 0 {
+			end = objs[len(objs)-1].End()
+		}
+	}
+	return end
 }
 
 // recoverWAL makes the open store agree with the WAL past e (appending

@@ -44,20 +44,18 @@ func (c *Chain) Last() uint64 {
 }
 
 // Live is the part of the chain past from (the offset up to which the log
-// is in the manifest's segments): every object that ends after from. The
-// first starts at or before from, else ErrGap.
-func (c *Chain) Live(from int64) ([]Header, error) {
-	i, _ := slices.BinarySearchFunc(c.Objects, from, func(h Header, off int64) int {
-		if h.End() <= off {
-			return -1
+// is in the manifest's segments): every object holding bytes past from, in
+// order. The first may start after from: a writer whose log began past the
+// segments' end (a restore that resumed past the checkpoint's
+// reservations) claimed there, and nothing was ever written in between.
+func (c *Chain) Live(from int64) []Header {
+	var live []Header
+	for _, h := range c.Objects {
+		if h.Length > 0 && h.End() > from {
+			live = append(live, h)
 		}
-		return 1
-	})
-	live := c.Objects[i:]
-	if len(live) > 0 && live[0].Start > from {
-		return nil, fmt.Errorf("%w: the log is in the bucket's segments up to %d, the WAL's first live object %s", ErrGap, from, live[0])
 	}
-	return live, nil
+	return live
 }
 
 // maxReadTries bounds how often Read starts over when an object it listed
@@ -205,7 +203,10 @@ func walk(hs []Header) (*Chain, error) {
 					}
 					keep = k + 1 // k < 0: its predecessor was trimmed
 				}
-				if keep > 0 && c.Objects[keep-1].End() != h.Start {
+				if keep > 0 && c.Objects[keep-1].End() > h.Start {
+					// A claim starts at the end of what it continues, or
+					// past it (the bytes between are in segments, or were
+					// never written); never inside it.
 					return nil, fmt.Errorf("%w: %s continues %s", ErrCorrupt, h, c.Objects[keep-1])
 				}
 				c.Skipped = append(c.Skipped, c.Objects[keep:]...)

@@ -40,11 +40,8 @@ const fetchAhead = 4
 // Objects the local log holds whole are compared by checksum without
 // being read; the rest are read, at most fetchAhead at a time.
 func Reconcile(ctx context.Context, b tier.Reader, dir string, c *Chain, from int64, local Local) (int64, error) {
-	live, err := c.Live(from)
-	if err != nil {
-		return 0, err
-	}
-	end := c.End(from)
+	live := c.Live(from)
+	end := max(c.End(from), local.LocalMinPhysOffset())
 	if len(live) == 0 {
 		return end, nil
 	}
@@ -80,6 +77,7 @@ func Reconcile(ctx context.Context, b tier.Reader, dir string, c *Chain, from in
 			}
 		}
 		if payload == nil { // held whole but different, or no longer held after a cut
+			var err error
 			if payload, err = readPayload(ctx, b, dir, o); err != nil {
 				return 0, err
 			}
@@ -99,7 +97,7 @@ func Reconcile(ctx context.Context, b tier.Reader, dir string, c *Chain, from in
 		}
 		if o.End() > l {
 			if l < a {
-				return 0, fmt.Errorf("wal: the local log ends at %d, before %s reaches it", l, o)
+				return 0, fmt.Errorf("%w: the local log ends at %d and the WAL's next bytes start at %d (%s): the bytes between are in neither", ErrGap, l, a, o)
 			}
 			if err := local.AppendRaw(l, payload[l-o.Start:]); err != nil {
 				return 0, fmt.Errorf("wal: append %s at %d: %w", o, l, err)
