@@ -122,12 +122,19 @@ func decodeHeader(b []byte) (Header, error) {
 
 // encode returns the object for h and payload (h.CRC and h.Length set here).
 func encode(h Header, payload []byte) ([]byte, Header) {
+	obj := make([]byte, HeaderSize+len(payload))
+	copy(obj[HeaderSize:], payload)
+	return obj, sealObj(h, obj)
+}
+
+// sealObj writes h's header into obj[:HeaderSize], its Length and CRC from
+// the payload obj[HeaderSize:], and returns h so completed.
+func sealObj(h Header, obj []byte) Header {
+	payload := obj[HeaderSize:]
 	h.Length = int64(len(payload))
 	h.CRC = crc32.Checksum(payload, castagnoli)
-	obj := make([]byte, HeaderSize+len(payload))
 	encodeHeader(obj, h)
-	copy(obj[HeaderSize:], payload)
-	return obj, h
+	return h
 }
 
 // checkPayload reports whether payload is h's.

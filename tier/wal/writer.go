@@ -164,14 +164,14 @@ func (w *Writer) Claim(ctx context.Context) error {
 			// A hole below the claim: an older writer's PUT may still land
 			// there and complete a run it would then acknowledge.
 			f := Header{Seq: w.holes[0], Claim: w.holes[0], Epoch: epoch, Filler: true}
-			if f, err = w.put(ctx, f, nil); err == nil {
+			if f, err = w.put(ctx, f, make([]byte, HeaderSize)); err == nil {
 				w.hold(f)
 				w.holes = w.holes[1:]
 			}
 		}
 		if err == nil {
 			h := Header{Seq: w.nextSeq, Claim: w.nextSeq, Prev: w.prev, Epoch: epoch, Start: w.shipped}
-			h, err = w.put(ctx, h, nil)
+			h, err = w.put(ctx, h, make([]byte, HeaderSize))
 			if err == nil {
 				w.claim, w.epoch = h.Seq, epoch
 				w.nextSeq++
@@ -331,24 +331,25 @@ func (w *Writer) Run(ctx context.Context) error {
 				}
 				break
 			}
-			payload, err := w.cut(ctx, end)
+			obj, err := w.cut(ctx, end)
 			if err != nil {
 				runErr = err
 				break
 			}
+			n := len(obj) - HeaderSize
 			h := Header{Seq: w.nextSeq, Claim: w.claim, Prev: w.nextSeq - 1, Epoch: w.epoch, Start: w.shipped,
-				Length: int64(len(payload))}
+				Length: int64(n)}
 			w.nextSeq++
-			w.shipped += int64(len(payload))
+			w.shipped += int64(n)
 			inflight = append(inflight, flight{h: h})
-			w.st.fill(len(payload), w.cfg.Batch)
+			w.st.fill(n, w.cfg.Batch)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				start := time.Now()
-				hh, err := w.putRetrying(ctx, h, payload)
+				hh, err := w.putRetrying(ctx, h, obj)
 				if err == nil {
-					w.st.committed(len(payload), time.Since(start))
+					w.st.committed(n, time.Since(start))
 				}
 				results <- result{hh, err}
 			}()
@@ -425,7 +426,8 @@ func (w *Writer) active() bool { return w.cfg.Active != nil && w.cfg.Active() }
 // most Batch bytes unless one record is larger, up to end.
 func (w *Writer) cut(ctx context.Context, end int64) ([]byte, error) {
 	n := min(end-w.shipped, int64(w.cfg.Batch))
-	buf := make([]byte, n)
+	obj := make([]byte, HeaderSize+n) // the object: its header is written in place (put)
+	buf := obj[HeaderSize:]
 	if err := w.readFull(ctx, w.shipped, buf); err != nil {
 		return nil, err
 	}
@@ -441,7 +443,7 @@ func (w *Writer) cut(ctx context.Context, end int64) ([]byte, error) {
 		whole += size
 	}
 	if whole > 0 {
-		return buf[:whole], nil
+		return obj[:HeaderSize+whole], nil
 	}
 	if len(buf) < 4 {
 		return nil, fmt.Errorf("wal: %d log bytes at %d are not a record", len(buf), w.shipped)
@@ -451,8 +453,8 @@ func (w *Writer) cut(ctx context.Context, end int64) ([]byte, error) {
 	if w.shipped+size > end {
 		return nil, fmt.Errorf("wal: record at %d of %d bytes runs past the log's end %d", w.shipped, size, end)
 	}
-	big := make([]byte, size)
-	if err := w.readFull(ctx, w.shipped, big); err != nil {
+	big := make([]byte, HeaderSize+size)
+	if err := w.readFull(ctx, w.shipped, big[HeaderSize:]); err != nil {
 		return nil, err
 	}
 	return big, nil
@@ -474,7 +476,7 @@ func (w *Writer) readFull(ctx context.Context, off int64, p []byte) error {
 
 // putRetrying writes one object until it is committed, ctx ends or the
 // writer is found deposed.
-func (w *Writer) putRetrying(ctx context.Context, h Header, payload []byte) (Header, error) {
+func (w *Writer) putRetrying(ctx context.Context, h Header, obj []byte) (Header, error) {
 	for attempt := 0; ; attempt++ {
 		epoch, err := w.fence()
 		if err == nil && epoch != w.epoch {
@@ -482,7 +484,7 @@ func (w *Writer) putRetrying(ctx context.Context, h Header, payload []byte) (Hea
 		}
 		if err == nil {
 			var hh Header
-			hh, err = w.put(ctx, h, payload)
+			hh, err = w.put(ctx, h, obj)
 			if err == nil {
 				return hh, nil
 			}
@@ -506,8 +508,10 @@ func (w *Writer) putRetrying(ctx context.Context, h Header, payload []byte) (Hea
 // put writes one object if its number is free. A taken number holding
 // this very object (an earlier attempt that landed) counts as success;
 // any other is ErrDeposed.
-func (w *Writer) put(ctx context.Context, h Header, payload []byte) (Header, error) {
-	obj, h := encode(h, payload)
+// obj is the object: HeaderSize bytes for the header (written here, from
+// h and the payload after it), then the payload.
+func (w *Writer) put(ctx context.Context, h Header, obj []byte) (Header, error) {
+	h = sealObj(h, obj)
 	key := Key(w.cfg.Dir, h.Seq)
 	actx, cancel := w.bound(ctx)
 	defer cancel()
