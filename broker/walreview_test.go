@@ -1,0 +1,136 @@
+package broker
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/tier"
+)
+
+// dieAndWait stops b's bucket writes as a dead machine would (no final
+// checkpoint, upload or lease release) and waits until its lease expired.
+func dieAndWait(t *testing.T, b *Broker) {
+	t.Helper()
+	b.dur.StopWriting()
+	expires := b.dur.lease.ExpiresAt()
+	waitCond(t, 20*time.Second, "the dead broker's lease expired", func() bool { return time.Now().After(expires.Add(100 * time.Millisecond)) })
+}
+
+func walSend(t *testing.T, cl *remoting.Client, b *Broker, topic string, body []byte) *remoting.Command {
+	t.Helper()
+	r := invoke(t, cl, b.Addr().String(), sendReq(topic, 0, body, ""))
+	if r.Code != int32(remoting.Success) {
+		t.Fatalf("send to %s: %d %s", topic, r.Code, r.Remark)
+	}
+	return r
+}
+
+// A bucket-durable broker whose WAL the segments fully cover (every object
+// trimmed) loses its disk after an unclean stop. The broker on the empty
+// disk resumes the log past the checkpoint's reservations (the WAL holds
+// nothing past the segments), and must still accept and acknowledge
+// bucket-durable sends: its WAL writer must continue where the new log
+// begins, not at the segments' end below it.
+func TestWALReviewEmptyDiskAfterTrimAcceptsSends(t *testing.T) {
+	bucket := tier.NewMem()
+	cfg := walConfig(t)
+	first, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	var bodies [][]byte
+	for i := range 20 {
+		body := bytes.Repeat([]byte(fmt.Sprintf("%04d|", i)), 50)
+		walSend(t, cl, first, "Tr", body)
+		bodies = append(bodies, body)
+	}
+	end := sealUploaded(t, first)
+	waitCond(t, 20*time.Second, "every WAL object trimmed", func() bool {
+		return first.wal.w.Stats().Deletes > 0 && first.wal.w.Oldest() >= end
+	})
+	mustCheckpoint(t, first)
+	dieAndWait(t, first)
+
+	cfg2 := cfg
+	cfg2.DataDir = t.TempDir()
+	second, cl2, _ := runBroker(t, cfg2, Deps{Logger: discardLogger(), Bucket: bucket})
+	t.Logf("segments end %d; new log [%d,%d); WAL durable %d", end, second.store.MinPhysOffset(), second.store.MaxPhysOffset(), second.wal.w.Durable())
+	r := invoke(t, cl2, second.Addr().String(), sendReq("Tr", 0, []byte("after"), ""))
+	if r.Code != int32(remoting.Success) {
+		t.Fatalf("a bucket-durable send after an empty-disk restore whose WAL was trimmed: %d %s", r.Code, r.Remark)
+	}
+	if off, _ := strconv.Atoi(r.ExtFields["queueOffset"]); off < len(bodies) {
+		t.Fatalf("the send after the restore got queue offset %d, reusing one of the %d acknowledged", off, len(bodies))
+	}
+}
+
+// A broker with a bucket and only local-durable topics (the WAL unused,
+// yet claimed) loses its disk before its first segment was uploaded. Its
+// checkpoint reserved the queue offsets it handed out; the broker on the
+// empty disk must resume past them (as it did before the WAL existed), not
+// at offset 0 because the WAL's chain holds an empty claim.
+func TestWALReviewEmptyDiskNoUploadKeepsReservations(t *testing.T) {
+	bucket := tier.NewMem()
+	cfg := walConfig(t)
+	cfg.Durability = DurabilityLocal
+	first, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	const n = 10
+	for i := range n {
+		walSend(t, cl, first, "Loc", []byte(fmt.Sprintf("local %d", i)))
+	}
+	mustCheckpoint(t, first) // reserves past the offsets handed out
+	dieAndWait(t, first)
+
+	cfg2 := cfg
+	cfg2.DataDir = t.TempDir()
+	second, cl2, _ := runBroker(t, cfg2, Deps{Logger: discardLogger(), Bucket: bucket})
+	r := walSend(t, cl2, second, "Loc", []byte("after"))
+	if off, _ := strconv.Atoi(r.ExtFields["queueOffset"]); off < n {
+		t.Fatalf("after an unclean disk loss the send got queue offset %d: offsets 0..%d were acknowledged before and are handed out again", off, n-1)
+	}
+}
+
+// The common case of a disk loss: the first segment is uploaded and the
+// WAL objects it holds are trimmed, then more bucket-durable sends are
+// acknowledged (WAL objects past the segments), then the disk vanishes. A
+// broker on an empty disk must restore the segments' end plus the WAL's
+// tail at the acknowledged offsets.
+func TestWALReviewEmptyDiskAfterUploadRestoresTail(t *testing.T) {
+	bucket := tier.NewMem()
+	cfg := walConfig(t)
+	first, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
+	var bodies [][]byte
+	send := func(i int) {
+		body := bytes.Repeat([]byte(fmt.Sprintf("%04d|", i)), 50)
+		r := walSend(t, cl, first, "Tl", body)
+		if off := r.ExtFields["queueOffset"]; off != strconv.Itoa(i) {
+			t.Fatalf("send %d got queue offset %s", i, off)
+		}
+		bodies = append(bodies, body)
+	}
+	for i := range 20 {
+		send(i)
+	}
+	end := sealUploaded(t, first)
+	waitCond(t, 20*time.Second, "the WAL objects the segment holds trimmed", func() bool {
+		return first.wal.w.Stats().Deletes > 0 && first.wal.w.Oldest() >= end
+	})
+	for i := 20; i < 30; i++ {
+		send(i)
+	}
+	dieAndWait(t, first)
+
+	cfg2 := cfg
+	cfg2.DataDir = t.TempDir()
+	second, err := New(cfg2, Deps{Logger: discardLogger(), Bucket: bucket})
+	if err != nil {
+		t.Fatalf("a broker on an empty disk after the first segment's upload: %v", err)
+	}
+	second.Close()
+	second, cl2, _ := runBroker(t, cfg2, Deps{Logger: discardLogger(), Bucket: bucket})
+	if got := second.store.MaxQueueOffset("Tl", 0); got != int64(len(bodies)) {
+		t.Fatalf("restored queue ends at %d, want %d", got, len(bodies))
+	}
+	readBack(t, second, cl2, "Tl", bodies)
+}
