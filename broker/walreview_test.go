@@ -134,3 +134,38 @@ func TestWALReviewEmptyDiskAfterUploadRestoresTail(t *testing.T) {
 	}
 	readBack(t, second, cl2, "Tl", bodies)
 }
+
+// A slave (which may serve reads: suggestWhichBrokerId, or its master
+// gone) receives a bucket-durable message over HA before the master's WAL
+// object holding it is committed. Its consumers must not read it yet: the
+// master can still lose it with its disk (an empty-disk restore or another
+// node taking the lease does not have it), and the slave then cuts it.
+func TestWALReviewSlaveHidesUncommittedBucketDurable(t *testing.T) {
+	g := newWalGate(tier.NewMem())
+	haAddr := haTestAddr(t)
+	mcfg := walConfig(t)
+	mcfg.HAListen, mcfg.SlaveReadEnable = haAddr, true
+	m, mcl, _ := runBroker(t, mcfg, Deps{Logger: discardLogger(), Bucket: g})
+	walSend(t, mcl, m, "Sv", []byte("committed"))
+	s, scl, _ := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 1 << 20,
+		MaxMessageSize: 256 << 10, Role: RoleSlave, HAMaster: haAddr, BrokerID: 1, SlaveReadEnable: true,
+		Durability: DurabilityBucket},
+		Deps{Logger: discardLogger(), Bucket: &readOnlyBucket{Bucket: g.Bucket}})
+	waitCond(t, 30*time.Second, "the slave holds the master's log", func() bool {
+		return s.store.MaxPhysOffset() == m.store.MaxPhysOffset() && s.store.MaxQueueOffset("Sv", 0) == 1
+	})
+	g.close()
+	answered := make(chan *remoting.Command, 1)
+	go func() { answered <- invoke(t, mcl, m.Addr().String(), sendReq("Sv", 0, []byte("pending"), "")) }()
+	waitCond(t, 30*time.Second, "the slave received the pending message", func() bool { return s.store.MaxQueueOffset("Sv", 0) == 2 })
+	if got := queueOffsetReq(t, scl, s.Addr().String(), "Sv", 0, 0); got != 1 {
+		t.Errorf("the slave's GET_MAX_OFFSET is %d before the master's WAL committed the second message, want 1", got)
+	}
+	if got := pulledBodies(t, invoke(t, scl, s.Addr().String(), pullNow("Sv", 0, 1))); len(got) != 0 {
+		t.Errorf("a pull from the slave returned %q, which the master's WAL has not committed (a disk loss takes it back)", got)
+	}
+	g.release()
+	if r := <-answered; r.Code != int32(remoting.Success) {
+		t.Fatalf("the pending send: %d %s", r.Code, r.Remark)
+	}
+}
