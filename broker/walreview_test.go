@@ -169,3 +169,29 @@ func TestWALReviewSlaveHidesUncommittedBucketDurable(t *testing.T) {
 		t.Fatalf("the pending send: %d %s", r.Code, r.Remark)
 	}
 }
+
+// A delayed message to a bucket-durable topic: its send is acknowledged
+// once the WAL holds the schedule record; when it comes due the schedule
+// service writes it to its topic, and no send waits for that write. The
+// WAL must still ship it soon (within a linger or so): consumers of a
+// bucket-durable topic see a record only once the WAL holds it, so a
+// delivery nobody waits for must not stay hidden until 4 MiB of other
+// traffic fill a batch.
+func TestWALReviewDelayedDeliveryBecomesVisible(t *testing.T) {
+	cfg := walConfig(t)
+	cfg.DelayLevels = "1s"
+	b, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: tier.NewMem()})
+	r := invoke(t, cl, b.Addr().String(), sendReq("Dl", 0, []byte("delayed"), PropDelay+"\x011\x02"))
+	if r.Code != int32(remoting.Success) {
+		t.Fatalf("delayed send: %d %s", r.Code, r.Remark)
+	}
+	waitCond(t, 20*time.Second, "the delayed message written to its topic", func() bool { return b.store.MaxQueueOffset("Dl", 0) == 1 })
+	deadline := time.Now().Add(10 * time.Second)
+	for queueOffsetReq(t, cl, b.Addr().String(), "Dl", 0, 0) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the delivered delayed message is still hidden from consumers 10s after its delivery (WAL durable %d, log end %d, linger %s)",
+				b.wal.w.Durable(), b.store.MaxPhysOffset(), cfg.WALLinger)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
