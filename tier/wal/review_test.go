@@ -74,3 +74,24 @@ func TestLateWriteAboveTheClaimDoesNotDeposeTheNewWriter(t *testing.T) {
 		a.check(t, b, 0)
 	})
 }
+
+// While the WAL is active, bytes no send waits for (an internal write to a
+// bucket-durable topic) ship after a linger, not only once a batch fills:
+// readers of bucket-durable topics see nothing past Durable.
+func TestActiveShipsUnwaitedBytesAfterLinger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &faultBucket{Bucket: tier.NewMem()}
+		l := newMemLog(0)
+		n, err := start(t, b, l, 0, Config{Linger: 100 * time.Millisecond, Active: func() bool { return true }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, end := l.add(record("internal", 500))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := n.w.Durable(); got != end {
+			t.Errorf("an unwaited record is not shipped a second after it was written (linger 100ms): durable %d, log end %d", got, end)
+		}
+		_ = n.stop()
+	})
+}
