@@ -12,8 +12,10 @@
 // to the segments' end and has the same commitlog, queue offsets and
 // msgIds as the broker that wrote it. Local-durable records between
 // bucket-durable ones ride along (their bytes cost bandwidth, not
-// requests); while no send waits, nothing is written unless Batch bytes
-// are pending and some topic is bucket-durable (Config.Active).
+// requests); while some topic is bucket-durable (Config.Active), bytes no
+// send waits for (a delayed message's delivery, a transaction's commit)
+// are written a linger after they appear, or at once when Batch bytes are
+// pending; else nothing is written while no send waits.
 //
 // # Objects
 //
@@ -69,11 +71,12 @@
 // # Costs and bounds
 //
 // At most one PUT per Linger while sends wait (the first waiting send
-// starts the linger), at most one per Batch bytes at a higher rate, none
-// while idle; at most InFlight PUTs at once, each retried with jittered
-// backoff (a 503 SlowDown included) and bounded by AttemptTimeout and the
-// lease; Reconcile reads at most fetchAhead objects ahead; Read fetches
-// headers eight at a time.
+// starts the linger) or, while active, unshipped bytes remain; at most
+// one per Batch bytes at a higher rate; none while idle; at most
+// InFlight PUTs at once, each retried with jittered backoff (a 503
+// SlowDown included) and bounded by AttemptTimeout and the lease;
+// Reconcile reads at most fetchAhead objects ahead; Read fetches headers
+// eight at a time.
 //
 // # Goroutines
 //

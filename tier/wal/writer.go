@@ -51,8 +51,10 @@ type Config struct {
 	// after a failed attempt. Defaults 50ms and 5s.
 	MinBackoff, MaxBackoff time.Duration
 	// Active, if set, says whether the WAL is in use (some topic is
-	// bucket-durable): while it is, Batch pending bytes are written even
-	// with no send waiting, so a send never waits behind a long backlog.
+	// bucket-durable): while it is, pending bytes are written with no send
+	// waiting, at once when Batch are pending (a send never waits behind a
+	// long backlog), else a Linger after they appeared (readers of
+	// bucket-durable topics see nothing the WAL lacks).
 	Active func() bool
 	// OnDurable, if set, is called (on the writer's goroutine, must not
 	// block) each time Durable advances.
@@ -306,6 +308,11 @@ func (w *Writer) Run(ctx context.Context) error {
 		wg       sync.WaitGroup
 		timer    = time.NewTimer(time.Hour)
 		runErr   error
+		// idleSince: while the WAL is active, when bytes no send waits
+		// for were first seen unshipped (an internal write: a delayed
+		// message's delivery, a transaction's commit). They ship after a
+		// linger too, so readers of bucket-durable topics see them.
+		idleSince time.Time
 	)
 	defer func() {
 		wg.Wait()
@@ -321,16 +328,26 @@ func (w *Writer) Run(ctx context.Context) error {
 			end := w.cfg.Log.MaxPhysOffset()
 			pending := end - w.shipped
 			if pending <= 0 {
+				idleSince = time.Time{}
 				break
 			}
-			full := pending >= int64(w.cfg.Batch) && (want > w.shipped || w.active())
-			lingered := want > w.shipped && !now.Before(since.Add(w.cfg.Linger))
+			active := w.active()
+			if idleSince.IsZero() {
+				idleSince = now
+			}
+			full := pending >= int64(w.cfg.Batch) && (want > w.shipped || active)
+			lingered := want > w.shipped && !now.Before(since.Add(w.cfg.Linger)) ||
+				active && !now.Before(idleSince.Add(w.cfg.Linger))
 			if !full && !lingered {
-				if want > w.shipped {
+				switch {
+				case want > w.shipped:
 					wakeAt = since.Add(w.cfg.Linger)
+				case active:
+					wakeAt = idleSince.Add(w.cfg.Linger)
 				}
 				break
 			}
+			idleSince = time.Time{}
 			obj, err := w.cut(ctx, end)
 			if err != nil {
 				runErr = err
