@@ -195,3 +195,35 @@ func TestWALReviewDelayedDeliveryBecomesVisible(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A transactional message to a bucket-durable topic (the default local):
+// its half message's SEND_OK must wait for the WAL like any send to the
+// topic. Answered from the local log, a disk loss takes the half back
+// while the producer goes on to commit (END_TRANSACTION is one-way): the
+// message is lost without an error anyone sees.
+func TestWALReviewHalfMessageWaitsForTheWAL(t *testing.T) {
+	g := newWalGate(tier.NewMem())
+	cfg := walConfig(t)
+	cfg.Durability = DurabilityLocal
+	b, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: g})
+	create := remoting.NewRequest(remoting.UpdateAndCreateTopic, (&remoting.CreateTopicRequestHeader{Topic: "Tx",
+		ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6, Attributes: "+durability=bucket"}).Encode(), nil)
+	if r := invoke(t, cl, b.Addr().String(), create); r.Code != int32(remoting.Success) {
+		t.Fatalf("create: %d %s", r.Code, r.Remark)
+	}
+	g.close()
+	h := remoting.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "Tx", DefaultTopic: "TBW102",
+		DefaultTopicQueueNums: 4, QueueID: 0, BornTimestamp: time.Now().UnixMilli(), SysFlag: sysFlagTransPrep,
+		Properties: PropProducerGroup + "\x01pg\x02"}
+	answered := make(chan *remoting.Command, 1)
+	go func() {
+		answered <- invoke(t, cl, b.Addr().String(), remoting.NewRequest(remoting.SendMessage, h.Encode(), []byte("half")))
+	}()
+	waitCond(t, 10*time.Second, "the half message stored", func() bool { return b.store.MaxQueueOffset(TransHalfTopic, 0) == 1 })
+	select {
+	case r := <-answered:
+		t.Errorf("the half message of a bucket-durable topic was answered (%d %s) before its WAL object was committed", r.Code, r.Remark)
+	case <-time.After(time.Second):
+	}
+	g.release()
+}
