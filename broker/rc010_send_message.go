@@ -68,7 +68,7 @@ func (b *Broker) sendMessage(ctx context.Context, c *remoting.Conn, req *remotin
 		return r
 	}
 	return b.storeOne(ctx, c, &msg, sendAck{req: req, topic: topic, queueID: queueID, n: 1,
-		bodyLen: len(req.Body), txID: uniq})
+		bodyLen: len(req.Body), txID: uniq, bucket: b.bucketTopic(durabilityTopic(tc.TopicName, props))})
 }
 
 // sendResponse is a successful send's response and its typed header in

@@ -47,7 +47,7 @@ func (b *Broker) sendBatchMessage(ctx context.Context, c *remoting.Conn, req *re
 		}
 	}
 	return b.storeAndAck(ctx, c, msgs, sendAck{req: req, topic: tc.TopicName, queueID: h.QueueID, n: len(msgs),
-		bodyLen: len(req.Body), batch: true})
+		bodyLen: len(req.Body), batch: true, bucket: b.bucketTopic(tc.TopicName)})
 }
 
 // decodeBatch splits a batch body: entries of

@@ -20,6 +20,10 @@ type sendAck struct {
 	bodyLen int
 	txID    string // single sends: the transactionId (the message's UNIQ_KEY)
 	batch   bool   // SEND_BATCH_MESSAGE: msgId lists every message
+	// bucket: answered once the bucket WAL holds it (bucketTopic of the
+	// topic the producer named, not of a half, retry or schedule topic it
+	// is stored in: wire_wal.go durabilityTopic).
+	bucket bool
 }
 
 // response builds the success response for a's messages, stored as res.
@@ -59,6 +63,9 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 	if err := b.writeGate(ctx, a.topic, a.queueID); err != nil {
 		return b.putError(a.req, err)
 	}
+	if err := b.walGateFor(ctx, &a); err != nil {
+		return b.putError(a.req, err)
+	}
 	if rb := remoting.ReadBatchFrom(ctx); rb != nil {
 		return b.joinBatch(rb, a, msgs...)
 	}
@@ -66,7 +73,7 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 		hm := b.holdHANotify()
 		res, err := b.store.Put(ctx, msgs)
 		b.pushHA(hm)
-		if err == nil && b.bucketTopic(a.topic) {
+		if err == nil && a.bucket {
 			return b.ackAfterWAL(c, &a, res)
 		}
 		var slaveErr error
@@ -83,7 +90,7 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 	// an early error, or already durable) or later on the flusher's.
 	ans := &laterReply{c: c, req: a.req}
 	b.store.PutNotify(msgs, func(res []store.PutResult, err error) {
-		if err == nil && b.bucketTopic(a.topic) {
+		if err == nil && a.bucket {
 			b.awaitWAL(res, func(err error) {
 				if err == nil {
 					err = b.ackGate()
@@ -168,6 +175,9 @@ type sendBatch struct {
 func (b *Broker) storeOne(ctx context.Context, c *remoting.Conn, msg *store.Message, a sendAck) *remoting.Command {
 	if rb := remoting.ReadBatchFrom(ctx); rb != nil {
 		if err := b.writeGate(ctx, a.topic, a.queueID); err != nil {
+			return b.putError(a.req, err)
+		}
+		if err := b.walGateFor(ctx, &a); err != nil {
 			return b.putError(a.req, err)
 		}
 		return b.joinBatch(rb, a, *msg)

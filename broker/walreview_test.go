@@ -222,8 +222,11 @@ func TestWALReviewHalfMessageWaitsForTheWAL(t *testing.T) {
 	waitCond(t, 10*time.Second, "the half message stored", func() bool { return b.store.MaxQueueOffset(TransHalfTopic, 0) == 1 })
 	select {
 	case r := <-answered:
-		t.Errorf("the half message of a bucket-durable topic was answered (%d %s) before its WAL object was committed", r.Code, r.Remark)
+		t.Fatalf("the half message of a bucket-durable topic was answered (%d %s) before its WAL object was committed", r.Code, r.Remark)
 	case <-time.After(time.Second):
 	}
 	g.release()
+	if r := <-answered; r.Code != int32(remoting.Success) {
+		t.Fatalf("the half message after its WAL object was committed: %d %s", r.Code, r.Remark)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -110,6 +111,27 @@ func (b *Broker) walGate(ctx context.Context) error {
 	return nil
 }
 
+// durabilityTopic is the topic whose durability decides a send's answer:
+// the one the producer named (a half message's, not the half topic's); a
+// retry's original topic (its RETRY_TOPIC property) when it names one.
+func durabilityTopic(named, props string) string {
+	if strings.HasPrefix(named, RetryGroupTopicPrefix) {
+		if t, ok := propValue(props, PropRetryTopic); ok && t != "" {
+			return t
+		}
+	}
+	return named
+}
+
+// walGateFor is walGate for a send to a bucket-durable topic stored in
+// another (writeGate already checked one stored in its own).
+func (b *Broker) walGateFor(ctx context.Context, a *sendAck) error {
+	if !a.bucket || b.bucketTopic(a.topic) {
+		return nil
+	}
+	return b.walGate(ctx)
+}
+
 // awaitWAL calls done once the WAL holds the log up to the end of res (on
 // this goroutine when known at once, else on the WAL writer's); done must
 // not block.
@@ -146,7 +168,7 @@ func (b *Broker) hasBucketAck(acks []sendAck) bool {
 	if !b.wal.used.Load() {
 		return false
 	}
-	return slices.ContainsFunc(acks, func(a sendAck) bool { return b.bucketTopic(a.topic) })
+	return slices.ContainsFunc(acks, func(a sendAck) bool { return a.bucket })
 }
 
 // answerSplit answers a stored batch holding bucket-durable sends: the
@@ -159,7 +181,7 @@ func (b *Broker) answerSplit(c *remoting.Conn, acks []sendAck, res []store.PutRe
 	for _, a := range acks {
 		r := res[i : i+a.n]
 		i += a.n
-		if b.bucketTopic(a.topic) {
+		if a.bucket {
 			ba, br = append(ba, a), append(br, r...)
 		} else {
 			la, lr = append(la, a), append(lr, r...)

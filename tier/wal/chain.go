@@ -250,3 +250,4 @@ func compareU(a, b uint64) int {
 	}
 	return 0
 }
+

@@ -182,7 +182,7 @@ func (w *Writer) Claim(ctx context.Context) error {
 				return nil
 			}
 		}
-		if errors.Is(err, tier.ErrPreconditionFailed) || errors.Is(err, ErrDeposed) {
+		if errors.Is(err, tier.ErrPreconditionFailed) || errors.Is(err, ErrDeposed) || errors.Is(err, errTakenByOlder) {
 			// A filler's or the claim's number is taken: the chain grew.
 			return fmt.Errorf("%w: %v", ErrConflict, err)
 		}
@@ -313,6 +313,11 @@ func (w *Writer) Run(ctx context.Context) error {
 		// message's delivery, a transaction's commit). They ship after a
 		// linger too, so readers of bucket-durable topics see them.
 		idleSince time.Time
+		// reclaiming: an older writer's late object took a number this
+		// writer needed; no new PUT until the ones in flight are done,
+		// then it claims again past it (reclaim).
+		reclaiming bool
+		lastSeq    = w.claim // the last object of the unbroken committed run
 	)
 	defer func() {
 		wg.Wait()
@@ -321,10 +326,16 @@ func (w *Writer) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for runErr == nil {
+		if reclaiming && len(inflight) == 0 {
+			if runErr = w.reclaim(ctx, lastSeq); runErr != nil {
+				break
+			}
+			reclaiming = false
+		}
 		now := time.Now()
 		want, since, deadline := w.due(w.shipped)
 		var wakeAt time.Time
-		for len(inflight) < w.cfg.InFlight {
+		for !reclaiming && len(inflight) < w.cfg.InFlight {
 			end := w.cfg.Log.MaxPhysOffset()
 			pending := end - w.shipped
 			if pending <= 0 {
@@ -394,6 +405,16 @@ func (w *Writer) Run(ctx context.Context) error {
 		case <-w.trims:
 			w.trim(ctx, len(inflight) == 0)
 		case r := <-results:
+			if errors.Is(r.err, errTakenByOlder) || (reclaiming && r.err != nil && !errors.Is(r.err, ErrDeposed) && ctx.Err() == nil) {
+				// The run breaks here: what follows is shipped again
+				// under a new claim (the objects after it are orphans).
+				if !reclaiming {
+					w.log.Warn("an older writer's late object took a WAL number; claiming again past it", "err", r.err)
+				}
+				reclaiming = true
+				inflight = slices.DeleteFunc(inflight, func(f flight) bool { return f.h.Seq == r.h.Seq })
+				break
+			}
 			if r.err != nil {
 				runErr = r.err
 				break
@@ -405,9 +426,13 @@ func (w *Writer) Run(ctx context.Context) error {
 			}
 			w.hold(r.h)
 			adv := int64(-1)
-			for len(inflight) > 0 && inflight[0].done {
+			for len(inflight) > 0 && inflight[0].done && (!reclaiming || inflight[0].h.Seq == lastSeq+1) {
 				adv = inflight[0].h.End()
+				lastSeq = inflight[0].h.Seq
 				inflight = inflight[1:]
+			}
+			if reclaiming {
+				inflight = slices.DeleteFunc(inflight, func(f flight) bool { return f.done })
 			}
 			if adv >= 0 {
 				w.durable.Store(adv)
@@ -506,7 +531,7 @@ func (w *Writer) putRetrying(ctx context.Context, h Header, obj []byte) (Header,
 				return hh, nil
 			}
 		}
-		if errors.Is(err, ErrDeposed) || errors.Is(err, tier.ErrPreconditionFailed) {
+		if errors.Is(err, ErrDeposed) || errors.Is(err, tier.ErrPreconditionFailed) || errors.Is(err, errTakenByOlder) {
 			return h, err
 		}
 		if ctx.Err() != nil {
@@ -547,7 +572,10 @@ func (w *Writer) put(ctx context.Context, h Header, obj []byte) (Header, error) 
 	if bytes.Equal(got[:], obj[:HeaderSize]) {
 		return h, nil // an earlier attempt landed
 	}
-	other, _ := decodeHeader(got[:])
+	other, derr := decodeHeader(got[:])
+	if derr == nil && !other.Filler && compareInc(other.incarnation(), h.incarnation()) < 0 {
+		return h, fmt.Errorf("%w: #%d holds %s", errTakenByOlder, h.Seq, other)
+	}
 	return h, fmt.Errorf("%w: #%d holds %s", ErrDeposed, h.Seq, other)
 }
 
@@ -577,5 +605,54 @@ func (w *Writer) sleep(ctx context.Context, attempt int) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	}
+}
+
+// errTakenByOlder: the number an object needed holds an older writer's
+// late object (readers skip it); the writer claims again past it.
+var errTakenByOlder = errors.New("wal: an older writer's late object took the number")
+
+// reclaim claims again after an older writer's late object broke this
+// writer's run: nothing is in flight; the run ends at lastSeq (Durable).
+// It lists the numbers, fills the free ones below the highest, and claims
+// the next, continuing lastSeq; what was shipped past Durable is shipped
+// again after the claim.
+func (w *Writer) reclaim(ctx context.Context, lastSeq uint64) error {
+	mine := [2]uint64{uint64(w.epoch), w.claim}
+	for attempt := 0; ; attempt++ {
+		c, err := Read(ctx, w.cfg.Bucket, w.cfg.Dir)
+		if err == nil {
+			// The chain must still end with this writer's unbroken run:
+			// a claim continues the chain as read, never another
+			// writer's objects after it (they may be acknowledged).
+			if n := len(c.Objects); n > 0 {
+				if last := c.Objects[n-1]; last.incarnation() != mine || last.Seq != lastSeq {
+					return fmt.Errorf("%w: the chain ends with %s, after this writer's #%d", ErrDeposed, last, lastSeq)
+				}
+			}
+			for _, h := range c.Skipped {
+				if !h.Filler && compareInc(h.incarnation(), mine) > 0 {
+					return fmt.Errorf("%w: %s is a newer writer's", ErrDeposed, h)
+				}
+			}
+			w.nextSeq = max(w.nextSeq, c.MaxSeq+1)
+			w.holes = c.Holes
+			w.prev = lastSeq
+			w.shipped = w.durable.Load()
+			err = w.Claim(ctx)
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, ErrConflict) {
+				return err
+			}
+		}
+		if attempt >= 8 {
+			return fmt.Errorf("wal: claiming again kept failing: %w", err)
+		}
+		w.log.Warn("WAL claim again failed; retrying", "attempt", attempt+1, "err", err)
+		if err := w.sleep(ctx, attempt); err != nil {
+			return err
+		}
 	}
 }
