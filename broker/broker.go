@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stratamq/stratamq/broker/consumers"
+	"github.com/stratamq/stratamq/broker/durability"
 	"github.com/stratamq/stratamq/broker/failover"
 	"github.com/stratamq/stratamq/broker/pop"
 	"github.com/stratamq/stratamq/broker/replication"
@@ -98,9 +99,9 @@ type Broker struct {
 	offsets   *offsets.ConsumerOffsets
 	consumers *consumers.Registry // live consumer and producer clients (wire_consumers.go)
 	hold      *pullHold
-	tier      *tiering.Tiering // nil without a bucket (wire_tiering.go)
-	dur       *durableRun      // nil without a bucket (wire_durability.go)
-	scoped    tier.Bucket      // the bucket under <cluster>/<brokerName>/; nil without one
+	tier      *tiering.Tiering   // nil without a bucket (wire_tiering.go)
+	dur       *durability.Keeper // nil without a bucket (wire_durability.go)
+	scoped    tier.Bucket        // the bucket under <cluster>/<brokerName>/; nil without one
 	locks     queueLocks
 	uniq      *uniqIDs
 	sqlCache  sqlCache          // compiled SQL92 subscriptions (sql_filter.go)
@@ -255,7 +256,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			b.tier.Close() // its cold reader's cache runs goroutines
 		}
 		if b.dur != nil {
-			_ = b.dur.lease.Release(context.Background())
+			_ = b.dur.Lease().Release(context.Background())
 		}
 		return nil, err
 	}
@@ -290,7 +291,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			if manifest, err = b.checkLocalData(); err != nil {
 				return fail(err)
 			}
-			if err := b.restoreMetadata(configDir, b.dur.loaded); err != nil {
+			if err := b.restoreMetadata(configDir, b.dur.Loaded()); err != nil {
 				return fail(err)
 			}
 		}
@@ -311,10 +312,10 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		return fail(err)
 	}
 	if b.promotedReplica {
-		if err := b.adoptCheckpointMetadata(b.dur.loaded); err != nil {
+		if err := b.adoptCheckpointMetadata(b.dur.Loaded()); err != nil {
 			return fail(err)
 		}
-		if err := b.widenAdoptedQueues(b.dur.loaded); err != nil { // failover_topics.go
+		if err := b.widenAdoptedQueues(b.dur.Loaded()); err != nil { // failover_topics.go
 			return fail(err)
 		}
 		if err := b.persistAdopted(); err != nil {

@@ -360,7 +360,7 @@ func TestBrokerLeaseLapseRefusesSends(t *testing.T) {
 	if d := sentAt.Sub(cut); d >= cfg.LeaseTTL {
 		t.Fatalf("sends were still acknowledged %v after the bucket went away; a contender may take over after %v", d, cfg.LeaseTTL)
 	}
-	if err := b.dur.lease.Check(); !errors.Is(err, offsets.ErrLeaseExpired) {
+	if err := b.dur.Lease().Check(); !errors.Is(err, offsets.ErrLeaseExpired) {
 		t.Fatalf("refused while the lease says %v", err)
 	}
 	bucket.down.Store(false)

@@ -154,7 +154,7 @@ func (b *Broker) epoch() int64 {
 	if b.dur == nil {
 		return 0
 	}
-	return b.dur.id.Epoch
+	return b.dur.ID().Epoch
 }
 
 // slaveResult turns a stored message's success response into sync_master's

@@ -79,7 +79,7 @@ func (b *Broker) registrar(ctx context.Context) {
 // leaseLapsed reports whether this broker is a master whose bucket lease
 // may have lapsed or was taken (durability.Keeper.Writable fails).
 func (b *Broker) leaseLapsed() bool {
-	if b.cfg.BrokerID != 0 || b.dur == nil || b.dur.lease == nil {
+	if b.cfg.BrokerID != 0 || b.dur == nil || b.dur.Lease() == nil {
 		return false
 	}
 	_, err := b.dur.Writable()

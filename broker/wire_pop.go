@@ -36,8 +36,8 @@ func newPopEngine(b *Broker) *pop.Engine {
 // checkpoint's section (a promoted slave: the checkpoint's alone).
 func (b *Broker) loadPop() error {
 	var sec []byte
-	if b.dur != nil && b.dur.loaded != nil {
-		sec = b.dur.loaded.Sections[sectionPop]
+	if b.dur != nil && b.dur.Loaded() != nil {
+		sec = b.dur.Loaded().Sections[sectionPop]
 	}
 	return b.pop.Load(sec, b.promotedReplica)
 }

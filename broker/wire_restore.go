@@ -46,7 +46,7 @@ func (b *Broker) restoredCommitLog() (commitLogState, bool) {
 	if b.dur == nil {
 		return commitLogState{}, false
 	}
-	return b.commitLogOf(b.dur.loaded)
+	return b.commitLogOf(b.dur.Loaded())
 }
 
 // commitLogOf decodes cp's commitlog section.
@@ -60,8 +60,8 @@ func (b *Broker) commitLogOf(cp *offsets.Checkpoint) (commitLogState, bool) {
 func (b *Broker) restorePoint() (*store.Restore, error) {
 	cl, haveCP := b.restoredCommitLog()
 	in := restore.Bucket{CommitLog: cl, HaveCP: haveCP, QueueCounts: b.topics.QueueCounts}
-	if b.dur != nil && b.dur.loaded != nil {
-		in.Writer = b.dur.loaded.Writer
+	if b.dur != nil && b.dur.Loaded() != nil {
+		in.Writer = b.dur.Loaded().Writer
 	}
 	if m := b.tier.Uploader().Manifest(); m != nil {
 		for _, o := range m.CommitLog() {
@@ -120,7 +120,7 @@ func (b *Broker) checkLocalData() (*upload.Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: read the bucket manifest to check the local data dir against it: %w", err)
 	}
-	promoted, err := b.judge().CheckLocal(restore.Local{Self: d.id, Prev: d.prev, Loaded: d.loaded, CommitLog: cl, HaveCP: haveCP, Manifest: m})
+	promoted, err := b.judge().CheckLocal(restore.Local{Self: d.ID(), Prev: d.Prev(), Loaded: d.Loaded(), CommitLog: cl, HaveCP: haveCP, Manifest: m})
 	if promoted {
 		b.promotedReplica = true
 	}

@@ -64,7 +64,7 @@ func (b *Broker) readManifest(ctx context.Context, bucket tier.Bucket) (*upload.
 		m, _, err := upload.LoadManifest(ctx, bucket, upload.ManifestKey(""))
 		return m, err
 	}
-	return upload.ClaimManifest(ctx, bucket, upload.ManifestKey(""), b.dur.id.Epoch)
+	return upload.ClaimManifest(ctx, bucket, upload.ManifestKey(""), b.dur.ID().Epoch)
 }
 
 // leaseValidFor is how long this broker's lease stays valid without a
@@ -74,7 +74,7 @@ func (b *Broker) leaseValidFor() time.Duration {
 	if b.dur == nil {
 		return time.Duration(1<<63 - 1)
 	}
-	return b.dur.lease.ValidFor()
+	return b.dur.Lease().ValidFor()
 }
 
 type tierHost struct{ b *Broker }
