@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/durability"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
@@ -132,7 +133,7 @@ func TestBrokerFinalCheckpointIsClean(t *testing.T) {
 		if err != nil || cp == nil {
 			t.Fatalf("read checkpoint: %v", err)
 		}
-		var cl2 commitLogState
+		var cl2 durability.CommitLog
 		if err := json.Unmarshal(cp.Sections[sectionCommitLog], &cl2); err != nil {
 			t.Fatal(err)
 		}

@@ -33,13 +33,6 @@ const (
 	// transaction check service's progress; sectionPop (broker/pop) POP's.
 )
 
-// The checkpoint's commitlog section as wire_restore.go and wire_failover.go read it.
-type (
-	commitLogState = durability.CommitLog
-	offsetRange    = durability.OffsetRange
-	queueRangeJSON = durability.QueueRange
-)
-
 // errNotCheckpointed: a send to a queue no durable checkpoint lists yet.
 var errNotCheckpointed = durability.ErrNotCheckpointed
 

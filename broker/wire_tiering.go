@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stratamq/stratamq/broker/durability"
 	"github.com/stratamq/stratamq/broker/tiering"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/store"
@@ -161,9 +162,9 @@ func (s tierStore) SegmentLayout(base int64) ([]store.LayoutRun, error) {
 }
 
 // tierPending is the part of the log not in the bucket (Tiering.PendingRange).
-func (b *Broker) tierPending() *offsetRange {
+func (b *Broker) tierPending() *durability.OffsetRange {
 	from, to := b.tier.PendingRange()
-	return &offsetRange{From: from, To: to}
+	return &durability.OffsetRange{From: from, To: to}
 }
 
 // segmentsEnd is how far the manifest's commitlog objects hold the log
