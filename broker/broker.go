@@ -18,6 +18,7 @@ import (
 	"github.com/stratamq/stratamq/broker/consumers"
 	"github.com/stratamq/stratamq/broker/durability"
 	"github.com/stratamq/stratamq/broker/failover"
+	"github.com/stratamq/stratamq/broker/follow"
 	"github.com/stratamq/stratamq/broker/pop"
 	"github.com/stratamq/stratamq/broker/replication"
 	"github.com/stratamq/stratamq/broker/retention"
@@ -122,10 +123,10 @@ type Broker struct {
 	storeHost netip.AddrPort
 	advertise string
 
-	ha     haState              // a slave's HA stream (Run starts it)
 	wal    walState             // the bucket WAL of bucket-durable topics (wire_wal.go)
-	repl   *replication.Service // a master's HA listener, high watermark and acknowledgement waits (wire_replication.go)
-	hastat haStatusState        // ha_status.go: what HAStatus reads besides ha and repl; the failover count
+	follow *follow.Follower     // a slave's follower (Run's startHA opens it; wire_follow.go); nil on a master
+	repl   *replication.Service // a master's HA listener, high watermark and acknowledgement waits, or a slave's HA stream (wire_replication.go)
+	hastat haStatusState        // ha_status.go: what HAStatus reads besides repl and follow; the failover count
 
 	// fo is this generation's part in failover: its identity, the lease
 	// holder it follows, its role-change request, the lease watch

@@ -108,6 +108,7 @@
 //	                           the report reader that receives the covering ack answers the
 //	                           batch with a non-blocking write, remoting.ReleaseWritesNoWait, and
 //	                           the conn's reader goes on reading meanwhile); a slave runs ha.Slave
+//	                           (the Service's too: StartSlave, Slave, Stop)
 //	                           into its store from STRATAMQ_HA_MASTER, or the HA address the
 //	                           name servers' REGISTER_BROKER answer names (Resolve); a master
 //	                           registers its advertised host with its HA port as haServerAddr.

@@ -68,7 +68,7 @@ func (b *Broker) registrar(ctx context.Context) {
 		case <-t.C:
 		case <-b.registerNow:
 		case <-retry.C:
-			if f := b.ha.follow; b.leaseLapsed() == lapsed && !refused && (f == nil || b.cfg.HAMaster != "" || f.NameServerHA() != "") {
+			if f := b.follower(); b.leaseLapsed() == lapsed && !refused && (f == nil || b.cfg.HAMaster != "" || f.NameServerHA() != "") {
 				continue
 			}
 		}
@@ -125,7 +125,7 @@ func (b *Broker) registerAll(ctx context.Context) (refused bool) {
 		default:
 			reached = append(reached, ns)
 			b.log.Debug("registered with name server", "namesrv", ns)
-			if f := b.ha.follow; f != nil {
+			if f := b.follower(); f != nil {
 				// A slave: the answer names its master's addresses.
 				var rh remoting.RegisterBrokerResponseHeader
 				if err := rh.Decode(resp.ExtFields); err == nil {
