@@ -289,7 +289,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			if b.dur, err = newDurability(b, scoped, deps.lease); err != nil {
 				return fail(err)
 			}
-			if manifest, err = b.checkLocalData(); err != nil {
+			if manifest, b.promotedReplica, err = b.checkLocalData(); err != nil {
 				return fail(err)
 			}
 			if err := b.restoreMetadata(configDir, b.dur.Loaded()); err != nil {

@@ -235,6 +235,12 @@
 //	                           (Manifest.Expired) as present (restore.ReplicaStart, Judge.ReplicaPoint): it keeps a log
 //	                           that reaches U and drops one that lags it; sends and send-backs are refused NO_PERMISSION
 //
+// The Broker struct's fields: New assigns the wiring (settings and the
+// collaborators above), which any file reads and calls; the few fields
+// written after New (state) each have one owner file, and other files go
+// through its methods. fieldowners_test.go holds the table and checks it
+// (package infra/statecheck states the rule).
+//
 // # Goroutines
 //
 // Run (run.go; the Broker struct, Deps and New are in broker.go) owns every goroutine the broker starts (the remoting server, the

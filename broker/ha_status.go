@@ -101,6 +101,13 @@ func (b *Broker) initHAStatus(m *Metrics) {
 	m.seedTopicCounters(topics)
 }
 
+// setFailovers sets the failover count HAStatus reports: the Node's role
+// changes before this generation.
+func (b *Broker) setFailovers(n int64) { b.hastat.failovers.Store(n) }
+
+// upSince is when New finished (bootTimestamp, the console's Since).
+func (b *Broker) upSince() time.Time { return b.hastat.since }
+
 // haRole is the role the broker plays now (a Node runs each role as a
 // broker generation of its own).
 func (b *Broker) haRole() string { return b.cfg.Role }

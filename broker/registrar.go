@@ -160,7 +160,7 @@ func registrationTTL(interval time.Duration) time.Duration { return 3 * interval
 // it, else its first topic); else an error saying what is missing. A
 // broker without name servers is ready once it holds its lease.
 func (b *Broker) Ready(ctx context.Context) error {
-	if b.closing.Load() {
+	if b.stopping() {
 		return errors.New("the broker is shutting down")
 	}
 	if b.dur != nil && b.dur.Fenced() {

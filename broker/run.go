@@ -155,6 +155,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	return err
 }
 
+// stopping reports whether Run began its shutdown or Close was called.
+func (b *Broker) stopping() bool { return b.closing.Load() }
+
 // Close flushes and closes the store and writes the config files. It is
 // idempotent; Run calls it on the way out.
 func (b *Broker) Close() error {

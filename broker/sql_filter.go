@@ -121,7 +121,7 @@ func subErrResponse(req *remoting.Command, err *consumers.SubError) *remoting.Co
 // scans again from the pull's offset, within the usual budget).
 func (b *Broker) sqlRepark(c *remoting.Conn, req *remoting.Command, h *remoting.PullMessageRequestHeader, sub Subscription, res store.GetResult, held *heldPull) bool {
 	if held == nil || sub.SQL == nil || res.Status != store.NoMatchedMessage || res.NextBeginOffset < res.MaxOffset ||
-		h.SysFlag&pullFlagSuspend == 0 || b.closing.Load() || !time.Now().Before(held.deadline) {
+		h.SysFlag&pullFlagSuspend == 0 || b.stopping() || !time.Now().Before(held.deadline) {
 		return false
 	}
 	return b.hold.park(c, req, h.Topic, h.QueueID, res.NextBeginOffset, sub, held.deadline, 0)

@@ -141,4 +141,4 @@ func (h popHost) DeadLetter(ctx context.Context, group string, phys int64, attem
 }
 
 func (h popHost) DurableAll() int64 { return h.b.durableAll() } // durable_progress.go
-func (h popHost) Stopping() bool    { return h.b.closing.Load() }
+func (h popHost) Stopping() bool    { return h.b.stopping() }

@@ -108,23 +108,19 @@ func (b *Broker) afterRestore(*store.Restore) {
 // checkLocalData decides, before the store opens, whether a non-empty data
 // dir's log may be served, and sets it aside or refuses to start when not
 // (restore.Judge.CheckLocal). It returns the bucket manifest it read (nil
-// when the data dir is fresh) for newTiering, and marks a promoted slave's
-// copy kept (promotedReplica).
-func (b *Broker) checkLocalData() (*upload.Manifest, error) {
+// when the data dir is fresh) for newTiering, and whether a promoted
+// slave's copy is kept (New's promotedReplica).
+func (b *Broker) checkLocalData() (m *upload.Manifest, promoted bool, err error) {
 	if b.storeIsFresh() {
-		return nil, nil
+		return nil, false, nil
 	}
 	d := b.dur
 	cl, haveCP := b.restoredCommitLog()
-	m, err := b.loadManifest()
-	if err != nil {
-		return nil, fmt.Errorf("broker: read the bucket manifest to check the local data dir against it: %w", err)
+	if m, err = b.loadManifest(); err != nil {
+		return nil, false, fmt.Errorf("broker: read the bucket manifest to check the local data dir against it: %w", err)
 	}
-	promoted, err := b.judge().CheckLocal(restore.Local{Self: d.ID(), Prev: d.Prev(), Loaded: d.Loaded(), CommitLog: cl, HaveCP: haveCP, Manifest: m})
-	if promoted {
-		b.promotedReplica = true
-	}
-	return m, err
+	promoted, err = b.judge().CheckLocal(restore.Local{Self: d.ID(), Prev: d.Prev(), Loaded: d.Loaded(), CommitLog: cl, HaveCP: haveCP, Manifest: m})
+	return m, promoted, err
 }
 
 // setAside renames store/ and config/ out of the way (store.stale-<unix>),

@@ -174,7 +174,7 @@ func (w schedWire) Target(topic string) (int32, bool) {
 
 func (w schedWire) EnsureSystem(topic string, n int32) { w.b.ensureScheduleTopic(topic, n) }
 
-func (w schedWire) Closing() bool { return w.b.closing.Load() }
+func (w schedWire) Closing() bool { return w.b.stopping() }
 
 func (w schedWire) WriteGate(ctx context.Context, topic string, queueID int32) error {
 	return w.b.writeGate(ctx, topic, queueID)
