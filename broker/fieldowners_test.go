@@ -2,6 +2,7 @@ package broker
 
 import (
 	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/stratamq/stratamq/infra/statecheck"
@@ -37,6 +38,11 @@ var brokerFields = statecheck.Rule{
 func TestBrokerFieldOwners(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command to type-check the package with")
+	}
+	for f, owner := range brokerFields.Owners {
+		if strings.HasPrefix(owner, "rc") {
+			t.Errorf("%s owns %s: a handler owns no state (it calls the owner's methods)", owner, f)
+		}
 	}
 	p, err := statecheck.Load(".")
 	if err != nil {
