@@ -83,6 +83,9 @@ func Check(p *Package, r Rule) Report {
 	for _, a := range acc {
 		why := ""
 		owner := r.Owners[a.Field]
+		if owner == "" {
+			owner = "no file (name its owner)"
+		}
 		switch {
 		case slices.Contains(r.Lifecycle, a.File):
 		case rep.State[a.Field] != nil && a.File != owner && a.Write:
