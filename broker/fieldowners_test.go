@@ -28,6 +28,7 @@ var brokerFields = statecheck.Rule{
 		"hastat":         "ha_status.go",   // HAStatus's own state: since, the failover count
 		"grpcPuts":       "grpc_put.go",    // the gRPC sends' rounds
 		"recall":         "grpc_recall.go", // recalled timer messages
+		"wal":            "wire_wal.go",    // the bucket WAL's writer and which topics use it
 	},
 	Settings: []string{"Config", "TLS", "GRPCDeps"},
 	Allow:    []statecheck.Allowed{},
