@@ -482,8 +482,8 @@ func TestSlaveFollowsMasterWithACL(t *testing.T) {
 		off, ok := s.offsets.Query("FollowGroup", "Keep", 1)
 		return keep && ok && off == 1
 	})
-	n := s.ha.follow.Syncs()
-	waitCond(t, 10*time.Second, "two more syncs", func() bool { return s.ha.follow.Syncs() >= n+2 })
+	n := s.follow.Syncs()
+	waitCond(t, 10*time.Second, "two more syncs", func() bool { return s.follow.Syncs() >= n+2 })
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.list) != 0 {

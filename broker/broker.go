@@ -16,7 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stratamq/stratamq/broker/consumers"
+	"github.com/stratamq/stratamq/broker/durability"
 	"github.com/stratamq/stratamq/broker/failover"
+	"github.com/stratamq/stratamq/broker/follow"
 	"github.com/stratamq/stratamq/broker/pop"
 	"github.com/stratamq/stratamq/broker/replication"
 	"github.com/stratamq/stratamq/broker/retention"
@@ -98,9 +100,9 @@ type Broker struct {
 	offsets   *offsets.ConsumerOffsets
 	consumers *consumers.Registry // live consumer and producer clients (wire_consumers.go)
 	hold      *pullHold
-	tier      *tiering.Tiering // nil without a bucket (wire_tiering.go)
-	dur       *durableRun      // nil without a bucket (wire_durability.go)
-	scoped    tier.Bucket      // the bucket under <cluster>/<brokerName>/; nil without one
+	tier      *tiering.Tiering   // nil without a bucket (wire_tiering.go)
+	dur       *durability.Keeper // nil without a bucket (wire_durability.go)
+	scoped    tier.Bucket        // the bucket under <cluster>/<brokerName>/; nil without one
 	locks     queueLocks
 	uniq      *uniqIDs
 	sqlCache  sqlCache          // compiled SQL92 subscriptions (sql_filter.go)
@@ -121,10 +123,10 @@ type Broker struct {
 	storeHost netip.AddrPort
 	advertise string
 
-	ha     haState              // a slave's HA stream (Run starts it)
 	wal    walState             // the bucket WAL of bucket-durable topics (wire_wal.go)
-	repl   *replication.Service // a master's HA listener, high watermark and acknowledgement waits (wire_replication.go)
-	hastat haStatusState        // ha_status.go: what HAStatus reads besides ha and repl; the failover count
+	follow *follow.Follower     // a slave's follower (Run's startHA opens it; wire_follow.go); nil on a master
+	repl   *replication.Service // a master's HA listener, high watermark and acknowledgement waits, or a slave's HA stream (wire_replication.go)
+	hastat haStatusState        // ha_status.go: what HAStatus reads besides repl and follow; the failover count
 
 	// fo is this generation's part in failover: its identity, the lease
 	// holder it follows, its role-change request, the lease watch
@@ -255,7 +257,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			b.tier.Close() // its cold reader's cache runs goroutines
 		}
 		if b.dur != nil {
-			_ = b.dur.lease.Release(context.Background())
+			_ = b.dur.Lease().Release(context.Background())
 		}
 		return nil, err
 	}
@@ -287,10 +289,10 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			if b.dur, err = newDurability(b, scoped, deps.lease); err != nil {
 				return fail(err)
 			}
-			if manifest, err = b.checkLocalData(); err != nil {
+			if manifest, b.promotedReplica, err = b.checkLocalData(); err != nil {
 				return fail(err)
 			}
-			if err := b.restoreMetadata(configDir, b.dur.loaded); err != nil {
+			if err := b.restoreMetadata(configDir, b.dur.Loaded()); err != nil {
 				return fail(err)
 			}
 		}
@@ -311,10 +313,10 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		return fail(err)
 	}
 	if b.promotedReplica {
-		if err := b.adoptCheckpointMetadata(b.dur.loaded); err != nil {
+		if err := b.adoptCheckpointMetadata(b.dur.Loaded()); err != nil {
 			return fail(err)
 		}
-		if err := b.widenAdoptedQueues(b.dur.loaded); err != nil { // failover_topics.go
+		if err := b.widenAdoptedQueues(b.dur.Loaded()); err != nil { // failover_topics.go
 			return fail(err)
 		}
 		if err := b.persistAdopted(); err != nil {

@@ -160,8 +160,8 @@ func gapTakeoverWith(t *testing.T, bcfg Config, start func(Config, Deps) *Node, 
 	waitCond(t, 20*time.Second, "the slave to catch up", func() bool {
 		return b.Broker().store.MaxPhysOffset() == a.Broker().store.MaxPhysOffset()
 	})
-	b.Broker().hastat.slave.Load().Close() // the slave falls behind
-	for i := range 40 {                    // 2.5 MiB: 1 MiB segments seal and upload
+	b.Broker().repl.Slave().Close() // the slave falls behind
+	for i := range 40 {             // 2.5 MiB: 1 MiB segments seal and upload
 		send(a, append([]byte(fmt.Sprintf("lagged-%02d|", i)), bytes.Repeat([]byte{'x'}, 64<<10)...))
 	}
 	am := a.Broker()

@@ -52,7 +52,7 @@ type ConsoleStatus struct {
 
 // ConsoleStatus reads the broker's status now.
 func (b *Broker) ConsoleStatus() ConsoleStatus {
-	return ConsoleStatus{HA: b.HAStatus(), ProtocolVersion: Version, Since: b.hastat.since,
+	return ConsoleStatus{HA: b.HAStatus(), ProtocolVersion: Version, Since: b.upSince(),
 		Topics: len(b.topicConfigs()), GroupsOnline: len(b.consumers.Groups()),
 		MinPhysOffset: b.store.MinPhysOffset(), MaxPhysOffset: b.store.MaxPhysOffset(),
 		FlushedTo: b.store.FlushedPhysOffset(), Bucket: b.tier != nil, GRPC: b.metrics.GRPCTraffic()}

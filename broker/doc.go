@@ -108,6 +108,7 @@
 //	                           the report reader that receives the covering ack answers the
 //	                           batch with a non-blocking write, remoting.ReleaseWritesNoWait, and
 //	                           the conn's reader goes on reading meanwhile); a slave runs ha.Slave
+//	                           (the Service's too: StartSlave, Slave, Stop)
 //	                           into its store from STRATAMQ_HA_MASTER, or the HA address the
 //	                           name servers' REGISTER_BROKER answer names (Resolve); a master
 //	                           registers its advertised host with its HA port as haServerAddr.
@@ -233,6 +234,12 @@
 //	                           queue index, counting ranges retention deleted from the middle
 //	                           (Manifest.Expired) as present (restore.ReplicaStart, Judge.ReplicaPoint): it keeps a log
 //	                           that reaches U and drops one that lags it; sends and send-backs are refused NO_PERMISSION
+//
+// The Broker struct's fields: New assigns the wiring (settings and the
+// collaborators above), which any file reads and calls; the few fields
+// written after New (state) each have one owner file, and other files go
+// through its methods. fieldowners_test.go holds the table and checks it
+// (package infra/statecheck states the rule).
 //
 // # Goroutines
 //

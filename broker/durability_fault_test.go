@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/durability"
+	"github.com/stratamq/stratamq/broker/restore"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
@@ -107,7 +109,7 @@ func mustSend(t *testing.T, b *Broker, cl *remoting.Client, topic string, q int,
 }
 
 // bucketCommitLog reads the commitlog section of the bucket's checkpoint.
-func bucketCommitLog(t *testing.T, bucket tier.Bucket) (commitLogState, *offsets.Checkpoint) {
+func bucketCommitLog(t *testing.T, bucket tier.Bucket) (durability.CommitLog, *offsets.Checkpoint) {
 	t.Helper()
 	scoped, err := tier.WithPrefix(bucket, "DefaultCluster/broker-a")
 	if err != nil {
@@ -117,7 +119,7 @@ func bucketCommitLog(t *testing.T, bucket tier.Bucket) (commitLogState, *offsets
 	if err != nil || cp == nil {
 		t.Fatalf("read the bucket checkpoint: %v, %v", cp, err)
 	}
-	var cl commitLogState
+	var cl durability.CommitLog
 	if err := json.Unmarshal(cp.Sections[sectionCommitLog], &cl); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +232,7 @@ func TestBrokerNeverSetsAsideWhatTheBucketLacks(t *testing.T) {
 		t.Fatalf("refusal %q does not name the local range %s", err, want)
 	}
 	// Nothing was moved or deleted.
-	if segs, _ := localSegmentFiles(vfs.OS(), oldDir+"/store/commitlog", 4<<20); len(segs) == 0 {
+	if segs, _ := restore.LocalSegments(vfs.OS(), oldDir+"/store/commitlog", 4<<20); len(segs) == 0 {
 		t.Fatal("the refused start removed the local commitlog")
 	}
 	// With STRATAMQ_ACCEPT_LOSS it starts, keeping the old data aside.
@@ -360,7 +362,7 @@ func TestBrokerLeaseLapseRefusesSends(t *testing.T) {
 	if d := sentAt.Sub(cut); d >= cfg.LeaseTTL {
 		t.Fatalf("sends were still acknowledged %v after the bucket went away; a contender may take over after %v", d, cfg.LeaseTTL)
 	}
-	if err := b.dur.lease.Check(); !errors.Is(err, offsets.ErrLeaseExpired) {
+	if err := b.dur.Lease().Check(); !errors.Is(err, offsets.ErrLeaseExpired) {
 		t.Fatalf("refused while the lease says %v", err)
 	}
 	bucket.down.Store(false)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/durability"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
@@ -34,8 +35,8 @@ func TestBrokerFencingLease(t *testing.T) {
 	if !errors.Is(err, offsets.ErrLeaseHeld) {
 		t.Fatalf("second broker on the prefix: %v, want ErrLeaseHeld", err)
 	}
-	if !strings.Contains(err.Error(), "broker-a") || !strings.Contains(err.Error(), first.dur.id.Instance) {
-		t.Fatalf("error %q does not name the holder (instance %s)", err, first.dur.id.Instance)
+	if !strings.Contains(err.Error(), "broker-a") || !strings.Contains(err.Error(), first.dur.ID().Instance) {
+		t.Fatalf("error %q does not name the holder (instance %s)", err, first.dur.ID().Instance)
 	}
 	// The first broker stops renewing without releasing the lease (as a
 	// crashed or partitioned broker would): its checkpoints stop.
@@ -46,8 +47,8 @@ func TestBrokerFencingLease(t *testing.T) {
 		t.Fatalf("takeover after the lease stayed unchanged for a TTL: %v", err)
 	}
 	defer second.Close()
-	if second.dur.id.Epoch <= first.dur.id.Epoch {
-		t.Fatalf("takeover epoch %d, want above %d", second.dur.id.Epoch, first.dur.id.Epoch)
+	if second.dur.ID().Epoch <= first.dur.ID().Epoch {
+		t.Fatalf("takeover epoch %d, want above %d", second.dur.ID().Epoch, first.dur.ID().Epoch)
 	}
 	// The old broker fenced itself before the takeover: no more acks.
 	if _, err := first.dur.Writable(); !errors.Is(err, offsets.ErrLeaseExpired) && !errors.Is(err, offsets.ErrFenced) {
@@ -90,7 +91,7 @@ func TestBrokerUncleanRestoreSkipsReservedOffsets(t *testing.T) {
 	first.dur.StopWriting() // stop its checkpoints, as a dead process would
 	cfg2 := cfg
 	cfg2.DataDir = t.TempDir()
-	expires := first.dur.lease.ExpiresAt()
+	expires := first.dur.Lease().ExpiresAt()
 	waitCond(t, 20*time.Second, "the dead broker's lease expired", func() bool { return time.Now().After(expires.Add(100 * time.Millisecond)) })
 	second, cl2, _ := runBroker(t, cfg2, Deps{Logger: discardLogger(), Bucket: bucket})
 	newMax := second.store.MaxQueueOffset("Gap", 0)
@@ -132,7 +133,7 @@ func TestBrokerFinalCheckpointIsClean(t *testing.T) {
 		if err != nil || cp == nil {
 			t.Fatalf("read checkpoint: %v", err)
 		}
-		var cl2 commitLogState
+		var cl2 durability.CommitLog
 		if err := json.Unmarshal(cp.Sections[sectionCommitLog], &cl2); err != nil {
 			t.Fatal(err)
 		}

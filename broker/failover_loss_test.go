@@ -304,7 +304,7 @@ func TestBrokerLaggingSlaveNeverWinsOverOneThatAcked(t *testing.T) {
 	waitCond(t, 20*time.Second, "C to hold the first messages", func() bool {
 		return c.n.Broker().store.MaxPhysOffset() == a.n.Broker().store.MaxPhysOffset()
 	})
-	c.n.Broker().hastat.slave.Load().Close() // C stops receiving
+	c.n.Broker().repl.Slave().Close() // C stops receiving
 	for i := range 10 {
 		send(fmt.Sprintf("b-only-%02d", i))
 	}
@@ -379,7 +379,7 @@ func TestBrokerRejoinBeforeTheNewEpochIsListed(t *testing.T) {
 	waitCond(t, 20*time.Second, "the slave to hold the first messages", func() bool {
 		return b.n.Broker().store.MaxPhysOffset() == a.n.Broker().store.MaxPhysOffset()
 	})
-	b.n.Broker().hastat.slave.Load().Close() // the slave stops receiving
+	b.n.Broker().repl.Slave().Close() // the slave stops receiving
 	for i := range 5 {
 		send(a.n, fmt.Sprintf("a-only-%02d", i)) // async: acknowledged, never replicated
 	}
@@ -389,7 +389,7 @@ func TestBrokerRejoinBeforeTheNewEpochIsListed(t *testing.T) {
 	waitCond(t, 30*time.Second, "the slave to take over", func() bool { return b.n.role() == RoleAsyncMaster })
 	a.bucket.down.Store(false)
 	waitCond(t, 30*time.Second, "the old master to rejoin as a slave", func() bool {
-		return a.n.role() == RoleSlave && a.n.Broker().hastat.slave.Load() != nil
+		return a.n.role() == RoleSlave && a.n.Broker().repl.Slave() != nil
 	})
 	b.cpDown.Store(false)
 	waitCond(t, 30*time.Second, "the new master to acknowledge", func() bool {

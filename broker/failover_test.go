@@ -225,7 +225,7 @@ func TestBrokerRejoinCutsDivergentLog(t *testing.T) {
 		return b.Broker().store.MaxPhysOffset() == a.Broker().store.MaxPhysOffset()
 	})
 	common := a.Broker().store.MaxPhysOffset()
-	b.Broker().hastat.slave.Load().Close() // the slave stops receiving
+	b.Broker().repl.Slave().Close() // the slave stops receiving
 	for i := range 5 {
 		send(a, fmt.Sprintf("only-on-old-%02d", i))
 	}
@@ -377,8 +377,8 @@ func TestBrokerPromotedLaggingSlaveRestoresFromBucket(t *testing.T) {
 	waitCond(t, 20*time.Second, "the slave to catch up", func() bool {
 		return b.Broker().store.MaxPhysOffset() == a.Broker().store.MaxPhysOffset()
 	})
-	b.Broker().hastat.slave.Load().Close() // the slave falls behind
-	for i := range 40 {                    // 2.5 MiB: 1 MiB segments seal and upload
+	b.Broker().repl.Slave().Close() // the slave falls behind
+	for i := range 40 {             // 2.5 MiB: 1 MiB segments seal and upload
 		send(a, append([]byte(fmt.Sprintf("lagged-%02d|", i)), bytes.Repeat([]byte{'x'}, 64<<10)...))
 	}
 	waitCond(t, 30*time.Second, "segments the slave lacks uploaded", func() bool {

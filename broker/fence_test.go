@@ -95,8 +95,8 @@ func TestBrokerTierLapsedLeaseStopsBucketWrites(t *testing.T) {
 		return ok
 	})
 	m, _ := listed(first)
-	if m.Epoch != b.dur.id.Epoch || m.Epoch < 1 {
-		t.Fatalf("manifest epoch %d, want the lease's %d", m.Epoch, b.dur.id.Epoch)
+	if m.Epoch != b.dur.ID().Epoch || m.Epoch < 1 {
+		t.Fatalf("manifest epoch %d, want the lease's %d", m.Epoch, b.dur.ID().Epoch)
 	}
 
 	release := b.dur.HoldRenewals() // no more renewals
@@ -129,7 +129,7 @@ func TestBrokerTierLapsedLeaseStopsBucketWrites(t *testing.T) {
 		_, ok := listed(second)
 		return ok
 	})
-	if m, _ := listed(second); m.Epoch != b.dur.id.Epoch {
-		t.Fatalf("manifest epoch %d after the renewal, want %d", m.Epoch, b.dur.id.Epoch)
+	if m, _ := listed(second); m.Epoch != b.dur.ID().Epoch {
+		t.Fatalf("manifest epoch %d after the renewal, want %d", m.Epoch, b.dur.ID().Epoch)
 	}
 }

@@ -9,14 +9,6 @@ import (
 	"github.com/stratamq/stratamq/remoting"
 )
 
-// haState is a slave's HA side (issue 10): its stream from its master.
-// Run starts it before serving and stops it after the remoting server
-// drained. A master's HA listener is b.repl's (wire_replication.go).
-type haState struct {
-	slave  *ha.Slave // nil unless STRATAMQ_ROLE=slave
-	follow *follower // nil unless STRATAMQ_ROLE=slave (wire_follow.go)
-}
-
 // onDispatch is the store's OnDispatch hook: wake held pulls, and the HA
 // streams of a master.
 func (b *Broker) onDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64) {
@@ -25,7 +17,9 @@ func (b *Broker) onDispatch(topic string, queueID int32, queueOffset int64, tags
 	b.repl.Notify()
 }
 
-// startHA starts the master's HA listener or the slave's stream.
+// startHA starts the master's HA listener or the slave's stream and its
+// follower (both in b.repl and b.follow before Run serves; stopHA stops
+// the stream after the remoting server drained).
 func (b *Broker) startHA() error {
 	switch b.cfg.Role {
 	case RoleSlave:
@@ -33,11 +27,9 @@ func (b *Broker) startHA() error {
 		if haMaster == "" {
 			haMaster = b.cfg.HAMaster
 		}
-		f, err := b.openFollower()
-		if err != nil {
+		if err := b.openFollower(); err != nil { // wire_follow.go
 			return err
 		}
-		b.ha.follow = f
 		resolve := b.resolveHAMaster
 		if b.cfg.HAFailover && haMaster != "" {
 			resolve = nil // the lease holder, not a name server's possibly stale answer
@@ -46,7 +38,7 @@ func (b *Broker) startHA() error {
 			b.log.Warn("slave: no master to follow yet (no lease holder and no STRATAMQ_HA_MASTER); watching the bucket lease")
 			return nil
 		}
-		s, err := ha.StartSlave(ha.SlaveOptions{Master: haMaster, Resolve: resolve, MinEpoch: b.fo.Agreed(),
+		s, err := b.repl.StartSlave(ha.SlaveOptions{Master: haMaster, Resolve: resolve, MinEpoch: b.fo.Agreed(),
 			OnDiverged: func(cut int64) {
 				b.requestRoleChange(&RoleChange{Role: RoleSlave, Diverged: true, MasterCut: cut,
 					Reason: fmt.Sprintf("the master says this log diverged from its own at offset %d", cut)})
@@ -66,9 +58,7 @@ func (b *Broker) startHA() error {
 		if err != nil {
 			return fmt.Errorf("broker: STRATAMQ_ROLE=slave: %w", err)
 		}
-		b.ha.slave = s
 		b.metrics.WatchHASlave(func() int64 { return s.State().Received })
-		b.hastat.slave.Store(s)
 		if haMaster != "" {
 			b.log.Info("following the master's HA stream", "haMaster", haMaster, "epoch", b.fo.Following().Epoch)
 		} else {
@@ -113,13 +103,9 @@ func (b *Broker) haSecret() []byte {
 	return nil
 }
 
-// stopHA stops what startHA started.
-func (b *Broker) stopHA() {
-	if b.ha.slave != nil {
-		_ = b.ha.slave.Close()
-	}
-	b.repl.Stop()
-}
+// stopHA stops what startHA started (replication.Service.Stop: the
+// slave's stream, or the master's listener).
+func (b *Broker) stopHA() { b.repl.Stop() }
 
 // HAAddr is the master's bound HA address ("" without a listener).
 func (b *Broker) HAAddr() string {
@@ -154,7 +140,7 @@ func (b *Broker) epoch() int64 {
 	if b.dur == nil {
 		return 0
 	}
-	return b.dur.id.Epoch
+	return b.dur.ID().Epoch
 }
 
 // slaveResult turns a stored message's success response into sync_master's

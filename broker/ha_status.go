@@ -84,9 +84,8 @@ type HAFollow struct {
 
 // haStatusState is what HAStatus needs besides the HA parts themselves.
 type haStatusState struct {
-	since     time.Time                // when New finished: a slave that never caught up lags since then
-	slave     atomic.Pointer[ha.Slave] // set by startHA: HAStatus may run on any goroutine
-	failovers atomic.Int64             // Node.Run sets it for each generation: its RoleChanges
+	since     time.Time    // when New finished: a slave that never caught up lags since then
+	failovers atomic.Int64 // Node.Run sets it for each generation (setFailovers): its RoleChanges
 }
 
 // initHAStatus is New's last step: HAStatus may be called (scraped) from
@@ -102,6 +101,13 @@ func (b *Broker) initHAStatus(m *Metrics) {
 	m.seedTopicCounters(topics)
 }
 
+// setFailovers sets the failover count HAStatus reports: the Node's role
+// changes before this generation.
+func (b *Broker) setFailovers(n int64) { b.hastat.failovers.Store(n) }
+
+// upSince is when New finished (bootTimestamp, the console's Since).
+func (b *Broker) upSince() time.Time { return b.hastat.since }
+
 // haRole is the role the broker plays now (a Node runs each role as a
 // broker generation of its own).
 func (b *Broker) haRole() string { return b.cfg.Role }
@@ -113,7 +119,7 @@ func (b *Broker) HAStatus() HAStatus {
 		BrokerAddr: b.advertise, LocalEnd: b.store.MaxPhysOffset(), Failovers: b.hastat.failovers.Load(), Time: now}
 	if st.Role == RoleSlave {
 		f := &HAFollow{MasterAddr: b.cfg.HAMaster}
-		if s := b.hastat.slave.Load(); s != nil {
+		if s := b.repl.Slave(); s != nil { // set by startHA: HAStatus may run on any goroutine
 			ss := s.State()
 			st.Epoch = ss.Epoch
 			f.Connected, f.MasterEnd, f.LagBytes, f.LastCaughtUp = ss.Connected, ss.MasterMax, ss.Lag, ss.LastCaughtUp

@@ -71,7 +71,7 @@ func (n *Node) Run(ctx context.Context) error {
 			return err
 		}
 		b.fo.SetNodeRole(n.cfg.Role)
-		b.hastat.failovers.Store(n.changes.Load())
+		b.setFailovers(n.changes.Load())
 		n.cur.Store(b)
 		if n.started != nil {
 			n.started(b)

@@ -179,7 +179,7 @@ func (h *sendResponseHeader) appendIDs(ids []byte) []byte {
 // prepareSend validates the header, finds or auto-creates the topic and
 // picks the queue. It returns a non-nil response to send instead on error.
 func (b *Broker) prepareSend(req *remoting.Command, h *remoting.SendMessageRequestHeader) (remoting.TopicConfig, *remoting.Command) {
-	if b.closing.Load() {
+	if b.stopping() {
 		return remoting.TopicConfig{}, errResponse(req, remoting.ServiceNotAvailable, "the broker is shutting down")
 	}
 	if b.dur != nil && b.dur.Fenced() {

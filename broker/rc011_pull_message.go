@@ -87,7 +87,7 @@ func (b *Broker) doPull(ctx context.Context, c *remoting.Conn, req *remoting.Com
 	// A held pull woken by a dispatch that stops at a hidden record waits
 	// on for the bound, within its hold (see pullHold.rerun).
 	atEnd := res.Status == store.OffsetOverflowOne || res.Status == store.NoMessageInQueue
-	if code == remoting.PullNotFound && atEnd && h.SysFlag&pullFlagSuspend != 0 && !b.closing.Load() {
+	if code == remoting.PullNotFound && atEnd && h.SysFlag&pullFlagSuspend != 0 && !b.stopping() {
 		switch {
 		case allowHold:
 			hold := time.Duration(h.SuspendTimeoutMillis) * time.Millisecond

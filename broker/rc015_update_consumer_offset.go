@@ -24,7 +24,7 @@ func (b *Broker) updateConsumerOffset(ctx context.Context, c *remoting.Conn, req
 	if err := h.Decode(req.ExtFields); err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
-	f := b.ha.follow // a serving slave takes offsets and pushes them to its master (wire_follow.go)
+	f := b.follower() // a serving slave takes offsets and pushes them to its master (wire_follow.go)
 	if b.cfg.BrokerID != 0 && f == nil {
 		return errResponse(req, remoting.NoPermission, "a slave does not take consumer offsets")
 	}

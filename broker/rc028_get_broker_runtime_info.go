@@ -17,8 +17,8 @@ func (b *Broker) getBrokerRuntimeInfo(ctx context.Context, c *remoting.Conn, req
 	i64 := func(n int64) string { return strconv.FormatInt(n, 10) }
 	t := map[string]string{
 		"brokerVersionDesc":        "StrataMQ (RocketMQ protocol version " + strconv.Itoa(Version) + ")",
-		"bootTimestamp":            i64(b.hastat.since.UnixMilli()),
-		"runtime":                  time.Since(b.hastat.since).Round(time.Second).String(),
+		"bootTimestamp":            i64(b.upSince().UnixMilli()),
+		"runtime":                  time.Since(b.upSince()).Round(time.Second).String(),
 		"brokerRole":               st.Role,
 		"epoch":                    i64(st.Epoch),
 		"commitLogMinOffset":       i64(b.store.MinPhysOffset()),

@@ -94,9 +94,8 @@ func (b *Broker) slaveHolds(phys int64) bool {
 
 // masterStreaming reports whether a slave's HA stream from its master is
 // connected. It runs on handler goroutines while Run may still be
-// starting HA: it reads the slave through hastat's atomic pointer (b.ha is
-// Run's).
+// starting HA: replication.Service.Slave reads an atomic pointer.
 func (b *Broker) masterStreaming() bool {
-	s := b.hastat.slave.Load()
+	s := b.repl.Slave()
 	return s != nil && s.State().Connected
 }

@@ -68,7 +68,7 @@ func (b *Broker) registrar(ctx context.Context) {
 		case <-t.C:
 		case <-b.registerNow:
 		case <-retry.C:
-			if f := b.ha.follow; b.leaseLapsed() == lapsed && !refused && (f == nil || b.cfg.HAMaster != "" || f.NameServerHA() != "") {
+			if f := b.follower(); b.leaseLapsed() == lapsed && !refused && (f == nil || b.cfg.HAMaster != "" || f.NameServerHA() != "") {
 				continue
 			}
 		}
@@ -79,7 +79,7 @@ func (b *Broker) registrar(ctx context.Context) {
 // leaseLapsed reports whether this broker is a master whose bucket lease
 // may have lapsed or was taken (durability.Keeper.Writable fails).
 func (b *Broker) leaseLapsed() bool {
-	if b.cfg.BrokerID != 0 || b.dur == nil || b.dur.lease == nil {
+	if b.cfg.BrokerID != 0 || b.dur == nil || b.dur.Lease() == nil {
 		return false
 	}
 	_, err := b.dur.Writable()
@@ -125,7 +125,7 @@ func (b *Broker) registerAll(ctx context.Context) (refused bool) {
 		default:
 			reached = append(reached, ns)
 			b.log.Debug("registered with name server", "namesrv", ns)
-			if f := b.ha.follow; f != nil {
+			if f := b.follower(); f != nil {
 				// A slave: the answer names its master's addresses.
 				var rh remoting.RegisterBrokerResponseHeader
 				if err := rh.Decode(resp.ExtFields); err == nil {
@@ -160,7 +160,7 @@ func registrationTTL(interval time.Duration) time.Duration { return 3 * interval
 // it, else its first topic); else an error saying what is missing. A
 // broker without name servers is ready once it holds its lease.
 func (b *Broker) Ready(ctx context.Context) error {
-	if b.closing.Load() {
+	if b.stopping() {
 		return errors.New("the broker is shutting down")
 	}
 	if b.dur != nil && b.dur.Fenced() {

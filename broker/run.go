@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/stratamq/stratamq/broker/durability"
 )
 
 // Run serves until ctx is cancelled, then shuts down gracefully within
@@ -83,7 +85,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	b.log.Info("shutdown: requests drained, listener closed", "took", time.Since(stopStart).Round(time.Millisecond))
 	b.stopHA() // no send waits for a slave's ack any more
-	var drainFailed *offsetRange
+	var drainFailed *durability.OffsetRange
 	fenced := b.dur != nil && b.dur.Fenced()            // another broker has the prefix: nothing may be written to it
 	if b.tier != nil && !b.tier.ReadOnly() && !fenced { // a slave uploads nothing
 		// Seal and upload the active segment, so a replacement broker on
@@ -152,6 +154,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	return err
 }
+
+// stopping reports whether Run began its shutdown or Close was called.
+func (b *Broker) stopping() bool { return b.closing.Load() }
 
 // Close flushes and closes the store and writes the config files. It is
 // idempotent; Run calls it on the way out.

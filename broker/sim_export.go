@@ -7,7 +7,7 @@ package broker
 // Role is the running generation's role ("" while between generations or
 // shutting down).
 func (n *Node) Role() string {
-	if b := n.Broker(); b != nil && !b.closing.Load() {
+	if b := n.Broker(); b != nil && !b.stopping() {
 		return b.cfg.Role
 	}
 	return ""

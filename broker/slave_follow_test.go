@@ -82,16 +82,16 @@ func TestSlaveLearnsMasterFromNameServer(t *testing.T) {
 	// Both ends: the master counts the connection at accept, the slave
 	// knows the master's address once it read the hello reply.
 	waitCond(t, 20*time.Second, "the slave to follow the master the name server named", func() bool {
-		sl := s.hastat.slave.Load()
+		sl := s.repl.Slave()
 		return haSlaves(m) == 1 && sl != nil && sl.State().Connected
 	})
-	if got := s.ha.follow.NameServerHA(); got != wantHA {
+	if got := s.follow.NameServerHA(); got != wantHA {
 		t.Fatalf("the name server named HA address %q to the slave, want %q (the master's advertised host, HA port)", got, wantHA)
 	}
-	if got := s.ha.follow.NameServerMaster(); got != m.AdvertisedAddr() {
+	if got := s.follow.NameServerMaster(); got != m.AdvertisedAddr() {
 		t.Fatalf("the name server named master address %q to the slave, want %q", got, m.AdvertisedAddr())
 	}
-	if st := s.hastat.slave.Load().State(); st.Dialed != wantHA || st.MasterAddr != m.AdvertisedAddr() {
+	if st := s.repl.Slave().State(); st.Dialed != wantHA || st.MasterAddr != m.AdvertisedAddr() {
 		t.Fatalf("slave HA state %+v: want it dialled %s and the hello named %s", st, wantHA, m.AdvertisedAddr())
 	}
 	// The name server lists both under broker-a: master id 0, slave id 1.
@@ -162,8 +162,8 @@ func TestSlaveFollowsTopicsGroupsOffsets(t *testing.T) {
 	})
 	// Unchanged tables keep their version: nothing is rewritten every poll.
 	before := s.topics.Wrapper().DataVersion.Counter
-	n := s.ha.follow.Syncs()
-	waitCond(t, 10*time.Second, "three more syncs", func() bool { return s.ha.follow.Syncs() >= n+3 })
+	n := s.follow.Syncs()
+	waitCond(t, 10*time.Second, "three more syncs", func() bool { return s.follow.Syncs() >= n+3 })
 	if after := s.topics.Wrapper().DataVersion.Counter; after != before {
 		t.Fatalf("the slave's topic table version moved from %d to %d with nothing changed on the master", before, after)
 	}
@@ -195,7 +195,7 @@ func TestSlaveKeepsOffsetsCommittedWhileMasterDown(t *testing.T) {
 	})
 
 	stopMaster()
-	waitCond(t, 20*time.Second, "the slave to see the master gone", func() bool { return !s.ha.slave.State().Connected })
+	waitCond(t, 20*time.Second, "the slave to see the master gone", func() bool { return !s.repl.Slave().State().Connected })
 	if r := invoke(t, scl, saddr, commitReq("G", "Offs", 0, 8)); r.Code != int32(remoting.Success) {
 		t.Fatalf("commit on the slave with the master down: %d %s", r.Code, r.Remark)
 	}
@@ -208,15 +208,15 @@ func TestSlaveKeepsOffsetsCommittedWhileMasterDown(t *testing.T) {
 	waitCond(t, 20*time.Second, "the master to hold the offset committed to the slave", func() bool {
 		return queryOffset(t, mcl, maddr, "G", "Offs", 0) == 8
 	})
-	n := s.ha.follow.Syncs()
-	waitCond(t, 10*time.Second, "two more syncs", func() bool { return s.ha.follow.Syncs() >= n+2 })
+	n := s.follow.Syncs()
+	waitCond(t, 10*time.Second, "two more syncs", func() bool { return s.follow.Syncs() >= n+2 })
 	if got := queryOffset(t, scl, saddr, "G", "Offs", 0); got != 8 {
 		t.Fatalf("after the master came back the slave answers %d, want 8", got)
 	}
 	if got := queryOffset(t, scl, saddr, "G", "Offs", 1); got != 3 {
 		t.Fatalf("queue 1 (never committed to the slave): %d, want the master's 3", got)
 	}
-	if p := s.ha.follow.Pending(); len(p) != 0 {
+	if p := s.follow.Pending(); len(p) != 0 {
 		t.Fatalf("offsets still waiting to be pushed: %v", p)
 	}
 }
@@ -241,7 +241,7 @@ func TestSlavePendingOffsetsSurviveRestart(t *testing.T) {
 		return queryOffset(t, scl, s.Addr().String(), "G", "Restart", 0) == 1
 	})
 	stopMaster()
-	waitCond(t, 20*time.Second, "the slave to see the master gone", func() bool { return !s.ha.slave.State().Connected })
+	waitCond(t, 20*time.Second, "the slave to see the master gone", func() bool { return !s.repl.Slave().State().Connected })
 	if r := invoke(t, scl, s.Addr().String(), commitReq("G", "Restart", 0, 5)); r.Code != int32(remoting.Success) {
 		t.Fatalf("commit on the slave: %d %s", r.Code, r.Remark)
 	}
@@ -251,8 +251,8 @@ func TestSlavePendingOffsetsSurviveRestart(t *testing.T) {
 	waitCond(t, 20*time.Second, "the master to hold the offset committed to the slave before its restart", func() bool {
 		return queryOffset(t, mcl, m.Addr().String(), "G", "Restart", 0) == 5
 	})
-	n := s.ha.follow.Syncs()
-	waitCond(t, 10*time.Second, "two more syncs", func() bool { return s.ha.follow.Syncs() >= n+2 })
+	n := s.follow.Syncs()
+	waitCond(t, 10*time.Second, "two more syncs", func() bool { return s.follow.Syncs() >= n+2 })
 	if got := queryOffset(t, scl, s.Addr().String(), "G", "Restart", 0); got != 5 {
 		t.Fatalf("the restarted slave answers %d, want 5", got)
 	}
@@ -269,7 +269,7 @@ func TestSlaveSyncKeepsUnpushedOffset(t *testing.T) {
 		t.Fatalf("commit on the slave: %d %s", r.Code, r.Remark)
 	}
 	master := []byte(`{"offsetTable":{"T@G":{"0":10,"1":20}}}`)
-	if err := s.ha.follow.ApplyOffsets(master); err != nil {
+	if err := s.follow.ApplyOffsets(master); err != nil {
 		t.Fatal(err)
 	}
 	if off, _ := s.offsets.Query("G", "T", 0); off != 50 {
@@ -278,8 +278,8 @@ func TestSlaveSyncKeepsUnpushedOffset(t *testing.T) {
 	if off, _ := s.offsets.Query("G", "T", 1); off != 20 {
 		t.Fatalf("queue 1 is %d, want the master's 20", off)
 	}
-	s.ha.follow.Pushed(follow.Key{Group: "G", Topic: "T", Queue: 0}, 50)
-	if err := s.ha.follow.ApplyOffsets(master); err != nil {
+	s.follow.Pushed(follow.Key{Group: "G", Topic: "T", Queue: 0}, 50)
+	if err := s.follow.ApplyOffsets(master); err != nil {
 		t.Fatal(err)
 	}
 	if off, _ := s.offsets.Query("G", "T", 0); off != 10 {

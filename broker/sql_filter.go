@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/consumers"
 	"github.com/stratamq/stratamq/filter"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
@@ -31,20 +32,20 @@ func (b *Broker) sqlFilterOn() bool {
 // a TAG expression is parsed as always; an SQL92 one is compiled (once:
 // compileSQL caches it) when STRATAMQ_SQL_FILTER allows; any other type is
 // refused.
-func (b *Broker) subscriptionFor(topic, expr, exprType string) (Subscription, *subError) {
+func (b *Broker) subscriptionFor(topic, expr, exprType string) (Subscription, *consumers.SubError) {
 	if isTagType(exprType) {
 		return ParseSubscription(topic, expr, exprType), nil
 	}
 	s := Subscription{Topic: topic, SubString: expr, ExpressionType: exprType}
 	if exprType != exprSQL92 {
-		return s, &subError{Code: remoting.SubscriptionParseFailed, Remark: fmt.Sprintf("the broker does not support consumer to filter message by %s (only TAG and SQL92)", exprType)}
+		return s, &consumers.SubError{Code: remoting.SubscriptionParseFailed, Remark: fmt.Sprintf("the broker does not support consumer to filter message by %s (only TAG and SQL92)", exprType)}
 	}
 	if !b.sqlFilterOn() {
-		return s, &subError{Code: remoting.SubscriptionParseFailed, Remark: "the broker does not support consumer to filter message by SQL92: property filtering is off (STRATAMQ_SQL_FILTER=false); set STRATAMQ_SQL_FILTER=true (the default) to enable it"}
+		return s, &consumers.SubError{Code: remoting.SubscriptionParseFailed, Remark: "the broker does not support consumer to filter message by SQL92: property filtering is off (STRATAMQ_SQL_FILTER=false); set STRATAMQ_SQL_FILTER=true (the default) to enable it"}
 	}
 	e, err := b.sqlCache.compile(expr)
 	if err != nil {
-		return s, &subError{Code: remoting.SubscriptionParseFailed, Remark: fmt.Sprintf("parse the consumer's subscription [%s] failed: %v", expr, err)}
+		return s, &consumers.SubError{Code: remoting.SubscriptionParseFailed, Remark: fmt.Sprintf("parse the consumer's subscription [%s] failed: %v", expr, err)}
 	}
 	s.SQL = e
 	return s, nil
@@ -105,7 +106,7 @@ func (b *Broker) pullSubscription(req *remoting.Command, h *remoting.PullMessage
 	return s, subErrResponse(req, s.Err)
 }
 
-func subErrResponse(req *remoting.Command, err *subError) *remoting.Command {
+func subErrResponse(req *remoting.Command, err *consumers.SubError) *remoting.Command {
 	if err == nil {
 		return nil
 	}
@@ -120,7 +121,7 @@ func subErrResponse(req *remoting.Command, err *subError) *remoting.Command {
 // scans again from the pull's offset, within the usual budget).
 func (b *Broker) sqlRepark(c *remoting.Conn, req *remoting.Command, h *remoting.PullMessageRequestHeader, sub Subscription, res store.GetResult, held *heldPull) bool {
 	if held == nil || sub.SQL == nil || res.Status != store.NoMatchedMessage || res.NextBeginOffset < res.MaxOffset ||
-		h.SysFlag&pullFlagSuspend == 0 || b.closing.Load() || !time.Now().Before(held.deadline) {
+		h.SysFlag&pullFlagSuspend == 0 || b.stopping() || !time.Now().Before(held.deadline) {
 		return false
 	}
 	return b.hold.park(c, req, h.Topic, h.QueueID, res.NextBeginOffset, sub, held.deadline, 0)

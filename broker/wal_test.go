@@ -88,7 +88,7 @@ func TestBucketDurableRestoresOnEmptyDisk(t *testing.T) {
 	// The machine dies: no final checkpoint, no upload, no lease release;
 	// its disk is gone.
 	first.dur.StopWriting()
-	expires := first.dur.lease.ExpiresAt()
+	expires := first.dur.Lease().ExpiresAt()
 	waitCond(t, 20*time.Second, "the dead broker's lease expired", func() bool { return time.Now().After(expires.Add(100 * time.Millisecond)) })
 	cfg2 := cfg
 	cfg2.DataDir = t.TempDir()

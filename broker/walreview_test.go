@@ -16,7 +16,7 @@ import (
 func dieAndWait(t *testing.T, b *Broker) {
 	t.Helper()
 	b.dur.StopWriting()
-	expires := b.dur.lease.ExpiresAt()
+	expires := b.dur.Lease().ExpiresAt()
 	waitCond(t, 20*time.Second, "the dead broker's lease expired", func() bool { return time.Now().After(expires.Add(100 * time.Millisecond)) })
 }
 

@@ -19,9 +19,6 @@ import (
 // consumers).
 type Subscription = consumers.Subscription
 
-// subError is why a subscription cannot be served (consumers.SubError).
-type subError = consumers.SubError
-
 // ParseSubscription parses a TAG expression such as "TagA || TagC" or "*"
 // (consumers.ParseSubscription).
 func ParseSubscription(topic, expr, exprType string) Subscription {

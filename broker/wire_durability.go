@@ -33,13 +33,6 @@ const (
 	// transaction check service's progress; sectionPop (broker/pop) POP's.
 )
 
-// The checkpoint's commitlog section as wire_restore.go and wire_failover.go read it.
-type (
-	commitLogState = durability.CommitLog
-	offsetRange    = durability.OffsetRange
-	queueRangeJSON = durability.QueueRange
-)
-
 // errNotCheckpointed: a send to a queue no durable checkpoint lists yet.
 var errNotCheckpointed = durability.ErrNotCheckpointed
 
@@ -47,16 +40,6 @@ var errNotCheckpointed = durability.ErrNotCheckpointed
 // queue: every record below it is consumed by the broker itself
 // (delivered, or resolved) and never read again.
 type internalProgress map[queueKey]int64
-
-// durableRun is the keeper with what it read at Open, which never
-// changes in a run.
-type durableRun struct {
-	*durability.Keeper
-	id     offsets.Identity     // this run: instance and lease epoch
-	prev   *offsets.WriterState // what the data dir said at start
-	lease  *offsets.Lease
-	loaded *offsets.Checkpoint // read at start; nil on a new prefix
-}
 
 // newCheckpointStore is the bucket (under the broker's prefix) as the
 // object store of the lease and the checkpoints.
@@ -69,8 +52,9 @@ func (b *Broker) writerStatePath() string {
 
 // newDurability takes the lease on the broker's prefix and reads the last
 // checkpoint (durability.Open); handed, if set, is a lease already taken
-// (a promoted slave's).
-func newDurability(b *Broker, bucket tier.Bucket, handed *offsets.Lease) (*durableRun, error) {
+// (a promoted slave's). What it read at Open (ID, Prev, Lease, Loaded)
+// never changes in a run: the broker reads it through the keeper.
+func newDurability(b *Broker, bucket tier.Bucket, handed *offsets.Lease) (*durability.Keeper, error) {
 	cfg := durability.Config{
 		BrokerName: b.cfg.BrokerName, DataDir: b.cfg.DataDir,
 		CheckpointInterval: b.cfg.CheckpointInterval, CheckpointWait: b.cfg.CheckpointWait, LeaseTTL: b.cfg.LeaseTTL,
@@ -78,11 +62,7 @@ func newDurability(b *Broker, bucket tier.Bucket, handed *offsets.Lease) (*durab
 		HAFailover: b.cfg.HAFailover, Role: b.cfg.Role, HAAddr: b.haAdvertise(), BootID: b.bootID,
 	}
 	w := durWire{b}
-	k, err := durability.Open(cfg, durability.Deps{FS: b.fs, Mono: b.mono, Logger: b.log, Source: w, Failover: w}, bucket, handed)
-	if err != nil {
-		return nil, err
-	}
-	return &durableRun{Keeper: k, id: k.ID(), prev: k.Prev(), lease: k.Lease(), loaded: k.Loaded()}, nil
+	return durability.Open(cfg, durability.Deps{FS: b.fs, Mono: b.mono, Logger: b.log, Source: w, Failover: w}, bucket, handed)
 }
 
 // savedProgress is the internal services' progress in the last checkpoint

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stratamq/stratamq/broker/durability"
 	"github.com/stratamq/stratamq/broker/failover"
+	"github.com/stratamq/stratamq/broker/restore"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
@@ -100,11 +101,11 @@ func (w foWire) Fresh() bool { return w.b.storeIsFresh() }
 
 func (w foWire) LogRange() (lo, end int64, ok bool, err error) {
 	b := w.b
-	segs, err := localSegmentFiles(b.fs, filepath.Join(b.cfg.DataDir, "store", "commitlog"), int(b.cfg.MaxMessageSize))
+	segs, err := restore.LocalSegments(b.fs, filepath.Join(b.cfg.DataDir, "store", "commitlog"), int(b.cfg.MaxMessageSize))
 	if err != nil || len(segs) == 0 {
 		return 0, 0, false, err
 	}
-	return segs[0].base, segs[len(segs)-1].base + segs[len(segs)-1].size, true, nil
+	return segs[0].Base, segs[len(segs)-1].Base + segs[len(segs)-1].Size, true, nil
 }
 
 func (w foWire) SetAside(why string) error { return w.b.setAside(why) }

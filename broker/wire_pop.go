@@ -36,8 +36,8 @@ func newPopEngine(b *Broker) *pop.Engine {
 // checkpoint's section (a promoted slave: the checkpoint's alone).
 func (b *Broker) loadPop() error {
 	var sec []byte
-	if b.dur != nil && b.dur.loaded != nil {
-		sec = b.dur.loaded.Sections[sectionPop]
+	if b.dur != nil && b.dur.Loaded() != nil {
+		sec = b.dur.Loaded().Sections[sectionPop]
 	}
 	return b.pop.Load(sec, b.promotedReplica)
 }
@@ -141,4 +141,4 @@ func (h popHost) DeadLetter(ctx context.Context, group string, phys int64, attem
 }
 
 func (h popHost) DurableAll() int64 { return h.b.durableAll() } // durable_progress.go
-func (h popHost) Stopping() bool    { return h.b.closing.Load() }
+func (h popHost) Stopping() bool    { return h.b.stopping() }

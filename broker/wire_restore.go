@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/durability"
 	"github.com/stratamq/stratamq/broker/restore"
-	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier/upload"
@@ -17,7 +17,7 @@ import (
 // where its store opens. This file wires it: New calls checkLocalData,
 // restoreMetadata, restorePoint or replicaRestorePoint and afterRestore
 // in that order (broker.go); wire_failover.go reads the data dir through
-// storeIsFresh, localSegmentFiles, setAside, commitLogOf and
+// storeIsFresh, setAside, commitLogOf and
 // readReplicaCheckpoint. The judge holds no state and runs no goroutine.
 
 // judge is the restore judge over this broker's data dir.
@@ -42,15 +42,15 @@ func (b *Broker) restoreMetadata(configDir string, cp *offsets.Checkpoint) error
 }
 
 // restoredCommitLog decodes the checkpoint's commitlog section.
-func (b *Broker) restoredCommitLog() (commitLogState, bool) {
+func (b *Broker) restoredCommitLog() (durability.CommitLog, bool) {
 	if b.dur == nil {
-		return commitLogState{}, false
+		return durability.CommitLog{}, false
 	}
-	return b.commitLogOf(b.dur.loaded)
+	return b.commitLogOf(b.dur.Loaded())
 }
 
 // commitLogOf decodes cp's commitlog section.
-func (b *Broker) commitLogOf(cp *offsets.Checkpoint) (commitLogState, bool) {
+func (b *Broker) commitLogOf(cp *offsets.Checkpoint) (durability.CommitLog, bool) {
 	return b.judge().CommitLogOf(cp)
 }
 
@@ -60,8 +60,8 @@ func (b *Broker) commitLogOf(cp *offsets.Checkpoint) (commitLogState, bool) {
 func (b *Broker) restorePoint() (*store.Restore, error) {
 	cl, haveCP := b.restoredCommitLog()
 	in := restore.Bucket{CommitLog: cl, HaveCP: haveCP, QueueCounts: b.topics.QueueCounts}
-	if b.dur != nil && b.dur.loaded != nil {
-		in.Writer = b.dur.loaded.Writer
+	if b.dur != nil && b.dur.Loaded() != nil {
+		in.Writer = b.dur.Loaded().Writer
 	}
 	if m := b.tier.Uploader().Manifest(); m != nil {
 		for _, o := range m.CommitLog() {
@@ -93,7 +93,7 @@ func (b *Broker) readReplicaCheckpoint() *offsets.Checkpoint {
 func (b *Broker) replicaRestorePoint(cp *offsets.Checkpoint) (*store.Restore, error) {
 	m := b.tier.AtStart()
 	if m == nil {
-		return b.judge().ReplicaPoint(nil, b.restartAt, commitLogState{})
+		return b.judge().ReplicaPoint(nil, b.restartAt, durability.CommitLog{})
 	}
 	cl, _ := b.commitLogOf(cp)
 	return b.judge().ReplicaPoint(m, b.restartAt, cl)
@@ -108,23 +108,19 @@ func (b *Broker) afterRestore(*store.Restore) {
 // checkLocalData decides, before the store opens, whether a non-empty data
 // dir's log may be served, and sets it aside or refuses to start when not
 // (restore.Judge.CheckLocal). It returns the bucket manifest it read (nil
-// when the data dir is fresh) for newTiering, and marks a promoted slave's
-// copy kept (promotedReplica).
-func (b *Broker) checkLocalData() (*upload.Manifest, error) {
+// when the data dir is fresh) for newTiering, and whether a promoted
+// slave's copy is kept (New's promotedReplica).
+func (b *Broker) checkLocalData() (m *upload.Manifest, promoted bool, err error) {
 	if b.storeIsFresh() {
-		return nil, nil
+		return nil, false, nil
 	}
 	d := b.dur
 	cl, haveCP := b.restoredCommitLog()
-	m, err := b.loadManifest()
-	if err != nil {
-		return nil, fmt.Errorf("broker: read the bucket manifest to check the local data dir against it: %w", err)
+	if m, err = b.loadManifest(); err != nil {
+		return nil, false, fmt.Errorf("broker: read the bucket manifest to check the local data dir against it: %w", err)
 	}
-	promoted, err := b.judge().CheckLocal(restore.Local{Self: d.id, Prev: d.prev, Loaded: d.loaded, CommitLog: cl, HaveCP: haveCP, Manifest: m})
-	if promoted {
-		b.promotedReplica = true
-	}
-	return m, err
+	promoted, err = b.judge().CheckLocal(restore.Local{Self: d.ID(), Prev: d.Prev(), Loaded: d.Loaded(), CommitLog: cl, HaveCP: haveCP, Manifest: m})
+	return m, promoted, err
 }
 
 // setAside renames store/ and config/ out of the way (store.stale-<unix>),
@@ -136,22 +132,4 @@ func (b *Broker) loadManifest() (*upload.Manifest, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return b.readManifest(ctx, b.scoped) // wire_tiering.go: the lease holder claims it first
-}
-
-// localSegment is one local commitlog segment (restore.Segment), as
-// failover.go reads it.
-type localSegment struct{ base, size int64 }
-
-// localSegmentFiles lists the commitlog segments in dir
-// (restore.LocalSegments).
-func localSegmentFiles(fs vfs.FS, dir string, maxMessageSize int) ([]localSegment, error) {
-	segs, err := restore.LocalSegments(fs, dir, maxMessageSize)
-	out := make([]localSegment, 0, len(segs))
-	for _, s := range segs {
-		out = append(out, localSegment{base: s.Base, size: s.Size})
-	}
-	if segs == nil {
-		out = nil
-	}
-	return out, err
 }

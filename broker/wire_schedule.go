@@ -60,8 +60,8 @@ func timerDeliverMs(props string, now int64) (int64, bool, error) {
 // promoted slave: the checkpoint's alone).
 func (b *Broker) loadSchedule(configDir string) (*schedule.Loaded, error) {
 	var delay, timer json.RawMessage
-	if b.dur != nil && b.dur.loaded != nil {
-		delay, timer = b.dur.loaded.Sections[sectionDelayOffsets], b.dur.loaded.Sections[sectionTimerOffsets]
+	if b.dur != nil && b.dur.Loaded() != nil {
+		delay, timer = b.dur.Loaded().Sections[sectionDelayOffsets], b.dur.Loaded().Sections[sectionTimerOffsets]
 	}
 	return schedule.Load(b.fs, configDir, b.promotedReplica, delay, timer)
 }
@@ -174,7 +174,7 @@ func (w schedWire) Target(topic string) (int32, bool) {
 
 func (w schedWire) EnsureSystem(topic string, n int32) { w.b.ensureScheduleTopic(topic, n) }
 
-func (w schedWire) Closing() bool { return w.b.closing.Load() }
+func (w schedWire) Closing() bool { return w.b.stopping() }
 
 func (w schedWire) WriteGate(ctx context.Context, topic string, queueID int32) error {
 	return w.b.writeGate(ctx, topic, queueID)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stratamq/stratamq/broker/durability"
 	"github.com/stratamq/stratamq/broker/tiering"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/store"
@@ -64,7 +65,7 @@ func (b *Broker) readManifest(ctx context.Context, bucket tier.Bucket) (*upload.
 		m, _, err := upload.LoadManifest(ctx, bucket, upload.ManifestKey(""))
 		return m, err
 	}
-	return upload.ClaimManifest(ctx, bucket, upload.ManifestKey(""), b.dur.id.Epoch)
+	return upload.ClaimManifest(ctx, bucket, upload.ManifestKey(""), b.dur.ID().Epoch)
 }
 
 // leaseValidFor is how long this broker's lease stays valid without a
@@ -74,7 +75,7 @@ func (b *Broker) leaseValidFor() time.Duration {
 	if b.dur == nil {
 		return time.Duration(1<<63 - 1)
 	}
-	return b.dur.lease.ValidFor()
+	return b.dur.Lease().ValidFor()
 }
 
 type tierHost struct{ b *Broker }
@@ -161,9 +162,9 @@ func (s tierStore) SegmentLayout(base int64) ([]store.LayoutRun, error) {
 }
 
 // tierPending is the part of the log not in the bucket (Tiering.PendingRange).
-func (b *Broker) tierPending() *offsetRange {
+func (b *Broker) tierPending() *durability.OffsetRange {
 	from, to := b.tier.PendingRange()
-	return &offsetRange{From: from, To: to}
+	return &durability.OffsetRange{From: from, To: to}
 }
 
 // segmentsEnd is how far the manifest's commitlog objects hold the log

@@ -42,8 +42,8 @@ func (b *Broker) newTrans() (*txn.Service, error) {
 		Logger:        b.log,
 	}, txn.Deps{FS: b.fs, Store: b.store, Writer: w, Durability: w, Steps: &txnSteps{}, Producers: w, Topics: w})
 	var cp []byte
-	if b.dur != nil && b.dur.loaded != nil {
-		cp = b.dur.loaded.Sections[sectionTransactions]
+	if b.dur != nil && b.dur.Loaded() != nil {
+		cp = b.dur.Loaded().Sections[sectionTransactions]
 	}
 	return t, t.Load(cp, b.promotedReplica)
 }

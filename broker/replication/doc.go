@@ -1,8 +1,12 @@
-// Package replication keeps a master's side of HA replication for one
-// broker generation: the HA listener (ha.Master) while it runs, and a
-// sync_master's high watermark and acknowledgement waits.
+// Package replication keeps a broker generation's side of HA
+// replication: a master's HA listener (ha.Master) while it runs, a
+// sync_master's high watermark and acknowledgement waits, or a slave's
+// stream from its master (ha.Slave).
 //
 // What it owns (Service):
+//   - a slave's stream: started by StartSlave (ha.StartSlave with the
+//     options the broker builds), readable through Slave from then on
+//     (its state also after Stop), closed by Stop.
 //   - the HA master: started by Start (ha.StartMaster with the options the
 //     broker builds), reachable through Master while it runs, stopped by
 //     Stop. Listener keeps the master Start made after Stop, for its
@@ -20,7 +24,7 @@
 //     broker counts as durable for a failover.
 //
 // Goroutines: none of its own. The ha.Master it starts runs its listener,
-// stream and report goroutines until Stop; Await's done runs on the
+// stream and report goroutines until Stop, the ha.Slave its stream's; Await's done runs on the
 // caller's goroutine or on the ha.Master's that settles the wait.
 //
 // Formats: none (the HA wire protocol is package ha's).

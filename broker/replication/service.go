@@ -31,8 +31,9 @@ type Entries interface {
 	QueueEntry(topic string, queueID int32, idx int64) (phys int64, size int32, tags int64, ok bool, err error)
 }
 
-// Service is a broker generation's master side of HA replication (see
-// the package comment). Its methods are safe on any goroutine.
+// Service is a broker generation's side of HA replication (see the
+// package comment): a master's listener, or a slave's stream. Its
+// methods are safe on any goroutine.
 type Service struct {
 	cfg     Config
 	entries Entries
@@ -40,6 +41,9 @@ type Service struct {
 	// master is the same while it runs.
 	started atomic.Pointer[ha.Master]
 	master  atomic.Pointer[ha.Master]
+	// slave is the stream StartSlave made (kept after Stop: its state
+	// stays readable).
+	slave atomic.Pointer[ha.Slave]
 	// hw is a sync_master's high watermark: the highest offset a slave
 	// acked in this run, at least where this epoch took the log over.
 	hw atomic.Int64
@@ -65,9 +69,28 @@ func (s *Service) Start(opts ha.MasterOptions) (*ha.Master, error) {
 	return m, nil
 }
 
-// Stop stops the HA master Start started (if it did): Master returns nil
-// from here on, and the waits of sends end.
+// StartSlave starts a slave's stream from its master (ha.StartSlave
+// with opts); Slave returns it from here on, also after Stop. It is
+// called at most once, and never with Start.
+func (s *Service) StartSlave(opts ha.SlaveOptions) (*ha.Slave, error) {
+	sl, err := ha.StartSlave(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.slave.Store(sl)
+	return sl, nil
+}
+
+// Slave is the stream StartSlave started (nil before, and on a master).
+func (s *Service) Slave() *ha.Slave { return s.slave.Load() }
+
+// Stop stops the slave's stream StartSlave started, then the HA master
+// Start started (each if it did): Master returns nil from here on, and
+// the waits of sends end.
 func (s *Service) Stop() {
+	if sl := s.slave.Load(); sl != nil {
+		_ = sl.Close()
+	}
 	if m := s.started.Load(); m != nil {
 		s.master.Store(nil)
 		_ = m.Close()
