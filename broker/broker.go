@@ -412,11 +412,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		if err := b.recoverWAL(walChain, b.bucketObjectsEnd(manifest), reopen); err != nil {
 			return fail(err)
 		}
-		if deps.Registerer != nil {
-			if err := deps.Registerer.Register(b.wal.w); err != nil {
-				b.log.Warn("WAL metrics not registered", "err", err)
-			}
-		}
+		b.registerWAL(deps.Registerer)
 	}
 	if restore != nil && (!restore.Replica || walChain != nil) {
 		b.afterRestore(restore)

@@ -33,8 +33,7 @@ func (b *Broker) durableEnds() (local, bucket int64) {
 	if b.cfg.Role == RoleSyncMaster {
 		bucket = max(bucket, b.slaveHeld())
 	}
-	if w := b.wal.w; w != nil {
-		d := w.Durable()
+	if d, ok := b.walDurable(); ok {
 		local, bucket = max(local, d), max(bucket, d)
 	}
 	return local, bucket

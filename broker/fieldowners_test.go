@@ -31,12 +31,7 @@ var brokerFields = statecheck.Rule{
 		"wal":            "wire_wal.go",    // the bucket WAL's writer and which topics use it
 	},
 	Settings: []string{"Config", "TLS", "GRPCDeps"},
-	Allow: []statecheck.Allowed{
-		// durableEnds counts the WAL's durable end; wire_wal.go is being
-		// wired right now (outside this change): a method there for it
-		// replaces this read once that settles.
-		{File: "durable_progress.go", Field: "wal", Reason: "the WAL's durable end, until wire_wal.go declares a method for it"},
-	},
+	Allow: []statecheck.Allowed{},
 }
 
 // TestBrokerFieldOwners: inside broker/, files do not reach into each

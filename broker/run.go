@@ -39,9 +39,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	if b.dur != nil {
 		loops = append(loops, b.dur.Run)
 	}
-	if b.wal.w != nil {
-		loops = append(loops, b.runWAL) // the bucket WAL (wire_wal.go)
-	}
+	loops = append(loops, b.walLoops()...) // the bucket WAL, if any (wire_wal.go)
 	if b.cfg.Role == RoleSlave {
 		loops = append(loops, b.slaveFollow) // package follow (wire_follow.go)
 	} else {

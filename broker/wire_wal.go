@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/stratamq/stratamq/broker/restore"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
@@ -50,6 +52,10 @@ var (
 type walState struct {
 	w    *wal.Writer
 	used atomic.Bool // some topic is (or was, this run) bucket-durable, or the default is
+	// seen (a slave with a bucket): how far its master's WAL and segments
+	// hold the log, as last listed (watchWAL); the slave shows consumers of
+	// bucket-durable topics nothing past it.
+	seen atomic.Int64
 }
 
 // bucketTopic reports whether sends to topic are acknowledged from the
@@ -80,6 +86,63 @@ func (b *Broker) scanDurability() {
 	}
 	for _, tc := range b.topics.Wrapper().TopicConfigTable {
 		b.noteDurability(tc.Attributes)
+	}
+}
+
+// walDurable is how far the bucket WAL holds the log (ok: this broker
+// runs one).
+func (b *Broker) walDurable() (int64, bool) {
+	if w := b.wal.w; w != nil {
+		return w.Durable(), true
+	}
+	return 0, false
+}
+
+// registerWAL adds the WAL writer's metrics to reg.
+func (b *Broker) registerWAL(reg prometheus.Registerer) {
+	if w := b.wal.w; w != nil && reg != nil {
+		if err := reg.Register(w); err != nil {
+			b.log.Warn("WAL metrics not registered", "err", err)
+		}
+	}
+}
+
+// walLoops is Run's WAL loop, if this broker runs a WAL.
+func (b *Broker) walLoops() []func(context.Context) {
+	switch {
+	case b.wal.w != nil:
+		return []func(context.Context){b.runWAL}
+	case b.cfg.Role == RoleSlave && b.scoped != nil:
+		return []func(context.Context){b.watchWAL}
+	}
+	return nil
+}
+
+// watchWAL is a slave's view of its master's WAL: every
+// STRATAMQ_HA_SYNC_INTERVAL (and at once) it lists the WAL and sets
+// seen to where the WAL's chain (or the segments) end, so that its
+// consumers of bucket-durable topics read only what the bucket holds.
+func (b *Broker) watchWAL(ctx context.Context) {
+	t := time.NewTicker(b.cfg.HASyncInterval)
+	defer t.Stop()
+	for {
+		b.scanDurability() // the master's topics reach the slave by mirroring
+		if b.wal.used.Load() {
+			lctx, cancel := context.WithTimeout(ctx, b.cfg.HASyncInterval+5*time.Second)
+			c, err := wal.Read(lctx, b.scoped, walDir)
+			cancel()
+			if err != nil {
+				b.log.Warn("slave: the master's bucket WAL is not readable; bucket-durable topics stay where they were", "err", err)
+			} else if end := max(c.End(0), b.bucketObjectsEnd(nil)); end > b.wal.seen.Load() {
+				b.wal.seen.Store(end)
+				b.hold.wakeVisible()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 
@@ -231,10 +294,20 @@ func (b *Broker) ackAfterWAL(c *remoting.Conn, a *sendAck, res []store.PutResult
 // a consumer never reads a message a lost disk could take back.
 func (b *Broker) readBoundOf(topic string) int64 {
 	v := b.readBound()
-	if w := b.wal.w; w != nil && b.bucketTopic(topic) {
-		if d := max(w.Durable(), 1); v == 0 || d < v {
-			v = d
-		}
+	if !b.bucketTopic(topic) {
+		return v
+	}
+	var d int64
+	switch {
+	case b.wal.w != nil:
+		d = b.wal.w.Durable()
+	case b.cfg.Role == RoleSlave:
+		d = b.wal.seen.Load() // its master's WAL, as last listed
+	default:
+		return v
+	}
+	if d = max(d, 1); v == 0 || d < v {
+		v = d
 	}
 	return v
 }
@@ -247,7 +320,7 @@ func (b *Broker) visibleOf(topic string, end int64) bool {
 
 // hiddenEndOf is hiddenEnd under readBoundOf.
 func (b *Broker) hiddenEndOf(topic string, queue int32, offset int64) int64 {
-	if b.wal.w == nil || !b.bucketTopic(topic) {
+	if (b.wal.w == nil && b.cfg.Role != RoleSlave) || !b.bucketTopic(topic) {
 		return b.hiddenEnd(topic, queue, offset)
 	}
 	v := b.readBoundOf(topic)

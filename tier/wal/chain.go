@@ -250,4 +250,3 @@ func compareU(a, b uint64) int {
 	}
 	return 0
 }
-
