@@ -31,7 +31,7 @@ var brokerFields = statecheck.Rule{
 		"wal":            "wire_wal.go",    // the bucket WAL's writer and which topics use it
 	},
 	Settings: []string{"Config", "TLS", "GRPCDeps"},
-	Allow: []statecheck.Allowed{},
+	Allow:    []statecheck.Allowed{},
 }
 
 // TestBrokerFieldOwners: inside broker/, files do not reach into each
