@@ -38,9 +38,13 @@
 // writer's PUT still in flight can land below the claim later. Its
 // objects then take consecutive numbers; up to InFlight are written at
 // once, and a send is answered once its bytes are in an object that, with
-// every object of the writer before it, exists (Durable). A number
-// another writer holds ends the writer (ErrDeposed): it acknowledges
-// nothing past it.
+// every object of the writer before it, exists (Durable). A number a
+// newer writer holds ends the writer (ErrDeposed): it acknowledges
+// nothing past it. A number an older writer's late object holds (it had
+// PUTs in flight when it lost the lease) breaks the writer's run there:
+// it waits for its PUTs in flight, checks that the chain still ends with
+// its own unbroken run (else it is deposed), fills the holes, claims
+// again past the highest number and ships again from Durable.
 //
 // A reader (Read) walks the listed objects by number and keeps the newest
 // writer's view, ordering writers by (epoch, claim): an older writer's
