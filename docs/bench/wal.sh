@@ -39,6 +39,7 @@ STD_DIST=${STD_DIST:-30ms-60ms:94,60ms-150ms:5,150ms-400ms:1}
 EXPRESS_DIST=${EXPRESS_DIST:-8ms-12ms:99,12ms-30ms:1}
 QUEUES=${QUEUES:-8}
 PROFILE=${PROFILE:-0}
+SETTLE=${SETTLE:-1}
 VGW_PORT=${VGW_PORT:-27271}
 PROXY_PORT=${PROXY_PORT:-27281}
 NS_PORT=${NS_PORT:-19977}
@@ -120,44 +121,93 @@ start_broker() { # bucket-endpoint-port [env...]
 	"$TOOL" admin updateTopic -b "127.0.0.1:$BROKER_PORT" -t WalLocal -r "$QUEUES" -w "$QUEUES" -a +durability=local >/dev/null
 }
 
-# scrape: the broker's WAL counters and CPU seconds, as a JSON object.
+# proc_cpu pid: CPU seconds (user and system) the process has used.
+proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
+# scrape: the broker's WAL counters, the CPU seconds of the broker (cpu)
+# and of versitygw (vcpu), and the whole machine's busy CPU seconds (busy:
+# user, nice, system, irq, softirq over every CPU), as a JSON object.
 scrape() {
-	local cpu
-	cpu=$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$BPID/stat")
-	curl -s --max-time 10 "http://127.0.0.1:$HTTP_PORT/metrics" | awk -v cpu="$cpu" '
+	local cpu vcpu busy
+	cpu=$(proc_cpu "$BPID")
+	vcpu=$(proc_cpu "$VPID")
+	busy=$(awk -v hz="$(getconf CLK_TCK)" '/^cpu / { printf "%.2f", ($2 + $3 + $4 + $7 + $8) / hz }' /proc/stat)
+	curl -s --max-time 10 "http://127.0.0.1:$HTTP_PORT/metrics" | awk -v cpu="$cpu" -v vcpu="$vcpu" -v busy="$busy" '
 		$1 == "stratamq_wal_puts_total" { p = $2 }
 		$1 == "stratamq_wal_objects_total" { o = $2 }
 		$1 == "stratamq_wal_bytes_total" { b = $2 }
 		$1 == "stratamq_wal_errors_total" { e = $2 }
+		$1 == "stratamq_wal_trimmed_total" { t = $2 }
+		$1 == "stratamq_wal_backlog_bytes" { q = $2 }
+		$1 == "rocketmq_tiered_store_upload_pending_segments" { u = $2 }
 		$1 == "stratamq_wal_commit_seconds_sum" { s = $2 }
 		$1 == "stratamq_wal_commit_seconds_count" { n = $2 }
-		END { printf "{\"puts\":%.0f,\"objects\":%.0f,\"bytes\":%.0f,\"errors\":%.0f,\"commit_sum\":%.6f,\"commit_n\":%.0f,\"cpu\":%s}\n", p, o, b, e, s, n, cpu }'
+		END { printf "{\"puts\":%.0f,\"objects\":%.0f,\"bytes\":%.0f,\"errors\":%.0f,\"trimmed\":%.0f,\"backlog\":%.0f,\"unlisted\":%.0f,\"commit_sum\":%.6f,\"commit_n\":%.0f,\"cpu\":%s,\"vcpu\":%s,\"busy\":%s}\n", p, o, b, e, t, q, u, s, n, cpu, vcpu, busy }'
+}
+
+# settle: with SETTLE=1, wait until the WAL is idle (no backlog, no sealed
+# segment waiting for its upload, and no object trimmed for 2 s: the
+# previous row's sealed segments listed and their WAL objects deleted),
+# at most 120 s; prints the seconds waited.
+# Trimming runs on the WAL writer's goroutine, one DELETE at a time, so a
+# row that starts while the previous row's objects are being trimmed
+# measures that stall (SETTLE=0 shows it).
+settle() {
+	local t0 prev cur n=0
+	t0=$(date +%s.%N)
+	[[ $SETTLE == 1 ]] || { echo 0; return; }
+	prev=$(scrape)
+	for _ in $(seq 240); do
+		sleep 0.5
+		cur=$(scrape)
+		if [[ $(jq -n --argjson a "$prev" --argjson b "$cur" '$b.backlog == 0 and $b.unlisted == 0 and $b.trimmed == $a.trimmed') == true ]]; then
+			n=$((n + 1))
+			((n >= 4)) && break
+		else
+			n=0
+		fi
+		prev=$cur
+	done
+	echo "$(date +%s.%N) - $t0" | bc | xargs printf '%.1f'
 }
 
 # row case round topic seconds args...: one bench produce run, printed as a
 # line of the table and appended to runs.jsonl.
 row() {
-	local cs=$1 rd=$2 topic=$3 secs=$4 before after prof=
+	local cs=$1 rd=$2 topic=$3 secs=$4 before after prof= settled
 	shift 4
+	settled=$(settle)
 	before=$(scrape)
 	if [[ $PROFILE == 1 && $topic == WalBucket ]]; then
 		curl -s -o "$WORK/$cs-$rd.pprof" "http://127.0.0.1:$HTTP_PORT/debug/pprof/profile?seconds=10" &
 		prof=$!
 	fi
+	# In a subshell whose children's CPU (cutime + cstime, fields 16 and
+	# 17 of its stat once they were waited for) is the load generator's.
 	# shellcheck disable=SC2068 # the args are a list of flags
-	timeout $((secs + 60)) "$TOOL" bench produce --namesrv "" --broker "127.0.0.1:$BROKER_PORT" --topic "$topic" --create=false \
-		--queues "$QUEUES" --size 1024 --duration "${secs}s" --messages "$MAX_MSGS" --progress 0 $@ 2>>"$WORK/bench.log" | tail -1 >"$WORK/produce.json"
+	(
+		timeout $((secs + 60)) "$TOOL" bench produce --namesrv "" --broker "127.0.0.1:$BROKER_PORT" --topic "$topic" --create=false \
+			--queues "$QUEUES" --size 1024 --duration "${secs}s" --messages "$MAX_MSGS" --progress 0 $@ 2>>"$WORK/bench.log" | tail -1 >"$WORK/produce.json" || true
+		awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($16 + $17) / hz }' "/proc/$BASHPID/stat" >"$WORK/gen.cpu"
+	)
 	[[ -n $prof ]] && wait "$prof"
+	# a run that ended without its JSON line (bench exits early on a
+	# connection error) still makes a row, with errors set
+	jq -e .msgs_per_sec "$WORK/produce.json" >/dev/null 2>&1 ||
+		echo "{\"topic\":\"$topic\",\"msgs_per_sec\":0,\"mb_per_sec\":0,\"p50_ms\":0,\"p99_ms\":0,\"max_ms\":0,\"errors\":-1,\"messages\":0,\"seconds\":$secs}" >"$WORK/produce.json"
 	after=$(scrape)
-	jq -c --arg c "$cs" --arg r "$rd" --argjson b "$before" --argjson a "$after" '
+	jq -c --arg c "$cs" --arg r "$rd" --argjson settled "$settled" --argjson ncpu "$(nproc)" --argjson gen "$(cat "$WORK/gen.cpu")" --argjson b "$before" --argjson a "$after" '
 		{case: $c, round: ($r|tonumber), topic: .topic, msgs_per_sec: (.msgs_per_sec|round), mb_per_sec: (.mb_per_sec*10|round/10),
 		 p50_ms: .p50_ms, p99_ms: .p99_ms, max_ms: .max_ms, errors: .errors, messages: .messages, seconds: .seconds,
 		 puts_per_sec: ((($a.puts - $b.puts) / .seconds * 10 | round) / 10),
 		 objects: ($a.objects - $b.objects),
 		 kib_per_object: (if $a.objects > $b.objects then (($a.bytes - $b.bytes) / ($a.objects - $b.objects) / 1024 | round) else 0 end),
 		 commit_ms: (if $a.commit_n > $b.commit_n then (($a.commit_sum - $b.commit_sum) / ($a.commit_n - $b.commit_n) * 10000 | round) / 10 else 0 end),
-		 wal_errors: ($a.errors - $b.errors),
-		 cpu_us_per_msg: (if .messages > 0 then (($a.cpu - $b.cpu) / .messages * 1e7 | round) / 10 else 0 end)}' "$WORK/produce.json" |
+		 wal_errors: ($a.errors - $b.errors), trimmed: ($a.trimmed - $b.trimmed), settled_s: $settled,
+		 cpu_us_per_msg: (if .messages > 0 then (($a.cpu - $b.cpu) / .messages * 1e7 | round) / 10 else 0 end),
+		 broker_cores: ((($a.cpu - $b.cpu) / .seconds * 100 | round) / 100),
+		 vgw_cores: ((($a.vcpu - $b.vcpu) / .seconds * 100 | round) / 100),
+		 gen_cores: (($gen / .seconds * 100 | round) / 100),
+		 machine_busy: ((($a.busy - $b.busy) / .seconds / $ncpu * 100 | round) / 100)}' "$WORK/produce.json" |
 		tee -a "$WORK/runs.jsonl" >&2
 }
 
@@ -212,15 +262,15 @@ STEAL1=$(awk '/^cpu / { print $9 }' /proc/stat)
 
 echo
 echo "every row:"
-jq -r '[.case, .round, .topic, .msgs_per_sec, .mb_per_sec, .p50_ms, .p99_ms, .max_ms, .puts_per_sec, .kib_per_object, .commit_ms, .cpu_us_per_msg, .errors, .wal_errors] | @tsv' \
-	"$WORK/runs.jsonl" | (echo "case round topic msgs/s MB/s p50_ms p99_ms max_ms PUTs/s KiB/object commit_ms cpu_us/msg errors wal_errors"; cat) | column -t
+jq -r '[.case, .round, .topic, .msgs_per_sec, .mb_per_sec, .p50_ms, .p99_ms, .max_ms, .puts_per_sec, .kib_per_object, .commit_ms, .cpu_us_per_msg, .broker_cores, .vgw_cores, .gen_cores, .machine_busy, .trimmed, .settled_s, .errors, .wal_errors] | @tsv' \
+	"$WORK/runs.jsonl" | (echo "case round topic msgs/s MB/s p50_ms p99_ms max_ms PUTs/s KiB/object commit_ms cpu_us/msg broker_cores vgw_cores gen_cores busy trimmed settled_s errors wal_errors"; cat) | column -t
 echo
 echo "medians over $ROUNDS rounds:"
 jq -s -r 'def med: sort | if length % 2 == 1 then .[length/2|floor] else (.[length/2-1] + .[length/2]) / 2 end;
 	group_by([.case, .topic]) | .[] | [.[0].case, .[0].topic,
 	(map(.msgs_per_sec)|med), (map(.mb_per_sec)|med), (map(.p50_ms)|med), (map(.p99_ms)|med), (map(.puts_per_sec)|med),
-	(map(.kib_per_object)|med), (map(.commit_ms)|med), (map(.cpu_us_per_msg)|med), (map(.errors)|add)] | @tsv' "$WORK/runs.jsonl" |
-	(echo "case topic msgs/s MB/s p50_ms p99_ms PUTs/s KiB/object commit_ms cpu_us/msg errors"; cat) | column -t
+	(map(.kib_per_object)|med), (map(.commit_ms)|med), (map(.cpu_us_per_msg)|med), (map(.broker_cores)|med), (map(.vgw_cores)|med), (map(.gen_cores)|med), (map(.machine_busy)|med), (map(.errors)|add)] | @tsv' "$WORK/runs.jsonl" |
+	(echo "case topic msgs/s MB/s p50_ms p99_ms PUTs/s KiB/object commit_ms cpu_us/msg broker_cores vgw_cores gen_cores busy errors"; cat) | column -t
 [[ -s $WORK/proxies.jsonl ]] && { echo; echo "proxy delays drawn:"; cat "$WORK/proxies.jsonl"; }
 echo
 echo "machine: $(nproc) CPUs; load average before $LOAD0, after $(cut -d' ' -f1-3 /proc/loadavg);" \
