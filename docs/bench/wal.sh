@@ -3,7 +3,7 @@
 # object-storage speed and throughput into an unshaped bucket, next to a
 # local-durable topic on the same broker in the same run.
 #
-#   docs/bench/wal.sh                                 # every case, 3 rounds (~6 min)
+#   docs/bench/wal.sh                                 # every case, 3 rounds (~12 min)
 #   CASES=standard ROUNDS=5 docs/bench/wal.sh         # one case
 #   KEEP=1 docs/bench/wal.sh                          # keep the work dir (logs, runs.jsonl)
 #   PROFILE=1 CASES=throughput docs/bench/wal.sh      # also a 10 s broker CPU profile per bucket row
@@ -30,7 +30,7 @@
 set -euo pipefail
 CASES=${CASES:-standard express throughput}
 ROUNDS=${ROUNDS:-3}
-SECONDS_PER_ROW=${SECONDS_PER_ROW:-15}
+SECONDS_PER_ROW=${SECONDS_PER_ROW:-30}
 MAX_MSGS=${MAX_MSGS:-2000000}
 LAT_ARGS=${LAT_ARGS:---batch 1 --conns 1 --inflight 64}
 TP_ARGS=${TP_ARGS:---batch 64 --conns 4 --inflight 32}
@@ -138,28 +138,32 @@ scrape() {
 		$1 == "stratamq_wal_errors_total" { e = $2 }
 		$1 == "stratamq_wal_trimmed_total" { t = $2 }
 		$1 == "stratamq_wal_backlog_bytes" { q = $2 }
+		$1 == "stratamq_wal_waiting_sends" { w = $2 }
 		$1 == "rocketmq_tiered_store_upload_pending_segments" { u = $2 }
 		$1 == "stratamq_wal_commit_seconds_sum" { s = $2 }
 		$1 == "stratamq_wal_commit_seconds_count" { n = $2 }
-		END { printf "{\"puts\":%.0f,\"objects\":%.0f,\"bytes\":%.0f,\"errors\":%.0f,\"trimmed\":%.0f,\"backlog\":%.0f,\"unlisted\":%.0f,\"commit_sum\":%.6f,\"commit_n\":%.0f,\"cpu\":%s,\"vcpu\":%s,\"busy\":%s}\n", p, o, b, e, t, q, u, s, n, cpu, vcpu, busy }'
+		END { printf "{\"puts\":%.0f,\"objects\":%.0f,\"bytes\":%.0f,\"errors\":%.0f,\"trimmed\":%.0f,\"backlog\":%.0f,\"unlisted\":%.0f,\"waiting\":%.0f,\"commit_sum\":%.6f,\"commit_n\":%.0f,\"cpu\":%s,\"vcpu\":%s,\"busy\":%s}\n", p, o, b, e, t, q, u, w, s, n, cpu, vcpu, busy }'
 }
 
-# settle: with SETTLE=1, wait until the WAL is idle (no backlog, no sealed
-# segment waiting for its upload, and no object trimmed for 2 s: the
-# previous row's sealed segments listed and their WAL objects deleted),
-# at most 120 s; prints the seconds waited.
-# Trimming runs on the WAL writer's goroutine, one DELETE at a time, so a
-# row that starts while the previous row's objects are being trimmed
-# measures that stall (SETTLE=0 shows it).
+# settle: with SETTLE=1, wait until the WAL is idle: no send waiting, less
+# than a batch (4 MiB) of log bytes unshipped (a local-durable row leaves
+# up to a batch of its bytes unshipped until a bucket-durable send comes),
+# no sealed segment waiting for its upload, and no WAL object trimmed for
+# 2 s (the previous row's sealed segments listed and their WAL objects
+# deleted); at most 120 s. Prints the seconds waited. Trimming runs on the
+# WAL writer's goroutine, one DELETE at a time, so a row that starts
+# while the previous row's objects are trimmed measures that stall
+# (SETTLE=0 shows it).
 settle() {
 	local t0 prev cur n=0
 	t0=$(date +%s.%N)
 	[[ $SETTLE == 1 ]] || { echo 0; return; }
 	prev=$(scrape)
-	for _ in $(seq 240); do
+	while (($(date +%s) - ${t0%.*} < 120)); do
 		sleep 0.5
 		cur=$(scrape)
-		if [[ $(jq -n --argjson a "$prev" --argjson b "$cur" '$b.backlog == 0 and $b.unlisted == 0 and $b.trimmed == $a.trimmed') == true ]]; then
+		if [[ $(jq -n --argjson a "$prev" --argjson b "$cur" \
+			'$b.waiting == 0 and $b.backlog < 4194304 and $b.unlisted == 0 and $b.trimmed == $a.trimmed') == true ]]; then
 			n=$((n + 1))
 			((n >= 4)) && break
 		else
