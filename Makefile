@@ -5,6 +5,7 @@
 #   make run          build, then `./stratamq serve` (Ctrl-C or SIGTERM stops it cleanly)
 #   make test         deps, then the three test passes below
 #   make bench-short  a short StrataMQ vs NATS JetStream run of docs/bench/compare.sh (~2 min)
+#   make bench-wal    bucket-durable sends at S3-like latency and throughput, docs/bench/wal.sh (~12 min)
 #   make deps         only install the test dependencies
 
 GO ?= go
@@ -20,7 +21,7 @@ TEST_CLIENT = $(GO) test -count=1 -timeout 10m -run 'TestE2EReplay|TestE2EResetO
 # budgets (counts differ under -race) and the schedule simulator.
 TEST_NORACE = $(GO) test -count=1 -timeout 10m -run 'TestHotFramesSurviveAScan|TestRemotingSendPathAllocations|TestPutAllocs|TestBrokerSendAllocations|TestACLAllocations|TestSim' ./tier/coldread ./remoting ./store ./broker ./acl ./broker/simtest
 
-.PHONY: build run test deps test-race test-client test-norace bench-short
+.PHONY: build run test deps test-race test-client test-norace bench-short bench-wal
 
 build:
 	$(GO) build -o stratamq ./cmd/stratamq
@@ -47,3 +48,6 @@ test-norace:
 
 bench-short:
 	MSGS=50000 SYNC_MSGS=10000 FSYNC_MSGS=2000 NATS_SYNC_MSGS=10000 E2E_MSGS=20000 bash docs/bench/compare.sh
+
+bench-wal:
+	bash docs/bench/wal.sh

@@ -22,8 +22,14 @@
 #
 # Each round runs the bucket-durable topic's row, then the local-durable
 # topic's row, on the same broker ($LAT_ARGS: 1 KiB single sends, 64 in
-# flight on one connection, for $SECONDS_PER_ROW s or $MAX_MSGS messages);
-# the throughput case runs $TP_ARGS for $TP_SECONDS s. Around each row the
+# flight on one connection, for $SECONDS_PER_ROW s, the local row at most
+# $LOCAL_MSGS messages); the throughput case runs $TP_ARGS for $TP_SECONDS
+# s or $TP_MSGS messages. The latency cases run with $LAT_SEGMENT segments
+# and capped local rows, so that no segment seals within a case: a sealed
+# segment's WAL objects are trimmed one DELETE at a time on the WAL
+# writer's goroutine, and bucket-durable sends wait meanwhile (seconds at
+# these latencies: LAT_SEGMENT=256MiB LOCAL_MSGS=2000000 shows it; the
+# trimmed column counts the objects deleted during a row). Around each row the
 # broker's /metrics give the WAL PUTs, objects and bytes, the commit
 # latency's mean, and /proc the broker's CPU. Printed: every row, then the
 # median of the rounds per case and topic, and the machine's load.
@@ -32,6 +38,9 @@ CASES=${CASES:-standard express throughput}
 ROUNDS=${ROUNDS:-3}
 SECONDS_PER_ROW=${SECONDS_PER_ROW:-30}
 MAX_MSGS=${MAX_MSGS:-2000000}
+LOCAL_MSGS=${LOCAL_MSGS:-250000}
+TP_MSGS=${TP_MSGS:-4000000}
+LAT_SEGMENT=${LAT_SEGMENT:-1GiB}
 LAT_ARGS=${LAT_ARGS:---batch 1 --conns 1 --inflight 64}
 TP_ARGS=${TP_ARGS:---batch 64 --conns 4 --inflight 32}
 TP_SECONDS=${TP_SECONDS:-15}
@@ -190,7 +199,7 @@ row() {
 	# shellcheck disable=SC2068 # the args are a list of flags
 	(
 		timeout $((secs + 60)) "$TOOL" bench produce --namesrv "" --broker "127.0.0.1:$BROKER_PORT" --topic "$topic" --create=false \
-			--queues "$QUEUES" --size 1024 --duration "${secs}s" --messages "$MAX_MSGS" --progress 0 $@ 2>>"$WORK/bench.log" | tail -1 >"$WORK/produce.json" || true
+			--queues "$QUEUES" --size 1024 --duration "${secs}s" --messages "${LIMIT:-$MAX_MSGS}" --progress 0 $@ 2>>"$WORK/bench.log" | tail -1 >"$WORK/produce.json" || true
 		awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($16 + $17) / hz }' "/proc/$BASHPID/stat" >"$WORK/gen.cpu"
 	)
 	[[ -n $prof ]] && wait "$prof"
@@ -224,11 +233,11 @@ for cs in $CASES; do
 	case $cs in
 	standard)
 		start_proxy "$STD_DIST"
-		start_broker "$PROXY_PORT"
+		start_broker "$PROXY_PORT" STRATAMQ_SEGMENT_SIZE="$LAT_SEGMENT"
 		;;
 	express)
 		start_proxy "$EXPRESS_DIST"
-		start_broker "$PROXY_PORT" STRATAMQ_WAL_LINGER=20ms
+		start_broker "$PROXY_PORT" STRATAMQ_WAL_LINGER=20ms STRATAMQ_SEGMENT_SIZE="$LAT_SEGMENT"
 		;;
 	throughput)
 		PPID_=
@@ -243,14 +252,14 @@ for cs in $CASES; do
 	for rd in $(seq "$ROUNDS"); do
 		if [[ $cs == throughput ]]; then
 			# shellcheck disable=SC2086
-			row "$cs" "$rd" WalBucket "$TP_SECONDS" $TP_ARGS
+			LIMIT=$TP_MSGS row "$cs" "$rd" WalBucket "$TP_SECONDS" $TP_ARGS
 			# shellcheck disable=SC2086
-			row "$cs" "$rd" WalLocal "$TP_SECONDS" $TP_ARGS
+			LIMIT=$TP_MSGS row "$cs" "$rd" WalLocal "$TP_SECONDS" $TP_ARGS
 		else
 			# shellcheck disable=SC2086
 			row "$cs" "$rd" WalBucket "$SECONDS_PER_ROW" $LAT_ARGS
 			# shellcheck disable=SC2086
-			row "$cs" "$rd" WalLocal "$SECONDS_PER_ROW" $LAT_ARGS
+			LIMIT=$LOCAL_MSGS row "$cs" "$rd" WalLocal "$SECONDS_PER_ROW" $LAT_ARGS
 		fi
 	done
 	stop "$BPID"
