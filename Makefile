@@ -5,7 +5,7 @@
 #   make run          build, then `./stratamq serve` (Ctrl-C or SIGTERM stops it cleanly)
 #   make test         deps, then the three test passes below
 #   make bench-short  a short StrataMQ vs NATS JetStream run of docs/bench/compare.sh (~2 min)
-#   make bench-wal    bucket-durable sends at S3-like latency and throughput, docs/bench/wal.sh (~12 min)
+#   make bench-wal    bucket-durable sends at S3-like latency and throughput, docs/bench/wal.sh (~10 min)
 #   make deps         only install the test dependencies
 
 GO ?= go

@@ -3,7 +3,7 @@
 # object-storage speed and throughput into an unshaped bucket, next to a
 # local-durable topic on the same broker in the same run.
 #
-#   docs/bench/wal.sh                                 # every case, 3 rounds (~12 min)
+#   docs/bench/wal.sh                                 # every case, 3 rounds (~10 min)
 #   CASES=standard ROUNDS=5 docs/bench/wal.sh         # one case
 #   KEEP=1 docs/bench/wal.sh                          # keep the work dir (logs, runs.jsonl)
 #   PROFILE=1 CASES=throughput docs/bench/wal.sh      # also a 10 s broker CPU profile per bucket row
