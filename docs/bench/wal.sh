@@ -29,10 +29,12 @@
 # segment's WAL objects are trimmed one DELETE at a time on the WAL
 # writer's goroutine, and bucket-durable sends wait meanwhile (seconds at
 # these latencies: LAT_SEGMENT=256MiB LOCAL_MSGS=2000000 shows it; the
-# trimmed column counts the objects deleted during a row). Around each row the
-# broker's /metrics give the WAL PUTs, objects and bytes, the commit
-# latency's mean, and /proc the broker's CPU. Printed: every row, then the
-# median of the rounds per case and topic, and the machine's load.
+# trimmed column counts the objects deleted during a row). Around each row
+# the broker's /metrics give the WAL PUTs, objects, bytes and trims and the
+# commit latency's mean; /proc the CPU of the broker, versitygw and the load
+# generator, and how busy the whole machine was (other work included).
+# Printed: every row, then the median of the rounds per case and topic, and
+# the machine's load.
 set -euo pipefail
 CASES=${CASES:-standard express throughput}
 ROUNDS=${ROUNDS:-3}
