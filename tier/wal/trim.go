@@ -3,11 +3,13 @@ package wal
 import (
 	"context"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
 // Trim tells the writer that the log up to uploaded is in the manifest's
-// segments: the WAL objects that hold nothing past it are deleted (on the
-// writer's goroutine, under the fence).
+// segments: the WAL objects that hold nothing past it are deleted (beside
+// the shipping, under the fence).
 func (w *Writer) Trim(uploaded int64) {
 	for {
 		cur := w.trimTo.Load()
@@ -33,12 +35,15 @@ func (w *Writer) hold(h Header) {
 	w.held = slices.Insert(w.held, i, h)
 }
 
+// trimDeletes is how many DELETEs a trim issues at once.
+const trimDeletes = 8
+
 // trim deletes the objects below the first one of the chain that holds
-// bytes past trimTo (skipped objects below it too). With none left that
-// does, and nothing in flight, the writer continues from trimTo: the
-// bytes between are in segments, and an object whose claim and
-// predecessors are gone starts a chain of its own.
-func (w *Writer) trim(ctx context.Context, idle bool) {
+// bytes past trimTo (skipped and filler objects below it too), at most
+// trimDeletes at a time, under the fence. It runs on its own goroutine:
+// shipping goes on meanwhile. It says whether no object is left
+// (the writer may then continue from there: continueFrom).
+func (w *Writer) trim(ctx context.Context) trimResult {
 	to := w.trimTo.Load()
 	w.trimMu.Lock()
 	cut := len(w.held)
@@ -50,33 +55,65 @@ func (w *Writer) trim(ctx context.Context, idle bool) {
 	}
 	victims := slices.Clone(w.held[:cut])
 	w.trimMu.Unlock()
-	deleted := 0
-	for _, h := range victims {
+	deleted := make([]bool, len(victims))
+	sem := make(chan struct{}, trimDeletes)
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	for i, h := range victims {
+		if failed.Load() {
+			break
+		}
 		if _, err := w.fence(); err != nil {
 			break
 		}
-		actx, cancel := w.bound(ctx)
-		err := w.cfg.Bucket.Delete(actx, Key(w.cfg.Dir, h.Seq))
-		cancel()
-		if err != nil {
-			w.st.errors.Add(1)
-			w.log.Warn("WAL trim failed; retried at the next trim", "seq", h.Seq, "err", err)
-			break
-		}
-		w.st.deletes.Add(1)
-		deleted++
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			actx, cancel := w.bound(ctx)
+			err := w.cfg.Bucket.Delete(actx, Key(w.cfg.Dir, h.Seq))
+			cancel()
+			if err != nil {
+				w.st.errors.Add(1)
+				if !failed.Swap(true) {
+					w.log.Warn("WAL trim failed; retried at the next trim", "seq", h.Seq, "err", err)
+				}
+				return
+			}
+			w.st.deletes.Add(1)
+			deleted[i] = true
+		}()
 	}
+	wg.Wait()
 	w.trimMu.Lock()
-	w.held = slices.Delete(w.held, 0, deleted)
+	gone := map[uint64]bool{}
+	for i, ok := range deleted {
+		if ok {
+			gone[victims[i].Seq] = true
+		}
+	}
+	w.held = slices.DeleteFunc(w.held, func(h Header) bool { return gone[h.Seq] })
 	all := len(w.held) == 0
 	w.trimMu.Unlock()
-	if all && idle && to > w.shipped {
-		w.shipped = to
-		if to > w.durable.Load() {
-			w.durable.Store(to)
-			if w.cfg.OnDurable != nil {
-				w.cfg.OnDurable(to)
-			}
+	return trimResult{to: to, all: all}
+}
+
+// trimResult is what a trim did: it trimmed to to, and left no object (all).
+type trimResult struct {
+	to  int64
+	all bool
+}
+
+// continueFrom moves the writer past to, which the segments hold, when it
+// holds no object any more and nothing is in flight (on Run's goroutine):
+// the bytes before it are in segments, and an object whose claim and
+// predecessors are gone starts a chain of its own.
+func (w *Writer) continueFrom(to int64) {
+	w.shipped = to
+	if to > w.durable.Load() {
+		w.durable.Store(to)
+		if w.cfg.OnDurable != nil {
+			w.cfg.OnDurable(to)
 		}
 	}
 }

@@ -1,10 +1,6 @@
-//go:build walstall
-
-// A reproduction, not part of the default test run: trimming runs on the
-// writer's goroutine, one DELETE at a time, so while the objects of a
-// listed segment are deleted nothing is shipped and every send waits.
-//
-//	go test -tags walstall -run TestTrimDoesNotStallSends -count=1 -timeout 60s ./tier/wal
+// Trimming a listed segment's objects (many DELETEs at bucket latency)
+// must not hold up the shipping: a send during a trim waits about the
+// linger, not for the DELETEs.
 package wal
 
 import (

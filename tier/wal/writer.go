@@ -318,6 +318,10 @@ func (w *Writer) Run(ctx context.Context) error {
 		// then it claims again past it (reclaim).
 		reclaiming bool
 		lastSeq    = w.claim // the last object of the unbroken committed run
+		// trimming: a trim runs (trim, on its own goroutine); trimmed
+		// gets how far it left nothing (0: it did not), for continueFrom.
+		trimming bool
+		trimmed  = make(chan trimResult, 1)
 	)
 	defer func() {
 		wg.Wait()
@@ -403,7 +407,24 @@ func (w *Writer) Run(ctx context.Context) error {
 		case <-w.wake:
 		case <-timer.C:
 		case <-w.trims:
-			w.trim(ctx, len(inflight) == 0)
+			if !trimming {
+				// Deleting runs beside the shipping: a segment's objects
+				// can take many DELETEs, and no send waits for them.
+				trimming = true
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					trimmed <- w.trim(ctx)
+				}()
+			}
+		case tr := <-trimmed:
+			trimming = false
+			if tr.all && tr.to > w.shipped && len(inflight) == 0 && !reclaiming {
+				w.continueFrom(tr.to)
+			}
+			if w.trimTo.Load() > tr.to {
+				w.Trim(0) // asked for more meanwhile: go again
+			}
 		case r := <-results:
 			if errors.Is(r.err, errTakenByOlder) || (reclaiming && r.err != nil && !errors.Is(r.err, ErrDeposed) && ctx.Err() == nil) {
 				// The run breaks here: what follows is shipped again
