@@ -306,7 +306,9 @@ func TestE2ERetryBackoffAndDLQ(t *testing.T) {
 // delayed message and a pending retry are delivered at their time, with
 // nothing delivered before redelivered (progress from the checkpoint).
 func TestE2EScheduledFromBucketAndRestore(t *testing.T) {
-	const levelStr = "1s 2s 4s 12s"
+	// Level 4 (d1's) leaves the first segment 29 s to seal, upload and
+	// leave the local disk first, on a loaded machine too.
+	const levelStr = "1s 2s 4s 30s"
 	levels, _ := broker.ParseDelayLevels(levelStr)
 	dir := t.TempDir()
 	bucket := "file://" + filepath.Join(t.TempDir(), "bucket")
@@ -378,7 +380,7 @@ func TestE2EScheduledFromBucketAndRestore(t *testing.T) {
 		return again || m.ReconsumeTimes > 0 // each fails on its first delivery only
 	}
 	stopConsumer := startArrivalConsumer(t, s.nsAddr, group, topic, a, handle)
-	waitFor(t, 30*time.Second, "d1 and the retry of r (both from the bucket)", func() bool {
+	waitFor(t, 60*time.Second, "d1 and the retry of r (both from the bucket)", func() bool {
 		return len(a.of("d1")) > 0 && len(a.of("r")) >= 2
 	})
 	t.Logf("d1 and r's retry arrived %s after d1 was sent", time.Since(d1At))
