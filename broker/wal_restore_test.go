@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,10 +13,8 @@ import (
 
 // A bucket-durable broker whose whole log is in listed segments (the WAL
 // holds nothing past them) loses its disk: the broker on the empty disk
-// serves every message and takes bucket-durable sends again. (Before, it
-// resumed the log past the checkpoint's reservation while its WAL writer
-// continued at the segments' end: the writer stopped at once, reading the
-// log where it does not exist, and every bucket-durable send was refused.)
+// serves every message and takes bucket-durable sends again, at offsets
+// past the restored ones.
 func TestBucketDurableEmptyDiskAfterSegmentsListed(t *testing.T) {
 	bucket := tier.NewMem()
 	cfg := walConfig(t)
@@ -46,7 +45,7 @@ func TestBucketDurableEmptyDiskAfterSegmentsListed(t *testing.T) {
 	if r.Code != int32(remoting.Success) {
 		t.Fatalf("a bucket-durable send after the restore: %d %s", r.Code, r.Remark)
 	}
-	if got := r.ExtFields["queueOffset"]; got != fmt.Sprint(len(bodies)) {
-		t.Fatalf("the send after the restore got queue offset %s, want %d", got, len(bodies))
+	if got, _ := strconv.Atoi(r.ExtFields["queueOffset"]); got < len(bodies) {
+		t.Fatalf("the send after the restore got queue offset %d, below the %d restored", got, len(bodies))
 	}
 }
