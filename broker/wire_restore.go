@@ -119,7 +119,11 @@ func (b *Broker) checkLocalData() (m *upload.Manifest, promoted bool, err error)
 	if m, err = b.loadManifest(); err != nil {
 		return nil, false, fmt.Errorf("broker: read the bucket manifest to check the local data dir against it: %w", err)
 	}
-	promoted, err = b.judge().CheckLocal(restore.Local{Self: d.ID(), Prev: d.Prev(), Loaded: d.Loaded(), CommitLog: cl, HaveCP: haveCP, Manifest: m})
+	walHeld, err := b.walHolds()
+	if err != nil {
+		return nil, false, err
+	}
+	promoted, err = b.judge().CheckLocal(restore.Local{Self: d.ID(), Prev: d.Prev(), Loaded: d.Loaded(), CommitLog: cl, HaveCP: haveCP, Manifest: m, WAL: walHeld})
 	return m, promoted, err
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stratamq/stratamq/broker/durability"
 	"github.com/stratamq/stratamq/broker/restore"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
@@ -344,6 +345,27 @@ func (b *Broker) readWALChain() (*wal.Chain, error) {
 		return nil, fmt.Errorf("broker: read the bucket WAL: %w", err)
 	}
 	return c, nil
+}
+
+// walHolds is the byte ranges of the log the bucket WAL's chain holds
+// (restore.Local.WAL), adjacent objects merged: a data dir another broker
+// wrote after is set aside, not refused, when the bucket holds its log.
+func (b *Broker) walHolds() ([]durability.OffsetRange, error) {
+	c, err := b.readWALChain()
+	if err != nil {
+		return nil, err
+	}
+	var out []durability.OffsetRange
+	for _, o := range c.Objects {
+		switch n := len(out); {
+		case o.Length == 0:
+		case n > 0 && out[n-1].To == o.Start:
+			out[n-1].To = o.End()
+		default:
+			out = append(out, durability.OffsetRange{From: o.Start, To: o.End()})
+		}
+	}
+	return out, nil
 }
 
 // walRestorePoint is where a fresh data dir's log starts when the WAL

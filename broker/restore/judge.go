@@ -167,7 +167,12 @@ func LackingRange(m *upload.Manifest, segs []Segment) *durability.OffsetRange {
 // retention floor), that neither a listed commitlog object nor an expired
 // range of the manifest covers; nil when the bucket covers all of it.
 func BucketGap(m *upload.Manifest, segs []Segment, floor int64) *durability.OffsetRange {
-	var covered []durability.OffsetRange
+	return bucketGap(m, segs, floor)
+}
+
+// bucketGap is BucketGap with more ranges the bucket holds (the WAL's).
+func bucketGap(m *upload.Manifest, segs []Segment, floor int64, more ...durability.OffsetRange) *durability.OffsetRange {
+	covered := slices.Clone(more)
 	for _, o := range m.CommitLog() {
 		covered = append(covered, durability.OffsetRange{From: o.Base, To: o.End()})
 	}

@@ -18,6 +18,10 @@ type Local struct {
 	CommitLog durability.CommitLog
 	HaveCP    bool
 	Manifest  *upload.Manifest // the bucket's manifest, read (claimed) just before
+	// WAL is the byte ranges of the log the bucket WAL's chain holds, in
+	// order (none: no WAL). Those offsets are in the bucket as much as the
+	// segments are.
+	WAL []durability.OffsetRange
 }
 
 // Action is what Decide tells the start-up to do with the local data.
@@ -141,8 +145,33 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 	}
 	// Another broker wrote the prefix after this data dir did.
 	lacking := LackingRange(m, segs)
+	if n := len(in.WAL); lacking != nil && n > 0 {
+		walEnd := in.WAL[n-1].To
+		// With the bucket WAL the broker that took over continued this
+		// very log at its offsets (the WAL's chain from the segments'
+		// end), and its segments need not begin where the local ones do:
+		// the bucket holds an offset that an object, an expired range or
+		// the WAL covers. (A deposed writer's bytes there that the WAL
+		// does not hold were never acknowledged from the bucket.)
+		floor := int64(0)
+		if haveCP {
+			floor = cl.Floor
+		}
+		lacking = nil
+		gap := bucketGap(m, segs, floor, in.WAL...)
+		switch {
+		case gap != nil && gap.From < walEnd:
+			lacking = &durability.OffsetRange{From: gap.From, To: localEnd}
+		case gap != nil:
+			// Past the WAL's end: the deposed writer's tail, never
+			// acknowledged from the bucket; set aside (kept, renamed) as
+			// Reconcile sets aside a tail that differs from the WAL.
+			return Verdict{Action: SetAside, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did; the bucket holds its log "+
+				"up to the WAL's end %d, and the local tail [%d, %d) past it was never acknowledged from the bucket", writer, walEnd, gap.From, localEnd)}
+		}
+	}
 	if lacking == nil {
-		return Verdict{Action: SetAside, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did, and every local segment is in the bucket", writer)}
+		return Verdict{Action: SetAside, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did, and every local segment is in the bucket (its segments or its WAL)", writer)}
 	}
 	return Verdict{Action: Refuse, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did (local epoch %d, bucket epoch %d), "+
 		"and the local commitlog holds offsets the bucket lacks", writer, epochOf(prev), cpEpoch), Range: *lacking, LocalHolds: true}
