@@ -51,10 +51,10 @@ func TestDecide(t *testing.T) {
 			Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true, Manifest: &upload.Manifest{Objects: []upload.Object{obj(0, 100)}},
 				WAL: []durability.OffsetRange{{From: 90, To: 160}}},
 			[]Segment{seg(0, 100), seg(100, 30)}, SetAside, durability.OffsetRange{}},
-		{"another broker wrote since, the local log is longer than the bucket WAL: its tail was never acknowledged from the bucket",
+		{"another broker wrote since, the local log is longer than the bucket WAL: its tail may hold local topics' acknowledged messages",
 			Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true, Manifest: &upload.Manifest{},
 				WAL: []durability.OffsetRange{{From: 0, To: 120}}},
-			[]Segment{seg(0, 100), seg(100, 30)}, SetAside, durability.OffsetRange{}},
+			[]Segment{seg(0, 100), seg(100, 30)}, Refuse, durability.OffsetRange{From: 120, To: 130}},
 		{"another broker wrote since, its segments begin elsewhere than the local ones, the WAL holds the rest",
 			Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true, Manifest: &upload.Manifest{Objects: []upload.Object{obj(0, 60), obj(60, 90)}},
 				WAL: []durability.OffsetRange{{From: 150, To: 200}}},
@@ -83,6 +83,14 @@ func TestDecide(t *testing.T) {
 		if v.Action != tc.action || v.Range != tc.rg {
 			t.Errorf("%s: %+v, want action %d range %+v", tc.name, v, tc.action, tc.rg)
 		}
+	}
+	// With STRATAMQ_DURABILITY=bucket nothing past the WAL's end was
+	// acknowledged: that tail is set aside.
+	bj := New(Config{DataDir: "/d", BrokerName: "b", BucketDurable: true}, Deps{})
+	v := bj.Decide(Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true, Manifest: &upload.Manifest{},
+		WAL: []durability.OffsetRange{{From: 0, To: 120}}}, []Segment{seg(0, 100), seg(100, 30)})
+	if v.Action != SetAside {
+		t.Errorf("bucket-durable broker, local tail past the WAL's end: %+v, want it set aside", v)
 	}
 }
 

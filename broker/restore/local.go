@@ -162,6 +162,8 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 		switch {
 		case gap != nil && gap.From < walEnd:
 			lacking = &durability.OffsetRange{From: gap.From, To: localEnd}
+		case gap != nil && !j.cfg.BucketDurable:
+			lacking = &durability.OffsetRange{From: gap.From, To: localEnd}
 		case gap != nil:
 			// Past the WAL's end: the deposed writer's tail, never
 			// acknowledged from the bucket; set aside (kept, renamed) as
