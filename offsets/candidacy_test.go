@@ -252,6 +252,10 @@ func TestAcquireLeaseCoverWaitsForReplicas(t *testing.T) {
 	covering := func(store offsets.ObjectStore, end int64) *offsets.Contest {
 		c := contender(store, "me", 1, end)
 		c.Cover = true
+		// Decide waits two of its Periods for the others to publish again
+		// (they do every 20 ms): 1 s, not 40 ms, so a loaded machine that
+		// runs their tickers late does not make them look dead.
+		c.Period = 500 * time.Millisecond
 		return c
 	}
 	acquire := func(store offsets.ObjectStore, c *offsets.Contest) (*offsets.Lease, error) {

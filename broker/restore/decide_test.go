@@ -92,6 +92,14 @@ func TestDecide(t *testing.T) {
 	if v.Action != SetAside {
 		t.Errorf("bucket-durable broker, local tail past the WAL's end: %+v, want it set aside", v)
 	}
+	// And a hole below the WAL's end (the new broker's log resumed past a
+	// restore gap): nothing there was acknowledged either.
+	v = bj.Decide(Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true,
+		Manifest: &upload.Manifest{Objects: []upload.Object{obj(0, 60)}}, WAL: []durability.OffsetRange{{From: 80, To: 200}}},
+		[]Segment{seg(0, 100), seg(100, 80)})
+	if v.Action != SetAside {
+		t.Errorf("bucket-durable broker, a hole below the WAL's end: %+v, want it set aside", v)
+	}
 }
 
 // TestFreshPointNeverBelowTheBucket: a fresh data dir's log starts past

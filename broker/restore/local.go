@@ -145,6 +145,15 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 	}
 	// Another broker wrote the prefix after this data dir did.
 	lacking := LackingRange(m, segs)
+	if lacking != nil && j.cfg.BucketDurable {
+		// Every topic without its own attribute is acknowledged only
+		// from the bucket (its segments or its WAL): what this disk holds
+		// that the bucket lacks (a tail past the WAL's end, or bytes
+		// where the new broker's log resumed past a restore gap) was
+		// never acknowledged. Set aside (kept, renamed), not refused.
+		return Verdict{Action: SetAside, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did; "+
+			"the local commitlog's [%d, %d) is not in the bucket and, with STRATAMQ_DURABILITY=bucket, was never acknowledged", writer, lacking.From, lacking.To)}
+	}
 	if n := len(in.WAL); lacking != nil && n > 0 {
 		walEnd := in.WAL[n-1].To
 		// With the bucket WAL the broker that took over continued this
@@ -162,14 +171,11 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 		switch {
 		case gap != nil && gap.From < walEnd:
 			lacking = &durability.OffsetRange{From: gap.From, To: localEnd}
-		case gap != nil && !j.cfg.BucketDurable:
-			lacking = &durability.OffsetRange{From: gap.From, To: localEnd}
 		case gap != nil:
-			// Past the WAL's end: the deposed writer's tail, never
-			// acknowledged from the bucket; set aside (kept, renamed) as
-			// Reconcile sets aside a tail that differs from the WAL.
-			return Verdict{Action: SetAside, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did; the bucket holds its log "+
-				"up to the WAL's end %d, and the local tail [%d, %d) past it was never acknowledged from the bucket", writer, walEnd, gap.From, localEnd)}
+			// Past the WAL's end: the deposed writer's tail; it may hold
+			// local topics' acknowledged messages (BucketDurable is
+			// handled above), so the start is refused naming it.
+			lacking = &durability.OffsetRange{From: gap.From, To: localEnd}
 		}
 	}
 	if lacking == nil {

@@ -119,6 +119,7 @@ func runWALLoop(t *testing.T, opts walLoopOpts) {
 		"STRATAMQ_BUCKET":              fmt.Sprintf("s3://%s/wal?endpoint=%s&region=us-east-1", tiertest.BucketName(t), endpoint),
 		"STRATAMQ_NAMESRV":             ns,
 		"STRATAMQ_HTTP_LISTEN":         "",
+		"STRATAMQ_GRPC_LISTEN":         "", // else every machine binds :8081: the second one to start exits
 		"STRATAMQ_LOG_LEVEL":           "info",
 		"STRATAMQ_LEASE_TTL":           "2s",
 		"STRATAMQ_CHECKPOINT_INTERVAL": "300ms",
