@@ -136,7 +136,10 @@ func testSuggest(t *testing.T, enable bool) {
 			return false
 		}
 		st = sl[0]
-		return st.Acked == m.store.MaxPhysOffset() && s.masterStreaming()
+		// The slave acks a transfer before it counts it as received:
+		// wait for the count too.
+		return st.Acked == m.store.MaxPhysOffset() && s.masterStreaming() &&
+			counterValue(t, reg, "stratamq_ha_received_bytes_total") == float64(st.Sent-st.Start)
 	})
 	// stratamq_ha_received_bytes_total is what the master streamed: the tail.
 	if got, want := counterValue(t, reg, "stratamq_ha_received_bytes_total"), float64(st.Sent-st.Start); got != want || want == 0 {
