@@ -14,6 +14,7 @@ import (
 
 	"github.com/stratamq/stratamq/broker/durability"
 	"github.com/stratamq/stratamq/broker/restore"
+	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier/upload"
@@ -57,6 +58,25 @@ type walState struct {
 	// hold the log, as last listed (watchWAL); the slave shows consumers of
 	// bucket-durable topics nothing past it.
 	seen atomic.Int64
+	// starting: New is claiming the WAL, before Run's renewal loop runs
+	// (walFence renews the lease itself then).
+	starting atomic.Bool
+}
+
+// walFence is the WAL writer's fence: the lease's. While New claims the
+// WAL (a slow restore can outlast a short lease's validity before Run
+// starts renewing it), a lapsed validity is renewed here: the renewal is
+// a conditional write, which fails if another broker took the lease.
+func (b *Broker) walFence() (int64, error) {
+	e, err := b.fence()
+	if err != nil && b.wal.starting.Load() && errors.Is(err, offsets.ErrLeaseExpired) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if rerr := b.dur.Lease().Renew(ctx); rerr == nil {
+			return b.fence()
+		}
+	}
+	return e, err
 }
 
 // bucketTopic reports whether sends to topic are acknowledged from the
@@ -426,10 +446,12 @@ func (b *Broker) recoverWAL(c *wal.Chain, e int64, reopen func() error) error {
 		}
 		w := wal.NewWriter(wal.Config{
 			Bucket: b.scoped, Dir: walDir, Log: b.store, Linger: b.cfg.WALLinger, Batch: int(b.cfg.WALBatch),
-			Fence: b.fence, ValidFor: b.leaseValidFor, Active: b.wal.used.Load,
+			Fence: b.walFence, ValidFor: b.leaseValidFor, Active: b.wal.used.Load,
 			OnDurable: func(int64) { b.hold.wakeVisible() }, Logger: b.log,
 		}, c, end)
+		b.wal.starting.Store(true)
 		err = w.Claim(ctx)
+		b.wal.starting.Store(false)
 		if err == nil {
 			b.wal.w = w
 			return nil
