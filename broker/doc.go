@@ -118,7 +118,7 @@
 //	                           of its log while no slave is in sync (with
 //	                           STRATAMQ_HA_MIN_INSYNC=1: the in-sync set, ha.Master.InSync).
 //	                           wire_replication.go: the Service's config and the thin methods
-//	                           (readBound, visible, hiddenEnd, holdHANotify, pushHA, slaveAck,
+//	                           (readBound; wire_wal.go: readBoundOf, visibleOf, hiddenEndOf; holdHANotify, pushHA, slaveAck,
 //	                           awaitSlave, slaveHeld) the handlers and the pull hold call
 //	wire_follow.go             a serving slave: package follow (its doc.go) every
 //	                           STRATAMQ_HA_SYNC_INTERVAL pushes the offsets committed to it

@@ -24,15 +24,6 @@ func newReplication(cfg Config) *replication.Service {
 // what a slave holds.
 func (b *Broker) readBound() int64 { return b.repl.ReadBound() }
 
-// visible reports whether a record ending at end is within readBound.
-func (b *Broker) visible(end int64) bool { return b.repl.Visible(end) }
-
-// hiddenEnd is the commitlog end of the record at topic/queue/offset when
-// readBound hides it, else 0.
-func (b *Broker) hiddenEnd(topic string, queue int32, offset int64) int64 {
-	return b.repl.HiddenEnd(topic, queue, offset)
-}
-
 // holdHANotify starts a sync_master's send whose records the sending
 // goroutine pushes to the slaves itself (replication.Service.HoldNotify);
 // every non-nil result must reach pushHA.

@@ -64,13 +64,7 @@ func (b *Broker) restorePoint() (*store.Restore, error) {
 	if b.dur != nil && b.dur.Loaded() != nil {
 		in.Writer = b.dur.Loaded().Writer
 	}
-	if m := b.tier.Uploader().Manifest(); m != nil {
-		for _, o := range m.CommitLog() {
-			in.ObjectsEnd = max(in.ObjectsEnd, o.End())
-		}
-	} else if objs := b.tier.Cold().Objects(); len(objs) > 0 {
-		in.ObjectsEnd = objs[len(objs)-1].End()
-	}
+	in.ObjectsEnd = b.bucketObjectsEnd(nil) // wire_wal.go
 	return b.judge().Point(in)
 }
 

@@ -339,12 +339,14 @@ func (b *Broker) visibleOf(topic string, end int64) bool {
 	return v == 0 || end <= v
 }
 
-// hiddenEndOf is hiddenEnd under readBoundOf.
+// hiddenEndOf is the commitlog end of the record at topic/queue/offset
+// when readBoundOf hides it, else 0 (no bound, no such record, or a read
+// error: the caller runs the pull again, which reports the error).
 func (b *Broker) hiddenEndOf(topic string, queue int32, offset int64) int64 {
-	if (b.wal.w == nil && b.cfg.Role != RoleSlave) || !b.bucketTopic(topic) {
-		return b.hiddenEnd(topic, queue, offset)
-	}
 	v := b.readBoundOf(topic)
+	if v == 0 {
+		return 0
+	}
 	phys, size, _, ok, err := b.store.QueueEntry(topic, queue, offset)
 	if err != nil || !ok || phys+int64(size) <= v {
 		return 0
