@@ -437,10 +437,16 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			return fail(err)
 		}
 	}
-	b.scanDurability()                              // wire_wal.go
+	b.scanDurability()              // wire_wal.go
+	held, useHeld := b.loadedHeld() // durable_progress.go
+	if useHeld {
+		schedLoaded.Raise(held.DelayOffsets, held.TimerOffsets)
+	} else {
+		held = heldProgress{}
+	}
 	b.sched = b.newSchedule(configDir, schedLoaded) // clamped to the queues, now open
 	b.ret = b.newRetention()                        // wire_retention.go
-	if b.trans, err = b.newTrans(); err != nil {
+	if b.trans, err = b.newTrans(held.Transactions); err != nil {
 		return fail(err)
 	}
 	if err := b.loadPop(); err != nil { // wire_pop.go

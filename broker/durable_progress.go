@@ -1,6 +1,12 @@
 package broker
 
-import "math"
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+
+	"github.com/stratamq/stratamq/broker/failover"
+)
 
 // Durable progress. The internal services (the schedule service, the
 // transaction check, POP's dead-lettering) save progress that counts only
@@ -12,9 +18,9 @@ import "math"
 //
 //   - local: fdatasynced (flush=sync, or the flush service synced it):
 //     what a power loss keeps. The local progress files save this.
-//   - bucket: listed in the bucket's manifest (what a restore on an empty
-//     disk, or a promoted slave, reads), or on a sync_master held by a
-//     slave (what a failover keeps). The bucket checkpoint saves this.
+//   - bucket: listed in the bucket's manifest: what every restore finds,
+//     on an empty disk or on whichever copy of the log wins a failover.
+//     The bucket checkpoint's progress sections save this.
 //     math.MaxInt64 without a bucket (no checkpoint).
 //
 // Both include what the bucket WAL committed (wire_wal.go): every restart,
@@ -30,13 +36,25 @@ func (b *Broker) durableEnds() (local, bucket int64) {
 		return local, math.MaxInt64
 	}
 	bucket = uploadedEnd(nil, b.tier)
-	if b.cfg.Role == RoleSyncMaster {
-		bucket = max(bucket, b.slaveHeld())
-	}
 	if d, ok := b.walDurable(); ok {
 		local, bucket = max(local, d), max(bucket, d)
 	}
 	return local, bucket
+}
+
+// heldEnd is how far a sync_master's slaves hold the log (at least
+// bucket, durableEnds' bucket end): what a failover to the slave that
+// acknowledged keeps. The checkpoint saves the progress over writes below
+// it apart (heldProgress, wire_durability.go) with the epoch it was
+// written under: only a copy of the log that reaches it uses that
+// progress. It is not durable for every fault: a slave that held those
+// writes may lose its disk while the master loses its unsynced tail, and
+// the copy that wins then lacks them (the simulator found it).
+func (b *Broker) heldEnd(bucket int64) int64 {
+	if b.cfg.Role == RoleSyncMaster && b.dur != nil {
+		return max(bucket, b.slaveHeld())
+	}
+	return bucket
 }
 
 // durableAll is the commitlog end durable for every fault: progress over
@@ -44,4 +62,69 @@ func (b *Broker) durableEnds() (local, bucket int64) {
 func (b *Broker) durableAll() int64 {
 	l, bk := b.durableEnds()
 	return min(l, bk)
+}
+
+// heldProgress is the checkpoint section heldProgress: the internal
+// services' progress over writes below End, which the slaves of the
+// sync_master of epoch Epoch held when it wrote the checkpoint. The
+// sections delayOffsets, timerOffsets and transactions keep the progress
+// over what the bucket holds, durable for every fault.
+type heldProgress struct {
+	Epoch        int64           `json:"epoch"`
+	End          int64           `json:"end"`
+	DelayOffsets json.RawMessage `json:"delayOffsets,omitempty"`
+	TimerOffsets json.RawMessage `json:"timerOffsets,omitempty"`
+	Transactions json.RawMessage `json:"transactions,omitempty"`
+}
+
+// heldSection is the heldProgress section of the checkpoint being made
+// (nil when it would say nothing the bucket-durable sections delay, timer
+// and trans do not).
+func (b *Broker) heldSection(bucket int64, delay, timer, trans json.RawMessage) (json.RawMessage, error) {
+	end := b.heldEnd(bucket)
+	if end <= bucket {
+		return nil, nil
+	}
+	h := heldProgress{Epoch: b.epoch(), End: end}
+	var err error
+	if h.DelayOffsets, h.TimerOffsets, err = b.sched.Sections(end); err != nil {
+		return nil, err
+	}
+	if h.Transactions, err = json.Marshal(b.trans.StateAt(end)); err != nil {
+		return nil, err
+	}
+	if bytes.Equal(h.DelayOffsets, delay) && bytes.Equal(h.TimerOffsets, timer) && bytes.Equal(h.Transactions, trans) {
+		return nil, nil
+	}
+	return json.Marshal(h)
+}
+
+// loadedHeld is the loaded checkpoint's heldProgress when this run's log
+// holds the writes it depends on (New calls it once the store is open):
+// the log reaches End, and no later epoch took the log over below End (a
+// copy of the log that agrees with the bucket's epoch history then holds
+// what epoch Epoch's master wrote below End). Otherwise the services
+// resume from the bucket-durable sections and do again what they did past
+// them (at least once).
+func (b *Broker) loadedHeld() (heldProgress, bool) {
+	var h heldProgress
+	if b.dur == nil || b.dur.Loaded() == nil {
+		return h, false
+	}
+	raw := b.dur.Loaded().Sections[sectionHeldProgress]
+	if len(raw) == 0 {
+		return h, false
+	}
+	if err := json.Unmarshal(raw, &h); err != nil {
+		b.log.Warn("checkpoint heldProgress section unreadable; the internal services resume from the bucket-durable progress", "err", err)
+		return h, false
+	}
+	end := b.store.MaxPhysOffset()
+	cut, ok := failover.CutFor(b.dur.LoadedHistory(), h.Epoch)
+	if end < h.End || !ok || (cut >= 0 && cut < h.End) {
+		b.log.Info("this copy of the log lacks writes the slave-held progress depends on; the internal services resume from the bucket-durable progress (what they did past it is done again)",
+			"logEnd", end, "heldEnd", h.End, "heldEpoch", h.Epoch)
+		return h, false
+	}
+	return h, true
 }

@@ -28,6 +28,7 @@ const (
 	sectionSubscriptionGroups = "subscriptionGroups"
 	sectionDelayOffsets       = "delayOffsets"
 	sectionTimerOffsets       = "timerOffsets"
+	sectionHeldProgress       = "heldProgress" // durable_progress.go
 	sectionCommitLog          = durability.SectionCommitLog
 	// sectionTransactions ("transactions", broker/txn) is the
 	// transaction check service's progress; sectionPop (broker/pop) POP's.
@@ -103,10 +104,11 @@ func (w durWire) Gather() (durability.Gathered, error) {
 		return g, err
 	}
 	// The internal services' progress counts only the writes it depends
-	// on that a restore from this checkpoint finds: those the bucket lists
-	// or, on a sync_master, a slave holds (durable_progress.go). The same
-	// bound for the sections and for the saved progress (what retention
-	// may expire of the internal queues).
+	// on that every restore from this checkpoint finds: those the bucket
+	// lists (durable_progress.go). The same bound for the sections and
+	// for the saved progress (what retention may expire of the internal
+	// queues). A sync_master adds the progress over what a slave holds
+	// (heldProgress), for a copy of the log that holds it.
 	localEnd, bucketEnd := b.durableEnds()
 	b.sched.Trim(min(localEnd, bucketEnd))
 	b.trans.Trim(min(localEnd, bucketEnd))
@@ -123,6 +125,10 @@ func (w durWire) Gather() (durability.Gathered, error) {
 		return g, err
 	}
 	popJSON, err := b.pop.Section() // package pop
+	if err != nil {
+		return g, err
+	}
+	heldJSON, err := b.heldSection(bucketEnd, delayJSON, timerJSON, transJSON)
 	if err != nil {
 		return g, err
 	}
@@ -143,6 +149,9 @@ func (w durWire) Gather() (durability.Gathered, error) {
 		sectionTimerOffsets:       timerJSON,
 		sectionTransactions:       transJSON,
 		sectionPop:                popJSON,
+	}
+	if heldJSON != nil {
+		g.Sections[sectionHeldProgress] = heldJSON
 	}
 	return g, nil
 }

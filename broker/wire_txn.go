@@ -29,8 +29,9 @@ const (
 )
 
 // newTrans makes the transaction service and loads its progress (New
-// calls it once the store is open).
-func (b *Broker) newTrans() (*txn.Service, error) {
+// calls it once the store is open); held is the checkpoint's slave-held
+// progress when this copy of the log holds its writes (loadedHeld).
+func (b *Broker) newTrans(held []byte) (*txn.Service, error) {
 	w := txnWire{b}
 	t := txn.New(txn.Config{
 		Dir:           filepath.Join(b.cfg.DataDir, "config"),
@@ -45,7 +46,7 @@ func (b *Broker) newTrans() (*txn.Service, error) {
 	if b.dur != nil && b.dur.Loaded() != nil {
 		cp = b.dur.Loaded().Sections[sectionTransactions]
 	}
-	return t, t.Load(cp, b.promotedReplica)
+	return t, t.Load(cp, held, b.promotedReplica)
 }
 
 // txnWire is the broker as the transaction service sees it.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -295,6 +296,10 @@ func (d *Keeper) SetFrom(from int64) { d.from = from }
 // History is the epoch history as this run's checkpoints write it: the
 // loaded one's plus this epoch's start.
 func (d *Keeper) History() []EpochStart { return WithEpoch(d.history, d.id.Epoch, d.from) }
+
+// LoadedHistory is the epoch history of the checkpoint this run loaded
+// (nil without one): the epochs before this run's.
+func (d *Keeper) LoadedHistory() []EpochStart { return slices.Clone(d.history) }
 
 // SavedProgress is the internal services' progress in the last checkpoint
 // written (nil before the first).

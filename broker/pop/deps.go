@@ -94,8 +94,8 @@ type DeadLetterer interface {
 // Durability says how far the commitlog is durable.
 type Durability interface {
 	// DurableAll is the commitlog end durable for every fault
-	// (fdatasynced, and listed in the bucket's manifest or, on a
-	// sync_master, held by a slave); it only grows within a run.
+	// (fdatasynced, and listed in the bucket's manifest or committed to
+	// the bucket WAL); it only grows within a run.
 	DurableAll() int64
 }
 

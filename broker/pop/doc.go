@@ -103,7 +103,8 @@
 //
 // A dead-lettered entry is done only once its DLQ copy is durable for
 // every fault (Durability.DurableAll: fdatasynced, and listed in the
-// bucket's manifest or, on a sync_master, held by a slave): until then it
+// bucket's manifest; a slave's copy is not enough, as the slave may lose
+// its disk while the master loses its unsynced tail): until then it
 // stays in flight (not receivable, not holding a FIFO queue), so neither
 // this state nor the group's committed offset passes it, and a state
 // loaded after a fault dead-letters it again (its deadline is 1).

@@ -42,8 +42,10 @@
 // (Sections), each {"offsetTable":{...}}. The messages themselves are in
 // the commitlog, so a restore on an empty disk needs nothing else. Each
 // save counts only deliveries as durable as it (package progress): the
-// file those fdatasynced, the checkpoint those the bucket lists or, on a
-// sync_master, a slave holds (Durability). Delivery is at least once: a
+// file those fdatasynced, the checkpoint's sections those the bucket lists
+// (Durability); on a sync_master the broker saves the progress over what a
+// slave holds apart, and raises a loaded progress to it (Loaded.Raise)
+// only on a copy of the log that holds those deliveries. Delivery is at least once: a
 // message delivered after the saved progress is delivered again after a
 // crash, a power loss, a restore or a failover. New clamps the loaded
 // progress to each queue's end; a promoted slave loads the checkpoint's

@@ -64,6 +64,20 @@ func Load(fs vfs.FS, dir string, ignoreFile bool, delaySection, timerSection jso
 	return l, nil
 }
 
+// Raise raises the loaded progress to the delay and timer tables given
+// (the checkpoint's slave-held progress, which the broker found this copy
+// of the log holds the deliveries of). Unlike the checkpoint's own
+// sections, they are not durable for every fault: settle counts them like
+// the local file's progress.
+func (l *Loaded) Raise(delay, timer json.RawMessage) {
+	for topic, raw := range map[string]json.RawMessage{DelayTopic: delay, TimerTopic: timer} {
+		var t offsetsJSON
+		if len(raw) > 0 && json.Unmarshal(raw, &t) == nil {
+			merge(l.done, topic, t.OffsetTable, nil)
+		}
+	}
+}
+
 // merge raises the progress in done to what a table says (never lowers
 // it: every source is progress of the same log); into, if set, is raised
 // too. DelayTopic's tables are keyed by level (from 1), TimerTopic's by

@@ -118,6 +118,18 @@ var scenarios = []scenario{
 			{At: 800 * time.Millisecond, Fault: NetCut, Node: 0, Peer: 1, Dur: 2440 * time.Millisecond},
 			{At: 1550 * time.Millisecond, Fault: EmptyDisk, Node: 0, Dur: 2170 * time.Millisecond},
 		}}},
+	{name: "delay-progress-held-by-a-slave-that-loses-its-disk", workloads: []string{"delay"},
+		s: Schedule{Nodes: 3, Sync: true, Masters: 3, Tail: 4 * time.Second, Steps: []Step{
+			// TestSim seed 305713, shrunk: with n1 down, the sync_master
+			// n0 delivers due messages that only n2 holds besides its page
+			// cache, and the checkpoint saves the progress past them; n0
+			// loses power (and its unsynced tail), n2 its disk. n0's copy
+			// is the best left and wins: the checkpoint's progress is past
+			// deliveries its log does not hold.
+			{At: 5900 * time.Millisecond, Fault: Crash, Node: 1, Dur: 1220 * time.Millisecond},
+			{At: 6710 * time.Millisecond, Fault: PowerLossTorn, Node: 0, Dur: time.Second},
+			{At: 8540 * time.Millisecond, Fault: EmptyDisk, Node: 2, Dur: 5130 * time.Millisecond},
+		}}},
 	{name: "retry-progress-ahead-of-the-slave", workloads: []string{"retry"},
 		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
 			// TestSim seed 1388, shrunk: the same through send-backs (their

@@ -24,8 +24,10 @@ func (t *Service) path() string {
 // cut. The broker calls it once the store is open; both queues' bounds
 // clamp it. The checkpoint's progress is durable for every fault; what the
 // local file adds past it counts in a checkpoint only once the log as it
-// is now is durable there.
-func (t *Service) Load(checkpoint json.RawMessage, promoted bool) error {
+// is now is durable there. held, when set, is the checkpoint's progress
+// over what a sync_master's slave held, which the broker found this copy
+// of the log holds: it raises the progress like the file does.
+func (t *Service) Load(checkpoint, held json.RawMessage, promoted bool) error {
 	var st, cpSt State
 	raw, err := offsets.ReadFile(t.deps.FS, t.path())
 	if err != nil {
@@ -45,6 +47,14 @@ func (t *Service) Load(checkpoint json.RawMessage, promoted bool) error {
 			if cp.HalfOffset > st.HalfOffset || (cp.HalfOffset == st.HalfOffset && cp.OpOffset > st.OpOffset) {
 				st = cp
 			}
+		}
+	}
+	if len(held) > 0 {
+		var h State
+		if err := json.Unmarshal(held, &h); err != nil {
+			t.log.Warn("checkpoint held transactions progress unreadable; ignored", "err", err)
+		} else if h.HalfOffset > st.HalfOffset || (h.HalfOffset == st.HalfOffset && h.OpOffset > st.OpOffset) {
+			st = h
 		}
 	}
 	s := t.deps.Store

@@ -119,7 +119,7 @@ func (r *rig) service(checkpoint json.RawMessage, promoted bool) *Service {
 	s := New(Config{Dir: filepath.Join(r.dir, "config"), CheckInterval: time.Hour, Timeout: 6 * time.Second, CheckMax: 15, Logger: quiet()},
 		Deps{FS: vfs.OS(), Store: r.st, Writer: direct{r.st}, Durability: allDurable{r.st}, Steps: &steps{},
 			Producers: r.p, Topics: allTopics{}})
-	if err := s.Load(checkpoint, promoted); err != nil {
+	if err := s.Load(checkpoint, nil, promoted); err != nil {
 		r.t.Fatal(err)
 	}
 	return s
