@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/stratamq/stratamq/broker/durability"
@@ -118,7 +119,8 @@ func (b *Broker) checkLocalData() (m *upload.Manifest, promoted bool, err error)
 	if err != nil {
 		return nil, false, err
 	}
-	promoted, err = b.judge().CheckLocal(restore.Local{Self: d.ID(), Prev: d.Prev(), Loaded: d.Loaded(), CommitLog: cl, HaveCP: haveCP, Manifest: m, WAL: walHeld})
+	promoted, err = b.judge().CheckLocal(restore.Local{Self: d.ID(), Prev: d.Prev(), Loaded: d.Loaded(), CommitLog: cl, HaveCP: haveCP, Manifest: m, WAL: walHeld,
+		BucketOnly: b.bucketOnlyOf(filepath.Join(b.cfg.DataDir, "config"))}) // wire_wal.go
 	return m, promoted, err
 }
 

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stratamq/stratamq/broker/durability"
+	"github.com/stratamq/stratamq/broker/msgprop"
 	"github.com/stratamq/stratamq/broker/restore"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
@@ -521,5 +523,43 @@ func (b *Broker) runWAL(ctx context.Context) {
 				}
 			}
 		}
+	}
+}
+
+// bucketOnlyOf is restore.Local.BucketOnly for this data dir as its last
+// run left it: a record was acknowledged only once the bucket held it when
+// the topic whose durability decided its answer (durabilityTopic of the
+// topic the producer named: a half or schedule record's REAL_TOPIC) was
+// bucket-durable in that run's topic table (config/topics.json) or by
+// STRATAMQ_DURABILITY. Nil when the table cannot be read: every record
+// then counts as acknowledged.
+func (b *Broker) bucketOnlyOf(configDir string) func(topic, props string) bool {
+	raw, err := offsets.ReadFile(b.fs, filepath.Join(configDir, topicsFile))
+	if err != nil {
+		return nil
+	}
+	var f topicsJSON
+	if len(raw) > 0 {
+		if err := json.Unmarshal(offsets.QuoteIntKeys(raw), &f); err != nil {
+			return nil
+		}
+	}
+	bucket := func(topic string) bool {
+		if tc, ok := f.TopicConfigTable[topic]; ok {
+			if v, ok := tc.Attributes[DurabilityAttribute]; ok {
+				return v == DurabilityBucket
+			}
+		}
+		return b.cfg.Durability == DurabilityBucket
+	}
+	return func(topic, props string) bool {
+		named := topic
+		switch topic {
+		case TransHalfTopic, ScheduleTopic, TimerTopic:
+			if t, ok := msgprop.Value(props, PropRealTopic); ok && t != "" {
+				named = t
+			}
+		}
+		return bucket(durabilityTopic(named, props))
 	}
 }

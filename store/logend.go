@@ -21,41 +21,10 @@ import (
 // promoted copy reaches the end of what the bucket holds, and how long a
 // log is when it competes for the lease.
 func LogEnd(fs vfs.FS, dir string, maxMessageSize int) (start, end int64, err error) {
-	clDir := filepath.Join(dir, "commitlog")
-	names, err := fs.ReadDir(clDir)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return 0, 0, nil
-		}
-		return 0, 0, fmt.Errorf("store: list %s: %w", clDir, err)
-	}
-	sort.Strings(names)
-	var t segTable
+	t, err := openSegTable(fs, dir)
 	defer func() { t.close() }()
-	for _, name := range names {
-		base, ok := parseSegmentName(name)
-		if !ok {
-			continue
-		}
-		if len(t) > 0 && base != t[len(t)-1].end() {
-			break // recovery removes what follows a gap
-		}
-		path := filepath.Join(clDir, name)
-		f, err := fs.OpenFile(path, os.O_RDONLY, 0)
-		if err != nil {
-			return 0, 0, fmt.Errorf("store: open segment: %w", err)
-		}
-		fi, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return 0, 0, fmt.Errorf("store: stat segment: %w", err)
-		}
-		sg := &segment{base: base, path: path, f: f}
-		sg.size.Store(fi.Size())
-		t = append(t, sg)
-	}
-	if len(t) == 0 {
-		return 0, 0, nil
+	if err != nil || len(t) == 0 {
+		return 0, 0, err
 	}
 	start, fileEnd := t[0].base, t[len(t)-1].end()
 	// Scan from where recovery does: the store's checkpoint, when it lies
@@ -70,4 +39,64 @@ func LogEnd(fs vfs.FS, dir string, maxMessageSize int) (start, end int64, err er
 		return 0, 0, err
 	}
 	return start, end, nil
+}
+
+// LogRecords reads, without changing anything, the valid records of the
+// closed store in dir from commitlog offset from (where a record begins)
+// to the log's end as LogEnd finds it, calling fn with each record's
+// offset, topic and properties (fn must not keep them). It returns where
+// the scan stopped: the end of the last valid record (from itself when
+// from is past the log or not where a record begins). An error from fn
+// stops the scan and is returned.
+//
+// The broker reads with it what a returning data dir holds past the end
+// of what the bucket holds, to tell whether any of it was acknowledged.
+func LogRecords(fs vfs.FS, dir string, maxMessageSize int, from int64, fn func(phys int64, topic, props string) error) (end int64, err error) {
+	t, err := openSegTable(fs, dir)
+	defer func() { t.close() }()
+	if err != nil || len(t) == 0 || from < t[0].base || from > t[len(t)-1].end() {
+		return from, err
+	}
+	return scanSegmentsBuf(t, from, make([]byte, max(4<<20, maxMessageSize)), true, func(m *recordMeta) error {
+		return fn(m.physOffset, string(m.topic), string(m.props))
+	})
+}
+
+// openSegTable opens the commitlog segments of the closed store in dir
+// read-only, up to the first gap (recovery removes what follows one); an
+// empty table for a store without a commitlog. The caller closes it.
+func openSegTable(fs vfs.FS, dir string) (segTable, error) {
+	clDir := filepath.Join(dir, "commitlog")
+	names, err := fs.ReadDir(clDir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("store: list %s: %w", clDir, err)
+	}
+	sort.Strings(names)
+	var t segTable
+	for _, name := range names {
+		base, ok := parseSegmentName(name)
+		if !ok {
+			continue
+		}
+		if len(t) > 0 && base != t[len(t)-1].end() {
+			break // recovery removes what follows a gap
+		}
+		path := filepath.Join(clDir, name)
+		f, err := fs.OpenFile(path, os.O_RDONLY, 0)
+		if err != nil {
+			return t, fmt.Errorf("store: open segment: %w", err)
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return t, fmt.Errorf("store: stat segment: %w", err)
+		}
+		sg := &segment{base: base, path: path, f: f}
+		sg.size.Store(fi.Size())
+		t = append(t, sg)
+	}
+	return t, nil
 }

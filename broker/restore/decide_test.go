@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stratamq/stratamq/broker/durability"
@@ -82,6 +83,11 @@ func TestDecide(t *testing.T) {
 		v := j.Decide(tc.in, tc.segs)
 		if v.Action != tc.action || v.Range != tc.rg {
 			t.Errorf("%s: %+v, want action %d range %+v", tc.name, v, tc.action, tc.rg)
+		}
+		// Only a tail past the WAL's end may be set aside by its records
+		// (CheckLocal): never a hole below it, nor a log without a WAL.
+		if wantPast := strings.Contains(tc.name, "longer than the bucket WAL"); v.PastWAL != wantPast {
+			t.Errorf("%s: PastWAL %v, want %v", tc.name, v.PastWAL, wantPast)
 		}
 	}
 	// With STRATAMQ_DURABILITY=bucket nothing past the WAL's end was

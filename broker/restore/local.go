@@ -1,10 +1,13 @@
 package restore
 
 import (
+	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/stratamq/stratamq/broker/durability"
 	"github.com/stratamq/stratamq/offsets"
+	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier/upload"
 )
 
@@ -22,6 +25,12 @@ type Local struct {
 	// order (none: no WAL). Those offsets are in the bucket as much as the
 	// segments are.
 	WAL []durability.OffsetRange
+	// BucketOnly reports whether a record of topic with props was
+	// acknowledged only once the bucket held it (a bucket-durable topic's
+	// send) or never (nil: unknown, every record may have been). A deposed
+	// writer's tail past the WAL's end whose records all are is set aside,
+	// not refused: nothing in it was acknowledged.
+	BucketOnly func(topic, props string) bool
 }
 
 // Action is what Decide tells the start-up to do with the local data.
@@ -48,6 +57,10 @@ type Verdict struct {
 	Why        string                 // SetAside, Refuse: the reason, for the log and the error
 	Range      durability.OffsetRange // Refuse: the offsets at stake
 	LocalHolds bool                   // Refuse: they are on this disk alone (else they are lost)
+	// PastWAL (Refuse): Range is a deposed writer's tail past the end of
+	// the bucket WAL's chain; CheckLocal sets it aside instead when no
+	// record in it was acknowledged (Local.BucketOnly).
+	PastWAL bool
 }
 
 // CheckLocal decides whether a non-empty data dir's log may be served
@@ -65,10 +78,45 @@ func (j *Judge) CheckLocal(in Local) (promoted bool, err error) {
 	case SetAside:
 		return false, j.SetAside(v.Why)
 	case Refuse:
+		if v.PastWAL && in.BucketOnly != nil {
+			all, err := j.onlyBucketAcked(v.Range, in.BucketOnly)
+			if err != nil {
+				return false, err
+			}
+			if all {
+				return false, j.SetAside(fmt.Sprintf("%s: commitlog offsets [%d, %d), past the end of the bucket WAL, hold only "+
+					"records of bucket-durable topics, never acknowledged", v.Why, v.Range.From, v.Range.To))
+			}
+		}
 		return false, j.RefuseOrSetAside(v.Why, v.Range, v.LocalHolds)
 	}
 	return false, nil
 }
+
+// onlyBucketAcked reports whether every record of the local log in r is
+// one bucketOnly says was never acknowledged from this disk alone, and
+// the records cover r whole (a tail that does not parse counts as
+// acknowledged: it is refused as before).
+func (j *Judge) onlyBucketAcked(r durability.OffsetRange, bucketOnly func(topic, props string) bool) (bool, error) {
+	all := true
+	end, err := store.LogRecords(j.fs, filepath.Join(j.cfg.DataDir, "store"), j.cfg.MaxMessageSize, r.From,
+		func(_ int64, topic, props string) error {
+			if !bucketOnly(topic, props) {
+				all = false
+				return errStopScan
+			}
+			return nil
+		})
+	if errors.Is(err, errStopScan) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("broker: read the local commitlog past the bucket WAL's end: %w", err)
+	}
+	return all && end >= r.To, nil
+}
+
+var errStopScan = errors.New("stop")
 
 // Decide is the rule over a non-empty data dir whose log is segs. The log
 // is ours to serve when this data dir wrote the prefix last: the epoch it
@@ -154,6 +202,7 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 		return Verdict{Action: SetAside, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did; "+
 			"the local commitlog's [%d, %d) is not in the bucket and, with STRATAMQ_DURABILITY=bucket, was never acknowledged", writer, lacking.From, lacking.To)}
 	}
+	pastWAL := false
 	if n := len(in.WAL); lacking != nil && n > 0 {
 		walEnd := in.WAL[n-1].To
 		// With the bucket WAL the broker that took over continued this
@@ -174,15 +223,17 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 		case gap != nil:
 			// Past the WAL's end: the deposed writer's tail; it may hold
 			// local topics' acknowledged messages (BucketDurable is
-			// handled above), so the start is refused naming it.
+			// handled above), so the start is refused naming it, unless
+			// CheckLocal finds only records never acknowledged there.
 			lacking = &durability.OffsetRange{From: gap.From, To: localEnd}
+			pastWAL = true
 		}
 	}
 	if lacking == nil {
 		return Verdict{Action: SetAside, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did, and every local segment is in the bucket (its segments or its WAL)", writer)}
 	}
 	return Verdict{Action: Refuse, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did (local epoch %d, bucket epoch %d), "+
-		"and the local commitlog holds offsets the bucket lacks", writer, epochOf(prev), cpEpoch), Range: *lacking, LocalHolds: true}
+		"and the local commitlog holds offsets the bucket lacks", writer, epochOf(prev), cpEpoch), Range: *lacking, LocalHolds: true, PastWAL: pastWAL}
 }
 
 func epochOf(w *offsets.WriterState) int64 {

@@ -1,0 +1,107 @@
+package broker
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratamq/stratamq/infra/vfs"
+	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/tier"
+)
+
+// TestWALReturningDataDirTail: a broker (STRATAMQ_DURABILITY=local, one
+// topic with durability=bucket) dies with records stored past the end of
+// the bucket WAL (its WAL objects held back); another machine takes over
+// from the bucket and stops; the first machine comes back on its disk.
+// When every record in its tail past the WAL's end is a bucket-durable
+// send (never acknowledged), the tail is set aside and the broker restores
+// from the bucket (it used to refuse to start for ever, as if the tail
+// might hold acknowledged messages). When the tail holds a local topic's
+// acknowledged message, the start is still refused, naming the range.
+func TestWALReturningDataDirTail(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		localInTail bool
+	}{{"bucket-durable sends only: set aside", false}, {"a local ack in the tail: refused", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newWalGate(tier.NewMem())
+			cfg := walConfig(t)
+			cfg.Durability = DurabilityLocal
+			cfg.WALAckTimeout = time.Hour
+			a := startLossNode(t, cfg, vfs.NewMem(), g, "boot-a")
+			cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+			defer cl.Close()
+			addr := a.n.Broker().Addr().String()
+			create := remoting.NewRequest(remoting.UpdateAndCreateTopic, (&remoting.CreateTopicRequestHeader{Topic: "Rt",
+				ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6, Attributes: "+durability=bucket"}).Encode(), nil)
+			if r := invoke(t, cl, addr, create); r.Code != int32(remoting.Success) {
+				t.Fatalf("create a bucket-durable topic: %d %s", r.Code, r.Remark)
+			}
+			var acked []string
+			for i := range 5 {
+				body := "acked-" + string(rune('a'+i))
+				if r := invoke(t, cl, addr, sendReq("Rt", 0, []byte(body), "")); r.Code != int32(remoting.Success) {
+					t.Fatalf("send %d: %d %s", i, r.Code, r.Remark)
+				}
+				acked = append(acked, body)
+			}
+			// The WAL's data objects are held back: what is sent now is
+			// stored past the WAL's end and not answered.
+			g.close()
+			ma := a.n.Broker()
+			go func() { // answered only once the WAL holds it: never, here
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_, _ = cl.Invoke(ctx, addr, sendReq("Rt", 0, []byte("never-acked"), ""))
+			}()
+			waitCond(t, 10*time.Second, "the unanswered send stored", func() bool { return ma.store.MaxQueueOffset("Rt", 0) == 6 })
+			if tc.localInTail {
+				if r := invoke(t, cl, addr, sendReq("Loc", 0, []byte("local-ack"), "")); r.Code != int32(remoting.Success) {
+					t.Fatalf("local send: %d %s", r.Code, r.Remark)
+				}
+			}
+			expires := ma.dur.Lease().ExpiresAt()
+			img := a.kill(false)
+			select {
+			case <-a.done:
+				a.dead = true
+			case <-time.After(30 * time.Second):
+				t.Fatal("the killed broker did not stop")
+			}
+			g.release()
+			waitCond(t, 20*time.Second, "the dead broker's lease expired", func() bool { return time.Now().After(expires.Add(100 * time.Millisecond)) })
+
+			// Another machine takes over from the bucket, and stops.
+			cfgB := cfg
+			cfgB.DataDir = t.TempDir()
+			b, clB, stopB := runBroker(t, cfgB, Deps{Logger: discardLogger(), Bucket: g})
+			readBack(t, b, clB, "Rt", bytesOf(acked))
+			stopB()
+
+			// The first machine comes back on its disk.
+			cfgA := restartConfig(t, cfg)
+			if tc.localInTail {
+				_, err := New(cfgA, Deps{FS: img, Bucket: g, Logger: discardLogger(), BootID: "boot-a"})
+				if err == nil || !strings.Contains(err.Error(), "holds offsets the bucket lacks") {
+					t.Fatalf("a returning data dir whose tail holds a local topic's acknowledged message started: %v", err)
+				}
+				return
+			}
+			a2, cl2, _ := runBroker(t, cfgA, Deps{FS: img, Bucket: g, Logger: discardLogger(), BootID: "boot-a"})
+			readBack(t, a2, cl2, "Rt", bytesOf(acked))
+			if r := invoke(t, cl2, a2.Addr().String(), sendReq("Rt", 0, []byte("after"), "")); r.Code != int32(remoting.Success) || r.ExtFields["queueOffset"] != "5" {
+				t.Fatalf("send after the return: %d %s at queue offset %s, want 5", r.Code, r.Remark, r.ExtFields["queueOffset"])
+			}
+		})
+	}
+}
+
+func bytesOf(ss []string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
