@@ -115,11 +115,11 @@ func (b *Broker) checkLocalData() (m *upload.Manifest, promoted bool, err error)
 	if m, err = b.loadManifest(); err != nil {
 		return nil, false, fmt.Errorf("broker: read the bucket manifest to check the local data dir against it: %w", err)
 	}
-	walHeld, err := b.walHolds()
+	walHeld, walEnds, err := b.walHolds()
 	if err != nil {
 		return nil, false, err
 	}
-	promoted, err = b.judge().CheckLocal(restore.Local{Self: d.ID(), Prev: d.Prev(), Loaded: d.Loaded(), CommitLog: cl, HaveCP: haveCP, Manifest: m, WAL: walHeld,
+	promoted, err = b.judge().CheckLocal(restore.Local{Self: d.ID(), Prev: d.Prev(), Loaded: d.Loaded(), CommitLog: cl, HaveCP: haveCP, Manifest: m, WAL: walHeld, WALEnds: walEnds,
 		BucketOnly: b.bucketOnlyOf(filepath.Join(b.cfg.DataDir, "config"))}) // wire_wal.go
 	return m, promoted, err
 }

@@ -373,23 +373,28 @@ func (b *Broker) readWALChain() (*wal.Chain, error) {
 
 // walHolds is the byte ranges of the log the bucket WAL's chain holds
 // (restore.Local.WAL), adjacent objects merged: a data dir another broker
-// wrote after is set aside, not refused, when the bucket holds its log.
-func (b *Broker) walHolds() ([]durability.OffsetRange, error) {
+// wrote after is set aside, not refused, when the bucket holds its log;
+// and, per lease epoch, where that epoch's writer's objects in the chain
+// end (restore.Local.WALEnds).
+func (b *Broker) walHolds() (held []durability.OffsetRange, ends map[int64]int64, err error) {
 	c, err := b.readWALChain()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []durability.OffsetRange
+	ends = map[int64]int64{}
 	for _, o := range c.Objects {
-		switch n := len(out); {
+		if !o.Filler {
+			ends[o.Epoch] = max(ends[o.Epoch], o.End())
+		}
+		switch n := len(held); {
 		case o.Length == 0:
-		case n > 0 && out[n-1].To == o.Start:
-			out[n-1].To = o.End()
+		case n > 0 && held[n-1].To == o.Start:
+			held[n-1].To = o.End()
 		default:
-			out = append(out, durability.OffsetRange{From: o.Start, To: o.End()})
+			held = append(held, durability.OffsetRange{From: o.Start, To: o.End()})
 		}
 	}
-	return out, nil
+	return held, ends, nil
 }
 
 // walRestorePoint is where a fresh data dir's log starts when the WAL

@@ -25,6 +25,12 @@ type Local struct {
 	// order (none: no WAL). Those offsets are in the bucket as much as the
 	// segments are.
 	WAL []durability.OffsetRange
+	// WALEnds is, per lease epoch, where the objects that epoch's writer
+	// put in the WAL's chain end (its claim included). This data dir's log
+	// agrees with the chain up to its own epoch's end: past it, what it
+	// wrote was never shipped, even where a later writer's objects cover
+	// the same offsets with its own records.
+	WALEnds map[int64]int64
 	// BucketOnly reports whether a record of topic with props was
 	// acknowledged only once the bucket held it (a bucket-durable topic's
 	// send) or never (nil: unknown, every record may have been). A deposed
@@ -228,6 +234,14 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 			lacking = &durability.OffsetRange{From: gap.From, To: localEnd}
 			pastWAL = true
 		}
+	}
+	if own, ok := in.WALEnds[epochOf(prev)]; ok && prev != nil && localEnd > own && (lacking == nil || lacking.From >= own) {
+		// This data dir's own writes past its last object in the chain
+		// were never shipped; a later writer's objects may cover those
+		// offsets with its own records. They are this disk's alone:
+		// refused naming them, unless CheckLocal finds none was
+		// acknowledged (only bucket-durable sends).
+		lacking, pastWAL = &durability.OffsetRange{From: own, To: localEnd}, true
 	}
 	if lacking == nil {
 		return Verdict{Action: SetAside, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did, and every local segment is in the bucket (its segments or its WAL)", writer)}
