@@ -66,11 +66,15 @@ func (b *Broker) durableAll() int64 {
 
 // heldProgress is the checkpoint section heldProgress: the internal
 // services' progress over writes below End, which the slaves of the
-// sync_master of epoch Epoch held when it wrote the checkpoint. The
-// sections delayOffsets, timerOffsets and transactions keep the progress
-// over what the bucket holds, durable for every fault.
+// sync_master of epoch Epoch held when it wrote the checkpoint. Those
+// writes past what the bucket held lie in [From, End) of the writer's
+// local log (From: the bucket's end then, or the writer's first local
+// offset when its log starts past it, a restore's gap). The sections
+// delayOffsets, timerOffsets and transactions keep the progress over what
+// the bucket holds, durable for every fault.
 type heldProgress struct {
 	Epoch        int64           `json:"epoch"`
+	From         int64           `json:"from,omitempty"`
 	End          int64           `json:"end"`
 	DelayOffsets json.RawMessage `json:"delayOffsets,omitempty"`
 	TimerOffsets json.RawMessage `json:"timerOffsets,omitempty"`
@@ -85,7 +89,7 @@ func (b *Broker) heldSection(bucket int64, delay, timer, trans json.RawMessage) 
 	if end <= bucket {
 		return nil, nil
 	}
-	h := heldProgress{Epoch: b.epoch(), End: end}
+	h := heldProgress{Epoch: b.epoch(), From: max(uploadedEnd(nil, b.tier), b.store.LocalMinPhysOffset()), End: end}
 	var err error
 	if h.DelayOffsets, h.TimerOffsets, err = b.sched.Sections(end); err != nil {
 		return nil, err
@@ -101,11 +105,14 @@ func (b *Broker) heldSection(bucket int64, delay, timer, trans json.RawMessage) 
 
 // loadedHeld is the loaded checkpoint's heldProgress when this run's log
 // holds the writes it depends on (New calls it once the store is open):
-// the log reaches End, and no later epoch took the log over below End (a
-// copy of the log that agrees with the bucket's epoch history then holds
-// what epoch Epoch's master wrote below End). Otherwise the services
-// resume from the bucket-durable sections and do again what they did past
-// them (at least once).
+// the log reaches End, its local part starts at or below From (or what
+// the bucket holds now reaches it), and no later epoch took the log over
+// below End (a copy of the log that agrees with the bucket's epoch history
+// then holds what epoch Epoch's master wrote below End). A log restored
+// on an empty disk resumes past the checkpoint's reservation, beyond End,
+// holding nothing between the bucket's end and its start: it fails the
+// second test. Otherwise the services resume from the bucket-durable
+// sections and do again what they did past them (at least once).
 func (b *Broker) loadedHeld() (heldProgress, bool) {
 	var h heldProgress
 	if b.dur == nil || b.dur.Loaded() == nil {
@@ -119,11 +126,14 @@ func (b *Broker) loadedHeld() (heldProgress, bool) {
 		b.log.Warn("checkpoint heldProgress section unreadable; the internal services resume from the bucket-durable progress", "err", err)
 		return h, false
 	}
-	end := b.store.MaxPhysOffset()
+	// The bucket's objects, not durableEnds: a WAL claimed on a log
+	// restored past a gap counts the gap as durable (nothing is there).
+	end, start, bucket := b.store.MaxPhysOffset(), b.store.LocalMinPhysOffset(), uploadedEnd(nil, b.tier)
+	gap := bucket < h.End && start > max(h.From, bucket)
 	cut, ok := failover.CutFor(b.dur.LoadedHistory(), h.Epoch)
-	if end < h.End || !ok || (cut >= 0 && cut < h.End) {
+	if end < h.End || gap || !ok || (cut >= 0 && cut < h.End) {
 		b.log.Info("this copy of the log lacks writes the slave-held progress depends on; the internal services resume from the bucket-durable progress (what they did past it is done again)",
-			"logEnd", end, "heldEnd", h.End, "heldEpoch", h.Epoch)
+			"logStart", start, "logEnd", end, "bucketEnd", bucket, "heldFrom", h.From, "heldEnd", h.End, "heldEpoch", h.Epoch)
 		return h, false
 	}
 	return h, true

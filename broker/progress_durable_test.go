@@ -581,3 +581,52 @@ func TestScheduleFailoverResumesFromSlaveHeldProgress(t *testing.T) {
 		t.Fatalf("Later after the failover: %q; want d0..d3 once each", got)
 	}
 }
+
+// TestScheduleRestoreOnEmptyDiskIgnoresSlaveHeldProgress: a sync_master's
+// three delayed messages are uploaded; it delivers them into its active
+// segment, its slave holds the deliveries, and a checkpoint saves that
+// progress in heldProgress (the bucket lists none of the deliveries). Both
+// machines are lost with their disks, and a broker restores the prefix on
+// an empty disk: its log resumes past the checkpoint's reservation, beyond
+// heldProgress's end, yet holds none of the deliveries. It must deliver
+// the three again from the bucket-durable progress; raising its progress
+// to heldProgress would skip them for ever.
+func TestScheduleRestoreOnEmptyDiskIgnoresSlaveHeldProgress(t *testing.T) {
+	bucket := tier.NewMem()
+	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
+	acfg.DelayLevels, bcfg.DelayLevels = "2s", "2s"
+	acfg.CheckpointInterval = time.Hour
+	a := startLossNode(t, acfg, vfs.NewMem(), bucket, "boot-a")
+	b := startLossNode(t, bcfg, vfs.NewMem(), bucket, "boot-b")
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	defer cl.Close()
+	ma := a.n.Broker()
+	waitCond(t, 20*time.Second, "the master to see its slave", func() bool { return ma.haSlaves() == 1 })
+	for i := range 3 {
+		if resp := invoke(t, cl, acfg.Listen, sendReq("Later", 0, []byte("d"+strconv.Itoa(i)), PropDelay+"\x011\x02")); resp.Code != 0 {
+			t.Fatalf("send: %d %s", resp.Code, resp.Remark)
+		}
+	}
+	sealUploaded(t, ma)
+	if n := ma.store.MaxQueueOffset("Later", 0); n != 0 {
+		t.Fatalf("delivered before the upload (%d): the delay is too short for this machine", n)
+	}
+	waitCond(t, 20*time.Second, "the three delivered and held by the slave", func() bool {
+		return delivered(ma, "Later", 0, 3) && ma.slaveHeld() >= ma.store.MaxPhysOffset()
+	})
+	notUploaded(t, ma, "Later", 0)
+	mustCheckpoint(t, ma)
+	_, cp := bucketCommitLog(t, bucket)
+	if cp.Sections[sectionHeldProgress] == nil {
+		t.Fatalf("no heldProgress section in the checkpoint after the slave held the deliveries")
+	}
+	a.kill(false)
+	b.kill(false)
+
+	ccfg := restartConfig(t, acfg)
+	ccfg.DataDir, ccfg.Role, ccfg.HAFailover = t.TempDir(), RoleAsyncMaster, false
+	nc, _, _ := runBrokerWith(t, ccfg, Deps{Logger: discardLogger(), Bucket: bucket}, nil)
+	waitCond(t, 30*time.Second, "the three delivered again after the restore on an empty disk", func() bool {
+		return slices.Equal(queueBodies(t, nc, "Later", 0), []string{"d0", "d1", "d2"})
+	})
+}

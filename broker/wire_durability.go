@@ -90,6 +90,9 @@ type durWire struct{ b *Broker }
 func (w durWire) Gather() (durability.Gathered, error) {
 	b := w.b
 	var g durability.Gathered
+	// Dead-lettered POP entries whose DLQ copy the bucket now holds are
+	// done before the committed offsets and POP's section are encoded.
+	b.pop.Release() // package pop
 	offsetsJSON, _, err := b.offsets.Encode()
 	if err != nil {
 		return g, err

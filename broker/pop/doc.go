@@ -107,7 +107,10 @@
 // its disk while the master loses its unsynced tail): until then it
 // stays in flight (not receivable, not holding a FIFO queue), so neither
 // this state nor the group's committed offset passes it, and a state
-// loaded after a fault dead-letters it again (its deadline is 1).
+// loaded after a fault dead-letters it again (its deadline is 1). Revive,
+// Save and Release (the broker's, before a bucket checkpoint) take the
+// entries whose copy became durable out of flight: a checkpoint written
+// once everything is uploaded (a graceful stop, a handover) has none left.
 //
 // # Lock order
 //

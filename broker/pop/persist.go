@@ -107,6 +107,14 @@ func (e *Engine) storedLocked(ent *entry, end int64) {
 	e.version++
 }
 
+// Release takes the dead-lettered entries whose DLQ copy is now durable
+// for every fault out of flight (Save and Revive do it too). The broker
+// calls it before it encodes the committed offsets and Section for a
+// bucket checkpoint: the last one, written once everything is uploaded,
+// then counts them done, and whoever loads it does not dead-letter them
+// again.
+func (e *Engine) Release() { e.releaseStored() }
+
 // releaseStored takes the dead-lettered entries whose DLQ copy is now
 // durable for every fault out of flight: the group's progress passes them.
 func (e *Engine) releaseStored() {
