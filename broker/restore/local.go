@@ -84,42 +84,46 @@ func (j *Judge) CheckLocal(in Local) (promoted bool, err error) {
 	case SetAside:
 		return false, j.SetAside(v.Why)
 	case Refuse:
+		why := v.Why
 		if v.PastWAL && in.BucketOnly != nil {
-			all, err := j.onlyBucketAcked(v.Range, in.BucketOnly)
+			acked, err := j.maybeAcked(v.Range, in.BucketOnly)
 			if err != nil {
 				return false, err
 			}
-			if all {
-				return false, j.SetAside(fmt.Sprintf("%s: commitlog offsets [%d, %d), past the end of the bucket WAL, hold only "+
+			if acked == "" {
+				return false, j.SetAside(fmt.Sprintf("%s: commitlog offsets [%d, %d), past what the bucket WAL holds of this data dir's log, hold only "+
 					"records of bucket-durable topics, never acknowledged", v.Why, v.Range.From, v.Range.To))
 			}
+			why += " (" + acked + ")"
 		}
-		return false, j.RefuseOrSetAside(v.Why, v.Range, v.LocalHolds)
+		return false, j.RefuseOrSetAside(why, v.Range, v.LocalHolds)
 	}
 	return false, nil
 }
 
-// onlyBucketAcked reports whether every record of the local log in r is
-// one bucketOnly says was never acknowledged from this disk alone, and
-// the records cover r whole (a tail that does not parse counts as
-// acknowledged: it is refused as before).
-func (j *Judge) onlyBucketAcked(r durability.OffsetRange, bucketOnly func(topic, props string) bool) (bool, error) {
-	all := true
+// maybeAcked reads the records of the local log in r and says which may
+// have been acknowledged from this disk alone ("" when none: every one is
+// a record bucketOnly says was not, and they cover r whole; a tail that
+// does not parse counts as acknowledged, and is refused as before).
+func (j *Judge) maybeAcked(r durability.OffsetRange, bucketOnly func(topic, props string) bool) (string, error) {
+	var acked string
 	end, err := store.LogRecords(j.fs, filepath.Join(j.cfg.DataDir, "store"), j.cfg.MaxMessageSize, r.From,
-		func(_ int64, topic, props string) error {
+		func(phys int64, topic, props string) error {
 			if !bucketOnly(topic, props) {
-				all = false
+				acked = fmt.Sprintf("the record at %d is of topic %q, which is not bucket-durable: it may have been acknowledged", phys, topic)
 				return errStopScan
 			}
 			return nil
 		})
-	if errors.Is(err, errStopScan) {
-		return false, nil
+	switch {
+	case errors.Is(err, errStopScan):
+		return acked, nil
+	case err != nil:
+		return "", fmt.Errorf("broker: read the local commitlog past the bucket WAL's end: %w", err)
+	case end < r.To:
+		return fmt.Sprintf("its records from %d end at %d, short of %d", r.From, end, r.To), nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("broker: read the local commitlog past the bucket WAL's end: %w", err)
-	}
-	return all && end >= r.To, nil
+	return "", nil
 }
 
 var errStopScan = errors.New("stop")
