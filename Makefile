@@ -47,7 +47,7 @@ test-norace:
 	$(TEST_NORACE)
 
 bench-short:
-	MSGS=50000 SYNC_MSGS=10000 FSYNC_MSGS=2000 NATS_SYNC_MSGS=10000 E2E_MSGS=20000 bash docs/bench/compare.sh
+	MSGS=50000 SYNC_MSGS=10000 FSYNC_MSGS=2000 NATS_SYNC_MSGS=10000 E2E_MSGS=20000 KLITE_SINGLE_MSGS=5000 bash docs/bench/compare.sh
 
 bench-wal:
 	bash docs/bench/wal.sh

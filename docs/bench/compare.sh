@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # StrataMQ vs NATS JetStream vs klite, side by side, in one run on this machine.
 #
-#   docs/bench/compare.sh                # ~3 minutes; markdown table on stdout
+#   docs/bench/compare.sh                # ~4 minutes; markdown table on stdout
 #   OUT=results.md docs/bench/compare.sh # also write the table to a file
 #
 # Everything listens on 127.0.0.1 only, with data dirs under a fresh temp
