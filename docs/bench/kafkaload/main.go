@@ -20,7 +20,8 @@
 // request, to show what the client did.
 //
 // Every run is bounded: it stops after -messages messages or -timeout,
-// whichever comes first, and counts what was not acknowledged as errors.
+// whichever comes first, and counts what was not acknowledged as errors;
+// the process exits 30 s after -timeout whatever the broker does.
 package main
 
 import (
@@ -101,6 +102,11 @@ func main() {
 			o.inflight = 2
 		}
 	}
+	// The hard bound: whatever a broker does, the process ends.
+	time.AfterFunc(o.timeout+30*time.Second, func() {
+		fmt.Fprintln(os.Stderr, "kafkaload: not done 30s after -timeout; giving up")
+		os.Exit(3)
+	})
 	var r result
 	var err error
 	switch o.mode {
@@ -160,6 +166,7 @@ func produce(o options) (result, error) {
 			kgo.ProducerBatchMaxBytes(batchBytes(o.batch, o.size)),
 			kgo.MaxBufferedRecords(o.window),
 			kgo.WithHooks(counter),
+			kgo.RecordDeliveryTimeout(o.timeout),
 		}
 		if o.batch == 1 {
 			opts = append(opts, kgo.ProducerLinger(0))
@@ -206,15 +213,14 @@ func produce(o options) (result, error) {
 			window := make(chan struct{}, o.window)
 			part := int32(i % o.partitions)
 			var done sync.WaitGroup
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			defer cancel()
 			for range n {
-				if time.Now().After(deadline) {
-					break
-				}
 				select {
 				case window <- struct{}{}:
-				case <-time.After(time.Until(deadline)):
+				case <-ctx.Done():
 				}
-				if time.Now().After(deadline) {
+				if ctx.Err() != nil {
 					break
 				}
 				t0 := time.Now()
@@ -236,9 +242,9 @@ func produce(o options) (result, error) {
 				})
 			}
 			// Bounded: what is not acknowledged by the deadline is given up.
-			ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(5*time.Second))
-			defer cancel()
-			if err := cl.Flush(ctx); err != nil {
+			fctx, fcancel := context.WithDeadline(context.Background(), deadline.Add(5*time.Second))
+			defer fcancel()
+			if err := cl.Flush(fctx); err != nil {
 				cl.PurgeTopicsFromClient(o.topic) // fails what is still buffered, so done can finish
 			}
 			done.Wait()
