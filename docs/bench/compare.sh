@@ -43,10 +43,11 @@
 # E2E_RATE (10000), E2E_MSGS (100000), SIZE (1024), and the loopback ports
 # NATS_PORT (14222), NS_PORT (19876), BROKER_PORT (19911), HTTP_PORT (19912:
 # the broker's metrics, read between rows), KLITE_PORT (19092),
-# KLITE_SINGLE_MSGS (klite's single-send rows, 20000: it handles a
-# connection's produce requests one at a time, each after an fsync, so they
-# run at ~1-3 k msgs/s), KLITE_TIMEOUT (120s: each klite row stops after
-# this long).
+# ORDER (the order the servers run in, "nats smq klite"; alternate it
+# between runs to spread the machine's drift), KLITE_SINGLE_MSGS (klite's
+# single-send rows, 20000: it handles a connection's produce requests one
+# at a time, each after an fsync, so they run at ~1-3 k msgs/s),
+# KLITE_TIMEOUT (120s: each klite row stops after this long).
 #
 # Below the table, each server's CPU per message in each row (user + system
 # time of the server process from /proc/<pid>/stat, before and after the
@@ -71,6 +72,11 @@ HTTP_PORT=${HTTP_PORT:-19912}
 KLITE_PORT=${KLITE_PORT:-19092}
 KLITE_TIMEOUT=${KLITE_TIMEOUT:-120s}
 KLITE_SINGLE_MSGS=${KLITE_SINGLE_MSGS:-20000}
+ORDER=${ORDER:-nats smq klite}
+if [[ $(tr ' ' '\n' <<<"$ORDER" | grep -v '^$' | sort | tr '\n' ' ') != "klite nats smq " ]]; then
+	echo "compare: ORDER must name nats, smq and klite once each (got: $ORDER)" >&2
+	exit 2
+fi
 KLITE_SRC=${KLITE_SRC:-https://github.com/klaudworks/klite}
 KLITE_REV=${KLITE_REV:-2493491310dcc4c31aae9c40b0a513425c43c160}
 NATS_SERVER_VERSION=v2.14.10
@@ -242,23 +248,25 @@ PROBE0=$(cpu_probe)
 read -r TICKS0 STEAL0 < <(cpu_ticks)
 say "machine: load average $LOAD0, CPU probe $PROBE0 ms"
 
-say "NATS JetStream, default file store (acks before fsync)"
-start_nats "$(nats_conf "$WORK/nats-default" "")"
-nats_run nats_sync bench js pub sync --create --purge --storage=file --msgs="$NATS_SYNC_MSGS" --size="$SIZE"B benchsubj
-nats_run nats_async64 bench js pub async --purge --storage=file --msgs="$MSGS" --size="$SIZE"B --batch=64 benchsubj
-nats_run nats_async4 bench js pub async --purge --storage=file --clients=4 --msgs="$MSGS" --size="$SIZE"B --batch=16 benchsubj
-nats_run nats_async bench js pub async --purge --storage=file --msgs="$MSGS" --size="$SIZE"B --batch=500 benchsubj
-nats -s "$S" consumer rm benchstream nats-bench -f >/dev/null 2>&1 || true
-nats_run nats_consume bench js consume --msgs="$MSGS" --size="$SIZE"B
-NATS_RSS=$(peak_rss_mib "${PIDS[-1]}")
-stop_last
+run_nats() {
+	say "NATS JetStream, default file store (acks before fsync)"
+	start_nats "$(nats_conf "$WORK/nats-default" "")"
+	nats_run nats_sync bench js pub sync --create --purge --storage=file --msgs="$NATS_SYNC_MSGS" --size="$SIZE"B benchsubj
+	nats_run nats_async64 bench js pub async --purge --storage=file --msgs="$MSGS" --size="$SIZE"B --batch=64 benchsubj
+	nats_run nats_async4 bench js pub async --purge --storage=file --clients=4 --msgs="$MSGS" --size="$SIZE"B --batch=16 benchsubj
+	nats_run nats_async bench js pub async --purge --storage=file --msgs="$MSGS" --size="$SIZE"B --batch=500 benchsubj
+	nats -s "$S" consumer rm benchstream nats-bench -f >/dev/null 2>&1 || true
+	nats_run nats_consume bench js consume --msgs="$MSGS" --size="$SIZE"B
+	NATS_RSS=$(peak_rss_mib "${PIDS[-1]}")
+	stop_last
 
-say "NATS JetStream, sync_interval: always (fsync on every write)"
-start_nats "$(nats_conf "$WORK/nats-always" "sync_interval: always")"
-nats_run nats_fsync bench js pub sync --create --purge --storage=file --msgs="$FSYNC_MSGS" --size="$SIZE"B benchsubj
-nats_run nats_fsync64 bench js pub sync --purge --storage=file --clients=64 --msgs="$FSYNC_MSGS" --size="$SIZE"B benchsubj
-nats_run nats_fsync_async bench js pub async --purge --storage=file --msgs="$FSYNC_MSGS" --size="$SIZE"B --batch=500 benchsubj
-stop_last
+	say "NATS JetStream, sync_interval: always (fsync on every write)"
+	start_nats "$(nats_conf "$WORK/nats-always" "sync_interval: always")"
+	nats_run nats_fsync bench js pub sync --create --purge --storage=file --msgs="$FSYNC_MSGS" --size="$SIZE"B benchsubj
+	nats_run nats_fsync64 bench js pub sync --purge --storage=file --clients=64 --msgs="$FSYNC_MSGS" --size="$SIZE"B benchsubj
+	nats_run nats_fsync_async bench js pub async --purge --storage=file --msgs="$FSYNC_MSGS" --size="$SIZE"B --batch=500 benchsubj
+	stop_last
+}
 
 # ---- StrataMQ ----
 start_smq() { # $1: data dir, $2: flush mode
@@ -297,22 +305,24 @@ smq_run() {
 cost() { awk '{printf "%s µs/msg, %s MB tiered", $1, $2}' "$WORK/$1.cost"; }
 j() { jq -r ".$2" "$WORK/$1.json"; }
 
-say "StrataMQ, flush=async"
-start_smq "$WORK/smq-async" async
-smq_run smq_batch produce --topic BenchBatch --messages "$MSGS" --batch 500 --conns 1 --inflight 2
-smq_run smq_single produce --topic BenchSingle --messages "$MSGS" --batch 1 --conns 1 --inflight 64
-smq_run smq_single4 produce --topic BenchSingle4 --messages "$MSGS" --batch 1 --conns 4 --inflight 16
-smq_run smq_single_bin produce --topic BenchSingleBin --messages "$MSGS" --batch 1 --conns 1 --inflight 64 --serialize rocketmq
-smq_run smq_consume consume --topic BenchBatch --from first
-smq_run smq_e2e e2e --topic BenchE2E --rate "$E2E_RATE" --messages "$E2E_MSGS" --conns 1 --inflight 64
-SMQ_RSS=$(peak_rss_mib "${PIDS[-1]}")
-stop_last
+run_smq() {
+	say "StrataMQ, flush=async"
+	start_smq "$WORK/smq-async" async
+	smq_run smq_batch produce --topic BenchBatch --messages "$MSGS" --batch 500 --conns 1 --inflight 2
+	smq_run smq_single produce --topic BenchSingle --messages "$MSGS" --batch 1 --conns 1 --inflight 64
+	smq_run smq_single4 produce --topic BenchSingle4 --messages "$MSGS" --batch 1 --conns 4 --inflight 16
+	smq_run smq_single_bin produce --topic BenchSingleBin --messages "$MSGS" --batch 1 --conns 1 --inflight 64 --serialize rocketmq
+	smq_run smq_consume consume --topic BenchBatch --from first
+	smq_run smq_e2e e2e --topic BenchE2E --rate "$E2E_RATE" --messages "$E2E_MSGS" --conns 1 --inflight 64
+	SMQ_RSS=$(peak_rss_mib "${PIDS[-1]}")
+	stop_last
 
-say "StrataMQ, flush=sync (acked after fdatasync, group commit)"
-start_smq "$WORK/smq-sync" sync
-smq_run smq_sync64 produce --topic BenchSync --messages "$SYNC_MSGS" --batch 1 --conns 4 --inflight 16
-smq_run smq_sync_batch produce --topic BenchSyncBatch --messages "$MSGS" --batch 500 --conns 1 --inflight 2
-stop_last
+	say "StrataMQ, flush=sync (acked after fdatasync, group commit)"
+	start_smq "$WORK/smq-sync" sync
+	smq_run smq_sync64 produce --topic BenchSync --messages "$SYNC_MSGS" --batch 1 --conns 4 --inflight 16
+	smq_run smq_sync_batch produce --topic BenchSyncBatch --messages "$MSGS" --batch 500 --conns 1 --inflight 2
+	stop_last
+}
 
 # ---- klite ----
 start_klite() { # $1: data dir
@@ -337,7 +347,8 @@ kl_run() {
 }
 
 KLITE_RSS=n/a
-if [[ -n $KLITE ]]; then
+run_klite() {
+	[[ -n $KLITE ]] || return 0
 	say "klite (acks after its WAL's fsync, always)"
 	start_klite "$WORK/klite-data"
 	kl_run kl_batch -topic kl-batch -messages "$MSGS" -conns 1 -batch 500 -inflight 2 -window 1500
@@ -346,7 +357,12 @@ if [[ -n $KLITE ]]; then
 	kl_run kl_consume -mode consume -topic kl-batch -messages "$MSGS"
 	KLITE_RSS=$(peak_rss_mib "${PIDS[-1]}")
 	stop_last
-fi
+}
+
+# ---- the runs, each server alone, in ORDER ----
+for srv in $ORDER; do
+	"run_$srv"
+done
 
 # ---- table ----
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b+0 > 0 && a != "n/a") printf "%.2f×", a/b; else print "n/a" }'; }
