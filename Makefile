@@ -4,7 +4,7 @@
 #   make build        the stratamq binary, ./stratamq
 #   make run          build, then `./stratamq serve` (Ctrl-C or SIGTERM stops it cleanly)
 #   make test         deps, then the three test passes below
-#   make bench-short  a short StrataMQ vs NATS JetStream run of docs/bench/compare.sh (~2 min)
+#   make bench-short  a short StrataMQ vs NATS JetStream vs klite run of docs/bench/compare.sh (~3 min)
 #   make bench-wal    bucket-durable sends at S3-like latency and throughput, docs/bench/wal.sh (~10 min)
 #   make deps         only install the test dependencies
 
@@ -47,7 +47,7 @@ test-norace:
 	$(TEST_NORACE)
 
 bench-short:
-	MSGS=50000 SYNC_MSGS=10000 FSYNC_MSGS=2000 NATS_SYNC_MSGS=10000 E2E_MSGS=20000 bash docs/bench/compare.sh
+	MSGS=50000 SYNC_MSGS=10000 FSYNC_MSGS=2000 NATS_SYNC_MSGS=10000 E2E_MSGS=20000 KLITE_SINGLE_MSGS=5000 bash docs/bench/compare.sh
 
 bench-wal:
 	bash docs/bench/wal.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# StrataMQ vs NATS JetStream, side by side, in one run on this machine.
+# StrataMQ vs NATS JetStream vs klite, side by side, in one run on this machine.
 #
-#   docs/bench/compare.sh                # ~3 minutes; markdown table on stdout
+#   docs/bench/compare.sh                # ~4 minutes; markdown table on stdout
 #   OUT=results.md docs/bench/compare.sh # also write the table to a file
 #
 # Everything listens on 127.0.0.1 only, with data dirs under a fresh temp
@@ -10,7 +10,10 @@
 # Installs nats-server v2.14.10 and natscli v0.5.0 with `go install` when
 # missing, and builds stratamq from this checkout's working tree, or from a
 # commit with REV=HEAD (git archive: immune to uncommitted edits), or uses
-# STRATAMQ_BIN.
+# STRATAMQ_BIN. klite (github.com/klaudworks/klite, a Kafka-protocol broker)
+# is built from KLITE_SRC (a git URL or directory, cloned) at KLITE_REV, or
+# taken from KLITE_BIN; SKIP_KLITE=1 leaves it out. Its load generator is
+# docs/bench/kafkaload (a separate Go module: franz-go, acks=all).
 #
 # What each side does (issue 15: say it, the numbers are not like for
 # like everywhere):
@@ -26,16 +29,30 @@
 # rows. The "batched" rows compare our batch requests with NATS's best
 # window of single publishes: what each system offers for bulk sends, not
 # the same work per message.
+#   - `kafkaload` (klite) gives each connection its own franz-go client and
+#     partition; with -batch 1 a record batch holds one record, so each
+#     produce request carries one message, -window of them unacknowledged
+#     (like our --batch 1 --inflight N); with -batch 500 -inflight 2 it
+#     sends 500-record batches, two requests in flight (like our bulk row).
+#     klite acknowledges a produce only after its WAL is fsync'd (group
+#     commit), always: its rows are all durable ones.
 #
 # Knobs (environment): MSGS (async runs, 200000), SYNC_MSGS (our flush=sync
 # runs, 50000), FSYNC_MSGS (NATS sync_interval: always runs, 10000: it does
 # ~1-3 k msgs/s), NATS_SYNC_MSGS (NATS default sync publish, 50000),
 # E2E_RATE (10000), E2E_MSGS (100000), SIZE (1024), and the loopback ports
 # NATS_PORT (14222), NS_PORT (19876), BROKER_PORT (19911), HTTP_PORT (19912:
-# the broker's metrics, read between rows).
+# the broker's metrics, read between rows), KLITE_PORT (19092),
+# ORDER (the order the servers run in, "nats smq klite"; alternate it
+# between runs to spread the machine's drift), KLITE_SINGLE_MSGS (klite's
+# single-send rows, 20000: it handles a connection's produce requests one
+# at a time, each after an fsync, so they run at ~1-3 k msgs/s),
+# KLITE_TIMEOUT (120s: each klite row stops after this long).
 #
-# Below the table, each StrataMQ row's cost: the broker's CPU per message
-# during the row (/proc/<pid>/stat) and the segment bytes its uploader tiered
+# Below the table, each server's CPU per message in each row (user + system
+# time of the server process from /proc/<pid>/stat, before and after the
+# row, divided by the row's messages; the load generator's CPU is not in
+# it), and for StrataMQ the segment bytes its uploader tiered
 # meanwhile (rocketmq_tiered_store_upload_logical_bytes_total). The rows of
 # one broker are not independent: a row that crosses a segment boundary
 # pays for compressing and uploading the bytes earlier rows wrote.
@@ -52,6 +69,16 @@ NATS_PORT=${NATS_PORT:-14222}
 NS_PORT=${NS_PORT:-19876}
 BROKER_PORT=${BROKER_PORT:-19911}
 HTTP_PORT=${HTTP_PORT:-19912}
+KLITE_PORT=${KLITE_PORT:-19092}
+KLITE_TIMEOUT=${KLITE_TIMEOUT:-120s}
+KLITE_SINGLE_MSGS=${KLITE_SINGLE_MSGS:-20000}
+ORDER=${ORDER:-nats smq klite}
+if [[ $(tr ' ' '\n' <<<"$ORDER" | grep -v '^$' | sort | tr '\n' ' ') != "klite nats smq " ]]; then
+	echo "compare: ORDER must name nats, smq and klite once each (got: $ORDER)" >&2
+	exit 2
+fi
+KLITE_SRC=${KLITE_SRC:-https://github.com/klaudworks/klite}
+KLITE_REV=${KLITE_REV:-2493491310dcc4c31aae9c40b0a513425c43c160}
 NATS_SERVER_VERSION=v2.14.10
 NATSCLI_VERSION=v0.5.0
 
@@ -102,9 +129,30 @@ else
 fi
 say "stratamq: $("$SMQ" version) ($(git -C "$ROOT" rev-parse --short "${REV:-HEAD}" 2>/dev/null || echo '?'))"
 
-for p in "$NATS_PORT" "$NS_PORT" "$BROKER_PORT"; do
+# klite and its load generator; KLITE stays empty if either is missing.
+KLITE=
+if [[ ${SKIP_KLITE:-0} != 1 ]]; then
+	say "building kafkaload"
+	if (cd "$ROOT/docs/bench/kafkaload" && go build -o "$WORK/kafkaload" .); then
+		if [[ -n ${KLITE_BIN:-} ]]; then
+			KLITE=$KLITE_BIN
+		else
+			say "building klite at $KLITE_REV from $KLITE_SRC"
+			if git clone -q "$KLITE_SRC" "$WORK/klite-src" && git -C "$WORK/klite-src" checkout -q "$KLITE_REV" &&
+				(cd "$WORK/klite-src" && go build -o "$WORK/klite" ./cmd/klite); then
+				KLITE=$WORK/klite
+			else
+				say "could not build klite: its column stays empty"
+			fi
+		fi
+	else
+		say "could not build kafkaload: klite's column stays empty"
+	fi
+fi
+
+for p in "$NATS_PORT" "$NS_PORT" "$BROKER_PORT" "$KLITE_PORT"; do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-		echo "compare: port $p is in use on 127.0.0.1; set NATS_PORT/NS_PORT/BROKER_PORT" >&2
+		echo "compare: port $p is in use on 127.0.0.1; set NATS_PORT/NS_PORT/BROKER_PORT/KLITE_PORT" >&2
 		exit 1
 	fi
 done
@@ -151,14 +199,24 @@ EOF
 	echo "$1.conf"
 }
 
-# nats_run NAME ARGS...: run `nats bench ...`, keep the stats line in $WORK/NAME.
+# server_ticks: CPU clock ticks (user + system) of the running server.
+server_ticks() { awk '{print $14 + $15}' "/proc/${PIDS[-1]}/stat"; }
+HZ=$(getconf CLK_TCK)
+# per_msg TICKS MESSAGES: server CPU µs per message.
+per_msg() { awk -v t="$1" -v hz="$HZ" -v n="$2" 'BEGIN{printf "%.1f", (n > 0 ? t / hz * 1e6 / n : 0)}'; }
+
+# nats_run NAME ARGS...: run `nats bench ...`, keep the stats line in
+# $WORK/NAME and the server's CPU µs per message (of --msgs) in $WORK/NAME.cost.
 nats_run() {
-	local name=$1
+	local name=$1 t0 n
 	shift
+	n=$(printf '%s\n' "$@" | sed -n 's/^--msgs=//p')
 	say "nats $*"
+	t0=$(server_ticks)
 	nats -s "$S" "$@" --no-progress >"$WORK/$name.out" 2>&1 || { cat "$WORK/$name.out" >&2; return 1; }
+	per_msg $(($(server_ticks) - t0)) "$n" >"$WORK/$name.cost"
 	grep 'stats:' "$WORK/$name.out" | tail -1 >"$WORK/$name"
-	say "  $(cat "$WORK/$name")"
+	say "  $(cat "$WORK/$name"), server µs/msg $(cat "$WORK/$name.cost")"
 }
 nats_rate() { sed -E 's/.*stats: ([0-9,]+) msgs\/sec.*/\1/' "$WORK/$1" | tr -d ,; }
 nats_p() { # NAME P50|P99|P99.9 -> ms
@@ -190,23 +248,25 @@ PROBE0=$(cpu_probe)
 read -r TICKS0 STEAL0 < <(cpu_ticks)
 say "machine: load average $LOAD0, CPU probe $PROBE0 ms"
 
-say "NATS JetStream, default file store (acks before fsync)"
-start_nats "$(nats_conf "$WORK/nats-default" "")"
-nats_run nats_sync bench js pub sync --create --purge --storage=file --msgs="$NATS_SYNC_MSGS" --size="$SIZE"B benchsubj
-nats_run nats_async64 bench js pub async --purge --storage=file --msgs="$MSGS" --size="$SIZE"B --batch=64 benchsubj
-nats_run nats_async4 bench js pub async --purge --storage=file --clients=4 --msgs="$MSGS" --size="$SIZE"B --batch=16 benchsubj
-nats_run nats_async bench js pub async --purge --storage=file --msgs="$MSGS" --size="$SIZE"B --batch=500 benchsubj
-nats -s "$S" consumer rm benchstream nats-bench -f >/dev/null 2>&1 || true
-nats_run nats_consume bench js consume --msgs="$MSGS" --size="$SIZE"B
-NATS_RSS=$(peak_rss_mib "${PIDS[-1]}")
-stop_last
+run_nats() {
+	say "NATS JetStream, default file store (acks before fsync)"
+	start_nats "$(nats_conf "$WORK/nats-default" "")"
+	nats_run nats_sync bench js pub sync --create --purge --storage=file --msgs="$NATS_SYNC_MSGS" --size="$SIZE"B benchsubj
+	nats_run nats_async64 bench js pub async --purge --storage=file --msgs="$MSGS" --size="$SIZE"B --batch=64 benchsubj
+	nats_run nats_async4 bench js pub async --purge --storage=file --clients=4 --msgs="$MSGS" --size="$SIZE"B --batch=16 benchsubj
+	nats_run nats_async bench js pub async --purge --storage=file --msgs="$MSGS" --size="$SIZE"B --batch=500 benchsubj
+	nats -s "$S" consumer rm benchstream nats-bench -f >/dev/null 2>&1 || true
+	nats_run nats_consume bench js consume --msgs="$MSGS" --size="$SIZE"B
+	NATS_RSS=$(peak_rss_mib "${PIDS[-1]}")
+	stop_last
 
-say "NATS JetStream, sync_interval: always (fsync on every write)"
-start_nats "$(nats_conf "$WORK/nats-always" "sync_interval: always")"
-nats_run nats_fsync bench js pub sync --create --purge --storage=file --msgs="$FSYNC_MSGS" --size="$SIZE"B benchsubj
-nats_run nats_fsync64 bench js pub sync --purge --storage=file --clients=64 --msgs="$FSYNC_MSGS" --size="$SIZE"B benchsubj
-nats_run nats_fsync_async bench js pub async --purge --storage=file --msgs="$FSYNC_MSGS" --size="$SIZE"B --batch=500 benchsubj
-stop_last
+	say "NATS JetStream, sync_interval: always (fsync on every write)"
+	start_nats "$(nats_conf "$WORK/nats-always" "sync_interval: always")"
+	nats_run nats_fsync bench js pub sync --create --purge --storage=file --msgs="$FSYNC_MSGS" --size="$SIZE"B benchsubj
+	nats_run nats_fsync64 bench js pub sync --purge --storage=file --clients=64 --msgs="$FSYNC_MSGS" --size="$SIZE"B benchsubj
+	nats_run nats_fsync_async bench js pub async --purge --storage=file --msgs="$FSYNC_MSGS" --size="$SIZE"B --batch=500 benchsubj
+	stop_last
+}
 
 # ---- StrataMQ ----
 start_smq() { # $1: data dir, $2: flush mode
@@ -219,13 +279,11 @@ start_smq() { # $1: data dir, $2: flush mode
 	wait_port "$HTTP_PORT"
 }
 
-# broker_ticks: CPU clock ticks (user + system) of the running broker.
-broker_ticks() { awk '{print $14 + $15}' "/proc/${PIDS[-1]}/stat"; }
+broker_ticks() { server_ticks; }
 # tiered_bytes: segment bytes the running broker's uploader has tiered.
 tiered_bytes() {
 	curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | awk '/^rocketmq_tiered_store_upload_logical_bytes_total / {printf "%d", $2; f=1} END {if (!f) print 0}'
 }
-HZ=$(getconf CLK_TCK)
 
 # smq_run NAME MODE ARGS...: run `stratamq bench`, keep its JSON line in
 # $WORK/NAME.json and the broker's cost during it in $WORK/NAME.cost
@@ -247,22 +305,64 @@ smq_run() {
 cost() { awk '{printf "%s µs/msg, %s MB tiered", $1, $2}' "$WORK/$1.cost"; }
 j() { jq -r ".$2" "$WORK/$1.json"; }
 
-say "StrataMQ, flush=async"
-start_smq "$WORK/smq-async" async
-smq_run smq_batch produce --topic BenchBatch --messages "$MSGS" --batch 500 --conns 1 --inflight 2
-smq_run smq_single produce --topic BenchSingle --messages "$MSGS" --batch 1 --conns 1 --inflight 64
-smq_run smq_single4 produce --topic BenchSingle4 --messages "$MSGS" --batch 1 --conns 4 --inflight 16
-smq_run smq_single_bin produce --topic BenchSingleBin --messages "$MSGS" --batch 1 --conns 1 --inflight 64 --serialize rocketmq
-smq_run smq_consume consume --topic BenchBatch --from first
-smq_run smq_e2e e2e --topic BenchE2E --rate "$E2E_RATE" --messages "$E2E_MSGS" --conns 1 --inflight 64
-SMQ_RSS=$(peak_rss_mib "${PIDS[-1]}")
-stop_last
+run_smq() {
+	say "StrataMQ, flush=async"
+	start_smq "$WORK/smq-async" async
+	smq_run smq_batch produce --topic BenchBatch --messages "$MSGS" --batch 500 --conns 1 --inflight 2
+	smq_run smq_single produce --topic BenchSingle --messages "$MSGS" --batch 1 --conns 1 --inflight 64
+	smq_run smq_single4 produce --topic BenchSingle4 --messages "$MSGS" --batch 1 --conns 4 --inflight 16
+	smq_run smq_single_bin produce --topic BenchSingleBin --messages "$MSGS" --batch 1 --conns 1 --inflight 64 --serialize rocketmq
+	smq_run smq_consume consume --topic BenchBatch --from first
+	smq_run smq_e2e e2e --topic BenchE2E --rate "$E2E_RATE" --messages "$E2E_MSGS" --conns 1 --inflight 64
+	SMQ_RSS=$(peak_rss_mib "${PIDS[-1]}")
+	stop_last
 
-say "StrataMQ, flush=sync (acked after fdatasync, group commit)"
-start_smq "$WORK/smq-sync" sync
-smq_run smq_sync64 produce --topic BenchSync --messages "$SYNC_MSGS" --batch 1 --conns 4 --inflight 16
-smq_run smq_sync_batch produce --topic BenchSyncBatch --messages "$MSGS" --batch 500 --conns 1 --inflight 2
-stop_last
+	say "StrataMQ, flush=sync (acked after fdatasync, group commit)"
+	start_smq "$WORK/smq-sync" sync
+	smq_run smq_sync64 produce --topic BenchSync --messages "$SYNC_MSGS" --batch 1 --conns 4 --inflight 16
+	smq_run smq_sync_batch produce --topic BenchSyncBatch --messages "$MSGS" --batch 500 --conns 1 --inflight 2
+	stop_last
+}
+
+# ---- klite ----
+start_klite() { # $1: data dir
+	mkdir -p "$1"
+	"$KLITE" --listen "127.0.0.1:$KLITE_PORT" --data-dir "$1" --default-partitions 4 --log-level warn >>"$LOG.klite" 2>&1 &
+	PIDS+=($!)
+	wait_port "$KLITE_PORT"
+}
+
+# kl_run NAME ARGS...: run kafkaload, keep its JSON line in $WORK/NAME.json
+# and klite's CPU µs per message during it in $WORK/NAME.cost.
+kl_run() {
+	local name=$1 t0
+	shift
+	say "kafkaload $*"
+	t0=$(server_ticks)
+	"$WORK/kafkaload" -brokers "127.0.0.1:$KLITE_PORT" -size "$SIZE" -partitions 4 -timeout "$KLITE_TIMEOUT" "$@" >"$WORK/$name" 2>>"$LOG.kafkaload" ||
+		say "  (exit $?: errors, see below)"
+	tail -1 "$WORK/$name" >"$WORK/$name.json"
+	per_msg $(($(server_ticks) - t0)) "$(jq -r '.messages' "$WORK/$name.json")" >"$WORK/$name.cost"
+	say "  $(jq -c '{msgs_per_sec, mb_per_sec, p50_ms, p99_ms, p999_ms, errors, msgs_per_request}' "$WORK/$name.json"), server µs/msg $(cat "$WORK/$name.cost")"
+}
+
+KLITE_RSS=n/a
+run_klite() {
+	[[ -n $KLITE ]] || return 0
+	say "klite (acks after its WAL's fsync, always)"
+	start_klite "$WORK/klite-data"
+	kl_run kl_batch -topic kl-batch -messages "$MSGS" -conns 1 -batch 500 -inflight 2 -window 1500
+	kl_run kl_single -topic kl-single -messages "$KLITE_SINGLE_MSGS" -conns 1 -batch 1 -window 64
+	kl_run kl_single4 -topic kl-single4 -messages "$KLITE_SINGLE_MSGS" -conns 4 -batch 1 -window 16
+	kl_run kl_consume -mode consume -topic kl-batch -messages "$MSGS"
+	KLITE_RSS=$(peak_rss_mib "${PIDS[-1]}")
+	stop_last
+}
+
+# ---- the runs, each server alone, in ORDER ----
+for srv in $ORDER; do
+	"run_$srv"
+done
 
 # ---- table ----
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b+0 > 0 && a != "n/a") printf "%.2f×", a/b; else print "n/a" }'; }
@@ -289,27 +389,39 @@ C=$(j smq_consume msgs_per_sec)
 CMB=$(j smq_consume mb_per_sec)
 CPAY=$(mbps "$C")
 E99=$(j smq_e2e p99_ms)
+# kl NAME: klite's "msgs/s (p99 X ms)" of a row, or "not run".
+kl() {
+	if [[ -z $KLITE ]]; then echo "not run"; else echo "$(j "$1" msgs_per_sec) (p99 $(j "$1" p99_ms) ms)"; fi
+}
+KERR=0
+[[ -z $KLITE ]] || KERR=$(($(j kl_batch errors) + $(j kl_single errors) + $(j kl_single4 errors) + $(j kl_consume errors)))
 PROBE1=$(cpu_probe)
 read -r TICKS1 STEAL1 < <(cpu_ticks)
 STEAL=$(awk -v t=$((TICKS1 - TICKS0)) -v s=$((STEAL1 - STEAL0)) 'BEGIN{printf "%.1f", (t > 0 ? 100 * s / t : 0)}')
 ERR=$(($(j smq_batch errors) + $(j smq_single errors) + $(j smq_single4 errors) + $(j smq_single_bin errors) + $(j smq_consume errors) + $(j smq_e2e errors) + $(j smq_sync64 errors) + $(j smq_sync_batch errors)))
 
 {
-	echo "| $SIZE B messages | StrataMQ | NATS JetStream | ratio | target | |"
-	echo "|---|---|---|---|---|---|"
-	echo "| async, bulk: msgs/s (ours SEND_BATCH_MESSAGE of 500 messages, 2 requests in flight; NATS single publishes, a window of 500 unacked: \`pub async --batch=500\`) | $B (p99 $(j smq_batch p99_ms) ms/batch) | $NA (p99 $(nats_p nats_async P99) ms) | $(ratio "$B" "$NA") | ≥ 3× NATS | $(met ge "$(awk -v b="$B" -v n="$NA" 'BEGIN{print b/n}')" 3) |"
-	echo "| async, single sends, 64 in flight, 1 connection: msgs/s (both one message per request, JSON headers like client-go's; NATS \`pub async --batch=64\`: a window of 64) | $S1 (p99 $(j smq_single p99_ms) ms) | $NA64 (p99 $(nats_p nats_async64 P99) ms) | $(ratio "$S1" "$NA64") | ≥ 3× NATS | $(met ge "$(awk -v b="$S1" -v n="$NA64" 'BEGIN{print b/n}')" 3) |"
-	echo "| the same with RocketMQ's binary headers (\`--serialize rocketmq\`, the Java client's rocketmq.serialize.type=ROCKETMQ) | $S1B (p99 $(j smq_single_bin p99_ms) ms) | $NA64 | $(ratio "$S1B" "$NA64") | ≥ 3× NATS | $(met ge "$(awk -v b="$S1B" -v n="$NA64" 'BEGIN{print b/n}')" 3) |"
-	echo "| async, single sends, 64 in flight over 4 connections (ours 4 × 16; NATS \`pub async --clients=4 --batch=16\`) | $S4 (p99 $(j smq_single4 p99_ms) ms) | $NA4 (p99 $(nats_p nats_async4 P99) ms) | $(ratio "$S4" "$NA4") | ≥ 3× NATS | $(met ge "$(awk -v b="$S4" -v n="$NA4" 'BEGIN{print b/n}')" 3) |"
-	echo "| durable, 64 concurrent producers, batch 1: msgs/s (ours flush=sync 4 conns × 16; NATS sync_interval: always, \`pub sync\`) | $SY (p99 $(j smq_sync64 p99_ms) ms) | $NF (1 client, p99 $(nats_p nats_fsync P99) ms); $NF64 (64 clients) | $(ratio "$SY" "$NF") vs 1 client; $(ratio "$SY" "$NF64") vs 64 | ≥ 50 k, p99 < 5 ms (~20× NATS) | $(met ge "$SY" 50000) / p99 $(met lt "$(j smq_sync64 p99_ms)" 5) |"
-	echo "| durable, bulk: msgs/s (ours flush=sync, SEND_BATCH_MESSAGE of 500 × 2 in flight; NATS always, single publishes in a window of 500) | $SYB (p99 $(j smq_sync_batch p99_ms) ms/batch) | $NFA | $(ratio "$SYB" "$NFA") | | |"
-	echo "| consume hot data: MB/s of payload (ours: also of stored records) | $CPAY ($CMB records; $C msgs/s) | $(mbps "$NC") ($NC msgs/s) | $(ratio "$CPAY" "$(mbps "$NC")") | ≥ 500 MB/s | $(met ge "$CMB" 500) |"
-	echo "| end-to-end at $E2E_RATE msgs/s: p50 / p99 / p99.9 ms | $(j smq_e2e p50_ms) / $E99 / $(j smq_e2e p999_ms) | n/a (no e2e mode in \`nats bench js\`) | | p99 < 5 ms | $(met lt "$E99" 5) |"
-	echo "| broker peak RSS during the async runs, MiB | $SMQ_RSS | $NATS_RSS | | ≤ cache + 256 MiB | |"
+	echo "| $SIZE B messages | StrataMQ | NATS JetStream | klite | ratio | target | |"
+	echo "|---|---|---|---|---|---|---|"
+	echo "| async, bulk: msgs/s (ours SEND_BATCH_MESSAGE of 500 messages, 2 requests in flight; NATS single publishes, a window of 500 unacked: \`pub async --batch=500\`) | $B (p99 $(j smq_batch p99_ms) ms/batch) | $NA (p99 $(nats_p nats_async P99) ms) | $(kl kl_batch), batches of 500, 2 in flight | $(ratio "$B" "$NA") | ≥ 3× NATS | $(met ge "$(awk -v b="$B" -v n="$NA" 'BEGIN{print b/n}')" 3) |"
+	echo "| async, single sends, 64 in flight, 1 connection: msgs/s (both one message per request, JSON headers like client-go's; NATS \`pub async --batch=64\`: a window of 64) | $S1 (p99 $(j smq_single p99_ms) ms) | $NA64 (p99 $(nats_p nats_async64 P99) ms) | $(kl kl_single), one record per produce request | $(ratio "$S1" "$NA64") | ≥ 3× NATS | $(met ge "$(awk -v b="$S1" -v n="$NA64" 'BEGIN{print b/n}')" 3) |"
+	echo "| the same with RocketMQ's binary headers (\`--serialize rocketmq\`, the Java client's rocketmq.serialize.type=ROCKETMQ) | $S1B (p99 $(j smq_single_bin p99_ms) ms) | $NA64 | (Kafka binary protocol: the row above) | $(ratio "$S1B" "$NA64") | ≥ 3× NATS | $(met ge "$(awk -v b="$S1B" -v n="$NA64" 'BEGIN{print b/n}')" 3) |"
+	echo "| async, single sends, 64 in flight over 4 connections (ours 4 × 16; NATS \`pub async --clients=4 --batch=16\`) | $S4 (p99 $(j smq_single4 p99_ms) ms) | $NA4 (p99 $(nats_p nats_async4 P99) ms) | $(kl kl_single4) | $(ratio "$S4" "$NA4") | ≥ 3× NATS | $(met ge "$(awk -v b="$S4" -v n="$NA4" 'BEGIN{print b/n}')" 3) |"
+	echo "| durable, 64 concurrent producers, batch 1: msgs/s (ours flush=sync 4 conns × 16; NATS sync_interval: always, \`pub sync\`) | $SY (p99 $(j smq_sync64 p99_ms) ms) | $NF (1 client, p99 $(nats_p nats_fsync P99) ms); $NF64 (64 clients) | the 4 × 16 row (klite always fsyncs) | $(ratio "$SY" "$NF") vs 1 client; $(ratio "$SY" "$NF64") vs 64 | ≥ 50 k, p99 < 5 ms (~20× NATS) | $(met ge "$SY" 50000) / p99 $(met lt "$(j smq_sync64 p99_ms)" 5) |"
+	echo "| durable, bulk: msgs/s (ours flush=sync, SEND_BATCH_MESSAGE of 500 × 2 in flight; NATS always, single publishes in a window of 500) | $SYB (p99 $(j smq_sync_batch p99_ms) ms/batch) | $NFA | the bulk row | $(ratio "$SYB" "$NFA") | | |"
+	echo "| consume hot data: MB/s of payload (ours: also of stored records) | $CPAY ($CMB records; $C msgs/s) | $(mbps "$NC") ($NC msgs/s) | $([[ -z $KLITE ]] && echo "not run" || echo "$(j kl_consume mb_per_sec) ($(j kl_consume msgs_per_sec) msgs/s)") | $(ratio "$CPAY" "$(mbps "$NC")") | ≥ 500 MB/s | $(met ge "$CMB" 500) |"
+	echo "| end-to-end at $E2E_RATE msgs/s: p50 / p99 / p99.9 ms | $(j smq_e2e p50_ms) / $E99 / $(j smq_e2e p999_ms) | n/a (no e2e mode in \`nats bench js\`) | not measured | | p99 < 5 ms | $(met lt "$E99" 5) |"
+	echo "| broker peak RSS during the async runs, MiB | $SMQ_RSS | $NATS_RSS | $KLITE_RSS (all its rows) | | ≤ cache + 256 MiB | |"
 	echo
-	echo "StrataMQ bench errors in all runs: $ERR. MB = 10^6 bytes. Ratio = StrataMQ / NATS."
+	echo "StrataMQ bench errors in all runs: $ERR; klite kafkaload errors: $KERR. MB = 10^6 bytes. Ratio = StrataMQ / NATS."
 	echo
 	echo "Broker CPU per message and segment bytes tiered during each StrataMQ row: bulk $(cost smq_batch); 1 × 64 JSON $(cost smq_single); 4 × 16 $(cost smq_single4); 1 × 64 binary $(cost smq_single_bin); consume $(cost smq_consume); end to end $(cost smq_e2e); durable 4 × 16 $(cost smq_sync64); durable bulk $(cost smq_sync_batch)."
+	echo
+	echo "NATS server CPU per message (µs): bulk window of 500 $(cat "$WORK/nats_async.cost"); 1 × 64 $(cat "$WORK/nats_async64.cost"); 4 × 16 $(cat "$WORK/nats_async4.cost"); sync publish $(cat "$WORK/nats_sync.cost"); consume $(cat "$WORK/nats_consume.cost"); sync_interval always, 1 client $(cat "$WORK/nats_fsync.cost"), 64 clients $(cat "$WORK/nats_fsync64.cost"), window of 500 $(cat "$WORK/nats_fsync_async.cost")."
+	if [[ -n $KLITE ]]; then
+		echo
+		echo "klite server CPU per message (µs): bulk $(cat "$WORK/kl_batch.cost") ($(j kl_batch msgs_per_request) msgs per produce request); 1 × 64 $(cat "$WORK/kl_single.cost") ($(j kl_single msgs_per_request) per request); 4 × 16 $(cat "$WORK/kl_single4.cost") ($(j kl_single4 msgs_per_request) per request); consume $(cat "$WORK/kl_consume.cost"). klite at ${KLITE_BIN:-$KLITE_REV}."
+	fi
 	echo
 	echo "Machine: $(nproc) cores; load average $LOAD0 at the start; CPU probe (sha256 of 32 MiB, one core, min-max of 3) $PROBE0 ms before the runs and $PROBE1 ms after; $STEAL % of CPU time stolen by the hypervisor during the runs."
 } | tee "${OUT:-/dev/null}"
