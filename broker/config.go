@@ -54,6 +54,7 @@ type Config struct {
 	WALLinger     time.Duration `env:"WAL_LINGER" envDefault:"200ms" help:"bucket durability: longest the first waiting send waits for more before its WAL object is written (at most one WAL PUT per linger while sends wait)"`
 	WALBatch      bytesize.Size `env:"WAL_BATCH" envDefault:"4MiB" help:"bucket durability: most log bytes in one WAL object; a full batch is written at once"`
 	WALMaxBacklog bytesize.Size `env:"WAL_MAX_BACKLOG" envDefault:"64MiB" help:"bucket durability: log bytes not yet in the WAL past which a send to a bucket topic waits (up to STRATAMQ_CHECKPOINT_WAIT), then is refused SYSTEM_BUSY (a slow or throttling bucket)"`
+	WALHedge      time.Duration `env:"WAL_HEDGE" envDefault:"0s" help:"bucket durability: a WAL PUT not answered within this long is sent again beside it and the first to land commits the object (object stores' slow tail PUTs then hold no send back); 0s: twice the median of the recent PUT latencies (at least 20ms, at most 1s); a negative value turns it off"`
 	WALAckTimeout time.Duration `env:"WAL_ACK_TIMEOUT" envDefault:"10s" help:"bucket durability: a stored send whose WAL object is not committed within this long is answered FLUSH_DISK_TIMEOUT (stored locally, not yet in the bucket)"`
 	AcceptLoss    bool          `env:"ACCEPT_LOSS" help:"start even though messages the bucket lacks would be left behind (a drain that failed, a local disk another broker has since overtaken, or a promoted slave's lagging copy holding offsets the bucket lacks); the local data is set aside, not deleted"`
 

@@ -454,7 +454,7 @@ func (b *Broker) recoverWAL(c *wal.Chain, e int64, reopen func() error) error {
 			return fmt.Errorf("broker: restore from the bucket WAL: %w", err)
 		}
 		w := wal.NewWriter(wal.Config{
-			Bucket: b.scoped, Dir: walDir, Log: b.store, Linger: b.cfg.WALLinger, Batch: int(b.cfg.WALBatch),
+			Bucket: b.scoped, Dir: walDir, Log: b.store, Linger: b.cfg.WALLinger, Batch: int(b.cfg.WALBatch), Hedge: b.cfg.WALHedge,
 			Fence: b.walFence, ValidFor: b.leaseValidFor, Active: b.wal.used.Load,
 			OnDurable: func(int64) { b.hold.wakeVisible() }, Logger: b.log,
 		}, c, end)

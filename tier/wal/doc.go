@@ -78,14 +78,19 @@
 // starts the linger) or, while active, unshipped bytes remain; at most
 // one per Batch bytes at a higher rate; none while idle; at most
 // InFlight PUTs at once, each retried with jittered backoff (a 503
-// SlowDown included) and bounded by AttemptTimeout and the lease;
-// Reconcile reads at most fetchAhead objects ahead; Read fetches headers
-// eight at a time.
+// SlowDown included) and bounded by AttemptTimeout and the lease; an
+// attempt not answered within Hedge (by default twice the recent median)
+// gets a second one beside it, the same bytes under the same conditional
+// key, and the first to land commits the object (an object store's slow
+// tail PUT holds no send back; a taken number holding this very header is
+// success, as for a retry whose first answer was lost); put returns only
+// once both attempts ended. Reconcile reads at most fetchAhead objects
+// ahead; Read fetches headers eight at a time.
 //
 // # Goroutines
 //
 // Run owns shipping, the claim's successors and trimming; one goroutine
-// per PUT in flight. Await's callback runs on the caller's goroutine
+// per PUT in flight, and one per attempt of it (two while hedged). Await's callback runs on the caller's goroutine
 // (already durable, or the writer stopped) or on Run's; it must not block.
 //
 // # Must never

@@ -8,8 +8,8 @@ import (
 )
 
 type stats struct {
-	objects, bytes, puts, errors, deletes atomic.Int64
-	latency, fillRatio                    prometheus.Histogram
+	objects, bytes, puts, hedges, errors, deletes atomic.Int64
+	latency, fillRatio                            prometheus.Histogram
 }
 
 func newStats() stats {
@@ -39,7 +39,8 @@ func (s *stats) committed(n int, d time.Duration) {
 type Stats struct {
 	Objects  int64 // objects committed (claims not counted)
 	Bytes    int64 // log bytes committed
-	Puts     int64 // PUT requests issued (claims and retries included)
+	Puts     int64 // PUT requests issued (claims, retries and hedges included)
+	Hedges   int64 // second attempts sent beside a slow one (Config.Hedge)
 	Errors   int64 // failed attempts of any kind
 	Deletes  int64 // objects trimmed
 	Durable  int64 // Writer.Durable
@@ -52,14 +53,15 @@ func (w *Writer) Stats() Stats {
 	w.mu.Lock()
 	n := len(w.waiters)
 	w.mu.Unlock()
-	return Stats{Objects: w.st.objects.Load(), Bytes: w.st.bytes.Load(), Puts: w.st.puts.Load(),
+	return Stats{Objects: w.st.objects.Load(), Bytes: w.st.bytes.Load(), Puts: w.st.puts.Load(), Hedges: w.st.hedges.Load(),
 		Errors: w.st.errors.Load(), Deletes: w.st.deletes.Load(), Durable: w.Durable(), Backlog: w.Backlog(), Inflight: n}
 }
 
 var (
 	descObjects = prometheus.NewDesc("stratamq_wal_objects_total", "WAL objects committed to the bucket.", nil, nil)
 	descBytes   = prometheus.NewDesc("stratamq_wal_bytes_total", "Log bytes committed in WAL objects.", nil, nil)
-	descPuts    = prometheus.NewDesc("stratamq_wal_puts_total", "PUT requests the WAL issued (retries and claims included).", nil, nil)
+	descPuts    = prometheus.NewDesc("stratamq_wal_puts_total", "PUT requests the WAL issued (retries, claims and hedges included).", nil, nil)
+	descHedges  = prometheus.NewDesc("stratamq_wal_hedged_puts_total", "Second PUT attempts sent beside a slow one (STRATAMQ_WAL_HEDGE).", nil, nil)
 	descErrors  = prometheus.NewDesc("stratamq_wal_errors_total", "Failed WAL bucket requests.", nil, nil)
 	descDeletes = prometheus.NewDesc("stratamq_wal_trimmed_total", "WAL objects deleted once their bytes were in segments.", nil, nil)
 	descBacklog = prometheus.NewDesc("stratamq_wal_backlog_bytes", "Log bytes not yet committed to the WAL.", nil, nil)
@@ -68,7 +70,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (w *Writer) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descObjects, descBytes, descPuts, descErrors, descDeletes, descBacklog, descWaiting} {
+	for _, d := range []*prometheus.Desc{descObjects, descBytes, descPuts, descHedges, descErrors, descDeletes, descBacklog, descWaiting} {
 		ch <- d
 	}
 	w.st.latency.Describe(ch)
@@ -84,6 +86,7 @@ func (w *Writer) Collect(ch chan<- prometheus.Metric) {
 	c(descObjects, prometheus.CounterValue, s.Objects)
 	c(descBytes, prometheus.CounterValue, s.Bytes)
 	c(descPuts, prometheus.CounterValue, s.Puts)
+	c(descHedges, prometheus.CounterValue, s.Hedges)
 	c(descErrors, prometheus.CounterValue, s.Errors)
 	c(descDeletes, prometheus.CounterValue, s.Deletes)
 	c(descBacklog, prometheus.GaugeValue, s.Backlog)

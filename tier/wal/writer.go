@@ -47,6 +47,13 @@ type Config struct {
 	ValidFor func() time.Duration
 	// AttemptTimeout bounds one PUT attempt. Default 30s.
 	AttemptTimeout time.Duration
+	// Hedge: an object's PUT not answered within this long is sent again
+	// beside it, and the first to land commits it (the same bytes under
+	// the same conditional key, so either is the object; a slow tail PUT
+	// no longer holds every send behind it). 0: twice the median of the
+	// last PUTs' latencies (at least 20ms, at most 1s; none before 8 have
+	// landed). Negative: never.
+	Hedge time.Duration
 	// MinBackoff and MaxBackoff bound the jittered exponential backoff
 	// after a failed attempt. Defaults 50ms and 5s.
 	MinBackoff, MaxBackoff time.Duration
@@ -130,7 +137,8 @@ type Writer struct {
 	trimTo atomic.Int64
 	trims  chan struct{}
 
-	st stats
+	st  stats
+	lat latencies // the last PUTs' latencies (put, hedgeAfter)
 }
 
 type waiter struct {
@@ -577,11 +585,50 @@ func (w *Writer) put(ctx context.Context, h Header, obj []byte) (Header, error) 
 	h = sealObj(h, obj)
 	key := Key(w.cfg.Dir, h.Seq)
 	actx, cancel := w.bound(ctx)
-	defer cancel()
-	w.st.puts.Add(1)
-	_, err := w.cfg.Bucket.PutIf(actx, key, bytes.NewReader(obj), int64(len(obj)), tier.IfAbsent())
-	if err == nil {
-		return h, nil
+	// Up to two attempts of the same PUT run at once (a hedge); put
+	// returns only once both ended, so nothing reads obj after it.
+	done := make(chan error, 2)
+	pending := 0
+	defer func() {
+		cancel()
+		for ; pending > 0; pending-- {
+			<-done
+		}
+	}()
+	begin := time.Now()
+	send := func() {
+		pending++
+		w.st.puts.Add(1)
+		go func() {
+			_, err := w.cfg.Bucket.PutIf(actx, key, bytes.NewReader(obj), int64(len(obj)), tier.IfAbsent())
+			done <- err
+		}()
+	}
+	send()
+	var hedge <-chan time.Time
+	if d := w.hedgeAfter(); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		hedge = t.C
+	}
+	var err error
+	for pending > 0 {
+		select {
+		case <-hedge:
+			hedge = nil
+			w.st.hedges.Add(1)
+			send()
+			continue
+		case err = <-done:
+			pending--
+		}
+		if err == nil {
+			w.lat.add(time.Since(begin))
+			return h, nil
+		}
+		if errors.Is(err, tier.ErrPreconditionFailed) {
+			break // the number is taken: by the other attempt, or by another object
+		}
 	}
 	if !errors.Is(err, tier.ErrPreconditionFailed) {
 		return h, err
@@ -591,13 +638,59 @@ func (w *Writer) put(ctx context.Context, h Header, obj []byte) (Header, error) 
 		return h, fmt.Errorf("wal: #%d is taken and could not be read: %w", h.Seq, rerr)
 	}
 	if bytes.Equal(got[:], obj[:HeaderSize]) {
-		return h, nil // an earlier attempt landed
+		return h, nil // an earlier attempt, or the other one, landed
 	}
 	other, derr := decodeHeader(got[:])
 	if derr == nil && !other.Filler && compareInc(other.incarnation(), h.incarnation()) < 0 {
 		return h, fmt.Errorf("%w: #%d holds %s", errTakenByOlder, h.Seq, other)
 	}
 	return h, fmt.Errorf("%w: #%d holds %s", ErrDeposed, h.Seq, other)
+}
+
+// hedgeAfter is how long an attempt runs before a second is sent beside
+// it (Config.Hedge); 0: no hedge.
+func (w *Writer) hedgeAfter() time.Duration {
+	switch h := w.cfg.Hedge; {
+	case h < 0:
+		return 0
+	case h > 0:
+		return h
+	}
+	m, ok := w.lat.median()
+	if !ok {
+		return 0
+	}
+	return min(max(2*m, 20*time.Millisecond), time.Second)
+}
+
+// latencies keeps the last PUTs' latencies (the adaptive hedge).
+type latencies struct {
+	mu sync.Mutex
+	d  [32]time.Duration
+	n  int // recorded, up to len(d)
+	i  int // next slot
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d[l.i] = d
+	l.i = (l.i + 1) % len(l.d)
+	l.n = min(l.n+1, len(l.d))
+	l.mu.Unlock()
+}
+
+// median is the median of the recorded latencies; ok once 8 are.
+func (l *latencies) median() (time.Duration, bool) {
+	l.mu.Lock()
+	var buf [32]time.Duration
+	s := buf[:l.n]
+	copy(s, l.d[:l.n])
+	l.mu.Unlock()
+	if len(s) < 8 {
+		return 0, false
+	}
+	slices.Sort(s)
+	return s[len(s)/2], true
 }
 
 func (w *Writer) bound(ctx context.Context) (context.Context, context.CancelFunc) {
