@@ -21,9 +21,14 @@ import (
 // trace topic's route and writes its trace records; `stratamq admin
 // queryMsgTraceById` then prints a message's send (producer group, client
 // host, time, cost, status, store host) and each consumer group's
-// consumption, in mqadmin's layout, and --json the same legs.
+// consumption, in mqadmin's layout, and --json the same legs; the
+// console's message page shows the same trace in headless Chromium
+// (checkTraceConsole). One test: the Go client keeps one trace client per
+// process, bound to the first name servers it was given.
 func TestE2EMessageTrace(t *testing.T) {
-	s := startServe(t, t.TempDir(), map[string]string{"STRATAMQ_TRACE_TOPIC_ENABLE": "true"})
+	chromium := findChromium(t)
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	s := startServe(t, t.TempDir(), map[string]string{"STRATAMQ_TRACE_TOPIC_ENABLE": "true", "STRATAMQ_HTTP_LISTEN": httpAddr})
 	topic := uniqueName(t, "Traced")
 	s.createTopic(topic, 2)
 	traceCfg := func() *primitive.TraceConfig {
@@ -118,4 +123,5 @@ func TestE2EMessageTrace(t *testing.T) {
 	if code, _, _ := runAdminCmd(ns, "queryMsgTraceById"); code != 2 {
 		t.Fatalf("queryMsgTraceById without -i: exit %d, want 2", code)
 	}
+	checkTraceConsole(t, chromium, httpAddr, s.brokAddr, topic, id, pg, groups)
 }
