@@ -323,6 +323,8 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			return fail(err)
 		}
 	}
+	b.ensureTraceTopic() // trace.go
+
 	schedLoaded, err := b.loadSchedule(configDir) // wire_schedule.go
 	if err != nil {
 		return fail(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/infra/bytesize"
+	"github.com/stratamq/stratamq/msgtrace"
 	"github.com/stratamq/stratamq/remoting"
 )
 
@@ -104,6 +105,10 @@ type Config struct {
 	TransactionCheckInterval time.Duration `env:"TRANSACTION_CHECK_INTERVAL" envDefault:"60s" help:"how often the master checks back half messages in doubt (CHECK_TRANSACTION_STATE to a live producer of the group)"`
 	TransactionCheckMax      int           `env:"TRANSACTION_CHECK_MAX" envDefault:"15" help:"checks of one half message before it is discarded (logged)"`
 
+	// Message traces (trace.go): RocketMQ's traceTopicEnable, msgTraceTopicName.
+	TraceTopicEnable  bool   `env:"TRACE_TOPIC_ENABLE" help:"master: create the message-trace topic (STRATAMQ_MSG_TRACE_TOPIC_NAME, 1 queue) and register its route, so clients with tracing on can send their trace records (RocketMQ's traceTopicEnable)"`
+	MsgTraceTopicName string `env:"MSG_TRACE_TOPIC_NAME" envDefault:"RMQ_SYS_TRACE_TOPIC" help:"the trace topic STRATAMQ_TRACE_TOPIC_ENABLE creates (RocketMQ's msgTraceTopicName)"`
+
 	// Access control (issue 14; acl package, broker/acl.go).
 	ACLFile      string `env:"ACL_FILE" help:"a RocketMQ plain_acl.yml: every request must be signed by one of its accounts (AccessKey + HMAC signature, as the official clients send with credentials) and is checked against its permissions; reloaded when it changes. The name server protects its route and KV writes with it too. Empty: no ACL"`
 	ACLAccessKey string `env:"ACL_ACCESS_KEY" help:"the account the broker signs its own requests with (name-server registration, a slave's calls to its master): an admin account of STRATAMQ_ACL_FILE (default: the file's first admin account); without an ACL file the secret comes from STRATAMQ_ACL_SECRET_KEY"`
@@ -166,6 +171,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Flush == "" {
 		c.Flush = "async"
+	}
+	if c.MsgTraceTopicName == "" {
+		c.MsgTraceTopicName = msgtrace.DefaultTopic
 	}
 	if c.TierLayout == "" {
 		c.TierLayout = "queue"
@@ -409,6 +417,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := strconv.ParseBool(c.SQLFilter); err != nil && c.SQLFilter != "" {
 		return fmt.Errorf("STRATAMQ_SQL_FILTER=%q: want true or false", c.SQLFilter)
+	}
+	if err := remoting.ValidateTopic(c.MsgTraceTopicName); err != nil {
+		return fmt.Errorf("STRATAMQ_MSG_TRACE_TOPIC_NAME: %w", err)
 	}
 	if _, err := ParseDelayLevels(c.DelayLevels); err != nil {
 		return err

@@ -72,6 +72,9 @@
 //	                           a section of the segment's object beside its queue index, deleted
 //	                           with it by retention) are served back to QUERY_MESSAGE (rc012) as
 //	                           ColdKeys through the cold reader's frame cache
+//	trace.go                   message traces: STRATAMQ_TRACE_TOPIC_ENABLE creates the trace topic
+//	                           (1 queue); its records are ordinary messages (package msgtrace decodes
+//	                           them for admin and the console: console_trace.go)
 //	fence.go                   Broker.fence: asked before every bucket write of the uploader
 //	                           (objects, manifest, retention deletes); the lease epoch it
 //	                           returns is stamped into the manifest

@@ -39,6 +39,8 @@ func brokerConfigProperties(cfg Config) string {
 		fmt.Sprintf("autoCreateTopicEnable=%t", cfg.AutoCreateTopic),
 		fmt.Sprintf("maxMessageSize=%d", int64(cfg.MaxMessageSize)),
 		"messageDelayLevel=" + cfg.DelayLevels,
+		fmt.Sprintf("traceTopicEnable=%t", cfg.TraceTopicEnable),
+		"msgTraceTopicName=" + cfg.MsgTraceTopicName,
 		"namesrvAddr=" + cfg.Namesrv,
 		"storePathRootDir=" + cfg.DataDir,
 	}

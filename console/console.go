@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stratamq/stratamq/broker"
+	"github.com/stratamq/stratamq/msgtrace"
 )
 
 // Broker is what the console reads from the broker. Every method is
@@ -32,6 +33,7 @@ type Broker interface {
 	ConsoleOffsetAtTime(ctx context.Context, topic string, queueID int32, tsMillis int64) (int64, error)
 	ConsoleMessagesByKey(ctx context.Context, topic, key string, n, preview int) ([]broker.ConsoleMessage, error)
 	ConsoleMessageByID(ctx context.Context, id string, preview int) (broker.ConsoleMessage, error)
+	ConsoleTrace(ctx context.Context, msgID, traceTopic string) ([]msgtrace.Leg, string, error)
 }
 
 var _ Broker = (*broker.Broker)(nil)

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stratamq/stratamq/broker"
+	"github.com/stratamq/stratamq/msgtrace"
 	"github.com/stratamq/stratamq/store"
 )
 
@@ -155,6 +156,10 @@ type messagesData struct {
 	// (-1: none).
 	Prev, Next int64
 	N          int64
+	// A message's trace (?trace=msgId): its legs, read from TraceTopic.
+	TraceOf    string
+	TraceTopic string
+	Trace      []msgtrace.Leg
 }
 
 // messageView is a message with its body made ready to show.
@@ -162,13 +167,15 @@ type messageView struct {
 	broker.ConsoleMessage
 	Text string   // the preview as text, when it is printable UTF-8
 	Hex  []string // else a hex dump of it, 16 bytes a line
+	// UniqKey is the client's msgId (UNIQ_KEY), which its trace is found by.
+	UniqKey string
 }
 
 func (h *Handler) messages(ctx context.Context, b Broker, r *http.Request) (string, any, error) {
 	if h.cfg.NoBrowse != "" {
 		return "", nil, forbidden("the message browser is off: %s", h.cfg.NoBrowse)
 	}
-	p, err := parseParams(r.URL.RawQuery, "topic", "queue", "offset", "time", "key", "msgId", "n")
+	p, err := parseParams(r.URL.RawQuery, "topic", "queue", "offset", "time", "key", "msgId", "n", "trace", "traceTopic")
 	if err != nil {
 		return "", nil, err
 	}
@@ -198,6 +205,25 @@ func (h *Handler) messages(ctx context.Context, b Broker, r *http.Request) (stri
 	const preview = broker.ConsoleMaxPreview
 	var msgs []broker.ConsoleMessage
 	switch {
+	case p.has("trace"): // a message's trace (broker.ConsoleTrace)
+		if err := only(p, "trace", "traceTopic", "n"); err != nil {
+			return "", nil, err
+		}
+		id, err := p.key("trace")
+		if err != nil {
+			return "", nil, err
+		}
+		topic := ""
+		if p.has("traceTopic") {
+			if topic, err = p.topic("traceTopic"); err != nil {
+				return "", nil, err
+			}
+		}
+		if d.Trace, d.TraceTopic, err = b.ConsoleTrace(ctx, id, topic); err != nil {
+			return "", nil, err
+		}
+		d.TraceOf = id
+		d.How = fmt.Sprintf("the trace of message %s in trace topic %s", id, d.TraceTopic)
 	case p.has("msgId"):
 		if err := only(p, "msgId", "n", "topic"); err != nil {
 			return "", nil, err
@@ -306,6 +332,11 @@ func only(p params, allowed ...string) error {
 
 func view(m broker.ConsoleMessage) messageView {
 	v := messageView{ConsoleMessage: m}
+	for _, p := range m.Properties {
+		if p.Key == "UNIQ_KEY" {
+			v.UniqKey = p.Value
+		}
+	}
 	if printable(m.Body) {
 		v.Text = string(m.Body)
 		return v

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratamq/stratamq/msgtrace"
 	"github.com/stratamq/stratamq/remoting"
 )
 
@@ -88,9 +89,10 @@ func ApplyAttributes(cur map[string]string, mods string) (map[string]string, err
 
 // Of is topic tc's retention: its override (override true; may be
 // Forever), else the broker default (STRATAMQ_RETENTION, 0: unlimited).
-// System topics never take an override.
+// System topics never take an override, but the message-trace topic,
+// which holds the clients' trace records, not the broker's state.
 func (s *Service) Of(tc remoting.TopicConfig) (d time.Duration, override bool) {
-	if v, ok := tc.Attributes[Attribute]; ok && !remoting.IsSystemTopic(tc.TopicName) {
+	if v, ok := tc.Attributes[Attribute]; ok && (!remoting.IsSystemTopic(tc.TopicName) || tc.TopicName == msgtrace.DefaultTopic) {
 		if d, err := Parse(v); err == nil && d != 0 {
 			return d, true
 		}

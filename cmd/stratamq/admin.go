@@ -67,6 +67,8 @@ func adminCommands() []adminCommand {
 			"each broker's log: segments and bytes local and in the bucket, upload lag, the oldest message still readable", adminTierStatus},
 		{"queryMsgById", "-i msgId [-t topic] -b addr[,addr] | -n namesrv",
 			"a message by its offsetMsgId (VIEW_MESSAGE_BY_ID) or, with -t, by the client's msgId (UNIQ_KEY)", adminQueryMsgByID},
+		{"queryMsgTraceById", "-i msgId [-t traceTopic] [-b begin] [-e end] [-num n] (-n namesrv | --broker addr[,addr]) [--json]",
+			"a message's trace: its send and each consumer group's consumptions (client host, time, cost, status), from the trace records clients with tracing on write", adminQueryMsgTraceByID},
 	}
 }
 

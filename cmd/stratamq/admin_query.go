@@ -124,6 +124,13 @@ func adminQueryMsgByID(ctx context.Context, e *adminEnv, args []string) error {
 // query sends QUERY_MESSAGE with h to every master and prints what they
 // found; QUERY_NOT_FOUND is no error.
 func (e *adminEnv) query(ctx context.Context, h remoting.QueryMessageRequestHeader) (int, error) {
+	return e.queryEach(ctx, h, func(addr string, rec store.Record) { printRecord(e.stdout, addr, rec) })
+}
+
+// queryEach sends QUERY_MESSAGE with h to every master and calls fn with
+// each record found (rec's bytes alias the answer); QUERY_NOT_FOUND is no
+// error.
+func (e *adminEnv) queryEach(ctx context.Context, h remoting.QueryMessageRequestHeader, fn func(addr string, rec store.Record)) (int, error) {
 	addrs, err := e.masters(ctx)
 	if err != nil {
 		return 0, err
@@ -159,7 +166,7 @@ func (e *adminEnv) query(ctx context.Context, h remoting.QueryMessageRequestHead
 				errs = append(errs, fmt.Errorf("%s: a record of the answer does not decode: %w", addr, err))
 				break
 			}
-			printRecord(e.stdout, addr, rec)
+			fn(addr, rec)
 			found++
 			b = b[n:]
 		}
