@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +27,13 @@ func TestBrokerTierPUTsPerSegment(t *testing.T) {
 		MaxMessageSize: 256 << 10, LocalRetention: 0}
 	b, _, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
 	ctx := context.Background()
+	// Manifest writes are held until three segment objects have landed:
+	// those uploads then finish while a manifest write is under way, and
+	// must be listed together by the next one (deterministically, however
+	// loaded the machine is).
+	release := bucket.holdManifests()
+	var releaseOnce sync.Once
+	defer releaseOnce.Do(release)
 	const total = 16 << 20
 	batch := make([]store.Message, 16)
 	for i, written := 0, 0; written < total; i++ {
@@ -45,6 +53,8 @@ func TestBrokerTierPUTsPerSegment(t *testing.T) {
 			time.Sleep(5 * time.Millisecond) // a producer's retry until the next checkpoint
 		}
 	}
+	waitCond(t, time.Minute, "three segment objects uploaded", func() bool { return bucket.segsDone.Load() >= 3 })
+	releaseOnce.Do(release)
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := b.tier.Drain(dctx); err != nil {

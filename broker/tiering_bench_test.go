@@ -22,8 +22,36 @@ import (
 type countingBucket struct {
 	tier.Bucket
 	puts, logPuts atomic.Int64
+	segsDone      atomic.Int64 // commitlog object PUTs that landed
 	mu            sync.Mutex
 	byKey         map[string]int // PUTs of each key
+	// manifestGate, while set (holdManifests), holds every manifest
+	// write until it is closed.
+	manifestGate atomic.Pointer[chan struct{}]
+}
+
+// holdManifests holds manifest writes until the returned func is called.
+func (c *countingBucket) holdManifests() (release func()) {
+	ch := make(chan struct{})
+	c.manifestGate.Store(&ch)
+	return func() { c.manifestGate.Store(nil); close(ch) }
+}
+
+func (c *countingBucket) gate(ctx context.Context, key string) error {
+	if g := c.manifestGate.Load(); g != nil && strings.Contains(key, "/meta/manifest") {
+		select {
+		case <-*g:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (c *countingBucket) landed(key string, err error) {
+	if err == nil && strings.Contains(key, "/commitlog/") {
+		c.segsDone.Add(1)
+	}
 }
 
 func (c *countingBucket) count(key string) {
@@ -40,13 +68,23 @@ func (c *countingBucket) count(key string) {
 }
 
 func (c *countingBucket) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if err := c.gate(ctx, key); err != nil {
+		return err
+	}
 	c.count(key)
-	return c.Bucket.Put(ctx, key, r, size)
+	err := c.Bucket.Put(ctx, key, r, size)
+	c.landed(key, err)
+	return err
 }
 
 func (c *countingBucket) PutIf(ctx context.Context, key string, r io.Reader, size int64, cond tier.Cond) (string, error) {
+	if err := c.gate(ctx, key); err != nil {
+		return "", err
+	}
 	c.count(key)
-	return c.Bucket.PutIf(ctx, key, r, size, cond)
+	etag, err := c.Bucket.PutIf(ctx, key, r, size, cond)
+	c.landed(key, err)
+	return etag, err
 }
 
 // BenchmarkBrokerTierPUTsPerGiB writes 1 GiB of 1 KiB JSON-like messages
