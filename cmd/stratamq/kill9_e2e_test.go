@@ -195,7 +195,9 @@ func TestE2EKill9FreshDiskNoReuse(t *testing.T) {
 				return false // lease still held: try again
 			default:
 			}
-			if routeExists(ns, "TBW102") {
+			// Serving on the broker's address (the name server may
+			// still route the dead one's registration).
+			if _, ok := maxQueueOffset(br, "TBW102", 0); ok {
 				second = b
 				return true
 			}
