@@ -206,6 +206,39 @@ func TestGRPCSendRefusedByTopicMessageType(t *testing.T) {
 			t.Fatalf("%s to an UNSPECIFIED topic: %v", k, st)
 		}
 	}
+	// A recall needs a topic that takes DELAY: a delayed message sent to
+	// Untyped is not recalled once the topic is NORMAL, and is once it is
+	// DELAY.
+	delayed := send("Untyped", "DELAY")
+	handle := delayed.GetEntries()[0].GetRecallHandle()
+	if handle == "" {
+		t.Fatalf("the delayed send has no recall handle: %v", delayed)
+	}
+	recall := func() *apiv2.Status {
+		t.Helper()
+		resp, err := cli.RecallMessage(call(), &apiv2.RecallMessageRequest{Topic: &apiv2.Resource{Name: "Untyped"}, RecallHandle: handle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetStatus()
+	}
+	if r := invoke(t, cl, addr, createTopicAttrReq("Untyped", mt("NORMAL"))); r.Code != 0 {
+		t.Fatalf("Untyped to NORMAL: %d %s", r.Code, r.Remark)
+	}
+	if st := recall(); st.GetCode() != apiv2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE ||
+		st.GetMessage() != "TopicMessageType validate failed, the expected type is NORMAL, but actual type is DELAY" {
+		t.Fatalf("recall on a NORMAL topic: %v", st)
+	}
+	if r := invoke(t, cl, addr, createTopicAttrReq("Untyped", mt("DELAY"))); r.Code != 0 {
+		t.Fatalf("Untyped to DELAY: %d %s", r.Code, r.Remark)
+	}
+	if st := recall(); st.GetCode() != apiv2.Code_OK {
+		t.Fatalf("recall on a DELAY topic: %v", st)
+	}
+	if r := invoke(t, cl, addr, createTopicAttrReq("Untyped", "-"+remoting.MessageTypeAttribute)); r.Code != 0 {
+		t.Fatalf("Untyped untyped again: %d %s", r.Code, r.Remark)
+	}
+
 	// Over remoting a message with a message group (FIFO) goes to a
 	// NORMAL topic: RocketMQ's broker does not check types.
 	before := stored("TypedNORMAL")
