@@ -33,6 +33,9 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s" help:"graceful shutdown deadline"`
 	MinFreeSpace    bytesize.Size `env:"MIN_FREE_SPACE" help:"refuse sends (SERVICE_NOT_AVAILABLE) while the data dir's volume has less free space than this (default: 5% of the volume, at most 256MiB)"`
 
+	// EnableMixedMessageType (msgtype.go) is RocketMQ's enableMixedMessageType.
+	EnableMixedMessageType bool `env:"ENABLE_MIXED_MESSAGE_TYPE" help:"allow a topic's message.type attribute to be MIXED (every kind of message on one topic), as RocketMQ's enableMixedMessageType; a topic without the attribute takes every kind anyway"`
+
 	// Bounded resources: topics and queues a client may create, descriptors
 	// of consumequeue files kept open.
 	MaxTopics         int `env:"MAX_TOPICS" envDefault:"4096" help:"most topics the broker holds; creating one more (UPDATE_AND_CREATE_TOPIC, auto-create on send) is refused"`

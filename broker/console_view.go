@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -102,6 +103,10 @@ type ConsoleTopic struct {
 	// Messages is the sum over the queues of max − min.
 	Messages int64
 	Queues   []ConsoleQueue
+	// MessageType is the topic's message.type ("" without the attribute:
+	// it takes every kind); Attributes all its attributes.
+	MessageType string
+	Attributes  map[string]string
 }
 
 // ConsoleQueue is one queue's offsets. [Min, Max) is what a consumer can
@@ -132,7 +137,8 @@ func (b *Broker) ConsoleTopics(ctx context.Context, name string, detail bool) ([
 			continue
 		}
 		t := ConsoleTopic{Name: tc.TopicName, ReadQueues: tc.ReadQueueNums, WriteQueues: tc.WriteQueueNums,
-			Perm: tc.Perm, System: remoting.IsSystemTopic(tc.TopicName)}
+			Perm: tc.Perm, System: remoting.IsSystemTopic(tc.TopicName),
+			MessageType: tc.Attributes[remoting.MessageTypeAttribute], Attributes: maps.Clone(tc.Attributes)}
 		for q := range queueCount(tc) {
 			mn := b.store.MinQueueOffset(tc.TopicName, q)
 			mx, err := b.store.VisibleMaxQueueOffset(ctx, tc.TopicName, q, b.readBoundOf(tc.TopicName))

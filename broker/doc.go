@@ -72,6 +72,10 @@
 //	                           a section of the segment's object beside its queue index, deleted
 //	                           with it by retention) are served back to QUERY_MESSAGE (rc012) as
 //	                           ColdKeys through the cold reader's frame cache
+//	msgtype.go                 a topic's message.type attribute (remoting.TopicMessageType): its
+//	                           values checked on UPDATE_AND_CREATE_TOPIC (MIXED only with
+//	                           STRATAMQ_ENABLE_MIXED_MESSAGE_TYPE); Route hands it to the gRPC
+//	                           endpoint, which refuses sends of another type (proxy/msgtype.go)
 //	trace.go                   message traces: STRATAMQ_TRACE_TOPIC_ENABLE creates the trace topic
 //	                           (1 queue); its records are ordinary messages (package msgtrace decodes
 //	                           them for admin and the console: console_trace.go)

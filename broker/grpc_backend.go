@@ -72,7 +72,8 @@ func (b *Broker) Route(ctx context.Context, topic string, create bool) (proxy.Ro
 			b.requestRegister()
 		}
 	}
-	return proxy.Route{Topic: topic, ReadQueues: tc.ReadQueueNums, WriteQueues: tc.WriteQueueNums, Perm: int32(tc.Perm)}, nil
+	return proxy.Route{Topic: topic, ReadQueues: tc.ReadQueueNums, WriteQueues: tc.WriteQueueNums, Perm: int32(tc.Perm),
+		MessageType: tc.MessageType()}, nil
 }
 
 // Send implements proxy.Backend: each message as SEND_MESSAGE stores it

@@ -36,6 +36,9 @@ func (b *Broker) updateAndCreateTopic(ctx context.Context, c *remoting.Conn, req
 	if err != nil {
 		return errResponse(req, remoting.SystemError, fmt.Sprintf("topic %s: %v", h.Topic, err))
 	}
+	if r := b.checkMessageType(req, h.Topic, h.Attributes, attrs); r != nil {
+		return r
+	}
 	tc := remoting.TopicConfig{TopicName: h.Topic, ReadQueueNums: h.ReadQueueNums, WriteQueueNums: h.WriteQueueNums,
 		Perm: perm, TopicFilterType: h.TopicFilterType, TopicSysFlag: h.TopicSysFlag, Order: h.Order, Attributes: attrs}
 	changed, err := b.topics.Create(tc)

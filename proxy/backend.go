@@ -49,6 +49,9 @@ type Route struct {
 	ReadQueues  int32
 	WriteQueues int32
 	Perm        int32 // RocketMQ's bits: 2 read, 4 write
+	// MessageType is the topic's message.type attribute ("" without one):
+	// what its sends may be and its queues say they accept.
+	MessageType remoting.TopicMessageType
 }
 
 // Message is one message to store, in RocketMQ's model.

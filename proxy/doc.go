@@ -116,8 +116,11 @@
 // # Sends
 //
 // SendMessage converts each message (toStore: refusals carry the v2 code
-// the clients map to exceptions), checks PUB on the topic, and hands the
-// batch to Backend.Send, which runs SEND_MESSAGE's checks per message and
+// the clients map to exceptions), checks PUB on the topic and each
+// message's type against the topic's message.type (msgtype.go: the whole
+// request is refused MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, as by the
+// Proxy; the settings answer tells the clients not to check it
+// themselves), and hands the batch to Backend.Send, which runs SEND_MESSAGE's checks per message and
 // stores the batch with the other gRPC sends of the moment in one
 // store.Put (broker/grpc_put.go). A recall stores a marker record, keyed
 // by the message's topic and id, the scheduler reads before it moves a

@@ -114,7 +114,7 @@ func (svc *service) QueryAssignment(ctx context.Context, req *apiv2.QueryAssignm
 			Topic: &apiv2.Resource{ResourceNamespace: t.GetResourceNamespace(), Name: t.GetName()},
 			Id:    -1, Permission: apiv2.Permission_READ_WRITE,
 			Broker:             &apiv2.Broker{Name: b.BrokerName(), Id: 0, Endpoints: svc.endpoints()},
-			AcceptMessageTypes: acceptAll,
+			AcceptMessageTypes: acceptTypes(r.MessageType),
 		}}}
 	}
 	return resp, nil

@@ -17,11 +17,6 @@ const (
 	permWrite = 1 << 1
 )
 
-// acceptAll is every message type a queue of ours takes: a topic has no
-// type here, as in RocketMQ 4.x (the clients check a send against it).
-var acceptAll = []apiv2.MessageType{apiv2.MessageType_NORMAL, apiv2.MessageType_FIFO,
-	apiv2.MessageType_DELAY, apiv2.MessageType_TRANSACTION}
-
 // QueryRoute answers a topic's queues, all on this endpoint: the clients
 // then send to and receive from this address, whatever the remoting
 // routes say. Queues that are both read and write are READ_WRITE; the
@@ -102,7 +97,7 @@ func (svc *service) queues(b Backend, topic *apiv2.Resource, r Route, ep *apiv2.
 		}
 		out = append(out, &apiv2.MessageQueue{
 			Topic: &apiv2.Resource{ResourceNamespace: topic.GetResourceNamespace(), Name: topic.GetName()},
-			Id:    i, Permission: p, Broker: broker, AcceptMessageTypes: acceptAll,
+			Id:    i, Permission: p, Broker: broker, AcceptMessageTypes: acceptTypes(r.MessageType),
 		})
 	}
 	return out

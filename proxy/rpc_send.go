@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stratamq/stratamq/proxy/apiv2"
+	"github.com/stratamq/stratamq/remoting"
 )
 
 // maxSendBatch bounds the messages of one SendMessage request.
@@ -50,7 +51,14 @@ func (svc *service) SendMessage(ctx context.Context, req *apiv2.SendMessageReque
 			return fail(err)
 		}
 	}
-	if err := svc.pickQueues(ctx, b, msgs, out); err != nil {
+	r, err := b.Route(ctx, topic, true) // PUB on it was checked
+	if err != nil {
+		return fail(err)
+	}
+	if err := checkMessageTypes(r, out); err != nil { // msgtype.go
+		return fail(err)
+	}
+	if err := pickQueues(r, msgs, out); err != nil {
 		return fail(err)
 	}
 	res := b.Send(ctx, out)
@@ -85,14 +93,10 @@ func (svc *service) SendMessage(ctx context.Context, req *apiv2.SendMessageReque
 }
 
 // pickQueues checks each message's queue against the topic's write
-// queues. The clients pick the queue (a FIFO message's by its group); a
+// queues (r). The clients pick the queue (a FIFO message's by its group); a
 // FIFO message with a queue out of range goes to the queue its group
 // hashes to, any other to one the broker picks.
-func (svc *service) pickQueues(ctx context.Context, b Backend, msgs []*apiv2.Message, out []Message) error {
-	r, err := b.Route(ctx, out[0].Topic, true) // PUB on it was checked
-	if err != nil {
-		return err
-	}
+func pickQueues(r Route, msgs []*apiv2.Message, out []Message) error {
 	if r.WriteQueues <= 0 {
 		return bad(apiv2.Code_FORBIDDEN, "the topic %s has no write queue", out[0].Topic)
 	}
@@ -123,6 +127,12 @@ func (svc *service) RecallMessage(ctx context.Context, req *apiv2.RecallMessageR
 	}
 	if err == nil {
 		err = svc.s.authTopic(ctx, b, r.RealTopic, true)
+	}
+	if err == nil {
+		// Only a topic that takes DELAY messages has them to recall.
+		if rt, rerr := b.Route(ctx, r.RealTopic, false); rerr == nil {
+			err = checkMessageType(rt.MessageType, remoting.MessageTypeDelay)
+		}
 	}
 	if err == nil {
 		err = b.Recall(ctx, r)

@@ -166,6 +166,8 @@ func (svc *service) settingsFor(ctx context.Context, b Backend, in *apiv2.Settin
 			}
 		}
 		ps.Publishing.MaxBodySize = int32(min(b.MaxMessageSize(), 1<<31-1))
+		// The endpoint checks the type itself (msgtype.go), so every client
+		// gets the Proxy's code, not a client-side error of its own.
 		ps.Publishing.ValidateMessageType = false
 	case *apiv2.Settings_Subscription:
 		if err := svc.subscriptionSettings(ctx, b, out, ps.Subscription); err != nil {

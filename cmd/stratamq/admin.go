@@ -47,7 +47,7 @@ func adminCommands() []adminCommand {
 		{"queryMsgByKey", "-t topic -k key [-c maxNum] [-f begin] [-e end] -b addr[,addr] | -n namesrv",
 			"messages of a topic whose KEYS hold key (QUERY_MESSAGE), local and in the bucket", adminQueryMsgByKey},
 		{"updateTopic", "-t topic [-r n] [-w n] [-p perm] [-o] [-a +key=value,-key] (-b addr[,addr] | -n namesrv [-c cluster])",
-			"create or update a topic; -a sets attributes, e.g. +" + broker.RetentionAttribute + "=1m (its own retention; -1 forever)", adminUpdateTopic},
+			"create or update a topic; -a sets attributes, e.g. +" + broker.RetentionAttribute + "=1m (its own retention; -1 forever), +message.type=FIFO (what gRPC producers may send)", adminUpdateTopic},
 		{"topicRetention", "-b addr[,addr] | -n namesrv [-c cluster] [--json]",
 			"each topic's retention, its oldest retained message, and the bucket bytes kept only because of it", adminTopicRetention},
 		{"topicList", "-n namesrv [--json]", "every topic the name servers route, one a line", adminTopicList},

@@ -124,10 +124,19 @@ func adminTopicRoute(ctx context.Context, e *adminEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	tcs := e.topicConfigsOf(ctx, *topic, r) // admin_msgtype.go
 	if *asJSON {
-		return printJSON(e.stdout, r)
+		// The route's fields, then each master's topic attributes.
+		attrs := map[string]map[string]string{}
+		for name, tc := range tcs {
+			attrs[name] = tc.Attributes
+		}
+		return printJSON(e.stdout, struct {
+			*remoting.TopicRouteData
+			Attributes map[string]map[string]string `json:"topicAttributes"`
+		}{r, attrs})
 	}
-	tw := table(e.stdout, "BROKER NAME", "CLUSTER", "BROKER ID", "ADDRESS", "READ QUEUES", "WRITE QUEUES", "PERM")
+	tw := table(e.stdout, "BROKER NAME", "CLUSTER", "BROKER ID", "ADDRESS", "READ QUEUES", "WRITE QUEUES", "PERM", "MESSAGE TYPE", "ATTRIBUTES")
 	qd := map[string]remoting.QueueData{}
 	for _, q := range r.QueueDatas {
 		qd[q.BrokerName] = q
@@ -136,7 +145,9 @@ func adminTopicRoute(ctx context.Context, e *adminEnv, args []string) error {
 	for _, bd := range r.BrokerDatas {
 		for _, id := range sortedIDs(bd.BrokerAddrs) {
 			q := qd[bd.BrokerName]
-			row(tw, bd.BrokerName, bd.Cluster, id, bd.BrokerAddrs[id], q.ReadQueueNums, q.WriteQueueNums, q.Perm)
+			tc, ok := tcs[bd.BrokerName]
+			row(tw, bd.BrokerName, bd.Cluster, id, bd.BrokerAddrs[id], q.ReadQueueNums, q.WriteQueueNums, q.Perm,
+				messageTypeCell(tc, ok), attributesCell(tc, ok))
 		}
 	}
 	return tw.Flush()
@@ -247,6 +258,9 @@ type queueStatus struct {
 	queueRef
 	Min int64 `json:"minOffset"`
 	Max int64 `json:"maxOffset"`
+	// topicStatus only: the topic's message.type on the queue's broker
+	// ("" when unset or not read).
+	MessageType string `json:"messageType,omitempty"`
 	// consumerProgress only: the group's committed offset (-1: none) and
 	// the messages it has still to consume.
 	Consumer *int64 `json:"consumerOffset,omitempty"`
@@ -267,12 +281,22 @@ func adminTopicStatus(ctx context.Context, e *adminEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	rt, err := e.route(ctx, *topic)
+	if err != nil {
+		return err
+	}
+	tcs := e.topicConfigsOf(ctx, *topic, rt) // admin_msgtype.go
+	cells := make([]string, len(rows))
+	for i := range rows {
+		tc, ok := tcs[rows[i].BrokerName]
+		rows[i].MessageType, cells[i] = tc.Attributes[remoting.MessageTypeAttribute], messageTypeCell(tc, ok)
+	}
 	if *asJSON {
 		return printJSON(e.stdout, rows)
 	}
-	tw := table(e.stdout, "BROKER NAME", "QUEUE", "MIN OFFSET", "MAX OFFSET", "MESSAGES")
-	for _, r := range rows {
-		row(tw, r.BrokerName, r.QueueID, r.Min, r.Max, r.Max-r.Min)
+	tw := table(e.stdout, "BROKER NAME", "QUEUE", "MIN OFFSET", "MAX OFFSET", "MESSAGES", "MESSAGE TYPE")
+	for i, r := range rows {
+		row(tw, r.BrokerName, r.QueueID, r.Min, r.Max, r.Max-r.Min, cells[i])
 	}
 	return tw.Flush()
 }
