@@ -63,9 +63,11 @@ type Verdict struct {
 	Why        string                 // SetAside, Refuse: the reason, for the log and the error
 	Range      durability.OffsetRange // Refuse: the offsets at stake
 	LocalHolds bool                   // Refuse: they are on this disk alone (else they are lost)
-	// PastWAL (Refuse): Range is a deposed writer's tail past the end of
-	// the bucket WAL's chain; CheckLocal sets it aside instead when no
-	// record in it was acknowledged (Local.BucketOnly).
+	// PastWAL (Refuse): Range is a deposed writer's tail that the bucket
+	// WAL never held (past the chain's end, past its own last object, or
+	// in a gap the next writer's log resumed after), starting at a record
+	// boundary; CheckLocal sets it aside instead when no record in it was
+	// acknowledged (Local.BucketOnly).
 	PastWAL bool
 }
 
@@ -84,6 +86,14 @@ func (j *Judge) CheckLocal(in Local) (promoted bool, err error) {
 	case SetAside:
 		return false, j.SetAside(v.Why)
 	case Refuse:
+		var objs []durability.OffsetRange
+		if in.Manifest != nil {
+			for _, o := range in.Manifest.CommitLog() {
+				objs = append(objs, durability.OffsetRange{From: o.Base, To: o.End()})
+			}
+		}
+		j.log.Warn("the local log holds offsets the bucket lacks", "range", v.Range, "pastWAL", v.PastWAL,
+			"localSegments", segs, "bucketObjects", objs, "wal", in.WAL, "walEnds", in.WALEnds, "writer", in.Prev)
 		why := v.Why
 		if v.PastWAL && in.BucketOnly != nil {
 			acked, err := j.maybeAcked(v.Range, in.BucketOnly)
@@ -229,7 +239,13 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 		gap := bucketGap(m, segs, floor, in.WAL...)
 		switch {
 		case gap != nil && gap.From < walEnd:
+			// A hole below the WAL's end: the new broker's log resumed
+			// past a restore gap, and this data dir's bytes there (from
+			// the end of a bucket object of its own log: a record
+			// boundary) are its alone, acknowledged only if some record
+			// is not a bucket-durable send (CheckLocal reads them).
 			lacking = &durability.OffsetRange{From: gap.From, To: localEnd}
+			pastWAL = true
 		case gap != nil:
 			// Past the WAL's end: the deposed writer's tail; it may hold
 			// local topics' acknowledged messages (BucketDurable is
