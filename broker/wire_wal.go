@@ -374,8 +374,8 @@ func (b *Broker) readWALChain() (*wal.Chain, error) {
 // walHolds is the byte ranges of the log the bucket WAL's chain holds
 // (restore.Local.WAL), adjacent objects merged: a data dir another broker
 // wrote after is set aside, not refused, when the bucket holds its log;
-// and, per lease epoch, where that epoch's writer's objects in the chain
-// end (restore.Local.WALEnds).
+// and, per lease epoch, where that epoch's writer's data objects in the
+// chain end (restore.Local.WALEnds; claims and fillers hold no bytes).
 func (b *Broker) walHolds() (held []durability.OffsetRange, ends map[int64]int64, err error) {
 	c, err := b.readWALChain()
 	if err != nil {
@@ -383,7 +383,7 @@ func (b *Broker) walHolds() (held []durability.OffsetRange, ends map[int64]int64
 	}
 	ends = map[int64]int64{}
 	for _, o := range c.Objects {
-		if !o.Filler {
+		if !o.Filler && o.Length > 0 {
 			ends[o.Epoch] = max(ends[o.Epoch], o.End())
 		}
 		switch n := len(held); {

@@ -25,8 +25,8 @@ type Local struct {
 	// order (none: no WAL). Those offsets are in the bucket as much as the
 	// segments are.
 	WAL []durability.OffsetRange
-	// WALEnds is, per lease epoch, where the objects that epoch's writer
-	// put in the WAL's chain end (its claim included). This data dir's log
+	// WALEnds is, per lease epoch, where the data objects that epoch's
+	// writer put in the WAL's chain end (claims and fillers hold none). This data dir's log
 	// agrees with the chain up to its own epoch's end: past it, what it
 	// wrote was never shipped, even where a later writer's objects cover
 	// the same offsets with its own records.
@@ -63,12 +63,15 @@ type Verdict struct {
 	Why        string                 // SetAside, Refuse: the reason, for the log and the error
 	Range      durability.OffsetRange // Refuse: the offsets at stake
 	LocalHolds bool                   // Refuse: they are on this disk alone (else they are lost)
-	// PastWAL (Refuse): Range is a deposed writer's tail that the bucket
-	// WAL never held (past the chain's end, past its own last object, or
-	// in a gap the next writer's log resumed after), starting at a record
-	// boundary; CheckLocal sets it aside instead when no record in it was
-	// acknowledged (Local.BucketOnly).
-	PastWAL bool
+	// Unshipped (Refuse): Range is this data dir's own tail that the
+	// bucket lacks, after another broker wrote the prefix (past the WAL
+	// chain's end, past its own last WAL object where a later writer's
+	// objects cover its offsets, in a gap the next writer's log resumed
+	// after, or past the segments); CheckLocal reads its records and sets
+	// it aside instead when none was acknowledged (Local.BucketOnly). A
+	// range that does not start at a record boundary of the local log is
+	// refused (its records do not read back).
+	Unshipped bool
 }
 
 // CheckLocal decides whether a non-empty data dir's log may be served
@@ -92,10 +95,10 @@ func (j *Judge) CheckLocal(in Local) (promoted bool, err error) {
 				objs = append(objs, durability.OffsetRange{From: o.Base, To: o.End()})
 			}
 		}
-		j.log.Warn("the local log holds offsets the bucket lacks", "range", v.Range, "pastWAL", v.PastWAL,
+		j.log.Warn("the local log holds offsets the bucket lacks", "range", v.Range, "unshipped", v.Unshipped,
 			"localSegments", segs, "bucketObjects", objs, "wal", in.WAL, "walEnds", in.WALEnds, "writer", in.Prev)
 		why := v.Why
-		if v.PastWAL && in.BucketOnly != nil {
+		if v.Unshipped && in.BucketOnly != nil {
 			acked, err := j.maybeAcked(v.Range, in.BucketOnly)
 			if err != nil {
 				return false, err
@@ -222,7 +225,6 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 		return Verdict{Action: SetAside, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did; "+
 			"the local commitlog's [%d, %d) is not in the bucket and, with STRATAMQ_DURABILITY=bucket, was never acknowledged", writer, lacking.From, lacking.To)}
 	}
-	pastWAL := false
 	if n := len(in.WAL); lacking != nil && n > 0 {
 		walEnd := in.WAL[n-1].To
 		// With the bucket WAL the broker that took over continued this
@@ -245,29 +247,47 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 			// boundary) are its alone, acknowledged only if some record
 			// is not a bucket-durable send (CheckLocal reads them).
 			lacking = &durability.OffsetRange{From: gap.From, To: localEnd}
-			pastWAL = true
 		case gap != nil:
 			// Past the WAL's end: the deposed writer's tail; it may hold
 			// local topics' acknowledged messages (BucketDurable is
 			// handled above), so the start is refused naming it, unless
 			// CheckLocal finds only records never acknowledged there.
 			lacking = &durability.OffsetRange{From: gap.From, To: localEnd}
-			pastWAL = true
 		}
 	}
-	if own, ok := in.WALEnds[epochOf(prev)]; ok && prev != nil && localEnd > own && (lacking == nil || lacking.From >= own) {
-		// This data dir's own writes past its last object in the chain
-		// were never shipped; a later writer's objects may cover those
-		// offsets with its own records. They are this disk's alone:
-		// refused naming them, unless CheckLocal finds none was
-		// acknowledged (only bucket-durable sends).
-		lacking, pastWAL = &durability.OffsetRange{From: own, To: localEnd}, true
+	if own, ok := in.WALEnds[epochOf(prev)]; ok && prev != nil {
+		// This data dir's own writes past its last object in the chain,
+		// and past the segments it uploaded itself (under its epoch's
+		// keys: its own bytes), were never shipped; a later writer's
+		// objects may cover those offsets with its own records. They are
+		// this disk's alone: refused naming them, unless CheckLocal finds
+		// none was acknowledged (only bucket-durable sends).
+		for moved := true; moved; {
+			moved = false
+			for _, o := range m.CommitLog() {
+				if upload.KeyEpoch(o.Key) == prev.Epoch && o.Base <= own && own < o.End() {
+					own, moved = o.End(), true
+				}
+			}
+		}
+		// Only where a later writer's WAL objects reach past it: it
+		// claimed where this data dir's shipped run ended and wrote its
+		// own records there. Otherwise the offsets past own may be in the
+		// bucket with these very bytes (a promoted slave's uploads of
+		// what it replicated), and the coverage checks above judge them.
+		later := false
+		for e, end := range in.WALEnds {
+			later = later || (e > prev.Epoch && end > own)
+		}
+		if later && localEnd > own && (lacking == nil || lacking.From >= own) {
+			lacking = &durability.OffsetRange{From: own, To: localEnd}
+		}
 	}
 	if lacking == nil {
 		return Verdict{Action: SetAside, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did, and every local segment is in the bucket (its segments or its WAL)", writer)}
 	}
 	return Verdict{Action: Refuse, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did (local epoch %d, bucket epoch %d), "+
-		"and the local commitlog holds offsets the bucket lacks", writer, epochOf(prev), cpEpoch), Range: *lacking, LocalHolds: true, PastWAL: pastWAL}
+		"and the local commitlog holds offsets the bucket lacks", writer, epochOf(prev), cpEpoch), Range: *lacking, LocalHolds: true, Unshipped: true}
 }
 
 func epochOf(w *offsets.WriterState) int64 {
