@@ -149,3 +149,26 @@ func TestFreshPointNeverBelowTheBucket(t *testing.T) {
 		t.Fatalf("queues %v, want %v", got, want)
 	}
 }
+
+// TestDecideReturningTailAfterWALTrim: a data dir (epoch 2) shipped its
+// log to the bucket WAL up to 120 and acknowledged a local topic's send
+// in [120, 150) that never reached the WAL; another broker (epoch 3) took
+// over at 120 (its epoch history says so), wrote its own records from
+// there, uploaded segments past 150 and trimmed the WAL below them: no
+// object of epoch 2 is left (WALEnds lacks it), and the bucket's segment
+// objects cover [120, 150) with the other broker's bytes. The returning
+// data dir's [120, 150) is its own: refused naming it (read record by
+// record by CheckLocal), never set aside as if the bucket held it.
+func TestDecideReturningTailAfterWALTrim(t *testing.T) {
+	j := New(Config{DataDir: "/d", BrokerName: "b"}, Deps{})
+	in := Local{Self: offsets.Identity{Broker: "b", Instance: "me", Epoch: 4}, Prev: &offsets.WriterState{Instance: "me", Epoch: 2},
+		Loaded:    &offsets.Checkpoint{Writer: offsets.Identity{Broker: "b", Instance: "other", Epoch: 3}},
+		CommitLog: durability.CommitLog{HWM: 260, Epochs: []durability.EpochStart{{Epoch: 1, From: 0}, {Epoch: 2, From: 50}, {Epoch: 3, From: 120}}},
+		HaveCP:    true,
+		Manifest:  &upload.Manifest{Objects: []upload.Object{{Kind: upload.KindCommitLog.String(), Base: 0, Length: 200}}},
+		WAL:       []durability.OffsetRange{{From: 200, To: 260}}, WALEnds: map[int64]int64{3: 260}}
+	v := j.Decide(in, []Segment{{Base: 0, Size: 100}, {Base: 100, Size: 50}})
+	if want := (durability.OffsetRange{From: 120, To: 150}); v.Action != Refuse || v.Range != want || !v.PastWAL {
+		t.Fatalf("%+v, want refused naming %+v (PastWAL: read record by record)", v, want)
+	}
+}
