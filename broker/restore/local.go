@@ -255,7 +255,17 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 			pastWAL = true
 		}
 	}
-	if own, ok := in.WALEnds[epochOf(prev)]; ok && prev != nil && localEnd > own && (lacking == nil || lacking.From >= own) {
+	own, ok := in.WALEnds[epochOf(prev)]
+	if cut, known := takenOverAt(cl.Epochs, epochOf(prev)); haveCP && known && (!ok || cut < own) {
+		// Where the first later epoch took the log over (the checkpoint's
+		// epoch history, never trimmed): this data dir's log agrees with
+		// the bucket's below it, whatever the WAL still lists (once the
+		// later writer's segments are listed, the trim deletes this data
+		// dir's objects, and those segments cover its tail's offsets
+		// with other bytes).
+		own, ok = cut, true
+	}
+	if ok && prev != nil && localEnd > own && (lacking == nil || lacking.From >= own) {
 		// This data dir's own writes past its last object in the chain
 		// were never shipped; a later writer's objects may cover those
 		// offsets with its own records. They are this disk's alone:
@@ -268,6 +278,22 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 	}
 	return Verdict{Action: Refuse, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did (local epoch %d, bucket epoch %d), "+
 		"and the local commitlog holds offsets the bucket lacks", writer, epochOf(prev), cpEpoch), Range: *lacking, LocalHolds: true, PastWAL: pastWAL}
+}
+
+// takenOverAt is where the log last written under epoch stops agreeing
+// with the bucket's: the lowest start of a later epoch in the history h
+// (failover.CutFor's rule); known is false when no later epoch is listed
+// or the history may have dropped the entries that would say.
+func takenOverAt(h []durability.EpochStart, epoch int64) (at int64, known bool) {
+	if len(h) >= durability.MaxEpochHistory && h[0].Epoch > epoch {
+		return 0, false
+	}
+	for _, e := range h {
+		if e.Epoch > epoch && (!known || e.From < at) {
+			at, known = e.From, true
+		}
+	}
+	return at, known
 }
 
 func epochOf(w *offsets.WriterState) int64 {
