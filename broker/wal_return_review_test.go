@@ -33,12 +33,12 @@ import (
 // aside and start: it refuses, naming the range.
 func TestWALReturningDataDirLocalAcks(t *testing.T) {
 	for _, tc := range []struct {
-		name        string
-		durability  string // the first run's STRATAMQ_DURABILITY
-		returnWith  string // the returning run's
-		setup       func(t *testing.T, cl *remoting.Client, addr string)
-		inTail      func(t *testing.T, b *Broker, cl *remoting.Client, addr string) bool // reports whether an OK was given
-		killB       bool // the machine that took over is killed, not stopped (its log is not all uploaded)
+		name       string
+		durability string // the first run's STRATAMQ_DURABILITY
+		returnWith string // the returning run's
+		setup      func(t *testing.T, cl *remoting.Client, addr string)
+		inTail     func(t *testing.T, b *Broker, cl *remoting.Client, addr string) bool // reports whether an OK was given
+		killB      bool                                                                 // the machine that took over is killed, not stopped (its log is not all uploaded)
 	}{
 		{name: "a send-back answered SUCCESS", durability: DurabilityLocal, returnWith: DurabilityLocal,
 			inTail: func(t *testing.T, b *Broker, cl *remoting.Client, addr string) bool {
