@@ -98,21 +98,30 @@ func TestDecide(t *testing.T) {
 			t.Errorf("%s: PastWAL %v, want %v", tc.name, v.PastWAL, wantPast)
 		}
 	}
-	// With STRATAMQ_DURABILITY=bucket nothing past the WAL's end was
-	// acknowledged: that tail is set aside.
-	bj := New(Config{DataDir: "/d", BrokerName: "b", BucketDurable: true}, Deps{})
-	v := bj.Decide(Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true, Manifest: &upload.Manifest{},
+	// Whatever STRATAMQ_DURABILITY says (a topic may have durability=local),
+	// a tail past the WAL's end and a hole below it (the new broker's log
+	// resumed past a restore gap) are read record by record (CheckLocal),
+	// never set aside unread.
+	v := j.Decide(Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true, Manifest: &upload.Manifest{},
 		WAL: []durability.OffsetRange{{From: 0, To: 120}}}, []Segment{seg(0, 100), seg(100, 30)})
-	if v.Action != SetAside {
-		t.Errorf("bucket-durable broker, local tail past the WAL's end: %+v, want it set aside", v)
+	if v.Action != Refuse || !v.PastWAL {
+		t.Errorf("local tail past the WAL's end: %+v, want it read record by record", v)
 	}
-	// And a hole below the WAL's end (the new broker's log resumed past a
-	// restore gap): nothing there was acknowledged either.
-	v = bj.Decide(Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true,
+	v = j.Decide(Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true,
 		Manifest: &upload.Manifest{Objects: []upload.Object{obj(0, 60)}}, WAL: []durability.OffsetRange{{From: 80, To: 200}}},
 		[]Segment{seg(0, 100), seg(100, 80)})
-	if v.Action != SetAside {
-		t.Errorf("bucket-durable broker, a hole below the WAL's end: %+v, want it set aside", v)
+	if v.Action != Refuse || !v.PastWAL {
+		t.Errorf("a hole below the WAL's end: %+v, want it read record by record", v)
+	}
+	// No WAL range left, the epoch history saying where the next writer
+	// took over (past the local log: it resumed past a restore gap): the
+	// local segments the bucket lacks are read record by record too.
+	v = j.Decide(Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true,
+		CommitLog: durability.CommitLog{Epochs: []durability.EpochStart{{Epoch: 3, From: 1000}}},
+		Manifest:  &upload.Manifest{Objects: []upload.Object{obj(0, 100), obj(1000, 50)}}},
+		[]Segment{seg(0, 100), seg(100, 80)})
+	if want := (durability.OffsetRange{From: 100, To: 180}); v.Action != Refuse || !v.PastWAL || v.Range != want {
+		t.Errorf("no WAL, a tail the bucket lacks: %+v, want %+v read record by record", v, want)
 	}
 }
 

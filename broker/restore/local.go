@@ -213,15 +213,6 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 	}
 	// Another broker wrote the prefix after this data dir did.
 	lacking := LackingRange(m, segs)
-	if lacking != nil && j.cfg.BucketDurable {
-		// Every topic without its own attribute is acknowledged only
-		// from the bucket (its segments or its WAL): what this disk holds
-		// that the bucket lacks (a tail past the WAL's end, or bytes
-		// where the new broker's log resumed past a restore gap) was
-		// never acknowledged. Set aside (kept, renamed), not refused.
-		return Verdict{Action: SetAside, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did; "+
-			"the local commitlog's [%d, %d) is not in the bucket and, with STRATAMQ_DURABILITY=bucket, was never acknowledged", writer, lacking.From, lacking.To)}
-	}
 	pastWAL := false
 	if n := len(in.WAL); lacking != nil && n > 0 {
 		walEnd := in.WAL[n-1].To
@@ -248,9 +239,10 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 			pastWAL = true
 		case gap != nil:
 			// Past the WAL's end: the deposed writer's tail; it may hold
-			// local topics' acknowledged messages (BucketDurable is
-			// handled above), so the start is refused naming it, unless
-			// CheckLocal finds only records never acknowledged there.
+			// local topics' acknowledged messages (a topic with
+			// durability=local, whatever STRATAMQ_DURABILITY says), so
+			// the start is refused naming it, unless CheckLocal finds
+			// only records never acknowledged there.
 			lacking = &durability.OffsetRange{From: gap.From, To: localEnd}
 			pastWAL = true
 		}
@@ -272,6 +264,12 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 		// refused naming them, unless CheckLocal finds none was
 		// acknowledged (only bucket-durable sends).
 		lacking, pastWAL = &durability.OffsetRange{From: own, To: localEnd}, true
+	} else if ok && prev != nil && lacking != nil && !pastWAL {
+		// No WAL range: the local segments from the first one the bucket
+		// lacks (a record boundary), below where this data dir's log
+		// stops agreeing with the bucket's, so nothing of it is hidden
+		// under another writer's objects: read like a tail past the WAL.
+		pastWAL = true
 	}
 	if lacking == nil {
 		return Verdict{Action: SetAside, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did, and every local segment is in the bucket (its segments or its WAL)", writer)}
