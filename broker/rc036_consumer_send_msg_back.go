@@ -27,7 +27,8 @@ import (
 // It is answered like a send: on a sync_master only once a slave holds the
 // retry copy (else SYSTEM_ERROR naming FLUSH_SLAVE_TIMEOUT or
 // SLAVE_NOT_AVAILABLE, as RocketMQ answers a send-back whose put was not
-// PUT_OK; the consumer then retries the message itself: at least once).
+// PUT_OK; the consumer then retries the message itself: at least once);
+// a retry of a bucket-durable topic only once the bucket WAL holds it.
 func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var h remoting.ConsumerSendMsgBackRequestHeader
 	if err := h.Decode(req.ExtFields); err != nil {
@@ -70,12 +71,27 @@ func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req 
 	}
 	msg := b.sendBackMessage(h.Group, g, &rec, props, h.Offset, h.OriginMsgID, maxTimes, h.DelayLevel,
 		rec.ReconsumeTimes >= maxTimes || h.DelayLevel < 0)
+	// A retry of a bucket-durable topic (by its RETRY_TOPIC, as a
+	// returning data dir judges its unshipped records: bucketOnlyOf) is
+	// answered once the bucket WAL holds it, as a send to that topic is.
+	bucket := b.bucketTopic(durabilityTopic(msg.Topic, msg.Properties))
 	if r := b.scheduleRoute(req, &msg, time.Now().UnixMilli()); r != nil {
 		return r
 	}
 	res, err := b.storeSendBack(ctx, msg)
 	if err != nil {
 		return b.putError(req, err)
+	}
+	if bucket {
+		ch := make(chan error, 1)
+		b.awaitWAL(res, func(e error) { ch <- e })
+		if err := <-ch; err != nil {
+			return b.putError(req, err)
+		}
+		if err := b.ackGate(); err != nil {
+			return b.putError(req, err)
+		}
+		return remoting.NewResponse(req, remoting.Success, "")
 	}
 	if err := b.slaveAck(res); err != nil {
 		status := "SLAVE_NOT_AVAILABLE"

@@ -24,7 +24,6 @@ import (
 // judge is the restore judge over this broker's data dir.
 func (b *Broker) judge() *restore.Judge {
 	return restore.New(restore.Config{DataDir: b.cfg.DataDir, BrokerName: b.cfg.BrokerName, AcceptLoss: b.cfg.AcceptLoss,
-		BucketDurable:  b.cfg.Durability == DurabilityBucket,
 		MaxMessageSize: int(b.cfg.MaxMessageSize)}, restore.Deps{FS: b.fs, Logger: b.log})
 }
 

@@ -108,21 +108,30 @@ func TestDecide(t *testing.T) {
 			t.Errorf("%s: Unshipped %v, want %v", tc.name, v.Unshipped, wantUnshipped)
 		}
 	}
-	// With STRATAMQ_DURABILITY=bucket nothing past the WAL's end was
-	// acknowledged: that tail is set aside.
-	bj := New(Config{DataDir: "/d", BrokerName: "b", BucketDurable: true}, Deps{})
-	v := bj.Decide(Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true, Manifest: &upload.Manifest{},
+	// Whatever STRATAMQ_DURABILITY says (a topic may have durability=local),
+	// a tail past the WAL's end and a hole below it (the new broker's log
+	// resumed past a restore gap) are read record by record (CheckLocal),
+	// never set aside unread.
+	v := j.Decide(Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true, Manifest: &upload.Manifest{},
 		WAL: []durability.OffsetRange{{From: 0, To: 120}}}, []Segment{seg(0, 100), seg(100, 30)})
-	if v.Action != SetAside {
-		t.Errorf("bucket-durable broker, local tail past the WAL's end: %+v, want it set aside", v)
+	if v.Action != Refuse || !v.Unshipped {
+		t.Errorf("local tail past the WAL's end: %+v, want it read record by record", v)
 	}
-	// And a hole below the WAL's end (the new broker's log resumed past a
-	// restore gap): nothing there was acknowledged either.
-	v = bj.Decide(Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true,
+	v = j.Decide(Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true,
 		Manifest: &upload.Manifest{Objects: []upload.Object{obj(0, 60)}}, WAL: []durability.OffsetRange{{From: 80, To: 200}}},
 		[]Segment{seg(0, 100), seg(100, 80)})
-	if v.Action != SetAside {
-		t.Errorf("bucket-durable broker, a hole below the WAL's end: %+v, want it set aside", v)
+	if v.Action != Refuse || !v.Unshipped {
+		t.Errorf("a hole below the WAL's end: %+v, want it read record by record", v)
+	}
+	// No WAL range left, the epoch history saying where the next writer
+	// took over (past the local log: it resumed past a restore gap): the
+	// local segments the bucket lacks are read record by record too.
+	v = j.Decide(Local{Self: self, Prev: &offsets.WriterState{Instance: "me", Epoch: 2}, Loaded: cp(3), HaveCP: true,
+		CommitLog: durability.CommitLog{Epochs: []durability.EpochStart{{Epoch: 3, From: 1000}}},
+		Manifest:  &upload.Manifest{Objects: []upload.Object{obj(0, 100), obj(1000, 50)}}},
+		[]Segment{seg(0, 100), seg(100, 80)})
+	if want := (durability.OffsetRange{From: 100, To: 180}); v.Action != Refuse || !v.Unshipped || v.Range != want {
+		t.Errorf("no WAL, a tail the bucket lacks: %+v, want %+v read record by record", v, want)
 	}
 }
 
@@ -157,5 +166,28 @@ func TestFreshPointNeverBelowTheBucket(t *testing.T) {
 		Queues: map[string]map[string]durability.QueueRange{"T": {"0": {Min: 1, Max: 5, Reserved: 9}}}}})
 	if got, want := r.Queues["T"], (map[int32]store.QueueRange{0: {Min: 1, Max: 9}, 1: {Min: 7, Max: 7}}); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("queues %v, want %v", got, want)
+	}
+}
+
+// TestDecideReturningTailAfterWALTrim: a data dir (epoch 2) shipped its
+// log to the bucket WAL up to 120 and acknowledged a local topic's send
+// in [120, 150) that never reached the WAL; another broker (epoch 3) took
+// over at 120 (its epoch history says so), wrote its own records from
+// there, uploaded segments past 150 and trimmed the WAL below them: no
+// object of epoch 2 is left (WALEnds lacks it), and the bucket's segment
+// objects cover [120, 150) with the other broker's bytes. The returning
+// data dir's [120, 150) is its own: refused naming it (read record by
+// record by CheckLocal), never set aside as if the bucket held it.
+func TestDecideReturningTailAfterWALTrim(t *testing.T) {
+	j := New(Config{DataDir: "/d", BrokerName: "b"}, Deps{})
+	in := Local{Self: offsets.Identity{Broker: "b", Instance: "me", Epoch: 4}, Prev: &offsets.WriterState{Instance: "me", Epoch: 2},
+		Loaded:    &offsets.Checkpoint{Writer: offsets.Identity{Broker: "b", Instance: "other", Epoch: 3}},
+		CommitLog: durability.CommitLog{HWM: 260, Epochs: []durability.EpochStart{{Epoch: 1, From: 0}, {Epoch: 2, From: 50}, {Epoch: 3, From: 120}}},
+		HaveCP:    true,
+		Manifest:  &upload.Manifest{Objects: []upload.Object{{Kind: upload.KindCommitLog.String(), Base: 0, Length: 200}}},
+		WAL:       []durability.OffsetRange{{From: 200, To: 260}}, WALEnds: map[int64]int64{3: 260}}
+	v := j.Decide(in, []Segment{{Base: 0, Size: 100}, {Base: 100, Size: 50}})
+	if want := (durability.OffsetRange{From: 120, To: 150}); v.Action != Refuse || v.Range != want || !v.Unshipped {
+		t.Fatalf("%+v, want refused naming %+v (PastWAL: read record by record)", v, want)
 	}
 }

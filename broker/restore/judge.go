@@ -22,13 +22,6 @@ type Config struct {
 	BrokerName     string // names the manifest's writer when it is newer than the checkpoint's
 	AcceptLoss     bool   // STRATAMQ_ACCEPT_LOSS: set aside (or start without) what the bucket lacks
 	MaxMessageSize int    // the store's: where its log's last valid record ends (store.LogEnd)
-	// BucketDurable (STRATAMQ_DURABILITY=bucket: every topic without its
-	// own attribute is acknowledged from the bucket): a data dir another
-	// broker wrote after may have its tail past the WAL's end set aside,
-	// since nothing there was acknowledged. Otherwise that tail may hold
-	// locally acknowledged messages of local topics, and the start is
-	// refused naming it, as without a WAL.
-	BucketDurable bool
 }
 
 // Deps is what the judge works through.

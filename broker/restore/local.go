@@ -216,15 +216,6 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 	}
 	// Another broker wrote the prefix after this data dir did.
 	lacking := LackingRange(m, segs)
-	if lacking != nil && j.cfg.BucketDurable {
-		// Every topic without its own attribute is acknowledged only
-		// from the bucket (its segments or its WAL): what this disk holds
-		// that the bucket lacks (a tail past the WAL's end, or bytes
-		// where the new broker's log resumed past a restore gap) was
-		// never acknowledged. Set aside (kept, renamed), not refused.
-		return Verdict{Action: SetAside, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did; "+
-			"the local commitlog's [%d, %d) is not in the bucket and, with STRATAMQ_DURABILITY=bucket, was never acknowledged", writer, lacking.From, lacking.To)}
-	}
 	if n := len(in.WAL); lacking != nil && n > 0 {
 		walEnd := in.WAL[n-1].To
 		// With the bucket WAL the broker that took over continued this
@@ -249,19 +240,26 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 			lacking = &durability.OffsetRange{From: gap.From, To: localEnd}
 		case gap != nil:
 			// Past the WAL's end: the deposed writer's tail; it may hold
-			// local topics' acknowledged messages (BucketDurable is
-			// handled above), so the start is refused naming it, unless
-			// CheckLocal finds only records never acknowledged there.
+			// local topics' acknowledged messages (a topic with
+			// durability=local, whatever STRATAMQ_DURABILITY says), so
+			// the start is refused naming it, unless CheckLocal finds
+			// only records never acknowledged there.
 			lacking = &durability.OffsetRange{From: gap.From, To: localEnd}
 		}
 	}
-	if own, ok := in.WALEnds[epochOf(prev)]; ok && prev != nil {
-		// This data dir's own writes past its last object in the chain,
-		// and past the segments it uploaded itself (under its epoch's
-		// keys: its own bytes), were never shipped; a later writer's
-		// objects may cover those offsets with its own records. They are
-		// this disk's alone: refused naming them, unless CheckLocal finds
-		// none was acknowledged (only bucket-durable sends).
+	// Where this data dir's log stops agreeing with the bucket's: the
+	// end of its own data objects in the WAL's chain and of the segments
+	// it uploaded itself (under its epoch's keys: its own bytes), or, if
+	// earlier, where the first later epoch took the log over (the
+	// checkpoint's epoch history, never trimmed: once the later writer's
+	// segments are listed, the trim deletes this data dir's objects, and
+	// those segments cover its tail's offsets with other bytes). Past it,
+	// what it wrote was never shipped, even where a later writer's
+	// objects cover the same offsets with its own records: this disk's
+	// alone, refused naming it unless CheckLocal finds none was
+	// acknowledged (only bucket-durable sends).
+	own, ok := in.WALEnds[epochOf(prev)]
+	if ok && prev != nil {
 		for moved := true; moved; {
 			moved = false
 			for _, o := range m.CommitLog() {
@@ -270,24 +268,46 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 				}
 			}
 		}
-		// Only where a later writer's WAL objects reach past it: it
-		// claimed where this data dir's shipped run ended and wrote its
-		// own records there. Otherwise the offsets past own may be in the
-		// bucket with these very bytes (a promoted slave's uploads of
-		// what it replicated), and the coverage checks above judge them.
-		later := false
-		for e, end := range in.WALEnds {
-			later = later || (e > prev.Epoch && end > own)
+	}
+	// From the WAL alone, only where a later writer's data objects reach
+	// past own (it claimed where this data dir's run ended and wrote its
+	// own records there); else the offsets past own may hold these very
+	// bytes in the bucket (a promoted slave's uploads of what it
+	// replicated), and the coverage checks above judge them.
+	diverged := false
+	for e, end := range in.WALEnds {
+		diverged = diverged || (e > epochOf(prev) && end > own)
+	}
+	if cut, known := takenOverAt(cl.Epochs, epochOf(prev)); haveCP && known {
+		if !ok || cut < own {
+			own = cut
 		}
-		if later && localEnd > own && (lacking == nil || lacking.From >= own) {
-			lacking = &durability.OffsetRange{From: own, To: localEnd}
-		}
+		ok, diverged = true, true
+	}
+	if ok && diverged && prev != nil && localEnd > own && (lacking == nil || lacking.From >= own) {
+		lacking = &durability.OffsetRange{From: own, To: localEnd}
 	}
 	if lacking == nil {
 		return Verdict{Action: SetAside, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did, and every local segment is in the bucket (its segments or its WAL)", writer)}
 	}
 	return Verdict{Action: Refuse, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did (local epoch %d, bucket epoch %d), "+
 		"and the local commitlog holds offsets the bucket lacks", writer, epochOf(prev), cpEpoch), Range: *lacking, LocalHolds: true, Unshipped: true}
+}
+
+// takenOverAt is where the log last written under epoch stops agreeing
+// with the bucket's: the lowest start of a later epoch in the history h
+// (failover.CutFor's rule); known is false when no later epoch is listed
+// or the history may have dropped the entries that would say.
+func takenOverAt(h []durability.EpochStart, epoch int64) (at int64, known bool) {
+	if len(h) >= durability.MaxEpochHistory && h[0].Epoch > epoch {
+		return 0, false
+	}
+	for _, e := range h {
+		if e.Epoch > epoch && (!known || e.From < at) {
+			at, known = e.From, true
+		}
+	}
+	return at, known
 }
 
 func epochOf(w *offsets.WriterState) int64 {
