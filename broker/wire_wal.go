@@ -454,7 +454,7 @@ func (b *Broker) recoverWAL(c *wal.Chain, e int64, reopen func() error) error {
 			return fmt.Errorf("broker: restore from the bucket WAL: %w", err)
 		}
 		w := wal.NewWriter(wal.Config{
-			Bucket: b.scoped, Dir: walDir, Log: b.store, Linger: b.cfg.WALLinger, Batch: int(b.cfg.WALBatch), Hedge: b.cfg.WALHedge,
+			Bucket: b.scoped, Dir: walDir, Log: b.store, Linger: b.cfg.WALLinger, Batch: int(b.cfg.WALBatch), Hedge: walHedge(b.cfg.WALHedge),
 			Fence: b.walFence, ValidFor: b.leaseValidFor, Active: b.wal.used.Load,
 			OnDurable: func(int64) { b.hold.wakeVisible() }, Logger: b.log,
 		}, c, end)
@@ -567,4 +567,15 @@ func (b *Broker) bucketOnlyOf(configDir string) func(topic, props string) bool {
 		}
 		return bucket(durabilityTopic(named, props))
 	}
+}
+
+// walHedge is wal.Config.Hedge for STRATAMQ_WAL_HEDGE: off unless set to a
+// positive delay. (Measured on loopback through a delaying proxy, the
+// adaptive hedge raised the ack p99: each hedge cancels an attempt and
+// closes its connection; docs/benchmarks.md.)
+func walHedge(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
