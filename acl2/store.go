@@ -493,3 +493,16 @@ func (s *Store) Load(data []byte) error {
 	s.mu.Unlock()
 	return nil
 }
+
+// CheckUser refuses an unknown or a disabled user (authentication's
+// part of a decision, for a request that touches no resource).
+func (s *Store) CheckUser(username string) *Denial {
+	u := s.snap.Load().users[username]
+	switch {
+	case u == nil:
+		return &Denial{Username: username, Reason: fmt.Sprintf("ACL: User:%s not found", clip(username))}
+	case u.Status == Disabled:
+		return &Denial{Username: username, Reason: fmt.Sprintf("ACL: User:%s is disabled", clip(username))}
+	}
+	return nil
+}

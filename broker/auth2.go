@@ -85,13 +85,11 @@ func (b *Broker) adoptCheckpointAuth(cp *offsets.Checkpoint) error {
 // auth2On reports whether ACL 2.0 checks requests.
 func (b *Broker) auth2On() bool { return b.cfg.AuthenticationEnabled || b.cfg.AuthorizationEnabled }
 
-// Auth2 is the broker's ACL 2.0 store (the gRPC endpoint's checks).
-func (b *Broker) Auth2() *acl2.Store { return b.auth }
-
-// Auth2Enabled reports STRATAMQ_AUTHENTICATION_ENABLED and
-// STRATAMQ_AUTHORIZATION_ENABLED.
-func (b *Broker) Auth2Enabled() (authentication, authorization bool) {
-	return b.cfg.AuthenticationEnabled, b.cfg.AuthorizationEnabled
+// Auth2 is ACL 2.0 for the gRPC endpoint (proxy): the users and ACLs,
+// STRATAMQ_AUTHENTICATION_ENABLED, STRATAMQ_AUTHORIZATION_ENABLED, and
+// the cluster name (the resource of the cluster's admin actions).
+func (b *Broker) Auth2() (store *acl2.Store, authentication, authorization bool, cluster string) {
+	return b.auth, b.cfg.AuthenticationEnabled, b.cfg.AuthorizationEnabled, b.cfg.Cluster
 }
 
 func lookupPair(pairs []remoting.ExtField, key string) string {
@@ -175,23 +173,18 @@ func (b *Broker) checkAuth2(c *remoting.Conn, req *remoting.Command) *remoting.C
 		b.audit(code, user, c, resp.Remark)
 		return resp
 	}
-	if !b.cfg.AuthorizationEnabled {
-		b.audit(code, user, c, "")
-		return nil
-	}
-	ip := connIP(c)
-	for _, n := range acl2.Needs(code, pairs, req.Body, b.cfg.Cluster) {
-		if d := b.auth.Decide(acl2.Request{Username: user, Resource: n.Resource, Actions: n.Actions, SourceIP: ip}); d != nil {
-			b.audit(code, user, c, d.Reason)
-			return remoting.NewResponse(req, remoting.NoPermission, d.Reason)
-		}
-	}
-	// A code that names no resource: an authenticated user may send it,
-	// but an unknown user is refused (above), and a disabled one here.
-	if d := b.auth.Decide(acl2.Request{Username: user, Resource: acl2.Cluster(b.cfg.Cluster), Actions: []acl2.Action{acl2.ActionAny}, SourceIP: ip}); d != nil &&
-		strings.Contains(d.Reason, "is disabled") {
+	if d := b.auth.CheckUser(user); d != nil { // disabled
 		b.audit(code, user, c, d.Reason)
 		return remoting.NewResponse(req, remoting.NoPermission, d.Reason)
+	}
+	if b.cfg.AuthorizationEnabled {
+		ip := connIP(c)
+		for _, n := range acl2.Needs(code, pairs, req.Body, b.cfg.Cluster) {
+			if d := b.auth.Decide(acl2.Request{Username: user, Resource: n.Resource, Actions: n.Actions, SourceIP: ip}); d != nil {
+				b.audit(code, user, c, d.Reason)
+				return remoting.NewResponse(req, remoting.NoPermission, d.Reason)
+			}
+		}
 	}
 	b.audit(code, user, c, "")
 	return nil

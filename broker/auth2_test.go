@@ -1,15 +1,22 @@
 package broker
 
 import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/acl2"
+	"github.com/stratamq/stratamq/proxy/apiv2"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
 )
@@ -141,13 +148,13 @@ func TestAuth2KeptAcrossRestoreAndPromotion(t *testing.T) {
 	qOK := acl2.Request{Username: "alice", Resource: acl2.Topic("payments"), Actions: []acl2.Action{acl2.Pub}}
 	same := func(b *Broker, what string) {
 		t.Helper()
-		if pw, ok := b.Auth2().Password("alice"); !ok || pw != auth2AlicePw {
+		if pw, ok := b.auth.Password("alice"); !ok || pw != auth2AlicePw {
 			t.Fatalf("%s: alice or her password lost", what)
 		}
-		if d := b.Auth2().Decide(q); d == nil {
+		if d := b.auth.Decide(q); d == nil {
 			t.Fatalf("%s: alice may send to payroll (the Deny entry was lost)", what)
 		}
-		if d := b.Auth2().Decide(qOK); d != nil {
+		if d := b.auth.Decide(qOK); d != nil {
 			t.Fatalf("%s: %s", what, d.Reason)
 		}
 	}
@@ -197,4 +204,85 @@ func TestAuth2KeptAcrossRestoreAndPromotion(t *testing.T) {
 		return sb.role() == RoleSyncMaster && sb.Broker() != nil
 	})
 	same(sb.Broker(), "on the promoted slave")
+}
+
+// grpcSigned is ctx with the 5.x clients' headers, signed with c.
+func grpcSigned(c primitive.Credentials) (context.Context, context.CancelFunc) {
+	date := time.Now().UTC().Format("20060102T150405Z")
+	mac := hmac.New(sha1.New, []byte(c.SecretKey))
+	mac.Write([]byte(date))
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-mq-client-id", "auth2-"+c.AccessKey, "x-mq-date-time", date,
+		"authorization", "MQv2-HMAC-SHA1 Credential="+c.AccessKey+", SignedHeaders=x-mq-date-time, Signature="+hex.EncodeToString(mac.Sum(nil)))
+	return context.WithTimeout(ctx, 20*time.Second)
+}
+
+// TestAuth2GRPC: with ACL 2.0 on, the gRPC endpoint checks a request
+// signed by a user (the 5.x clients' signature) by its password and
+// policies: sends (exact, prefix, Deny), POP receives and assignments of
+// a group; a refusal is FORBIDDEN and names the user, action and
+// resource; a wrong password is UNAUTHORIZED.
+func TestAuth2GRPC(t *testing.T) {
+	b, cl := startBroker(t, func(c *Config) {
+		c.AuthenticationEnabled, c.AuthorizationEnabled = true, true
+		c.InitAuthenticationUser = &acl2.UserInfo{Username: "root", Password: auth2RootPw}
+	})
+	addr := b.Addr().String()
+	for _, r := range []*remoting.Command{
+		createUserReq("alice", auth2AlicePw, ""),
+		createAclReq("User:alice", allow("Topic:orders", "Pub", "Sub"), allow("Topic:pay*", "Pub"), deny("Topic:payroll*", "Pub"),
+			allow("Group:g1", "Sub")),
+	} {
+		if resp := invoke(t, cl, addr, signedBy(auth2Root, r)); resp.Code != 0 {
+			t.Fatalf("%s: %d %s", remoting.RequestCode(r.Code), resp.Code, resp.Remark)
+		}
+	}
+	st := grpcEndpoint(t, b)
+	send := func(c primitive.Credentials, topic string) *apiv2.Status {
+		t.Helper()
+		ctx, cancel := grpcSigned(c)
+		defer cancel()
+		resp, err := st.SendMessage(ctx, &apiv2.SendMessageRequest{Messages: []*apiv2.Message{grpcMsg(topic, "NORMAL", "0C0001")}})
+		if err != nil {
+			t.Fatalf("send to %s: %v", topic, err)
+		}
+		return resp.GetStatus()
+	}
+	want := func(what string, s *apiv2.Status, code apiv2.Code, says ...string) {
+		t.Helper()
+		if s.GetCode() != code {
+			t.Fatalf("%s: %v, want %v", what, s, code)
+		}
+		for _, w := range says {
+			if !strings.Contains(s.GetMessage(), w) {
+				t.Fatalf("%s: %q does not say %q", what, s.GetMessage(), w)
+			}
+		}
+		if strings.Contains(s.GetMessage(), auth2AlicePw) {
+			t.Fatalf("%s: %q holds the password", what, s.GetMessage())
+		}
+	}
+	want("alice sends to orders", send(auth2Alice, "orders"), apiv2.Code_OK)
+	want("alice sends to payments", send(auth2Alice, "payments"), apiv2.Code_OK)
+	want("alice sends to payroll", send(auth2Alice, "payroll"), apiv2.Code_FORBIDDEN, "User:alice", "Pub", "Topic:payroll")
+	want("alice sends to news", send(auth2Alice, "news"), apiv2.Code_FORBIDDEN, "User:alice", "Topic:news")
+	want("root sends to news", send(auth2Root, "news"), apiv2.Code_OK)
+	want("wrong password", send(primitive.Credentials{AccessKey: "alice", SecretKey: "not-her-pass"}, "orders"), apiv2.Code_UNAUTHORIZED, "User:alice")
+
+	ctx, cancel := grpcSigned(auth2Alice)
+	defer cancel()
+	qa, err := st.QueryAssignment(ctx, &apiv2.QueryAssignmentRequest{Topic: &apiv2.Resource{Name: "orders"}, Group: &apiv2.Resource{Name: "g1"}})
+	if err != nil || qa.GetStatus().GetCode() != apiv2.Code_OK {
+		t.Fatalf("alice's assignment of orders in g1: %v %v", qa.GetStatus(), err)
+	}
+	rs, err := st.ReceiveMessage(ctx, &apiv2.ReceiveMessageRequest{Group: &apiv2.Resource{Name: "g2"},
+		MessageQueue: &apiv2.MessageQueue{Topic: &apiv2.Resource{Name: "orders"}, Id: -1}, BatchSize: 1,
+		FilterExpression: &apiv2.FilterExpression{Type: apiv2.FilterType_TAG, Expression: "*"}, InvisibleDuration: durationpb.New(30 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := rs.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want("alice POPs orders in g2", first.GetStatus(), apiv2.Code_FORBIDDEN, "User:alice", "Sub", "Group:g2")
 }
