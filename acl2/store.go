@@ -506,3 +506,10 @@ func (s *Store) CheckUser(username string) *Denial {
 	}
 	return nil
 }
+
+// ValidateAcl reports what CreateAcl would refuse in in's form (its
+// subject, resources, actions, addresses and decisions).
+func ValidateAcl(in AclInfo) error {
+	_, _, err := aclOf(in)
+	return err
+}
