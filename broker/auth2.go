@@ -1,12 +1,14 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/acl2"
@@ -80,6 +82,44 @@ func (b *Broker) adoptCheckpointAuth(cp *offsets.Checkpoint) error {
 		return fmt.Errorf("broker: checkpoint %s: %w", sectionAuth, err)
 	}
 	return b.saveAuth()
+}
+
+// followAuth is a slave's: every STRATAMQ_HA_SYNC_INTERVAL it reads its
+// master's bucket checkpoint and takes the users and ACLs there when they
+// changed (the master writes them in every checkpoint), until ctx ends.
+func (b *Broker) followAuth(ctx context.Context) {
+	every := b.cfg.HASyncInterval
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var last []byte
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cp, err := offsets.ReadCheckpoint(rctx, newCheckpointStore(b.scoped))
+		cancel()
+		if err != nil || cp == nil {
+			continue // none yet, or unreadable: the next tick tries again
+		}
+		raw := cp.Sections[sectionAuth]
+		if len(raw) == 0 || bytes.Equal(raw, last) {
+			continue
+		}
+		if err := b.auth.Load(raw); err != nil {
+			b.log.Warn("slave: the master's users and ACLs in its checkpoint do not load; keeping the ones held", "err", err)
+			continue
+		}
+		last = bytes.Clone(raw)
+		if err := b.saveAuth(); err != nil {
+			b.log.Warn("slave: saving the master's users and ACLs failed", "err", err)
+		}
+	}
 }
 
 // auth2On reports whether ACL 2.0 checks requests.

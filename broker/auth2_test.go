@@ -141,8 +141,9 @@ func TestAuth2RemotingEnforcement(t *testing.T) {
 
 // TestAuth2KeptAcrossRestoreAndPromotion: users and ACLs made with the
 // AUTH_* codes are in the bucket checkpoint: a broker restored on an
-// empty disk, and a slave promoted in its master's place, decide as the
-// first did.
+// empty disk, a serving slave (which copies them from its master's
+// checkpoint) and that slave promoted in its master's place decide as
+// the first did.
 func TestAuth2KeptAcrossRestoreAndPromotion(t *testing.T) {
 	q := acl2.Request{Username: "alice", Resource: acl2.Topic("payroll"), Actions: []acl2.Action{acl2.Pub}}
 	qOK := acl2.Request{Username: "alice", Resource: acl2.Topic("payments"), Actions: []acl2.Action{acl2.Pub}}
@@ -197,6 +198,11 @@ func TestAuth2KeptAcrossRestoreAndPromotion(t *testing.T) {
 	mk(t, rcl, acfg.Listen)
 	v := ma.Broker().dur.CheckpointVersion()
 	waitCond(t, 20*time.Second, "a checkpoint after the change", func() bool { return ma.Broker().dur.CheckpointVersion() > v+1 })
+	waitCond(t, 20*time.Second, "the serving slave to copy alice from the checkpoint", func() bool {
+		_, ok := sb.Broker().auth.Password("alice")
+		return ok
+	})
+	same(sb.Broker(), "on the serving slave")
 	if r := invoke(t, rcl, bcfg.Listen, remoting.NewRequest(remoting.PromoteBroker, nil, nil)); r.Code != int32(remoting.Success) {
 		t.Fatalf("promote the slave: %d %s", r.Code, r.Remark)
 	}
