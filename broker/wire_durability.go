@@ -132,9 +132,11 @@ func (w durWire) Gather() (durability.Gathered, error) {
 	if err != nil {
 		return g, err
 	}
-	authJSON, err := b.auth.Encode() // auth2.go
-	if err != nil {
-		return g, err
+	authJSON := json.RawMessage("null") // auth2.go; null: not opened yet
+	if b.auth != nil {
+		if authJSON, err = b.auth.Encode(); err != nil {
+			return g, err
+		}
 	}
 	heldJSON, err := b.heldSection(bucketEnd, delayJSON, timerJSON, transJSON)
 	if err != nil {
