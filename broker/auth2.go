@@ -30,43 +30,46 @@ const (
 )
 
 // openAuth loads the users and ACLs of the config dir (none: empty) and
-// makes STRATAMQ_INIT_AUTHENTICATION_USER's super user when missing.
-func (b *Broker) openAuth(configDir string) error {
-	b.auth = acl2.NewStore()
-	b.authPath = filepath.Join(configDir, authFile)
-	raw, err := vfs.ReadFile(b.fs, b.authPath) // nil, nil when missing
+// makes STRATAMQ_INIT_AUTHENTICATION_USER's super user when missing; New
+// keeps the store (b.auth) and where it is saved (b.authPath).
+func (b *Broker) openAuth(configDir string) (*acl2.Store, string, error) {
+	st := acl2.NewStore()
+	path := filepath.Join(configDir, authFile)
+	raw, err := vfs.ReadFile(b.fs, path) // nil, nil when missing
 	switch {
 	case err != nil:
-		return fmt.Errorf("broker: read %s: %w", b.authPath, err)
+		return nil, "", fmt.Errorf("broker: read %s: %w", path, err)
 	case len(raw) > 0:
-		if err := b.auth.Load(raw); err != nil {
-			return fmt.Errorf("broker: %s: %w", b.authPath, err)
+		if err := st.Load(raw); err != nil {
+			return nil, "", fmt.Errorf("broker: %s: %w", path, err)
 		}
 	}
 	if u := b.cfg.InitAuthenticationUser; u != nil && u.Username != "" {
-		if _, err := b.auth.GetUser(u.Username); err != nil {
+		if _, err := st.GetUser(u.Username); err != nil {
 			in := acl2.UserInfo{Username: u.Username, Password: u.Password, UserType: "Super"}
-			if err := b.auth.CreateUser(in); err != nil {
-				return fmt.Errorf("broker: STRATAMQ_INIT_AUTHENTICATION_USER: %w", err)
+			if err := st.CreateUser(in); err != nil {
+				return nil, "", fmt.Errorf("broker: STRATAMQ_INIT_AUTHENTICATION_USER: %w", err)
 			}
-			if err := b.saveAuth(); err != nil {
-				return err
+			if err := saveAuthTo(b.fs, st, path); err != nil {
+				return nil, "", err
 			}
 			b.log.Info("ACL 2.0: initial super user made", "user", u.Username)
 		}
 	}
-	return nil
+	return st, path, nil
+}
+
+func saveAuthTo(fs vfs.FS, st *acl2.Store, path string) error {
+	raw, err := st.Encode()
+	if err != nil {
+		return err
+	}
+	return offsets.WriteFileAtomic(fs, path, raw)
 }
 
 // saveAuth writes the users and ACLs to the config dir (the checkpoint
 // takes them from b.auth at its next run).
-func (b *Broker) saveAuth() error {
-	raw, err := b.auth.Encode()
-	if err != nil {
-		return err
-	}
-	return offsets.WriteFileAtomic(b.fs, b.authPath, raw)
-}
+func (b *Broker) saveAuth() error { return saveAuthTo(b.fs, b.auth, b.authPath) }
 
 // adoptCheckpointAuth is a promoted slave's: the users and ACLs of the
 // bucket checkpoint (its master's last) replace its own.

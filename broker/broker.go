@@ -315,7 +315,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if b.offsets, err = offsets.OpenConsumerOffsets(deps.FS, configDir); err != nil {
 		return fail(err)
 	}
-	if err := b.openAuth(configDir); err != nil { // auth2.go
+	if b.auth, b.authPath, err = b.openAuth(configDir); err != nil { // auth2.go
 		return fail(err)
 	}
 	if b.promotedReplica {
