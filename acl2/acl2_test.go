@@ -33,6 +33,8 @@ func testStore(t *testing.T) *Store {
 		entry("Topic:orders", "Pub,Sub", "Allow"),
 		entry("Topic:pay*", "Pub", "Allow"),
 		entry("Topic:payroll*", "Pub", "Deny"),
+		entry("Topic:mail*", "Pub", "Deny"),
+		entry("Topic:mailbox*", "Pub", "Allow"),
 		entry("Topic:secret", "Pub", "Allow"),
 		entry("Topic:secret", "Pub", "Deny"), // same resource: replaces the Allow above
 		entry("Group:g1", "Sub", "Allow"),
@@ -75,6 +77,8 @@ func TestACL2Decide(t *testing.T) {
 		{"exact: another name", "alice", Topic("orders2"), []Action{Pub}, lo, false, "no matched policies"},
 		{"prefix allow", "alice", Topic("payments"), []Action{Pub}, lo, true, ""},
 		{"longer prefix deny wins", "alice", Topic("payroll-eu"), []Action{Pub}, lo, false, "Topic:payroll* is Deny"},
+		{"longer prefix allow over shorter deny", "alice", Topic("mailbox-1"), []Action{Pub}, lo, true, ""},
+		{"shorter prefix deny", "alice", Topic("mail-2"), []Action{Pub}, lo, false, "Topic:mail* is Deny"},
 		{"same resource replaced by Deny", "alice", Topic("secret"), []Action{Pub}, lo, false, "Topic:secret is Deny"},
 		{"literal allow over wildcard deny", "alice", Group("g1"), []Action{Sub}, lo, true, ""},
 		{"wildcard deny", "alice", Group("g2"), []Action{Sub}, lo, false, "Group:* is Deny"},
