@@ -6,7 +6,9 @@
 //
 // It owns: parsing plain_acl.yml (Parse, Load), reloading it when it
 // changes (ACL.Run), verifying a request's signature and permissions
-// (ACL.CheckBroker, ACL.CheckNamesrv), and signing requests StrataMQ
+// (ACL.CheckBroker, ACL.CheckNamesrv; SignatureOK checks one signature
+// against a given secret, for ACL 2.0's users in package acl2), and
+// signing requests StrataMQ
 // itself sends (Credentials.Sign; HeaderSigner for a typed header, without
 // a map, as stratamq bench sends). It imports remoting (commands, codes)
 // and the standard library; broker, namesrv and cmd import it. It never

@@ -11,6 +11,9 @@ import (
 // was missing); nil lets it through. Without STRATAMQ_ACL_FILE every
 // request goes through.
 func (b *Broker) checkACL(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	if b.auth2On() {
+		return b.checkAuth2(c, req) // auth2.go
+	}
 	x := b.cfg.ACL
 	if x == nil {
 		return nil
@@ -22,6 +25,11 @@ func (b *Broker) checkACL(c *remoting.Conn, req *remoting.Command) *remoting.Com
 // its offset (send-back, view by id) against the ACL: the header's topic,
 // if any, is the client's word, the record's is not.
 func (b *Broker) checkStored(c *remoting.Conn, req *remoting.Command, topic string, perm acl.Perm) *remoting.Command {
+	if b.auth2On() {
+		if resp, byUser := b.checkStored2(c, req, topic, perm); byUser {
+			return resp
+		}
+	}
 	x := b.cfg.ACL
 	if x == nil {
 		return nil

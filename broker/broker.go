@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stratamq/stratamq/acl2"
 	"github.com/stratamq/stratamq/broker/consumers"
 	"github.com/stratamq/stratamq/broker/durability"
 	"github.com/stratamq/stratamq/broker/failover"
@@ -97,6 +98,8 @@ type Broker struct {
 	store     *store.Store
 	topics    *TopicConfigManager
 	groups    *consumers.Groups // subscription group configs (wire_consumers.go)
+	auth      *acl2.Store       // ACL 2.0's users and ACLs (auth2.go)
+	authPath  string            // where auth is saved
 	offsets   *offsets.ConsumerOffsets
 	consumers *consumers.Registry // live consumer and producer clients (wire_consumers.go)
 	hold      *pullHold
@@ -312,11 +315,17 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if b.offsets, err = offsets.OpenConsumerOffsets(deps.FS, configDir); err != nil {
 		return fail(err)
 	}
+	if b.auth, b.authPath, err = b.openAuth(configDir); err != nil { // auth2.go
+		return fail(err)
+	}
 	if b.promotedReplica {
 		if err := b.adoptCheckpointMetadata(b.dur.Loaded()); err != nil {
 			return fail(err)
 		}
 		if err := b.widenAdoptedQueues(b.dur.Loaded()); err != nil { // failover_topics.go
+			return fail(err)
+		}
+		if err := b.adoptCheckpointAuth(b.dur.Loaded()); err != nil { // auth2.go
 			return fail(err)
 		}
 		if err := b.persistAdopted(); err != nil {

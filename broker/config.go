@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stratamq/stratamq/acl"
+	"github.com/stratamq/stratamq/acl2"
 	"github.com/stratamq/stratamq/infra/bytesize"
 	"github.com/stratamq/stratamq/msgtrace"
 	"github.com/stratamq/stratamq/remoting"
@@ -123,6 +124,15 @@ type Config struct {
 	// environment setting, so GET_BROKER_CONFIG never shows them.
 	ACL            *acl.ACL        `env:"-"`
 	ACLCredentials acl.Credentials `env:"-"`
+	// ACL 2.0 (package acl2, broker/auth2.go): RocketMQ 5.3's
+	// authenticationEnabled, authorizationEnabled, initAuthenticationUser.
+	AuthenticationEnabled bool `env:"AUTHENTICATION_ENABLED" help:"ACL 2.0: every request must be signed by a user (users are made with stratamq admin createUser; the signature is ACL 1.0's) or, with STRATAMQ_ACL_FILE, by one of its accounts; RocketMQ's authenticationEnabled"`
+	AuthorizationEnabled  bool `env:"AUTHORIZATION_ENABLED" help:"ACL 2.0: a request signed by a user is allowed or refused by that user's policies (stratamq admin createAcl; super users pass); RocketMQ's authorizationEnabled"`
+	// InitAuthenticationUser, when set, is a super user made at start if
+	// no user of its name exists (cmd reads STRATAMQ_INIT_AUTHENTICATION_USER,
+	// RocketMQ's initAuthenticationUser, JSON {"username","password"}: a
+	// secret, so not an environment setting GET_BROKER_CONFIG shows).
+	InitAuthenticationUser *acl2.UserInfo `env:"-"`
 
 	// POP consumption (issue 16; package pop): bounds on the messages the
 	// broker tracks in flight.

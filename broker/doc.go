@@ -15,7 +15,11 @@
 // STRATAMQ_ACL_FILE, ServeRemoting first has the acl package check the
 // request's signature and permissions (acl.go) and answers NO_PERMISSION
 // itself when they fail; the broker's own requests to name servers and to
-// its master go through Broker.invoke, which signs them.
+// its master go through Broker.invoke, which signs them. With ACL 2.0 on
+// (STRATAMQ_AUTHENTICATION_ENABLED, STRATAMQ_AUTHORIZATION_ENABLED) a
+// request signed by a user is checked by package acl2 against the users
+// and policies the AUTH_* codes keep (auth2.go: config/authMetadata.json
+// and the checkpoint's authMetadata section), any other by the ACL file.
 //
 // # State and who owns it
 //

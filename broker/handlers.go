@@ -45,6 +45,16 @@ func (b *Broker) handlerTable() map[remoting.RequestCode]handlerFunc {
 		remoting.TierStatus:                       b.tierStatus,
 		remoting.GetConsumerConnectionList:        b.getConsumerConnectionList,
 		remoting.DeleteSubscriptionGroup:          b.deleteSubscriptionGroup,
+		remoting.AuthCreateUser:                   b.authCreateUser, // auth2.go
+		remoting.AuthUpdateUser:                   b.authUpdateUser,
+		remoting.AuthDeleteUser:                   b.authDeleteUser,
+		remoting.AuthGetUser:                      b.authGetUser,
+		remoting.AuthListUser:                     b.authListUser,
+		remoting.AuthCreateAcl:                    b.authCreateAcl,
+		remoting.AuthUpdateAcl:                    b.authUpdateAcl,
+		remoting.AuthDeleteAcl:                    b.authDeleteAcl,
+		remoting.AuthGetAcl:                       b.authGetAcl,
+		remoting.AuthListAcl:                      b.authListAcl,
 		remoting.GetBrokerConfig:                  b.getBrokerConfig,
 		remoting.GetBrokerRuntimeInfo:             b.getBrokerRuntimeInfo,
 		remoting.InvokeBrokerToResetOffset:        b.invokeBrokerToResetOffset,
@@ -69,7 +79,9 @@ func classify(code remoting.RequestCode) remoting.PoolClass {
 		remoting.UpdateAndCreateSubscriptionGroup, remoting.GetAllSubscriptionGroupConfig, remoting.GetAllConsumerOffset,
 		remoting.GetBrokerHAStatus, remoting.PromoteBroker, remoting.DemoteBroker, remoting.DLQList, remoting.DLQResend,
 		remoting.InvokeBrokerToResetOffset, remoting.InvokeBrokerToGetConsumerStatus, remoting.TopicRetention, remoting.TierStatus,
-		remoting.GetConsumerConnectionList, remoting.DeleteSubscriptionGroup, remoting.GetBrokerConfig, remoting.GetBrokerRuntimeInfo:
+		remoting.GetConsumerConnectionList, remoting.DeleteSubscriptionGroup, remoting.GetBrokerConfig, remoting.GetBrokerRuntimeInfo,
+		remoting.AuthCreateUser, remoting.AuthUpdateUser, remoting.AuthDeleteUser, remoting.AuthGetUser, remoting.AuthListUser,
+		remoting.AuthCreateAcl, remoting.AuthUpdateAcl, remoting.AuthDeleteAcl, remoting.AuthGetAcl, remoting.AuthListAcl:
 		return remoting.PoolAdmin
 	}
 	return remoting.PoolDefault

@@ -20,7 +20,7 @@ func (b *Broker) viewMessageByID(ctx context.Context, c *remoting.Conn, req *rem
 	if err != nil {
 		return errResponse(req, remoting.SystemError, fmt.Sprintf("can not find message by the offset, %d: %v", h.Offset, err))
 	}
-	if b.cfg.ACL != nil {
+	if b.cfg.ACL != nil || b.auth2On() {
 		// With an ACL, reading a message needs SUB on its own topic, and on
 		// the topic it is for when it waits in a system topic (a half
 		// message, a delayed or timer one). Bytes that do not decode as a

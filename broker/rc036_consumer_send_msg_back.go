@@ -57,7 +57,7 @@ func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req 
 	// back: SUB on the stored message's topic (a retry message's
 	// original topic), not only on the originTopic it names, or any
 	// message could be copied into a group's retry topic and read there.
-	if real := props[PropRetryTopic]; b.cfg.ACL != nil {
+	if real := props[PropRetryTopic]; b.cfg.ACL != nil || b.auth2On() {
 		if real == "" {
 			real = rec.Topic
 		}

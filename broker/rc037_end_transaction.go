@@ -52,7 +52,7 @@ func (b *Broker) endTransaction(ctx context.Context, c *remoting.Conn, req *remo
 		// Not naming what is there: the caller chose the offset.
 		return b.transErr(req, remoting.SystemError, fmt.Sprintf("Find prepared transaction message failed: the record at commitlog offset %d is not a half message", h.CommitLogOffset), &h)
 	}
-	if b.cfg.ACL != nil {
+	if b.cfg.ACL != nil || b.auth2On() {
 		// Committing or rolling back a half message needs PUB on the topic
 		// it is for (the header names none); checked before any remark
 		// says more of the half.

@@ -29,7 +29,8 @@ const (
 	sectionDelayOffsets       = "delayOffsets"
 	sectionTimerOffsets       = "timerOffsets"
 	sectionHeldProgress       = "heldProgress" // durable_progress.go
-	sectionCommitLog          = durability.SectionCommitLog
+	// sectionAuth ("authMetadata", auth2.go): ACL 2.0's users and ACLs.
+	sectionCommitLog = durability.SectionCommitLog
 	// sectionTransactions ("transactions", broker/txn) is the
 	// transaction check service's progress; sectionPop (broker/pop) POP's.
 )
@@ -131,6 +132,12 @@ func (w durWire) Gather() (durability.Gathered, error) {
 	if err != nil {
 		return g, err
 	}
+	authJSON := json.RawMessage("null") // auth2.go; null: not opened yet
+	if b.auth != nil {
+		if authJSON, err = b.auth.Encode(); err != nil {
+			return g, err
+		}
+	}
 	heldJSON, err := b.heldSection(bucketEnd, delayJSON, timerJSON, transJSON)
 	if err != nil {
 		return g, err
@@ -152,6 +159,7 @@ func (w durWire) Gather() (durability.Gathered, error) {
 		sectionTimerOffsets:       timerJSON,
 		sectionTransactions:       transJSON,
 		sectionPop:                popJSON,
+		sectionAuth:               authJSON,
 	}
 	if heldJSON != nil {
 		g.Sections[sectionHeldProgress] = heldJSON

@@ -38,8 +38,16 @@ func (b *Broker) openFollower() error {
 	return nil
 }
 
-// slaveFollow is a slave's sync loop (Run starts it for STRATAMQ_ROLE=slave).
+// slaveFollow is a slave's sync loop (Run starts it for STRATAMQ_ROLE=slave),
+// and, with a bucket, the copy of the master's users and ACLs from its
+// checkpoint (followAuth, auth2.go), ended and waited for when it returns.
 func (b *Broker) slaveFollow(ctx context.Context) {
+	if b.scoped != nil {
+		actx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); b.followAuth(actx) }()
+		defer func() { cancel(); <-done }()
+	}
 	if f := b.follow; f != nil {
 		f.Run(ctx)
 	}

@@ -39,6 +39,7 @@ func (b *Broker) restoreMetadata(configDir string, cp *offsets.Checkpoint) error
 		sectionTopics:             topicsFile,
 		sectionSubscriptionGroups: subscriptionGroupFile,
 		sectionConsumerOffsets:    offsets.ConsumerOffsetsFile,
+		sectionAuth:               authFile, // auth2.go
 	})
 }
 

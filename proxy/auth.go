@@ -146,6 +146,9 @@ func parseAuthorization(v string) (authorization, bool) {
 // MaxClockSkew of the broker's clock (no replay of an old request); a
 // request it passes is then checked as if signed by the account. nil: allowed (always, without an ACL).
 func (s *Server) authorize(ctx context.Context, b Backend, code remoting.RequestCode, ext map[string]string) error {
+	if done, err := s.authorize2(ctx, b, code, ext); done { // auth2.go
+		return err
+	}
 	x := b.ACL()
 	if x == nil {
 		return nil
@@ -275,7 +278,7 @@ type caller struct {
 // (empty) account: there is no identity to tell them apart.
 func (s *Server) callerOf(ctx context.Context, b Backend) caller {
 	c := caller{conn: peerAddr(ctx).String()}
-	if b == nil || b.ACL() == nil || b.ACL().Rules() == nil {
+	if st, _, _ := auth2Store(b); b == nil || st == nil && (b.ACL() == nil || b.ACL().Rules() == nil) {
 		return c
 	}
 	if a, ok := parseAuthorization(header(ctx, hdrAuthorization)); ok {

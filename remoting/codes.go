@@ -79,6 +79,18 @@ const (
 	AckMessage                       RequestCode = 200051
 	ChangeMessageInvisibleTime       RequestCode = 200053
 
+	// ACL 2.0's admin codes (RocketMQ 5.3, package acl2).
+	AuthCreateUser RequestCode = 3001
+	AuthUpdateUser RequestCode = 3002
+	AuthDeleteUser RequestCode = 3003
+	AuthGetUser    RequestCode = 3004
+	AuthListUser   RequestCode = 3005
+	AuthCreateAcl  RequestCode = 3006
+	AuthUpdateAcl  RequestCode = 3007
+	AuthDeleteAcl  RequestCode = 3008
+	AuthGetAcl     RequestCode = 3009
+	AuthListAcl    RequestCode = 3010
+
 	// StrataMQ's own admin codes, in a private range RocketMQ does not use
 	// (880000-880999; RocketMQ's highest are the 2000xx pop codes).
 	PromoteBroker RequestCode = 880001 // admin promote: a slave takes the lease and becomes master
@@ -92,6 +104,16 @@ const (
 )
 
 var requestCodeNames = map[RequestCode]string{
+	AuthCreateUser:                   "AUTH_CREATE_USER",
+	AuthUpdateUser:                   "AUTH_UPDATE_USER",
+	AuthDeleteUser:                   "AUTH_DELETE_USER",
+	AuthGetUser:                      "AUTH_GET_USER",
+	AuthListUser:                     "AUTH_LIST_USER",
+	AuthCreateAcl:                    "AUTH_CREATE_ACL",
+	AuthUpdateAcl:                    "AUTH_UPDATE_ACL",
+	AuthDeleteAcl:                    "AUTH_DELETE_ACL",
+	AuthGetAcl:                       "AUTH_GET_ACL",
+	AuthListAcl:                      "AUTH_LIST_ACL",
 	SendMessage:                      "SEND_MESSAGE",
 	PullMessage:                      "PULL_MESSAGE",
 	QueryMessage:                     "QUERY_MESSAGE",

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
 
 	"github.com/stratamq/stratamq/acl"
+	"github.com/stratamq/stratamq/acl2"
 )
 
 // Environment variables of the ACL that are not settings of Config: a
@@ -17,7 +19,26 @@ const (
 	envAccessKey    = "STRATAMQ_ACCESS_KEY"     // admin and replay: the account they sign with
 	envSecretKey    = "STRATAMQ_SECRET_KEY"
 	envHASecret     = "STRATAMQ_HA_SECRET" // a master's and its slaves' shared HA secret
+	// ACL 2.0's first super user, JSON {"username":...,"password":...}
+	// (RocketMQ's initAuthenticationUser).
+	envInitAuthUser = "STRATAMQ_INIT_AUTHENTICATION_USER"
 )
+
+// initAuthUserFromEnv reads STRATAMQ_INIT_AUTHENTICATION_USER
+// (Config.InitAuthenticationUser). The error never quotes the value: it
+// holds a password.
+func initAuthUserFromEnv(cfg *Config, environ map[string]string) error {
+	raw := environ[envInitAuthUser]
+	if raw == "" {
+		return nil
+	}
+	var u acl2.UserInfo
+	if err := json.Unmarshal([]byte(raw), &u); err != nil || u.Username == "" || u.Password == "" {
+		return fmt.Errorf("%s is not {\"username\":...,\"password\":...} with both set", envInitAuthUser)
+	}
+	cfg.InitAuthenticationUser = &acl2.UserInfo{Username: u.Username, Password: u.Password}
+	return nil
+}
 
 // haSecretFromEnv sets the HA port's shared secret from
 // STRATAMQ_HA_SECRET (Config.HASecret).

@@ -69,6 +69,21 @@ func adminCommands() []adminCommand {
 			"a message by its offsetMsgId (VIEW_MESSAGE_BY_ID) or, with -t, by the client's msgId (UNIQ_KEY)", adminQueryMsgByID},
 		{"queryMsgTraceById", "-i msgId [-t traceTopic] [-b begin] [-e end] [-num n] (-n namesrv | --broker addr[,addr]) [--json]",
 			"a message's trace: its send and each consumer group's consumptions (client host, time, cost, status), from the trace records clients with tracing on write", adminQueryMsgTraceByID},
+		{"createUser", "-u user -p password [-t Super|Normal] (-b addr[,addr] | -n namesrv [-c cluster])",
+			"ACL 2.0: make a user (its username is the AccessKey clients sign with, its password the SecretKey)", adminCreateUser},
+		{"updateUser", "-u user [-p password] [-t Super|Normal] [-s enable|disable] (-b addr[,addr] | -n namesrv [-c cluster])",
+			"ACL 2.0: change a user's password, type or status", adminUpdateUser},
+		{"deleteUser", "-u user (-b addr[,addr] | -n namesrv [-c cluster])", "ACL 2.0: delete a user and its ACL", adminDeleteUser},
+		{"getUser", "-u user (-b addr[,addr] | -n namesrv [-c cluster]) [--json]", "ACL 2.0: a user's type and status (never its password)", adminGetUser},
+		{"listUser", "[-f filter] (-b addr[,addr] | -n namesrv [-c cluster]) [--json]", "ACL 2.0: the users", adminListUser},
+		{"createAcl", "-s User:name -r resource[,resource] -a action[,action] [-i ip[,cidr]] -d Allow|Deny (-b addr[,addr] | -n namesrv [-c cluster])",
+			"ACL 2.0: add policy entries to a user's ACL (an entry on the same resource is replaced); resources *, Topic:name, Topic:prefix*, Topic:*, Group:..., Cluster:...", adminCreateAcl},
+		{"updateAcl", "-s User:name -r resource[,resource] -a action[,action] [-i ip[,cidr]] -d Allow|Deny (-b addr[,addr] | -n namesrv [-c cluster])",
+			"ACL 2.0: change a user's existing ACL as createAcl does", adminUpdateAcl},
+		{"deleteAcl", "-s User:name [-r resource[,resource]] (-b addr[,addr] | -n namesrv [-c cluster])",
+			"ACL 2.0: delete a user's entries on these resources, or its whole ACL", adminDeleteAcl},
+		{"getAcl", "-s User:name (-b addr[,addr] | -n namesrv [-c cluster]) [--json]", "ACL 2.0: a user's policy entries", adminGetAcl},
+		{"listAcl", "[-s subjectFilter] [-r resourceFilter] (-b addr[,addr] | -n namesrv [-c cluster]) [--json]", "ACL 2.0: the ACLs", adminListAcl},
 	}
 }
 

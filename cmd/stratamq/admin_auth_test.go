@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
+)
+
+// TestAdminAuthCommandsAndGoClient: with ACL 2.0 on, the initial super
+// user makes a user and its ACL with `stratamq admin createUser` and
+// `createAcl` (mqadmin's flags); getUser, listUser, getAcl and listAcl
+// show them without the password; an unsigned or a normal user's
+// createUser is refused; the official Go client signed as the user sends
+// to a topic its prefix Allow covers and is refused on one a longer Deny
+// covers; deleteAcl of that Deny lets it through.
+func TestAdminAuthCommandsAndGoClient(t *testing.T) {
+	const rootPw, alicePw = "root-pass-4711", "alice-pass-4711"
+	s := startServe(t, t.TempDir(), map[string]string{
+		"STRATAMQ_AUTHENTICATION_ENABLED":   "true",
+		"STRATAMQ_AUTHORIZATION_ENABLED":    "true",
+		"STRATAMQ_INIT_AUTHENTICATION_USER": `{"username":"root","password":"` + rootPw + `"}`,
+	})
+	root := map[string]string{"NAMESRV_ADDR": s.nsAddr, "STRATAMQ_ACCESS_KEY": "root", "STRATAMQ_SECRET_KEY": rootPw}
+	alice := map[string]string{"NAMESRV_ADDR": s.nsAddr, "STRATAMQ_ACCESS_KEY": "alice", "STRATAMQ_SECRET_KEY": alicePw}
+	admin := func(env map[string]string, args ...string) string {
+		t.Helper()
+		code, out, errOut := runAdminCmd(env, args...)
+		if code != 0 {
+			t.Fatalf("admin %v: exit %d: %s", args, code, errOut)
+		}
+		return out
+	}
+	refused := func(env map[string]string, want string, args ...string) {
+		t.Helper()
+		code, _, errOut := runAdminCmd(env, args...)
+		if code != 1 || !strings.Contains(errOut, "NO_PERMISSION") || !strings.Contains(errOut, want) {
+			t.Fatalf("admin %v: exit %d: %s", args, code, errOut)
+		}
+	}
+
+	admin(root, "createUser", "-u", "alice", "-p", alicePw)
+	refused(map[string]string{"NAMESRV_ADDR": s.nsAddr}, "not signed", "createUser", "-u", "eve", "-p", "eve-pass-4711")
+	refused(alice, "User:alice", "createUser", "-u", "eve", "-p", "eve-pass-4711", "-t", "Super")
+	admin(root, "createAcl", "-s", "User:alice", "-r", "Topic:pay*", "-a", "Pub", "-d", "Allow")
+	admin(root, "createAcl", "-s", "User:alice", "-r", "Topic:payroll*", "-a", "Pub", "-d", "Deny", "-i", "127.0.0.0/8")
+	if out := admin(root, "getAcl", "-s", "User:alice"); !strings.Contains(out, "Topic:payroll*") || !strings.Contains(out, "Deny") || !strings.Contains(out, "127.0.0.0/8") {
+		t.Fatalf("getAcl:\n%s", out)
+	}
+	if out := admin(root, "listAcl", "-r", "pay"); !strings.Contains(out, "User:alice") {
+		t.Fatalf("listAcl:\n%s", out)
+	}
+	for _, args := range [][]string{{"getUser", "-u", "alice"}, {"listUser"}, {"listUser", "--json"}} {
+		out := admin(root, args...)
+		if !strings.Contains(out, "alice") || strings.Contains(out, alicePw) || strings.Contains(out, rootPw) {
+			t.Fatalf("%v:\n%s", args, out)
+		}
+	}
+	admin(root, "updateTopic", "-t", "payments", "-n", s.nsAddr)
+	admin(root, "updateTopic", "-t", "payroll", "-n", s.nsAddr)
+	waitFor(t, 10*time.Second, "routes", func() bool { return routeExists(s.nsAddr, "payments") && routeExists(s.nsAddr, "payroll") })
+
+	p := newClientProducer(t, s.nsAddr, rmqproducer.WithCredentials(primitive.Credentials{AccessKey: "alice", SecretKey: alicePw}))
+	send := func(topic string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := p.SendSync(ctx, primitive.NewMessage(topic, []byte("m")))
+		if err == nil && r.Status != primitive.SendOK {
+			t.Fatalf("send to %s: %v", topic, r)
+		}
+		return err
+	}
+	if err := send("payments"); err != nil {
+		t.Fatalf("alice's send to payments: %v", err)
+	}
+	err := send("payroll")
+	if err == nil || !strings.HasPrefix(err.Error(), "CODE: 16, DESC: ") || !strings.Contains(err.Error(), "User:alice") ||
+		!strings.Contains(err.Error(), "Topic:payroll") || strings.Contains(err.Error(), alicePw) {
+		t.Fatalf("alice's send to payroll: %v", err)
+	}
+	admin(root, "deleteAcl", "-s", "User:alice", "-r", "Topic:payroll*")
+	if err := send("payroll"); err != nil {
+		t.Fatalf("after deleteAcl of the Deny: %v", err)
+	}
+	admin(root, "updateUser", "-u", "alice", "-s", "disable")
+	if err := send("payments"); err == nil || !strings.Contains(err.Error(), "disabled") {
+		t.Fatalf("a disabled user's send: %v", err)
+	}
+}
