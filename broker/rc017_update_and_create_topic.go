@@ -16,7 +16,7 @@ func (b *Broker) updateAndCreateTopic(ctx context.Context, c *remoting.Conn, req
 	if r := badTopic(req, h.Topic); r != nil {
 		return r
 	}
-	if r := systemTopicConflict(req, h.Topic); r != nil && !traceTopicUpdate(h.Topic) {
+	if r := systemTopicConflict(req, h.Topic); r != nil && !(traceTopicUpdate(h.Topic) && h.Attributes != "") {
 		return r
 	}
 	if h.Topic == b.cfg.Cluster || h.Topic == b.cfg.BrokerName {

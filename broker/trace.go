@@ -32,6 +32,7 @@ func (b *Broker) ensureTraceTopic() {
 
 // traceTopicUpdate reports whether UPDATE_AND_CREATE_TOPIC may create or
 // change topic although it is a system topic: RMQ_SYS_TRACE_TOPIC, the one
-// system topic clients send to, so that its queues and attributes (its
-// retention.time) can be set as any topic's.
+// system topic clients send to, so that its attributes (its retention.time)
+// can be set as any topic's. Only a request that carries attributes: one
+// without is refused as RocketMQ refuses every system topic.
 func traceTopicUpdate(topic string) bool { return topic == msgtrace.DefaultTopic }
