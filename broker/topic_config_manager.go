@@ -82,6 +82,20 @@ type topicsJSON struct {
 	DataVersion      remoting.DataVersion            `json:"dataVersion"`
 }
 
+// readTopicsFile reads dir/topics.json as it is on disk (missing: empty).
+func readTopicsFile(fs vfs.FS, dir string) (topicsJSON, error) {
+	var f topicsJSON
+	path := filepath.Join(dir, topicsFile)
+	b, err := offsets.ReadFile(fs, path)
+	if err != nil || len(b) == 0 {
+		return f, err
+	}
+	if err := json.Unmarshal(offsets.QuoteIntKeys(b), &f); err != nil {
+		return f, fmt.Errorf("broker: %s: %w", path, err)
+	}
+	return f, nil
+}
+
 // OpenTopicConfigManager loads dir/topics.json (missing = empty) and makes
 // sure TBW102 exists when autoCreate is on.
 func OpenTopicConfigManager(fs vfs.FS, dir string, autoCreate bool) (*TopicConfigManager, error) {
@@ -89,22 +103,16 @@ func OpenTopicConfigManager(fs vfs.FS, dir string, autoCreate bool) (*TopicConfi
 	if err := m.Init(fs, filepath.Join(dir, topicsFile)); err != nil {
 		return nil, err
 	}
-	b, err := offsets.ReadFile(fs, m.Path())
+	f, err := readTopicsFile(fs, dir)
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > 0 {
-		var f topicsJSON
-		if err := json.Unmarshal(offsets.QuoteIntKeys(b), &f); err != nil {
-			return nil, fmt.Errorf("broker: %s: %w", m.Path(), err)
-		}
-		for name, tc := range f.TopicConfigTable {
-			tc.TopicName = name
-			m.Mu.Table[name] = &tc
-		}
-		m.Mu.Version = f.DataVersion
-		m.Mu.Saved = f.DataVersion.Counter
+	for name, tc := range f.TopicConfigTable {
+		tc.TopicName = name
+		m.Mu.Table[name] = &tc
 	}
+	m.Mu.Version = f.DataVersion
+	m.Mu.Saved = f.DataVersion.Counter
 	if m.Mu.Version.Timestamp == 0 {
 		m.Mu.Version.Timestamp = time.Now().UnixMilli()
 	}

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -539,15 +538,9 @@ func (b *Broker) runWAL(ctx context.Context) {
 // STRATAMQ_DURABILITY. Nil when the table cannot be read: every record
 // then counts as acknowledged.
 func (b *Broker) bucketOnlyOf(configDir string) func(topic, props string) bool {
-	raw, err := offsets.ReadFile(b.fs, filepath.Join(configDir, topicsFile))
+	f, err := readTopicsFile(b.fs, configDir) // topic_config_manager.go
 	if err != nil {
 		return nil
-	}
-	var f topicsJSON
-	if len(raw) > 0 {
-		if err := json.Unmarshal(offsets.QuoteIntKeys(raw), &f); err != nil {
-			return nil
-		}
 	}
 	bucket := func(topic string) bool {
 		if tc, ok := f.TopicConfigTable[topic]; ok {
