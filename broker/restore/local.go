@@ -198,6 +198,15 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 			return Verdict{Action: SetAside, Why: why}
 		}
 		return Verdict{Action: KeepPromoted}
+	case prev != nil && prev.Replica && haveCP && olderCopyLeads(in, localEnd):
+		// A slave's copy of an older epoch's log, promoted after later
+		// epochs wrote (their masters crashed or lost their disks before
+		// uploading): every later epoch took the log over at or past its
+		// end, so it is a prefix of the history, and the bucket holds
+		// nothing past it. It may be the only copy of what its master
+		// acknowledged; the later writers' bytes past it are on no disk
+		// this broker can see and in no bucket object.
+		return Verdict{Action: KeepPromoted}
 	case prev != nil && prev.Instance == in.Self.Instance && prev.Epoch >= cpEpoch:
 		// We wrote the prefix last. The durable end we checkpointed must
 		// still be here (it was fdatasynced): a shorter log means the disk
@@ -292,6 +301,29 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 	}
 	return Verdict{Action: Refuse, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did (local epoch %d, bucket epoch %d), "+
 		"and the local commitlog holds offsets the bucket lacks", writer, epochOf(prev), cpEpoch), Range: *lacking, LocalHolds: true, Unshipped: true}
+}
+
+// olderCopyLeads reports whether a slave's copy of epoch in.Prev.Epoch's
+// log, ending at localEnd, is a prefix of the log the bucket's history
+// describes (every later epoch started at or past localEnd, the history
+// complete) that reaches the end of what the bucket holds (its objects
+// and its WAL's chain).
+func olderCopyLeads(in Local, localEnd int64) bool {
+	cut, known := takenOverAt(in.CommitLog.Epochs, in.Prev.Epoch)
+	if !known || localEnd > cut || localEnd <= 0 {
+		return false
+	}
+	for _, o := range in.Manifest.CommitLog() {
+		if o.End() > localEnd {
+			return false
+		}
+	}
+	for _, r := range in.WAL {
+		if r.To > localEnd {
+			return false
+		}
+	}
+	return true
 }
 
 // takenOverAt is where the log last written under epoch stops agreeing

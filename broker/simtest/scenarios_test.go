@@ -130,6 +130,22 @@ var scenarios = []scenario{
 			{At: 6710 * time.Millisecond, Fault: PowerLossTorn, Node: 0, Dur: time.Second},
 			{At: 8540 * time.Millisecond, Fault: EmptyDisk, Node: 2, Dur: 5130 * time.Millisecond},
 		}}},
+	{name: "older-epochs-copy-is-the-only-one-left", workloads: []string{"delay", "tx", "retry"},
+		s: Schedule{Nodes: 3, Sync: true, Tail: 4 * time.Second, Steps: []Step{
+			// TestSim seed 1204717: the sync_master n0 loses power; n1
+			// and n2 hold the same copy and n1 wins the takeover, then
+			// loses its disk before it uploads anything or n2 learns of
+			// its epoch (in about half the runs: which of the equal
+			// copies wins is the instances' order). n2's copy of epoch
+			// 1's log is the only one holding what n0 acknowledged; the
+			// later epoch took over at its end, so it must be served, not
+			// refused.
+			{At: 1330 * time.Millisecond, Fault: PowerLossTorn, Node: 0, Dur: 5900 * time.Millisecond},
+			{At: 3270 * time.Millisecond, Fault: EmptyDisk, Node: 1, Dur: 2720 * time.Millisecond},
+			{At: 5230 * time.Millisecond, Fault: NetCut, Node: 0, Peer: 1, Dur: 4830 * time.Millisecond},
+			{At: 8990 * time.Millisecond, Fault: NetCut, Node: 0, Peer: 1, Dur: 5830 * time.Millisecond},
+			{At: 12770 * time.Millisecond, Fault: PowerLoss, Node: 1, Dur: 1070 * time.Millisecond},
+		}}},
 	{name: "retry-progress-ahead-of-the-slave", workloads: []string{"retry"},
 		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
 			// TestSim seed 1388, shrunk: the same through send-backs (their

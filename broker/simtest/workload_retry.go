@@ -53,6 +53,10 @@ type sendBack struct {
 	due       int64 // earliest redelivery (unix ms)
 	node      int
 	at        time.Time
+	// physFrom is where the node's log ended just before the request
+	// (-1: unknown): its copy's record starts there or later, so a node
+	// whose log never passed it never held the copy.
+	physFrom int64
 	// attempts is how many CONSUMER_SEND_MSG_BACK requests were sent
 	// for it: each may have stored a copy (a sync_master stores before it
 	// answers SLAVE_NOT_AVAILABLE, as RocketMQ does), so as many copies
@@ -191,6 +195,10 @@ func (r *retryWorkload) sendBack(ctx context.Context, w *world, cl *remoting.Cli
 		h := remoting.ConsumerSendMsgBackRequestHeader{Offset: pd.r.phys, Group: r.group, DelayLevel: pd.level,
 			OriginMsgID: pd.r.props["UNIQ_KEY"], OriginTopic: r.topic, MaxReconsumeTimes: r.maxTimes, MaxReconsumeTimesSet: true}
 		start := time.Now()
+		physFrom := int64(-1)
+		if b := n.broker(); b != nil {
+			physFrom = b.Store().MaxPhysOffset()
+		}
 		pd.attempts++
 		ictx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		resp, err := cl.Invoke(ictx, addrs[i], remoting.NewRequest(remoting.ConsumerSendMsgBack, h.Encode(), nil))
@@ -199,7 +207,7 @@ func (r *retryWorkload) sendBack(ctx context.Context, w *world, cl *remoting.Cli
 			continue
 		}
 		b := sendBack{body: pd.r.body, reconsume: pd.r.reconsume, level: pd.level, dlq: pd.r.reconsume >= r.maxTimes, node: i, at: start,
-			attempts: pd.attempts}
+			physFrom: physFrom, attempts: pd.attempts}
 		if !b.dlq {
 			lv := pd.level
 			if lv == 0 {
@@ -298,7 +306,7 @@ func (r *retryWorkload) Check(f *finalState) []Violation {
 		}
 		desc := fmt.Sprintf("%q (reconsume times %d) sent back by n%d at %s with delay level %d", b.body, b.reconsume, b.node, ms(b.at), b.level)
 		if len(copies) == 0 {
-			if f.lostAsyncAt(b.body, b.node, b.at) {
+			if f.lostAsyncAt(b.body, b.node, b.at) || f.sync && b.physFrom >= 0 && f.everyHolderLost(b.at.Sub(f.start), b.physFrom) {
 				r.asyncLost++
 				continue
 			}
