@@ -428,6 +428,15 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if restore != nil && (!restore.Replica || walChain != nil) {
 		b.afterRestore(restore)
 	}
+	if b.promotedReplica {
+		if err := b.resumeUnseenQueues(); err != nil { // wire_restore.go
+			return fail(err)
+		}
+		// The consumer offsets adopted from the checkpoint may be past
+		// this copy's queue ends (the old master wrote further): moved
+		// back, or this broker's next messages there would be skipped.
+		b.afterRestore(nil)
+	}
 	// The high watermark starts where another copy is known to hold the
 	// log: a promoted slave's copy is the one that holds what the old
 	// master acknowledged (its whole log); a master on its own log (a

@@ -101,6 +101,34 @@ func (b *Broker) afterRestore(*store.Restore) {
 	b.judge().ClampOffsets(b.offsets, b.store.MaxQueueOffset)
 }
 
+// resumeUnseenQueues numbers, in a promoted slave's copy of the log, each
+// queue it holds no record of from where the bucket's history may have
+// handed its offsets out (restore.FreshPoint's queues: the checkpoint's
+// ends, past their reservations after an unclean stop), as a master
+// restored on an empty disk does. A slave restored at its master's
+// restore gap learns only the queues written since; without this, its
+// first write to another one would reuse offsets from 0 (consumers' and
+// the schedule service's progress past them would skip the new records).
+func (b *Broker) resumeUnseenQueues() error {
+	cl, haveCP := b.restoredCommitLog()
+	if !haveCP {
+		return nil
+	}
+	r := restore.FreshPoint(restore.Bucket{CommitLog: cl, HaveCP: true, QueueCounts: b.topics.QueueCounts})
+	if r == nil || len(r.Queues) == 0 {
+		return nil
+	}
+	n, err := b.store.ResumeQueues(r.Queues)
+	if err != nil {
+		return fmt.Errorf("broker: promoted copy: start the queues it holds no record of past the bucket checkpoint's reservations: %w", err)
+	}
+	if n > 0 {
+		b.log.Info("promoted: queues this copy holds no record of resume where the bucket checkpoint says their offsets may have reached",
+			"queues", n, "clean", cl.Clean)
+	}
+	return nil
+}
+
 // checkLocalData decides, before the store opens, whether a non-empty data
 // dir's log may be served, and sets it aside or refuses to start when not
 // (restore.Judge.CheckLocal). It returns the bucket manifest it read (nil

@@ -193,3 +193,46 @@ func (s *Store) QueueOffsetAtPhys(ctx context.Context, topic string, queueID int
 	}
 	return max(j, lo), nil
 }
+
+// ResumeQueues starts each named queue that holds no local entry (absent,
+// or all of it cold) at Max, its entries below it cold and its min Min
+// (capped at Max), as a restore would have: a promoted copy of the log
+// numbers a queue it has no record of since its restore from where the
+// bucket's history may have handed offsets out to, not from its own idea
+// of the queue's end. A queue with local entries, or whose end is already
+// at or past Max, is left as it is. The new ranges are durable when it
+// returns (<Dir>/restored, re-applied on every Open).
+func (s *Store) ResumeQueues(qs map[string]map[int32]QueueRange) (resumed int, err error) {
+	s.flushMu.Lock() // flushMu before mu, as DeleteTopic
+	defer s.flushMu.Unlock()
+	if err := s.lockOpen(); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	for topic, byID := range qs {
+		if checkTopic(topic) != nil {
+			continue
+		}
+		for id, rg := range byID {
+			if id < 0 || rg.Max <= 0 {
+				continue
+			}
+			q := s.queueOrCreate([]byte(topic), id)
+			q.mu.Lock()
+			if !q.deleted && len(q.files) == 0 && len(q.pending) == 0 && q.max == q.written && q.max < rg.Max {
+				q.coldEnd.Store(rg.Max)
+				q.min = min(max(rg.Min, 0, q.min), rg.Max)
+				q.max, q.written, q.next = rg.Max, rg.Max, rg.Max
+				resumed++
+			}
+			q.mu.Unlock()
+		}
+	}
+	if resumed == 0 {
+		return 0, nil
+	}
+	if err := s.saveRestoredLocked(); err != nil {
+		return 0, s.restoredFailed(err)
+	}
+	return resumed, nil
+}

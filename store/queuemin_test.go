@@ -117,3 +117,52 @@ func TestStoreQueueOffsetAtTimeAndPhys(t *testing.T) {
 		t.Fatalf("before every record: %d, want 0", got)
 	}
 }
+
+// TestStoreResumeQueues: a queue the store holds no entry of starts at the
+// given Max (its first new message there, its range [Min, Max) below it
+// cold), durably across a reopen, even before a message lands; a queue
+// with local entries, or already past Max, is left as it is.
+func TestStoreResumeQueues(t *testing.T) {
+	fs := vfs.NewMem()
+	o := testOpts(fs)
+	s := mustOpen(t, o)
+	for i := range 3 {
+		mustPut(t, s, msg("Held", 0, fmt.Sprint("h", i)))
+	}
+	n, err := s.ResumeQueues(map[string]map[int32]QueueRange{
+		"Held":   {0: {Min: 0, Max: 1024}},
+		"Unseen": {1: {Min: 7, Max: 1032}, 2: {Max: 0}},
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("ResumeQueues: %d resumed, %v; want 1", n, err)
+	}
+	check := func(s *Store) {
+		t.Helper()
+		if got := s.MaxQueueOffset("Held", 0); got != 3 {
+			t.Fatalf("Held/0 ends at %d, want 3 (it has local entries)", got)
+		}
+		if mn, mx := s.MinQueueOffset("Unseen", 1), s.MaxQueueOffset("Unseen", 1); mn != 7 || mx != 1032 {
+			t.Fatalf("Unseen/1 is [%d, %d), want [7, 1032)", mn, mx)
+		}
+	}
+	check(s)
+	mustClose(t, s)
+	s = mustOpen(t, o) // no message landed: the range itself is durable
+	check(s)
+	if r := mustPut(t, s, msg("Unseen", 1, "first")); r[0].QueueOffset != 1032 {
+		t.Fatalf("first message of Unseen/1 at queue offset %d, want 1032", r[0].QueueOffset)
+	}
+	if n, err := s.ResumeQueues(map[string]map[int32]QueueRange{"Unseen": {1: {Max: 2000}}}); err != nil || n != 0 {
+		t.Fatalf("ResumeQueues over a queue with an entry: %d resumed, %v; want 0", n, err)
+	}
+	mustClose(t, s)
+	s = mustOpen(t, o)
+	defer mustClose(t, s)
+	if got := s.MaxQueueOffset("Unseen", 1); got != 1033 {
+		t.Fatalf("Unseen/1 ends at %d after reopen, want 1033", got)
+	}
+	r, err := s.Get(context.Background(), GetRequest{Topic: "Unseen", QueueID: 1, Offset: 1032, MaxMsgs: 1})
+	if err != nil || r.Status != Found {
+		t.Fatalf("get the first message: %v %v", r.Status, err)
+	}
+}

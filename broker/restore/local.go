@@ -197,15 +197,24 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 			}
 			return Verdict{Action: SetAside, Why: why}
 		}
+		if haveCP && cl.HWM > localEnd && bucketGap(m, segs, cl.Floor, in.WAL...) == nil {
+			// The master synced past this copy, and the bucket holds all
+			// of it: restored from the bucket, which resumes past every
+			// offset the master may have handed out (kept, it would write
+			// at its own end over them).
+			return Verdict{Action: SetAside, Why: fmt.Sprintf("this slave's copy of the log ends at offset %d, before the durable end %d "+
+				"the master checkpointed, and the bucket holds all of it", localEnd, cl.HWM)}
+		}
 		return Verdict{Action: KeepPromoted}
-	case prev != nil && prev.Replica && haveCP && olderCopyLeads(in, localEnd):
+	case prev != nil && prev.Replica && haveCP && olderCopyLeads(in, segs, localEnd):
 		// A slave's copy of an older epoch's log, promoted after later
 		// epochs wrote (their masters crashed or lost their disks before
 		// uploading): every later epoch took the log over at or past its
-		// end, so it is a prefix of the history, and the bucket holds
-		// nothing past it. It may be the only copy of what its master
-		// acknowledged; the later writers' bytes past it are on no disk
-		// this broker can see and in no bucket object.
+		// end, so it is a prefix of the history, the bucket holds nothing
+		// past it, and it holds bytes the bucket lacks: maybe the only
+		// copy of what its master acknowledged. Served; the later
+		// writers' bytes past it are on no disk this broker can see and
+		// in no bucket object (DESIGN §8: an unclean takeover's trade).
 		return Verdict{Action: KeepPromoted}
 	case prev != nil && prev.Instance == in.Self.Instance && prev.Epoch >= cpEpoch:
 		// We wrote the prefix last. The durable end we checkpointed must
@@ -304,13 +313,16 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 }
 
 // olderCopyLeads reports whether a slave's copy of epoch in.Prev.Epoch's
-// log, ending at localEnd, is a prefix of the log the bucket's history
-// describes (every later epoch started at or past localEnd, the history
-// complete) that reaches the end of what the bucket holds (its objects
-// and its WAL's chain).
-func olderCopyLeads(in Local, localEnd int64) bool {
+// log, segs ending at localEnd, is a prefix of the log the bucket's
+// history describes (every later epoch started at or past localEnd, the
+// history complete) that reaches the end of what the bucket holds or held
+// (its objects, the ranges retention expired, the retention floor and the
+// WAL's chain) and holds bytes the bucket lacks. A copy the bucket holds
+// whole is set aside instead: the restore from the bucket resumes past
+// every offset the later epochs may have handed out.
+func olderCopyLeads(in Local, segs []Segment, localEnd int64) bool {
 	cut, known := takenOverAt(in.CommitLog.Epochs, in.Prev.Epoch)
-	if !known || localEnd > cut || localEnd <= 0 {
+	if !known || localEnd > cut || localEnd <= 0 || in.CommitLog.Floor > localEnd {
 		return false
 	}
 	for _, o := range in.Manifest.CommitLog() {
@@ -318,12 +330,19 @@ func olderCopyLeads(in Local, localEnd int64) bool {
 			return false
 		}
 	}
+	if in.Manifest != nil {
+		for _, e := range in.Manifest.Expired {
+			if e.To > localEnd {
+				return false
+			}
+		}
+	}
 	for _, r := range in.WAL {
 		if r.To > localEnd {
 			return false
 		}
 	}
-	return true
+	return bucketGap(in.Manifest, segs, in.CommitLog.Floor, in.WAL...) != nil
 }
 
 // takenOverAt is where the log last written under epoch stops agreeing

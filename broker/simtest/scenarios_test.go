@@ -161,6 +161,21 @@ var scenarios = []scenario{
 			{At: 9320 * time.Millisecond, Fault: EmptyDisk, Node: 1, Dur: 4220 * time.Millisecond},
 			{At: 10990 * time.Millisecond, Fault: Crash, Node: 2, Dur: 1260 * time.Millisecond},
 		}}},
+	{name: "promoted-copy-numbers-queues-it-never-saw", workloads: []string{"tx", "retry", "pop"},
+		s: Schedule{Nodes: 2, Masters: 2, Tail: 4 * time.Second, Steps: []Step{
+			// TestSim seed 808596: n0 restores on an empty disk past the
+			// checkpoint's reservations; n1, its slave, restores at the
+			// bucket's end and learns only the queues written since. When
+			// n1 takes over, a queue it never saw (a delay level's) must
+			// resume past its reservation, not at 0: n0, following it,
+			// refused the reused offsets and never caught up.
+			{At: 2550 * time.Millisecond, Fault: FlakyBucket, Node: 1, Dur: 2140 * time.Millisecond},
+			{At: 3290 * time.Millisecond, Fault: EmptyDisk, Node: 0, Dur: 1150 * time.Millisecond},
+			{At: 5690 * time.Millisecond, Fault: PowerLossTorn, Node: 1, Dur: 1550 * time.Millisecond},
+			{At: 9430 * time.Millisecond, Fault: PowerLoss, Node: 1, Dur: 1410 * time.Millisecond},
+			{At: 12680 * time.Millisecond, Fault: BucketCut, Node: 1, Dur: 870 * time.Millisecond},
+			{At: 16040 * time.Millisecond, Fault: Demote, Node: 0},
+		}}},
 	{name: "retry-progress-ahead-of-the-slave", workloads: []string{"retry"},
 		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
 			// TestSim seed 1388, shrunk: the same through send-backs (their
