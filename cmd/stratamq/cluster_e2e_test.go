@@ -166,6 +166,7 @@ func (s *onlyBroker) Select(_ *primitive.Message, mqs []*primitive.MessageQueue,
 // by a fresh group at the brokerName, queue and offset its ack named, and
 // no brokerName/queue/offset was acknowledged twice.
 func TestE2ETwoBrokerNamesFailover(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

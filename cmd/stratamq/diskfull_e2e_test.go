@@ -100,6 +100,7 @@ func writeFiller(t *testing.T, path string, n int64) int64 {
 // and every acknowledged message reads back byte-identical, also after a
 // restart.
 func TestE2EDiskFullRecovers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -67,6 +67,7 @@ func startBinaryCmd(t *testing.T, bin, sub string, env map[string]string) *binar
 // commitlog and queue offsets past everything handed out before — even the
 // messages lost with the unsealed tail.
 func TestE2EKill9FreshDiskNoReuse(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -116,6 +116,7 @@ func tlsProduceConsume(t *testing.T, ns, topic string, n int, opts ...rmqproduce
 // produces and consumes through the TLS name server and broker (the
 // broker registers over TLS too); a plain client is disconnected by both.
 func TestTLSOfficialClientEnforcing(t *testing.T) {
+	t.Parallel()
 	f := tlstest.Write(t, t.TempDir())
 	cli, err := tlsconf.Client(tlsconf.ClientOptions{CAFile: f.CA})
 	if err != nil {
@@ -188,6 +189,7 @@ func TestTLSOfficialClientEnforcing(t *testing.T) {
 // (STRATAMQ_TLS_CLIENT) without STRATAMQ_TLS_CA: it trusts its own
 // certificate for its own name server.
 func TestTLSOfficialClientPermissive(t *testing.T) {
+	t.Parallel()
 	f := tlstest.Write(t, t.TempDir())
 	cli, err := tlsconf.Client(tlsconf.ClientOptions{CAFile: f.CA})
 	if err != nil {
