@@ -29,7 +29,9 @@ import (
 // every client of the process (remote.DefaultRemotingClientConfig), and
 // its TLS skips certificate verification and presents no client
 // certificate. So these tests switch it explicitly before each phase, run
-// one phase at a time, never in parallel, and switch it off at the end.
+// one phase at a time, never in parallel, and switch it off at the end; and
+// since the setting reaches every client of the process, they never call
+// t.Parallel: the parallel end-to-end tests start once they are done.
 func setOfficialTLS(t *testing.T, on bool) {
 	t.Helper()
 	p, err := rocketmq.NewProducer(rmqproducer.WithTls(on), rmqproducer.WithInstanceName(uniqueName(t, "tlsflip")),
@@ -116,7 +118,6 @@ func tlsProduceConsume(t *testing.T, ns, topic string, n int, opts ...rmqproduce
 // produces and consumes through the TLS name server and broker (the
 // broker registers over TLS too); a plain client is disconnected by both.
 func TestTLSOfficialClientEnforcing(t *testing.T) {
-	t.Parallel()
 	f := tlstest.Write(t, t.TempDir())
 	cli, err := tlsconf.Client(tlsconf.ClientOptions{CAFile: f.CA})
 	if err != nil {
@@ -189,7 +190,6 @@ func TestTLSOfficialClientEnforcing(t *testing.T) {
 // (STRATAMQ_TLS_CLIENT) without STRATAMQ_TLS_CA: it trusts its own
 // certificate for its own name server.
 func TestTLSOfficialClientPermissive(t *testing.T) {
-	t.Parallel()
 	f := tlstest.Write(t, t.TempDir())
 	cli, err := tlsconf.Client(tlsconf.ClientOptions{CAFile: f.CA})
 	if err != nil {
