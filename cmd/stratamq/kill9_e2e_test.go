@@ -83,7 +83,10 @@ func TestE2EKill9FreshDiskNoReuse(t *testing.T) {
 		"STRATAMQ_SEGMENT_SIZE":        "4MiB",
 		"STRATAMQ_LOCAL_RETENTION":     "0",
 		"STRATAMQ_CHECKPOINT_INTERVAL": "500ms",
-		"STRATAMQ_LEASE_TTL":           "2s",
+		// Long enough that a loaded machine (the suite runs end-to-end
+		// tests side by side) does not miss a renewal while the sends
+		// run: at 2s one was missed and a send refused.
+		"STRATAMQ_LEASE_TTL": "6s",
 	}
 	env["STRATAMQ_DATA_DIR"] = t.TempDir()
 	first := startBinary(t, bin, env)
