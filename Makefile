@@ -11,15 +11,29 @@
 GO ?= go
 export PATH := $(shell $(GO) env GOPATH)/bin:$(PATH)
 
-# Pass 1: everything, under the race detector.
-TEST_RACE = $(GO) test -race -timeout 15m ./...
+# Pass 1: everything, under the race detector. The end-to-end tests of
+# cmd/stratamq that call t.Parallel mostly wait (leases, failovers, timers,
+# child processes), so three of them run at a time rather than GOMAXPROCS
+# (two here); the tests that change process-wide state (t.Setenv, the
+# official client's TLS switch, a serve hook) stay serial and run first.
+# Most packages' tests wait more than they compute (broker: ~70 s of CPU
+# in ~9 min), so four packages run at a time (-p 4; the default is
+# GOMAXPROCS, two here).
+TEST_RACE = $(GO) test -race -timeout 15m -p 4 -parallel 3 ./...
 # Pass 2, without -race: tests that drive parts of the official Go client
 # that race with themselves (its pull consumer; its answer to
 # GET_CONSUMER_STATUS_FROM_CLIENT).
-TEST_CLIENT = $(GO) test -count=1 -timeout 10m -run 'TestE2EReplay|TestE2EResetOffsetByTime|TestE2ESQLFilter' ./cmd/stratamq
+CLIENT_RUN = TestE2EReplay|TestE2EResetOffsetByTime|TestE2ESQLFilter
+TEST_CLIENT = $(GO) test -count=1 -timeout 10m -parallel 3 -run '$(CLIENT_RUN)' ./cmd/stratamq
 # Pass 3, without -race: the cold-read cache's hit counts, the allocation
 # budgets (counts differ under -race) and the schedule simulator.
-TEST_NORACE = $(GO) test -count=1 -timeout 10m -run 'TestHotFramesSurviveAScan|TestRemotingSendPathAllocations|TestPutAllocs|TestBrokerSendAllocations|TestACLAllocations|TestSim' ./tier/coldread ./remoting ./store ./broker ./acl ./broker/simtest
+NORACE_RUN = TestHotFramesSurviveAScan|TestRemotingSendPathAllocations|TestPutAllocs|TestBrokerSendAllocations|TestACLAllocations|TestSim
+NORACE_PKGS = ./tier/coldread ./remoting ./store ./broker ./acl ./broker/simtest
+TEST_NORACE = $(GO) test -count=1 -timeout 10m -run '$(NORACE_RUN)' $(NORACE_PKGS)
+# make test runs passes 2 and 3 as one `go test`, so that their packages
+# build and run side by side: neither pattern names a test in the other's
+# packages, so the same tests run.
+TEST_CLIENT_NORACE = $(GO) test -count=1 -timeout 10m -parallel 3 -run '$(CLIENT_RUN)|$(NORACE_RUN)' ./cmd/stratamq $(NORACE_PKGS)
 
 .PHONY: build run test deps test-race test-client test-norace bench-short bench-wal
 
@@ -34,8 +48,7 @@ deps:
 
 test: deps
 	$(TEST_RACE)
-	$(TEST_CLIENT)
-	$(TEST_NORACE)
+	$(TEST_CLIENT_NORACE)
 
 test-race:
 	$(TEST_RACE)

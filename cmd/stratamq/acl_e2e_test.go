@@ -52,6 +52,7 @@ accounts:
 // /metrics, the console's pages, the remarks of refusals, or any file
 // under the data dir and the bucket dir.
 func TestE2EACLSecretsNeverLeak(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	aclDir := t.TempDir() // the ACL file itself holds the secrets: outside the dirs grepped
 	aclFile := filepath.Join(aclDir, "plain_acl.yml")

@@ -33,6 +33,7 @@ func TestBenchColdSplit(t *testing.T) {
 // TestBenchPayloads: random bodies do not compress, json bodies do, and
 // both change from one message to the next.
 func TestBenchPayloads(t *testing.T) {
+	t.Parallel()
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
 	if err != nil {
 		t.Fatal(err)

@@ -47,6 +47,7 @@ func runBenchCmd(t *testing.T, wantCode int, args ...string) benchResult {
 }
 
 func TestBenchProduceThenConsume(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir(), nil)
 	topic := uniqueName(t, "bench")
 	common := []string{"--namesrv", s.nsAddr, "--topic", topic, "--size", "300", "--progress", "0"}
@@ -97,6 +98,7 @@ func TestBenchProduceThenConsume(t *testing.T) {
 }
 
 func TestBenchE2E(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir(), nil)
 	topic := uniqueName(t, "bench")
 	r := runBenchCmd(t, 0, "e2e", "--namesrv", s.nsAddr, "--topic", topic, "--size", "256", "--rate", "2000",
@@ -121,6 +123,7 @@ func TestBenchE2E(t *testing.T) {
 }
 
 func TestBenchDurationAndDirectBroker(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir(), nil)
 	topic := uniqueName(t, "bench")
 	// No name server: --broker and --queues say where; the topic is created.

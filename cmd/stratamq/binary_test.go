@@ -15,6 +15,7 @@ import (
 // the broker is routed, then sends SIGTERM and expects a clean exit.
 // Start-up time is logged (the 2 s goal is measured, not asserted).
 func TestE2EBinaryServeStartsAndDrains(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

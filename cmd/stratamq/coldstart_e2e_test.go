@@ -33,6 +33,7 @@ func offsetOfMsgID(t *testing.T, id string) int64 {
 // where it stopped, a fresh group reads all N byte-identical from the
 // bucket, and new messages get new, higher offsets.
 func TestE2EColdStartFromBucketAfterSIGTERM(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bucketDir := filepath.Join(t.TempDir(), "bucket")
 	s := startServe(t, dir, map[string]string{

@@ -59,6 +59,7 @@ import (
 // after a restore (before the restored broker's first checkpoint). STRATAMQ_CRASHLOOP_SEED=n fixes the random choices (kill points,
 // bodies; not the timing).
 func TestE2ECrashLoop(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -22,6 +22,7 @@ import (
 // the image runs as non-root with a /data volume, and the binary builds
 // static (CGO_ENABLED=0).
 func TestDeployFiles(t *testing.T) {
+	t.Parallel()
 	read := func(p string) []byte {
 		t.Helper()
 		b, err := os.ReadFile(filepath.Join("../..", p))

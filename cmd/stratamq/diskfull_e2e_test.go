@@ -100,6 +100,8 @@ func writeFiller(t *testing.T, path string, n int64) int64 {
 // and every acknowledged message reads back byte-identical, also after a
 // restart.
 func TestE2EDiskFullRecovers(t *testing.T) {
+	// Not parallel: it failed once beside other tests (refused at 4 MiB
+	// free, then its flusher never hit ENOSPC), not yet understood.
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

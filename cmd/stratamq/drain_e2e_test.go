@@ -106,6 +106,7 @@ func waitExit(t *testing.T, b *binaryServe, d time.Duration) error {
 // exiting 0); the old disk restarted uploads the tail, and only then does
 // an empty disk start, with every message.
 func TestE2EDrainTimeoutIsNotClean(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -77,13 +78,16 @@ func (r *received) distinct() int {
 // pull that just returned messages may still be sending on it (an unguarded
 // close in the client, reported by -race), so shutting a consumer down while
 // messages still arrive makes the test fail on the client's race. Cleanup
-// also quiets the group first (see quietGroup).
+// also quiets the group first (see quietGroup). The client's instance name
+// is who qualified by the test's name: rocketmq-client-go shares one client
+// per instance name in a process (and refuses a second name server for
+// it), and the end-to-end tests run in parallel.
 func newPushConsumer(t *testing.T, ns, group, topic string, sel rmqconsumer.MessageSelector, r *received, who string, opts ...rmqconsumer.Option) rocketmq.PushConsumer {
 	t.Helper()
 	all := append([]rmqconsumer.Option{
 		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
 		rmqconsumer.WithGroupName(group),
-		rmqconsumer.WithInstance(who),
+		rmqconsumer.WithInstance(who + "-" + strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())),
 		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
 	}, opts...)
 	c, err := rocketmq.NewPushConsumer(all...)
@@ -403,6 +407,7 @@ func TestE2ETagFilter(t *testing.T) {
 // TestE2EResumeAfterRestart: a group that consumed and committed resumes at
 // its committed offset after the broker restarts on the same data dir.
 func TestE2EResumeAfterRestart(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir(), nil)
 	topic := uniqueName(t, "T")
 	s.createTopic(topic, 4)

@@ -28,6 +28,7 @@ func masterOf(ns, topic string) string { return masterOfName(ns, topic, "broker-
 // SEND_OK is then read back by a fresh consumer group at the queue offset
 // its ack named, and no queue offset was acknowledged twice.
 func TestE2EFailoverSyncMasterKill9(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

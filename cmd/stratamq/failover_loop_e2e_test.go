@@ -523,6 +523,7 @@ func logRounds(t *testing.T, what string, results []foRound) {
 // send; TestE2EFailoverDefaults keeps one producer and measures
 // what a client sees.
 func TestE2EFailoverLoop(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -26,6 +26,7 @@ import (
 // once the client polled the new route (rocketmq-client-go polls every
 // 30 s).
 func TestE2EFailoverAutoCreatedTopicMinInSync(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

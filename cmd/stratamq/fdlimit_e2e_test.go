@@ -23,6 +23,7 @@ import (
 // fsyncs, its own and its directory's); STRATAMQ_LONG=1 runs the reported
 // case, 5 topics of 1,024 queues under 1024:1024.
 func TestE2EManyQueuesUnderLowFDLimit(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -16,6 +16,7 @@ import (
 // opens. The test holds the name server's and broker's ports itself: a
 // command that tried to listen first would fail on them instead.
 func TestFirstHourBadSettings(t *testing.T) {
+	t.Parallel()
 	hold := func() (string, func()) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 // literal in the Go sources, or Go's own collectors), and those a fresh
 // broker serves from start are on its /metrics before any traffic.
 func TestGrafanaDashboardMetricNames(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("../../infra/grafana/stratamq.json")
 	if err != nil {
 		t.Fatal(err)

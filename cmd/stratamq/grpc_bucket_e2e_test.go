@@ -25,6 +25,7 @@ import (
 // dropped from the local disk before the consumer starts; a new group
 // starting at the first offset reads them from the bucket.
 func TestGRPCNodeProducerToGoConsumerFromBucket(t *testing.T) {
+	t.Parallel()
 	nodetest.Need(t)
 	s, addr := startServeGRPC(t, map[string]string{
 		"STRATAMQ_BUCKET":          "file://" + filepath.Join(t.TempDir(), "bucket"),

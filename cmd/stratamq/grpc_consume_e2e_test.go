@@ -44,6 +44,7 @@ func runConsumeScript(t *testing.T, plan any, timeout time.Duration) []consumeEv
 // the local disk before the consumer ran). The POP group starts where an
 // operator reset it (offset 0, over remoting), as a replay would.
 func TestGRPCGoProducerToNodeSimpleConsumerFromBucket(t *testing.T) {
+	t.Parallel()
 	nodetest.Need(t)
 	s, addr := startServeGRPC(t, map[string]string{
 		"STRATAMQ_BUCKET":          "file://" + filepath.Join(t.TempDir(), "bucket"),

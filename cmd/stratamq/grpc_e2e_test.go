@@ -64,6 +64,7 @@ func startServeGRPC(t *testing.T, extra map[string]string) (*testServe, string) 
 // queue in send order; the delayed one is stored for delivery no earlier
 // than its delivery time.
 func TestGRPCNodeProducerToGoConsumer(t *testing.T) {
+	t.Parallel()
 	nodetest.Need(t)
 	s, addr := startServeGRPC(t, map[string]string{
 		"STRATAMQ_TRANSACTION_TIMEOUT":        "1s",
@@ -224,6 +225,7 @@ func TestGRPCNodeProducerToGoConsumer(t *testing.T) {
 // signing with an account's keys sends; with a wrong secret it is refused,
 // and with no keys too.
 func TestGRPCNodeProducerSignsForACL(t *testing.T) {
+	t.Parallel()
 	nodetest.Need(t)
 	aclFile := filepath.Join(t.TempDir(), "plain_acl.yml")
 	if err := os.WriteFile(aclFile, []byte(e2eACLFile), 0o600); err != nil {
@@ -263,6 +265,7 @@ func TestGRPCNodeProducerSignsForACL(t *testing.T) {
 // consumer gets the delayed message sent after it (due later) and never
 // the recalled one.
 func TestGRPCNodeRecallCancelsDelayedMessage(t *testing.T) {
+	t.Parallel()
 	nodetest.Need(t)
 	s, addr := startServeGRPC(t, nil)
 	topic := uniqueName(t, "R")

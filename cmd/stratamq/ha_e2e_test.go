@@ -38,17 +38,20 @@ func TestE2ESlaveFromBucket(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
+	t.Parallel()
 	endpoint, ak, sk := tiertest.StartVersityGW(t)
-	t.Setenv("AWS_ACCESS_KEY_ID", ak)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", sk)
-	t.Setenv("AWS_REGION", "us-east-1")
 	bucketURL := fmt.Sprintf("s3://%s/ha?endpoint=%s&region=us-east-1", tiertest.BucketName(t), endpoint)
 	bin := buildBinary(t)
 
 	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
 	ns, mAddr, mHTTP, haAddr, sAddr, sHTTP := addr(), addr(), addr(), addr(), addr(), addr()
 	startBinaryCmd(t, bin, "namesrv", map[string]string{"STRATAMQ_NAMESRV_LISTEN": ns, "STRATAMQ_HTTP_LISTEN": "127.0.0.1:0"})
+	// The brokers get the credentials in their environment, not through
+	// this process's (t.Setenv would keep the test from running in parallel).
 	common := map[string]string{
+		"AWS_ACCESS_KEY_ID":          ak,
+		"AWS_SECRET_ACCESS_KEY":      sk,
+		"AWS_REGION":                 "us-east-1",
 		"STRATAMQ_NAMESRV":           ns,
 		"STRATAMQ_BUCKET":            bucketURL,
 		"STRATAMQ_SEGMENT_SIZE":      "1MiB",

@@ -52,6 +52,7 @@ type hostileScale struct {
 }
 
 func TestE2EHostileClients(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

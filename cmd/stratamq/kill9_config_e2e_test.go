@@ -21,6 +21,7 @@ import (
 // consumerOffset.json shortly after the commit; killed again once they
 // are there, the restarted broker answers the same offsets.
 func TestE2EKill9KeepsNewTopicAndOffsets(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -67,6 +67,9 @@ func startBinaryCmd(t *testing.T, bin, sub string, env map[string]string) *binar
 // commitlog and queue offsets past everything handed out before — even the
 // messages lost with the unsealed tail.
 func TestE2EKill9FreshDiskNoReuse(t *testing.T) {
+	// Not parallel: with tests beside it its broker missed a renewal of
+	// its 2s lease and refused a send; a longer lease outlasts the
+	// restart loop's 5s attempts.
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

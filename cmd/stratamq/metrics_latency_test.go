@@ -17,6 +17,7 @@ import (
 // consume, is there again right after a restart, and drops to 0 once the
 // group catches up.
 func TestMetricsLagLatency(t *testing.T) {
+	t.Parallel()
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	s := startServe(t, t.TempDir(), map[string]string{"STRATAMQ_HTTP_LISTEN": httpAddr})
 	topic, group := uniqueName(t, "LatT"), uniqueName(t, "latG")

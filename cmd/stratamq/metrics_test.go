@@ -16,6 +16,7 @@ import (
 // with the store's size and flush lag; they move as messages flow, and a
 // group that lags shows its lag per queue.
 func TestMetricsPresentFromStartAndLag(t *testing.T) {
+	t.Parallel()
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	s := startServe(t, t.TempDir(), map[string]string{"STRATAMQ_HTTP_LISTEN": httpAddr})
 	topic := uniqueName(t, "MetricsT")

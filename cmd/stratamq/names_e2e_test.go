@@ -21,6 +21,7 @@ import (
 // the store and "" every consumequeue. Now each is an error response, the
 // victim is intact, every message reads back, and again after a restart.
 func TestE2EPathLikeTopicNamesRefused(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

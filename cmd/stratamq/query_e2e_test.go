@@ -19,6 +19,7 @@ import (
 // ones exist only in the bucket (STRATAMQ_LOCAL_RETENTION=0, 1 MiB
 // segments), and again after the broker restarts on an empty disk.
 func TestE2EQueryByKey(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bucket := "file://" + filepath.Join(t.TempDir(), "bucket")
 	env := map[string]string{"STRATAMQ_BUCKET": bucket, "STRATAMQ_SEGMENT_SIZE": "1MiB", "STRATAMQ_LOCAL_RETENTION": "0"}

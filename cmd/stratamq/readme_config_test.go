@@ -77,6 +77,7 @@ func TestReadmeConfigurationTable(t *testing.T) {
 // it is, and that program builds (the README's client example compiles,
 // and shows a consumer).
 func TestReadmeClientExample(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)

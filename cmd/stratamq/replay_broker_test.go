@@ -231,6 +231,7 @@ func TestReplayFromBroker(t *testing.T) {
 // 0, the first segments uploaded and dropped) as well as the local tail:
 // exactly the messages sent, bodies intact.
 func TestReplayFromBrokerCold(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bucket := "file://" + filepath.Join(t.TempDir(), "bucket")
 	s := startServe(t, dir, map[string]string{"STRATAMQ_BUCKET": bucket, "STRATAMQ_SEGMENT_SIZE": "1MiB", "STRATAMQ_LOCAL_RETENTION": "0"})

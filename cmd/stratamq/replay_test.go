@@ -24,6 +24,7 @@ import (
 // --from-offset) and --format raw select and print as asked; usage errors
 // exit 2.
 func TestReplayCommandFromBucket(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bucket := "file://" + filepath.Join(dir, "bucket")
 	s := startServe(t, filepath.Join(dir, "data"), map[string]string{"STRATAMQ_BUCKET": bucket})

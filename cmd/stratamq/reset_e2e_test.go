@@ -24,6 +24,7 @@ import (
 // tiers. A group with no live consumer is reset by the admin tool
 // committing the offsets itself.
 func TestE2EResetOffsetByTime(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir(), map[string]string{
 		"STRATAMQ_SEGMENT_SIZE":    "1MiB",
 		"STRATAMQ_LOCAL_RETENTION": "0",

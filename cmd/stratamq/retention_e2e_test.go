@@ -31,6 +31,7 @@ func minQueueOffset(addr, topic string, queue int) (int64, bool) {
 // expires while it consumes); the other topic keeps every message (its
 // min stays 0; TestTopicRetentionExpiresWhileAnotherKeeps reads them back).
 func TestE2ETopicRetention(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir(), nil)
 	short, keep := uniqueName(t, "Short"), uniqueName(t, "Keep")
 	for _, a := range [][]string{{"-t", short, "-a", "+retention.time=2s"}, {"-t", keep}} {

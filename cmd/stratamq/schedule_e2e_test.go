@@ -110,6 +110,7 @@ func checkDelivered(t *testing.T, what string, m *primitive.MessageExt, topic, m
 // TIMER_DELAY_SEC one at their time (never early, within 1 s); a timer past
 // STRATAMQ_TIMER_MAX_DELAY is refused with MESSAGE_ILLEGAL and a remark.
 func TestE2EDelayLevelAndTimer(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir(), map[string]string{"STRATAMQ_TIMER_MAX_DELAY": "1h"})
 	topic := uniqueName(t, "T")
 	s.createTopic(topic, 2)
@@ -237,6 +238,7 @@ func checkRetries(t *testing.T, got []arrival, n int, topic, msgID string, level
 // `admin dlqResend` sends it back to that group only (its original topic
 // and msgId again, reconsume times 0).
 func TestE2ERetryBackoffAndDLQ(t *testing.T) {
+	t.Parallel()
 	const levelStr = "1s 1s 2s 3s 1s"
 	levels, err := broker.ParseDelayLevels(levelStr)
 	if err != nil {
@@ -306,6 +308,7 @@ func TestE2ERetryBackoffAndDLQ(t *testing.T) {
 // delayed message and a pending retry are delivered at their time, with
 // nothing delivered before redelivered (progress from the checkpoint).
 func TestE2EScheduledFromBucketAndRestore(t *testing.T) {
+	t.Parallel()
 	// Level 4 (d1's) leaves the first segment 29 s to seal, upload and
 	// leave the local disk first, on a loaded machine too.
 	const levelStr = "1s 2s 4s 30s"
@@ -458,6 +461,7 @@ func TestE2EScheduledFromBucketAndRestore(t *testing.T) {
 // broker puts it in %DLQ%<group> at once (no retry topic, no delay), as
 // RocketMQ does.
 func TestE2EOrderlyRetriesThenDLQ(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir(), nil)
 	topic := uniqueName(t, "T")
 	s.createTopic(topic, 1)

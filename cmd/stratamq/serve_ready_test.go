@@ -129,6 +129,7 @@ func TestServeHoldsRoutesUntilItsBrokerRegistered(t *testing.T) {
 // why; once that name server runs, /readyz turns 200 and at that moment
 // the name server routes the broker's topics.
 func TestServeReadyzPromisesARoute(t *testing.T) {
+	t.Parallel()
 	nsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	s := &testServe{t: t, dir: t.TempDir(), logs: &syncBuffer{}}

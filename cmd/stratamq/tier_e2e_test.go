@@ -25,6 +25,7 @@ import (
 // message byte-identical, with queue offsets contiguous across the
 // bucket/local boundary (no gap, no duplicate).
 func TestE2ETierLocalfs(t *testing.T) {
+	t.Parallel()
 	runTierE2E(t, "file://"+filepath.Join(t.TempDir(), "bucket"))
 }
 

@@ -29,7 +29,9 @@ import (
 // every client of the process (remote.DefaultRemotingClientConfig), and
 // its TLS skips certificate verification and presents no client
 // certificate. So these tests switch it explicitly before each phase, run
-// one phase at a time, never in parallel, and switch it off at the end.
+// one phase at a time, never in parallel, and switch it off at the end; and
+// since the setting reaches every client of the process, they never call
+// t.Parallel: the parallel end-to-end tests start once they are done.
 func setOfficialTLS(t *testing.T, on bool) {
 	t.Helper()
 	p, err := rocketmq.NewProducer(rmqproducer.WithTls(on), rmqproducer.WithInstanceName(uniqueName(t, "tlsflip")),

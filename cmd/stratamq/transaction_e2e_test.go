@@ -132,6 +132,7 @@ func topicMessages(t *testing.T, addr, topic string, queues int) int64 {
 // unknown is checked STRATAMQ_TRANSACTION_CHECK_MAX times and then
 // discarded, logged.
 func TestE2ETransactions(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir(), map[string]string{
 		"STRATAMQ_TRANSACTION_TIMEOUT":        "1s",
 		"STRATAMQ_TRANSACTION_CHECK_INTERVAL": "500ms",
@@ -264,6 +265,7 @@ func atoi(s string) int {
 // before the restart is delivered from the bucket, one rolled back before
 // it never is.
 func TestE2ETransactionCheckAfterRestoreFromBucket(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := startServe(t, dir, map[string]string{
 		"STRATAMQ_BUCKET":              "file://" + filepath.Join(t.TempDir(), "bucket"),
