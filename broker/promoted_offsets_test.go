@@ -44,6 +44,7 @@ func promotedCopyReuse(t *testing.T, blindB bool) {
 	waitCond(t, 20*time.Second, "the slave to hold the master's log", func() bool {
 		return b.n.Broker().store.MaxPhysOffset() == a.n.Broker().store.MaxPhysOffset()
 	})
+	bEnd := b.n.Broker().store.MaxPhysOffset()
 	imgB := b.kill(false)
 	imgA := a.kill(false)
 	a2 := startLossNode(t, restartConfig(t, acfg), imgA, bucket, "boot-a")
@@ -59,6 +60,12 @@ func promotedCopyReuse(t *testing.T, blindB bool) {
 	for i := 1; i < 5; i++ {
 		e2 = append(e2, mustAck(t, cl, a2.n, "OV", 0, fmt.Sprintf("epoch2-%02d", i)))
 	}
+	// The bucket holds all of B's copy (A uploaded epoch 1's log at its
+	// restart): the path under test sets it aside. (A copy the bucket
+	// lacks is kept: TestPromotedCopyClampsAdoptedOffsets.)
+	waitCond(t, 30*time.Second, "A to upload the log B holds", func() bool {
+		return uploadedEnd(nil, a2.n.Broker().tier) >= bEnd
+	})
 	a2.n.Broker().offsets.Commit("G", "OV", 0, 10) // a consumer read them all
 	t.Logf("A epoch %d acked %q at queue offsets %d..%d", a2.n.Broker().epoch(), e2[0].body, e2[0].off, e2[len(e2)-1].off)
 	end := a2.n.Broker().store.MaxPhysOffset()
