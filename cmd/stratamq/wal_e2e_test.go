@@ -276,7 +276,19 @@ func runWALLoop(t *testing.T, opts walLoopOpts) {
 		cur = next
 		// Everything acknowledged so far reads back from the new broker.
 		acks := l.all()
-		checkWAL(t, fmt.Sprintf("seed %d, after kill %d (%s of %s, %s serving)", seed, i+1, c.kind, c.from, c.to), readAllQueues(t, cur.addr(), ns, topic), acks)
+		recs := readAllQueues(t, cur.addr(), ns, topic)
+		if n := missingAcks(recs, acks); n > 0 {
+			// Diagnosis for the failure below: hidden for a while, or gone?
+			t.Logf("kill %d: %d acks not read back at once; %s's logs:\n%s", i+1, n, cur.name, tail(cur.proc.logs.String()))
+			deadline := time.Now().Add(15 * time.Second)
+			for n2 := n; n2 > 0 && time.Now().Before(deadline); n2 = missingAcks(readAllQueues(t, cur.addr(), ns, topic), acks) {
+				time.Sleep(time.Second)
+				if n2 < n {
+					t.Logf("kill %d: %d of them read back later (a visibility bound that lagged, not a loss)", i+1, n-n2)
+				}
+			}
+		}
+		checkWAL(t, fmt.Sprintf("seed %d, after kill %d (%s of %s, %s serving)", seed, i+1, c.kind, c.from, c.to), recs, acks)
 		c.checked = len(acks)
 		cycles = append(cycles, c)
 		t.Logf("kill %d (%s) of %s: %d acks before it; %s served again %v later; %d acks read back at their offsets",
@@ -358,6 +370,17 @@ func waitWALAcks(t *testing.T, m *walMachine, what string, l *crashLoopLog, run,
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// missingAcks counts the acks with nothing read back at their queue offset.
+func missingAcks(recs map[clQueueOffset]clRecord, acks []clAck) int {
+	n := 0
+	for _, a := range acks {
+		if _, ok := recs[clQueueOffset{a.queue, a.qoff}]; !ok {
+			n++
+		}
+	}
+	return n
 }
 
 // checkWAL checks what was read back (recs) against acks with no
