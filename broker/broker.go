@@ -126,10 +126,15 @@ type Broker struct {
 	storeHost netip.AddrPort
 	advertise string
 
-	wal    walState             // the bucket WAL of bucket-durable topics (wire_wal.go)
-	follow *follow.Follower     // a slave's follower (Run's startHA opens it; wire_follow.go); nil on a master
-	repl   *replication.Service // a master's HA listener, high watermark and acknowledgement waits, or a slave's HA stream (wire_replication.go)
-	hastat haStatusState        // ha_status.go: what HAStatus reads besides repl and follow; the failover count
+	wal walState // the bucket WAL of bucket-durable topics (wire_wal.go)
+	// durHist: under which durability each stretch of the log was written
+	// (durability_history.go; nil on a slave or without a bucket); durGen
+	// grows with every change of a topic's durability.
+	durHist *durHistory
+	durGen  atomic.Uint64
+	follow  *follow.Follower     // a slave's follower (Run's startHA opens it; wire_follow.go); nil on a master
+	repl    *replication.Service // a master's HA listener, high watermark and acknowledgement waits, or a slave's HA stream (wire_replication.go)
+	hastat  haStatusState        // ha_status.go: what HAStatus reads besides repl and follow; the failover count
 
 	// fo is this generation's part in failover: its identity, the lease
 	// holder it follows, its role-change request, the lease watch
@@ -457,7 +462,16 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			return fail(err)
 		}
 	}
-	b.scanDurability()              // wire_wal.go
+	b.scanDurability() // wire_wal.go
+	if b.dur != nil {
+		// This run's durability rule, recorded before its first write.
+		if b.durHist, err = loadDurHistory(deps.FS, configDir); err != nil {
+			return fail(err)
+		}
+		if err := b.settleDurability(); err != nil { // durability_history.go
+			return fail(err)
+		}
+	}
 	held, useHeld := b.loadedHeld() // durable_progress.go
 	if useHeld {
 		schedLoaded.Raise(held.DelayOffsets, held.TimerOffsets)

@@ -99,9 +99,12 @@ func (b *Broker) Send(ctx context.Context, msgs []proxy.Message) []proxy.SendRes
 		return out
 	}
 	req := remoting.NewRequest(remoting.SendMessage, nil, nil)
+	bucketTopics := func() bool { return slices.ContainsFunc(at, func(i int) bool { return b.bucketTopic(msgs[i].Topic) }) }
+	gen := b.durGen.Load()
+	bucket := bucketTopics()     // before the store and after it, as fromBucket
 	res, err := b.grpcPut(ready) // grpc_put.go: stored with the other sends of the moment
 	var slaveErr error
-	if err == nil && slices.ContainsFunc(at, func(i int) bool { return b.bucketTopic(msgs[i].Topic) }) {
+	if err == nil && (bucket || b.durGen.Load() != gen && bucketTopics()) {
 		// Bucket-durable (one topic per request): once the WAL holds
 		// them, instead of a slave (wire_wal.go).
 		ch := make(chan error, 1)

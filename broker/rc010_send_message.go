@@ -67,8 +67,8 @@ func (b *Broker) sendMessage(ctx context.Context, c *remoting.Conn, req *remotin
 	if r := b.scheduleSend(ctx, req, &msg); r != nil { // DELAY, TIMER_* (wire_schedule.go)
 		return r
 	}
-	return b.storeOne(ctx, c, &msg, sendAck{req: req, topic: topic, queueID: queueID, n: 1,
-		bodyLen: len(req.Body), txID: uniq, bucket: b.bucketTopic(durabilityTopic(tc.TopicName, props))})
+	return b.storeOne(ctx, c, &msg, b.judgeDurability(sendAck{req: req, topic: topic, queueID: queueID, n: 1,
+		bodyLen: len(req.Body), txID: uniq}, durabilityTopic(tc.TopicName, props)))
 }
 
 // sendResponse is a successful send's response and its typed header in

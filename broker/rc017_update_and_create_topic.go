@@ -41,7 +41,13 @@ func (b *Broker) updateAndCreateTopic(ctx context.Context, c *remoting.Conn, req
 	}
 	tc := remoting.TopicConfig{TopicName: h.Topic, ReadQueueNums: h.ReadQueueNums, WriteQueueNums: h.WriteQueueNums,
 		Perm: perm, TopicFilterType: h.TopicFilterType, TopicSysFlag: h.TopicSysFlag, Order: h.Order, Attributes: attrs}
-	changed, err := b.topics.Create(tc)
+	var changed bool
+	err = b.changeDurability(tc, func() error { // durability_history.go
+		var err error
+		changed, err = b.topics.Create(tc)
+		b.durGen.Add(1)
+		return err
+	})
 	if err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
 	}

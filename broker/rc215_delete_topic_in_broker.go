@@ -21,7 +21,15 @@ func (b *Broker) deleteTopicInBroker(ctx context.Context, c *remoting.Conn, req 
 	if r := systemTopicConflict(req, h.Topic); r != nil {
 		return r
 	}
-	b.topics.Delete(h.Topic)
+	// Created again, the topic takes STRATAMQ_DURABILITY: framed in the
+	// durability history (durability_history.go) like a change.
+	if err := b.changeDurability(remoting.TopicConfig{TopicName: h.Topic}, func() error {
+		b.topics.Delete(h.Topic)
+		b.durGen.Add(1)
+		return nil
+	}); err != nil {
+		return errResponse(req, remoting.SystemError, "record the topic's durability change: "+err.Error())
+	}
 	b.offsets.DeleteTopic(h.Topic)
 	b.pop.DeleteTopic(h.Topic) // package pop: no group has its messages in flight any more
 	if err := b.store.DeleteTopic(h.Topic); err != nil {

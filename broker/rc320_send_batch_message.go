@@ -46,8 +46,8 @@ func (b *Broker) sendBatchMessage(ctx context.Context, c *remoting.Conn, req *re
 			return r
 		}
 	}
-	return b.storeAndAck(ctx, c, msgs, sendAck{req: req, topic: tc.TopicName, queueID: h.QueueID, n: len(msgs),
-		bodyLen: len(req.Body), batch: true, bucket: b.bucketTopic(tc.TopicName)})
+	return b.storeAndAck(ctx, c, msgs, b.judgeDurability(sendAck{req: req, topic: tc.TopicName, queueID: h.QueueID, n: len(msgs),
+		bodyLen: len(req.Body), batch: true}, tc.TopicName))
 }
 
 // decodeBatch splits a batch body: entries of

@@ -24,6 +24,10 @@ type sendAck struct {
 	// topic the producer named, not of a half, retry or schedule topic it
 	// is stored in: wire_wal.go durabilityTopic).
 	bucket bool
+	// durTopic is the topic bucket was judged for, durGen the durability
+	// rule's generation read before (fromBucket).
+	durTopic string
+	durGen   uint64
 }
 
 // response builds the success response for a's messages, stored as res.
@@ -73,7 +77,7 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 		hm := b.holdHANotify()
 		res, err := b.store.Put(ctx, msgs)
 		b.pushHA(hm)
-		if err == nil && a.bucket {
+		if err == nil && b.fromBucket(&a) {
 			return b.ackAfterWAL(c, &a, res)
 		}
 		var slaveErr error
@@ -90,7 +94,7 @@ func (b *Broker) storeAndAck(ctx context.Context, c *remoting.Conn, msgs []store
 	// an early error, or already durable) or later on the flusher's.
 	ans := &laterReply{c: c, req: a.req}
 	b.store.PutNotify(msgs, func(res []store.PutResult, err error) {
-		if err == nil && a.bucket {
+		if err == nil && b.fromBucket(&a) {
 			b.awaitWAL(res, func(err error) {
 				if err == nil {
 					err = b.ackGate()

@@ -73,10 +73,8 @@ func TestWALReturningDataDirLocalAcks(t *testing.T) {
 					t.Fatalf("make Loc bucket-durable: %d %s", r.Code, r.Remark)
 				}
 				return ok
-			},
-			open: "bucketOnlyOf reads the topic table as the last run left it, not the durability each record was answered under"},
+			}},
 		{name: "STRATAMQ_DURABILITY local, then bucket", durability: DurabilityLocal, returnWith: DurabilityBucket,
-			open: "bucketOnlyOf takes the returning run's STRATAMQ_DURABILITY for topics without the attribute, not the one their records were answered under",
 			inTail: func(t *testing.T, b *Broker, cl *remoting.Client, addr string) bool {
 				return invoke(t, cl, addr, sendReq("Loc", 0, []byte("local-ack"), "")).Code == int32(remoting.Success)
 			}},

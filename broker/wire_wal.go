@@ -253,7 +253,7 @@ func (b *Broker) hasBucketAck(acks []sendAck) bool {
 	if !b.wal.used.Load() {
 		return false
 	}
-	return slices.ContainsFunc(acks, func(a sendAck) bool { return a.bucket })
+	return slices.ContainsFunc(acks, func(a sendAck) bool { return b.fromBucket(&a) })
 }
 
 // answerSplit answers a stored batch holding bucket-durable sends: the
@@ -266,7 +266,7 @@ func (b *Broker) answerSplit(c *remoting.Conn, acks []sendAck, res []store.PutRe
 	for _, a := range acks {
 		r := res[i : i+a.n]
 		i += a.n
-		if a.bucket {
+		if b.fromBucket(&a) {
 			ba, br = append(ba, a), append(br, r...)
 		} else {
 			la, lr = append(la, a), append(lr, r...)
@@ -530,27 +530,21 @@ func (b *Broker) runWAL(ctx context.Context) {
 	}
 }
 
-// bucketOnlyOf is restore.Local.BucketOnly for this data dir as its last
-// run left it: a record was acknowledged only once the bucket held it when
-// the topic whose durability decided its answer (durabilityTopic of the
-// topic the producer named: a half or schedule record's REAL_TOPIC) was
-// bucket-durable in that run's topic table (config/topics.json) or by
-// STRATAMQ_DURABILITY. Nil when the table cannot be read: every record
-// then counts as acknowledged.
-func (b *Broker) bucketOnlyOf(configDir string) func(topic, props string) bool {
-	f, err := readTopicsFile(b.fs, configDir) // topic_config_manager.go
+// bucketOnlyOf is restore.Local.BucketOnly for this data dir: a record
+// was acknowledged only once the bucket held it when the topic whose
+// durability decided its answer (durabilityTopic of the topic the producer
+// named: a half or schedule record's REAL_TOPIC) was bucket-durable where
+// the record was written, by the data dir's durability history
+// (durability_history.go), not by its last run's topic table or
+// STRATAMQ_DURABILITY, which may have changed since. Nil when the history
+// cannot be read: every record then counts as acknowledged.
+func (b *Broker) bucketOnlyOf(configDir string) func(phys int64, topic, props string) bool {
+	h, err := loadDurHistory(b.fs, configDir)
 	if err != nil {
+		b.log.Warn("the data dir's durability history is unreadable: every record of its tail counts as acknowledged", "err", err)
 		return nil
 	}
-	bucket := func(topic string) bool {
-		if tc, ok := f.TopicConfigTable[topic]; ok {
-			if v, ok := tc.Attributes[DurabilityAttribute]; ok {
-				return v == DurabilityBucket
-			}
-		}
-		return b.cfg.Durability == DurabilityBucket
-	}
-	return func(topic, props string) bool {
+	return func(phys int64, topic, props string) bool {
 		named := topic
 		switch topic {
 		case TransHalfTopic, ScheduleTopic, TimerTopic:
@@ -558,7 +552,7 @@ func (b *Broker) bucketOnlyOf(configDir string) func(topic, props string) bool {
 				named = t
 			}
 		}
-		return bucket(durabilityTopic(named, props))
+		return h.bucketOnly(phys, durabilityTopic(named, props))
 	}
 }
 

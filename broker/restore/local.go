@@ -31,12 +31,12 @@ type Local struct {
 	// wrote was never shipped, even where a later writer's objects cover
 	// the same offsets with its own records.
 	WALEnds map[int64]int64
-	// BucketOnly reports whether a record of topic with props was
+	// BucketOnly reports whether the record at phys, of topic with props, was
 	// acknowledged only once the bucket held it (a bucket-durable topic's
 	// send) or never (nil: unknown, every record may have been). A deposed
 	// writer's tail past the WAL's end whose records all are is set aside,
 	// not refused: nothing in it was acknowledged.
-	BucketOnly func(topic, props string) bool
+	BucketOnly func(phys int64, topic, props string) bool
 }
 
 // Action is what Decide tells the start-up to do with the local data.
@@ -118,12 +118,12 @@ func (j *Judge) CheckLocal(in Local) (promoted bool, err error) {
 // have been acknowledged from this disk alone ("" when none: every one is
 // a record bucketOnly says was not, and they cover r whole; a tail that
 // does not parse counts as acknowledged, and is refused as before).
-func (j *Judge) maybeAcked(r durability.OffsetRange, bucketOnly func(topic, props string) bool) (string, error) {
+func (j *Judge) maybeAcked(r durability.OffsetRange, bucketOnly func(phys int64, topic, props string) bool) (string, error) {
 	var acked string
 	end, err := store.LogRecords(j.fs, filepath.Join(j.cfg.DataDir, "store"), j.cfg.MaxMessageSize, r.From,
 		func(phys int64, topic, props string) error {
-			if !bucketOnly(topic, props) {
-				acked = fmt.Sprintf("the record at %d is of topic %q, which is not bucket-durable: it may have been acknowledged", phys, topic)
+			if !bucketOnly(phys, topic, props) {
+				acked = fmt.Sprintf("the record at %d is of topic %q, which was not bucket-durable when it was written (or the data dir's durability history does not say): it may have been acknowledged", phys, topic)
 				return errStopScan
 			}
 			return nil

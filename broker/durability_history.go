@@ -1,0 +1,231 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/stratamq/stratamq/infra/vfs"
+	"github.com/stratamq/stratamq/offsets"
+	"github.com/stratamq/stratamq/remoting"
+)
+
+// The durability history: under which durability each stretch of this
+// data dir's log was written, so that a returning data dir's tail is
+// judged by the rule its records were answered under (a bucket-durable
+// send is answered only once the WAL holds it; a local one at once), not
+// by the topic table and STRATAMQ_DURABILITY of its last run, which may
+// have changed since (restore.Local.BucketOnly, bucketOnlyOf).
+//
+//	config/durabilityHistory.json
+//	{"entries":[{"from":0,"to":0,"default":"local","bucket":["Orders"],"local":["Logs"]}, ...]}
+//
+// Entry i holds from its From until the next entry's From. Records in
+// [From, To) were written while the change was being made (either rule
+// may have answered them), To = -1 while it is being made (a crash then
+// leaves every record from From on in doubt): both count as maybe
+// acknowledged. An entry is written (fsync, rename) before the change
+// takes effect and again once it has, under hist.mu, so no record is ever
+// judged by a rule laxer than the one it was answered under. Records
+// below the oldest entry (a data dir from before the history, or entries
+// dropped past durHistoryMax) count as maybe acknowledged.
+
+const (
+	durHistoryFile = "durabilityHistory.json"
+	durHistoryMax  = 256
+)
+
+// durEntry is one stretch of the history.
+type durEntry struct {
+	From    int64    `json:"from"`
+	To      int64    `json:"to"`
+	Default string   `json:"default"`
+	Bucket  []string `json:"bucket,omitempty"` // topics whose attribute says bucket
+	Local   []string `json:"local,omitempty"`  // topics whose attribute says local
+}
+
+func (e durEntry) same(o durEntry) bool {
+	return e.Default == o.Default && slices.Equal(e.Bucket, o.Bucket) && slices.Equal(e.Local, o.Local)
+}
+
+// durHistory is the data dir's durability history; mu serializes its
+// writes and the changes they frame.
+type durHistory struct {
+	mu      sync.Mutex
+	fs      vfs.FS
+	path    string
+	entries []durEntry
+}
+
+// loadDurHistory reads configDir's history (none yet: empty).
+func loadDurHistory(fs vfs.FS, configDir string) (*durHistory, error) {
+	h := &durHistory{fs: fs, path: filepath.Join(configDir, durHistoryFile)}
+	b, err := offsets.ReadFile(fs, h.path)
+	if err != nil || len(b) == 0 {
+		return h, err
+	}
+	var f struct {
+		Entries []durEntry `json:"entries"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("broker: %s: %w", h.path, err)
+	}
+	h.entries = f.Entries
+	return h, nil
+}
+
+// saveLocked writes the history durably. Caller holds mu.
+func (h *durHistory) saveLocked() error {
+	if n := len(h.entries) - durHistoryMax; n > 0 {
+		h.entries = slices.Delete(h.entries, 0, n)
+	}
+	b, err := json.Marshal(struct {
+		Entries []durEntry `json:"entries"`
+	}{h.entries})
+	if err != nil {
+		return err
+	}
+	if err := vfs.WriteFileAtomic(h.fs, h.path, b); err != nil {
+		return fmt.Errorf("broker: write %s: %w", h.path, err)
+	}
+	return nil
+}
+
+// settle records, at a start before any write, the rule from end on when
+// it differs from the last entry's (or there is none).
+func (h *durHistory) settle(end int64, now durEntry) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n := len(h.entries); n > 0 && h.entries[n-1].same(now) && h.entries[n-1].To != -1 {
+		return nil
+	}
+	now.From, now.To = end, end
+	h.entries = append(h.entries, now)
+	return h.saveLocked()
+}
+
+// change frames apply, which changes the rule to next: next is recorded
+// from before (the log's end now) as being made, apply runs, and it is
+// recorded as made at after() (the log's end then). Nothing is applied if
+// the first write fails.
+func (h *durHistory) change(before int64, next durEntry, apply func() error, after func() int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next.From, next.To = before, -1
+	h.entries = append(h.entries, next)
+	if err := h.saveLocked(); err != nil {
+		h.entries = h.entries[:len(h.entries)-1]
+		return err
+	}
+	if err := apply(); err != nil {
+		return err // the entry stays in doubt: safe, and the next start settles it
+	}
+	h.entries[len(h.entries)-1].To = after()
+	return h.saveLocked()
+}
+
+// bucketOnly reports whether a record of topic (durabilityTopic's name)
+// at phys was answered only once the bucket held it; false when the
+// history does not say for sure.
+func (h *durHistory) bucketOnly(phys int64, topic string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(h.entries, phys, func(e durEntry, p int64) int {
+		switch {
+		case e.From <= p:
+			return -1
+		default:
+			return 1
+		}
+	})
+	if i == 0 {
+		return false // below the oldest entry
+	}
+	e := h.entries[i-1]
+	if e.To == -1 || phys < e.To {
+		return false // written while the rule was changing
+	}
+	switch {
+	case slices.Contains(e.Bucket, topic):
+		return true
+	case slices.Contains(e.Local, topic):
+		return false
+	}
+	return e.Default == DurabilityBucket
+}
+
+// durRule is the rule now: STRATAMQ_DURABILITY and every topic's own
+// durability attribute, with tc (when not nil) in place of its topic's
+// entry.
+func (b *Broker) durRule(tc *remoting.TopicConfig) durEntry {
+	table := b.topics.Wrapper().TopicConfigTable
+	if tc != nil {
+		table = maps.Clone(table)
+		table[tc.TopicName] = *tc
+	}
+	e := durEntry{Default: b.cfg.Durability}
+	for name, t := range table {
+		switch t.Attributes[DurabilityAttribute] {
+		case DurabilityBucket:
+			e.Bucket = append(e.Bucket, name)
+		case DurabilityLocal:
+			e.Local = append(e.Local, name)
+		}
+	}
+	slices.Sort(e.Bucket)
+	slices.Sort(e.Local)
+	return e
+}
+
+// settleDurability records this run's rule in the history before the
+// first write (New).
+func (b *Broker) settleDurability() error {
+	return b.durHist.settle(b.store.MaxPhysOffset(), b.durRule(nil))
+}
+
+// changeDurability runs apply, which puts tc into the topic table,
+// framed in the history when it changes tc's topic's durability.
+func (b *Broker) changeDurability(tc remoting.TopicConfig, apply func() error) error {
+	if b.durHist == nil {
+		return apply()
+	}
+	old := b.cfg.Durability
+	if cur, ok := b.topics.Get(tc.TopicName); ok {
+		if v, ok := cur.Attributes[DurabilityAttribute]; ok {
+			old = v
+		}
+	}
+	next := b.cfg.Durability
+	if v, ok := tc.Attributes[DurabilityAttribute]; ok {
+		next = v
+	}
+	if old == next {
+		return apply()
+	}
+	return b.durHist.change(b.store.MaxPhysOffset(), b.durRule(&tc), apply, b.store.MaxPhysOffset)
+}
+
+// judgeDurability sets a's bucket for topic (durabilityTopic's name), the
+// rule's generation read first.
+func (b *Broker) judgeDurability(a sendAck, topic string) sendAck {
+	a.durGen = b.durGen.Load()
+	a.bucket, a.durTopic = b.bucketTopic(topic), topic
+	return a
+}
+
+// fromBucket reports whether a stored send is answered once the WAL holds
+// it: its topic was bucket-durable when it came in, or became so before it
+// was stored. Judged on both sides of the store, no record is answered
+// more laxly than the history says it was written (a change from local to
+// bucket: its record is past the change's end only if stored after it, and
+// then waits for the WAL; from bucket to local: it waits if it came in
+// before).
+func (b *Broker) fromBucket(a *sendAck) bool {
+	if a.bucket {
+		return true
+	}
+	return a.durGen != b.durGen.Load() && b.bucketTopic(a.durTopic)
+}
