@@ -5,7 +5,9 @@ import (
 	"crypto/sha1"
 	"fmt"
 	"hash"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -203,4 +205,42 @@ func (r *Rules) Credentials(accessKey string) (c Credentials, ok bool) {
 		return c, false
 	}
 	return Credentials{AccessKey: a.accessKey, SecretKey: a.secret}, true
+}
+
+// AccountView is one account of a parsed plain_acl.yml as ACL 2.0's
+// migration (acl2.Migrate) reads it.
+type AccountView struct {
+	AccessKey        string
+	SecretKey        Secret
+	Admin            bool
+	HasPerms         bool   // the entry lists topicPerms or groupPerms
+	White            string // whiteRemoteAddress as written ("": none)
+	DefaultTopicPerm Perm
+	DefaultGroupPerm Perm
+	Topics, Groups   map[string]Perm // copies
+}
+
+// AccountViews lists r's accounts by access key.
+func (r *Rules) AccountViews() []AccountView {
+	out := make([]AccountView, 0, len(r.accounts))
+	for _, a := range r.accounts {
+		v := AccountView{AccessKey: a.accessKey, SecretKey: a.secret, Admin: a.admin, HasPerms: a.hasPerms,
+			DefaultTopicPerm: a.defaultTopicPerm, DefaultGroupPerm: a.defaultGroupPerm,
+			Topics: maps.Clone(a.topics), Groups: maps.Clone(a.groups)}
+		if !a.white.empty() {
+			v.White = a.white.text
+		}
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(x, y AccountView) int { return strings.Compare(x.AccessKey, y.AccessKey) })
+	return out
+}
+
+// GlobalWhite lists globalWhiteRemoteAddresses as written.
+func (r *Rules) GlobalWhite() []string {
+	var out []string
+	for _, s := range r.globalWhite {
+		out = append(out, s.text)
+	}
+	return out
 }

@@ -83,6 +83,8 @@ func adminCommands() []adminCommand {
 		{"deleteAcl", "-s User:name [-r resource[,resource]] (-b addr[,addr] | -n namesrv [-c cluster])",
 			"ACL 2.0: delete a user's entries on these resources, or its whole ACL", adminDeleteAcl},
 		{"getAcl", "-s User:name (-b addr[,addr] | -n namesrv [-c cluster]) [--json]", "ACL 2.0: a user's policy entries", adminGetAcl},
+		{"migrateAcl", "-f plain_acl.yml (-b addr[,addr] | -n namesrv [-c cluster])",
+			"ACL 2.0: make users and ACLs that decide signed requests as an ACL 1.0 plain_acl.yml did (an existing user is updated; what 2.0 cannot say is printed as a warning)", adminMigrateAcl},
 		{"listAcl", "[-s subjectFilter] [-r resourceFilter] (-b addr[,addr] | -n namesrv [-c cluster]) [--json]", "ACL 2.0: the ACLs", adminListAcl},
 	}
 }

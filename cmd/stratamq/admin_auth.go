@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/acl2"
 	"github.com/stratamq/stratamq/remoting"
 )
@@ -271,4 +272,59 @@ func adminListAcl(ctx context.Context, e *adminEnv, args []string) error {
 		e.printAcls(addr, as)
 		return nil
 	})
+}
+
+// adminMigrateAcl is mqadmin's migrateAcl: the accounts of an ACL 1.0
+// plain_acl.yml (-f) as ACL 2.0 users and ACLs (acl2.Migrate), created on
+// every master of -b or -n; a user that exists is updated (password and
+// type). Warnings go to stderr before anything is sent.
+func adminMigrateAcl(ctx context.Context, e *adminEnv, args []string) error {
+	fs := e.flags("n", "b", "c")
+	file := fs.String("f", "", "the ACL 1.0 file, plain_acl.yml (required)")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	if *file == "" {
+		return fmt.Errorf("%w: -f plain_acl.yml is required", errAdminUsage)
+	}
+	rules, err := acl.Load(*file)
+	if err != nil {
+		return err
+	}
+	users, acls, warnings := acl2.Migrate(rules)
+	for _, w := range warnings {
+		fmt.Fprintln(e.stderr, "warning:", w)
+	}
+	addrs, err := e.masters(ctx)
+	if err != nil {
+		return err
+	}
+	for _, addr := range addrs {
+		for _, u := range users {
+			body, err := json.Marshal(u)
+			if err != nil {
+				return err
+			}
+			hdr := map[string]string{"username": u.Username}
+			if _, err := e.invoke(ctx, addr, remoting.NewRequest(remoting.AuthCreateUser, hdr, body)); err != nil {
+				if !strings.Contains(err.Error(), acl2.ErrExists.Error()) {
+					return fmt.Errorf("user %s: %w", u.Username, err)
+				}
+				if _, err := e.invoke(ctx, addr, remoting.NewRequest(remoting.AuthUpdateUser, hdr, body)); err != nil {
+					return fmt.Errorf("user %s: %w", u.Username, err)
+				}
+			}
+		}
+		for _, a := range acls {
+			body, err := json.Marshal(a)
+			if err != nil {
+				return err
+			}
+			if _, err := e.invoke(ctx, addr, remoting.NewRequest(remoting.AuthCreateAcl, map[string]string{"subject": a.Subject}, body)); err != nil {
+				return fmt.Errorf("acl of %s: %w", a.Subject, err)
+			}
+		}
+		fmt.Fprintf(e.stdout, "migrate acl to %s success: %d users, %d acls.\n", addr, len(users), len(acls))
+	}
+	return nil
 }

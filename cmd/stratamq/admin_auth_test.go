@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +86,29 @@ func TestAdminAuthCommandsAndGoClient(t *testing.T) {
 	admin(root, "deleteAcl", "-s", "User:alice", "-r", "Topic:payroll*")
 	if err := send("payroll"); err != nil {
 		t.Fatalf("after deleteAcl of the Deny: %v", err)
+	}
+	// An ACL 1.0 file migrated (twice: the second run updates the users
+	// it made): its account sends where its topicPerms allow, and is
+	// refused where its defaultTopicPerm denies.
+	yml := filepath.Join(t.TempDir(), "plain_acl.yml")
+	if err := os.WriteFile(yml, []byte("accounts:\n  - accessKey: migProducer\n    secretKey: migSecret4711\n"+
+		"    defaultTopicPerm: DENY\n    topicPerms:\n      - payments=PUB\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if out := admin(root, "migrateAcl", "-f", yml); !strings.Contains(out, "1 users, 1 acls") {
+			t.Fatalf("migrateAcl:\n%s", out)
+		}
+	}
+	mp := newClientProducer(t, s.nsAddr, rmqproducer.WithCredentials(primitive.Credentials{AccessKey: "migProducer", SecretKey: "migSecret4711"}),
+		rmqproducer.WithGroupName("migrated_producer"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if r, err := mp.SendSync(ctx, primitive.NewMessage("payments", []byte("m"))); err != nil || r.Status != primitive.SendOK {
+		t.Fatalf("the migrated account's send to payments: %v %v", r, err)
+	}
+	if _, err := mp.SendSync(ctx, primitive.NewMessage("payroll", []byte("m"))); err == nil || !strings.Contains(err.Error(), "User:migProducer") {
+		t.Fatalf("the migrated account's send to payroll (defaultTopicPerm DENY): %v", err)
 	}
 	admin(root, "updateUser", "-u", "alice", "-s", "disable")
 	if err := send("payments"); err == nil || !strings.Contains(err.Error(), "disabled") {
