@@ -6,6 +6,7 @@
 //
 // plan: {
 //   endpoints: "127.0.0.1:8081", group: "G", topic: "T", filter?: "*",
+//   accessKey?, secretKey?,           // sign requests (ACL)
 //   awaitMs?: 5000,                     // long polling per receive
 //   timeoutMs?: 60000,
 //   mode: "drain" | "lifecycle",
@@ -84,11 +85,15 @@ async function lifecycle(consumer, deadline) {
 
 async function main() {
   const deadline = Date.now() + (plan.timeoutMs || 60000);
-  const consumer = new SimpleConsumer({
+  const opts = {
     endpoints: plan.endpoints, namespace: '', consumerGroup: plan.group, logger, requestTimeout: 10000,
     awaitDuration: plan.awaitMs || 5000,
     subscriptions: new Map([[ plan.topic, plan.filter || '*' ]]),
-  });
+  };
+  if (plan.accessKey) {
+    opts.sessionCredentials = { accessKey: plan.accessKey, accessSecret: plan.secretKey };
+  }
+  const consumer = new SimpleConsumer(opts);
   await consumer.startup();
   try {
     if (plan.mode === 'lifecycle') await lifecycle(consumer, deadline);
