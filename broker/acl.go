@@ -54,9 +54,23 @@ func (b *Broker) credentials() acl.Credentials {
 	return acl.Credentials{}
 }
 
+// requestCredentials are what the broker signs its own requests to name
+// servers and its master with: credentials, else, with ACL 2.0's
+// authentication on, its initial user (STRATAMQ_INIT_AUTHENTICATION_USER,
+// a Super user: a name server with ACL 2.0 takes its registration).
+func (b *Broker) requestCredentials() acl.Credentials {
+	if c := b.credentials(); !c.IsZero() {
+		return c
+	}
+	if u := b.cfg.InitAuthenticationUser; u != nil && b.cfg.AuthenticationEnabled {
+		return acl.Credentials{AccessKey: u.Username, SecretKey: acl.Secret(u.Password)}
+	}
+	return acl.Credentials{}
+}
+
 // invoke sends a request of the broker's own (to a name server, or a
 // slave's to its master), signed when the broker has credentials.
 func (b *Broker) invoke(ctx context.Context, addr string, req *remoting.Command) (*remoting.Command, error) {
-	b.credentials().Sign(req)
+	b.requestCredentials().Sign(req)
 	return b.nsClient.Invoke(ctx, addr, req)
 }

@@ -421,3 +421,22 @@ func (b *Broker) authGetAcl(_ context.Context, _ *remoting.Conn, req *remoting.C
 func (b *Broker) authListAcl(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
 	return authJSON(req, b.auth.ListAcls(req.ExtFields["subjectFilter"], req.ExtFields["resourceFilter"]))
 }
+
+// UserSecret is what a name server in this process checks a request
+// signed by accessKey against (ACL 2.0): the user's password and whether
+// it is a Super user; the broker's own credentials count as one. ok is
+// false when accessKey names neither.
+func (b *Broker) UserSecret(accessKey string) (secret acl.Secret, super bool, ok bool) {
+	if c := b.requestCredentials(); !c.IsZero() && c.AccessKey == accessKey {
+		return c.SecretKey, true, true
+	}
+	if b.auth == nil {
+		return "", false, false
+	}
+	u, err := b.auth.GetUser(accessKey)
+	if err != nil {
+		return "", false, false
+	}
+	pw, _ := b.auth.Password(accessKey)
+	return pw, u.UserType == acl2.Super.String() && u.UserStatus != acl2.Disabled.String(), true
+}

@@ -2,6 +2,7 @@ package namesrv
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -26,6 +27,12 @@ type Config struct {
 	// signature. Route and KV reads stay open. The caller runs its
 	// reloader.
 	ACL *acl.ACL `env:"-"`
+	// Users, when set (ACL 2.0's authentication, STRATAMQ_AUTHENTICATION_ENABLED),
+	// signs off the same codes first: a request whose AccessKey names a
+	// user is taken only when its signature checks against that user's
+	// password and the user is a Super user; one that names no user goes
+	// to ACL when set, and is refused when not.
+	Users func(accessKey string) (secret acl.Secret, super bool, ok bool) `env:"-"`
 }
 
 const (
@@ -144,7 +151,12 @@ func (ns *NameServer) Run(ctx context.Context) error {
 
 // ServeRemoting dispatches one request by code.
 func (ns *NameServer) ServeRemoting(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
-	if ns.cfg.ACL != nil {
+	if resp, decided := ns.checkUser(req); decided {
+		if resp != nil {
+			ns.warnLimited("namesrv: request refused (ACL 2.0)", "code", remoting.RequestCode(req.Code), "peer", peerOf(c), "remark", resp.Remark)
+			return resp
+		}
+	} else if ns.cfg.ACL != nil {
 		if resp := ns.cfg.ACL.CheckNamesrv(c, req); resp != nil {
 			ns.warnLimited("namesrv: request refused by the ACL", "code", remoting.RequestCode(req.Code), "peer", peerOf(c), "remark", resp.Remark)
 			return resp
@@ -279,4 +291,46 @@ func (ns *NameServer) removeBrokerNameLocked(cluster, name string) {
 			delete(ns.mu.topics, topic)
 		}
 	}
+}
+
+// checkUser is ACL 2.0's check of a name-server admin code (Config.Users):
+// decided is false when it does not apply (no Users, a read, or an
+// AccessKey that names no user while ACL 1.0 is on to decide).
+func (ns *NameServer) checkUser(req *remoting.Command) (resp *remoting.Command, decided bool) {
+	code := remoting.RequestCode(req.Code)
+	if ns.cfg.Users == nil || !acl.IsNamesrvAdminCode(code) {
+		return nil, false
+	}
+	pairs := req.AppendExtPairs(nil)
+	var ak, sig string
+	for _, p := range pairs {
+		switch p.Key {
+		case acl.KeyAccessKey:
+			ak = p.Value
+		case acl.KeySignature:
+			sig = p.Value
+		}
+	}
+	secret, super, ok := ns.cfg.Users(ak)
+	switch {
+	case !ok && ns.cfg.ACL != nil:
+		return nil, false
+	case !ok && ak == "":
+		return remoting.NewResponse(req, remoting.NoPermission, fmt.Sprintf("ACL: %s (%d) changes the name server's routes or KV config: sign it as a Super user", code, req.Code)), true
+	case !ok:
+		return remoting.NewResponse(req, remoting.NoPermission, fmt.Sprintf("ACL: User:%s not found", clipName(ak))), true
+	case sig == "" || !acl.SignatureOK(pairs, req.Body, secret, sig):
+		return remoting.NewResponse(req, remoting.NoPermission, fmt.Sprintf("ACL: signature check failed for User:%s (wrong password, or the request was changed)", clipName(ak))), true
+	case !super:
+		return remoting.NewResponse(req, remoting.NoPermission, fmt.Sprintf("ACL: User:%s may not %s (%d) on the name server: only a Super user may change routes or KV config", clipName(ak), code, req.Code)), true
+	}
+	return nil, true
+}
+
+// clipName bounds a client-chosen name in a remark.
+func clipName(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }

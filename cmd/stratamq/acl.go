@@ -9,6 +9,7 @@ import (
 
 	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/acl2"
+	"github.com/stratamq/stratamq/broker"
 )
 
 // Environment variables of the ACL that are not settings of Config: a
@@ -122,3 +123,34 @@ type secretFlag acl.Secret
 
 func (s *secretFlag) String() string     { return "" }
 func (s *secretFlag) Set(v string) error { *s = secretFlag(v); return nil }
+
+// namesrvUsers is namesrv.Config.Users with ACL 2.0's authentication on:
+// the users of the broker in this process (node, once it runs), and the
+// initial user (STRATAMQ_INIT_AUTHENTICATION_USER), a Super user, which
+// is all a name server without a broker knows. Nil (the name server's
+// admin codes stay with ACL 1.0, or open) when authentication is off, or
+// when nobody could sign them: no initial user and no ACL file (the
+// broker's own registration would be refused).
+func namesrvUsers(cfg Config, hasACLFile bool, log *slog.Logger, node func() *broker.Node) func(string) (acl.Secret, bool, bool) {
+	if !cfg.AuthenticationEnabled {
+		return nil
+	}
+	init := cfg.InitAuthenticationUser
+	if init == nil && !hasACLFile {
+		log.Warn("STRATAMQ_AUTHENTICATION_ENABLED without STRATAMQ_INIT_AUTHENTICATION_USER or STRATAMQ_ACL_FILE: the name server's route and KV writes stay open (no Super user could sign them)")
+		return nil
+	}
+	return func(ak string) (acl.Secret, bool, bool) {
+		if n := node(); n != nil {
+			if b := n.Broker(); b != nil {
+				if s, super, ok := b.UserSecret(ak); ok {
+					return s, super, true
+				}
+			}
+		}
+		if init != nil && ak == init.Username {
+			return acl.Secret(init.Password), true, true
+		}
+		return "", false, false
+	}
+}

@@ -10,6 +10,9 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/stratamq/stratamq/acl"
+	"github.com/stratamq/stratamq/remoting"
 )
 
 // TestAdminAuthCommandsAndGoClient: with ACL 2.0 on, the initial super
@@ -87,6 +90,36 @@ func TestAdminAuthCommandsAndGoClient(t *testing.T) {
 	if err := send("payroll"); err != nil {
 		t.Fatalf("after deleteAcl of the Deny: %v", err)
 	}
+	// The name server follows ACL 2.0 too: its route and KV writes need a
+	// Super user's signature (the broker registered above signed as the
+	// initial user); route reads stay open.
+	kv := func(creds *acl.Credentials) *remoting.Command {
+		req := remoting.NewRequest(remoting.PutKVConfig, map[string]string{"namespace": "ns", "key": "k", "value": "v"}, nil)
+		if creds != nil {
+			creds.Sign(req)
+		}
+		resp, _ := ask(s.nsAddr, req, 5*time.Second)
+		if resp == nil {
+			t.Fatal("PUT_KV_CONFIG: no answer")
+		}
+		return resp
+	}
+	for _, c := range []struct {
+		creds *acl.Credentials
+		want  string
+	}{
+		{nil, "sign it as a Super user"},
+		{&acl.Credentials{AccessKey: "alice", SecretKey: alicePw}, "only a Super user"},
+		{&acl.Credentials{AccessKey: "root", SecretKey: "not-the-password"}, "signature check failed for User:root"},
+	} {
+		if r := kv(c.creds); r.Code != int32(remoting.NoPermission) || !strings.Contains(r.Remark, c.want) || strings.Contains(r.Remark, alicePw) {
+			t.Fatalf("PUT_KV_CONFIG on the name server signed by %v: code %d %q, want NO_PERMISSION naming %q", c.creds, r.Code, r.Remark, c.want)
+		}
+	}
+	if r := kv(&acl.Credentials{AccessKey: "root", SecretKey: rootPw}); r.Code != int32(remoting.Success) {
+		t.Fatalf("PUT_KV_CONFIG signed by the Super user root: code %d %q", r.Code, r.Remark)
+	}
+
 	// An ACL 1.0 file migrated (twice: the second run updates the users
 	// it made): its account sends where its topicPerms allow, and is
 	// refused where its defaultTopicPerm denies.

@@ -96,8 +96,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 
 	metrics := broker.NewMetrics(reg)
 	nsErr := make(chan error, 2)
+	var nsNode atomic.Pointer[broker.Node] // the broker whose users the name server checks
 	if withNamesrv {
-		ns := namesrv.New(namesrv.Config{Logger: log, ACL: aclx})
+		ns := namesrv.New(namesrv.Config{Logger: log, ACL: aclx, Users: namesrvUsers(cfg, aclx != nil, log, nsNode.Load)})
 		nsServer := remoting.NewServer(remoting.ServerConfig{
 			Addr: cfg.NamesrvListen, Logger: log.With("component", "namesrv"), OnClose: ns.OnConnClose,
 			MaxReadMemory: int64(cfg.MaxReadMemory), FrameTimeout: cfg.FrameTimeout,
@@ -162,6 +163,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 		}
 		node := broker.NewNode(cfg.Config, deps, func(*broker.Broker) { once.Do(func() { close(opened) }) })
 		nodeRef.Store(node)
+		nsNode.Store(node)
 		go func() { brokerDone <- node.Run(ctx) }()
 		select {
 		case <-opened:
