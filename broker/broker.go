@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -464,12 +465,21 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	}
 	b.scanDurability() // wire_wal.go
 	if b.dur != nil {
-		// This run's durability rule, recorded before its first write.
+		// This run's durability rule, recorded before its first write. A
+		// history that does not parse is started again: the records
+		// below its first entry count as maybe acknowledged.
 		if b.durHist, err = loadDurHistory(deps.FS, configDir); err != nil {
-			return fail(err)
+			b.log.Warn("the durability history does not parse; starting a new one (a returning tail below it counts as maybe acknowledged)", "err", err)
+			b.durHist = &durHistory{fs: deps.FS, path: filepath.Join(configDir, durHistoryFile)}
 		}
 		if err := b.settleDurability(); err != nil { // durability_history.go
 			return fail(err)
+		}
+	} else if cfg.Role == RoleSlave {
+		// A slave's log is its master's: the history of this data dir's own
+		// runs as a master no longer describes it.
+		if err := deps.FS.Remove(filepath.Join(configDir, durHistoryFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fail(fmt.Errorf("broker: remove the durability history of a data dir now a slave's: %w", err))
 		}
 	}
 	held, useHeld := b.loadedHeld() // durable_progress.go

@@ -35,7 +35,7 @@ import (
 
 const (
 	durHistoryFile = "durabilityHistory.json"
-	durHistoryMax  = 256
+	durHistoryMax  = 64
 )
 
 // durEntry is one stretch of the history.
@@ -94,26 +94,38 @@ func (h *durHistory) saveLocked() error {
 	return nil
 }
 
-// settle records, at a start before any write, the rule from end on when
-// it differs from the last entry's (or there is none).
+// settle records, at a start before any write, the rule from end on.
+// Entries from past end go first: the log lost what they describe (a
+// power loss of its unsynced tail, a cut of a tail the bucket WAL
+// disowns), and the new records written there follow this run's rule.
+// A new entry is appended unless the last one already says this rule
+// from before end, settled.
 func (h *durHistory) settle(end int64, now durEntry) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if n := len(h.entries); n > 0 && h.entries[n-1].same(now) && h.entries[n-1].To != -1 {
-		return nil
+	kept := len(h.entries)
+	for kept > 0 && h.entries[kept-1].From > end {
+		kept--
+	}
+	dropped := kept < len(h.entries)
+	h.entries = h.entries[:kept]
+	if n := len(h.entries); n > 0 && h.entries[n-1].same(now) && h.entries[n-1].To != -1 && h.entries[n-1].To <= end {
+		if !dropped {
+			return nil
+		}
+		return h.saveLocked()
 	}
 	now.From, now.To = end, end
 	h.entries = append(h.entries, now)
 	return h.saveLocked()
 }
 
-// change frames apply, which changes the rule to next: next is recorded
-// from before (the log's end now) as being made, apply runs, and it is
-// recorded as made at after() (the log's end then). Nothing is applied if
-// the first write fails.
-func (h *durHistory) change(before int64, next durEntry, apply func() error, after func() int64) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// changeLocked frames apply, which changes the rule to next: next is
+// recorded from before (the log's end now) as being made, apply runs, and
+// it is recorded as made at after() (the log's end then). Nothing is
+// applied if the first write fails; an apply that fails (it changed
+// nothing) takes its entry back. Caller holds mu.
+func (h *durHistory) changeLocked(before int64, next durEntry, apply func() error, after func() int64) error {
 	next.From, next.To = before, -1
 	h.entries = append(h.entries, next)
 	if err := h.saveLocked(); err != nil {
@@ -121,10 +133,19 @@ func (h *durHistory) change(before int64, next durEntry, apply func() error, aft
 		return err
 	}
 	if err := apply(); err != nil {
-		return err // the entry stays in doubt: safe, and the next start settles it
+		h.entries = h.entries[:len(h.entries)-1]
+		_ = h.saveLocked() // else the entry stays in doubt on disk: safe
+		return err
 	}
 	h.entries[len(h.entries)-1].To = after()
 	return h.saveLocked()
+}
+
+// change is changeLocked under mu (tests).
+func (h *durHistory) change(before int64, next durEntry, apply func() error, after func() int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.changeLocked(before, next, apply, after)
 }
 
 // bucketOnly reports whether a record of topic (durabilityTopic's name)
@@ -186,12 +207,19 @@ func (b *Broker) settleDurability() error {
 	return b.durHist.settle(b.store.MaxPhysOffset(), b.durRule(nil))
 }
 
-// changeDurability runs apply, which puts tc into the topic table,
-// framed in the history when it changes tc's topic's durability.
+// changeDurability runs apply, which puts tc into the topic table (or
+// takes its topic out: tc without attributes), under the history's lock,
+// framed in the history when it changes tc's topic's durability: every
+// change of the topic table from an admin code goes through it, so none
+// lands between the rule a framed change recorded and the table it
+// applies. durGen moves only with a framed change.
 func (b *Broker) changeDurability(tc remoting.TopicConfig, apply func() error) error {
-	if b.durHist == nil {
+	h := b.durHist
+	if h == nil {
 		return apply()
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	old := b.cfg.Durability
 	if cur, ok := b.topics.Get(tc.TopicName); ok {
 		if v, ok := cur.Attributes[DurabilityAttribute]; ok {
@@ -205,7 +233,13 @@ func (b *Broker) changeDurability(tc remoting.TopicConfig, apply func() error) e
 	if old == next {
 		return apply()
 	}
-	return b.durHist.change(b.store.MaxPhysOffset(), b.durRule(&tc), apply, b.store.MaxPhysOffset)
+	return h.changeLocked(b.store.MaxPhysOffset(), b.durRule(&tc), func() error {
+		if err := apply(); err != nil {
+			return err
+		}
+		b.durGen.Add(1)
+		return nil
+	}, b.store.MaxPhysOffset)
 }
 
 // judgeDurability sets a's bucket for topic (durabilityTopic's name), the
@@ -217,15 +251,16 @@ func (b *Broker) judgeDurability(a sendAck, topic string) sendAck {
 }
 
 // fromBucket reports whether a stored send is answered once the WAL holds
-// it: its topic was bucket-durable when it came in, or became so before it
-// was stored. Judged on both sides of the store, no record is answered
-// more laxly than the history says it was written (a change from local to
-// bucket: its record is past the change's end only if stored after it, and
-// then waits for the WAL; from bucket to local: it waits if it came in
-// before).
-func (b *Broker) fromBucket(a *sendAck) bool {
-	if a.bucket {
-		return true
-	}
-	return a.durGen != b.durGen.Load() && b.bucketTopic(a.durTopic)
+// it: its topic was bucket-durable when it came in, or the rule changed
+// while it was in flight (a framed change: durGen moved). The history may
+// then judge its record by either rule (it may have been stored during a
+// change, or between two), so only an answer from the bucket is never
+// laxer than the history says.
+func (b *Broker) fromBucket(a *sendAck) bool { return b.answerFromBucket(a.bucket, a.durGen) }
+
+// answerFromBucket is fromBucket for a send judged bucket-durable or not
+// (bucket) at the rule's generation gen, read before it was judged (the
+// send-back and gRPC paths).
+func (b *Broker) answerFromBucket(bucket bool, gen uint64) bool {
+	return bucket || gen != b.durGen.Load() && b.wal.w != nil
 }

@@ -99,12 +99,11 @@ func (b *Broker) Send(ctx context.Context, msgs []proxy.Message) []proxy.SendRes
 		return out
 	}
 	req := remoting.NewRequest(remoting.SendMessage, nil, nil)
-	bucketTopics := func() bool { return slices.ContainsFunc(at, func(i int) bool { return b.bucketTopic(msgs[i].Topic) }) }
-	gen := b.durGen.Load()
-	bucket := bucketTopics()     // before the store and after it, as fromBucket
+	gen := b.durGen.Load() // before the rule is read (fromBucket)
+	bucket := slices.ContainsFunc(at, func(i int) bool { return b.bucketTopic(msgs[i].Topic) })
 	res, err := b.grpcPut(ready) // grpc_put.go: stored with the other sends of the moment
 	var slaveErr error
-	if err == nil && (bucket || b.durGen.Load() != gen && bucketTopics()) {
+	if err == nil && b.answerFromBucket(bucket, gen) {
 		// Bucket-durable (one topic per request): once the WAL holds
 		// them, instead of a slave (wire_wal.go).
 		ch := make(chan error, 1)

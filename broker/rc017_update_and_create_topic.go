@@ -45,7 +45,6 @@ func (b *Broker) updateAndCreateTopic(ctx context.Context, c *remoting.Conn, req
 	err = b.changeDurability(tc, func() error { // durability_history.go
 		var err error
 		changed, err = b.topics.Create(tc)
-		b.durGen.Add(1)
 		return err
 	})
 	if err != nil {

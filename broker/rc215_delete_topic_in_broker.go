@@ -25,7 +25,6 @@ func (b *Broker) deleteTopicInBroker(ctx context.Context, c *remoting.Conn, req 
 	// durability history (durability_history.go) like a change.
 	if err := b.changeDurability(remoting.TopicConfig{TopicName: h.Topic}, func() error {
 		b.topics.Delete(h.Topic)
-		b.durGen.Add(1)
 		return nil
 	}); err != nil {
 		return errResponse(req, remoting.SystemError, "record the topic's durability change: "+err.Error())
