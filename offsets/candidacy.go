@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -78,8 +79,8 @@ func (e *DeferredError) Error() string {
 		if e.Left > 0 {
 			wait = fmt.Sprintf("%v more before an unclean takeover", e.Left.Round(time.Millisecond))
 		}
-		return fmt.Sprintf("offsets: not taking the lease yet: the old sync_master's slaves %s may hold what it acknowledged and "+
-			"have not published a live candidacy; waiting %s", strings.Join(names, ", "), wait)
+		return fmt.Sprintf("offsets: not taking the lease yet: the copies %s may hold what was acknowledged (the old sync_master's slaves, "+
+			"or the old holder when this copy came back from a power loss) and have not published a live candidacy; waiting %s", strings.Join(names, ", "), wait)
 	}
 	if d := e.Doubt; d != nil {
 		return fmt.Sprintf("offsets: not taking the lease yet: this broker's copy of the log ends at %d, below the end %d the old holder "+
@@ -134,7 +135,14 @@ type Contest struct {
 	// is cut off from the bucket). UncleanAfter > 0 takes the lease
 	// anyway after waiting that long (counted across Decides); 0 waits
 	// for as long as it takes.
-	Cover        bool
+	Cover bool
+	// HearHolder makes the takeover also wait until the lapsed lease's
+	// holder was heard from (a live candidacy of its instance, or from its
+	// host: back on an empty disk it holds nothing), with the same
+	// UncleanAfter bound: for a contender whose copy may lack what it
+	// acknowledged itself (it came back from a power loss with
+	// flush=async), the holder may be the only other copy of it.
+	HearHolder   bool
 	UncleanAfter time.Duration
 	uncovered    time.Duration // Mono reading when it first found a copy missing; -1: not
 
@@ -271,8 +279,8 @@ func (c *Contest) decide(ctx context.Context, held *LeaseRecord) error {
 			return &DeferredError{Self: self, Better: cd}
 		}
 	}
-	if c.Cover && held != nil && held.Role == roleSyncMaster {
-		if err := c.covered(ctx, held.Epoch, self, live); err != nil {
+	if c.Cover && held != nil && held.Role == roleSyncMaster || c.HearHolder && held != nil {
+		if err := c.covered(ctx, held, self, live); err != nil {
 			return err
 		}
 	}
@@ -305,10 +313,13 @@ const roleSyncMaster = "sync_master"
 // covered returns nil when every replica record of epoch other than self's
 // is matched by a live candidacy, a *DeferredError naming the missing ones
 // otherwise (until UncleanAfter, if set, has passed).
-func (c *Contest) covered(ctx context.Context, epoch int64, self Candidacy, live map[string]Candidacy) error {
-	recs, err := ReadReplicas(ctx, c.Store, epoch)
-	if err != nil {
-		return err
+func (c *Contest) covered(ctx context.Context, held *LeaseRecord, self Candidacy, live map[string]Candidacy) error {
+	var recs []ReplicaRecord
+	if c.Cover && held.Role == roleSyncMaster {
+		var err error
+		if recs, err = ReadReplicas(ctx, c.Store, held.Epoch); err != nil {
+			return err
+		}
 	}
 	var missing []ReplicaRecord
 	for _, r := range recs {
@@ -321,6 +332,20 @@ func (c *Contest) covered(ctx context.Context, epoch int64, self Candidacy, live
 		}
 		if !heard {
 			missing = append(missing, r)
+		}
+	}
+	if c.HearHolder && held.Instance != self.Instance {
+		// The holder's lease names its HA address, a candidacy its
+		// remoting one: the same machine by the host part, when that
+		// tells it apart from this contender's.
+		h := hostOf(held.HAAddr)
+		byHost := h != "" && h != hostOf(self.Host)
+		heard := false
+		for _, cd := range live {
+			heard = heard || cd.Instance == held.Instance || byHost && hostOf(cd.Host) == h
+		}
+		if !heard {
+			missing = append(missing, ReplicaRecord{Instance: held.Instance, Host: held.HAAddr, Epoch: held.Epoch})
 		}
 	}
 	c.mu.Lock()
@@ -382,4 +407,12 @@ func (c *Contest) Clear(ctx context.Context) {
 	for _, k := range keys {
 		_ = c.Store.Delete(ctx, k)
 	}
+}
+
+// hostOf is the host part of a host:port address ("" when it has none).
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }

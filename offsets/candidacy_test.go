@@ -336,3 +336,76 @@ func TestPruneReplicas(t *testing.T) {
 		t.Fatalf("epoch 3 after a late record of epoch 2 of the same slave: %v, %v; want c's epoch-3 record", got, err)
 	}
 }
+
+// TestAcquireLeaseHearHolderWaitsForTheOldHolder: a contender whose copy
+// may lack what it acknowledged (back from a power loss: HearHolder)
+// waits to hear from the lapsed lease's holder, even as the only live
+// candidacy of an async_master's lease; the holder back with a longer copy
+// wins, and back at its host on an empty disk lets the contender take it.
+func TestAcquireLeaseHearHolderWaitsForTheOldHolder(t *testing.T) {
+	ctx := context.Background()
+	ttl := 200 * time.Millisecond
+	store := offsets.NewMemStore()
+	if _, err := offsets.AcquireLease(ctx, store, offsets.IdentityFor("broker-a", "old"), ttl,
+		offsets.AcquireOptions{Role: "async_master", HAAddr: "10.0.0.1:10912"}); err != nil {
+		t.Fatal(err)
+	}
+	me := offsets.IdentityFor("broker-a", "me")
+	hearing := func(end int64) *offsets.Contest {
+		c := contender(store, "me", 1, end)
+		c.Self = func() offsets.Candidacy {
+			return offsets.Candidacy{Instance: "me", Host: "10.0.0.2:10911", Epoch: 1, End: end}
+		}
+		c.HearHolder = true
+		c.Period = 500 * time.Millisecond
+		return c
+	}
+	// Another's lease: watched for its TTL, then contested.
+	acquire := func(c *offsets.Contest) (*offsets.Lease, error) {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return offsets.AcquireLease(wctx, store, me, ttl, offsets.AcquireOptions{Contest: c})
+	}
+	var d *offsets.DeferredError
+	if _, err := acquire(hearing(300)); !errors.As(err, &d) || len(d.Missing) != 1 || d.Missing[0].Instance != "old" {
+		t.Fatalf("the old holder silent: %v; want a wait naming it", err)
+	}
+	if _, err := acquire(contender(store, "me", 1, 300)); err != nil {
+		t.Fatalf("without HearHolder: %v; want the lease taken (the only live copy)", err)
+	}
+
+	store = offsets.NewMemStore()
+	if _, err := offsets.AcquireLease(ctx, store, offsets.IdentityFor("broker-a", "old"), ttl,
+		offsets.AcquireOptions{Role: "async_master", HAAddr: "10.0.0.1:10912"}); err != nil {
+		t.Fatal(err)
+	}
+	back := &offsets.Contest{Store: store, Period: 20 * time.Millisecond,
+		Self: func() offsets.Candidacy {
+			return offsets.Candidacy{Instance: "old", Host: "10.0.0.1:10911", Epoch: 1, End: 900}
+		}}
+	bctx, stopBack := context.WithCancel(ctx)
+	if _, err := back.Publish(bctx); err != nil {
+		t.Fatal(err)
+	}
+	backDone := make(chan struct{})
+	go func() {
+		defer close(backDone)
+		for bctx.Err() == nil {
+			back.Tick(bctx)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	if _, err := acquire(hearing(300)); !errors.As(err, &d) || d.Better.Instance != "old" {
+		t.Fatalf("the old holder back with a longer copy: %v; want the lease left to it", err)
+	}
+	stopBack()
+	<-backDone
+	empty := &offsets.Contest{Store: store, Period: 20 * time.Millisecond,
+		Self: func() offsets.Candidacy {
+			return offsets.Candidacy{Instance: "reborn", Host: "10.0.0.1:10911", Epoch: 0, End: 0}
+		}}
+	ticking(t, empty)
+	if l, err := acquire(hearing(300)); err != nil || l.Epoch() != 2 {
+		t.Fatalf("the old holder's host back on an empty disk: %v; want the lease taken at epoch 2", err)
+	}
+}

@@ -74,6 +74,10 @@ func (r *Roles) Run(ctx context.Context) {
 	// the slave that holds it may only be cut off for a moment. Such a
 	// copy waits three TTLs for a better one before it takes over.
 	contest.DoubtWait = 3 * ttl
+	// A copy that may lack what this node acknowledged (it came back from
+	// a power loss) also waits to hear from the lapsed lease's holder, the
+	// other copy of it.
+	contest.HearHolder = r.mayLack
 	contest.Floor = func(ctx context.Context) (int64, error) {
 		cp, err := offsets.ReadCheckpoint(ctx, cs)
 		if err != nil || cp == nil {

@@ -22,6 +22,7 @@ func (r *Roles) PrepareReplica() (*offsets.Checkpoint, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	inst := ""
+	r.mayLack = prev != nil && !r.LogSurvivedWhole(prev)
 	if prev != nil {
 		inst = prev.Instance
 	} else if inst, err = offsets.NewInstanceID(); err != nil {
@@ -104,11 +105,13 @@ func (r *Roles) PrepareReplica() (*offsets.Checkpoint, error) {
 // recordReplica records the data dir as a replica whose log agrees with
 // epoch (writer.json), unless it says so already.
 func (r *Roles) recordReplica(prev *offsets.WriterState, inst string, epoch int64) error {
-	if prev != nil && prev.Epoch == epoch && prev.Replica {
+	if prev != nil && prev.Epoch == epoch && prev.Replica && prev.BootID == r.cfg.BootID {
 		return nil
 	}
+	// The boot is recorded too: a slave that comes back after a power
+	// loss learns from it that its log may lack what it acknowledged.
 	if err := offsets.WriteWriterState(r.deps.FS, r.cfg.WriterState,
-		offsets.WriterState{Broker: r.cfg.BrokerName, Instance: inst, Epoch: epoch, Replica: true}); err != nil {
+		offsets.WriterState{Broker: r.cfg.BrokerName, Instance: inst, Epoch: epoch, Replica: true, BootID: r.cfg.BootID}); err != nil {
 		return fmt.Errorf("broker: record the data dir as a replica: %w", err)
 	}
 	return nil

@@ -153,6 +153,13 @@ type Roles struct {
 	// missingLogged: when Run last logged a wait for silent slaves.
 	missingLogged time.Time
 	demoting      atomic.Bool
+	// mayLack: this slave generation's log may end before what the data
+	// dir acknowledged as a replica (or wrote as a master): it restarted
+	// after a power loss or a reboot with flush=async (LogSurvivedWhole),
+	// so its page-cache tail is gone. Run's contest then waits, as for a
+	// copy below the checkpointed end, for a better copy before taking
+	// the lease (PrepareReplica sets it).
+	mayLack bool
 }
 
 // New returns the Roles of a generation; nothing runs until Run.
