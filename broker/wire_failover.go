@@ -122,6 +122,11 @@ func (w foWire) CommitLog(cp *offsets.Checkpoint) (durability.CommitLog, bool) {
 
 func (w foWire) HAAddr() string { return w.b.haAdvertise() }
 
+func (w foWire) CaughtUp() bool {
+	s := w.b.repl.Slave()
+	return s != nil && !s.State().LastCaughtUp.IsZero()
+}
+
 func (w foWire) MasterAddr() string { return w.b.masterRemotingAddr() }
 
 func (w foWire) AskDemote(ctx context.Context, addr string) (bool, string, error) {

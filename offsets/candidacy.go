@@ -279,7 +279,7 @@ func (c *Contest) decide(ctx context.Context, held *LeaseRecord) error {
 			return &DeferredError{Self: self, Better: cd}
 		}
 	}
-	if c.Cover && held != nil && held.Role == roleSyncMaster || c.HearHolder && held != nil {
+	if (c.Cover || c.HearHolder) && held != nil && held.Role == roleSyncMaster {
 		if err := c.covered(ctx, held, self, live); err != nil {
 			return err
 		}
@@ -334,7 +334,7 @@ func (c *Contest) covered(ctx context.Context, held *LeaseRecord, self Candidacy
 			missing = append(missing, r)
 		}
 	}
-	if c.HearHolder && held.Instance != self.Instance {
+	if c.HearHolder && held.Role == roleSyncMaster && held.Instance != self.Instance {
 		// The holder's lease names its HA address, a candidacy its
 		// remoting one: the same machine by the host part, when that
 		// tells it apart from this contender's.

@@ -339,15 +339,15 @@ func TestPruneReplicas(t *testing.T) {
 
 // TestAcquireLeaseHearHolderWaitsForTheOldHolder: a contender whose copy
 // may lack what it acknowledged (back from a power loss: HearHolder)
-// waits to hear from the lapsed lease's holder, even as the only live
-// candidacy of an async_master's lease; the holder back with a longer copy
-// wins, and back at its host on an empty disk lets the contender take it.
+// waits to hear from the lapsed sync_master lease's holder, even as the
+// only live candidacy; the holder back with a longer copy wins, and back
+// at its host on an empty disk lets the contender take it.
 func TestAcquireLeaseHearHolderWaitsForTheOldHolder(t *testing.T) {
 	ctx := context.Background()
 	ttl := 200 * time.Millisecond
 	store := offsets.NewMemStore()
 	if _, err := offsets.AcquireLease(ctx, store, offsets.IdentityFor("broker-a", "old"), ttl,
-		offsets.AcquireOptions{Role: "async_master", HAAddr: "10.0.0.1:10912"}); err != nil {
+		offsets.AcquireOptions{Role: "sync_master", HAAddr: "10.0.0.1:10912"}); err != nil {
 		t.Fatal(err)
 	}
 	me := offsets.IdentityFor("broker-a", "me")
@@ -376,7 +376,7 @@ func TestAcquireLeaseHearHolderWaitsForTheOldHolder(t *testing.T) {
 
 	store = offsets.NewMemStore()
 	if _, err := offsets.AcquireLease(ctx, store, offsets.IdentityFor("broker-a", "old"), ttl,
-		offsets.AcquireOptions{Role: "async_master", HAAddr: "10.0.0.1:10912"}); err != nil {
+		offsets.AcquireOptions{Role: "sync_master", HAAddr: "10.0.0.1:10912"}); err != nil {
 		t.Fatal(err)
 	}
 	back := &offsets.Contest{Store: store, Period: 20 * time.Millisecond,

@@ -77,7 +77,6 @@ func (r *Roles) Run(ctx context.Context) {
 	// A copy that may lack what this node acknowledged (it came back from
 	// a power loss) also waits to hear from the lapsed lease's holder, the
 	// other copy of it.
-	contest.HearHolder = r.mayLack
 	contest.Floor = func(ctx context.Context) (int64, error) {
 		cp, err := offsets.ReadCheckpoint(ctx, cs)
 		if err != nil || cp == nil {
@@ -93,6 +92,21 @@ func (r *Roles) Run(ctx context.Context) {
 	contesting := false
 	lg := r.deps.Logger
 	for wait := 100 * time.Millisecond; ctx.Err() == nil; {
+		if r.mayLack && r.deps.Host.CaughtUp() {
+			// Caught up with a master since: this copy holds what that
+			// master had, and the data dir survives whole from now on.
+			if err := r.recordBoot(); err != nil {
+				lg.Warn("failover: recording the boot in writer.json failed", "err", err)
+			} else {
+				r.mayLack = false
+			}
+		}
+		// A copy that may lack what this node acknowledged (it came back
+		// from a power loss and has not caught up with a master since)
+		// also waits to hear from the lapsed lease's holder, the other
+		// copy of it (a sync_master's: an async_master's slaves never
+		// made its acknowledgements).
+		contest.HearHolder = r.mayLack
 		rec, _, err := offsets.ReadLease(ctx, cs)
 		if err == nil && rec.Instance != r.following.Instance && !rec.Released && rec.Instance != r.ident.Instance {
 			r.RequestRoleChange(&RoleChange{Role: RoleSlave, Reason: "the bucket lease is held by " + rec.Identity().String()})

@@ -105,13 +105,19 @@ func (r *Roles) PrepareReplica() (*offsets.Checkpoint, error) {
 // recordReplica records the data dir as a replica whose log agrees with
 // epoch (writer.json), unless it says so already.
 func (r *Roles) recordReplica(prev *offsets.WriterState, inst string, epoch int64) error {
-	if prev != nil && prev.Epoch == epoch && prev.Replica && prev.BootID == r.cfg.BootID {
-		return nil
-	}
 	// The boot is recorded too: a slave that comes back after a power
 	// loss learns from it that its log may lack what it acknowledged.
+	// Until it caught up with a master (recordBoot), the old boot stays:
+	// a restart in this boot must not forget it.
+	boot := r.cfg.BootID
+	if r.mayLack && prev != nil {
+		boot = prev.BootID
+	}
+	if prev != nil && prev.Epoch == epoch && prev.Replica && prev.BootID == boot {
+		return nil
+	}
 	if err := offsets.WriteWriterState(r.deps.FS, r.cfg.WriterState,
-		offsets.WriterState{Broker: r.cfg.BrokerName, Instance: inst, Epoch: epoch, Replica: true, BootID: r.cfg.BootID}); err != nil {
+		offsets.WriterState{Broker: r.cfg.BrokerName, Instance: inst, Epoch: epoch, Replica: true, BootID: boot}); err != nil {
 		return fmt.Errorf("broker: record the data dir as a replica: %w", err)
 	}
 	return nil
@@ -147,4 +153,20 @@ func (r *Roles) HelloAccepted(epoch int64) error {
 	}
 	r.agreed.Store(epoch)
 	return nil
+}
+
+// recordBoot records this boot in writer.json once a slave that came back
+// from a power loss caught up with a master (Run): its copy holds what
+// that master had, and a later restart in this boot loses nothing.
+func (r *Roles) recordBoot() error {
+	prev, err := offsets.ReadWriterState(r.deps.FS, r.cfg.WriterState)
+	if err != nil || prev == nil {
+		return err
+	}
+	if prev.BootID == r.cfg.BootID {
+		return nil
+	}
+	st := *prev
+	st.BootID = r.cfg.BootID
+	return offsets.WriteWriterState(r.deps.FS, r.cfg.WriterState, st)
 }

@@ -86,6 +86,9 @@ type Host interface {
 	// HAAddr is the HA address other brokers dial ("" without an HA
 	// listener).
 	HAAddr() string
+	// CaughtUp reports whether this slave generation's log has reached
+	// its master's end at least once (its HA stream caught up).
+	CaughtUp() bool
 }
 
 // Deps are Roles' collaborators.
