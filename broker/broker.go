@@ -131,8 +131,8 @@ type Broker struct {
 	// durHist: under which durability each stretch of the log was written
 	// (durability_history.go; nil on a slave or without a bucket); durGen
 	// grows with every change of a topic's durability.
-	durHist *durHistory
-	durGen  atomic.Uint64
+	durHist *durHistory          // (durability_history.go)
+	durGen  atomic.Uint64        // (durability_history.go)
 	follow  *follow.Follower     // a slave's follower (Run's startHA opens it; wire_follow.go); nil on a master
 	repl    *replication.Service // a master's HA listener, high watermark and acknowledgement waits, or a slave's HA stream (wire_replication.go)
 	hastat  haStatusState        // ha_status.go: what HAStatus reads besides repl and follow; the failover count

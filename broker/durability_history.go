@@ -262,5 +262,14 @@ func (b *Broker) fromBucket(a *sendAck) bool { return b.answerFromBucket(a.bucke
 // (bucket) at the rule's generation gen, read before it was judged (the
 // send-back and gRPC paths).
 func (b *Broker) answerFromBucket(bucket bool, gen uint64) bool {
-	return bucket || gen != b.durGen.Load() && b.wal.w != nil
+	if bucket || gen == b.durGen.Load() {
+		return bucket
+	}
+	_, wal := b.walDurable() // wire_wal.go
+	return wal
 }
+
+// durabilityGen is the durability rule's generation (durGen): read before
+// a send's topic is judged, it tells answerFromBucket whether the rule
+// changed since.
+func (b *Broker) durabilityGen() uint64 { return b.durGen.Load() }

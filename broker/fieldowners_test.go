@@ -21,14 +21,15 @@ var brokerFields = statecheck.Rule{
 	Constructor: "New",
 	Lifecycle:   []string{"broker.go", "run.go"},
 	Owners: map[string]string{
-		"closing":        "run.go",         // Run and Close set it; stopping() reads it
-		"closeErr":       "run.go",         // Close's result
-		"registeredWith": "registrar.go",   // each registration round; Ready reads it
-		"follow":         "wire_follow.go", // a slave's follower, opened by Run's startHA; follower() reads it
-		"hastat":         "ha_status.go",   // HAStatus's own state: since, the failover count
-		"grpcPuts":       "grpc_put.go",    // the gRPC sends' rounds
-		"recall":         "grpc_recall.go", // recalled timer messages
-		"wal":            "wire_wal.go",    // the bucket WAL's writer and which topics use it
+		"closing":        "run.go",                // Run and Close set it; stopping() reads it
+		"closeErr":       "run.go",                // Close's result
+		"registeredWith": "registrar.go",          // each registration round; Ready reads it
+		"follow":         "wire_follow.go",        // a slave's follower, opened by Run's startHA; follower() reads it
+		"hastat":         "ha_status.go",          // HAStatus's own state: since, the failover count
+		"grpcPuts":       "grpc_put.go",           // the gRPC sends' rounds
+		"recall":         "grpc_recall.go",        // recalled timer messages
+		"wal":            "wire_wal.go",           // the bucket WAL's writer and which topics use it
+		"durGen":         "durability_history.go", // the durability rule's generation, moved by framed changes
 	},
 	Settings: []string{"Config", "TLS", "GRPCDeps"},
 	Allow:    []statecheck.Allowed{},

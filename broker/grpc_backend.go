@@ -99,7 +99,7 @@ func (b *Broker) Send(ctx context.Context, msgs []proxy.Message) []proxy.SendRes
 		return out
 	}
 	req := remoting.NewRequest(remoting.SendMessage, nil, nil)
-	gen := b.durGen.Load() // before the rule is read (fromBucket)
+	gen := b.durabilityGen() // before the rule is read (fromBucket)
 	bucket := slices.ContainsFunc(at, func(i int) bool { return b.bucketTopic(msgs[i].Topic) })
 	res, err := b.grpcPut(ready) // grpc_put.go: stored with the other sends of the moment
 	var slaveErr error

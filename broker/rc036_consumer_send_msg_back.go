@@ -74,7 +74,7 @@ func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req 
 	// A retry of a bucket-durable topic (by its RETRY_TOPIC, as a
 	// returning data dir judges its unshipped records: bucketOnlyOf) is
 	// answered once the bucket WAL holds it, as a send to that topic is.
-	gen := b.durGen.Load()                                              // before the rule is read (fromBucket)
+	gen := b.durabilityGen()                                            // before the rule is read (fromBucket)
 	bucket := b.bucketTopic(durabilityTopic(msg.Topic, msg.Properties)) // before scheduleRoute reroutes msg
 	if r := b.scheduleRoute(req, &msg, time.Now().UnixMilli()); r != nil {
 		return r
