@@ -31,11 +31,6 @@ type Candidacy struct {
 	Epoch int64 `json:"epoch"`
 	// End is where the copy's last valid record ends (never a file size).
 	End int64 `json:"end"`
-	// MayLack: the copy may end before what its broker acknowledged (it
-	// came back from a power loss and has not caught up since): its
-	// candidacy does not vouch for what a sync_master's slave held
-	// (Contest.Cover then waits for the old holder too).
-	MayLack bool `json:"mayLack,omitempty"`
 	// Seq grows with every publication: a candidacy whose Seq moves is
 	// live (its broker keeps publishing while it competes).
 	Seq int64     `json:"seq"`
@@ -327,25 +322,19 @@ func (c *Contest) covered(ctx context.Context, held *LeaseRecord, self Candidacy
 		}
 	}
 	var missing []ReplicaRecord
-	needHolder := c.HearHolder
 	for _, r := range recs {
 		if r.Instance == self.Instance || r.Host != "" && r.Host == self.Host {
 			continue
 		}
-		heard, vouched := false, false
+		heard := false
 		for _, cd := range live {
-			if cd.Instance == r.Instance || r.Host != "" && cd.Host == r.Host {
-				heard, vouched = true, vouched || !cd.MayLack
-			}
+			heard = heard || cd.Instance == r.Instance || r.Host != "" && cd.Host == r.Host
 		}
 		if !heard {
 			missing = append(missing, r)
 		}
-		// A slave heard from that lost its page-cache tail holds no
-		// longer what it acknowledged: the old holder is the other copy.
-		needHolder = needHolder || heard && !vouched
 	}
-	if needHolder && held.Role == roleSyncMaster && held.Instance != self.Instance {
+	if c.HearHolder && held.Role == roleSyncMaster && held.Instance != self.Instance {
 		// The holder's lease names its HA address, a candidacy its
 		// remoting one: the same machine by the host part, when that
 		// tells it apart from this contender's.

@@ -227,19 +227,6 @@ var scenarios = []scenario{
 			{At: 3000 * time.Millisecond, Fault: PowerLoss, Node: 1, Dur: 1000 * time.Millisecond},
 			{At: 8000 * time.Millisecond, Fault: Crash, Node: 0, Dur: 30 * time.Second},
 		}}},
-	{name: "another-slave-waits-for-the-holder-over-a-power-lost-copy",
-		s: Schedule{Nodes: 3, Sync: true, Tail: 4 * time.Second, Steps: []Step{
-			// A reviewer's case: n2 stops following n0 just before n1
-			// loses power, so n0's last acks are in n1's page cache (and
-			// n0's). n0 crashes; n1 comes back shorter than n2. n1's live
-			// candidacy says it may lack what it acknowledged, so n2's
-			// wait for the slaves that may hold acknowledged sends is not
-			// met by it: n2 waits for n0 too.
-			{At: 3880 * time.Millisecond, Fault: BucketCut, Node: 0, Dur: 4460 * time.Millisecond},
-			{At: 5000 * time.Millisecond, Fault: NetCut, Node: 2, Peer: 0, Dur: 6000 * time.Millisecond},
-			{At: 5310 * time.Millisecond, Fault: PowerLoss, Node: 1, Dur: 2250 * time.Millisecond},
-			{At: 7350 * time.Millisecond, Fault: Crash, Node: 0, Dur: 5700 * time.Millisecond},
-		}}},
 	{name: "retry-progress-ahead-of-the-slave", workloads: []string{"retry"},
 		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
 			// TestSim seed 1388, shrunk: the same through send-backs (their
