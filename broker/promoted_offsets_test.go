@@ -32,18 +32,7 @@ func TestPromotedCopyNeverReusesLaterEpochsOffsets(t *testing.T) {
 }
 
 func promotedCopyReuse(t *testing.T, blindB bool) {
-	bucket := tier.NewMem()
-	acfg, bcfg := failoverConfig(t, RoleAsyncMaster), failoverConfig(t, RoleSlave)
-	a := startLossNode(t, acfg, vfs.NewMem(), bucket, "boot-a")
-	b := startLossNode(t, bcfg, vfs.NewMem(), bucket, "boot-b")
-	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
-	defer cl.Close()
-	for i := range 5 {
-		mustAck(t, cl, a.n, "OV", 0, fmt.Sprintf("epoch1-%02d", i))
-	}
-	waitCond(t, 20*time.Second, "the slave to hold the master's log", func() bool {
-		return b.n.Broker().store.MaxPhysOffset() == a.n.Broker().store.MaxPhysOffset()
-	})
+	bucket, acfg, bcfg, a, b, cl := asyncPairWithFive(t, "OV", "epoch1")
 	bEnd := b.n.Broker().store.MaxPhysOffset()
 	imgB := b.kill(false)
 	imgA := a.kill(false)
@@ -159,18 +148,7 @@ func startCPBlindNode(t *testing.T, cfg Config, disk *vfs.Mem, bucket tier.Bucke
 // back to it, or the messages B acknowledges next are never delivered to
 // that group.
 func TestPromotedCopyClampsAdoptedOffsets(t *testing.T) {
-	bucket := tier.NewMem()
-	acfg, bcfg := failoverConfig(t, RoleAsyncMaster), failoverConfig(t, RoleSlave)
-	a := startLossNode(t, acfg, vfs.NewMem(), bucket, "boot-a")
-	b := startLossNode(t, bcfg, vfs.NewMem(), bucket, "boot-b")
-	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
-	defer cl.Close()
-	for i := range 5 {
-		mustAck(t, cl, a.n, "OC", 0, fmt.Sprintf("both-%02d", i))
-	}
-	waitCond(t, 20*time.Second, "the slave to hold the master's log", func() bool {
-		return b.n.Broker().store.MaxPhysOffset() == a.n.Broker().store.MaxPhysOffset()
-	})
+	bucket, _, bcfg, a, b, cl := asyncPairWithFive(t, "OC", "both")
 	imgB := b.kill(false)
 	for i := range 5 {
 		mustAck(t, cl, a.n, "OC", 0, fmt.Sprintf("a-only-%02d", i))
@@ -193,4 +171,24 @@ func TestPromotedCopyClampsAdoptedOffsets(t *testing.T) {
 	if g, _ := br.offsets.Query("G", "OC", 0); g > mx {
 		t.Fatalf("group G's adopted offset %d is past the queue's end %d: B's next messages there are never delivered to it", g, mx)
 	}
+}
+
+// asyncPairWithFive starts an async master A and its slave B on one bucket
+// and waits until B holds A's five acknowledged messages to topic/0 (bodies
+// prefix-00..04). The client is closed at the test's end.
+func asyncPairWithFive(t *testing.T, topic, prefix string) (tier.Bucket, Config, Config, *lossNode, *lossNode, *remoting.Client) {
+	t.Helper()
+	bucket := tier.NewMem()
+	acfg, bcfg := failoverConfig(t, RoleAsyncMaster), failoverConfig(t, RoleSlave)
+	a := startLossNode(t, acfg, vfs.NewMem(), bucket, "boot-a")
+	b := startLossNode(t, bcfg, vfs.NewMem(), bucket, "boot-b")
+	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
+	t.Cleanup(func() { cl.Close() })
+	for i := range 5 {
+		mustAck(t, cl, a.n, topic, 0, fmt.Sprintf("%s-%02d", prefix, i))
+	}
+	waitCond(t, 20*time.Second, "the slave to hold the master's log", func() bool {
+		return b.n.Broker().store.MaxPhysOffset() == a.n.Broker().store.MaxPhysOffset()
+	})
+	return bucket, acfg, bcfg, a, b, cl
 }
