@@ -187,13 +187,11 @@ func (w durWire) Contest(cs offsets.ObjectStore, ttl time.Duration, prev *offset
 	if err != nil {
 		return nil, fmt.Errorf("broker: read the local log's end: %w", err)
 	}
-	c := b.fo.NewContest(cs, ttl, func() (int64, int64) { return prev.Epoch, end })
-	// After a power loss (flush=async) the log may end before what this
-	// data dir acknowledged, as a master or as the slave whose copy made a
-	// sync_master's acks: the takeover waits to hear from the lapsed
-	// lease's holder too, the other copy of it (offsets.Contest.HearHolder).
-	c.HearHolder = !b.fo.LogSurvivedWhole(prev)
-	return c, nil
+	// No HearHolder here: this contest decides only a lease of this data
+	// dir's own instance (another's makes the broker a slave at once,
+	// AcquireOptions.NoWait), and its holder is this copy. A slave
+	// generation waits for another holder (failover.Roles.Run).
+	return b.fo.NewContest(cs, ttl, func() (int64, int64) { return prev.Epoch, end }), nil
 }
 
 // Fenced: another broker took the prefix; with failover this one rejoins

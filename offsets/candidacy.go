@@ -31,6 +31,11 @@ type Candidacy struct {
 	Epoch int64 `json:"epoch"`
 	// End is where the copy's last valid record ends (never a file size).
 	End int64 `json:"end"`
+	// MayLack: the copy may end before what its broker acknowledged (it
+	// came back from a power loss and has not caught up since): its
+	// candidacy does not vouch for what a sync_master's slave held
+	// (Contest.Cover then waits for the old holder too).
+	MayLack bool `json:"mayLack,omitempty"`
 	// Seq grows with every publication: a candidacy whose Seq moves is
 	// live (its broker keeps publishing while it competes).
 	Seq int64     `json:"seq"`
@@ -142,7 +147,13 @@ type Contest struct {
 	// UncleanAfter bound: for a contender whose copy may lack what it
 	// acknowledged itself (it came back from a power loss with
 	// flush=async), the holder may be the only other copy of it.
-	HearHolder   bool
+	HearHolder bool
+	// SelfHA is the HA address this contender advertises. A lapsed
+	// lease whose holder advertised the same address was held by this
+	// node under an earlier instance (its data dir gone, or this one):
+	// no other live copy can answer for it, so HearHolder does not wait
+	// for it (two live brokers never advertise one HA address).
+	SelfHA       string
 	UncleanAfter time.Duration
 	uncovered    time.Duration // Mono reading when it first found a copy missing; -1: not
 
@@ -322,19 +333,25 @@ func (c *Contest) covered(ctx context.Context, held *LeaseRecord, self Candidacy
 		}
 	}
 	var missing []ReplicaRecord
+	needHolder := c.HearHolder
 	for _, r := range recs {
 		if r.Instance == self.Instance || r.Host != "" && r.Host == self.Host {
 			continue
 		}
-		heard := false
+		heard, vouched := false, false
 		for _, cd := range live {
-			heard = heard || cd.Instance == r.Instance || r.Host != "" && cd.Host == r.Host
+			if cd.Instance == r.Instance || r.Host != "" && cd.Host == r.Host {
+				heard, vouched = true, vouched || !cd.MayLack
+			}
 		}
 		if !heard {
 			missing = append(missing, r)
 		}
+		// A slave heard from that lost its page-cache tail holds no
+		// longer what it acknowledged: the old holder is the other copy.
+		needHolder = needHolder || heard && !vouched
 	}
-	if c.HearHolder && held.Role == roleSyncMaster && held.Instance != self.Instance {
+	if needHolder && held.Role == roleSyncMaster && held.Instance != self.Instance && (c.SelfHA == "" || held.HAAddr != c.SelfHA) {
 		// The holder's lease names its HA address, a candidacy its
 		// remoting one: the same machine by the host part, when that
 		// tells it apart from this contender's.

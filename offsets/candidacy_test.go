@@ -408,4 +408,72 @@ func TestAcquireLeaseHearHolderWaitsForTheOldHolder(t *testing.T) {
 	if l, err := acquire(hearing(300)); err != nil || l.Epoch() != 2 {
 		t.Fatalf("the old holder's host back on an empty disk: %v; want the lease taken at epoch 2", err)
 	}
+
+	// The contender is the old holder's own machine under a new instance
+	// (back on an empty disk, then from a power loss): it advertises the
+	// holder's HA address, and nobody else can answer for that holder.
+	// Without SelfHA it waits for itself; with it, it takes the lease.
+	store = offsets.NewMemStore()
+	if _, err := offsets.AcquireLease(ctx, store, offsets.IdentityFor("broker-a", "old"), ttl,
+		offsets.AcquireOptions{Role: "sync_master", HAAddr: "10.0.0.1:10912"}); err != nil {
+		t.Fatal(err)
+	}
+	onHolders := func(selfHA string) *offsets.Contest {
+		c := hearing(300)
+		c.Self = func() offsets.Candidacy {
+			return offsets.Candidacy{Instance: "me", Host: "10.0.0.1:10911", Epoch: 1, End: 300}
+		}
+		c.SelfHA = selfHA
+		return c
+	}
+	if _, err := acquire(onHolders("")); !errors.As(err, &d) || len(d.Missing) != 1 || d.Missing[0].Instance != "old" {
+		t.Fatalf("on the holder's machine, SelfHA unset: %v; want a wait naming the old holder", err)
+	}
+	if _, err := acquire(onHolders("10.0.0.1:10913")); !errors.As(err, &d) || len(d.Missing) != 1 {
+		t.Fatalf("SelfHA another address on that host: %v; want a wait naming the old holder", err)
+	}
+	if l, err := acquire(onHolders("10.0.0.1:10912")); err != nil || l.Epoch() != 2 {
+		t.Fatalf("SelfHA the old holder's address: %v; want the lease taken at epoch 2", err)
+	}
+}
+
+// TestAcquireLeaseCoverDoesNotCountAPowerLostCopy: a slave recorded for
+// the sync_master's epoch is heard from, but its candidacy may lack what
+// it acknowledged (MayLack): the contender waits for the old holder too,
+// and takes the lease once the holder is heard with a shorter copy.
+func TestAcquireLeaseCoverDoesNotCountAPowerLostCopy(t *testing.T) {
+	ctx := context.Background()
+	ttl := 200 * time.Millisecond
+	store := offsets.NewMemStore()
+	if _, err := offsets.AcquireLease(ctx, store, offsets.IdentityFor("broker-a", "old"), ttl,
+		offsets.AcquireOptions{Role: "sync_master", HAAddr: "10.0.0.1:10912"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := offsets.PublishReplica(ctx, store, offsets.ReplicaRecord{Instance: "s1", Host: "10.0.0.2:10911", Epoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	lost := &offsets.Contest{Store: store, Period: 20 * time.Millisecond, Self: func() offsets.Candidacy {
+		return offsets.Candidacy{Instance: "s1", Host: "10.0.0.2:10911", Epoch: 1, End: 100, MayLack: true}
+	}}
+	ticking(t, lost)
+	me := offsets.IdentityFor("broker-a", "me")
+	c := &offsets.Contest{Store: store, Period: 500 * time.Millisecond, Cover: true, Self: func() offsets.Candidacy {
+		return offsets.Candidacy{Instance: "me", Host: "10.0.0.3:10911", Epoch: 1, End: 300}
+	}}
+	acquire := func() (*offsets.Lease, error) {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return offsets.AcquireLease(wctx, store, me, ttl, offsets.AcquireOptions{Contest: c})
+	}
+	var d *offsets.DeferredError
+	if _, err := acquire(); !errors.As(err, &d) || len(d.Missing) != 1 || d.Missing[0].Instance != "old" {
+		t.Fatalf("the only recorded slave heard, but it may lack what it acknowledged: %v; want a wait naming the old holder", err)
+	}
+	holder := &offsets.Contest{Store: store, Period: 20 * time.Millisecond, Self: func() offsets.Candidacy {
+		return offsets.Candidacy{Instance: "old", Host: "10.0.0.1:10911", Epoch: 1, End: 200}
+	}}
+	ticking(t, holder)
+	if l, err := acquire(); err != nil || l.Epoch() != 2 {
+		t.Fatalf("the old holder heard with a shorter copy: %v; want the lease taken at epoch 2", err)
+	}
 }

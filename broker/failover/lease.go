@@ -29,8 +29,8 @@ func masterRole(configured, recorded string) string {
 func (r *Roles) NewContest(cs offsets.ObjectStore, ttl time.Duration, self func() (epoch, end int64)) *offsets.Contest {
 	return &offsets.Contest{Store: cs, Period: max(ttl/8, 50*time.Millisecond), Self: func() offsets.Candidacy {
 		epoch, end := self()
-		return offsets.Candidacy{Instance: r.ident.Instance, Host: r.cfg.Advertise, Epoch: epoch, End: end}
-	}, Cover: true, UncleanAfter: r.uncleanAfter(ttl)}
+		return offsets.Candidacy{Instance: r.ident.Instance, Host: r.cfg.Advertise, Epoch: epoch, End: end, MayLack: r.mayLack.Load()}
+	}, Cover: true, UncleanAfter: r.uncleanAfter(ttl), SelfHA: r.deps.Host.HAAddr()}
 }
 
 // uncleanAfter is how long a takeover waits for silent slaves
@@ -92,13 +92,13 @@ func (r *Roles) Run(ctx context.Context) {
 	contesting := false
 	lg := r.deps.Logger
 	for wait := 100 * time.Millisecond; ctx.Err() == nil; {
-		if r.mayLack && r.deps.Host.CaughtUp() {
+		if r.mayLack.Load() && r.deps.Host.CaughtUp() {
 			// Caught up with a master since: this copy holds what that
 			// master had, and the data dir survives whole from now on.
 			if err := r.recordBoot(); err != nil {
 				lg.Warn("failover: recording the boot in writer.json failed", "err", err)
 			} else {
-				r.mayLack = false
+				r.mayLack.Store(false)
 			}
 		}
 		// A copy that may lack what this node acknowledged (it came back
@@ -106,7 +106,7 @@ func (r *Roles) Run(ctx context.Context) {
 		// also waits to hear from the lapsed lease's holder, the other
 		// copy of it (a sync_master's: an async_master's slaves never
 		// made its acknowledgements).
-		contest.HearHolder = r.mayLack
+		contest.HearHolder = r.mayLack.Load()
 		rec, _, err := offsets.ReadLease(ctx, cs)
 		if err == nil && rec.Instance != r.following.Instance && !rec.Released && rec.Instance != r.ident.Instance {
 			r.RequestRoleChange(&RoleChange{Role: RoleSlave, Reason: "the bucket lease is held by " + rec.Identity().String()})

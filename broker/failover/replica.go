@@ -22,7 +22,7 @@ func (r *Roles) PrepareReplica() (*offsets.Checkpoint, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	inst := ""
-	r.mayLack = prev != nil && !r.LogSurvivedWhole(prev)
+	r.mayLack.Store(prev != nil && !r.LogSurvivedWhole(prev))
 	if prev != nil {
 		inst = prev.Instance
 	} else if inst, err = offsets.NewInstanceID(); err != nil {
@@ -110,7 +110,7 @@ func (r *Roles) recordReplica(prev *offsets.WriterState, inst string, epoch int6
 	// Until it caught up with a master (recordBoot), the old boot stays:
 	// a restart in this boot must not forget it.
 	boot := r.cfg.BootID
-	if r.mayLack && prev != nil {
+	if r.mayLack.Load() && prev != nil {
 		boot = prev.BootID
 	}
 	if prev != nil && prev.Epoch == epoch && prev.Replica && prev.BootID == boot {

@@ -162,7 +162,7 @@ type Roles struct {
 	// so its page-cache tail is gone. Run's contest then waits, as for a
 	// copy below the checkpointed end, for a better copy before taking
 	// the lease (PrepareReplica sets it).
-	mayLack bool
+	mayLack atomic.Bool
 }
 
 // New returns the Roles of a generation; nothing runs until Run.

@@ -217,6 +217,22 @@ var scenarios = []scenario{
 			{At: 7350 * time.Millisecond, Fault: Crash, Node: 0, Dur: 5700 * time.Millisecond},
 			{At: 8000 * time.Millisecond, Fault: Crash, Node: 1, Dur: 300 * time.Millisecond},
 		}}},
+	{name: "holders-machine-back-under-a-new-instance-takes-over", workloads: []string{"delay", "tx", "pop"},
+		s: Schedule{Nodes: 2, Sync: true, Masters: 2, Tail: 4 * time.Second, Steps: []Step{
+			// TestSim seed 2401867: the sync_master n0 loses its disk twice
+			// (a new instance each time), then its power. Back as a slave
+			// whose copy may lack what it acknowledged, it waited to hear
+			// from the lease's holder: n0's own first instance, gone with
+			// its disk. n1 left the lease to n0's equal copy: no master
+			// after healing. A holder that advertised this node's own HA
+			// address is not waited for.
+			{At: 3310 * time.Millisecond, Fault: NetCut, Node: 0, Peer: 1, Dur: 2160 * time.Millisecond},
+			{At: 4710 * time.Millisecond, Fault: EmptyDisk, Node: 0, Dur: 3540 * time.Millisecond},
+			{At: 5580 * time.Millisecond, Fault: CleanStop, Node: 1, Dur: 5860 * time.Millisecond},
+			{At: 8040 * time.Millisecond, Fault: EmptyDisk, Node: 0, Dur: 120 * time.Millisecond},
+			{At: 9370 * time.Millisecond, Fault: FlakyBucket, Node: 0, Dur: 3310 * time.Millisecond},
+			{At: 11080 * time.Millisecond, Fault: PowerLossTorn, Node: 0, Dur: 5190 * time.Millisecond},
+		}}},
 	{name: "slave-caught-up-after-power-loss-takes-over", workloads: []string{"delay"},
 		s: Schedule{Nodes: 2, Sync: true, Tail: 16 * time.Second, Steps: []Step{
 			// n1 loses power, comes back and catches up with n0 (it then
@@ -226,6 +242,19 @@ var scenarios = []scenario{
 			// the takeover's time shows with -sim.v.
 			{At: 3000 * time.Millisecond, Fault: PowerLoss, Node: 1, Dur: 1000 * time.Millisecond},
 			{At: 8000 * time.Millisecond, Fault: Crash, Node: 0, Dur: 30 * time.Second},
+		}}},
+	{name: "another-slave-waits-for-the-holder-over-a-power-lost-copy",
+		s: Schedule{Nodes: 3, Sync: true, Tail: 4 * time.Second, Steps: []Step{
+			// A reviewer's case: n2 stops following n0 just before n1
+			// loses power, so n0's last acks are in n1's page cache (and
+			// n0's). n0 crashes; n1 comes back shorter than n2. n1's live
+			// candidacy says it may lack what it acknowledged, so n2's
+			// wait for the slaves that may hold acknowledged sends is not
+			// met by it: n2 waits for n0 too.
+			{At: 3880 * time.Millisecond, Fault: BucketCut, Node: 0, Dur: 4460 * time.Millisecond},
+			{At: 5000 * time.Millisecond, Fault: NetCut, Node: 2, Peer: 0, Dur: 6000 * time.Millisecond},
+			{At: 5310 * time.Millisecond, Fault: PowerLoss, Node: 1, Dur: 2250 * time.Millisecond},
+			{At: 7350 * time.Millisecond, Fault: Crash, Node: 0, Dur: 5700 * time.Millisecond},
 		}}},
 	{name: "retry-progress-ahead-of-the-slave", workloads: []string{"retry"},
 		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
