@@ -50,9 +50,10 @@ type Config struct {
 	// Logger receives failed page loads (default slog.Default()).
 	Logger *slog.Logger
 	// NoBrowse, when not empty, turns the message browser off and says
-	// why: the broker has an ACL (STRATAMQ_ACL_FILE), and the console's
-	// pages are not signed requests, so showing message bodies on the HTTP
-	// port would bypass the topics' permissions. The other pages (status,
+	// why: the broker checks signatures (STRATAMQ_ACL_FILE, or ACL 2.0's
+	// users), and the console's pages are not signed requests, so showing
+	// message bodies on the HTTP port would bypass the topics'
+	// permissions. The other pages (status,
 	// offsets, lag, tier) show what /metrics shows.
 	NoBrowse string
 	// Hosts are the host names (no port) the console answers to, besides

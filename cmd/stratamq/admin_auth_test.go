@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +27,9 @@ import (
 // covers; deleteAcl of that Deny lets it through.
 func TestAdminAuthCommandsAndGoClient(t *testing.T) {
 	const rootPw, alicePw = "root-pass-4711", "alice-pass-4711"
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	s := startServe(t, t.TempDir(), map[string]string{
+		"STRATAMQ_HTTP_LISTEN":              httpAddr,
 		"STRATAMQ_AUTHENTICATION_ENABLED":   "true",
 		"STRATAMQ_AUTHORIZATION_ENABLED":    "true",
 		"STRATAMQ_INIT_AUTHENTICATION_USER": `{"username":"root","password":"` + rootPw + `"}`,
@@ -48,6 +53,23 @@ func TestAdminAuthCommandsAndGoClient(t *testing.T) {
 	}
 
 	admin(root, "createUser", "-u", "alice", "-p", alicePw)
+	// The console's message browser is off under ACL 2.0 as under ACL
+	// 1.0: its pages are not signed, and would show any topic's bodies to
+	// whoever reaches the HTTP port. No page shows a password.
+	for _, path := range []string{"/messages?topic=payments&queue=0&offset=0", "/", "/topics", "/groups"} {
+		resp, err := http.Get("http://" + httpAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(page), rootPw) || strings.Contains(string(page), alicePw) {
+			t.Fatalf("console %s shows a password", path)
+		}
+		if strings.HasPrefix(path, "/messages") && (resp.StatusCode != http.StatusForbidden || !strings.Contains(string(page), "STRATAMQ_AUTHENTICATION_ENABLED")) {
+			t.Fatalf("console message browser under ACL 2.0: %d %.300q", resp.StatusCode, page)
+		}
+	}
 	refused(map[string]string{"NAMESRV_ADDR": s.nsAddr}, "not signed", "createUser", "-u", "eve", "-p", "eve-pass-4711")
 	refused(alice, "User:alice", "createUser", "-u", "eve", "-p", "eve-pass-4711", "-t", "Super")
 	admin(root, "createAcl", "-s", "User:alice", "-r", "Topic:pay*", "-a", "Pub", "-d", "Allow")
