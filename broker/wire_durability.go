@@ -191,7 +191,7 @@ func (w durWire) Contest(cs offsets.ObjectStore, ttl time.Duration, prev *offset
 	// dir's own instance (another's makes the broker a slave at once,
 	// AcquireOptions.NoWait), and its holder is this copy. A slave
 	// generation waits for another holder (failover.Roles.Run).
-	return b.fo.NewContest(cs, ttl, func() (int64, int64) { return prev.Epoch, end }), nil
+	return b.fo.StartContest(cs, ttl, prev, end), nil
 }
 
 // Fenced: another broker took the prefix; with failover this one rejoins

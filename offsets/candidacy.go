@@ -152,8 +152,11 @@ type Contest struct {
 	// lease whose holder advertised the same address was held by this
 	// node under an earlier instance (its data dir gone, or this one):
 	// no other live copy can answer for it, so HearHolder does not wait
-	// for it (two live brokers never advertise one HA address).
+	// for it (two live brokers never advertise one HA address). SelfHost,
+	// when set, is this machine's host name (Identity.Host), which the
+	// holder's lease must name too.
 	SelfHA       string
+	SelfHost     string
 	UncleanAfter time.Duration
 	uncovered    time.Duration // Mono reading when it first found a copy missing; -1: not
 
@@ -317,6 +320,14 @@ func (c *Contest) decide(ctx context.Context, held *LeaseRecord) error {
 	return nil
 }
 
+// heldHere reports whether the lapsed lease was held by this machine
+// under an earlier instance: it advertised this contender's HA address
+// from a machine of this contender's host name (an address alone may be
+// another machine's since: DHCP, a rescheduled container).
+func (c *Contest) heldHere(held *LeaseRecord) bool {
+	return c.SelfHA != "" && held.HAAddr == c.SelfHA && (c.SelfHost == "" || held.Host == c.SelfHost)
+}
+
 // roleSyncMaster is the lease Role of a master that acknowledges only
 // what a slave holds.
 const roleSyncMaster = "sync_master"
@@ -335,13 +346,25 @@ func (c *Contest) covered(ctx context.Context, held *LeaseRecord, self Candidacy
 	var missing []ReplicaRecord
 	needHolder := c.HearHolder
 	for _, r := range recs {
-		if r.Instance == self.Instance || r.Host != "" && r.Host == self.Host {
+		if r.Instance == self.Instance {
+			continue // HearHolder says whether this copy may lack what it acknowledged
+		}
+		if r.Host != "" && r.Host == self.Host {
+			// This machine under an earlier instance: that copy is gone
+			// with its disk, and the holder is the other copy of what it
+			// acknowledged.
+			needHolder = true
 			continue
 		}
 		heard, vouched := false, false
 		for _, cd := range live {
-			if cd.Instance == r.Instance || r.Host != "" && cd.Host == r.Host {
+			switch {
+			case cd.Instance == r.Instance:
 				heard, vouched = true, vouched || !cd.MayLack
+			case r.Host != "" && cd.Host == r.Host:
+				// A new instance on that machine (back on an empty disk):
+				// nothing to wait for, but the recorded copy is gone.
+				heard = true
 			}
 		}
 		if !heard {
@@ -351,7 +374,7 @@ func (c *Contest) covered(ctx context.Context, held *LeaseRecord, self Candidacy
 		// longer what it acknowledged: the old holder is the other copy.
 		needHolder = needHolder || heard && !vouched
 	}
-	if needHolder && held.Role == roleSyncMaster && held.Instance != self.Instance && (c.SelfHA == "" || held.HAAddr != c.SelfHA) {
+	if needHolder && held.Role == roleSyncMaster && held.Instance != self.Instance && !c.heldHere(held) {
 		// The holder's lease names its HA address, a candidacy its
 		// remoting one: the same machine by the host part, when that
 		// tells it apart from this contender's.

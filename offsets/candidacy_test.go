@@ -432,48 +432,66 @@ func TestAcquireLeaseHearHolderWaitsForTheOldHolder(t *testing.T) {
 	if _, err := acquire(onHolders("10.0.0.1:10913")); !errors.As(err, &d) || len(d.Missing) != 1 {
 		t.Fatalf("SelfHA another address on that host: %v; want a wait naming the old holder", err)
 	}
-	if l, err := acquire(onHolders("10.0.0.1:10912")); err != nil || l.Epoch() != 2 {
+	// The address alone is not enough when the host names differ: the
+	// address may be another machine's since (DHCP, a rescheduled
+	// container) and the old holder's data dir alive elsewhere.
+	elsewhere := onHolders("10.0.0.1:10912")
+	elsewhere.SelfHost = "another-machine"
+	if _, err := acquire(elsewhere); !errors.As(err, &d) || len(d.Missing) != 1 {
+		t.Fatalf("SelfHA the holder's address on a machine of another name: %v; want a wait naming the old holder", err)
+	}
+	here := onHolders("10.0.0.1:10912")
+	here.SelfHost = offsets.IdentityFor("", "").Host
+	if l, err := acquire(here); err != nil || l.Epoch() != 2 {
 		t.Fatalf("SelfHA the old holder's address: %v; want the lease taken at epoch 2", err)
 	}
 }
 
-// TestAcquireLeaseCoverDoesNotCountAPowerLostCopy: a slave recorded for
-// the sync_master's epoch is heard from, but its candidacy may lack what
-// it acknowledged (MayLack): the contender waits for the old holder too,
-// and takes the lease once the holder is heard with a shorter copy.
-func TestAcquireLeaseCoverDoesNotCountAPowerLostCopy(t *testing.T) {
-	ctx := context.Background()
-	ttl := 200 * time.Millisecond
-	store := offsets.NewMemStore()
-	if _, err := offsets.AcquireLease(ctx, store, offsets.IdentityFor("broker-a", "old"), ttl,
-		offsets.AcquireOptions{Role: "sync_master", HAAddr: "10.0.0.1:10912"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := offsets.PublishReplica(ctx, store, offsets.ReplicaRecord{Instance: "s1", Host: "10.0.0.2:10911", Epoch: 1}); err != nil {
-		t.Fatal(err)
-	}
-	lost := &offsets.Contest{Store: store, Period: 20 * time.Millisecond, Self: func() offsets.Candidacy {
-		return offsets.Candidacy{Instance: "s1", Host: "10.0.0.2:10911", Epoch: 1, End: 100, MayLack: true}
-	}}
-	ticking(t, lost)
-	me := offsets.IdentityFor("broker-a", "me")
-	c := &offsets.Contest{Store: store, Period: 500 * time.Millisecond, Cover: true, Self: func() offsets.Candidacy {
-		return offsets.Candidacy{Instance: "me", Host: "10.0.0.3:10911", Epoch: 1, End: 300}
-	}}
-	acquire := func() (*offsets.Lease, error) {
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		return offsets.AcquireLease(wctx, store, me, ttl, offsets.AcquireOptions{Contest: c})
-	}
-	var d *offsets.DeferredError
-	if _, err := acquire(); !errors.As(err, &d) || len(d.Missing) != 1 || d.Missing[0].Instance != "old" {
-		t.Fatalf("the only recorded slave heard, but it may lack what it acknowledged: %v; want a wait naming the old holder", err)
-	}
-	holder := &offsets.Contest{Store: store, Period: 20 * time.Millisecond, Self: func() offsets.Candidacy {
-		return offsets.Candidacy{Instance: "old", Host: "10.0.0.1:10911", Epoch: 1, End: 200}
-	}}
-	ticking(t, holder)
-	if l, err := acquire(); err != nil || l.Epoch() != 2 {
-		t.Fatalf("the old holder heard with a shorter copy: %v; want the lease taken at epoch 2", err)
+// TestAcquireLeaseCoverDoesNotCountALostCopy: a slave recorded for the
+// sync_master's epoch is heard from, but its copy may lack what it
+// acknowledged: its candidacy says so (MayLack, back from a power loss),
+// or its machine is heard under a new instance (back on an empty disk).
+// The contender waits for the old holder too, and takes the lease once
+// the holder is heard with a shorter copy.
+func TestAcquireLeaseCoverDoesNotCountALostCopy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lost offsets.Candidacy
+	}{
+		{"power loss", offsets.Candidacy{Instance: "s1", Host: "10.0.0.2:10911", Epoch: 1, End: 100, MayLack: true}},
+		{"empty disk", offsets.Candidacy{Instance: "s1-new", Host: "10.0.0.2:10911", Epoch: 1, End: 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			ttl := 200 * time.Millisecond
+			store := offsets.NewMemStore()
+			if _, err := offsets.AcquireLease(ctx, store, offsets.IdentityFor("broker-a", "old"), ttl,
+				offsets.AcquireOptions{Role: "sync_master", HAAddr: "10.0.0.1:10912"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := offsets.PublishReplica(ctx, store, offsets.ReplicaRecord{Instance: "s1", Host: "10.0.0.2:10911", Epoch: 1}); err != nil {
+				t.Fatal(err)
+			}
+			ticking(t, &offsets.Contest{Store: store, Period: 20 * time.Millisecond, Self: func() offsets.Candidacy { return tc.lost }})
+			me := offsets.IdentityFor("broker-a", "me")
+			c := &offsets.Contest{Store: store, Period: 500 * time.Millisecond, Cover: true, Self: func() offsets.Candidacy {
+				return offsets.Candidacy{Instance: "me", Host: "10.0.0.3:10911", Epoch: 1, End: 300}
+			}}
+			acquire := func() (*offsets.Lease, error) {
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				return offsets.AcquireLease(wctx, store, me, ttl, offsets.AcquireOptions{Contest: c})
+			}
+			var d *offsets.DeferredError
+			if _, err := acquire(); !errors.As(err, &d) || len(d.Missing) != 1 || d.Missing[0].Instance != "old" {
+				t.Fatalf("the only recorded slave heard, but its copy may lack what it acknowledged: %v; want a wait naming the old holder", err)
+			}
+			ticking(t, &offsets.Contest{Store: store, Period: 20 * time.Millisecond, Self: func() offsets.Candidacy {
+				return offsets.Candidacy{Instance: "old", Host: "10.0.0.1:10911", Epoch: 1, End: 200}
+			}})
+			if l, err := acquire(); err != nil || l.Epoch() != 2 {
+				t.Fatalf("the old holder heard with a shorter copy: %v; want the lease taken at epoch 2", err)
+			}
+		})
 	}
 }

@@ -22,15 +22,35 @@ func masterRole(configured, recorded string) string {
 	return RoleAsyncMaster
 }
 
-// NewContest is this broker's part in a competition for a lapsed lease
-// (offsets.Contest): its candidacy names its instance, its address and
+// NewContest is this slave generation's part in a competition for a
+// lapsed lease (offsets.Contest): its candidacy names its instance, its
+// address, whether its copy may lack what it acknowledged (mayLack), and
 // the copy of the log self reports (the epoch it agrees with and where
 // its last record ends). Contenders republish every eighth of a TTL.
 func (r *Roles) NewContest(cs offsets.ObjectStore, ttl time.Duration, self func() (epoch, end int64)) *offsets.Contest {
-	return &offsets.Contest{Store: cs, Period: max(ttl/8, 50*time.Millisecond), Self: func() offsets.Candidacy {
+	return r.contest(cs, ttl, func() offsets.Candidacy {
 		epoch, end := self()
 		return offsets.Candidacy{Instance: r.ident.Instance, Host: r.cfg.Advertise, Epoch: epoch, End: end, MayLack: r.mayLack.Load()}
-	}, Cover: true, UncleanAfter: r.uncleanAfter(ttl), SelfHA: r.deps.Host.HAAddr()}
+	})
+}
+
+// StartContest is NewContest for a data dir that contests its own lapsed
+// lease at start, before any generation ran (no PrepareReplica): the
+// candidacy names prev's instance (one without an instance is no
+// candidacy to the others, who would take the lease over a longer live
+// copy) and, after a power loss, says its copy may lack what it
+// acknowledged.
+func (r *Roles) StartContest(cs offsets.ObjectStore, ttl time.Duration, prev *offsets.WriterState, end int64) *offsets.Contest {
+	mayLack := !r.LogSurvivedWhole(prev)
+	return r.contest(cs, ttl, func() offsets.Candidacy {
+		return offsets.Candidacy{Instance: prev.Instance, Host: r.cfg.Advertise, Epoch: prev.Epoch, End: end, MayLack: mayLack}
+	})
+}
+
+func (r *Roles) contest(cs offsets.ObjectStore, ttl time.Duration, self func() offsets.Candidacy) *offsets.Contest {
+	return &offsets.Contest{Store: cs, Period: max(ttl/8, 50*time.Millisecond), Self: self,
+		Cover: true, UncleanAfter: r.uncleanAfter(ttl),
+		SelfHA: r.deps.Host.HAAddr(), SelfHost: offsets.IdentityFor("", "").Host}
 }
 
 // uncleanAfter is how long a takeover waits for silent slaves

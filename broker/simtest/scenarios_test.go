@@ -256,6 +256,18 @@ var scenarios = []scenario{
 			{At: 5310 * time.Millisecond, Fault: PowerLoss, Node: 1, Dur: 2250 * time.Millisecond},
 			{At: 7350 * time.Millisecond, Fault: Crash, Node: 0, Dur: 5700 * time.Millisecond},
 		}}},
+	{name: "another-slave-waits-for-the-holder-over-an-empty-disk-copy",
+		s: Schedule{Nodes: 3, Sync: true, Tail: 4 * time.Second, Steps: []Step{
+			// A reviewer's case: the same with n1's disk replaced instead
+			// of its power lost. n1 is heard from its machine under a new
+			// instance: nothing to wait for, but its copy of n0's last acks
+			// is gone, so n2 waits for n0 too (it took the lease without
+			// n0 and lost them).
+			{At: 3880 * time.Millisecond, Fault: BucketCut, Node: 0, Dur: 4460 * time.Millisecond},
+			{At: 5000 * time.Millisecond, Fault: NetCut, Node: 2, Peer: 0, Dur: 6000 * time.Millisecond},
+			{At: 5310 * time.Millisecond, Fault: EmptyDisk, Node: 1, Dur: 2250 * time.Millisecond},
+			{At: 7350 * time.Millisecond, Fault: Crash, Node: 0, Dur: 5700 * time.Millisecond},
+		}}},
 	{name: "retry-progress-ahead-of-the-slave", workloads: []string{"retry"},
 		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
 			// TestSim seed 1388, shrunk: the same through send-backs (their
