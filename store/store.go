@@ -244,6 +244,18 @@ func (s *Store) Validate(m *Message) error {
 	return err
 }
 
+// Fits reports whether m would still be a valid record with grow more
+// bytes of properties and any topic of at most MaxTopicLen: a check that
+// costs no allocation, for callers that store grown copies of m later
+// (false: ask Validate about each copy).
+func (s *Store) Fits(m *Message, grow int) bool {
+	if checkTopic(m.Topic) != nil || len(m.Topic) > MaxTopicLen || m.QueueID < 0 || len(m.Properties)+grow > MaxPropertiesLen {
+		return false
+	}
+	size, _ := encodedSize(m, s.storeV6)
+	return size+grow+MaxTopicLen <= s.opts.MaxMessageSize
+}
+
 func (s *Store) validate(m *Message) (int, int32, error) {
 	if err := checkTopic(m.Topic); err != nil {
 		return 0, 0, err

@@ -188,6 +188,33 @@ func TestStoreValidation(t *testing.T) {
 	}
 }
 
+// TestStoreFits: Fits answers true only when m, grown by the given bytes of
+// properties and stored under any topic, is still a record Validate takes.
+func TestStoreFits(t *testing.T) {
+	s := mustOpen(t, testOpts(vfs.NewMem()))
+	defer mustClose(t, s)
+	limit := s.opts.MaxMessageSize
+	for _, body := range []int{0, 100, limit / 2, limit - 2*RecordOverhead - 300, limit - RecordOverhead - 130, limit} {
+		m := msg("T", 0, string(make([]byte, body)))
+		for _, grow := range []int{0, 128} {
+			got := s.Fits(&m, grow)
+			grown := m
+			grown.Topic = string(bytes.Repeat([]byte("t"), MaxTopicLen))
+			grown.Properties = m.Properties + string(make([]byte, grow))
+			if got && s.Validate(&grown) != nil {
+				t.Fatalf("body %d grow %d: Fits true, but the grown copy is refused: %v", body, grow, s.Validate(&grown))
+			}
+			if !got && body < limit/2 {
+				t.Fatalf("body %d grow %d: Fits false far below the limit %d", body, grow, limit)
+			}
+		}
+	}
+	bad := msg("T", -1, "x")
+	if s.Fits(&bad, 0) {
+		t.Fatal("Fits true for a negative queue id")
+	}
+}
+
 func TestStoreTagsHashAndMessageID(t *testing.T) {
 	cases := map[string]int64{
 		"":                   0,
