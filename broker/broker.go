@@ -349,6 +349,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	var coldKeys store.ColdKeyIndex
 	var restore *store.Restore
 	var walChain *wal.Chain // a master with a bucket: the bucket WAL (wire_wal.go)
+	var foldFrom int64 = -1 // >= 0: fold the WAL's tail past it first (wire_walfold.go)
 	if scoped != nil {
 		fresh := b.storeIsFresh()
 		if b.tier, err = newTiering(b, scoped, deps.Registerer, manifest); err != nil {
@@ -369,11 +370,20 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			}
 		case fresh:
 			// The WAL's tail, if it holds one, continues the segments
-			// byte for byte; else restorePoint resumes past the
-			// checkpoint's reservations.
+			// byte for byte; else restorePoint resumes the log and queues
+			// past the checkpoint's reservations. A WAL tail past which the
+			// lost broker may have handed out offsets (local-durable
+			// topics) is folded into segments first, and restorePoint
+			// decides after all (wire_walfold.go).
 			var fromWAL bool
+			if err := b.fs.RemoveAll(filepath.Join(cfg.DataDir, walFoldDir)); err != nil {
+				return fail(fmt.Errorf("broker: remove the scratch store of an unfinished fold: %w", err))
+			}
 			if walChain != nil {
-				restore, fromWAL = b.walRestorePoint(walChain, b.bucketObjectsEnd(manifest))
+				e := b.bucketObjectsEnd(manifest)
+				if restore, fromWAL = b.walRestorePoint(walChain, e); fromWAL && b.walTailNeedsFold(walChain, e) {
+					foldFrom = e
+				}
 			}
 			if !fromWAL {
 				if restore, err = b.restorePoint(); err != nil {
@@ -414,6 +424,17 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		MaxTopics:         2 * cfg.MaxTopics,
 		MaxQueuesPerTopic: cfg.MaxQueuesPerTopic,
 		MaxOpenQueueFiles: cfg.MaxOpenQueueFiles,
+	}
+	if foldFrom >= 0 {
+		held, err := b.foldWALTail(storeOpts, restore, walChain, foldFrom)
+		if err != nil {
+			return fail(err)
+		}
+		if restore, err = b.restorePoint(); err != nil {
+			return fail(err)
+		}
+		withFolded(restore, held)
+		storeOpts.Restore = restore
 	}
 	b.store, err = store.Open(storeOpts)
 	if err != nil {

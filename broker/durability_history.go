@@ -233,6 +233,9 @@ func (b *Broker) changeDurability(tc remoting.TopicConfig, apply func() error) e
 	if old == next {
 		return apply()
 	}
+	if err := b.checkpointLocalDurable(next); err != nil { // wire_walfold.go
+		return err
+	}
 	return h.changeLocked(b.store.MaxPhysOffset(), b.durRule(&tc), func() error {
 		if err := apply(); err != nil {
 			return err

@@ -151,6 +151,7 @@ func (w durWire) Gather() (durability.Gathered, error) {
 		g.Progress[durability.QueueKey{Topic: k.topic, Queue: k.queue}] = v
 	}
 	g.Covered = covered
+	g.BucketOnly = b.walBucketOnly() // wire_walfold.go
 	g.Sections = map[string]json.RawMessage{
 		sectionConsumerOffsets:    offsetsJSON,
 		sectionTopics:             topicsJSON,

@@ -59,6 +59,9 @@ type walState struct {
 	// hold the log, as last listed (watchWAL); the slave shows consumers of
 	// bucket-durable topics nothing past it.
 	seen atomic.Int64
+	// local: this run made a topic local-durable while its default is
+	// bucket (changeDurability): its checkpoints no longer say BucketOnly.
+	local atomic.Bool
 	// starting: New is claiming the WAL, before Run's renewal loop runs
 	// (walFence renews the lease itself then).
 	starting atomic.Bool

@@ -122,6 +122,7 @@ func (d *Keeper) sections(clean bool, drainFailed *OffsetRange) (map[string]json
 		Clean:            clean,
 		DrainFailed:      drainFailed,
 		Epochs:           WithEpoch(d.history, d.id.Epoch, d.from),
+		BucketOnly:       g.BucketOnly,
 	}
 	for topic, ids := range st.Tombstones() {
 		for id, next := range ids {

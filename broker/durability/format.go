@@ -44,6 +44,14 @@ type CommitLog struct {
 	// queue, the offset its next incarnation starts at, so a restore
 	// neither brings the deleted queue back nor numbers it from 0 again.
 	Deleted map[string]map[string]int64 `json:"deleted,omitempty"`
+	// BucketOnly: its writer ran the bucket WAL and handed out nothing
+	// the WAL did not hold (every topic bucket-durable: sends answered and
+	// records shown only once the WAL holds them), and would checkpoint
+	// again before that changed. A broker restoring from the WAL on an
+	// empty disk then continues at the WAL's end; otherwise (older
+	// checkpoints too) records past it may have been acknowledged, and it
+	// resumes past the reservations (broker/wire_walfold.go).
+	BucketOnly bool `json:"bucketOnly,omitempty"`
 }
 
 // OffsetRange is [From, To) of the commitlog.

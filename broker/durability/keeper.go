@@ -68,6 +68,8 @@ type Gathered struct {
 	// Progress is where the internal services stand in this checkpoint,
 	// per internal queue (SavedProgress once it is written).
 	Progress map[QueueKey]int64
+	// BucketOnly goes to SectionCommitLog (CommitLog.BucketOnly).
+	BucketOnly bool
 }
 
 // Source is the broker's metadata the checkpoint carries besides the
@@ -362,6 +364,11 @@ func (d *Keeper) HoldRenewals() (release func()) {
 		d.saveMu.Unlock()
 	}
 }
+
+// KeepRenewed renews the lease as Run does (every fifth of its TTL)
+// until ctx ends: for work New does before Run starts, which may outlast
+// the lease's validity (folding a WAL tail into segments).
+func (d *Keeper) KeepRenewed(ctx context.Context) { d.renew(ctx) }
 
 // renewEvery is how often the lease is renewed, and how long one renewal
 // may take: a fifth of its TTL. Sends stop TTL - TTL/5 (four fifths) after
