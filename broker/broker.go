@@ -426,7 +426,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		MaxOpenQueueFiles: cfg.MaxOpenQueueFiles,
 	}
 	if foldFrom >= 0 {
-		held, err := b.foldWALTail(storeOpts, restore, walChain, foldFrom)
+		held, err := b.foldWALTail(storeOpts, restore, walChain, foldFrom, func(s *store.Store) { b.store = s })
 		if err != nil {
 			return fail(err)
 		}

@@ -123,6 +123,12 @@ func (b *Broker) walDurable() (int64, bool) {
 	return 0, false
 }
 
+// walMadeLocal reports whether this broker runs the WAL and no topic was
+// made local-durable in this run (walState.local); markWALLocal records
+// that one is about to be.
+func (b *Broker) walMadeLocal() (running, local bool) { return b.wal.w != nil, b.wal.local.Load() }
+func (b *Broker) markWALLocal()                       { b.wal.local.Store(true) }
+
 // registerWAL adds the WAL writer's metrics to reg.
 func (b *Broker) registerWAL(reg prometheus.Registerer) {
 	if w := b.wal.w; w != nil && reg != nil {

@@ -70,9 +70,9 @@ func (b *Broker) walTailNeedsFold(c *wal.Chain, e int64) bool {
 // with opts at r (walRestorePoint's), uploads it as sealed segments and
 // waits until the manifest lists them, then removes the scratch store. It
 // returns every queue the scratch store held records of, with its range
-// (foldedQueues). b.store is the scratch store meanwhile (the uploader
-// reads it), nil after.
-func (b *Broker) foldWALTail(opts store.Options, r *store.Restore, c *wal.Chain, e int64) (held map[string]map[int32]store.QueueRange, err error) {
+// (foldedQueues). The scratch store is b.store meanwhile (the uploader
+// reads it), nil after: New sets it through use, as it is New's to set.
+func (b *Broker) foldWALTail(opts store.Options, r *store.Restore, c *wal.Chain, e int64, use func(*store.Store)) (held map[string]map[int32]store.QueueRange, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), walRecoverTimeout)
 	defer cancel()
 	// The fold's bucket writes are fenced by the lease, which Run does not
@@ -95,12 +95,13 @@ func (b *Broker) foldWALTail(opts store.Options, r *store.Restore, c *wal.Chain,
 	if err != nil {
 		return nil, fmt.Errorf("broker: fold the WAL's tail: open a scratch store: %w", err)
 	}
-	b.store = st
+	use(st)
+	open := true
 	defer func() {
-		if b.store != nil {
-			_ = b.store.Close()
-			b.store = nil
+		if open {
+			_ = st.Close()
 		}
+		use(nil)
 	}()
 	end, err := wal.Reconcile(ctx, b.scoped, walDir, c, min(e, st.MaxPhysOffset()), foldLocal{walLocal{b: b}})
 	if err != nil {
@@ -122,11 +123,11 @@ func (b *Broker) foldWALTail(opts store.Options, r *store.Restore, c *wal.Chain,
 	if got := uploadedEnd(nil, b.tier); got < end {
 		return nil, fmt.Errorf("broker: fold the WAL's tail: the manifest lists the log up to %d, not its end %d: %w", got, end, derr)
 	}
-	held = foldedQueues(b.store)
-	if err := b.store.Close(); err != nil {
+	held = foldedQueues(st)
+	open = false
+	if err := st.Close(); err != nil {
 		return nil, fmt.Errorf("broker: fold the WAL's tail: close the scratch store: %w", err)
 	}
-	b.store = nil
 	if err := b.fs.RemoveAll(opts.Dir); err != nil {
 		return nil, fmt.Errorf("broker: fold the WAL's tail: remove the scratch store: %w", err)
 	}
@@ -189,7 +190,7 @@ func withFolded(r *store.Restore, held map[string]map[int32]store.QueueRange) {
 // the WAL, STRATAMQ_DURABILITY is bucket and no topic says local (nor did
 // one this run).
 func (b *Broker) walBucketOnly() bool {
-	if b.wal.w == nil || b.wal.local.Load() || b.cfg.Durability != DurabilityBucket {
+	if running, local := b.walMadeLocal(); !running || local || b.cfg.Durability != DurabilityBucket {
 		return false
 	}
 	for _, tc := range b.topics.Wrapper().TopicConfigTable {
@@ -210,7 +211,7 @@ func (b *Broker) checkpointLocalDurable(next string) error {
 	if next != DurabilityLocal || b.dur == nil || !b.walBucketOnly() {
 		return nil
 	}
-	b.wal.local.Store(true)
+	b.markWALLocal()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := b.dur.Checkpoint(ctx); err != nil {
