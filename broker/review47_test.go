@@ -1,8 +1,15 @@
 package broker
 
 import (
+	"bytes"
 	"fmt"
+	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/stratamq/stratamq/infra/vfs"
+	"github.com/stratamq/stratamq/infra/vfs/errorfs"
 
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
@@ -71,4 +78,65 @@ func TestReview47BucketOnlyAfterLocalTopicMadeBucket(t *testing.T) {
 	if phys := mustPhys(t, a.msgID); phys < was.logEnd {
 		t.Errorf("a send got commitlog offset %d (msgId %s); the lost broker's acknowledged log reached %d", phys, a.msgID, was.logEnd)
 	}
+}
+
+// foldCrashFS fails the RemoveAll of the data dir's walfold/ once the
+// fold is done (its third: New's, the fold's start, the fold's end): the
+// power is cut after the manifest lists the folded segments, before the
+// scratch store is gone and before the store opens.
+func foldCrashFS(dataDir string) vfs.FS {
+	var n atomic.Int32
+	return errorfs.Wrap(vfs.OS(), errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		if op == errorfs.OpRemoveAll && path == filepath.Join(dataDir, walFoldDir) && n.Add(1) == 3 {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}))
+}
+
+// The mixed broker of TestWALEmptyDiskMixedDurabilityNoReuse, but the
+// broker restoring it on an empty disk loses power right after the fold's
+// segments are listed in the manifest. The next start on that disk (still
+// fresh: only walfold/ was written) must serve every acknowledged
+// bucket-durable message and every WAL-held local one at its queue offset
+// and msgId, and hand out nothing the lost broker handed out.
+func TestReview47FoldCrashAfterManifestListsSegments(t *testing.T) {
+	g := newWalGate(tier.NewMem())
+	cfg := walConfig(t)
+	cfg.Durability = DurabilityLocal
+	cfg.CheckpointInterval = time.Hour // the last checkpoint is the one the first send to each queue waits for
+	first, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: g})
+	setDurability(t, cl, first, "Mb", DurabilityBucket)
+	var bucketAcks, localAcks []mixedAck
+	for i := range 10 {
+		body := []byte(fmt.Sprintf("local %d", i))
+		localAcks = append(localAcks, ackOf(t, walSend(t, cl, first, "Ml", body), body))
+		body = bytes.Repeat([]byte(fmt.Sprintf("bucket %d|", i)), 20)
+		bucketAcks = append(bucketAcks, ackOf(t, walSend(t, cl, first, "Mb", body), body))
+	}
+	walEnd := first.wal.w.Durable()
+	g.close()
+	for i := 10; i < 20; i++ {
+		body := []byte(fmt.Sprintf("local %d", i))
+		localAcks = append(localAcks, ackOf(t, walSend(t, cl, first, "Ml", body), body))
+	}
+	was := handedOut{localOff: localAcks[len(localAcks)-1].off + 1, logEnd: first.store.MaxPhysOffset()}
+	cp, _ := first.commitLogOf(mustLoadCheckpoint(t, first))
+	t.Logf("WAL end %d, log end %d; last checkpoint: reserved %d hwm %d queues %v", walEnd, was.logEnd, cp.Reserved, cp.HWM, cp.Queues)
+	dieAndWait(t, first)
+
+	cfg2 := cfg
+	cfg2.DataDir = t.TempDir()
+	if _, err := New(cfg2, Deps{Logger: discardLogger(), Bucket: g.Bucket, FS: foldCrashFS(cfg2.DataDir)}); err == nil {
+		t.Fatal("the start whose fold's last step fails did not fail")
+	} else {
+		t.Logf("the start with the power cut: %v", err)
+	}
+	second, cl2, _ := runBroker(t, cfg2, Deps{Logger: discardLogger(), Bucket: g.Bucket})
+	t.Logf("restored log [%d,%d); Mb queue [%d,%d); Ml queue [%d,%d)", second.store.MinPhysOffset(), second.store.MaxPhysOffset(),
+		second.store.MinQueueOffset("Mb", 0), second.store.MaxQueueOffset("Mb", 0),
+		second.store.MinQueueOffset("Ml", 0), second.store.MaxQueueOffset("Ml", 0))
+	checkMixedAcks(t, second, cl2, "Mb", bucketAcks)
+	checkMixedAcks(t, second, cl2, "Ml", localAcks[:10])
+	sendAfterRestore(t, second, cl2, was, "the start after the fold's power cut")
 }
