@@ -140,3 +140,97 @@ func TestReview47FoldCrashAfterManifestListsSegments(t *testing.T) {
 	checkMixedAcks(t, second, cl2, "Ml", localAcks[:10])
 	sendAfterRestore(t, second, cl2, was, "the start after the fold's power cut")
 }
+
+// A mixed broker's last checkpoint names no queue (it was written before
+// the first record); its uploader lists a segment holding Mb's first
+// bucket-durable records, the WAL the next ones, and local-durable sends
+// are acknowledged past the WAL's end before the disk is lost. The fold
+// on the empty disk starts at the segment's end: foldedQueues sees Mb's
+// queue in the scratch store only from its first record past the segment,
+// so withFolded must not leave the records in the segment below the
+// queue's minimum (a partial fold cut by a power cut leaves the bucket
+// in this state too).
+func TestReview47FoldQueueStartsInAnUploadedSegment(t *testing.T) {
+	g := newWalGate(tier.NewMem())
+	cfg := walConfig(t)
+	cfg.Durability = DurabilityLocal
+	cfg.CheckpointInterval = time.Hour
+	first, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: g})
+	setDurability(t, cl, first, "Mb", DurabilityBucket)
+	var bucketAcks []mixedAck
+	send := func(i int) {
+		body := bytes.Repeat([]byte(fmt.Sprintf("bucket %d|", i)), 20)
+		bucketAcks = append(bucketAcks, ackOf(t, walSend(t, cl, first, "Mb", body), body))
+	}
+	for i := range 5 {
+		send(i)
+	}
+	segEnd := sealUploaded(t, first)
+	for i := 5; i < 10; i++ {
+		send(i)
+	}
+	walEnd := first.wal.w.Durable()
+	g.close()
+	var last mixedAck
+	for i := range 5 {
+		body := []byte(fmt.Sprintf("local %d", i))
+		last = ackOf(t, walSend(t, cl, first, "Ml", body), body)
+	}
+	was := handedOut{localOff: last.off + 1, logEnd: first.store.MaxPhysOffset()}
+	cp, _ := first.commitLogOf(mustLoadCheckpoint(t, first))
+	t.Logf("segments end %d, WAL end %d, log end %d; last checkpoint: clean %v reserved %d hwm %d queues %v", segEnd, walEnd, was.logEnd,
+		cp.Clean, cp.Reserved, cp.HWM, cp.Queues)
+	dieAndWait(t, first)
+
+	cfg2 := cfg
+	cfg2.DataDir = t.TempDir()
+	second, cl2, _ := runBroker(t, cfg2, Deps{Logger: discardLogger(), Bucket: g.Bucket})
+	t.Logf("restored log [%d,%d); Mb queue [%d,%d)", second.store.MinPhysOffset(), second.store.MaxPhysOffset(),
+		second.store.MinQueueOffset("Mb", 0), second.store.MaxQueueOffset("Mb", 0))
+	checkMixedAcks(t, second, cl2, "Mb", bucketAcks)
+	sendAfterRestore(t, second, cl2, was, "the empty-disk restore")
+}
+
+// TestReview47BucketOnlyAfterLocalTopicMadeBucket with the local-durable
+// topic deleted instead of made bucket-durable (DELETE_TOPIC_IN_BROKER
+// also goes through changeDurability, and nothing marks the run local):
+// the next checkpoint says BucketOnly, and the broker on the empty disk
+// gives a bucket-durable send a commitlog offset (msgId) an acknowledged
+// local-durable message of the deleted topic had.
+func TestReview47BucketOnlyAfterLocalTopicDeleted(t *testing.T) {
+	g := newWalGate(tier.NewMem())
+	cfg := walConfig(t)
+	first, cl, stop1 := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: g})
+	setDurability(t, cl, first, "Ml", DurabilityLocal)
+	walSend(t, cl, first, "Ml", []byte("local run 1"))
+	stop1()
+
+	second, cl2, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: g})
+	for i := range 3 {
+		walSend(t, cl2, second, "Mb", []byte(fmt.Sprintf("bucket %d", i)))
+	}
+	g.close()
+	var acked []mixedAck
+	for i := range 5 {
+		body := []byte(fmt.Sprintf("local %d", i))
+		acked = append(acked, ackOf(t, walSend(t, cl2, second, "Ml", body), body))
+	}
+	logEnd := second.store.MaxPhysOffset()
+	del := remoting.NewRequest(remoting.DeleteTopicInBroker, (&remoting.DeleteTopicRequestHeader{Topic: "Ml"}).Encode(), nil)
+	if r := invoke(t, cl2, second.Addr().String(), del); r.Code != int32(remoting.Success) {
+		t.Fatalf("delete Ml: %d %s", r.Code, r.Remark)
+	}
+	mustCheckpoint(t, second)
+	cp, _ := second.commitLogOf(mustLoadCheckpoint(t, second))
+	t.Logf("checkpoint: BucketOnly %v reserved %d; WAL durable %d; log end %d", cp.BucketOnly, cp.Reserved, second.wal.w.Durable(), logEnd)
+	dieAndWait(t, second)
+
+	cfg3 := cfg
+	cfg3.DataDir = t.TempDir()
+	third, cl3, _ := runBroker(t, cfg3, Deps{Logger: discardLogger(), Bucket: g.Bucket})
+	a := ackOf(t, walSend(t, cl3, third, "Mb", []byte("after")), []byte("after"))
+	if phys := mustPhys(t, a.msgID); phys < logEnd {
+		t.Errorf("a send got commitlog offset %d (msgId %s); the lost broker acknowledged local-durable messages up to %d (first msgId %s, checkpoint BucketOnly %v)",
+			phys, a.msgID, logEnd, acked[0].msgID, cp.BucketOnly)
+	}
+}
