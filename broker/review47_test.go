@@ -234,3 +234,46 @@ func TestReview47BucketOnlyAfterLocalTopicDeleted(t *testing.T) {
 			phys, a.msgID, logEnd, acked[0].msgID, cp.BucketOnly)
 	}
 }
+
+// A topic deleted on the lost broker (its records still in the WAL's
+// tail, its tombstone in the checkpoint) must not come back from the
+// fold: withFolded adds every queue the scratch store held records of.
+func TestReview47FoldKeepsDeletedTopicDeleted(t *testing.T) {
+	g := newWalGate(tier.NewMem())
+	cfg := walConfig(t)
+	cfg.Durability = DurabilityLocal
+	first, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: g})
+	setDurability(t, cl, first, "Mb", DurabilityBucket)
+	setDurability(t, cl, first, "Md", DurabilityBucket)
+	for i := range 5 {
+		walSend(t, cl, first, "Md", []byte(fmt.Sprintf("deleted %d", i)))
+		walSend(t, cl, first, "Mb", []byte(fmt.Sprintf("bucket %d", i)))
+	}
+	del := remoting.NewRequest(remoting.DeleteTopicInBroker, (&remoting.DeleteTopicRequestHeader{Topic: "Md"}).Encode(), nil)
+	if r := invoke(t, cl, first.Addr().String(), del); r.Code != int32(remoting.Success) {
+		t.Fatalf("delete Md: %d %s", r.Code, r.Remark)
+	}
+	walSend(t, cl, first, "Mb", []byte("bucket last"))
+	g.close()
+	for i := range 5 {
+		walSend(t, cl, first, "Ml", []byte(fmt.Sprintf("local %d", i)))
+	}
+	mustCheckpoint(t, first)
+	cp, _ := first.commitLogOf(mustLoadCheckpoint(t, first))
+	t.Logf("checkpoint deleted %v", cp.Deleted)
+	dieAndWait(t, first)
+
+	cfg2 := cfg
+	cfg2.DataDir = t.TempDir()
+	second, cl2, _ := runBroker(t, cfg2, Deps{Logger: discardLogger(), Bucket: g.Bucket})
+	_, known := second.topics.Get("Md")
+	t.Logf("Md after the fold: in the topic table %v, queue [%d,%d)", known, second.store.MinQueueOffset("Md", 0), second.store.MaxQueueOffset("Md", 0))
+	resp := invoke(t, cl2, second.Addr().String(), pullReq("g", "Md", 0, 0, 0, "*"))
+	if got := pulledBodies(t, resp); resp.Code == int32(remoting.Success) && len(got) > 0 {
+		t.Fatalf("the deleted topic Md serves %q after the fold", got)
+	}
+	a := ackOf(t, walSend(t, cl2, second, "Md", []byte("recreated")), []byte("recreated"))
+	if a.off < 5 {
+		t.Fatalf("Md recreated after the fold got queue offset %d, which its deleted incarnation handed out", a.off)
+	}
+}
