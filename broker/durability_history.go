@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/offsets"
@@ -58,6 +60,16 @@ type durHistory struct {
 	fs      vfs.FS
 	path    string
 	entries []durEntry
+	until   struct { // localUntil, kept by saveLocked and load
+		set atomic.Bool
+		at  atomic.Int64
+	}
+}
+
+// keepUntil publishes computeUntil. Caller holds mu.
+func (h *durHistory) keepUntil() {
+	h.until.at.Store(h.computeUntil())
+	h.until.set.Store(true)
 }
 
 // loadDurHistory reads configDir's history (none yet: empty).
@@ -74,6 +86,7 @@ func loadDurHistory(fs vfs.FS, configDir string) (*durHistory, error) {
 		return nil, fmt.Errorf("broker: %s: %w", h.path, err)
 	}
 	h.entries = f.Entries
+	h.keepUntil()
 	return h, nil
 }
 
@@ -82,6 +95,7 @@ func (h *durHistory) saveLocked() error {
 	if n := len(h.entries) - durHistoryMax; n > 0 {
 		h.entries = slices.Delete(h.entries, 0, n)
 	}
+	h.keepUntil()
 	b, err := json.Marshal(struct {
 		Entries []durEntry `json:"entries"`
 	}{h.entries})
@@ -176,6 +190,42 @@ func (h *durHistory) bucketOnly(phys int64, topic string) bool {
 		return false
 	}
 	return e.Default == DurabilityBucket
+}
+
+// localUntil is where the log may stop holding records answered under a
+// local rule: every record at or past it was answered only once the
+// bucket held it. Records below the oldest entry, in a change's window,
+// or in a stretch whose rule made any topic (or the default) local may
+// have been answered locally; math.MaxInt64 while the rule now does, or a
+// change is being made. It takes no lock (a checkpoint asks while a
+// change holds mu): saveLocked keeps it.
+func (h *durHistory) localUntil() int64 {
+	if !h.until.set.Load() {
+		return math.MaxInt64
+	}
+	return h.until.at.Load()
+}
+
+// computeUntil is localUntil of the entries. Caller holds mu.
+func (h *durHistory) computeUntil() int64 {
+	if len(h.entries) == 0 {
+		return math.MaxInt64
+	}
+	until := h.entries[0].From
+	for i, e := range h.entries {
+		if e.To == -1 {
+			return math.MaxInt64
+		}
+		until = max(until, e.To)
+		if e.Default != DurabilityLocal && len(e.Local) == 0 {
+			continue
+		}
+		if i+1 == len(h.entries) {
+			return math.MaxInt64
+		}
+		until = max(until, h.entries[i+1].From)
+	}
+	return until
 }
 
 // durRule is the rule now: STRATAMQ_DURABILITY and every topic's own

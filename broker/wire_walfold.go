@@ -193,6 +193,12 @@ func (b *Broker) walBucketOnly() bool {
 	if running, local := b.walMadeLocal(); !running || local || b.cfg.Durability != DurabilityBucket {
 		return false
 	}
+	// Records answered under a local rule before (a topic made bucket-
+	// durable or deleted since, another STRATAMQ_DURABILITY in an earlier
+	// run, a promoted copy's log) must be in the WAL too.
+	if d, _ := b.walDurable(); d < b.durHist.localUntil() {
+		return false
+	}
 	for _, tc := range b.topics.Wrapper().TopicConfigTable {
 		if tc.Attributes[DurabilityAttribute] == DurabilityLocal {
 			return false

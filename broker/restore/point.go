@@ -130,7 +130,10 @@ func FreshPoint(in Bucket) *store.Restore {
 	}
 	if !cl.Clean && cl.NewQueueReserved > 0 {
 		// Queues of checkpointed topics without messages at the checkpoint
-		// may have been written up to NewQueueReserved since.
+		// may have been written up to NewQueueReserved since: they resume
+		// there, and are read from 0 (what of them the bucket's segments
+		// hold, uploaded after the checkpoint, is served; the rest is a
+		// hole a consumer is sent past).
 		for topic, n := range in.QueueCounts() {
 			for q := int32(0); q < n; q++ {
 				if _, ok := r.Queues[topic][q]; ok {
@@ -139,7 +142,7 @@ func FreshPoint(in Bucket) *store.Restore {
 				if r.Queues[topic] == nil {
 					r.Queues[topic] = map[int32]store.QueueRange{}
 				}
-				r.Queues[topic][q] = store.QueueRange{Min: cl.NewQueueReserved, Max: cl.NewQueueReserved}
+				r.Queues[topic][q] = store.QueueRange{Min: 0, Max: cl.NewQueueReserved}
 			}
 		}
 	}

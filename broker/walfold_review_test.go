@@ -32,7 +32,7 @@ func setDurability(t *testing.T, cl *remoting.Client, b *Broker, topic, d string
 // holds acknowledged local-durable records. After the disk is lost the
 // broker on the empty disk continues at the WAL's end and hands Ml's queue
 // offsets and their msgIds out again.
-func TestReview47BucketOnlyAfterLocalTopicMadeBucket(t *testing.T) {
+func TestWALFoldBucketOnlyAfterLocalTopicMadeBucket(t *testing.T) {
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t) // STRATAMQ_DURABILITY=bucket
 	first, cl, stop1 := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: g})
@@ -100,7 +100,7 @@ func foldCrashFS(dataDir string) vfs.FS {
 // fresh: only walfold/ was written) must serve every acknowledged
 // bucket-durable message and every WAL-held local one at its queue offset
 // and msgId, and hand out nothing the lost broker handed out.
-func TestReview47FoldCrashAfterManifestListsSegments(t *testing.T) {
+func TestWALFoldFoldCrashAfterManifestListsSegments(t *testing.T) {
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t)
 	cfg.Durability = DurabilityLocal
@@ -150,7 +150,7 @@ func TestReview47FoldCrashAfterManifestListsSegments(t *testing.T) {
 // so withFolded must not leave the records in the segment below the
 // queue's minimum (a partial fold cut by a power cut leaves the bucket
 // in this state too).
-func TestReview47FoldQueueStartsInAnUploadedSegment(t *testing.T) {
+func TestWALFoldFoldQueueStartsInAnUploadedSegment(t *testing.T) {
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t)
 	cfg.Durability = DurabilityLocal
@@ -191,13 +191,13 @@ func TestReview47FoldQueueStartsInAnUploadedSegment(t *testing.T) {
 	sendAfterRestore(t, second, cl2, was, "the empty-disk restore")
 }
 
-// TestReview47BucketOnlyAfterLocalTopicMadeBucket with the local-durable
+// TestWALFoldBucketOnlyAfterLocalTopicMadeBucket with the local-durable
 // topic deleted instead of made bucket-durable (DELETE_TOPIC_IN_BROKER
 // also goes through changeDurability, and nothing marks the run local):
 // the next checkpoint says BucketOnly, and the broker on the empty disk
 // gives a bucket-durable send a commitlog offset (msgId) an acknowledged
 // local-durable message of the deleted topic had.
-func TestReview47BucketOnlyAfterLocalTopicDeleted(t *testing.T) {
+func TestWALFoldBucketOnlyAfterLocalTopicDeleted(t *testing.T) {
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t)
 	first, cl, stop1 := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: g})
@@ -238,7 +238,7 @@ func TestReview47BucketOnlyAfterLocalTopicDeleted(t *testing.T) {
 // A topic deleted on the lost broker (its records still in the WAL's
 // tail, its tombstone in the checkpoint) must not come back from the
 // fold: withFolded adds every queue the scratch store held records of.
-func TestReview47FoldKeepsDeletedTopicDeleted(t *testing.T) {
+func TestWALFoldFoldKeepsDeletedTopicDeleted(t *testing.T) {
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t)
 	cfg.Durability = DurabilityLocal
