@@ -100,7 +100,7 @@ func foldCrashFS(dataDir string) vfs.FS {
 // fresh: only walfold/ was written) must serve every acknowledged
 // bucket-durable message and every WAL-held local one at its queue offset
 // and msgId, and hand out nothing the lost broker handed out.
-func TestWALFoldFoldCrashAfterManifestListsSegments(t *testing.T) {
+func TestWALFoldCrashAfterManifestListsSegments(t *testing.T) {
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t)
 	cfg.Durability = DurabilityLocal
@@ -150,7 +150,7 @@ func TestWALFoldFoldCrashAfterManifestListsSegments(t *testing.T) {
 // so withFolded must not leave the records in the segment below the
 // queue's minimum (a partial fold cut by a power cut leaves the bucket
 // in this state too).
-func TestWALFoldFoldQueueStartsInAnUploadedSegment(t *testing.T) {
+func TestWALFoldQueueStartsInAnUploadedSegment(t *testing.T) {
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t)
 	cfg.Durability = DurabilityLocal
@@ -238,7 +238,7 @@ func TestWALFoldBucketOnlyAfterLocalTopicDeleted(t *testing.T) {
 // A topic deleted on the lost broker (its records still in the WAL's
 // tail, its tombstone in the checkpoint) must not come back from the
 // fold: withFolded adds every queue the scratch store held records of.
-func TestWALFoldFoldKeepsDeletedTopicDeleted(t *testing.T) {
+func TestWALFoldKeepsDeletedTopicDeleted(t *testing.T) {
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t)
 	cfg.Durability = DurabilityLocal
