@@ -77,6 +77,9 @@ type Deps struct {
 	// restartAt: the next (slave) generation starts its log again at this
 	// offset, the master's local start (StatusBeforeLogStart); 0: no.
 	restartAt int64
+	// afresh: the next (slave) generation sets its data dir aside and
+	// restores afresh (its log could not follow the master's numbering).
+	afresh bool
 
 	// BootID names the machine boot the broker runs in (default: Linux's
 	// /proc/sys/kernel/random/boot_id; "" where there is none). Tests and
@@ -142,6 +145,7 @@ type Broker struct {
 	// (package failover; wire_failover.go).
 	fo        *failover.Roles
 	restartAt int64 // Deps.restartAt
+	afresh    bool  // Deps.afresh
 	// promotedReplica: a promoted slave kept its copy of the log
 	// (checkLocalData); New then adopts the checkpoint's metadata.
 	promotedReplica bool
@@ -201,7 +205,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	b.consumers = b.newClientRegistry() // wire_consumers.go
 	b.repl = newReplication(cfg)        // wire_replication.go
 	masterCut, noTakeover := int64(-1), time.Time{}
-	b.restartAt = deps.restartAt
+	b.restartAt, b.afresh = deps.restartAt, deps.afresh
 	if deps.masterCut != nil {
 		masterCut = *deps.masterCut
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratamq/stratamq/ha"
 	"github.com/stratamq/stratamq/remoting"
+	"github.com/stratamq/stratamq/store"
 )
 
 // onDispatch is the store's OnDispatch hook: wake held pulls, and the HA
@@ -46,6 +47,12 @@ func (b *Broker) startHA() error {
 			OnBeforeLogStart: func(start int64) {
 				b.requestRoleChange(&RoleChange{Role: RoleSlave, RestartAt: start,
 					Reason: fmt.Sprintf("the master's log starts at offset %d, past this slave's end: the slave starts its log again there", start)})
+			},
+			OnAppendError: func(err error) {
+				if errors.Is(err, store.ErrQueueNumbering) {
+					b.requestRoleChange(&RoleChange{Role: RoleSlave, Afresh: true,
+						Reason: "this log cannot follow the master's: " + err.Error()})
+				}
 			},
 			OnAccepted: func(epoch int64) error {
 				if !b.cfg.HAFailover || b.scoped == nil {

@@ -51,12 +51,14 @@ func (n *Node) Run(ctx context.Context) error {
 	var holdOff time.Duration
 	var masterCut *int64
 	var restartAt int64
+	var afresh bool
 	for {
 		deps := n.deps
 		deps.lease, lease = lease, nil
 		deps.holdOff, holdOff = holdOff, 0
 		deps.masterCut, masterCut = masterCut, nil
 		deps.restartAt, restartAt = restartAt, 0
+		deps.afresh, afresh = afresh, false
 		gen := &genRegisterer{inner: n.deps.Registerer}
 		if deps.Registerer != nil {
 			deps.Registerer = gen
@@ -100,7 +102,7 @@ func (n *Node) Run(ctx context.Context) error {
 		if rc.Diverged {
 			masterCut = &rc.MasterCut
 		}
-		restartAt = rc.RestartAt
+		restartAt, afresh = rc.RestartAt, rc.Afresh
 	}
 }
 

@@ -42,7 +42,7 @@ func newFailover(b *Broker, cs offsets.ObjectStore, noTakeover time.Time, master
 		LeaseTTL: c.LeaseTTL, CheckpointInterval: c.CheckpointInterval, HATimeout: c.HATimeout,
 		HAUncleanAfter: c.HAUncleanAfter, HAMinInSync: c.HAMinInSync, SyncFlush: c.Flush == "sync",
 		BootID: b.bootID, Advertise: b.advertise, DataDir: c.DataDir, WriterState: b.writerStatePath(),
-		Started: b.started, NoTakeover: noTakeover, MasterCut: masterCut, RestartAt: b.restartAt,
+		Started: b.started, NoTakeover: noTakeover, MasterCut: masterCut, RestartAt: b.restartAt, Afresh: b.afresh,
 	}, failover.Deps{FS: b.fs, Logger: b.log, Mono: b.mono, Bucket: cs, DataDir: w, Checkpoints: w, Host: w})
 }
 

@@ -51,6 +51,11 @@ type SlaveOptions struct {
 	// an offset the master cannot read (StatusBeforeLogStart): the owner
 	// starts its log again at start.
 	OnBeforeLogStart func(start int64)
+	// OnAppendError, if set, is called with the error of an append of the
+	// master's bytes that Log refused, before the connection ends (and is
+	// dialed again): the owner may judge that this log cannot follow the
+	// master's (e.g. it numbers a queue otherwise) and start over.
+	OnAppendError func(err error)
 	// OnAccepted, if set, is called once the master accepted a hello,
 	// with the master's epoch, before anything it sends is appended: the
 	// master checked the log against its epochs, so the log agrees with
@@ -400,6 +405,9 @@ func (s *Slave) receive(c net.Conn, pos int64, rep *reporter) error {
 		}
 		if h.size > 0 {
 			if err := s.opts.Log.AppendRaw(h.phyOffset, body); err != nil {
+				if s.opts.OnAppendError != nil {
+					s.opts.OnAppendError(err)
+				}
 				return fmt.Errorf("appending %d bytes at %d: %w", h.size, h.phyOffset, err)
 			}
 			pos += int64(h.size)

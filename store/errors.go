@@ -25,6 +25,11 @@ var (
 	// ErrOffsetMismatch: AppendRaw was given bytes that do not start at the
 	// end of the local commitlog.
 	ErrOffsetMismatch = errors.New("store: commitlog offset mismatch")
+	// ErrQueueNumbering (with ErrOffsetMismatch): AppendRaw was given a
+	// record numbered below its queue's restored (or reclaimed) range: the
+	// writer of those bytes numbers the queue otherwise than this store's
+	// restore did.
+	ErrQueueNumbering = errors.New("store: queue offset below the queue's restored range")
 	// ErrColdRead: Options.Cold failed to serve bytes below the local log.
 	// The cold reader's own error is wrapped too.
 	ErrColdRead = errors.New("store: cold read failed")

@@ -850,8 +850,8 @@ func (s *Store) AppendRaw(physOffset int64, b []byte) error {
 		}
 		if q := s.queue(string(m.topic), m.queueID); q != nil && m.queueOffset < q.coldEnd.Load() {
 			s.mu.Unlock()
-			return fmt.Errorf("%w: AppendRaw: record at %d is %s/%d queue offset %d, below the %d the queue was restored with (or reclaimed to)",
-				ErrOffsetMismatch, m.physOffset, m.topic, m.queueID, m.queueOffset, q.coldEnd.Load())
+			return fmt.Errorf("%w (%w): AppendRaw: record at %d is %s/%d queue offset %d, below the %d the queue was restored with (or reclaimed to)",
+				ErrOffsetMismatch, ErrQueueNumbering, m.physOffset, m.topic, m.queueID, m.queueOffset, q.coldEnd.Load())
 		}
 	}
 	if err := s.checkSpaceLocked(s.newBytesLocked(pos, len(b)), time.Now().UnixMilli()); err != nil {

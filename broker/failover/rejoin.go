@@ -60,8 +60,13 @@ func (r *Roles) rejoinCut(prev *offsets.WriterState, cur int64, history []durabi
 			"does not reach back to it, so where its log diverges is unknown", prev.Epoch, len(history)))
 	case cut < 0 || cut >= localEnd:
 		return nil
-	case cut < localMin:
-		return dd.SetAside(fmt.Sprintf("the log diverged from the master's at offset %d, below the local log's start %d", cut, localMin))
+	case cut <= localMin:
+		// Nothing of this log agrees with the master's. Cut to its start,
+		// it would keep the queue ranges its own restore (and, as a
+		// promoted master, its resumes past the checkpoint's
+		// reservations) set, which the master's records need not follow:
+		// it restores afresh from the bucket instead, as a replica.
+		return dd.SetAside(fmt.Sprintf("the log diverged from the master's at offset %d, at or below the local log's start %d", cut, localMin))
 	}
 	keep := filepath.Join(r.cfg.DataDir, "diverged", fmt.Sprintf("%020d-%020d.epoch%d", cut, localEnd, prev.Epoch))
 	n, err := dd.CutLog(cut, keep)

@@ -63,6 +63,16 @@ func (r *Roles) PrepareReplica() (*offsets.Checkpoint, error) {
 			return nil, err
 		}
 	}
+	if r.cfg.Afresh && !dd.Fresh() {
+		// The master numbers a queue below what this log's own restore
+		// (or, as a promoted master, its resume past the checkpoint's
+		// reservations) set: the log cannot follow it, though its bytes
+		// may agree. Kept aside (renamed), it restores afresh as a
+		// replica: the bucket up to its end, the master's stream after.
+		if err := dd.SetAside("the master numbers a queue below the range this log's restore gave it"); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.rejoinCut(prev, cur, cl.Epochs, r.cfg.MasterCut); err != nil {
 		return nil, err
 	}

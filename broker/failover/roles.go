@@ -46,9 +46,11 @@ type Config struct {
 	NoTakeover time.Time
 	// MasterCut, when not negative, is where the master said this
 	// (slave) generation's log diverged; RestartAt, when positive, is the
-	// master's log start past this slave's end (see RoleChange).
+	// master's log start past this slave's end; Afresh: the last
+	// generation's log could not follow the master's (see RoleChange).
 	MasterCut int64
 	RestartAt int64
+	Afresh    bool
 }
 
 // Log is the open local commitlog as the lease watch reads it.
@@ -123,6 +125,11 @@ type RoleChange struct {
 	// refused with StatusBeforeLogStart): the next generation sets its
 	// log aside and starts it again there.
 	RestartAt int64
+	// Afresh: this slave's log cannot follow the master's (the master
+	// numbers a queue below the range this log's own restore gave it):
+	// the next generation sets the data dir aside and restores afresh
+	// from the bucket and the master's stream.
+	Afresh bool
 }
 
 func (r *RoleChange) Error() string {

@@ -268,6 +268,22 @@ var scenarios = []scenario{
 			{At: 5310 * time.Millisecond, Fault: EmptyDisk, Node: 1, Dur: 2250 * time.Millisecond},
 			{At: 7350 * time.Millisecond, Fault: Crash, Node: 0, Dur: 5700 * time.Millisecond},
 		}}},
+	{name: "former-master-follows-a-master-that-numbers-a-queue-lower", workloads: []string{"delay", "retry", "pop"},
+		s: Schedule{Nodes: 3, Masters: 2, Tail: 4 * time.Second, Steps: []Step{
+			// TestSim seed 2901775 (async_master): n0, restored on the
+			// bucket's end as a slave, took over and resumed the queues
+			// its copy held no record of past the checkpoint's
+			// reservations (SimD/1 at 1031); it lost power, n2 took over
+			// with a copy holding SimD/1's records (next offset 7). As n2's
+			// slave, n0's log agreed byte for byte but refused every
+			// transfer (SimD/1 offset 7 below its 1031): no slave in sync
+			// after healing. It now restores afresh from the bucket and
+			// the master's stream.
+			{At: 1160 * time.Millisecond, Fault: CleanStop, Node: 0, Dur: 3470 * time.Millisecond},
+			{At: 4670 * time.Millisecond, Fault: EmptyDisk, Node: 1, Dur: 5220 * time.Millisecond},
+			{At: 6680 * time.Millisecond, Fault: Crash, Node: 2, Dur: 1540 * time.Millisecond},
+			{At: 7480 * time.Millisecond, Fault: PowerLoss, Node: 0, Dur: 1060 * time.Millisecond},
+		}}},
 	{name: "retry-progress-ahead-of-the-slave", workloads: []string{"retry"},
 		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
 			// TestSim seed 1388, shrunk: the same through send-backs (their
