@@ -1,6 +1,9 @@
 package msgprop
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Property keys (RocketMQ MessageConst).
 const (
@@ -131,9 +134,32 @@ func Remove(props string, keys ...string) string {
 // Set returns props with key set to v: Remove'd of key, then the pair
 // appended after a separator.
 func Set(props, key, v string) string {
+	var sb strings.Builder
+	setTo(&sb, props, key, len(v))
+	sb.WriteString(v)
+	sb.WriteByte(PropertySep)
+	return sb.String()
+}
+
+// SetInt is Set with v's decimal digits, in one allocation.
+func SetInt(props, key string, v int64) string {
+	var sb strings.Builder
+	setTo(&sb, props, key, 20)
+	var digits [20]byte
+	sb.Write(strconv.AppendInt(digits[:0], v, 10))
+	sb.WriteByte(PropertySep)
+	return sb.String()
+}
+
+// setTo writes props without key, a separator and key's name and
+// NameValueSep to sb, grown for a value of up to n bytes.
+func setTo(sb *strings.Builder, props, key string, n int) {
 	props = Remove(props, key)
+	sb.Grow(len(props) + len(key) + n + 3)
+	sb.WriteString(props)
 	if props != "" && props[len(props)-1] != PropertySep {
-		props += string(PropertySep)
+		sb.WriteByte(PropertySep)
 	}
-	return props + key + string(NameValueSep) + v + string(PropertySep)
+	sb.WriteString(key)
+	sb.WriteByte(NameValueSep)
 }

@@ -1,6 +1,9 @@
 package msgprop
 
-import "testing"
+import (
+	"strconv"
+	"testing"
+)
 
 func TestMsgpropEditAndRead(t *testing.T) {
 	java := "TAGS\x01a\x02KEYS\x01k1 k2" // Java: no separator after the last pair
@@ -31,5 +34,27 @@ func TestMsgpropEditAndRead(t *testing.T) {
 	}
 	if back := Parse(Encode(m)); len(back) != 3 || back[Keys] != "k1 k2" {
 		t.Errorf("Encode round trip: %v", back)
+	}
+}
+
+// TestMsgpropSetInt: SetInt is Set with the value's decimal digits, on
+// properties with and without the key and a trailing separator, in one
+// allocation.
+func TestMsgpropSetInt(t *testing.T) {
+	const sep, nv = string(PropertySep), string(NameValueSep)
+	for _, props := range []string{"", "A" + nv + "1", "A" + nv + "1" + sep, "K" + nv + "old" + sep + "A" + nv + "1" + sep} {
+		for _, v := range []int64{0, -7, 1 << 62} {
+			want := Set(props, "K", strconv.FormatInt(v, 10))
+			if got := SetInt(props, "K", v); got != want {
+				t.Fatalf("SetInt(%q, K, %d) = %q, want %q", props, v, got, want)
+			}
+			if n, ok := Value(want, "K"); !ok || n != strconv.FormatInt(v, 10) {
+				t.Fatalf("Set(%q): K = %q %v", props, n, ok)
+			}
+		}
+	}
+	props := "A" + nv + "1" + sep
+	if n := testing.AllocsPerRun(100, func() { _ = SetInt(props, "K", 1700000000000) }); n != 1 {
+		t.Fatalf("SetInt allocates %v times, want 1", n)
 	}
 }

@@ -23,6 +23,7 @@ const retryTopicPrefix = "%RETRY%"
 var (
 	propValue   = msgprop.Value
 	setProp     = msgprop.Set
+	setIntProp  = msgprop.SetInt
 	removeProps = msgprop.Remove
 )
 

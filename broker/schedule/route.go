@@ -47,7 +47,7 @@ func (s *Service) Route(m *store.Message, now int64) error {
 	case level > 0:
 		level = min(level, len(s.cfg.Levels))
 		props = setProp(props, propDelay, strconv.Itoa(level))
-		props = setProp(props, PropDelayDueMs, strconv.FormatInt(now+s.levelDelay(level).Milliseconds(), 10))
+		props = setIntProp(props, PropDelayDueMs, now+s.levelDelay(level).Milliseconds())
 		m.Properties = setProp(setProp(props, propRealTopic, m.Topic), propRealQueueID, strconv.Itoa(int(m.QueueID)))
 		m.Topic, m.QueueID = DelayTopic, int32(level-1)
 		s.topics.EnsureSystem(DelayTopic, int32(len(s.cfg.Levels)))
@@ -60,7 +60,7 @@ func (s *Service) Route(m *store.Message, now int64) error {
 			return fmt.Errorf("timer message illegal, the delay time should not be bigger than the max delay %dms (STRATAMQ_TIMER_MAX_DELAY=%s); this one is due in %dms", maxMs, s.cfg.TimerMaxDelay, r)
 		}
 		props = removeProps(props, PropTimerDelaySec, PropTimerDelayMs)
-		props = setProp(props, PropTimerDeliverMs, strconv.FormatInt(deliverMs, 10))
+		props = setIntProp(props, PropTimerDeliverMs, deliverMs)
 		m.Properties = setProp(setProp(props, propRealTopic, m.Topic), propRealQueueID, strconv.Itoa(int(m.QueueID)))
 		n := s.timerQueues()
 		m.Topic, m.QueueID = TimerTopic, timerQueueFor(r, timerTop(n, s.cfg.Retention)+1)
