@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,7 +58,10 @@ func TestProgressAfterRestartWaitsForSlaveOnSyncMaster(t *testing.T) {
 	bucket.down.Store(true) // the crashed process writes nothing more to the bucket
 	cancel()
 	<-done
-	bucket.down.Store(false)
+	// The restarted run reaches the bucket, but its segment uploads fail:
+	// the bucket must not list the delivery (else counting it is right),
+	// however soon the uploader runs.
+	bucket.match = func(k string) bool { return strings.HasSuffix(k, ".seg") }
 
 	again, err := New(cfg, Deps{Logger: discardLogger(), FS: img, Bucket: bucket})
 	if err != nil {
@@ -72,6 +76,9 @@ func TestProgressAfterRestartWaitsForSlaveOnSyncMaster(t *testing.T) {
 	t.Logf("after the restart: log end %d, bucket-durable end %d, uploaded %d, slaves %d", again.store.MaxPhysOffset(), bucketEnd, up, again.haSlaves())
 	if again.haSlaves() == 0 && bucketEnd > up {
 		t.Errorf("no slave ever held the log past %d, yet the restarted sync_master counts it durable for a failover to %d", up, bucketEnd)
+	}
+	if up := uploadedEnd(nil, again.tier); up != 0 {
+		t.Fatalf("the bucket lists the log up to %d although segment uploads fail", up)
 	}
 	if p := progress(again); p != 0 {
 		t.Errorf("after a process crash and restart, with still no slave holding the delivery and the bucket not listing it, the checkpoint counts it: delay progress %d", p)
