@@ -495,7 +495,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		// below its first entry count as maybe acknowledged.
 		if b.durHist, err = loadDurHistory(deps.FS, configDir); err != nil {
 			b.log.Warn("the durability history does not parse; starting a new one (a returning tail below it counts as maybe acknowledged)", "err", err)
-			b.durHist = &durHistory{fs: deps.FS, path: filepath.Join(configDir, durHistoryFile)}
+			b.durHist = newDurHistory(deps.FS, configDir)
 		}
 		if err := b.settleDurability(); err != nil { // durability_history.go
 			return fail(err)

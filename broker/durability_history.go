@@ -60,21 +60,22 @@ type durHistory struct {
 	fs      vfs.FS
 	path    string
 	entries []durEntry
-	until   struct { // localUntil, kept by saveLocked and load
-		set atomic.Bool
-		at  atomic.Int64
-	}
+	until   atomic.Int64 // localUntil, kept by saveLocked and load
 }
 
 // keepUntil publishes computeUntil. Caller holds mu.
-func (h *durHistory) keepUntil() {
-	h.until.at.Store(h.computeUntil())
-	h.until.set.Store(true)
+func (h *durHistory) keepUntil() { h.until.Store(h.computeUntil()) }
+
+// newDurHistory is an empty history at configDir, not yet saved.
+func newDurHistory(fs vfs.FS, configDir string) *durHistory {
+	h := &durHistory{fs: fs, path: filepath.Join(configDir, durHistoryFile)}
+	h.keepUntil()
+	return h
 }
 
 // loadDurHistory reads configDir's history (none yet: empty).
 func loadDurHistory(fs vfs.FS, configDir string) (*durHistory, error) {
-	h := &durHistory{fs: fs, path: filepath.Join(configDir, durHistoryFile)}
+	h := newDurHistory(fs, configDir)
 	b, err := offsets.ReadFile(fs, h.path)
 	if err != nil || len(b) == 0 {
 		return h, err
@@ -199,12 +200,7 @@ func (h *durHistory) bucketOnly(phys int64, topic string) bool {
 // have been answered locally; math.MaxInt64 while the rule now does, or a
 // change is being made. It takes no lock (a checkpoint asks while a
 // change holds mu): saveLocked keeps it.
-func (h *durHistory) localUntil() int64 {
-	if !h.until.set.Load() {
-		return math.MaxInt64
-	}
-	return h.until.at.Load()
-}
+func (h *durHistory) localUntil() int64 { return h.until.Load() }
 
 // computeUntil is localUntil of the entries. Caller holds mu.
 func (h *durHistory) computeUntil() int64 {

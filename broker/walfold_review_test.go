@@ -81,13 +81,13 @@ func TestWALFoldBucketOnlyAfterLocalTopicMadeBucket(t *testing.T) {
 }
 
 // foldCrashFS fails the RemoveAll of the data dir's walfold/ once the
-// fold is done (its third: New's, the fold's start, the fold's end): the
+// fold is done (its second: New's, then the fold's end): the
 // power is cut after the manifest lists the folded segments, before the
 // scratch store is gone and before the store opens.
 func foldCrashFS(dataDir string) vfs.FS {
 	var n atomic.Int32
 	return errorfs.Wrap(vfs.OS(), errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
-		if op == errorfs.OpRemoveAll && path == filepath.Join(dataDir, walFoldDir) && n.Add(1) == 3 {
+		if op == errorfs.OpRemoveAll && path == filepath.Join(dataDir, walFoldDir) && n.Add(1) == 2 {
 			return errorfs.ErrInjected
 		}
 		return nil

@@ -87,10 +87,7 @@ func (b *Broker) foldWALTail(opts store.Options, r *store.Restore, c *wal.Chain,
 	wg.Go(func() { b.dur.KeepRenewed(rctx) })
 
 	opts.Dir = filepath.Join(b.cfg.DataDir, walFoldDir)
-	opts.Restore = r
-	if err := b.fs.RemoveAll(opts.Dir); err != nil {
-		return nil, fmt.Errorf("broker: remove the scratch store of an earlier fold: %w", err)
-	}
+	opts.Restore = r // New removed any earlier fold's scratch store
 	st, err := store.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("broker: fold the WAL's tail: open a scratch store: %w", err)
