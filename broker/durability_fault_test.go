@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -235,6 +237,26 @@ func TestBrokerNeverSetsAsideWhatTheBucketLacks(t *testing.T) {
 	if segs, _ := restore.LocalSegments(vfs.OS(), oldDir+"/store/commitlog", 4<<20); len(segs) == 0 {
 		t.Fatal("the refused start removed the local commitlog")
 	}
+	// With failover on, the same disk is what a slave rejoining b would
+	// set aside (b took the log over where a's lease lapsed): a starts
+	// on the free lease, its own tail kept aside, never refused (a node
+	// that refuses while no other holds the lease leaves the broker name
+	// without a master).
+	foDir := t.TempDir()
+	if err := os.CopyFS(foDir, os.DirFS(oldDir)); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(foDir, "lock"))
+	fo := cfg(foDir)
+	fo.HAFailover, fo.HAListen = true, "127.0.0.1:0"
+	viaFailover, err := New(fo, Deps{Logger: discardLogger(), Bucket: bucket})
+	if err != nil {
+		t.Fatalf("with failover on, the old master refused to start over its own tail: %v", err)
+	}
+	viaFailover.Close()
+	if !hasStale(t, foDir) {
+		t.Fatal("with failover on, the old master's tail was not kept aside")
+	}
 	// With STRATAMQ_ACCEPT_LOSS it starts, keeping the old data aside.
 	c := cfg(oldDir)
 	c.AcceptLoss = true
@@ -243,14 +265,24 @@ func TestBrokerNeverSetsAsideWhatTheBucketLacks(t *testing.T) {
 		t.Fatalf("start with STRATAMQ_ACCEPT_LOSS: %v", err)
 	}
 	defer again.Close()
-	names, _ := vfs.OS().ReadDir(oldDir)
-	stale := false
+	if !hasStale(t, oldDir) {
+		t.Fatal("STRATAMQ_ACCEPT_LOSS did not keep the old data aside")
+	}
+}
+
+// hasStale reports whether dir holds a set-aside store (store.stale-*).
+func hasStale(t *testing.T, dir string) bool {
+	t.Helper()
+	names, err := vfs.OS().ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range names {
-		stale = stale || strings.HasPrefix(n, "store.stale-")
+		if strings.HasPrefix(n, "store.stale-") {
+			return true
+		}
 	}
-	if !stale {
-		t.Fatalf("STRATAMQ_ACCEPT_LOSS did not keep the old data aside: %v", names)
-	}
+	return false
 }
 
 // TestBrokerDrainTimeoutIsNotClean (issue 9 item 2): a shutdown whose

@@ -24,7 +24,7 @@ import (
 // judge is the restore judge over this broker's data dir.
 func (b *Broker) judge() *restore.Judge {
 	return restore.New(restore.Config{DataDir: b.cfg.DataDir, BrokerName: b.cfg.BrokerName, AcceptLoss: b.cfg.AcceptLoss,
-		MaxMessageSize: int(b.cfg.MaxMessageSize)}, restore.Deps{FS: b.fs, Logger: b.log})
+		Failover: b.cfg.HAFailover, MaxMessageSize: int(b.cfg.MaxMessageSize)}, restore.Deps{FS: b.fs, Logger: b.log})
 }
 
 // storeIsFresh reports whether the data dir holds no commitlog: a new

@@ -22,6 +22,11 @@ type Config struct {
 	BrokerName     string // names the manifest's writer when it is newer than the checkpoint's
 	AcceptLoss     bool   // STRATAMQ_ACCEPT_LOSS: set aside (or start without) what the bucket lacks
 	MaxMessageSize int    // the store's: where its log's last valid record ends (store.LogEnd)
+	// Failover (STRATAMQ_HA_FAILOVER): a tail of a master's data dir that
+	// the bucket lacks after another broker wrote the prefix (Unshipped)
+	// is set aside, as rejoining the new master as a slave would, instead
+	// of refusing to start (a slave's copy is refused as before).
+	Failover bool
 }
 
 // Deps is what the judge works through.

@@ -109,6 +109,21 @@ func (j *Judge) CheckLocal(in Local) (promoted bool, err error) {
 			}
 			why += " (" + acked + ")"
 		}
+		if v.Unshipped && j.cfg.Failover && in.Prev != nil && !in.Prev.Replica {
+			// This data dir was its epoch's master, and the bucket's
+			// history moved on without this tail of its own: what it would
+			// cut or set aside rejoining the new master as a slave
+			// (failover.rejoinCut, PrepareReplica). Its acknowledged sends
+			// there are async_master sends no slave held, or sends a slave
+			// held (that slave's copy is the one the history kept, or
+			// comes back on its own disk). Kept, renamed; never a start
+			// refused while the lease is free and this node could serve.
+			// A slave's copy is refused as before: it may be the only
+			// holder of what a sync_master acknowledged.
+			j.log.Error("failover: this data dir's own tail past where the bucket's log moved on is set aside (renamed, not deleted); the broker restores from the bucket",
+				"reason", why, "from", v.Range.From, "to", v.Range.To, "bytes", v.Range.To-v.Range.From)
+			return false, j.SetAside(why)
+		}
 		return false, j.RefuseOrSetAside(why, v.Range, v.LocalHolds)
 	}
 	return false, nil
@@ -305,6 +320,21 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 	if ok && diverged && prev != nil && localEnd > own && (lacking == nil || lacking.From >= own) {
 		lacking = &durability.OffsetRange{From: own, To: localEnd}
 	}
+	// Without the WAL, and with the history naming where the next epoch
+	// took over: below that cut the bucket's log is this one (the next
+	// writer continued it, its segment boundaries its own), so the bucket
+	// lacks only what no object covers there; past it the tail is this
+	// data dir's alone, the divergent end a rejoining slave cuts.
+	if cut, known := takenOverAt(cl.Epochs, epochOf(prev)); len(in.WAL) == 0 && len(in.WALEnds) == 0 && haveCP && known && prev != nil {
+		switch gap := bucketGap(m, below(segs, cut), cl.Floor); {
+		case gap != nil:
+			lacking = &durability.OffsetRange{From: gap.From, To: localEnd}
+		case localEnd > cut:
+			lacking = &durability.OffsetRange{From: cut, To: localEnd}
+		default:
+			lacking = nil
+		}
+	}
 	if lacking == nil {
 		return Verdict{Action: SetAside, Why: fmt.Sprintf("another broker (%s) wrote this prefix after this data dir did, and every local segment is in the bucket (its segments or its WAL)", writer)}
 	}
@@ -359,6 +389,18 @@ func takenOverAt(h []durability.EpochStart, epoch int64) (at int64, known bool) 
 		}
 	}
 	return at, known
+}
+
+// below is segs clipped to the offsets under end.
+func below(segs []Segment, end int64) []Segment {
+	var out []Segment
+	for _, sg := range segs {
+		if sg.Base >= end {
+			break
+		}
+		out = append(out, Segment{Base: sg.Base, Size: min(sg.Size, end-sg.Base)})
+	}
+	return out
 }
 
 func epochOf(w *offsets.WriterState) int64 {

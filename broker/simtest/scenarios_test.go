@@ -284,6 +284,32 @@ var scenarios = []scenario{
 			{At: 6680 * time.Millisecond, Fault: Crash, Node: 2, Dur: 1540 * time.Millisecond},
 			{At: 7480 * time.Millisecond, Fault: PowerLoss, Node: 0, Dur: 1060 * time.Millisecond},
 		}}},
+	{name: "master-back-after-its-successor-stopped-sets-its-copy-aside", workloads: []string{"delay", "pop"},
+		s: Schedule{Nodes: 2, Tail: 4 * time.Second, Steps: []Step{
+			// TestSim seed 3003169 (async_master): n0 lost power; n1 took
+			// over and stopped cleanly, uploading its log in segments
+			// bounded elsewhere than n0's. n0 took the released lease and
+			// refused to start: its segments matched no object's base,
+			// though the bucket's objects held every offset of its log.
+			// The bucket's coverage is now judged by offsets.
+			{At: 3130 * time.Millisecond, Fault: LateWrite, Node: 0, Dur: 2070 * time.Millisecond},
+			{At: 6920 * time.Millisecond, Fault: PowerLoss, Node: 0, Dur: 4130 * time.Millisecond},
+			{At: 9350 * time.Millisecond, Fault: CleanStop, Node: 1, Dur: 4360 * time.Millisecond},
+			{At: 12260 * time.Millisecond, Fault: BucketCut, Node: 1, Dur: 3660 * time.Millisecond},
+		}}},
+	{name: "master-back-after-its-successor-stopped-sets-its-tail-aside", workloads: []string{"delay"},
+		s: Schedule{Nodes: 2, Tail: 4 * time.Second, Steps: []Step{
+			// An async_master cut off from its slave keeps acknowledging,
+			// then crashes; the slave takes over from the bucket (its copy
+			// lags what was uploaded) and stops cleanly before the old
+			// master is back. The old master takes the released lease
+			// over a tail the new history skipped: with failover it sets
+			// its data dir aside (kept, counted), as it would rejoining a
+			// live master as a slave, instead of refusing to start.
+			{At: 2 * time.Second, Fault: NetCut, Node: 0, Peer: 1, Dur: 20 * time.Second},
+			{At: 4 * time.Second, Fault: Crash, Node: 0, Dur: 12 * time.Second},
+			{At: 13500 * time.Millisecond, Fault: CleanStop, Node: 1, Dur: 10 * time.Second},
+		}}},
 	{name: "retry-progress-ahead-of-the-slave", workloads: []string{"retry"},
 		s: Schedule{Nodes: 2, Sync: true, Tail: 4 * time.Second, Steps: []Step{
 			// TestSim seed 1388, shrunk: the same through send-backs (their
