@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/stratamq/stratamq/broker/durability"
 	"github.com/stratamq/stratamq/offsets"
@@ -112,14 +113,16 @@ func (j *Judge) CheckLocal(in Local) (promoted bool, err error) {
 		if v.Unshipped && j.cfg.Failover && in.Prev != nil && !in.Prev.Replica {
 			// This data dir was its epoch's master, and the bucket's
 			// history moved on without this tail of its own: what it would
-			// cut or set aside rejoining the new master as a slave
-			// (failover.rejoinCut, PrepareReplica). Its acknowledged sends
-			// there are async_master sends no slave held, or sends a slave
-			// held (that slave's copy is the one the history kept, or
-			// comes back on its own disk). Kept, renamed; never a start
-			// refused while the lease is free and this node could serve.
-			// A slave's copy is refused as before: it may be the only
-			// holder of what a sync_master acknowledged.
+			// cut (failover.rejoinCut: past the takeover) or set aside
+			// (PrepareReplica's RestartAt: a successor that resumed past a
+			// restore gap) rejoining the new master as a slave. Its
+			// acknowledged sends there are async_master sends no slave
+			// held, or sends a slave held, whose copy the takeover contest
+			// preferred (two faults at once, that slave's copy lost too,
+			// can lose them, as DESIGN §8 says). Kept, renamed; never a
+			// start refused while the lease is free and this node could
+			// serve. A slave's copy is refused as before: it may be the
+			// only holder of what a sync_master acknowledged.
 			j.log.Error("failover: this data dir's own tail past where the bucket's log moved on is set aside (renamed, not deleted); the broker restores from the bucket",
 				"reason", why, "from", v.Range.From, "to", v.Range.To, "bytes", v.Range.To-v.Range.From)
 			return false, j.SetAside(why)
@@ -325,7 +328,12 @@ func (j *Judge) Decide(in Local, segs []Segment) Verdict {
 	// writer continued it, its segment boundaries its own), so the bucket
 	// lacks only what no object covers there; past it the tail is this
 	// data dir's alone, the divergent end a rejoining slave cuts.
-	if cut, known := takenOverAt(cl.Epochs, epochOf(prev)); len(in.WAL) == 0 && len(in.WALEnds) == 0 && haveCP && known && prev != nil {
+	// The history must list this data dir's own epoch too: a history
+	// that lost entries (a checkpoint whose section did not decode) could
+	// miss an epoch in between, whose objects would then cover this data
+	// dir's diverged bytes below the recorded cut.
+	if cut, known := takenOverAt(cl.Epochs, epochOf(prev)); len(in.WAL) == 0 && len(in.WALEnds) == 0 && haveCP && known && prev != nil &&
+		slices.ContainsFunc(cl.Epochs, func(e durability.EpochStart) bool { return e.Epoch == prev.Epoch }) {
 		switch gap := bucketGap(m, below(segs, cut), cl.Floor); {
 		case gap != nil:
 			lacking = &durability.OffsetRange{From: gap.From, To: localEnd}
