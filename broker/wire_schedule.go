@@ -71,7 +71,8 @@ func (b *Broker) loadSchedule(configDir string) (*schedule.Loaded, error) {
 func (b *Broker) newSchedule(configDir string, l *schedule.Loaded) *schedule.Service {
 	levels, _ := ParseDelayLevels(b.cfg.DelayLevels) // checked by Validate
 	w := schedWire{b}
-	return schedule.New(schedule.Config{Dir: configDir, Levels: levels, TimerMaxDelay: b.cfg.TimerMaxDelay, Retention: b.cfg.Retention},
+	return schedule.New(schedule.Config{Dir: configDir, Levels: levels, TimerMaxDelay: b.cfg.TimerMaxDelay, Retention: b.cfg.Retention,
+		MaxMessageSize: int(b.cfg.MaxMessageSize)},
 		schedule.Deps{FS: b.fs, Store: b.store, Topics: w, Gate: w, Durability: w, Recalls: w, Logger: b.log}, l)
 }
 

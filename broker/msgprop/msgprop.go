@@ -1,6 +1,7 @@
 package msgprop
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -111,19 +112,16 @@ func Remove(props string, keys ...string) string {
 	if !found {
 		return props
 	}
+	// One allocation: the result, never longer than props.
 	var sb strings.Builder
-	for _, pair := range strings.Split(props, string(PropertySep)) {
+	sb.Grow(len(props))
+	for rest := props; rest != ""; {
+		var pair string
+		pair, rest, _ = strings.Cut(rest, string(PropertySep))
 		if pair == "" {
 			continue
 		}
-		k, _, _ := strings.Cut(pair, string(NameValueSep))
-		drop := false
-		for _, d := range keys {
-			if k == d {
-				drop = true
-			}
-		}
-		if !drop {
+		if k, _, _ := strings.Cut(pair, string(NameValueSep)); !slices.Contains(keys, k) {
 			sb.WriteString(pair)
 			sb.WriteByte(PropertySep)
 		}

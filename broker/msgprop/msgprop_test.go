@@ -58,3 +58,25 @@ func TestMsgpropSetInt(t *testing.T) {
 		t.Fatalf("SetInt allocates %v times, want 1", n)
 	}
 }
+
+// TestMsgpropRemove: Remove drops every pair of the keys (empty pairs
+// too), keeps the rest in order with a trailing separator, returns props
+// itself when no key is there, and allocates once otherwise.
+func TestMsgpropRemove(t *testing.T) {
+	const sep, nv = string(PropertySep), string(NameValueSep)
+	for _, tc := range []struct{ props, want string }{
+		{"A" + nv + "1" + sep + "D" + nv + "2" + sep + "B" + nv + "3", "A" + nv + "1" + sep + "B" + nv + "3" + sep},
+		{"D" + nv + "2", ""},
+		{sep + "D" + nv + "2" + sep + sep + "A" + nv + "1" + sep + "E" + nv, "A" + nv + "1" + sep},
+		{"A" + nv + "1" + sep, "A" + nv + "1" + sep},
+		{"", ""},
+	} {
+		if got := Remove(tc.props, "D", "E"); got != tc.want {
+			t.Errorf("Remove(%q, D, E) = %q, want %q", tc.props, got, tc.want)
+		}
+	}
+	props := "A" + nv + "1" + sep + "DELAY" + nv + "3" + sep + "UNIQ_KEY" + nv + "X" + sep
+	if n := testing.AllocsPerRun(100, func() { _ = Remove(props, "DELAY", "__STARTDELIVERTIME") }); n != 1 {
+		t.Fatalf("Remove allocates %v times, want 1", n)
+	}
+}

@@ -80,6 +80,10 @@ type Config struct {
 	// Retention is the bucket retention (0: none): no timer hop is longer
 	// than a quarter of it.
 	Retention time.Duration
+	// MaxMessageSize is the store's record limit: a due message whose
+	// record is clearly under it is not checked against the store
+	// (fitDue). 0: every due message is checked.
+	MaxMessageSize int
 }
 
 // Deps are the service's collaborators.
