@@ -47,6 +47,25 @@ func TestE2EWALDiskLossLoop(t *testing.T) {
 		env: map[string]string{"STRATAMQ_DURABILITY": "bucket"}})
 }
 
+// TestE2EWALFoldDiskLossLoop: as TestE2EWALDiskLossLoop, with the brokers'
+// default durability local, one topic bucket-durable by its attribute and
+// a second, local-durable, written beside it. An empty disk then starts
+// by folding the WAL's tail into listed segments and resuming every queue
+// past the checkpoint's reservations, since the lost broker may have
+// handed out local-durable offsets past the WAL's end; kills land during
+// that fold too ("restoring"). Every bucket-durable ack reads back; the
+// local topic may lose acks with the disk, but never hands an offset out
+// twice (nor a commitlog offset the other topic's ack holds).
+//
+// CI form: 3 cycles. STRATAMQ_LONG=1: 20.
+func TestE2EWALFoldDiskLossLoop(t *testing.T) {
+	cycles := 3
+	if os.Getenv("STRATAMQ_LONG") == "1" {
+		cycles = 20
+	}
+	runWALLoop(t, walLoopOpts{cycles: cycles, machines: 1, wipe: true, topicAttr: true, local: true, fold: true})
+}
+
 // TestE2EWALTakeoverLoop: as TestE2EWALDiskLossLoop, but after each kill
 // the OTHER of two "machines" (its own data dir and address, STRATAMQ_LEASE_TTL
 // 2s) takes the lease and serves, alternating; each keeps its disk, so a
@@ -87,6 +106,13 @@ type walLoopOpts struct {
 	wipe      bool              // the killed machine's data dir is deleted
 	topicAttr bool              // create the topic with +durability=bucket (else auto-created)
 	env       map[string]string // added to the brokers' env
+	// local: a second topic, local-durable (the brokers' default), is
+	// written beside the bucket-durable one. Its acks may go with a wiped
+	// disk, but no queue offset of it, and no commitlog offset of either
+	// topic, may ever name two messages; fold: at least one start must
+	// have folded the WAL's tail first (an empty disk over a checkpoint
+	// that knew local-durable topics).
+	local, fold bool
 }
 
 // walMachine is one broker "machine": its data dir and address stay.
@@ -169,7 +195,17 @@ func runWALLoop(t *testing.T, opts walLoopOpts) {
 		}
 	}
 
+	var localTopic string
+	if opts.local {
+		localTopic = uniqueName(t, "LOC")
+		h := remoting.CreateTopicRequestHeader{Topic: localTopic, ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}
+		if r, ok := ask(cur.addr(), remoting.NewRequest(remoting.UpdateAndCreateTopic, h.Encode(), nil), 10*time.Second); !ok {
+			t.Fatalf("create the local-durable topic: %v", r)
+		}
+	}
 	l := &crashLoopLog{byQ: map[clQueueOffset]string{}, byPhys: map[int64]string{}}
+	// localTopic's acks.
+	ll := &crashLoopLog{byQ: map[clQueueOffset]string{}, byPhys: map[int64]string{}}
 	var run atomic.Int64 // kills so far
 	var prodMu sync.Mutex
 	prod := newClientProducer(t, ns, rmqproducer.WithSendMsgTimeout(3*time.Second), rmqproducer.WithRetry(1))
@@ -180,6 +216,10 @@ func runWALLoop(t *testing.T, opts walLoopOpts) {
 	defer cancel()
 	const senders = 8
 	for g := range senders {
+		topic, l := topic, l
+		if opts.local && g%2 == 1 {
+			topic, l = localTopic, ll
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -210,6 +250,7 @@ func runWALLoop(t *testing.T, opts walLoopOpts) {
 	}
 
 	var cycles []walCycle
+	var folded atomic.Bool // some start folded the WAL's tail
 	for i := range opts.cycles {
 		// A random moment: under load after some acks of this run; or
 		// within 300 ms of serving (likely before its first WAL object
@@ -265,6 +306,10 @@ func runWALLoop(t *testing.T, opts walLoopOpts) {
 		}
 		run.Add(1)
 		startWALMachine(t, bin, next)
+		if strings.Contains(next.proc.logs.String(), "folding the bucket WAL's tail into segments") {
+			folded.Store(true)
+			c.kind += ", folded"
+		}
 		c.to, c.restart = next.name, time.Since(killed)
 		if next != cur {
 			waitFor(t, 60*time.Second, "machine "+next.name+" routed as the master of "+topic, func() bool { return masterOf(ns, topic) == next.addr() })
@@ -302,6 +347,12 @@ func runWALLoop(t *testing.T, opts walLoopOpts) {
 	}
 	acks := l.all()
 	checkWAL(t, fmt.Sprintf("seed %d, at the end", seed), readAllQueues(t, cur.addr(), ns, topic), acks)
+	if opts.local {
+		checkLocalNoReuse(t, fmt.Sprintf("seed %d, at the end", seed), readAllQueues(t, cur.addr(), ns, localTopic), ll, acks)
+		if opts.fold && !folded.Load() {
+			t.Fatalf("seed %d: no start folded the WAL's tail", seed)
+		}
+	}
 	var restarts []time.Duration
 	for _, c := range cycles {
 		restarts = append(restarts, c.restart)
@@ -312,6 +363,38 @@ func runWALLoop(t *testing.T, opts walLoopOpts) {
 		restarts[0].Round(time.Millisecond), restarts[len(restarts)/2].Round(time.Millisecond), restarts[len(restarts)-1].Round(time.Millisecond),
 		time.Since(begin).Round(time.Millisecond))
 	cur.proc.stopClean(t, 30*time.Second)
+}
+
+// checkLocalNoReuse checks the local-durable topic: its acks (ll) may be
+// lost with a wiped disk, but none of its queue offsets or commitlog
+// offsets named two messages while sending (ll's violations), no record
+// read back (recs) sits at an acknowledged queue offset with other bytes,
+// and no ack shares a commitlog offset with an ack of the bucket-durable
+// topic (others) with other bytes.
+func checkLocalNoReuse(t *testing.T, what string, recs map[clQueueOffset]clRecord, ll *crashLoopLog, others []clAck) {
+	t.Helper()
+	problems := ll.violations()
+	byPhys := map[int64]string{}
+	for _, a := range others {
+		byPhys[a.phys] = a.body
+	}
+	acks := ll.all()
+	lost := 0
+	for _, a := range acks {
+		if b, ok := byPhys[a.phys]; ok && b != a.body {
+			problems = append(problems, fmt.Sprintf("commitlog offset %d acked for the local topic's %v and the bucket topic's %.16q", a.phys, a, b))
+		}
+		switch r, ok := recs[clQueueOffset{a.queue, a.qoff}]; {
+		case !ok:
+			lost++ // allowed: local-durable, its disk wiped
+		case r.body != a.body:
+			problems = append(problems, fmt.Sprintf("local ack %v: its queue offset holds %.16q (commitlog %d): offset reused", a, r.body, r.phys))
+		}
+	}
+	if len(problems) > 0 {
+		t.Fatalf("%s: local-durable topic: %d acks, %d problems; the first ones:\n%s", what, len(acks), len(problems), strings.Join(problems[:min(len(problems), 20)], "\n"))
+	}
+	t.Logf("%s: local-durable topic: %d acks, %d gone with a wiped disk (allowed), none of its offsets reused", what, len(acks), lost)
 }
 
 // startWALMachine starts m's broker and waits until it answers on its
