@@ -20,6 +20,7 @@ import (
 type finalState struct {
 	log      map[qkey]string
 	sync     bool
+	bucket   bool // every topic bucket-durable: no acknowledgement may be lost
 	diverged []byte
 	diskLost map[int][]time.Time // per node: power losses and disk swaps
 	life     map[int][]lifeEvent // per node: process starts and ends
@@ -44,6 +45,9 @@ type finalState struct {
 // A sync_master one only when every node lost its disk (everyDiskLost).
 // Counted, not a violation.
 func (f *finalState) lostAsync(body string, node int, at time.Duration) bool {
+	if f.bucket {
+		return false // answered once the bucket held it
+	}
 	if f.sync {
 		if phys, ok := f.phys[body]; ok {
 			return f.everyHolderLost(at, phys)
@@ -294,7 +298,7 @@ func (c *cluster) finalChecks(w *world, wl *queueWorkload, workloads []Workload,
 		res.violate("no-recovery", "after the probes: %v", err)
 		return
 	}
-	f := &finalState{sync: c.opt.Sync, diverged: c.divergedBytes(), diskLost: c.diskLost, life: c.life, snaps: c.snaps, start: wl.start,
+	f := &finalState{sync: c.opt.Sync, bucket: c.opt.Bucket, diverged: c.divergedBytes(), diskLost: c.diskLost, life: c.life, snaps: c.snaps, start: wl.start,
 		nodes: len(c.nodes), m: m, steps: res.Schedule.Steps, takeovers: c.takeoverTimes(), ckpt: c.nodes[0].cfg.CheckpointInterval, ttl: c.opt.LeaseTTL, known: c.opt.KnownOpen}
 	// Violations of known-open kinds are set aside, so that the restart
 	// checks still run.

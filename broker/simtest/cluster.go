@@ -126,6 +126,9 @@ func newCluster(opt Options, logger *slog.Logger) *cluster {
 			SegmentMaxAge: opt.SegmentMaxAge, RegisterInterval: time.Hour, ShutdownTimeout: 20 * time.Second,
 			ReserveLogMin: 1 << 20, ReserveQueueMin: 1 << 10,
 			TransactionCheckInterval: opt.TxCheckInterval} // the workloads' services otherwise run with their defaults
+		if opt.Bucket {
+			n.cfg.Durability, n.cfg.WALLinger = broker.DurabilityBucket, 50*time.Millisecond
+		}
 		c.nodes = append(c.nodes, n)
 	}
 	return c

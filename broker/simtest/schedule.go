@@ -86,7 +86,12 @@ type Schedule struct {
 	// configured that restarts tries to take a released or lapsed lease
 	// in New, on its own copy of the log, not through a slave's watch.
 	Masters int
-	Steps   []Step
+	// Bucket: every topic is bucket-durable (STRATAMQ_DURABILITY=bucket):
+	// a send is answered once a committed WAL object holds it, so no
+	// acknowledged message may be lost however the nodes die, disks
+	// included. Nodes may then be 1 (no slave: the serverless case).
+	Bucket bool
+	Steps  []Step
 	// Tail is how long the workload runs after the last step before the
 	// cluster is healed.
 	Tail time.Duration
@@ -101,6 +106,9 @@ func (s *Schedule) String() string {
 	fmt.Fprintf(&b, "seed %d: %d nodes, %s, %d steps", s.Seed, s.Nodes, mode, len(s.Steps))
 	if s.Masters > 1 {
 		fmt.Fprintf(&b, ", %d nodes configured as master", s.Masters)
+	}
+	if s.Bucket {
+		b.WriteString(", every topic bucket-durable")
 	}
 	b.WriteString("\n")
 	for _, st := range s.Steps {
@@ -150,6 +158,43 @@ func Draw(seed uint64, allowed []Fault, ttl time.Duration, maxSteps int) *Schedu
 	// Drawn last, so the rest of a seed's schedule is what it was before.
 	s.Masters = 1 + rng.IntN(s.Nodes)
 	return s
+}
+
+// Durability modes of DrawDurability.
+const (
+	DurabilityDrawn  = "drawn"  // a quarter of the seeds bucket-durable, a third of those on one node
+	DurabilityLocal  = "local"  // never
+	DurabilityBucket = "bucket" // always (a third on one node)
+)
+
+// DrawDurability sets s.Bucket by mode, from a generator of its own (the
+// rest of the seed's draw is unchanged). A bucket-durable schedule runs
+// on one node a third of the time: its steps all fall on n0, a network
+// cut becomes a bucket cut and a promote or demote a crash.
+func DrawDurability(s *Schedule, mode string) {
+	rng := rand.New(rand.NewPCG(s.Seed, 0xb0c4e7d0ab1e))
+	switch mode {
+	case DurabilityLocal:
+		return
+	case DurabilityBucket:
+		s.Bucket = true
+	default:
+		s.Bucket = rng.IntN(4) == 0
+	}
+	if !s.Bucket || rng.IntN(3) != 0 {
+		return
+	}
+	s.Nodes, s.Masters, s.Sync = 1, 1, false // a sync_master needs a slave to answer SEND_OK
+	for i := range s.Steps {
+		st := &s.Steps[i]
+		st.Node, st.Peer = 0, 0
+		switch st.Fault {
+		case NetCut:
+			st.Fault = BucketCut
+		case Promote, Demote:
+			st.Fault, st.Dur = Crash, time.Duration(float64(s.Tail)/2)
+		}
+	}
 }
 
 // without is s minus step i (shrinking).

@@ -23,6 +23,7 @@ type Options struct {
 	Nodes         int           // set from the schedule
 	Sync          bool          // set from the schedule
 	Masters       int           // set from the schedule (0 counts as 1)
+	Bucket        bool          // set from the schedule
 	LeaseTTL      time.Duration // default 2 s
 	SegmentMaxAge time.Duration // default 3 s: the master seals by age, a slave never does
 	Queues        int           // default 2
@@ -102,7 +103,7 @@ func (r *Result) violate(kind, format string, args ...any) {
 // inside a testing/synctest bubble (RunSeed does that) so that time is
 // virtual; outside one it runs in real time.
 func Run(s *Schedule, opt Options) *Result {
-	opt.Nodes, opt.Sync, opt.Masters = s.Nodes, s.Sync, s.Masters
+	opt.Nodes, opt.Sync, opt.Masters, opt.Bucket = s.Nodes, s.Sync, s.Masters, s.Bucket
 	opt = opt.withDefaults()
 	res := &Result{Schedule: s}
 	t0 := time.Now()

@@ -28,6 +28,7 @@ var (
 	flagBudget = flag.Duration("sim.budget", time.Minute, "wall-time budget of TestSim (the CI form: at most about a minute)")
 	flagSteps  = flag.Int("sim.steps", 6, "most steps a schedule draws")
 	flagAll    = flag.Bool("sim.all", false, "draw the known-open fault kinds too")
+	flagDur    = flag.String("sim.durability", DurabilityLocal, "TestSim: local, bucket (every topic bucket-durable, a third of the seeds on one node) or drawn (a quarter of the seeds bucket-durable)")
 	flagFaults = flag.String("sim.faults", "", "comma-separated fault kinds to draw (default: all but the known-open ones)")
 	flagVerb   = flag.Bool("sim.v", false, "log the brokers (replay)")
 	flagShrink = flag.Bool("sim.shrink", false, "on a violation, drop steps while it still fails")
@@ -176,7 +177,11 @@ func replayCmd(s *Schedule, faults []Fault) string {
 	for i, f := range faults {
 		names[i] = f.String()
 	}
-	return fmt.Sprintf("go test ./broker/simtest -run 'TestSim$' -sim.seed=%d -sim.steps=%d -sim.faults=%s", s.Seed, *flagSteps, strings.Join(names, ","))
+	dur := ""
+	if *flagDur != DurabilityLocal {
+		dur = " -sim.durability=" + *flagDur
+	}
+	return fmt.Sprintf("go test ./broker/simtest -run 'TestSim$' -sim.seed=%d -sim.steps=%d -sim.faults=%s%s", s.Seed, *flagSteps, strings.Join(names, ","), dur)
 }
 
 func report(t *testing.T, res *Result, faults []Fault) string {
@@ -227,6 +232,7 @@ func TestSim(t *testing.T) {
 	opt := simOptions()
 	if *flagSeed != 0 {
 		s := Draw(*flagSeed, faults, 2*time.Second, *flagSteps)
+		DrawDurability(s, *flagDur)
 		res := runSchedule(t, s, opt)
 		if len(res.Violations) > 0 && *flagShrink {
 			res = shrink(t, res, opt)
@@ -248,6 +254,7 @@ func TestSim(t *testing.T) {
 			break
 		}
 		s := Draw(*flagFirst+uint64(i), faults, 2*time.Second, *flagSteps)
+		DrawDurability(s, *flagDur)
 		res := runSchedule(t, s, opt)
 		if tl.add(res) {
 			t.Errorf("%s", report(t, res, faults))
@@ -327,6 +334,9 @@ func (tl *tally) add(res *Result) bool {
 	mode := "async"
 	if s.Sync {
 		mode = "sync"
+	}
+	if s.Bucket {
+		mode += "-bucket"
 	}
 	tl.shapes[fmt.Sprintf("%dn-%s", s.Nodes, mode)]++
 	tl.virtual += res.Virtual

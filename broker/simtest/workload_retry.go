@@ -306,7 +306,7 @@ func (r *retryWorkload) Check(f *finalState) []Violation {
 		}
 		desc := fmt.Sprintf("%q (reconsume times %d) sent back by n%d at %s with delay level %d", b.body, b.reconsume, b.node, ms(b.at), b.level)
 		if len(copies) == 0 {
-			if f.lostAsyncAt(b.body, b.node, b.at) || f.sync && b.physFrom >= 0 && f.everyHolderLost(b.at.Sub(f.start), b.physFrom) {
+			if f.lostAsyncAt(b.body, b.node, b.at) || f.sync && !f.bucket && b.physFrom >= 0 && f.everyHolderLost(b.at.Sub(f.start), b.physFrom) {
 				r.asyncLost++
 				continue
 			}

@@ -3,8 +3,6 @@ package wal
 import (
 	"context"
 	"slices"
-	"sync"
-	"sync/atomic"
 )
 
 // Trim tells the writer that the log up to uploaded is in the manifest's
@@ -35,14 +33,17 @@ func (w *Writer) hold(h Header) {
 	w.held = slices.Insert(w.held, i, h)
 }
 
-// trimDeletes is how many DELETEs a trim issues at once.
-const trimDeletes = 8
-
 // trim deletes the objects below the first one of the chain that holds
-// bytes past trimTo (skipped and filler objects below it too), at most
-// trimDeletes at a time, under the fence. It runs on its own goroutine:
-// shipping goes on meanwhile. It says whether no object is left
-// (the writer may then continue from there: continueFrom).
+// bytes past trimTo (skipped and filler objects below it too), one at a
+// time in ascending order, under the fence, and stops at the first DELETE
+// that fails (the next trim goes on from there). What is left is always
+// every listed object from some number up: a reader takes a missing
+// number inside a writer's run for a PUT that never landed and ends the
+// chain there, so deleting out of order (several at once, one of them
+// failing) would cut acknowledged objects past the trim point off the
+// chain. It runs on its own goroutine: shipping goes on meanwhile. It
+// says whether no object is left (the writer may then continue from
+// there: continueFrom).
 func (w *Writer) trim(ctx context.Context) trimResult {
 	to := w.trimTo.Load()
 	w.trimMu.Lock()
@@ -55,43 +56,23 @@ func (w *Writer) trim(ctx context.Context) trimResult {
 	}
 	victims := slices.Clone(w.held[:cut])
 	w.trimMu.Unlock()
-	deleted := make([]bool, len(victims))
-	sem := make(chan struct{}, trimDeletes)
-	var wg sync.WaitGroup
-	var failed atomic.Bool
-	for i, h := range victims {
-		if failed.Load() {
-			break
-		}
+	gone := map[uint64]bool{}
+	for _, h := range victims {
 		if _, err := w.fence(); err != nil {
 			break
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			actx, cancel := w.bound(ctx)
-			err := w.cfg.Bucket.Delete(actx, Key(w.cfg.Dir, h.Seq))
-			cancel()
-			if err != nil {
-				w.st.errors.Add(1)
-				if !failed.Swap(true) {
-					w.log.Warn("WAL trim failed; retried at the next trim", "seq", h.Seq, "err", err)
-				}
-				return
-			}
-			w.st.deletes.Add(1)
-			deleted[i] = true
-		}()
-	}
-	wg.Wait()
-	w.trimMu.Lock()
-	gone := map[uint64]bool{}
-	for i, ok := range deleted {
-		if ok {
-			gone[victims[i].Seq] = true
+		actx, cancel := w.bound(ctx)
+		err := w.cfg.Bucket.Delete(actx, Key(w.cfg.Dir, h.Seq))
+		cancel()
+		if err != nil {
+			w.st.errors.Add(1)
+			w.log.Warn("WAL trim failed; retried at the next trim", "seq", h.Seq, "err", err)
+			break
 		}
+		w.st.deletes.Add(1)
+		gone[h.Seq] = true
 	}
+	w.trimMu.Lock()
 	w.held = slices.DeleteFunc(w.held, func(h Header) bool { return gone[h.Seq] })
 	all := len(w.held) == 0
 	w.trimMu.Unlock()

@@ -60,3 +60,73 @@ func TestTrimDoesNotStallSends(t *testing.T) {
 		_ = n.stop()
 	})
 }
+
+// failDeleteBucket fails every Delete of key fail (a bucket that throttles
+// or drops one request).
+type failDeleteBucket struct {
+	tier.Bucket
+	fail string
+}
+
+func (b *failDeleteBucket) Delete(ctx context.Context, key string) error {
+	if key == b.fail {
+		return &tier.ServerError{Op: "delete", Key: key, Status: 503, Code: "SlowDown", Err: errInjected}
+	}
+	return b.Bucket.Delete(ctx, key)
+}
+
+// TestTrimWithAFailedDeleteKeepsTheChain: a trim whose DELETE of one
+// object fails must leave a chain a reader can follow: no object past the
+// trim point may be cut off from it, and a later writer's claim must read
+// it. (Deleting the objects eight at a time, a failed DELETE left that
+// object behind while later ones were gone: the reader took the hole for
+// a PUT that never landed and ended the chain there, so every object past
+// the trim point, acknowledged, fell out of the restore; a later claim
+// continuing a deleted object made the WAL unreadable. TestSim seed 62
+// with every topic bucket-durable.)
+func TestTrimWithAFailedDeleteKeepsTheChain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &failDeleteBucket{Bucket: &faultBucket{Bucket: tier.NewMem()}}
+		n, err := start(t, b, newMemLog(0), 0, Config{Batch: 1000, Linger: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a acked
+		for i := range 12 {
+			if err := <-a.send(n, fmt.Sprintf("t%02d", i), 1000, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, err := Read(context.Background(), b, "wal/")
+		if err != nil || len(c.Objects) < 12 {
+			t.Fatalf("before the trim: %v, %d objects", err, len(c.Objects))
+		}
+		b.fail = Key("wal/", c.Objects[3].Seq) // the fourth object's DELETE fails
+		n.w.Trim(10 * 1000)                    // the segments hold the first ten records
+		synctest.Wait()
+		c, err = Read(context.Background(), b, "wal/")
+		_ = n.stop()
+		if err != nil {
+			t.Fatalf("after a trim with a failed DELETE the WAL is unreadable: %v", err)
+		}
+		if end := c.End(0); end != 12*1000 {
+			t.Fatalf("after a trim with a failed DELETE the chain ends at %d, want %d (objects %v, skipped %v)", end, 12*1000, c.Objects, c.Skipped)
+		}
+		// A later writer claims over what is left, and a fresh disk at
+		// the segments' end gets every acknowledged record back.
+		b.fail = ""
+		n2, err := start(t, b, newMemLog(10*1000), 10*1000, Config{Batch: 1000, Linger: time.Millisecond})
+		if err != nil {
+			t.Fatalf("a later writer could not claim the WAL: %v", err)
+		}
+		err = <-a.send(n2, "after", 300, time.Time{})
+		_ = n2.stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err = Read(context.Background(), b, "wal/"); err != nil {
+			t.Fatalf("after the later writer's claim the WAL is unreadable: %v", err)
+		}
+		a.check(t, b, 10*1000)
+	})
+}
