@@ -6,6 +6,7 @@ package wal
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -128,5 +129,56 @@ func TestTrimWithAFailedDeleteKeepsTheChain(t *testing.T) {
 			t.Fatalf("after the later writer's claim the WAL is unreadable: %v", err)
 		}
 		a.check(t, b, 10*1000)
+	})
+}
+
+// failReadLog is a log whose reads fail while fail is set (its bytes are
+// in the bucket only, and the bucket does not answer).
+type failReadLog struct {
+	*memLog
+	fail atomic.Bool
+}
+
+func (l *failReadLog) ReadLog(ctx context.Context, off int64, p []byte) (int, error) {
+	if l.fail.Load() {
+		return 0, errInjected
+	}
+	return l.memLog.ReadLog(ctx, off, p)
+}
+
+// TestLogReadFailureIsRetried: the log failing to read what is to ship (a
+// cold read while the bucket is cut: the segment was listed and dropped
+// locally) must not stop the writer for good: it tries again, and the
+// send waiting meanwhile is committed once the log reads. (It stopped the
+// writer, and every bucket-durable send was refused until a restart:
+// TestSim seed 174 with every topic bucket-durable.)
+func TestLogReadFailureIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &faultBucket{Bucket: tier.NewMem()}
+		l := &failReadLog{memLog: newMemLog(0)}
+		n, err := start(t, b, l.memLog, 0, Config{Batch: 1000, Linger: time.Millisecond, Log: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a acked
+		if err := <-a.send(n, "before", 500, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		l.fail.Store(true)
+		done := a.send(n, "while-unreadable", 500, time.Time{})
+		time.Sleep(3 * time.Second)
+		select {
+		case err := <-done:
+			_ = n.stop()
+			t.Fatalf("a send answered while the log could not be read: %v", err)
+		default:
+		}
+		l.fail.Store(false)
+		err = <-done
+		stopErr := n.stop()
+		if err != nil {
+			t.Fatalf("the send after the log read again: %v (writer: %v)", err, stopErr)
+		}
+		a.check(t, b, 0)
 	})
 }

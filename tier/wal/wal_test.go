@@ -35,7 +35,10 @@ func start(t *testing.T, b tier.Bucket, l *memLog, from int64, cfg Config) (*nod
 		if err != nil {
 			return nil, err
 		}
-		cfg.Bucket, cfg.Log = b, l
+		cfg.Bucket = b
+		if cfg.Log == nil {
+			cfg.Log = l
+		}
 		w := NewWriter(cfg, c, end)
 		if err := w.Claim(ctx); errors.Is(err, ErrConflict) {
 			continue

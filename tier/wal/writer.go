@@ -330,6 +330,10 @@ func (w *Writer) Run(ctx context.Context) error {
 		// gets how far it left nothing (0: it did not), for continueFrom.
 		trimming bool
 		trimmed  = make(chan trimResult, 1)
+		// readBackoff, readAfter: the log failed to read (logReadError);
+		// no object is cut before readAfter.
+		readBackoff time.Duration
+		readAfter   time.Time
 	)
 	defer func() {
 		wg.Wait()
@@ -371,11 +375,29 @@ func (w *Writer) Run(ctx context.Context) error {
 				break
 			}
 			idleSince = time.Time{}
-			obj, err := w.cut(ctx, end)
-			if err != nil {
-				runErr = err
+			if now.Before(readAfter) {
+				wakeAt = readAfter
 				break
 			}
+			obj, err := w.cut(ctx, end)
+			if err != nil {
+				var re *logReadError
+				if !errors.As(err, &re) || ctx.Err() != nil {
+					runErr = err // not a record: nothing to retry
+					break
+				}
+				// The log's bytes are in the bucket only (the segment was
+				// listed and dropped locally) and the bucket did not
+				// answer: tried again, backing off; sends wait meanwhile.
+				if readBackoff == 0 {
+					w.log.Warn("WAL: reading the log to ship failed; retrying", "at", w.shipped, "err", err)
+				}
+				readBackoff = min(max(2*readBackoff, 100*time.Millisecond), 5*time.Second)
+				readAfter = now.Add(readBackoff)
+				wakeAt = readAfter
+				break
+			}
+			readBackoff = 0
 			n := len(obj) - HeaderSize
 			h := Header{Seq: w.nextSeq, Claim: w.claim, Prev: w.nextSeq - 1, Epoch: w.epoch, Start: w.shipped,
 				Length: int64(n)}
@@ -531,11 +553,23 @@ func (w *Writer) cut(ctx context.Context, end int64) ([]byte, error) {
 	return big, nil
 }
 
+// logReadError is the log failing to read (a cold read the bucket did
+// not answer, say): Run tries again, unlike bytes that are no record.
+type logReadError struct {
+	off int64
+	err error
+}
+
+func (e *logReadError) Error() string {
+	return fmt.Sprintf("wal: read the log at %d: %v", e.off, e.err)
+}
+func (e *logReadError) Unwrap() error { return e.err }
+
 func (w *Writer) readFull(ctx context.Context, off int64, p []byte) error {
 	for len(p) > 0 {
 		n, err := w.cfg.Log.ReadLog(ctx, off, p)
 		if err != nil {
-			return fmt.Errorf("wal: read the log at %d: %w", off, err)
+			return &logReadError{off: off, err: err}
 		}
 		if n == 0 {
 			return fmt.Errorf("wal: the log ends before %d", off)
