@@ -160,7 +160,7 @@ func (b *Broker) watchWAL(ctx context.Context) {
 		b.scanDurability() // the master's topics reach the slave by mirroring
 		if b.wal.used.Load() {
 			lctx, cancel := context.WithTimeout(ctx, b.cfg.HASyncInterval+5*time.Second)
-			c, err := wal.Read(lctx, b.scoped, walDir)
+			c, err := wal.ReadFrom(lctx, b.scoped, walDir, b.bucketObjectsEnd(nil))
 			cancel()
 			if err != nil {
 				b.log.Warn("slave: the master's bucket WAL is not readable; bucket-durable topics stay where they were", "err", err)
@@ -368,11 +368,12 @@ func (b *Broker) hiddenEndOf(topic string, queue int32, offset int64) int64 {
 const walRecoverTimeout = 2 * time.Minute
 
 // readWALChain lists the WAL of this brokerName (a master with a bucket,
-// before its store opens).
-func (b *Broker) readWALChain() (*wal.Chain, error) {
+// before its store opens); floor is where the manifest's segments end
+// (objects holding nothing past it are not walked: wal.ReadFrom).
+func (b *Broker) readWALChain(floor int64) (*wal.Chain, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), walRecoverTimeout)
 	defer cancel()
-	c, err := wal.Read(ctx, b.scoped, walDir)
+	c, err := wal.ReadFrom(ctx, b.scoped, walDir, floor)
 	if err != nil {
 		return nil, fmt.Errorf("broker: read the bucket WAL: %w", err)
 	}
@@ -384,8 +385,8 @@ func (b *Broker) readWALChain() (*wal.Chain, error) {
 // wrote after is set aside, not refused, when the bucket holds its log;
 // and, per lease epoch, where that epoch's writer's data objects in the
 // chain end (restore.Local.WALEnds; claims and fillers hold no bytes).
-func (b *Broker) walHolds() (held []durability.OffsetRange, ends map[int64]int64, err error) {
-	c, err := b.readWALChain()
+func (b *Broker) walHolds(floor int64) (held []durability.OffsetRange, ends map[int64]int64, err error) {
+	c, err := b.readWALChain(floor)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -477,7 +478,7 @@ func (b *Broker) recoverWAL(c *wal.Chain, e int64, reopen func() error) error {
 			return fmt.Errorf("broker: claim the bucket WAL: %w", err)
 		}
 		b.log.Warn("the bucket WAL grew while it was read; reading it again", "err", err)
-		if c, err = wal.Read(ctx, b.scoped, walDir); err != nil {
+		if c, err = wal.ReadFrom(ctx, b.scoped, walDir, e); err != nil {
 			return fmt.Errorf("broker: read the bucket WAL: %w", err)
 		}
 	}

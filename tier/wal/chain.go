@@ -69,6 +69,16 @@ const headerReads = 8
 // object that fails its checksums is an error: nothing is skipped that a
 // writer may have acknowledged.
 func Read(ctx context.Context, b tier.Reader, dir string) (*Chain, error) {
+	return ReadFrom(ctx, b, dir, 0)
+}
+
+// ReadFrom is Read for a reader that knows the log up to floor is in the
+// manifest's segments: an object that holds nothing past floor is not
+// walked (it is listed in Skipped, for trims to delete). Such an object
+// may be a trim's leftover below a deleted one, or a late PUT that landed
+// after its number was trimmed; walked, it would look like a run with a
+// hole, and the chain would end there, before what was acknowledged.
+func ReadFrom(ctx context.Context, b tier.Reader, dir string, floor int64) (*Chain, error) {
 	var last error
 	for try := 0; try < maxReadTries; try++ {
 		hs, maxSeq, err := readHeaders(ctx, b, dir)
@@ -79,9 +89,26 @@ func Read(ctx context.Context, b tier.Reader, dir string) (*Chain, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := walk(hs)
+		var below []Header
+		dropped := map[uint64]bool{}
+		if floor > 0 {
+			kept := hs[:0:0]
+			for _, h := range hs {
+				if !h.Filler && h.End() <= floor {
+					below, dropped[h.Seq] = append(below, h), true
+				} else {
+					kept = append(kept, h)
+				}
+			}
+			hs = kept
+		}
+		c, err := walk(hs, dropped)
 		if err != nil {
 			return nil, err
+		}
+		if len(below) > 0 {
+			c.Skipped = append(below, c.Skipped...)
+			sortHeaders(c.Skipped)
 		}
 		c.MaxSeq = maxSeq
 		for i := 1; i < len(hs); i++ {
@@ -173,7 +200,10 @@ func readHeaders(ctx context.Context, b tier.Reader, dir string) ([]Header, uint
 // A newer writer's object that fits none of these (a claim continuing an
 // object this walk does not keep, or a run whose claim is listed but not
 // kept) contradicts how writers work: an error, never a silent skip.
-func walk(hs []Header) (*Chain, error) {
+//
+// dropped are objects the caller knows hold nothing past the segments'
+// end (ReadFrom): not walked, they count as trimmed.
+func walk(hs []Header, dropped map[uint64]bool) (*Chain, error) {
 	c := &Chain{}
 	var cur [2]uint64 // the newest writer so far
 	broken := false   // the current writer's run has a hole
@@ -198,7 +228,7 @@ func walk(hs []Header) (*Chain, error) {
 				keep := 0
 				if h.Prev != 0 {
 					k := slices.IndexFunc(c.Objects, func(o Header) bool { return o.Seq == h.Prev })
-					if k < 0 && h.Prev >= first {
+					if k < 0 && h.Prev >= first && !dropped[h.Prev] {
 						return nil, fmt.Errorf("%w: %s continues #%d, which is not in the chain", ErrCorrupt, h, h.Prev)
 					}
 					keep = k + 1 // k < 0: its predecessor was trimmed
@@ -211,7 +241,7 @@ func walk(hs []Header) (*Chain, error) {
 				}
 				c.Skipped = append(c.Skipped, c.Objects[keep:]...)
 				c.Objects = c.Objects[:keep]
-			case h.Claim < first:
+			case h.Claim < first || dropped[h.Claim]:
 				// Its claim was trimmed: it starts the listed chain.
 				c.Skipped = append(c.Skipped, c.Objects...)
 				c.Objects = c.Objects[:0]

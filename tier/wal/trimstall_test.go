@@ -4,8 +4,10 @@
 package wal
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -180,5 +182,70 @@ func TestLogReadFailureIsRetried(t *testing.T) {
 			t.Fatalf("the send after the log read again: %v (writer: %v)", err, stopErr)
 		}
 		a.check(t, b, 0)
+	})
+}
+
+// TestReadFromSkipsWhatTheSegmentsHold: a PUT that lands late, after its
+// number was trimmed, puts an old object back below objects of the same
+// writer past the trim point. Walked, it looks like a run with a hole and
+// the chain ends there, before what was acknowledged (TestSim seed 129,
+// every topic bucket-durable: a restored broker handed those offsets out
+// again). A reader that knows where the segments end (ReadFrom) skips
+// what holds nothing past it, and a claim over the result reads back.
+func TestReadFromSkipsWhatTheSegmentsHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b := &faultBucket{Bucket: tier.NewMem()}
+		n, err := start(t, b, newMemLog(0), 0, Config{Batch: 1000, Linger: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a acked
+		for i := range 12 {
+			if err := <-a.send(n, fmt.Sprintf("t%02d", i), 1000, time.Time{}); err != nil {
+				_ = n.stop()
+				t.Fatal(err)
+			}
+		}
+		c, err := Read(ctx, b, "wal/")
+		if err != nil {
+			_ = n.stop()
+			t.Fatal(err)
+		}
+		old := c.Objects[4] // [3000, 4000): its bytes, to land again later
+		key := Key("wal/", old.Seq)
+		attrs, err := b.Stat(ctx, key)
+		if err != nil {
+			_ = n.stop()
+			t.Fatal(err)
+		}
+		body := make([]byte, attrs.Size)
+		if err := b.ReadAt(ctx, key, body, 0); err != nil {
+			_ = n.stop()
+			t.Fatal(err)
+		}
+		n.w.Trim(10 * 1000)
+		synctest.Wait()
+		_ = n.stop()
+		if _, err := b.Stat(ctx, key); err == nil {
+			t.Fatalf("%s was not trimmed", key)
+		}
+		// The late PUT lands: the number is free again.
+		if _, err := b.Bucket.PutIf(ctx, key, bytes.NewReader(body), int64(len(body)), tier.IfAbsent()); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := Read(ctx, b, "wal/"); err == nil && c.End(0) == 12*1000 {
+			t.Fatalf("without the segments' end the chain still reaches %d: the test no longer shows the hole", c.End(0))
+		}
+		c, err = ReadFrom(ctx, b, "wal/", 10*1000)
+		if err != nil {
+			t.Fatalf("ReadFrom: %v", err)
+		}
+		if end := c.End(10 * 1000); end != 12*1000 {
+			t.Fatalf("ReadFrom(10000) chain ends at %d, want %d (objects %v, skipped %v)", end, 12*1000, c.Objects, c.Skipped)
+		}
+		if !slices.ContainsFunc(c.Skipped, func(h Header) bool { return h.Seq == old.Seq }) {
+			t.Fatalf("the landed-late object %s is not in Skipped (for a trim to delete): %v", old, c.Skipped)
+		}
 	})
 }
