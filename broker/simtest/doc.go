@@ -52,6 +52,13 @@
 //   - Schedules (schedule.go): a seed (math/rand/v2 PCG) draws the
 //     cluster's shape (2 or 3 nodes, sync_master or async_master) and up
 //     to -sim.steps faults; the same seed draws the same schedule.
+//     -sim.durability=bucket runs every topic bucket-durable
+//     (STRATAMQ_DURABILITY=bucket: a send is answered once a committed
+//     WAL object holds it), a third of the seeds on a lone async_master
+//     (the serverless case: network cuts become bucket cuts, promote and
+//     demote crashes); the checker then allows no acknowledged loss at
+//     all, disks and power included. drawn makes a quarter of the seeds
+//     so (its own random stream); local, the default, none.
 //   - The checker (check.go), after every fault healed, every node
 //     restarted and one master sees its slaves in sync: every SEND_OK is
 //     readable at its offset with its body (async_master: or kept in a

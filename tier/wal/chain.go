@@ -89,20 +89,20 @@ func ReadFrom(ctx context.Context, b tier.Reader, dir string, floor int64) (*Cha
 		if err != nil {
 			return nil, err
 		}
+		all := hs // every listed object: the holes are numbers none holds
 		var below []Header
-		dropped := map[uint64]bool{}
 		if floor > 0 {
 			kept := hs[:0:0]
 			for _, h := range hs {
 				if !h.Filler && h.End() <= floor {
-					below, dropped[h.Seq] = append(below, h), true
+					below = append(below, h)
 				} else {
 					kept = append(kept, h)
 				}
 			}
 			hs = kept
 		}
-		c, err := walk(hs, dropped)
+		c, err := walk(hs)
 		if err != nil {
 			return nil, err
 		}
@@ -111,8 +111,8 @@ func ReadFrom(ctx context.Context, b tier.Reader, dir string, floor int64) (*Cha
 			sortHeaders(c.Skipped)
 		}
 		c.MaxSeq = maxSeq
-		for i := 1; i < len(hs); i++ {
-			for s := hs[i-1].Seq + 1; s < hs[i].Seq; s++ {
+		for i := 1; i < len(all); i++ {
+			for s := all[i-1].Seq + 1; s < all[i].Seq; s++ {
 				c.Holes = append(c.Holes, s)
 			}
 		}
@@ -200,16 +200,18 @@ func readHeaders(ctx context.Context, b tier.Reader, dir string) ([]Header, uint
 // A newer writer's object that fits none of these (a claim continuing an
 // object this walk does not keep, or a run whose claim is listed but not
 // kept) contradicts how writers work: an error, never a silent skip.
-//
-// dropped are objects the caller knows hold nothing past the segments'
-// end (ReadFrom): not walked, they count as trimmed.
-func walk(hs []Header, dropped map[uint64]bool) (*Chain, error) {
+func walk(hs []Header) (*Chain, error) {
 	c := &Chain{}
 	var cur [2]uint64 // the newest writer so far
 	broken := false   // the current writer's run has a hole
-	first := uint64(0)
-	if len(hs) > 0 {
-		first = hs[0].Seq
+	// A writer writes its claim before its data objects, and a claim
+	// continues an object it read: one of them not listed was deleted
+	// since, by a trim (the segments hold its bytes), whatever older
+	// objects are still listed (a trim's leftover, a PUT that landed late
+	// after its number was trimmed).
+	listed := make(map[uint64]bool, len(hs))
+	for _, h := range hs {
+		listed[h.Seq] = true
 	}
 	for _, h := range hs {
 		if h.Filler {
@@ -228,7 +230,7 @@ func walk(hs []Header, dropped map[uint64]bool) (*Chain, error) {
 				keep := 0
 				if h.Prev != 0 {
 					k := slices.IndexFunc(c.Objects, func(o Header) bool { return o.Seq == h.Prev })
-					if k < 0 && h.Prev >= first && !dropped[h.Prev] {
+					if k < 0 && listed[h.Prev] {
 						return nil, fmt.Errorf("%w: %s continues #%d, which is not in the chain", ErrCorrupt, h, h.Prev)
 					}
 					keep = k + 1 // k < 0: its predecessor was trimmed
@@ -241,7 +243,7 @@ func walk(hs []Header, dropped map[uint64]bool) (*Chain, error) {
 				}
 				c.Skipped = append(c.Skipped, c.Objects[keep:]...)
 				c.Objects = c.Objects[:keep]
-			case h.Claim < first || dropped[h.Claim]:
+			case !listed[h.Claim]:
 				// Its claim was trimmed: it starts the listed chain.
 				c.Skipped = append(c.Skipped, c.Objects...)
 				c.Objects = c.Objects[:0]

@@ -247,5 +247,15 @@ func TestReadFromSkipsWhatTheSegmentsHold(t *testing.T) {
 		if !slices.ContainsFunc(c.Skipped, func(h Header) bool { return h.Seq == old.Seq }) {
 			t.Fatalf("the landed-late object %s is not in Skipped (for a trim to delete): %v", old, c.Skipped)
 		}
+		// Its number holds an object: no hole for a new writer to fill
+		// (a filler put there would find it taken, and the claim would
+		// conflict for ever: TestSim seed 1540).
+		if slices.Contains(c.Holes, old.Seq) {
+			t.Fatalf("ReadFrom lists #%d, which holds an object, as a hole: %v", old.Seq, c.Holes)
+		}
+		w := NewWriter(Config{Bucket: b, Dir: "wal/", Log: newMemLog(12 * 1000), Batch: 1000, Linger: time.Millisecond}, c, 12*1000)
+		if err := w.Claim(ctx); err != nil {
+			t.Fatalf("a writer claiming over ReadFrom's chain: %v", err)
+		}
 	})
 }
