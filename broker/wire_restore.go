@@ -143,9 +143,7 @@ func (b *Broker) checkLocalData() (m *upload.Manifest, promoted bool, err error)
 	if m, err = b.loadManifest(); err != nil {
 		return nil, false, fmt.Errorf("broker: read the bucket manifest to check the local data dir against it: %w", err)
 	}
-	// The whole listing (no floor): which epoch's objects reach where is
-	// what Decide reads, below the segments' end too.
-	walHeld, walEnds, err := b.walHolds(0)
+	walHeld, walEnds, err := b.walHolds(b.bucketObjectsEnd(m))
 	if err != nil {
 		return nil, false, err
 	}

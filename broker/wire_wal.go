@@ -386,7 +386,15 @@ func (b *Broker) readWALChain(floor int64) (*wal.Chain, error) {
 // and, per lease epoch, where that epoch's writer's data objects in the
 // chain end (restore.Local.WALEnds; claims and fillers hold no bytes).
 func (b *Broker) walHolds(floor int64) (held []durability.OffsetRange, ends map[int64]int64, err error) {
-	c, err := b.readWALChain(floor)
+	// The whole listing, as Decide has always read it (which epoch's
+	// objects reach where, below the segments' end too); only if leftovers
+	// below the segments' end make it unwalkable (a PUT that landed after
+	// its number was trimmed), from the segments' end (wal.ReadFrom).
+	c, err := b.readWALChain(0)
+	if errors.Is(err, wal.ErrCorrupt) && floor > 0 {
+		b.log.Warn("the bucket WAL's whole listing does not walk; reading it from the segments' end", "segmentsEnd", floor, "err", err)
+		c, err = b.readWALChain(floor)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
