@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -160,7 +161,7 @@ func (b *Broker) watchWAL(ctx context.Context) {
 		b.scanDurability() // the master's topics reach the slave by mirroring
 		if b.wal.used.Load() {
 			lctx, cancel := context.WithTimeout(ctx, b.cfg.HASyncInterval+5*time.Second)
-			c, err := wal.ReadFrom(lctx, b.scoped, walDir, b.bucketObjectsEnd(nil))
+			c, err := wal.ReadFrom(lctx, b.scoped, walDir, b.walFloor(nil))
 			cancel()
 			if err != nil {
 				b.log.Warn("slave: the master's bucket WAL is not readable; bucket-durable topics stay where they were", "err", err)
@@ -380,6 +381,39 @@ func (b *Broker) readWALChain(floor int64) (*wal.Chain, error) {
 	return c, nil
 }
 
+// walFloor is how far the bucket's commitlog objects hold the log without
+// a hole from the lowest of them: m's, or (nil) the uploader's manifest,
+// or the cold reader's objects (a slave). What wal.ReadFrom may take as in
+// the segments (never bucketObjectsEnd: the uploader commits segments as
+// they finish, so a later one may be listed while an earlier one is not).
+func (b *Broker) walFloor(m *upload.Manifest) int64 {
+	if m == nil && b.tier != nil && b.tier.Uploader() != nil {
+		m = b.tier.Uploader().Manifest()
+	}
+	var rs [][2]int64
+	if m != nil {
+		for _, o := range m.CommitLog() {
+			rs = append(rs, [2]int64{o.Base, o.End()})
+		}
+	} else if b.tier != nil {
+		for _, o := range b.tier.Cold().Objects() {
+			rs = append(rs, [2]int64{o.Base, o.Base + o.Length})
+		}
+	}
+	if len(rs) == 0 {
+		return 0
+	}
+	slices.SortFunc(rs, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	end := rs[0][0]
+	for _, r := range rs {
+		if r[0] > end {
+			break
+		}
+		end = max(end, r[1])
+	}
+	return end
+}
+
 // walHolds is the byte ranges of the log the bucket WAL's chain holds
 // (restore.Local.WAL), adjacent objects merged: a data dir another broker
 // wrote after is set aside, not refused, when the bucket holds its log;
@@ -486,7 +520,7 @@ func (b *Broker) recoverWAL(c *wal.Chain, e int64, reopen func() error) error {
 			return fmt.Errorf("broker: claim the bucket WAL: %w", err)
 		}
 		b.log.Warn("the bucket WAL grew while it was read; reading it again", "err", err)
-		if c, err = wal.ReadFrom(ctx, b.scoped, walDir, e); err != nil {
+		if c, err = wal.ReadFrom(ctx, b.scoped, walDir, b.walFloor(nil)); err != nil {
 			return fmt.Errorf("broker: read the bucket WAL: %w", err)
 		}
 	}

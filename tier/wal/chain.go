@@ -17,7 +17,8 @@ import (
 var ErrGap = errors.New("wal: gap before the first object")
 
 // Chain is the WAL as a reader sees it: the objects whose bytes are part
-// of the log, in order, each starting where the one before ends.
+// of the log, in order, each starting where the one before ends (ReadFrom:
+// or, below its floor, past it).
 type Chain struct {
 	Objects []Header // the chain, by sequence number; contiguous byte ranges
 	Skipped []Header // listed objects that are not part of it (deposed, orphaned or superseded)
@@ -73,11 +74,15 @@ func Read(ctx context.Context, b tier.Reader, dir string) (*Chain, error) {
 }
 
 // ReadFrom is Read for a reader that knows the log up to floor is in the
-// manifest's segments: an object that holds nothing past floor is not
-// walked (it is listed in Skipped, for trims to delete). Such an object
-// may be a trim's leftover below a deleted one, or a late PUT that landed
-// after its number was trimmed; walked, it would look like a run with a
-// hole, and the chain would end there, before what was acknowledged.
+// manifest's segments, with no gap below it. Within a writer's run, an
+// object whose predecessor is no longer listed and that starts at or
+// below floor starts the chain afresh: its predecessor was trimmed (the
+// segments hold its bytes), and what the walk holds before it is a trim's
+// leftover or a PUT that landed after its number was trimmed. Walked as
+// Read walks, such an old object below later ones of the same writer
+// looks like a run with a hole, and the chain would end there, before
+// what was acknowledged. Every header is walked: the newest writer and
+// the free numbers are those of the whole listing.
 func ReadFrom(ctx context.Context, b tier.Reader, dir string, floor int64) (*Chain, error) {
 	var last error
 	for try := 0; try < maxReadTries; try++ {
@@ -89,30 +94,13 @@ func ReadFrom(ctx context.Context, b tier.Reader, dir string, floor int64) (*Cha
 		if err != nil {
 			return nil, err
 		}
-		all := hs // every listed object: the holes are numbers none holds
-		var below []Header
-		if floor > 0 {
-			kept := hs[:0:0]
-			for _, h := range hs {
-				if !h.Filler && h.End() <= floor {
-					below = append(below, h)
-				} else {
-					kept = append(kept, h)
-				}
-			}
-			hs = kept
-		}
-		c, err := walk(hs)
+		c, err := walk(hs, floor)
 		if err != nil {
 			return nil, err
 		}
-		if len(below) > 0 {
-			c.Skipped = append(below, c.Skipped...)
-			sortHeaders(c.Skipped)
-		}
 		c.MaxSeq = maxSeq
-		for i := 1; i < len(all); i++ {
-			for s := all[i-1].Seq + 1; s < all[i].Seq; s++ {
+		for i := 1; i < len(hs); i++ {
+			for s := hs[i-1].Seq + 1; s < hs[i].Seq; s++ {
 				c.Holes = append(c.Holes, s)
 			}
 		}
@@ -200,7 +188,10 @@ func readHeaders(ctx context.Context, b tier.Reader, dir string) ([]Header, uint
 // A newer writer's object that fits none of these (a claim continuing an
 // object this walk does not keep, or a run whose claim is listed but not
 // kept) contradicts how writers work: an error, never a silent skip.
-func walk(hs []Header) (*Chain, error) {
+//
+// floor (ReadFrom; 0: none): a run's object whose predecessor is not
+// listed and that starts at or below floor starts the chain afresh.
+func walk(hs []Header, floor int64) (*Chain, error) {
 	c := &Chain{}
 	var cur [2]uint64 // the newest writer so far
 	broken := false   // the current writer's run has a hole
@@ -209,9 +200,11 @@ func walk(hs []Header) (*Chain, error) {
 	// since, by a trim (the segments hold its bytes), whatever older
 	// objects are still listed (a trim's leftover, a PUT that landed late
 	// after its number was trimmed).
+	// A filler holds no object of a run: a number it holds was free when
+	// a later writer claimed (never written, or trimmed).
 	listed := make(map[uint64]bool, len(hs))
 	for _, h := range hs {
-		listed[h.Seq] = true
+		listed[h.Seq] = !h.Filler
 	}
 	for _, h := range hs {
 		if h.Filler {
@@ -253,13 +246,25 @@ func walk(hs []Header) (*Chain, error) {
 			cur, broken = inc, false
 			c.Objects = append(c.Objects, h)
 		default:
-			if broken || len(c.Objects) == 0 || c.Objects[len(c.Objects)-1].End() != h.Start ||
-				c.Objects[len(c.Objects)-1].Seq != h.Prev {
-				broken = true
-				c.Skipped = append(c.Skipped, h)
+			n := len(c.Objects)
+			if !broken && n > 0 && c.Objects[n-1].End() == h.Start && c.Objects[n-1].Seq == h.Prev {
+				c.Objects = append(c.Objects, h)
 				continue
 			}
-			c.Objects = append(c.Objects, h)
+			if !listed[h.Prev] && h.Start <= floor && (n == 0 || c.Objects[n-1].End() <= h.Start) {
+				// Its predecessor was trimmed (the segments hold what lies
+				// below it: what the walk holds before it is a leftover or
+				// a late PUT), or never landed (then a later writer's claim
+				// continues an object before it and cuts it off). The
+				// chain goes on from it; its bytes below floor are never
+				// restored (Live) and only a gap below floor separates it
+				// from what came before.
+				c.Objects = append(c.Objects, h)
+				broken = false
+				continue
+			}
+			broken = true
+			c.Skipped = append(c.Skipped, h)
 		}
 	}
 	slices.SortFunc(c.Skipped, func(a, b Header) int { return compareU(a.Seq, b.Seq) })
