@@ -57,8 +57,8 @@
 //     WAL object holds it), a third of the seeds on a lone async_master
 //     (the serverless case: network cuts become bucket cuts, promote and
 //     demote crashes); the checker then allows no acknowledged loss at
-//     all, disks and power included. drawn makes a quarter of the seeds
-//     so (its own random stream); local, the default, none.
+//     all, disks and power included. drawn, the default, makes a quarter
+//     of the seeds so (its own random stream); local, none.
 //   - The checker (check.go), after every fault healed, every node
 //     restarted and one master sees its slaves in sync: every SEND_OK is
 //     readable at its offset with its body (async_master: or kept in a

@@ -28,7 +28,7 @@ var (
 	flagBudget = flag.Duration("sim.budget", time.Minute, "wall-time budget of TestSim (the CI form: at most about a minute)")
 	flagSteps  = flag.Int("sim.steps", 6, "most steps a schedule draws")
 	flagAll    = flag.Bool("sim.all", false, "draw the known-open fault kinds too")
-	flagDur    = flag.String("sim.durability", DurabilityLocal, "TestSim: local, bucket (every topic bucket-durable, a third of the seeds on one node) or drawn (a quarter of the seeds bucket-durable)")
+	flagDur    = flag.String("sim.durability", DurabilityDrawn, "TestSim: drawn (a quarter of the seeds with every topic bucket-durable, a third of those on one node), local or bucket")
 	flagFaults = flag.String("sim.faults", "", "comma-separated fault kinds to draw (default: all but the known-open ones)")
 	flagVerb   = flag.Bool("sim.v", false, "log the brokers (replay)")
 	flagShrink = flag.Bool("sim.shrink", false, "on a violation, drop steps while it still fails")
@@ -178,7 +178,7 @@ func replayCmd(s *Schedule, faults []Fault) string {
 		names[i] = f.String()
 	}
 	dur := ""
-	if *flagDur != DurabilityLocal {
+	if *flagDur != DurabilityDrawn {
 		dur = " -sim.durability=" + *flagDur
 	}
 	return fmt.Sprintf("go test ./broker/simtest -run 'TestSim$' -sim.seed=%d -sim.steps=%d -sim.faults=%s%s", s.Seed, *flagSteps, strings.Join(names, ","), dur)
