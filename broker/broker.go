@@ -361,7 +361,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		}
 		cold, coldIndex, coldKeys = b.tier.Cold(), b.tier, b.tier
 		if b.dur != nil {
-			if walChain, err = b.readWALChain(b.walFloor(nil)); err != nil {
+			if walChain, err = b.readWALChain(b.walHeld(nil)); err != nil {
 				return fail(err)
 			}
 		}

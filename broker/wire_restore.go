@@ -143,7 +143,7 @@ func (b *Broker) checkLocalData() (m *upload.Manifest, promoted bool, err error)
 	if m, err = b.loadManifest(); err != nil {
 		return nil, false, fmt.Errorf("broker: read the bucket manifest to check the local data dir against it: %w", err)
 	}
-	walHeld, walEnds, err := b.walHolds(b.walFloor(m))
+	walHeld, walEnds, err := b.walHolds(b.walHeld(m))
 	if err != nil {
 		return nil, false, err
 	}

@@ -161,7 +161,7 @@ func (b *Broker) watchWAL(ctx context.Context) {
 		b.scanDurability() // the master's topics reach the slave by mirroring
 		if b.wal.used.Load() {
 			lctx, cancel := context.WithTimeout(ctx, b.cfg.HASyncInterval+5*time.Second)
-			c, err := wal.ReadFrom(lctx, b.scoped, walDir, b.walFloor(nil))
+			c, err := wal.ReadHeld(lctx, b.scoped, walDir, b.walHeld(nil))
 			cancel()
 			if err != nil {
 				b.log.Warn("slave: the master's bucket WAL is not readable; bucket-durable topics stay where they were", "err", err)
@@ -369,24 +369,23 @@ func (b *Broker) hiddenEndOf(topic string, queue int32, offset int64) int64 {
 const walRecoverTimeout = 2 * time.Minute
 
 // readWALChain lists the WAL of this brokerName (a master with a bucket,
-// before its store opens); floor is where the manifest's segments end
-// (objects holding nothing past it are not walked: wal.ReadFrom).
-func (b *Broker) readWALChain(floor int64) (*wal.Chain, error) {
+// before its store opens); held says which offsets the manifest's
+// segments hold (wal.ReadHeld; nil: read as wal.Read).
+func (b *Broker) readWALChain(held func(int64) bool) (*wal.Chain, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), walRecoverTimeout)
 	defer cancel()
-	c, err := wal.ReadFrom(ctx, b.scoped, walDir, floor)
+	c, err := wal.ReadHeld(ctx, b.scoped, walDir, held)
 	if err != nil {
 		return nil, fmt.Errorf("broker: read the bucket WAL: %w", err)
 	}
 	return c, nil
 }
 
-// walFloor is how far the bucket's commitlog objects hold the log without
-// a hole from the lowest of them: m's, or (nil) the uploader's manifest,
-// or the cold reader's objects (a slave). What wal.ReadFrom may take as in
-// the segments (never bucketObjectsEnd: the uploader commits segments as
-// they finish, so a later one may be listed while an earlier one is not).
-func (b *Broker) walFloor(m *upload.Manifest) int64 {
+// walHeld says whether the bucket's commitlog objects hold the log byte
+// at an offset: m's, or (nil) the uploader's manifest, or the cold
+// reader's objects (a slave). wal.ReadHeld asks it where a WAL object's
+// predecessor is gone: trimmed once those objects held its bytes.
+func (b *Broker) walHeld(m *upload.Manifest) func(off int64) bool {
 	if m == nil && b.tier != nil && b.tier.Uploader() != nil {
 		m = b.tier.Uploader().Manifest()
 	}
@@ -400,18 +399,12 @@ func (b *Broker) walFloor(m *upload.Manifest) int64 {
 			rs = append(rs, [2]int64{o.Base, o.Base + o.Length})
 		}
 	}
-	if len(rs) == 0 {
-		return 0
-	}
 	slices.SortFunc(rs, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
-	end := rs[0][0]
-	for _, r := range rs {
-		if r[0] > end {
-			break
-		}
-		end = max(end, r[1])
+	return func(off int64) bool {
+		i, _ := slices.BinarySearchFunc(rs, off, func(r [2]int64, off int64) int { return cmp.Compare(r[0], off+1) })
+		// rs[i-1] is the last object starting at or before off.
+		return i > 0 && off < rs[i-1][1]
 	}
-	return end
 }
 
 // walHolds is the byte ranges of the log the bucket WAL's chain holds
@@ -419,15 +412,15 @@ func (b *Broker) walFloor(m *upload.Manifest) int64 {
 // wrote after is set aside, not refused, when the bucket holds its log;
 // and, per lease epoch, where that epoch's writer's data objects in the
 // chain end (restore.Local.WALEnds; claims and fillers hold no bytes).
-func (b *Broker) walHolds(floor int64) (held []durability.OffsetRange, ends map[int64]int64, err error) {
+func (b *Broker) walHolds(segs func(int64) bool) (held []durability.OffsetRange, ends map[int64]int64, err error) {
 	// The whole listing, as Decide has always read it (which epoch's
 	// objects reach where, below the segments' end too); only if leftovers
 	// below the segments' end make it unwalkable (a PUT that landed after
-	// its number was trimmed), from the segments' end (wal.ReadFrom).
-	c, err := b.readWALChain(0)
-	if errors.Is(err, wal.ErrCorrupt) && floor > 0 {
-		b.log.Warn("the bucket WAL's whole listing does not walk; reading it from the segments' end", "segmentsEnd", floor, "err", err)
-		c, err = b.readWALChain(floor)
+	// its number was trimmed), with what the segments hold (wal.ReadHeld).
+	c, err := b.readWALChain(nil)
+	if errors.Is(err, wal.ErrCorrupt) {
+		b.log.Warn("the bucket WAL's whole listing does not walk; reading it with what the segments hold", "err", err)
+		c, err = b.readWALChain(segs)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -520,7 +513,7 @@ func (b *Broker) recoverWAL(c *wal.Chain, e int64, reopen func() error) error {
 			return fmt.Errorf("broker: claim the bucket WAL: %w", err)
 		}
 		b.log.Warn("the bucket WAL grew while it was read; reading it again", "err", err)
-		if c, err = wal.ReadFrom(ctx, b.scoped, walDir, b.walFloor(nil)); err != nil {
+		if c, err = wal.ReadHeld(ctx, b.scoped, walDir, b.walHeld(nil)); err != nil {
 			return fmt.Errorf("broker: read the bucket WAL: %w", err)
 		}
 	}

@@ -17,8 +17,8 @@ import (
 var ErrGap = errors.New("wal: gap before the first object")
 
 // Chain is the WAL as a reader sees it: the objects whose bytes are part
-// of the log, in order, each starting where the one before ends (ReadFrom:
-// or, below its floor, past it).
+// of the log, in order, each starting where the one before ends (ReadHeld:
+// or past it, where the segments hold the bytes between).
 type Chain struct {
 	Objects []Header // the chain, by sequence number; contiguous byte ranges
 	Skipped []Header // listed objects that are not part of it (deposed, orphaned or superseded)
@@ -70,20 +70,25 @@ const headerReads = 8
 // object that fails its checksums is an error: nothing is skipped that a
 // writer may have acknowledged.
 func Read(ctx context.Context, b tier.Reader, dir string) (*Chain, error) {
-	return ReadFrom(ctx, b, dir, 0)
+	return ReadHeld(ctx, b, dir, nil)
 }
 
-// ReadFrom is Read for a reader that knows the log up to floor is in the
-// manifest's segments, with no gap below it. Within a writer's run, an
-// object whose predecessor is no longer listed and that starts at or
-// below floor starts the chain afresh: its predecessor was trimmed (the
-// segments hold its bytes), and what the walk holds before it is a trim's
-// leftover or a PUT that landed after its number was trimmed. Walked as
-// Read walks, such an old object below later ones of the same writer
-// looks like a run with a hole, and the chain would end there, before
-// what was acknowledged. Every header is walked: the newest writer and
-// the free numbers are those of the whole listing.
+// ReadFrom is ReadHeld for segments that hold the log up to floor.
 func ReadFrom(ctx context.Context, b tier.Reader, dir string, floor int64) (*Chain, error) {
+	return ReadHeld(ctx, b, dir, func(off int64) bool { return off < floor })
+}
+
+// ReadHeld is Read for a reader that knows which log offsets the
+// manifest's segments hold (held). Within a writer's run, an object whose
+// predecessor is no longer listed and whose first byte's predecessor the
+// segments hold goes on from there: its predecessor was trimmed, and what
+// the walk holds before it is a trim's leftover or a PUT that landed after
+// its number was trimmed. Walked as Read walks, such an old object below
+// later ones of the same writer looks like a run with a hole, and the
+// chain would end there, before what was acknowledged. Every header is
+// walked: the newest writer and the free numbers are those of the whole
+// listing.
+func ReadHeld(ctx context.Context, b tier.Reader, dir string, held func(off int64) bool) (*Chain, error) {
 	var last error
 	for try := 0; try < maxReadTries; try++ {
 		hs, maxSeq, err := readHeaders(ctx, b, dir)
@@ -94,7 +99,7 @@ func ReadFrom(ctx context.Context, b tier.Reader, dir string, floor int64) (*Cha
 		if err != nil {
 			return nil, err
 		}
-		c, err := walk(hs, floor)
+		c, err := walk(hs, held)
 		if err != nil {
 			return nil, err
 		}
@@ -189,9 +194,17 @@ func readHeaders(ctx context.Context, b tier.Reader, dir string) ([]Header, uint
 // object this walk does not keep, or a run whose claim is listed but not
 // kept) contradicts how writers work: an error, never a silent skip.
 //
-// floor (ReadFrom; 0: none): a run's object whose predecessor is not
-// listed and that starts at or below floor starts the chain afresh.
-func walk(hs []Header, floor int64) (*Chain, error) {
+// held (ReadHeld; nil: none) says whether the manifest's segments hold the
+// log byte at an offset: a run's object whose predecessor is not listed
+// and whose first byte's predecessor they hold goes on from there.
+//
+// A number names an object only together with its writer: a PUT that
+// lands late may put an older writer's object at a number a newer writer
+// used and trimmed. So a claim whose number holds another writer's object
+// counts as trimmed, and so does a claim's predecessor whose number holds
+// an object that ends past the claim's start (a claim starts where what it
+// continues ends, or past it).
+func walk(hs []Header, held func(off int64) bool) (*Chain, error) {
 	c := &Chain{}
 	var cur [2]uint64 // the newest writer so far
 	broken := false   // the current writer's run has a hole
@@ -199,12 +212,14 @@ func walk(hs []Header, floor int64) (*Chain, error) {
 	// continues an object it read: one of them not listed was deleted
 	// since, by a trim (the segments hold its bytes), whatever older
 	// objects are still listed (a trim's leftover, a PUT that landed late
-	// after its number was trimmed).
-	// A filler holds no object of a run: a number it holds was free when
-	// a later writer claimed (never written, or trimmed).
-	listed := make(map[uint64]bool, len(hs))
+	// after its number was trimmed). A filler holds no object of a run: a
+	// number it holds was free when a later writer claimed (never
+	// written, or trimmed).
+	at := make(map[uint64]Header, len(hs))
 	for _, h := range hs {
-		listed[h.Seq] = !h.Filler
+		if !h.Filler {
+			at[h.Seq] = h
+		}
 	}
 	for _, h := range hs {
 		if h.Filler {
@@ -221,13 +236,13 @@ func walk(hs []Header, floor int64) (*Chain, error) {
 			case h.IsClaim():
 				// Back to the object it continues (none: it started the chain).
 				keep := 0
-				if h.Prev != 0 {
+				if p, ok := at[h.Prev]; h.Prev != 0 && ok && p.End() <= h.Start {
 					k := slices.IndexFunc(c.Objects, func(o Header) bool { return o.Seq == h.Prev })
-					if k < 0 && listed[h.Prev] {
+					if k < 0 {
 						return nil, fmt.Errorf("%w: %s continues #%d, which is not in the chain", ErrCorrupt, h, h.Prev)
 					}
-					keep = k + 1 // k < 0: its predecessor was trimmed
-				}
+					keep = k + 1
+				} // else: none, or its predecessor was trimmed (its number free, or another writer's late object)
 				if keep > 0 && c.Objects[keep-1].End() > h.Start {
 					// A claim starts at the end of what it continues, or
 					// past it (the bytes between are in segments, or were
@@ -236,7 +251,7 @@ func walk(hs []Header, floor int64) (*Chain, error) {
 				}
 				c.Skipped = append(c.Skipped, c.Objects[keep:]...)
 				c.Objects = c.Objects[:keep]
-			case !listed[h.Claim]:
+			case !isClaimOf(at, h.Claim, inc):
 				// Its claim was trimmed: it starts the listed chain.
 				c.Skipped = append(c.Skipped, c.Objects...)
 				c.Objects = c.Objects[:0]
@@ -251,14 +266,13 @@ func walk(hs []Header, floor int64) (*Chain, error) {
 				c.Objects = append(c.Objects, h)
 				continue
 			}
-			if !listed[h.Prev] && h.Start <= floor && (n == 0 || c.Objects[n-1].End() <= h.Start) {
+			if _, ok := at[h.Prev]; !ok && held != nil && held(h.Start-1) && (n == 0 || c.Objects[n-1].End() <= h.Start) {
 				// Its predecessor was trimmed (the segments hold what lies
 				// below it: what the walk holds before it is a leftover or
 				// a late PUT), or never landed (then a later writer's claim
 				// continues an object before it and cuts it off). The
-				// chain goes on from it; its bytes below floor are never
-				// restored (Live) and only a gap below floor separates it
-				// from what came before.
+				// chain goes on from it; only bytes the segments hold
+				// separate it from what came before.
 				c.Objects = append(c.Objects, h)
 				broken = false
 				continue
@@ -269,6 +283,13 @@ func walk(hs []Header, floor int64) (*Chain, error) {
 	}
 	slices.SortFunc(c.Skipped, func(a, b Header) int { return compareU(a.Seq, b.Seq) })
 	return c, nil
+}
+
+// isClaimOf reports whether at's object numbered seq is the claim of the
+// writer inc.
+func isClaimOf(at map[uint64]Header, seq uint64, inc [2]uint64) bool {
+	h, ok := at[seq]
+	return ok && h.IsClaim() && h.incarnation() == inc
 }
 
 func compareInc(a, b [2]uint64) int {

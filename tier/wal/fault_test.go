@@ -192,7 +192,7 @@ func TestWalkRules(t *testing.T) {
 		{"trimmed claim starts the chain", []Header{h(7, 3, 5, 6, 100, 10), h(8, 3, 5, 7, 110, 10)}, []uint64{7, 8}, 120},
 	}
 	for _, tc := range cases {
-		c, err := walk(tc.hs, 0)
+		c, err := walk(tc.hs, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -206,7 +206,7 @@ func TestWalkRules(t *testing.T) {
 	}
 	// A newer claim continuing an object the walk does not keep is an
 	// error, never a silent skip.
-	if _, err := walk([]Header{h(1, 1, 1, 0, 0, 0), h(2, 1, 1, 1, 0, 10), h(4, 1, 1, 3, 20, 10), h(5, 2, 5, 4, 30, 0)}, 0); !errors.Is(err, ErrCorrupt) {
+	if _, err := walk([]Header{h(1, 1, 1, 0, 0, 0), h(2, 1, 1, 1, 0, 10), h(4, 1, 1, 3, 20, 10), h(5, 2, 5, 4, 30, 0)}, nil); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("claim continuing a skipped object: %v, want ErrCorrupt", err)
 	}
 }

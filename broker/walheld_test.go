@@ -1,0 +1,26 @@
+package broker
+
+import (
+	"testing"
+
+	"github.com/stratamq/stratamq/tier/upload"
+)
+
+// TestWALHeld: walHeld says whether a listed commitlog object holds an
+// offset, across a restore gap and a gap of a segment not listed yet.
+func TestWALHeld(t *testing.T) {
+	obj := func(base, n int64) upload.Object {
+		return upload.Object{Kind: upload.KindCommitLog.String(), Base: base, Length: n}
+	}
+	m := &upload.Manifest{Objects: []upload.Object{obj(5000, 1000), obj(0, 1000), obj(2000, 1000), obj(6000, 500)}}
+	held := (&Broker{}).walHeld(m)
+	for off, want := range map[int64]bool{-1: false, 0: true, 999: true, 1000: false, 1999: false, 2000: true, 2999: true,
+		3000: false, 4999: false, 5000: true, 6499: true, 6500: false} {
+		if got := held(off); got != want {
+			t.Errorf("held(%d) = %v, want %v", off, got, want)
+		}
+	}
+	if (&Broker{}).walHeld(&upload.Manifest{})(0) {
+		t.Error("an empty manifest holds offset 0")
+	}
+}
