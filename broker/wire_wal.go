@@ -381,25 +381,11 @@ func (b *Broker) readWALChain(held func(int64) bool) (*wal.Chain, error) {
 	return c, nil
 }
 
-// walHeld says whether the bucket's commitlog objects hold the log byte
-// at an offset: m's, or (nil) the uploader's manifest, or the cold
-// reader's objects (a slave). wal.ReadHeld asks it where a WAL object's
+// walHeld says whether the bucket's commitlog objects (bucketObjects)
+// hold the log byte at an offset. wal.ReadHeld asks it where a WAL object's
 // predecessor is gone: trimmed once those objects held its bytes.
 func (b *Broker) walHeld(m *upload.Manifest) func(off int64) bool {
-	if m == nil && b.tier != nil && b.tier.Uploader() != nil {
-		m = b.tier.Uploader().Manifest()
-	}
-	var rs [][2]int64
-	if m != nil {
-		for _, o := range m.CommitLog() {
-			rs = append(rs, [2]int64{o.Base, o.End()})
-		}
-	} else if b.tier != nil {
-		for _, o := range b.tier.Cold().Objects() {
-			rs = append(rs, [2]int64{o.Base, o.Base + o.Length})
-		}
-	}
-	slices.SortFunc(rs, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	rs := b.bucketObjects(m)
 	return func(off int64) bool {
 		i, _ := slices.BinarySearchFunc(rs, off, func(r [2]int64, off int64) int { return cmp.Compare(r[0], off+1) })
 		// rs[i-1] is the last object starting at or before off.
@@ -469,20 +455,32 @@ func (b *Broker) walRestorePoint(c *wal.Chain, e int64) (r *store.Restore, fromW
 // bucketObjectsEnd is the end of the bucket's commitlog objects: m's, or
 // (nil) the uploader's manifest, or the cold reader's objects.
 func (b *Broker) bucketObjectsEnd(m *upload.Manifest) int64 {
+	var end int64
+	for _, r := range b.bucketObjects(m) {
+		end = max(end, r[1])
+	}
+	return end
+}
+
+// bucketObjects is the [base, end) of the bucket's commitlog objects: m's,
+// or (nil) the uploader's manifest, or the cold reader's objects (a
+// slave), sorted by base.
+func (b *Broker) bucketObjects(m *upload.Manifest) [][2]int64 {
 	if m == nil && b.tier != nil && b.tier.Uploader() != nil {
 		m = b.tier.Uploader().Manifest()
 	}
-	var end int64
+	var rs [][2]int64
 	if m != nil {
 		for _, o := range m.CommitLog() {
-			end = max(end, o.End())
+			rs = append(rs, [2]int64{o.Base, o.End()})
 		}
 	} else if b.tier != nil {
-		if objs := b.tier.Cold().Objects(); len(objs) > 0 {
-			end = objs[len(objs)-1].End()
+		for _, o := range b.tier.Cold().Objects() {
+			rs = append(rs, [2]int64{o.Base, o.End()})
 		}
 	}
-	return end
+	slices.SortFunc(rs, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	return rs
 }
 
 // recoverWAL makes the open store agree with the WAL past e (appending

@@ -261,15 +261,14 @@ func TestRestoreJudgeAfterALatePutBelowAClaim(t *testing.T) {
 		c, _ := Read(ctx, b, "wal/")
 		old := c.Objects[4]
 		key := Key("wal/", old.Seq)
-		attrs, _ := b.Stat(ctx, key)
-		body := make([]byte, attrs.Size)
-		if err := b.ReadAt(ctx, key, body, 0); err != nil {
+		body, err := objectBytes(ctx, b, key)
+		if err != nil {
 			t.Fatal(err)
 		}
 		n.w.Trim(10 * 1000)
 		synctest.Wait()
 		_ = n.stop()
-		if _, err := b.Bucket.PutIf(ctx, key, bytesReader(body), int64(len(body)), tier.IfAbsent()); err != nil {
+		if _, err := b.Bucket.PutIf(ctx, key, bytes.NewReader(body), int64(len(body)), tier.IfAbsent()); err != nil {
 			t.Fatal(err)
 		}
 		// The broker restarts on its disk: New reads from the segments'
@@ -293,8 +292,6 @@ func TestRestoreJudgeAfterALatePutBelowAClaim(t *testing.T) {
 		}
 	})
 }
-
-func bytesReader(p []byte) *bytes.Reader { return bytes.NewReader(p) }
 
 // segEnd is broker/wire_tiering.go's segmentsEnd over [base,end) pairs.
 func segEnd(segs [][2]int64, p int64) int64 {

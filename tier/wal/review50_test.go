@@ -4,6 +4,7 @@ package wal
 // each failed on the walk by a floor (20c514f).
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -51,9 +52,8 @@ func TestFloorBelowARestoreGapDropsAckedObjects(t *testing.T) {
 		}
 		old := c.Objects[4]
 		key := Key("wal/", old.Seq)
-		attrs, _ := b.Stat(ctx, key)
-		body := make([]byte, attrs.Size)
-		if err := b.ReadAt(ctx, key, body, 0); err != nil {
+		body, err := objectBytes(ctx, b, key)
+		if err != nil {
 			t.Fatal(err)
 		}
 		segs := [][2]int64{{0, 1000}, {resumed, resumed + 10*1000}}
@@ -63,7 +63,7 @@ func TestFloorBelowARestoreGapDropsAckedObjects(t *testing.T) {
 		if _, err := b.Stat(ctx, key); err == nil {
 			t.Fatalf("%s was not trimmed", key)
 		}
-		if _, err := b.Bucket.PutIf(ctx, key, bytesReader(body), int64(len(body)), tier.IfAbsent()); err != nil {
+		if _, err := b.Bucket.PutIf(ctx, key, bytes.NewReader(body), int64(len(body)), tier.IfAbsent()); err != nil {
 			t.Fatal(err)
 		}
 		// The reader asks the segments about each offset (ReadHeld), so

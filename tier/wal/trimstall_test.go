@@ -214,13 +214,8 @@ func TestReadFromSkipsWhatTheSegmentsHold(t *testing.T) {
 		}
 		old := c.Objects[4] // [3000, 4000): its bytes, to land again later
 		key := Key("wal/", old.Seq)
-		attrs, err := b.Stat(ctx, key)
+		body, err := objectBytes(ctx, b, key)
 		if err != nil {
-			_ = n.stop()
-			t.Fatal(err)
-		}
-		body := make([]byte, attrs.Size)
-		if err := b.ReadAt(ctx, key, body, 0); err != nil {
 			_ = n.stop()
 			t.Fatal(err)
 		}
@@ -258,4 +253,15 @@ func TestReadFromSkipsWhatTheSegmentsHold(t *testing.T) {
 			t.Fatalf("a writer claiming over ReadFrom's chain: %v", err)
 		}
 	})
+}
+
+// objectBytes is the whole object key in b (to land it again later, as a
+// late PUT would).
+func objectBytes(ctx context.Context, b tier.Bucket, key string) ([]byte, error) {
+	attrs, err := b.Stat(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	body := make([]byte, attrs.Size)
+	return body, b.ReadAt(ctx, key, body, 0)
 }
