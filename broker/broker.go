@@ -80,6 +80,11 @@ type Deps struct {
 	// afresh: the next (slave) generation sets its data dir aside and
 	// restores afresh (its log could not follow the master's numbering).
 	afresh bool
+	// listOutOfOrder (tests only): the broker's uploader lists a
+	// commitlog object while one below it is still missing, as binaries
+	// before ordered listing did; the tests of reading and taking over a
+	// bucket whose manifest has such a hole set it.
+	listOutOfOrder bool
 
 	// BootID names the machine boot the broker runs in (default: Linux's
 	// /proc/sys/kernel/random/boot_id; "" where there is none). Tests and
@@ -143,9 +148,10 @@ type Broker struct {
 	// fo is this generation's part in failover: its identity, the lease
 	// holder it follows, its role-change request, the lease watch
 	// (package failover; wire_failover.go).
-	fo        *failover.Roles
-	restartAt int64 // Deps.restartAt
-	afresh    bool  // Deps.afresh
+	fo             *failover.Roles
+	restartAt      int64 // Deps.restartAt
+	afresh         bool  // Deps.afresh
+	listOutOfOrder bool  // Deps.listOutOfOrder
 	// promotedReplica: a promoted slave kept its copy of the log
 	// (checkLocalData); New then adopts the checkpoint's metadata.
 	promotedReplica bool
@@ -205,7 +211,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	b.consumers = b.newClientRegistry() // wire_consumers.go
 	b.repl = newReplication(cfg)        // wire_replication.go
 	masterCut, noTakeover := int64(-1), time.Time{}
-	b.restartAt, b.afresh = deps.restartAt, deps.afresh
+	b.restartAt, b.afresh, b.listOutOfOrder = deps.restartAt, deps.afresh, deps.listOutOfOrder
 	if deps.masterCut != nil {
 		masterCut = *deps.masterCut
 	}

@@ -50,6 +50,7 @@ func tierConfig(b *Broker, bucket tier.Bucket) tiering.Config {
 		SegmentSize:     int64(b.cfg.SegmentSize),
 		Retention:       b.cfg.Retention,
 		OwnIndexObjects: indexObjectsForTest.Load(),
+		ListOutOfOrder:  b.listOutOfOrder,
 	}
 }
 

@@ -32,6 +32,9 @@ type Config struct {
 	// OwnIndexObjects: indexes are uploaded as objects of their own, with
 	// their segment, not inside it (the format before sections; tests only).
 	OwnIndexObjects bool
+	// ListOutOfOrder: the uploader lists a commitlog object while one
+	// below it is still missing (upload.Config.ListOutOfOrder; tests only).
+	ListOutOfOrder bool
 }
 
 // Deps is what a Tiering calls: the store, the prefix's ownership, the

@@ -163,7 +163,7 @@ func New(cfg Config, deps Deps, m *upload.Manifest) (*Tiering, error) {
 	}
 	t.uploader, err = upload.New(upload.Config{Bucket: bucket, Source: t, Logger: t.log,
 		ManifestDelay: cfg.CommitDelay, MoreSoon: t.moreSoon, SpoolDir: spool, Fence: t.owner.Fence, ValidFor: t.owner.ValidFor,
-		PairQueueIndex: true, PairKeyIndex: true,
+		PairQueueIndex: true, PairKeyIndex: true, ListOutOfOrder: cfg.ListOutOfOrder,
 		Sections: sections})
 	if err != nil {
 		t.cold.Close()

@@ -83,6 +83,12 @@
 //     so they stay local and the next run puts them again under the same
 //     keys and lists them (an orphan of a lost disk stays unlisted and
 //     unread; a later upload of that base in the same epoch overwrites it).
+//     Commitlog objects are listed in log order: a finished upload waits
+//     (Stats.Held) while a sealed segment below it is missing from the
+//     manifest, so the listed log never has a hole below its end, which
+//     is where a restore on an empty disk starts (a bucket-durable
+//     topic's records in a hole would live only in WAL objects past no
+//     restore's start).
 //  3. SegmentSource.MarkUploaded. Only now may the store drop the local
 //     copy. A crash before this step leaves the segment pending; on the
 //     next scan it is found in the manifest and marked without a new PUT

@@ -9,7 +9,7 @@ import (
 
 type stats struct {
 	objects, bytes, logical, errors, manifests atomic.Int64
-	lagBytes, lagNanos, pending                atomic.Int64
+	lagBytes, lagNanos, pending, held          atomic.Int64
 }
 
 // Stats is a snapshot of the Uploader's counters.
@@ -22,6 +22,10 @@ type Stats struct {
 	Pending        int64         // sealed segments not yet marked uploaded, at the last scan
 	LagBytes       int64         // their bytes
 	Lag            time.Duration // age of the oldest of them
+	// Held counts uploaded objects the manifest does not list yet: they
+	// wait for a commitlog object below them that is still missing (its
+	// upload failing), or for another member of their segment's group.
+	Held int64
 }
 
 // Stats returns the current counters.
@@ -30,7 +34,7 @@ func (u *Uploader) Stats() Stats {
 	return Stats{
 		Objects: s.objects.Load(), Bytes: s.bytes.Load(), LogicalBytes: s.logical.Load(),
 		Errors: s.errors.Load(), ManifestWrites: s.manifests.Load(), Pending: s.pending.Load(),
-		LagBytes: s.lagBytes.Load(), Lag: time.Duration(s.lagNanos.Load()),
+		LagBytes: s.lagBytes.Load(), Lag: time.Duration(s.lagNanos.Load()), Held: s.held.Load(),
 	}
 }
 
@@ -51,13 +55,15 @@ var (
 		"Age of the oldest sealed segment not yet uploaded.", nil, nil)
 	descPending = prometheus.NewDesc("rocketmq_tiered_store_upload_pending_segments",
 		"Sealed segments not yet uploaded.", nil, nil)
+	descHeld = prometheus.NewDesc("rocketmq_tiered_store_upload_held_objects",
+		"Uploaded objects not yet listed in the manifest: they wait for a missing segment below them, or for their segment's index.", nil, nil)
 )
 
 // Describe implements prometheus.Collector, so an Uploader can be
 // registered directly: reg.MustRegister(u).
 func (u *Uploader) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUploadBytes, descUploadLogical, descUploadObjects,
-		descUploadErrors, descManifestWrites, descLagBytes, descLagSeconds, descPending} {
+		descUploadErrors, descManifestWrites, descLagBytes, descLagSeconds, descPending, descHeld} {
 		ch <- d
 	}
 }
@@ -77,4 +83,5 @@ func (u *Uploader) Collect(ch chan<- prometheus.Metric) {
 	g(descLagBytes, float64(s.LagBytes))
 	g(descLagSeconds, s.Lag.Seconds())
 	g(descPending, float64(s.Pending))
+	g(descHeld, float64(s.Held))
 }

@@ -37,8 +37,8 @@ func TestPairQueueIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 		stop := startRun(t, u)
-		// The segment and the other group finish; the index is held up.
-		waitFor(t, "the other group listed", 20*time.Second, func() bool { return writes.Load() > 0 })
+		// The segment and the other group are put; the index is held up.
+		waitFor(t, "the segment and the other group put", 20*time.Second, func() bool { return len(segmentKeys(t, hb, "c1/broker-a")) == 3 })
 		u.Flush()
 		close(gate)
 		waitFor(t, "all segments uploaded", 20*time.Second, src.allUploaded)
@@ -118,7 +118,7 @@ func TestPairKeyIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := startRun(t, u)
-	waitFor(t, "the other group listed", 20*time.Second, func() bool { return writes.Load() > 0 })
+	waitFor(t, "the segment, its queue index and the other group put", 20*time.Second, func() bool { return len(segmentKeys(t, hb, "c1/broker-a")) == 5 })
 	u.Flush()
 	close(gate)
 	waitFor(t, "all segments uploaded", 20*time.Second, src.allUploaded)
@@ -157,8 +157,9 @@ func TestPairKeyIndex(t *testing.T) {
 }
 
 // addOtherGroup adds a complete group (commitlog segment, queue index and,
-// with kix, key index) at base 1 GiB that nothing holds up: its manifest
-// write is the first.
+// with kix, key index) at base 1 GiB that nothing holds up: it is put
+// while the group at 0 waits, and listed with it or after it, never before
+// (the manifest leaves no hole below a commitlog object).
 func addOtherGroup(src *memSource, kix bool) {
 	src.add(upload.Segment{Kind: upload.KindCommitLog, Base: 1 << 30}, jsonSegment(5, 6000))
 	src.add(upload.Segment{Kind: upload.KindQueueIndex, Base: 1 << 30}, jsonSegment(6, 600))
@@ -168,7 +169,9 @@ func addOtherGroup(src *memSource, kix bool) {
 }
 
 // groupCheck returns a hookBucket.checkMan that follows the manifest's
-// deltas and calls check with the kinds listed at base 0 after each.
+// deltas and calls check with the kinds listed at base 0 after each; a
+// delta listing the other group's segment (addOtherGroup) before the
+// segment at 0 fails the test.
 func groupCheck(t *testing.T, writes *atomic.Int32, check func(kinds map[string]bool)) func(string, []byte) {
 	kinds := map[string]bool{}
 	return func(key string, buf []byte) {
@@ -184,6 +187,11 @@ func groupCheck(t *testing.T, writes *atomic.Int32, check func(kinds map[string]
 		for _, o := range d.Put {
 			if o.Base == 0 {
 				kinds[o.Kind] = true
+			}
+		}
+		for _, o := range d.Put {
+			if o.Base == 1<<30 && o.Kind == upload.KindCommitLog.String() && !kinds[o.Kind] {
+				t.Errorf("the other group's segment listed before the segment at 0: %s", key)
 			}
 		}
 		for _, o := range d.Del {

@@ -2,6 +2,7 @@ package upload
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,6 +62,11 @@ type Config struct {
 	// s) while it holds some, with no other upload running. Nil: hold for
 	// the whole ManifestDelay.
 	MoreSoon func(within time.Duration) bool
+	// ListOutOfOrder lists a commitlog object as soon as it is uploaded,
+	// though one below it is still missing, as uploaders before ordered
+	// listing did (Uploader.listable). Only for tests of readers of the
+	// manifests with holes those left; never set it otherwise.
+	ListOutOfOrder bool
 	// PairQueueIndex lists a commitlog segment's object and the queue
 	// index object of the same base in the manifest only together (or
 	// one of them once the other is already listed): a restore that
@@ -186,6 +192,10 @@ type Uploader struct {
 		manifest *Manifest            // last one written or read (st.m)
 		st       *mstate              // what writes extend
 		orphans  []string             // keys to delete at the next collection (failed deletes)
+		// pending are the bases of the commitlog parts the last scan found
+		// sealed and not in the manifest, ascending: the committer lists
+		// no commitlog object above one of them before it (listable).
+		pending []int64
 	}
 }
 
@@ -389,6 +399,7 @@ func (u *Uploader) scan(ctx context.Context) {
 	}
 	u.stats.lagBytes.Store(lagBytes)
 	u.stats.pending.Store(int64(len(segs)))
+	u.notePending(segs)
 	if oldest.IsZero() {
 		u.stats.lagNanos.Store(0)
 	} else {
@@ -414,7 +425,7 @@ func (u *Uploader) scan(ctx context.Context) {
 		u.mu.Lock()
 		busy := u.mu.inflight[key]
 		notBefore := u.mu.parked[key]
-		part, listed, covered := u.partLocked(s, key)
+		part, listed, covered := u.partLocked(s)
 		if !busy && (notBefore.IsZero() || !now.Before(notBefore)) {
 			u.mu.inflight[key] = true
 			delete(u.mu.parked, key)
@@ -454,6 +465,26 @@ func (u *Uploader) scan(ctx context.Context) {
 	}
 }
 
+// notePending records the bases of the commitlog parts of segs the
+// manifest lacks (Uploader.mu.pending). Sealed lists every sealed segment
+// not marked, and segments seal in log order, so a commitlog object the
+// scan hands out has every unlisted part below it in the same list.
+func (u *Uploader) notePending(segs []Segment) {
+	var pending []int64
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, s := range segs {
+		if s.Kind != KindCommitLog {
+			continue
+		}
+		if part, _, covered := u.partLocked(s); !covered {
+			pending = append(pending, part.Base)
+		}
+	}
+	slices.Sort(pending)
+	u.mu.pending = pending
+}
+
 // partLocked returns what of s to upload, or, when the manifest holds
 // all of it, covered and the object listed for it (for MarkUploaded).
 //
@@ -468,7 +499,7 @@ func (u *Uploader) scan(ctx context.Context) {
 // object is listed at its base, the usual case, is covered as before.
 //
 // Other kinds are found by kind and base (any key).
-func (u *Uploader) partLocked(s Segment, key string) (part Segment, listed Object, covered bool) {
+func (u *Uploader) partLocked(s Segment) (part Segment, listed Object, covered bool) {
 	m := u.mu.manifest
 	if s.Kind != KindCommitLog || s.Length < 0 {
 		if m == nil {
@@ -763,18 +794,32 @@ func (u *Uploader) sections(ctx context.Context, s Segment, w *segfile.Writer) e
 }
 
 // committer writes the manifest after uploads finish, batching those that
-// finish together, then marks their segments uploaded.
+// finish together, then marks their segments uploaded. What listable
+// holds back (an earlier commitlog part still uploading, a partner not
+// finished) waits in held, still in flight so nobody uploads it again,
+// and is looked at again with every finished upload and every
+// PollInterval (the scan may find the part it waits for listed, or gone).
 func (u *Uploader) committer(ctx context.Context) {
-	held := map[pairKey]done{} // finished, waiting for their partner (PairQueueIndex)
+	var held []done
 	for {
 		var batch []done
+		var recheck *time.Timer
+		var recheckC <-chan time.Time
+		if len(held) > 0 {
+			recheck = time.NewTimer(u.cfg.PollInterval)
+			recheckC = recheck.C
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case d := <-u.done:
 			batch = append(batch, d)
+		case <-recheckC:
 		}
-		if d := u.cfg.ManifestDelay; d > 0 {
+		if recheck != nil {
+			recheck.Stop()
+		}
+		if d := u.cfg.ManifestDelay; d > 0 && len(batch) > 0 {
 			deadline := time.Now().Add(d)
 			t := time.NewTimer(d)
 			tick := time.NewTicker(max(min(d/8, time.Second), time.Millisecond))
@@ -804,17 +849,17 @@ func (u *Uploader) committer(ctx context.Context) {
 				break drain
 			}
 		}
-		if u.cfg.PairQueueIndex {
-			if batch = u.pairUp(batch, held); len(batch) == 0 {
-				continue
-			}
+		batch, held = u.listable(append(held, batch...))
+		u.stats.held.Store(int64(len(held)))
+		if len(batch) == 0 {
+			continue
 		}
 		objs := make([]Object, len(batch))
 		for i, d := range batch {
 			objs[i] = d.obj
 		}
 		if err := u.commit(ctx, true, func(*Manifest) *delta { return &delta{Put: objs} }); err != nil {
-			for _, d := range batch {
+			for _, d := range append(batch, held...) {
 				u.release(d.slot)
 			}
 			return // ctx is done
@@ -884,68 +929,117 @@ func (u *Uploader) partners(d done) []pairKey {
 	return out
 }
 
-// pairUp returns the finished uploads of batch that may be listed now,
-// with those of held whose group is now complete: a commitlog object, its
-// queue index (and its key index) go into the manifest together, or the
-// rest once the others are listed (an index inside the listed commitlog
-// object counts as listed). The rest wait in held (still in flight, so
-// nobody uploads them again).
-func (u *Uploader) pairUp(batch []done, held map[pairKey]done) []done {
-	avail := map[pairKey]bool{} // finished now, or earlier and held
-	for _, d := range batch {
+// listable splits the finished uploads cands into those the next delta
+// lists and those that wait. Two rules decide:
+//
+//   - Order. A commitlog object is listed only once every commitlog part
+//     below it that the last scan found missing (mu.pending) is listed,
+//     or goes into the same delta. The manifest's commitlog objects never
+//     leave a hole below one of them: an empty-disk restore starts the
+//     local log at their highest end, and what a hole held would be
+//     served by nobody (a bucket-durable topic's records in it live only
+//     in WAL objects past no restore's start). An upload that keeps
+//     failing holds back the listing of every later segment: the local
+//     copies stay, the upload lag grows and says so.
+//   - Groups (PairQueueIndex). A commitlog object, its queue index (and,
+//     PairKeyIndex, its key index) go into the manifest together, or the
+//     rest once the others are listed (an index inside the listed
+//     commitlog object counts as listed). A restore from a manifest that
+//     lists one without the other could not reach the segment's records
+//     by queue offset.
+//
+// Groups are taken in the order of their segments, so an earlier group
+// waiting for its index holds back the commitlog objects above it.
+func (u *Uploader) listable(cands []done) (ready, wait []done) {
+	avail := make(map[pairKey]bool, len(cands))
+	for _, d := range cands {
 		avail[pairKey{d.seg.Kind, d.seg.Base}] = true
 	}
-	for k := range held {
-		avail[k] = true
-	}
-	// listed holds the partners not available, true once found in the
-	// manifest. One scan of the manifest, without copying it: a stored
-	// manifest is never changed in place (writeManifest and loadManifest
-	// replace it).
-	listed := map[pairKey]bool{}
-	for _, d := range batch {
-		for _, p := range u.partners(d) {
-			if !avail[p] {
-				listed[p] = false
-			}
-		}
-	}
 	u.mu.Lock()
-	if m := u.mu.manifest; m != nil {
-		for p := range listed {
-			_, listed[p] = m.findAt(p.kind.String(), "", 0, p.base)
-			if !listed[p] && p.kind != KindCommitLog {
-				if o, ok := m.findAt(KindCommitLog.String(), "", 0, p.base); ok {
-					_, listed[p] = o.Section(p.kind)
-				}
+	m := u.mu.manifest
+	pending := u.mu.pending
+	u.mu.Unlock()
+	var cl []Object
+	if m != nil {
+		cl = m.commitLogSorted()
+	}
+	holds := func(off int64) bool { // a commitlog object or an expired range holds off
+		if m == nil {
+			return false
+		}
+		_, _, gap := m.firstGap(cl, off, off+1)
+		return !gap
+	}
+	// listed reports whether the manifest holds p (a stored manifest is
+	// never changed in place: writeManifest and loadManifest replace it).
+	listed := func(p pairKey) bool {
+		if m == nil {
+			return false
+		}
+		if _, ok := m.findAt(p.kind.String(), "", 0, p.base); ok {
+			return true
+		}
+		if p.kind != KindCommitLog {
+			if o, ok := m.findAt(KindCommitLog.String(), "", 0, p.base); ok {
+				_, ok = o.Section(p.kind)
+				return ok
 			}
+		}
+		return false
+	}
+	// A group is complete when each member is finished or listed.
+	complete := func(d done) bool {
+		if !u.cfg.PairQueueIndex {
+			return true
+		}
+		for _, p := range u.partners(d) {
+			if !avail[p] && !listed(p) {
+				return false
+			}
+		}
+		return true
+	}
+	var logs []done
+	for _, d := range cands {
+		if d.seg.Kind == KindCommitLog {
+			logs = append(logs, d)
 		}
 	}
-	u.mu.Unlock()
-	// Every member of a group is ready when the group is (each member is
-	// available or listed), so the members of one group agree.
-	var out []done
-	for _, d := range batch {
-		ps := u.partners(d)
-		ready := true
-		for _, p := range ps {
-			if !avail[p] && !listed[p] {
-				ready = false
+	slices.SortFunc(logs, func(a, b done) int { return cmp.Compare(a.obj.Base, b.obj.Base) })
+	going := map[int64]bool{}   // commitlog objects listed by this delta, by object base
+	blocked := map[int64]bool{} // commitlog segments that wait, by segment base
+	stopped := false            // a commitlog object waits: so do those above it
+	next := 0                   // pending[next] is the lowest part not yet passed
+	for _, d := range logs {
+		for ; next < len(pending) && pending[next] < d.obj.Base; next++ {
+			p := pending[next]
+			if !going[p] && !holds(p) {
+				stopped = true
 			}
 		}
-		if !ready {
-			held[pairKey{d.seg.Kind, d.seg.Base}] = d
+		if (stopped && !u.cfg.ListOutOfOrder) || !complete(d) {
+			stopped = true
+			blocked[d.seg.Base] = true
 			continue
 		}
-		out = append(out, d)
-		for _, p := range ps {
-			if h, ok := held[p]; ok {
-				out = append(out, h)
-				delete(held, p)
-			}
+		going[d.obj.Base] = true
+	}
+	for _, d := range cands {
+		ok := true
+		switch {
+		case d.seg.Kind == KindCommitLog:
+			ok = !blocked[d.seg.Base]
+		case u.cfg.PairQueueIndex && len(u.partners(d)) > 0:
+			// An index goes with its commitlog object, or after it.
+			ok = complete(d) && !blocked[d.seg.Base]
+		}
+		if ok {
+			ready = append(ready, d)
+		} else {
+			wait = append(wait, d)
 		}
 	}
-	return out
+	return ready, wait
 }
 
 // writeManifest commits apply(a copy of the current manifest: its Objects
