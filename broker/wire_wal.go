@@ -498,7 +498,7 @@ func (b *Broker) recoverWAL(c *wal.Chain, e int64, reopen func() error) error {
 		w := wal.NewWriter(wal.Config{
 			Bucket: b.scoped, Dir: walDir, Log: b.store, Linger: b.cfg.WALLinger, Batch: int(b.cfg.WALBatch), Hedge: walHedge(b.cfg.WALHedge),
 			Fence: b.walFence, ValidFor: b.leaseValidFor, Active: b.wal.used.Load,
-			OnDurable: func(int64) { b.hold.wakeVisible() }, Logger: b.log,
+			OnDurable: func(int64) { b.hold.wakeVisible() }, Held: func() func(int64) bool { return b.walHeld(nil) }, Logger: b.log,
 		}, c, end)
 		b.wal.starting.Store(true)
 		err = w.Claim(ctx)

@@ -192,10 +192,12 @@ type Uploader struct {
 		manifest *Manifest            // last one written or read (st.m)
 		st       *mstate              // what writes extend
 		orphans  []string             // keys to delete at the next collection (failed deletes)
-		// pending are the bases of the commitlog parts the last scan found
-		// sealed and not in the manifest, ascending: the committer lists
-		// no commitlog object above one of them before it (listable).
-		pending []int64
+		// pending are the commitlog ranges the last scan found sealed
+		// and not wholly in the manifest ([the first missing part's
+		// base, the local segment's end)), ascending: the committer lists
+		// no commitlog object above one of them before the manifest holds
+		// all of it below that object (listable).
+		pending [][2]int64
 	}
 }
 
@@ -465,12 +467,15 @@ func (u *Uploader) scan(ctx context.Context) {
 	}
 }
 
-// notePending records the bases of the commitlog parts of segs the
-// manifest lacks (Uploader.mu.pending). Sealed lists every sealed segment
-// not marked, and segments seal in log order, so a commitlog object the
-// scan hands out has every unlisted part below it in the same list.
+// notePending records the commitlog ranges of segs the manifest lacks
+// (Uploader.mu.pending): from the first part it lacks to the local
+// segment's end, since a segment that straddles listed objects (a broker
+// that took over) is uploaded one missing part at a time. Sealed lists
+// every sealed segment not marked, and segments seal in log order, so a
+// commitlog object the scan hands out has every unlisted range below it
+// in the same list.
 func (u *Uploader) notePending(segs []Segment) {
-	var pending []int64
+	var pending [][2]int64
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for _, s := range segs {
@@ -478,10 +483,10 @@ func (u *Uploader) notePending(segs []Segment) {
 			continue
 		}
 		if part, _, covered := u.partLocked(s); !covered {
-			pending = append(pending, part.Base)
+			pending = append(pending, [2]int64{part.Base, max(s.Base+s.Length, part.Base+1)})
 		}
 	}
-	slices.Sort(pending)
+	slices.SortFunc(pending, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
 	u.mu.pending = pending
 }
 
@@ -963,12 +968,25 @@ func (u *Uploader) listable(cands []done) (ready, wait []done) {
 	if m != nil {
 		cl = m.commitLogSorted()
 	}
-	holds := func(off int64) bool { // a commitlog object or an expired range holds off
-		if m == nil {
-			return false
+	going := map[int64]int64{} // commitlog objects listed by this delta: base -> end
+	// covered reports whether the manifest, with what this delta lists,
+	// holds all of [lo, hi).
+	covered := func(lo, hi int64) bool {
+		for lo < hi {
+			if m != nil {
+				from, _, gap := m.firstGap(cl, lo, hi)
+				if !gap {
+					return true
+				}
+				lo = from
+			}
+			end, ok := going[lo]
+			if !ok || end <= lo {
+				return false
+			}
+			lo = end
 		}
-		_, _, gap := m.firstGap(cl, off, off+1)
-		return !gap
+		return true
 	}
 	// listed reports whether the manifest holds p (a stored manifest is
 	// never changed in place: writeManifest and loadManifest replace it).
@@ -1006,15 +1024,16 @@ func (u *Uploader) listable(cands []done) (ready, wait []done) {
 		}
 	}
 	slices.SortFunc(logs, func(a, b done) int { return cmp.Compare(a.obj.Base, b.obj.Base) })
-	going := map[int64]bool{}   // commitlog objects listed by this delta, by object base
 	blocked := map[int64]bool{} // commitlog segments that wait, by segment base
-	stopped := false            // a commitlog object waits: so do those above it
-	next := 0                   // pending[next] is the lowest part not yet passed
+	stopped := false            // a commitlog object waits: so do those above it (but ListOutOfOrder)
 	for _, d := range logs {
-		for ; next < len(pending) && pending[next] < d.obj.Base; next++ {
-			p := pending[next]
-			if !going[p] && !holds(p) {
+		for _, r := range pending {
+			if r[0] >= d.obj.Base {
+				break
+			}
+			if !covered(r[0], min(r[1], d.obj.Base)) {
 				stopped = true
+				break
 			}
 		}
 		if (stopped && !u.cfg.ListOutOfOrder) || !complete(d) {
@@ -1022,7 +1041,7 @@ func (u *Uploader) listable(cands []done) (ready, wait []done) {
 			blocked[d.seg.Base] = true
 			continue
 		}
-		going[d.obj.Base] = true
+		going[d.obj.Base] = d.obj.End()
 	}
 	for _, d := range cands {
 		ok := true

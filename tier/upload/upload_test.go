@@ -99,7 +99,7 @@ func TestUploadAll(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	mfs, err := reg.Gather()
-	if err != nil || len(mfs) != 8 {
+	if err != nil || len(mfs) != 9 {
 		t.Fatalf("gather: %d metric families, %v", len(mfs), err)
 	}
 	got := map[string]float64{}
@@ -107,7 +107,8 @@ func TestUploadAll(t *testing.T) {
 		m := mf.GetMetric()[0]
 		got[mf.GetName()] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
 	}
-	if got["rocketmq_tiered_store_upload_objects_total"] != 5 || got["rocketmq_tiered_store_provider_upload_bytes_total"] != float64(st.Bytes) {
+	if got["rocketmq_tiered_store_upload_objects_total"] != 5 || got["rocketmq_tiered_store_provider_upload_bytes_total"] != float64(st.Bytes) ||
+		got["rocketmq_tiered_store_upload_held_objects"] != 0 {
 		t.Fatalf("metrics %v", got)
 	}
 }

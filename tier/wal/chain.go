@@ -135,7 +135,7 @@ func readHeaders(ctx context.Context, b tier.Reader, dir string) ([]Header, uint
 	sem := make(chan struct{}, headerReads)
 	var wg sync.WaitGroup
 	for i, l := range ls {
-		if l.size < HeaderSize {
+		if l.size < headerSizeV1 {
 			errs[i] = fmt.Errorf("%w: %s: %d bytes", ErrCorrupt, l.key, l.size)
 			continue
 		}
@@ -143,16 +143,16 @@ func readHeaders(ctx context.Context, b tier.Reader, dir string) ([]Header, uint
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			var buf [HeaderSize]byte
-			if err := b.ReadAt(ctx, l.key, buf[:], 0); err != nil {
+			var buf [HeaderSize]byte // a version-1 object may be shorter
+			if err := b.ReadAt(ctx, l.key, buf[:min(l.size, HeaderSize)], 0); err != nil {
 				errs[i] = fmt.Errorf("wal: read %s: %w", l.key, err)
 				return
 			}
-			h, err := decodeHeader(buf[:])
+			h, err := decodeHeader(buf[:min(l.size, HeaderSize)])
 			switch {
 			case err != nil:
 				errs[i] = fmt.Errorf("%s: %w", l.key, err)
-			case h.Seq != l.seq || HeaderSize+h.Length != l.size:
+			case h.Seq != l.seq || h.headerLen()+h.Length != l.size:
 				errs[i] = fmt.Errorf("%w: %s holds %s in %d bytes", ErrCorrupt, l.key, h, l.size)
 			default:
 				hs[i] = h
@@ -236,13 +236,13 @@ func walk(hs []Header, held func(off int64) bool) (*Chain, error) {
 			case h.IsClaim():
 				// Back to the object it continues (none: it started the chain).
 				keep := 0
-				if p, ok := at[h.Prev]; h.Prev != 0 && ok && p.End() <= h.Start {
+				if p, ok := at[h.Prev]; h.Prev != 0 && ok && h.continues(p) {
 					k := slices.IndexFunc(c.Objects, func(o Header) bool { return o.Seq == h.Prev })
 					if k < 0 {
 						return nil, fmt.Errorf("%w: %s continues #%d, which is not in the chain", ErrCorrupt, h, h.Prev)
 					}
 					keep = k + 1
-				} // else: none, or its predecessor was trimmed (its number free, or another writer's late object)
+				} // else: none, or its predecessor was trimmed (its number free, or another writer's late object there)
 				if keep > 0 && c.Objects[keep-1].End() > h.Start {
 					// A claim starts at the end of what it continues, or
 					// past it (the bytes between are in segments, or were
@@ -262,7 +262,11 @@ func walk(hs []Header, held func(off int64) bool) (*Chain, error) {
 			c.Objects = append(c.Objects, h)
 		default:
 			n := len(c.Objects)
-			if !broken && n > 0 && c.Objects[n-1].End() == h.Start && c.Objects[n-1].Seq == h.Prev {
+			if !broken && n > 0 && c.Objects[n-1].End() <= h.Start && c.Objects[n-1].Seq == h.Prev {
+				// The next object of the run: it starts where the one
+				// before ends, or past it when the writer continued past
+				// what the segments hold, every object below trimmed but
+				// its newest (continueFrom).
 				c.Objects = append(c.Objects, h)
 				continue
 			}

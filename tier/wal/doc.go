@@ -21,21 +21,29 @@
 //
 //	<prefix>/wal/<20-digit seq>      one object per number, created with PutIf(IfAbsent)
 //
-//	+--------+-----+-------+----------+-----+-------+-------+------+-------+--------+-----------+------------+---------+
-//	| "SMQW" | ver | flags | reserved | seq | epoch | claim | prev | start | length | crc (pay) | crc (0..60)| payload |
-//	|   4    |  1  |   1   |    2     |  8  |   8   |   8   |  8   |   8   |   8    |     4     |     4      | length  |
-//	+--------+-----+-------+----------+-----+-------+-------+------+-------+--------+-----------+------------+---------+
+//	+--------+-----+-------+----------+-----+-------+-------+------+-------+--------+------------+------------+-----------+-------------+---------+
+//	| "SMQW" | ver | flags | reserved | seq | epoch | claim | prev | start | length | prev epoch | prev claim | crc (pay) | crc (0..76) | payload |
+//	|   4    |  1  |   1   |    2     |  8  |   8   |   8   |  8   |   8   |   8    |     8      |     8      |     4     |      4      | length  |
+//	+--------+-----+-------+----------+-----+-------+-------+------+-------+--------+------------+------------+-----------+-------------+---------+
 //
 // little endian; CRC-32C (Castagnoli). flags: 0x01 claim, 0x02 filler.
+// Format version 2 (80-byte header), written by this build. prev epoch
+// and prev claim are set in a claim that continues an object (prev > 0):
+// that object's writer, so that another writer's object a late PUT put at
+// the same number after a trim is not taken for it; zero elsewhere.
+// Version 1, written before, has a 64-byte header without them (its crc
+// fields at 56 and 60); it is read as before: any object at prev that
+// ends at or before the claim's start is taken for its predecessor.
 //
 // # Writers and the chain
 //
 // A writer (the lease holder) reads the chain, makes its local log agree
 // with it (Reconcile), then claims: an empty object at the number after
-// the highest listed, naming the chain's last object (Prev) and its lease
-// epoch. Before the claim it fills every free number between the lowest
-// and the highest listed with an empty filler object, so that no older
-// writer's PUT still in flight can land below the claim later. Its
+// the highest listed, naming the chain's last object (Prev) with its
+// writer, and its lease epoch. Before the claim it fills every free
+// number between the lowest and the highest listed with an empty filler
+// object, so that no older writer's PUT still in flight can land below
+// the claim later. Its
 // objects then take consecutive numbers; up to InFlight are written at
 // once, and a send is answered once its bytes are in an object that, with
 // every object of the writer before it, exists (Durable). A number a
@@ -49,10 +57,13 @@
 // A reader (Read) walks the listed objects by number and keeps the newest
 // writer's view, ordering writers by (epoch, claim): an older writer's
 // object after a newer one's claim is skipped; a newer claim continues
-// the object it names (the objects after it that the claimer had not
-// seen are dropped: their writer's run had a hole there, so it
-// acknowledged none of them); within a writer the chain ends at its first
-// missing or non-contiguous object. Fillers are skipped.
+// the object it names, number and writer (the objects after it that the
+// claimer had not seen are dropped: their writer's run had a hole there,
+// so it acknowledged none of them; an object of another writer at that
+// number counts as trimmed); within a writer the chain ends at its first
+// missing object, or one that starts inside the one before (one may start
+// past it: the writer continued past what the segments hold). Fillers are
+// skipped.
 //
 // Why nothing acknowledged is dropped: a writer acknowledges object k
 // only when k and every object of its own from its claim to k exist.
@@ -67,10 +78,16 @@
 //
 // Once the manifest lists segments up to offset U, Trim(U) deletes every
 // object below the first object of the chain that holds bytes past U
-// (the skipped and filler objects below it too). A chain whose claim was
-// trimmed starts at its first listed object, which begins at or before U.
-// With every object trimmed and nothing in flight, the writer continues
-// from U (the bytes before it are in segments).
+// (the skipped and filler objects below it too), in ascending order, one
+// at a time, stopping at the first DELETE that fails. The chain's newest
+// object (the writer's own, its claim at least) is never deleted: numbers
+// never start again at #1, so a deposed writer's PUT that lands late is
+// always older than the newest object listed and skipped. A chain whose
+// claim was trimmed starts at its first listed object, which begins at or
+// before U. When what is left holds nothing past U and nothing is in
+// flight, the writer continues from U (the bytes before it are in
+// segments): its next object continues the newest one left and starts
+// past its end.
 //
 // # Costs and bounds
 //

@@ -236,11 +236,11 @@ func TestTrimDeletesWhatSegmentsHold(t *testing.T) {
 		if live := c.Live(2500); len(live) == 0 || live[0].Start > 2500 {
 			t.Fatalf("live part past 2500: %v", live)
 		}
-		n.w.Trim(5000) // everything: the writer continues from there
+		n.w.Trim(5000) // everything but the newest object: the writer continues from there
 		synctest.Wait()
 		c, _ = Read(context.Background(), b, "wal/")
-		if len(c.Objects)+len(c.Skipped) != 0 {
-			t.Fatalf("after Trim(5000) %d objects left", len(c.Objects)+len(c.Skipped))
+		if len(c.Objects) != 1 || len(c.Skipped) != 0 || c.Objects[0].End() != 5000 {
+			t.Fatalf("after Trim(5000) the chain is %v (skipped %v), want only the newest object, ending at 5000", c.Objects, c.Skipped)
 		}
 		if err := <-a.send(n, "after", 300, time.Time{}); err != nil {
 			t.Fatal(err)
@@ -383,4 +383,61 @@ func randomTakeovers(t *testing.T, seed uint64) {
 		<-d
 	}
 	a.check(t, b, 0)
+}
+
+// TestTrimPastWhatWasShippedKeepsTheNewestObject: an idle writer (no
+// send waits, not Active) leaves local-durable bytes unshipped; the
+// segments then hold the log past them. The trim deletes every object but
+// the newest, and the writer continues from the segments' end: its next
+// object continues the newest (Prev) and starts past its end. A reader
+// without the manifest (Read) keeps it in the chain, and a fresh disk at
+// the segments' end gets the acknowledged record at its offset.
+func TestTrimPastWhatWasShippedKeepsTheNewestObject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &faultBucket{Bucket: tier.NewMem()}
+		n, err := start(t, b, newMemLog(0), 0, Config{Batch: 1000, Linger: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a acked
+		for i := range 3 {
+			if err := <-a.send(n, fmt.Sprintf("t%d", i), 1000, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 2 { // nobody waits for these: not shipped
+			n.log.add(record(fmt.Sprintf("local%d", i), 1000))
+		}
+		synctest.Wait()
+		n.w.Trim(5000)
+		synctest.Wait()
+		c, err := Read(context.Background(), b, "wal/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Objects) != 1 || c.Objects[0].End() != 3000 || len(c.Skipped) != 0 {
+			t.Fatalf("after Trim(5000) the chain is %v (skipped %v), want the newest object alone", c.Objects, c.Skipped)
+		}
+		if err := <-a.send(n, "after", 300, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		_ = n.stop()
+		c, err = Read(context.Background(), b, "wal/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Objects) != 2 || c.Objects[1].Start != 5000 || c.Objects[1].Prev != c.Objects[0].Seq {
+			t.Fatalf("the chain after the send is %v, want the newest object and one continuing it from 5000", c.Objects)
+		}
+		a.mu.Lock()
+		for off := range a.recs {
+			if off < 5000 {
+				delete(a.recs, off) // in the segments
+			}
+		}
+		a.mu.Unlock()
+		if fresh := a.check(t, b, 5000); fresh.MaxPhysOffset() != 5300 {
+			t.Fatalf("fresh log ends at %d, want 5300", fresh.MaxPhysOffset())
+		}
+	})
 }

@@ -138,7 +138,7 @@ func prefetch(ctx context.Context, b tier.Reader, dir string, hs []Header, need 
 
 func readPayload(ctx context.Context, b tier.Reader, dir string, h Header) ([]byte, error) {
 	p := make([]byte, h.Length)
-	if err := b.ReadAt(ctx, Key(dir, h.Seq), p, HeaderSize); err != nil {
+	if err := b.ReadAt(ctx, Key(dir, h.Seq), p, h.headerLen()); err != nil {
 		return nil, fmt.Errorf("wal: read %s: %w", h, err)
 	}
 	if err := checkPayload(h, p); err != nil {

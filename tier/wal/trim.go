@@ -41,9 +41,13 @@ func (w *Writer) hold(h Header) {
 // number inside a writer's run for a PUT that never landed and ends the
 // chain there, so deleting out of order (several at once, one of them
 // failing) would cut acknowledged objects past the trim point off the
-// chain. It runs on its own goroutine: shipping goes on meanwhile. It
-// says whether no object is left (the writer may then continue from
-// there: continueFrom).
+// chain. The chain's newest object (this writer's, its claim at least)
+// is never deleted: the numbers then never start again at #1, and a
+// deposed writer's PUT that lands late is older than the newest object
+// listed, which every reader skips; with nothing listed it would look
+// like the chain's tail. It runs on its own goroutine: shipping goes on
+// meanwhile. It says whether what is left holds nothing past trimTo (the
+// writer may then continue from there: continueFrom).
 func (w *Writer) trim(ctx context.Context) trimResult {
 	to := w.trimTo.Load()
 	w.trimMu.Lock()
@@ -51,6 +55,12 @@ func (w *Writer) trim(ctx context.Context) trimResult {
 	for i, h := range w.held {
 		if w.inChain(h) && h.End() > to {
 			cut = i
+			break
+		}
+	}
+	for i := len(w.held) - 1; i >= 0; i-- {
+		if w.inChain(w.held[i]) {
+			cut = min(cut, i)
 			break
 		}
 	}
@@ -74,21 +84,23 @@ func (w *Writer) trim(ctx context.Context) trimResult {
 	}
 	w.trimMu.Lock()
 	w.held = slices.DeleteFunc(w.held, func(h Header) bool { return gone[h.Seq] })
-	all := len(w.held) == 0
+	all := len(gone) == len(victims) && !slices.ContainsFunc(w.held, func(h Header) bool { return w.inChain(h) && h.End() > to })
 	w.trimMu.Unlock()
 	return trimResult{to: to, all: all}
 }
 
-// trimResult is what a trim did: it trimmed to to, and left no object (all).
+// trimResult is what a trim did: it trimmed to to, and what is left of
+// the chain holds nothing past to (all).
 type trimResult struct {
 	to  int64
 	all bool
 }
 
-// continueFrom moves the writer past to, which the segments hold, when it
-// holds no object any more and nothing is in flight (on Run's goroutine):
-// the bytes before it are in segments, and an object whose claim and
-// predecessors are gone starts a chain of its own.
+// continueFrom moves the writer past to, which the segments hold, when
+// what is left of the chain holds nothing past it and nothing is in
+// flight (on Run's goroutine): the bytes before it are in segments. The
+// next object continues the newest one left (Prev), starting past its
+// end; a reader takes it as the chain's next (walk).
 func (w *Writer) continueFrom(to int64) {
 	w.shipped = to
 	if to > w.durable.Load() {

@@ -66,7 +66,11 @@ type Config struct {
 	// OnDurable, if set, is called (on the writer's goroutine, must not
 	// block) each time Durable advances.
 	OnDurable func(end int64)
-	Logger    *slog.Logger
+	// Held, if set, returns what the manifest's segments hold now
+	// (ReadHeld's held), for reading the chain again after an older
+	// writer's late object broke this writer's run. Nil: Read.
+	Held   func() func(off int64) bool
+	Logger *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -128,9 +132,10 @@ type Writer struct {
 	waiters []waiter
 	wake    chan struct{}
 
-	prev    uint64   // the chain's last object when this writer began (its claim's Prev)
-	skipped []Header // listed objects the chain did not keep
-	holes   []uint64 // free numbers below the claim, filled before it
+	prev    uint64    // the chain's last object when this writer began (its claim's Prev)
+	prevInc [2]uint64 // that object's writer (epoch, claim): the claim's PrevEpoch, PrevClaim
+	skipped []Header  // listed objects the chain did not keep
+	holes   []uint64  // free numbers below the claim, filled before it
 
 	trimMu sync.Mutex
 	held   []Header // objects listed or written, not yet trimmed, by Seq
@@ -160,6 +165,9 @@ func NewWriter(cfg Config, c *Chain, end int64) *Writer {
 	w.held = append(append(w.held, c.Objects...), c.Skipped...)
 	sortHeaders(w.held)
 	w.prev = c.Last()
+	if n := len(c.Objects); n > 0 {
+		w.prevInc = c.Objects[n-1].incarnation()
+	}
 	return w
 }
 
@@ -181,6 +189,9 @@ func (w *Writer) Claim(ctx context.Context) error {
 		}
 		if err == nil {
 			h := Header{Seq: w.nextSeq, Claim: w.nextSeq, Prev: w.prev, Epoch: epoch, Start: w.shipped}
+			if w.prev != 0 {
+				h.PrevEpoch, h.PrevClaim = int64(w.prevInc[0]), w.prevInc[1]
+			}
 			h, err = w.put(ctx, h, make([]byte, HeaderSize))
 			if err == nil {
 				w.claim, w.epoch = h.Seq, epoch
@@ -346,6 +357,10 @@ func (w *Writer) Run(ctx context.Context) error {
 			if runErr = w.reclaim(ctx, lastSeq); runErr != nil {
 				break
 			}
+			// The run goes on from the new claim: a second late object
+			// before anything after it is acknowledged claims again
+			// after this one.
+			lastSeq = w.claim
 			reclaiming = false
 		}
 		now := time.Now()
@@ -667,18 +682,35 @@ func (w *Writer) put(ctx context.Context, h Header, obj []byte) (Header, error) 
 	if !errors.Is(err, tier.ErrPreconditionFailed) {
 		return h, err
 	}
-	var got [HeaderSize]byte
-	if rerr := w.cfg.Bucket.ReadAt(actx, key, got[:], 0); rerr != nil {
+	got, rerr := readHeaderBytes(actx, w.cfg.Bucket, key)
+	if rerr != nil {
 		return h, fmt.Errorf("wal: #%d is taken and could not be read: %w", h.Seq, rerr)
 	}
-	if bytes.Equal(got[:], obj[:HeaderSize]) {
+	if bytes.Equal(got, obj[:h.headerLen()]) {
 		return h, nil // an earlier attempt, or the other one, landed
 	}
-	other, derr := decodeHeader(got[:])
+	other, derr := decodeHeader(got)
 	if derr == nil && !other.Filler && compareInc(other.incarnation(), h.incarnation()) < 0 {
 		return h, fmt.Errorf("%w: #%d holds %s", errTakenByOlder, h.Seq, other)
 	}
 	return h, fmt.Errorf("%w: #%d holds %s", ErrDeposed, h.Seq, other)
+}
+
+// readHeaderBytes reads the header of the object at key, of either
+// format version (a version-1 object may be shorter than HeaderSize).
+func readHeaderBytes(ctx context.Context, b tier.Reader, key string) ([]byte, error) {
+	buf := make([]byte, HeaderSize)
+	if err := b.ReadAt(ctx, key, buf[:headerSizeV1], 0); err != nil {
+		return nil, err
+	}
+	n := headerLenOf(buf)
+	if n <= headerSizeV1 {
+		return buf[:headerSizeV1], nil // version 1, or no header: decodeHeader says which
+	}
+	if err := b.ReadAt(ctx, key, buf[headerSizeV1:n], headerSizeV1); err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
 }
 
 // hedgeAfter is how long an attempt runs before a second is sent beside
@@ -768,7 +800,11 @@ var errTakenByOlder = errors.New("wal: an older writer's late object took the nu
 func (w *Writer) reclaim(ctx context.Context, lastSeq uint64) error {
 	mine := [2]uint64{uint64(w.epoch), w.claim}
 	for attempt := 0; ; attempt++ {
-		c, err := Read(ctx, w.cfg.Bucket, w.cfg.Dir)
+		var held func(int64) bool
+		if w.cfg.Held != nil {
+			held = w.cfg.Held()
+		}
+		c, err := ReadHeld(ctx, w.cfg.Bucket, w.cfg.Dir, held)
 		if err == nil {
 			// The chain must still end with this writer's unbroken run:
 			// a claim continues the chain as read, never another
@@ -785,7 +821,7 @@ func (w *Writer) reclaim(ctx context.Context, lastSeq uint64) error {
 			}
 			w.nextSeq = max(w.nextSeq, c.MaxSeq+1)
 			w.holes = c.Holes
-			w.prev = lastSeq
+			w.prev, w.prevInc = lastSeq, mine
 			w.shipped = w.durable.Load()
 			err = w.Claim(ctx)
 			if err == nil {
