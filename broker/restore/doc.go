@@ -41,8 +41,9 @@
 // # What it writes
 //
 // SetAside renames <data dir>/store and <data dir>/config to
-// store.stale-<unix seconds> and config.stale-<unix seconds>; nothing is
-// ever deleted. Metadata writes config/topics.json,
+// store.stale-<unix seconds> and config.stale-<unix seconds> (with -<n>
+// after them when a copy set aside in the same second holds the name);
+// nothing is ever deleted. Metadata writes config/topics.json,
 // config/subscriptionGroup.json and config/consumerOffset.json (the names
 // the broker passes) atomically, from the checkpoint's sections as they
 // are. No object in the bucket.

@@ -92,10 +92,15 @@ func (j *Judge) RefuseOrSetAside(why string, r durability.OffsetRange, localHold
 	return j.SetAside(why)
 }
 
-// SetAside renames store/ and config/ out of the way (store.stale-<unix>),
-// so the broker restores from the bucket. Nothing is deleted.
+// SetAside renames store/ and config/ out of the way (store.stale-<unix>,
+// or store.stale-<unix>-<n> when a copy set aside in the same second holds
+// that name), so the broker restores from the bucket. Nothing is deleted.
 func (j *Judge) SetAside(why string) error {
-	suffix := fmt.Sprintf(".stale-%d", j.now().Unix())
+	first := fmt.Sprintf(".stale-%d", j.now().Unix())
+	suffix := first
+	for n := 2; j.taken(suffix); n++ {
+		suffix = fmt.Sprintf("%s-%d", first, n)
+	}
 	for _, dir := range []string{"store", "config"} {
 		from := filepath.Join(j.cfg.DataDir, dir)
 		if _, err := j.fs.Stat(from); err != nil {
@@ -107,6 +112,16 @@ func (j *Judge) SetAside(why string) error {
 	}
 	j.log.Warn("the local data dir was set aside; the broker restores from the bucket", "reason", why, "setAside", suffix)
 	return nil
+}
+
+// taken reports whether a set-aside copy named with suffix exists.
+func (j *Judge) taken(suffix string) bool {
+	for _, dir := range []string{"store", "config"} {
+		if _, err := j.fs.Stat(filepath.Join(j.cfg.DataDir, dir) + suffix); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Segment is one commitlog segment of the data dir: its base offset and

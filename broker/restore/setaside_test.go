@@ -41,3 +41,27 @@ func TestSetAsideRenamesNeverDeletes(t *testing.T) {
 		t.Fatal("the data dir is not fresh after the set-aside")
 	}
 }
+
+// TestSetAsideTwiceInOneSecond: a second copy set aside within the same
+// second (a restore that sets aside again at once) gets a name of its
+// own; the first stays whole and the broker starts (the rename used to
+// fail with "file exists" and stop the node).
+func TestSetAsideTwiceInOneSecond(t *testing.T) {
+	fs := vfs.NewMem()
+	now := func() time.Time { return time.Unix(1700000000, 0) }
+	j := New(Config{DataDir: "/d", AcceptLoss: true}, Deps{FS: fs, Now: now})
+	for i, mark := range []string{"first", "second", "third"} {
+		if err := fs.MkdirAll("/d/store/commitlog/"+mark, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.SetAside("why"); err != nil {
+			t.Fatalf("set-aside %d: %v", i+1, err)
+		}
+	}
+	for _, d := range []string{"/d/store.stale-1700000000/commitlog/first", "/d/store.stale-1700000000-2/commitlog/second",
+		"/d/store.stale-1700000000-3/commitlog/third"} {
+		if _, err := fs.Stat(d); err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+	}
+}
