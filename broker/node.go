@@ -52,6 +52,7 @@ func (n *Node) Run(ctx context.Context) error {
 	var masterCut *int64
 	var restartAt int64
 	var afresh bool
+	var pace genPace
 	for {
 		deps := n.deps
 		deps.lease, lease = lease, nil
@@ -78,6 +79,7 @@ func (n *Node) Run(ctx context.Context) error {
 		if n.started != nil {
 			n.started(b)
 		}
+		began := time.Now()
 		err = b.Run(ctx)
 		gen.unregisterAll()
 		var rc *RoleChange
@@ -103,7 +105,49 @@ func (n *Node) Run(ctx context.Context) error {
 			masterCut = &rc.MasterCut
 		}
 		restartAt, afresh = rc.RestartAt, rc.Afresh
+		if wait := pace.next(time.Since(began), rc.Lease != nil); wait > 0 {
+			// Generations that end as soon as they start (a slave that
+			// cannot follow its master and restores afresh, again and
+			// again) would otherwise spin, hammering the bucket and the
+			// master. A lease in hand is never kept waiting.
+			n.log.Warn("the broker's generations keep ending at once; waiting before the next", "wait", wait, "role", cfg.Role, "reason", err)
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+		}
 	}
+}
+
+// genPace spaces out a node's generations that end as soon as they start:
+// the first quick restart goes at once, each further one in a row waits
+// twice as long as the one before (genPaceMin to genPaceMax); a
+// generation that lived genPaceQuick or longer starts the count again.
+type genPace struct {
+	quick int // quick restarts in a row
+}
+
+const (
+	genPaceQuick = 5 * time.Second
+	genPaceMin   = 100 * time.Millisecond
+	genPaceMax   = 30 * time.Second
+)
+
+// next returns how long to wait before the generation after one that
+// lived for lived (0: none); withLease: the next one holds a lease.
+func (p *genPace) next(lived time.Duration, withLease bool) time.Duration {
+	if lived >= genPaceQuick {
+		p.quick = 0
+		return 0
+	}
+	p.quick++
+	if withLease || p.quick < 2 {
+		return 0
+	}
+	return min(genPaceMin<<min(p.quick-2, 16), genPaceMax)
 }
 
 // roleConfig is cfg for its role: a master registers as brokerId 0, a
