@@ -14,6 +14,7 @@ import (
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/wal"
 )
 
 // walGate holds back the WAL's data objects while closed (a slow or
@@ -40,7 +41,7 @@ func (g *walGate) release() {
 }
 
 func (g *walGate) PutIf(ctx context.Context, key string, r io.Reader, size int64, cond tier.Cond) (string, error) {
-	if strings.Contains(key, "/"+walDir) && size > 64 { // a data object, not a claim
+	if strings.Contains(key, "/"+walDir) && size > wal.HeaderSize { // a data object, not a claim
 		g.mu.Lock()
 		shut, open := g.shut, g.open
 		g.mu.Unlock()

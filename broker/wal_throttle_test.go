@@ -14,6 +14,7 @@ import (
 
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/tier"
+	"github.com/stratamq/stratamq/tier/wal"
 )
 
 // slowDown answers every WAL data PUT (not a claim or a filler) with 503
@@ -26,7 +27,7 @@ type slowDown struct {
 }
 
 func (s *slowDown) PutIf(ctx context.Context, key string, r io.Reader, size int64, cond tier.Cond) (string, error) {
-	if s.on.Load() && strings.Contains(key, "/"+walDir) && size > 64 {
+	if s.on.Load() && strings.Contains(key, "/"+walDir) && size > wal.HeaderSize {
 		s.refused.Add(1)
 		s.first.CompareAndSwap(0, time.Now().UnixNano())
 		return "", &tier.ServerError{Op: "put", Key: key, Status: 503, Code: "SlowDown", Err: fmt.Errorf("please reduce your request rate")}

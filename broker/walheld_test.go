@@ -24,3 +24,25 @@ func TestWALHeld(t *testing.T) {
 		t.Error("an empty manifest holds offset 0")
 	}
 }
+
+// TestSegmentsEndThroughExpiredRanges: the WAL's trim point runs through
+// the manifest's commitlog objects and the ranges retention expired, and
+// stops at the first hole. The WAL keeps its newest object through every
+// trim; once retention expired the segments under it, an expired range
+// must not hold every later trim back.
+func TestSegmentsEndThroughExpiredRanges(t *testing.T) {
+	cl := upload.KindCommitLog.String()
+	m := &upload.Manifest{
+		Objects: []upload.Object{{Kind: cl, Base: 0, Length: 100}, {Kind: cl, Base: 100, Length: 100}, {Kind: cl, Base: 300, Length: 100}},
+		Expired: []upload.Span{{From: 200, To: 300}},
+	}
+	for _, c := range []struct{ from, want int64 }{{0, 400}, {150, 400}, {250, 400}, {400, 400}, {500, 500}} {
+		if got := segmentsEnd(m, c.from); got != c.want {
+			t.Errorf("segmentsEnd(%d) = %d, want %d", c.from, got, c.want)
+		}
+	}
+	m.Objects = m.Objects[:2]
+	if got := segmentsEnd(m, 0); got != 300 {
+		t.Errorf("segmentsEnd(0) with nothing past the expired range = %d, want 300", got)
+	}
+}

@@ -169,8 +169,11 @@ func (b *Broker) tierPending() *durability.OffsetRange {
 }
 
 // segmentsEnd is how far the manifest's commitlog objects hold the log
-// without a hole from p: the end of the run of objects that covers p, or
-// p itself when none does.
+// without a hole from p: the end of the run of objects (and of ranges
+// retention expired: what the WAL need not keep either) that covers p, or
+// p itself when none does. An expired range counts, or the WAL's oldest
+// object, kept by its trims (wal: the newest object stays), would hold
+// every trim back once retention expired the segments under it.
 func segmentsEnd(m *upload.Manifest, p int64) int64 {
 	objs := m.CommitLog()
 	for moved := true; moved; {
@@ -179,6 +182,9 @@ func segmentsEnd(m *upload.Manifest, p int64) int64 {
 			if o.Base <= p && p < o.End() {
 				p, moved = o.End(), true
 			}
+		}
+		if to, ok := m.ExpiredAt(p); ok && to > p {
+			p, moved = to, true
 		}
 	}
 	return p

@@ -122,12 +122,15 @@ func (w *Writer) inChain(h Header) bool {
 
 // Oldest is where the oldest bytes of the chain this writer still holds
 // in the bucket start (Durable when it holds none): what the manifest must
-// cover, from there on, before Trim can delete anything.
+// cover, from there on, before Trim can delete anything. The newest object
+// a trim kept only so that numbers never start again (trim) holds no such
+// bytes once the segments cover it.
 func (w *Writer) Oldest() int64 {
+	to := w.trimTo.Load()
 	w.trimMu.Lock()
 	defer w.trimMu.Unlock()
 	for _, h := range w.held {
-		if w.inChain(h) && h.Length > 0 {
+		if w.inChain(h) && h.Length > 0 && h.End() > to {
 			return h.Start
 		}
 	}
