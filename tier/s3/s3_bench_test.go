@@ -5,7 +5,9 @@
 //
 // put/size=64MiB is one signed PutObject (default 128 MiB parts);
 // put-multipart/size=64MiB,part=16MiB is 4 parts, up to 4 in flight;
-// get/size=1MiB is one ranged GET of 1 MiB from a 64 MiB object.
+// get/size=1MiB is one ranged GET of 1 MiB from a 64 MiB object;
+// delete/size=4MiB is one DELETE of a 4 MiB object (the bucket WAL trims
+// its objects one at a time, in order: this is what bounds its pace).
 // Client and server share the machine's cores; docs/infra.md has reference
 // numbers for this machine class.
 package s3_test
@@ -44,6 +46,24 @@ func BenchmarkTierS3VersityGW(b *testing.B) {
 			}
 		})
 	}
+
+	b.Run("delete/size=4MiB", func(b *testing.B) {
+		cfg := testConfig(endpoint, ak, sk, tiertest.BucketName(b))
+		cfg.PartSize = s3.DefaultPartSize
+		bkt := open(b, cfg)
+		obj := data[:4<<20]
+		for i := range b.N {
+			if err := bkt.Put(b.Context(), fmt.Sprintf("bench/del/%d", i), bytes.NewReader(obj), int64(len(obj))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			if err := bkt.Delete(b.Context(), fmt.Sprintf("bench/del/%d", i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 
 	b.Run("get/size=1MiB", func(b *testing.B) {
 		cfg := testConfig(endpoint, ak, sk, tiertest.BucketName(b))
