@@ -172,6 +172,8 @@ func decodeHeader(b []byte) (Header, error) {
 	switch {
 	case b[5]&^(flagClaim|flagFiller) != 0 || b[5] == flagClaim|flagFiller:
 		return Header{}, fmt.Errorf("%w: flags %#x", ErrCorrupt, b[5])
+	case b[6] != 0 || b[7] != 0:
+		return Header{}, fmt.Errorf("%w: reserved bytes %#x %#x", ErrCorrupt, b[6], b[7])
 	case (h.PrevEpoch != 0 || h.PrevClaim != 0) && (!h.IsClaim() || h.Prev == 0):
 		return Header{}, fmt.Errorf("%w: #%d names a predecessor's writer (epoch %d claim %d) but is no claim continuing one", ErrCorrupt, h.Seq, h.PrevEpoch, h.PrevClaim)
 	case h.Filler && (h.Claim != h.Seq || h.Prev != 0 || h.Length != 0):

@@ -121,18 +121,21 @@ func (w *Writer) inChain(h Header) bool {
 }
 
 // Oldest is where the oldest bytes of the chain this writer still holds
-// in the bucket start (Durable when it holds none): what the manifest must
-// cover, from there on, before Trim can delete anything. The newest object
-// a trim kept only so that numbers never start again (trim) holds no such
+// in the bucket, or may still put there, start: what the manifest must
+// cover, from there on, before Trim can delete anything. Never past
+// Durable: an object past it may still be in flight (PUTs land out of
+// order), and its bytes are in no held object yet. The newest object a
+// trim kept only so that numbers never start again (trim) holds no such
 // bytes once the segments cover it.
 func (w *Writer) Oldest() int64 {
 	to := w.trimTo.Load()
+	durable := w.durable.Load()
 	w.trimMu.Lock()
 	defer w.trimMu.Unlock()
 	for _, h := range w.held {
 		if w.inChain(h) && h.Length > 0 && h.End() > to {
-			return h.Start
+			return min(h.Start, durable)
 		}
 	}
-	return w.durable.Load()
+	return durable
 }

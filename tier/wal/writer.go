@@ -353,7 +353,11 @@ func (w *Writer) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for runErr == nil {
-		if reclaiming && len(inflight) == 0 {
+		if reclaiming && !slices.ContainsFunc(inflight, func(f flight) bool { return !f.done }) {
+			// Nothing pending: what is left landed past the break (an
+			// orphan the new claim's run replaces; its bytes are shipped
+			// again), waiting behind the number an older writer took.
+			inflight = inflight[:0]
 			if runErr = w.reclaim(ctx, lastSeq); runErr != nil {
 				break
 			}
