@@ -381,11 +381,22 @@ func (b *Broker) readWALChain(held func(int64) bool) (*wal.Chain, error) {
 	return c, nil
 }
 
-// walHeld says whether the bucket's commitlog objects (bucketObjects)
-// hold the log byte at an offset. wal.ReadHeld asks it where a WAL object's
-// predecessor is gone: trimmed once those objects held its bytes.
+// walHeld says whether the bucket's commitlog objects (bucketObjects), or
+// a range retention expired from them, hold the log byte at an offset:
+// bytes the WAL need not keep (as segmentsEnd, which trims up to them).
+// wal.ReadHeld asks it where a WAL object's predecessor is gone: trimmed
+// once those objects held its bytes.
 func (b *Broker) walHeld(m *upload.Manifest) func(off int64) bool {
+	if m == nil && b.tier != nil && b.tier.Uploader() != nil {
+		m = b.tier.Uploader().Manifest()
+	}
 	rs := b.bucketObjects(m)
+	if m != nil && len(m.Expired) > 0 {
+		for _, s := range m.Expired {
+			rs = append(rs, [2]int64{s.From, s.To})
+		}
+		slices.SortFunc(rs, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	}
 	return func(off int64) bool {
 		i, _ := slices.BinarySearchFunc(rs, off, func(r [2]int64, off int64) int { return cmp.Compare(r[0], off+1) })
 		// rs[i-1] is the last object starting at or before off.
