@@ -222,6 +222,7 @@ func noPermission(err error) bool {
 // admin code get NO_PERMISSION; a group's retry topic follows the
 // group's permission; a changed file takes effect.
 func TestBrokerACLWithOfficialClient(t *testing.T) {
+	t.Parallel()
 	e := startACL(t)
 	addr := e.b.AdvertisedAddr()
 
@@ -384,6 +385,7 @@ func startConsumer(t *testing.T, nsAddr, group, topic string, c primitive.Creden
 // captured as the broker received it, and verifies with the ACL's rules;
 // the same request with one body byte changed does not.
 func TestBrokerACLGoldenSignature(t *testing.T) {
+	t.Parallel()
 	e := startACL(t)
 	e.createTopic(t, aclAdmin, "GoldenTopic")
 	waitCond(t, 10*time.Second, "GoldenTopic's route", func() bool { return routeOf(e.nsAddr, "GoldenTopic") })
@@ -455,6 +457,7 @@ func TestBrokerACLGoldenSignature(t *testing.T) {
 // admin account, so a slave follows a master that has an ACL; the master
 // refuses none of them.
 func TestSlaveFollowsMasterWithACL(t *testing.T) {
+	t.Parallel()
 	rules, err := acl.Parse([]byte(aclTestFile))
 	if err != nil {
 		t.Fatal(err)
@@ -498,6 +501,7 @@ func TestSlaveFollowsMasterWithACL(t *testing.T) {
 // topic it may use as originTopic, and read the copy from its group's
 // retry topic.
 func TestBrokerACLStoredMessageTopic(t *testing.T) {
+	t.Parallel()
 	rules, err := acl.Parse([]byte(aclTestFile))
 	if err != nil {
 		t.Fatal(err)
@@ -558,6 +562,7 @@ func TestBrokerACLStoredMessageTopic(t *testing.T) {
 // an account denied that topic cannot commit or roll back another
 // producer's transaction.
 func TestBrokerACLEndTransactionTopic(t *testing.T) {
+	t.Parallel()
 	rules, err := acl.Parse([]byte(aclTestFile))
 	if err != nil {
 		t.Fatal(err)
@@ -601,6 +606,7 @@ func TestBrokerACLEndTransactionTopic(t *testing.T) {
 // be asked the group's transaction checks, half bodies included); a group
 // the account may use is registered.
 func TestBrokerACLProducerGroupRegistration(t *testing.T) {
+	t.Parallel()
 	e := startACL(t)
 	heartbeat := func(group string) *remoting.Command {
 		body, _ := json.Marshal(remoting.HeartbeatData{ClientID: "intruder@1",
@@ -626,6 +632,7 @@ func TestBrokerACLProducerGroupRegistration(t *testing.T) {
 // client off its groups: no rebalance share, no transaction checks); the
 // client's own request on its connection removes it.
 func TestBrokerUnregisterClientOnlyOwnConn(t *testing.T) {
+	t.Parallel()
 	e := startACL(t)
 	const id = "victim@1"
 	body, _ := json.Marshal(remoting.HeartbeatData{ClientID: id,

@@ -62,6 +62,7 @@ func signedBy(c primitive.Credentials, req *remoting.Command) *remoting.Command 
 // password; a wrong password and an unsigned request are refused; an
 // account of the ACL 1.0 file keeps its ACL 1.0 permissions.
 func TestAuth2RemotingEnforcement(t *testing.T) {
+	t.Parallel()
 	rules, err := acl.Parse([]byte(aclTestFile))
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +146,7 @@ func TestAuth2RemotingEnforcement(t *testing.T) {
 // checkpoint) and that slave promoted in its master's place decide as
 // the first did.
 func TestAuth2KeptAcrossRestoreAndPromotion(t *testing.T) {
+	t.Parallel()
 	q := acl2.Request{Username: "alice", Resource: acl2.Topic("payroll"), Actions: []acl2.Action{acl2.Pub}}
 	qOK := acl2.Request{Username: "alice", Resource: acl2.Topic("payments"), Actions: []acl2.Action{acl2.Pub}}
 	same := func(b *Broker, what string) {
@@ -228,6 +230,7 @@ func grpcSigned(c primitive.Credentials) (context.Context, context.CancelFunc) {
 // a group; a refusal is FORBIDDEN and names the user, action and
 // resource; a wrong password is UNAUTHORIZED.
 func TestAuth2GRPC(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, func(c *Config) {
 		c.AuthenticationEnabled, c.AuthorizationEnabled = true, true
 		c.InitAuthenticationUser = &acl2.UserInfo{Username: "root", Password: auth2RootPw}

@@ -98,6 +98,7 @@ func benchProduce(b *testing.B, flush string, inflight, size int) {
 // TestSendResponseEncodings checks the allocation-free encoders of the send
 // path against the reference ones.
 func TestSendResponseEncodings(t *testing.T) {
+	t.Parallel()
 	for _, host := range []string{"10.1.2.3:10911", "[2001:db8::1]:10911", "[::ffff:10.0.0.1]:9876", "0.0.0.0:0"} {
 		ap := netip.MustParseAddrPort(host)
 		for _, off := range []int64{0, 1, 1 << 40, 123456789} {

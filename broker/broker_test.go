@@ -90,6 +90,7 @@ func sendReq(topic string, queue int, body []byte, props string) *remoting.Comma
 }
 
 func TestBrokerRefusesOversizeMessageWithRemark(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	addr := b.Addr().String()
 	resp := invoke(t, cl, addr, sendReq("Big", 0, make([]byte, 4<<20+1), ""))
@@ -107,6 +108,7 @@ func TestBrokerRefusesOversizeMessageWithRemark(t *testing.T) {
 }
 
 func TestBrokerUnknownCodeNotSupported(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	resp := invoke(t, cl, b.Addr().String(), remoting.NewRequest(remoting.RequestCode(9999), nil, nil))
 	if resp.Code != int32(remoting.RequestCodeNotSupported) {
@@ -120,6 +122,7 @@ func TestBrokerUnknownCodeNotSupported(t *testing.T) {
 // TestBrokerMalformedFrameClosesOnlyThatConn: garbage on one connection
 // closes it; another connection keeps working.
 func TestBrokerMalformedFrameClosesOnlyThatConn(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	addr := b.Addr().String()
 	invoke(t, cl, addr, sendReq("Good", 0, []byte("before"), ""))
@@ -157,6 +160,7 @@ func pullReq(group, topic string, queue int, offset int64, suspendMs int, sub st
 // TestBrokerLongPollWakesOnSend: a pull at the end of the queue is held and
 // answered as soon as a message arrives, long before its hold time ends.
 func TestBrokerLongPollWakesOnSend(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	addr := b.Addr().String()
 	if r := invoke(t, cl, addr, sendReq("LP", 0, []byte("m0"), "")); r.Code != 0 {
@@ -198,6 +202,7 @@ func TestBrokerLongPollWakesOnSend(t *testing.T) {
 // send) the group may have committed further; re-applying the old value
 // would move the group back, and it would re-read messages after a restart.
 func TestBrokerHeldPullDoesNotCommitAgain(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	addr := b.Addr().String()
 	for i := range 3 {
@@ -241,6 +246,7 @@ func TestBrokerHeldPullDoesNotCommitAgain(t *testing.T) {
 
 // TestBrokerPullFiltersTagsOnBroker: only matching records travel.
 func TestBrokerPullFiltersTagsOnBroker(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	addr := b.Addr().String()
 	for i, tag := range []string{"TagA", "TagB", "TagC", "TagD", "TagA"} {
@@ -295,6 +301,7 @@ func discardLogger() *slog.Logger {
 // at once and the ack is written after the group commit: concurrent sends
 // on one connection are all acknowledged, each after its record is durable.
 func TestBrokerSyncFlushDeferredAcks(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, func(c *Config) { c.Flush = "sync" })
 	addr := b.Addr().String()
 	const n = 64

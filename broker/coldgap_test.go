@@ -27,6 +27,7 @@ import (
 // set aside only because STRATAMQ_ACCEPT_LOSS says so (without it the
 // takeover refuses: TestBrokerPromotedSlaveKeepsWhatTheBucketLacks).
 func TestBrokerRestoredFromBucketWithGapReportsIt(t *testing.T) {
+	t.Parallel()
 	bcfg := failoverConfig(t, RoleSlave)
 	bcfg.AcceptLoss = true
 	var b *Node
@@ -81,6 +82,7 @@ func TestBrokerRestoredFromBucketWithGapReportsIt(t *testing.T) {
 // it refuses to set that copy aside (and to start as master), naming the
 // range, rather than lose them.
 func TestBrokerPromotedSlaveKeepsWhatTheBucketLacks(t *testing.T) {
+	t.Parallel()
 	done := make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

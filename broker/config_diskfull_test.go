@@ -14,6 +14,7 @@ import (
 // by the next save once space is freed (issue 9 item 6): a failed save
 // leaves the table dirty, and the old file intact.
 func TestConfigSavesRetryAfterDiskFull(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewMem()
 	dir := "/data/config"
 	topics, err := OpenTopicConfigManager(mem, dir, true)

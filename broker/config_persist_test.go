@@ -45,6 +45,7 @@ func topicsOnDisk(t *testing.T, fs vfs.FS, dataDir string) map[string]remoting.T
 // topic whose creation is still being saved waits for that save (a crash
 // then would forget the topic) and is answered once it is written.
 func TestBrokerNewTopicsAndGroupsSavedBeforeAnswer(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewMem()
 	var holdTopics atomic.Bool
 	held, release := make(chan struct{}, 1), make(chan struct{})
@@ -133,6 +134,7 @@ func TestBrokerNewTopicsAndGroupsSavedBeforeAnswer(t *testing.T) {
 // file), stores nothing and leaves no topic behind; once the disk works
 // the same send creates and saves it.
 func TestBrokerNewTopicNotCreatedWhenItsSaveFails(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewMem()
 	var fail atomic.Bool
 	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
@@ -167,6 +169,7 @@ func TestBrokerNewTopicNotCreatedWhenItsSaveFails(t *testing.T) {
 // the next periodic config flush (an hour here), and each burst of commits
 // shares one write.
 func TestBrokerOffsetCommitsReachTheFileSoon(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewMem()
 	var writes atomic.Int64
 	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
@@ -216,6 +219,7 @@ func TestBrokerOffsetCommitsReachTheFileSoon(t *testing.T) {
 // with the queues that hold records, so its messages are routable and
 // readable.
 func TestBrokerStoredTopicMissingFromTableIsAddedBack(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewMem()
 	dir := "/data"
 	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20}

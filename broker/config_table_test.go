@@ -25,6 +25,7 @@ func createTopicReq(topic string, queues int32) *remoting.Command {
 // item 8: unserialized saves through one temp path failed a third of the
 // requests with "rename topics.json.tmp: no such file or directory").
 func TestBrokerConcurrentCreateTopicAllPersisted(t *testing.T) {
+	t.Parallel()
 	b, _ := startBroker(t, nil)
 	addr := b.Addr().String()
 	const conns, perConn = 6, 20
@@ -76,6 +77,7 @@ func TestBrokerConcurrentCreateTopicAllPersisted(t *testing.T) {
 // crashable FS; a power loss at any moment leaves a topics.json that
 // decodes and holds every topic whose save had returned.
 func TestConfigTableSaveCrashModel(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	tm, err := OpenTopicConfigManager(m, "data/config", true)
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 // and flagged cold, its bodies are cut to the preview, and a group's lag
 // is the one rocketmq_consumer_lag_messages reports.
 func TestConsoleViewTiered(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 0}
@@ -129,6 +130,7 @@ func TestConsoleViewTiered(t *testing.T) {
 // TestConsoleViewKeysAndPreview: a query by key finds the messages that
 // carry it; a preview never cuts a UTF-8 character in two.
 func TestConsoleViewKeysAndPreview(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	body := []byte(strings.Repeat("é", 3000)) // 6000 bytes, 2 each
 	for i, key := range []string{"k1", "k2", "k1"} {
@@ -171,6 +173,7 @@ func TestConsoleViewKeysAndPreview(t *testing.T) {
 // zeros compress to a small message); one that does not decompress is
 // shown as stored, saying so.
 func TestConsoleViewCompressedBody(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	var zbuf bytes.Buffer
 	zw := zlib.NewWriter(&zbuf)
@@ -205,6 +208,7 @@ func TestConsoleViewCompressedBody(t *testing.T) {
 // stored), the sums of the stratamq_grpc_* series /metrics exports, with
 // the real endpoint (package proxy) in front of the broker.
 func TestConsoleViewCountsGRPC(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	metrics := NewMetrics(reg)
 	b, _, _ := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20},

@@ -23,6 +23,7 @@ func queryOffsetReq(group, topic string, queue int32) *remoting.Command {
 // offset; a -1 already in the table (a file written by 4.9) is not answered
 // either (issue 9 item 9).
 func TestBrokerCommittedMinusOneNotAnsweredBack(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	addr := b.Addr().String()
 	if r := invoke(t, cl, addr, createTopicReq("Neg", 2)); r.Code != 0 {
@@ -62,6 +63,7 @@ func TestBrokerCommittedMinusOneNotAnsweredBack(t *testing.T) {
 // topic's queues, a negative queue id or an unknown topic is refused with a
 // code and a remark naming it, and nothing is stored.
 func TestBrokerUpdateOffsetUnknownQueueRefused(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	addr := b.Addr().String()
 	if r := invoke(t, cl, addr, createTopicReq("Two", 2)); r.Code != 0 {

@@ -135,6 +135,7 @@ func bucketCommitLog(t *testing.T, bucket tier.Bucket) (durability.CommitLog, *o
 // checkpoint recorded the page-cache end, the restart judged the local
 // store older than the bucket and set all of it aside.
 func TestBrokerPowerLossKeepsDurableLocalData(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewMem()
 	bucket := &faultBucket{Bucket: tier.NewMem()}
 	dir := "/data/powerloss"
@@ -199,6 +200,7 @@ func TestBrokerPowerLossKeepsDurableLocalData(t *testing.T) {
 // silently set them aside: it refuses to start, naming the range, and
 // only STRATAMQ_ACCEPT_LOSS sets the data aside (renamed, kept).
 func TestBrokerNeverSetsAsideWhatTheBucketLacks(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	oldDir := t.TempDir()
 	cfg := func(dir string) Config {
@@ -293,6 +295,7 @@ func hasStale(t *testing.T, dir string) bool {
 // the checkpoint said clean, Run returned nil and the new broker started
 // without the tail.
 func TestBrokerDrainTimeoutIsNotClean(t *testing.T) {
+	t.Parallel()
 	t.Run("final checkpoint written", func(t *testing.T) { testDrainTimeout(t, false) })
 	// The bucket stops answering altogether during the drain: the mark
 	// written when the drain began still makes an empty disk refuse.
@@ -371,6 +374,7 @@ func testDrainTimeout(t *testing.T, goneDuringDrain bool) {
 // take over, and resumes when a renewal succeeds. On 760f746 it kept
 // answering SEND_OK.
 func TestBrokerLeaseLapseRefusesSends(t *testing.T) {
+	t.Parallel()
 	bucket := &faultBucket{Bucket: tier.NewMem()}
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, LeaseTTL: 3 * time.Second,
 		CheckpointInterval: 200 * time.Millisecond}
@@ -409,6 +413,7 @@ func TestBrokerLeaseLapseRefusesSends(t *testing.T) {
 // loss no offset handed out is reused; once a checkpoint succeeds sends
 // resume. On 760f746 queue offsets ran past the reservation.
 func TestBrokerReservationHoldsWhileCheckpointsFail(t *testing.T) {
+	t.Parallel()
 	bucket := &faultBucket{Bucket: tier.NewMem(), match: func(k string) bool { return strings.Contains(k, "meta/checkpoint") }}
 	cfg := func() Config {
 		return Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, LeaseTTL: 10 * time.Second,
@@ -486,6 +491,7 @@ func parseInt64(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }
 // use is refused (flock), whatever the bucket says; once the first closes,
 // the data dir can be opened again.
 func TestBrokerOneProcessPerDataDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true}
 	first, err := New(cfg, Deps{Logger: discardLogger(), Bucket: tier.NewMem()})
@@ -511,6 +517,7 @@ func TestBrokerOneProcessPerDataDir(t *testing.T) {
 // restart reserved five times the log, so restores after repeated losses
 // multiplied offsets towards int64 overflow).
 func TestBrokerRestartDoesNotInflateReservation(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	dir := t.TempDir()
 	// Headroom large enough that the 400 sends never reach a mark (they

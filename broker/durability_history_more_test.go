@@ -19,6 +19,7 @@ import (
 // when the rule is unchanged (or appends an entry out of order when it
 // changed), and the new run's local acks are judged by an older entry.
 func TestDurabilityHistorySettlesBelowALostTail(t *testing.T) {
+	t.Parallel()
 	bucketT := durEntry{Default: DurabilityLocal, Bucket: []string{"T"}}
 	localT := durEntry{Default: DurabilityLocal, Local: []string{"T"}}
 	t.Run("same rule", func(t *testing.T) {
@@ -90,6 +91,7 @@ func histReviewSendLocal(t *testing.T, b *Broker, cl *remoting.Client, addr, top
 // acknowledged, so a returning data dir with such a tail is refused
 // instead of set aside.
 func TestDurabilityHistoryRefusedCreate(t *testing.T) {
+	t.Parallel()
 	cfg := walConfig(t) // STRATAMQ_DURABILITY=bucket
 	b, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: tier.NewMem()})
 	addr := b.Addr().String()
@@ -120,6 +122,7 @@ func TestDurabilityHistoryRefusedCreate(t *testing.T) {
 // T's sends, answered from this disk, land below E and are judged by the
 // entry before the change (T bucket by default): bucket-only.
 func TestDurabilityHistoryPowerLossBelowAChange(t *testing.T) {
+	t.Parallel()
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t)
 	cfg.FlushInterval = time.Hour

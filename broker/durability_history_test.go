@@ -24,6 +24,7 @@ func durTopicReq(topic, attrs string) *remoting.Command {
 // finished count as maybe acknowledged; the history survives a reload; a
 // start with an unchanged rule adds nothing.
 func TestDurabilityHistoryJudges(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	h, err := loadDurHistory(fs, "/d/config")
 	if err != nil {
@@ -97,6 +98,7 @@ func TestDurabilityHistoryJudges(t *testing.T) {
 // its record, past the change in the history, is never answered from the
 // disk alone; one judged bucket-durable always waits.
 func TestFromBucketAfterARuleChange(t *testing.T) {
+	t.Parallel()
 	cfg := walConfig(t)
 	cfg.Durability = DurabilityLocal
 	b, cl, stop := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: tier.NewMem()})
@@ -150,6 +152,7 @@ func TestFromBucketAfterARuleChange(t *testing.T) {
 // the end the history's last entry is the topic table's rule, settled,
 // and judges each topic's next record as the table says.
 func TestDurabilityChangesConcurrently(t *testing.T) {
+	t.Parallel()
 	cfg := walConfig(t)
 	cfg.Durability = DurabilityLocal
 	b, cl, stop := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: tier.NewMem()})

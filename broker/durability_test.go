@@ -22,6 +22,7 @@ import (
 // unchanged for a full TTL, a new broker takes over with a higher epoch,
 // and the old one can no longer checkpoint or acknowledge.
 func TestBrokerFencingLease(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := func() Config {
 		return Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, LeaseTTL: 1500 * time.Millisecond,
@@ -123,6 +124,7 @@ func TestBrokerUncleanRestoreSkipsReservedOffsets(t *testing.T) {
 // (a later unclean one would make the next start reserve offsets as after
 // a crash).
 func TestBrokerFinalCheckpointIsClean(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	for i := 0; i < 5; i++ {
 		cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, CheckpointInterval: 5 * time.Millisecond}

@@ -78,6 +78,7 @@ func batchReq(topic string, queue, n int) *remoting.Command {
 // 8aa1300 the second batch was refused (SERVICE_NOT_AVAILABLE, "the
 // checkpoint reserved up to 65536").
 func TestBrokerBatchesCrossReservationOnHealthyBucket(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name         string
 		flush        string
@@ -251,6 +252,7 @@ func keepAcknowledging(t *testing.T, b *Broker, cl *remoting.Client, topic strin
 // renewed (each renewal must land within a fifth of the TTL) is refused at
 // start, naming the setting; from 1s on, any checkpoint interval goes.
 func TestConfigLeaseTTLFloor(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		ttl, interval time.Duration
 		ok            bool

@@ -196,6 +196,7 @@ func checkAcked(t *testing.T, cl *remoting.Client, b *Broker, acks []ackedMsg) {
 // from the bucket and never hand their queue offsets out again. Judged by
 // file sizes, the zeros made the copy look as long as the bucket's log.
 func TestBrokerPromotedCopyJudgedByRecordEnds(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	acfg, bcfg := failoverConfig(t, RoleAsyncMaster), failoverConfig(t, RoleSlave)
 	a := startLossNode(t, acfg, vfs.NewMem(), bucket, "boot-a")
@@ -237,6 +238,7 @@ func TestBrokerPromotedCopyJudgedByRecordEnds(t *testing.T) {
 // start a new epoch at its shorter end, and the slave cut the
 // acknowledged tail.)
 func TestBrokerPowerCutSyncMasterLeavesTheLeaseToItsSlave(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
 	acfg.FlushInterval = time.Hour // acknowledged messages stay in the page cache
@@ -288,6 +290,7 @@ func TestBrokerPowerCutSyncMasterLeavesTheLeaseToItsSlave(t *testing.T) {
 // leave the lease to B: B holds what was acknowledged. The
 // new master holds every acknowledged message, and C follows it.
 func TestBrokerLaggingSlaveNeverWinsOverOneThatAcked(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	acfg := failoverConfig(t, RoleSyncMaster)
 	a := startLossNode(t, acfg, vfs.NewMem(), bucket, "boot-a")
@@ -366,6 +369,7 @@ func sameLogs(t *testing.T, a, b *Broker) {
 // replica of the new epoch and followed from its end; the master itself
 // tells it where to cut. Its log then equals the new master's.
 func TestBrokerRejoinBeforeTheNewEpochIsListed(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	a := startLossNode(t, failoverConfig(t, RoleAsyncMaster), vfs.NewMem(), bucket, "boot-a")
 	b := startLossNode(t, failoverConfig(t, RoleSlave), vfs.NewMem(), bucket, "boot-b")
@@ -412,6 +416,7 @@ func TestBrokerRejoinBeforeTheNewEpochIsListed(t *testing.T) {
 // data dir as agreeing with epoch 0 (a hello with epoch 0 used to pass the
 // master's divergence check): it keeps the epoch it last agreed with.
 func TestBrokerSlaveKeepsItsEpochWhenTheBucketIsUnreadable(t *testing.T) {
+	t.Parallel()
 	disk := vfs.NewMem()
 	cfg := roleConfig(failoverConfig(t, RoleSlave))
 	if err := vfs.MkdirAllDurable(disk, cfg.DataDir); err != nil {

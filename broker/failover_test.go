@@ -77,6 +77,7 @@ func (n *Node) role() string {
 // the new master, no queue offset is handed out twice, and the old master
 // acknowledged nothing once the new epoch began.
 func TestBrokerFailoverThroughTheLease(t *testing.T) {
+	t.Parallel()
 	mem := tier.NewMem()
 	cut := &faultBucket{Bucket: mem}
 	a := runNode(t, failoverConfig(t, RoleSyncMaster), Deps{Bucket: cut})
@@ -205,6 +206,7 @@ func TestBrokerFailoverThroughTheLease(t *testing.T) {
 // over, the cut bytes (the lost acknowledgements of async replication)
 // are kept under diverged/, and its log then equals the new master's.
 func TestBrokerRejoinCutsDivergentLog(t *testing.T) {
+	t.Parallel()
 	mem := tier.NewMem()
 	cut := &faultBucket{Bucket: mem}
 	acfg := failoverConfig(t, RoleAsyncMaster)
@@ -353,6 +355,7 @@ func TestBrokerAdminPromoteDemote(t *testing.T) {
 // the bucket: every uploaded message stays readable, and its own writes
 // get offsets past everything the old master may have handed out.
 func TestBrokerPromotedLaggingSlaveRestoresFromBucket(t *testing.T) {
+	t.Parallel()
 	mem := tier.NewMem()
 	cut := &faultBucket{Bucket: mem}
 	acfg, bcfg := failoverConfig(t, RoleAsyncMaster), failoverConfig(t, RoleSlave)
@@ -457,6 +460,7 @@ func TestBrokerPromotedLaggingSlaveRestoresFromBucket(t *testing.T) {
 // a node configured as master that finds the lease held becomes the
 // holder's slave at once (brokerId 1).
 func TestBrokerFailoverNodeRoles(t *testing.T) {
+	t.Parallel()
 	mem := tier.NewMem()
 	s := runNode(t, failoverConfig(t, RoleSlave), Deps{Bucket: mem})
 	waitCond(t, 20*time.Second, "the lone slave to take the free lease", func() bool { return s.role() == RoleAsyncMaster })
@@ -500,6 +504,7 @@ func (g *gatedBucket) PutIf(ctx context.Context, key string, r io.Reader, size i
 // stopping generation stopped cleanly), not with the role change as an
 // error.
 func TestNodeStopDuringRoleChange(t *testing.T) {
+	t.Parallel()
 	g := &gatedBucket{Bucket: tier.NewMem(), gate: make(chan struct{})}
 	n := NewNode(failoverConfig(t, RoleAsyncMaster), Deps{Bucket: g, Logger: discardLogger()}, nil)
 	ctx, cancel := context.WithCancel(context.Background())

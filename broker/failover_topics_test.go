@@ -52,6 +52,7 @@ func runNodeUntil(t *testing.T, cfg Config, deps Deps) (n *Node, stop func()) {
 // a client holding a route without queues said "route info not found" for
 // good.
 func TestBrokerFailoverKeepsAcknowledgedTopic(t *testing.T) {
+	t.Parallel()
 	mem := tier.NewMem()
 	aCut, bCut := &faultBucket{Bucket: mem}, &faultBucket{Bucket: mem}
 	acfg := failoverConfig(t, RoleSyncMaster)
@@ -120,6 +121,7 @@ func TestBrokerFailoverKeepsAcknowledgedTopic(t *testing.T) {
 // queue 3 included — as the bucket checkpoint lists them. Before the fix it kept the slave's 2: queue 3 was outside the
 // route, its message unreachable by consumers and producers alike.
 func TestBrokerFailoverKeepsAddedQueues(t *testing.T) {
+	t.Parallel()
 	mem := tier.NewMem()
 	aCut := &faultBucket{Bucket: mem}
 	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)

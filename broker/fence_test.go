@@ -49,6 +49,7 @@ func (s *segmentWritesBucket) Delete(ctx context.Context, key string) error {
 // object and no manifest though a sealed segment waits; once a renewal
 // succeeds it uploads it.
 func TestBrokerTierLapsedLeaseStopsBucketWrites(t *testing.T) {
+	t.Parallel()
 	bucket := &segmentWritesBucket{Bucket: tier.NewMem()}
 	logs := &logtest.Recorder{}
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,

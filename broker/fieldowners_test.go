@@ -38,6 +38,7 @@ var brokerFields = statecheck.Rule{
 // TestBrokerFieldOwners: inside broker/, files do not reach into each
 // other's state through the Broker struct (brokerFields).
 func TestBrokerFieldOwners(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command to type-check the package with")
 	}

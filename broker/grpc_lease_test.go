@@ -22,6 +22,7 @@ import (
 // checked right before the answer, after the slave's ack, as the remoting
 // path does. Once the lease is renewed, a send is answered OK again.
 func TestGRPCSyncMasterSendChecksLeaseAfterSlaveAck(t *testing.T) {
+	t.Parallel()
 	haAddr := haTestAddr(t)
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20,
 		Role: RoleSyncMaster, HAListen: haAddr, HATimeout: time.Minute,

@@ -49,6 +49,7 @@ func (r *readOnlyBucket) Delete(context.Context, string) error {
 // more, it skips the gap the same way; restarted with its log at U it
 // keeps it.
 func TestBrokerSlaveBootsFromBucket(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	haAddr := haTestAddr(t)
 	m, mcl, stopMaster := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true,

@@ -18,6 +18,7 @@ import (
 // transfer after its header: sends stay SLAVE_NOT_AVAILABLE, the master
 // lists no slave, and the fake gets no byte of the log.
 func TestHAHostileFakeSlaveCannotAckSends(t *testing.T) {
+	t.Parallel()
 	rules, err := acl.Parse([]byte(aclTestFile))
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +78,7 @@ func TestHAHostileFakeSlaveCannotAckSends(t *testing.T) {
 // get SLAVE_NOT_AVAILABLE at once instead of each waiting out the ack
 // timeout, and /ha lists it out of sync.
 func TestHAHostileSilentSlaveFailsSendsFast(t *testing.T) {
+	t.Parallel()
 	haAddr := haTestAddr(t)
 	m, cl := startBroker(t, func(c *Config) {
 		c.Role, c.HAListen, c.HATimeout = RoleSyncMaster, haAddr, 300*time.Millisecond

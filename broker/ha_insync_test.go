@@ -24,6 +24,7 @@ import (
 // catches up, that slave is in sync and sends wait for it again. With 2
 // (the default) every send is SLAVE_NOT_AVAILABLE until a slave joins.
 func TestBrokerMinInSyncPromotedLoneMaster(t *testing.T) {
+	t.Parallel()
 	for _, min := range []int{1, 2} {
 		t.Run(fmt.Sprintf("min%d", min), func(t *testing.T) {
 			mem := tier.NewMem()
@@ -140,6 +141,7 @@ func checkAlone(t *testing.T, cl *remoting.Client, reg *prometheus.Registry, nb 
 // no slave has: admin demote must still wait for a slave that holds the
 // whole log, never hand over to one that lacks what was acknowledged.
 func TestBrokerMinInSyncDemoteWaitsForASlave(t *testing.T) {
+	t.Parallel()
 	cfg := failoverConfig(t, RoleSyncMaster)
 	cfg.HAMinInSync, cfg.HATimeout = 1, 300*time.Millisecond
 	n := runNode(t, cfg, Deps{Bucket: tier.NewMem()})

@@ -76,6 +76,7 @@ func queueOffsetReq(t *testing.T, cl *remoting.Client, addr, topic string, queue
 // — and a held pull waits for it (a dispatch does not answer it) until a
 // real slave acks it, then returns it.
 func TestSyncMasterPullsSeeOnlyAcked(t *testing.T) {
+	t.Parallel()
 	haAddr := haTestAddr(t)
 	m, cl := startBroker(t, func(c *Config) {
 		c.Role, c.HAListen, c.HATimeout = RoleSyncMaster, haAddr, 300*time.Millisecond
@@ -163,6 +164,7 @@ func TestSyncMasterPullsSeeOnlyAcked(t *testing.T) {
 // visible; a slave that joins and acks makes the rest visible, and wakes a
 // held pull.
 func TestSyncMasterAloneShowsOnlyWhatASlaveHolds(t *testing.T) {
+	t.Parallel()
 	dir, haAddr := t.TempDir(), haTestAddr(t)
 	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", SegmentSize: 8 << 20, AutoCreateTopic: true,
 		Role: RoleSyncMaster, HAListen: haAddr}
@@ -201,6 +203,7 @@ func TestSyncMasterAloneShowsOnlyWhatASlaveHolds(t *testing.T) {
 // An async_master does not bound its consumers by its slaves' acks: with a
 // mute slave, every message is pulled and counted by GET_MAX_OFFSET.
 func TestAsyncMasterPullsIgnoreAcks(t *testing.T) {
+	t.Parallel()
 	haAddr := haTestAddr(t)
 	m, cl := startBroker(t, func(c *Config) { c.Role, c.HAListen = RoleAsyncMaster, haAddr })
 	addr := m.Addr().String()
@@ -224,6 +227,7 @@ func TestAsyncMasterPullsIgnoreAcks(t *testing.T) {
 // re-park's check (a message past its offset is stored) sees that message
 // is hidden. The slave here is a fake that acks what the test says.
 func TestSyncMasterHeldSQLPullWaitsForTheBound(t *testing.T) {
+	t.Parallel()
 	haAddr := haTestAddr(t)
 	m, cl := startBroker(t, func(c *Config) {
 		c.Role, c.HAListen, c.HATimeout = RoleSyncMaster, haAddr, 300*time.Millisecond

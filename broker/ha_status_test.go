@@ -79,6 +79,7 @@ func muteSlave(t *testing.T, addr string, offset int64) *hatest.Slave {
 // before any traffic and the lag moves as a slave falls behind. The slave's
 // side: master address, connection, its end and the master's.
 func TestHAStatusMasterAndSlave(t *testing.T) {
+	t.Parallel()
 	haAddr := haTestAddr(t)
 	// The slave starts first: its series exist before it ever connects.
 	sreg := prometheus.NewRegistry()
@@ -218,6 +219,7 @@ func fakeMaster(t *testing.T, epoch, ahead int64) string {
 // lag in time the time since it last held the master's end (since it
 // started, as it never has), growing; its epoch is the master's.
 func TestHAStatusSlaveLagging(t *testing.T) {
+	t.Parallel()
 	haAddr := fakeMaster(t, 7, 5000)
 	reg := prometheus.NewRegistry()
 	start := time.Now()
@@ -247,6 +249,7 @@ func TestHAStatusSlaveLagging(t *testing.T) {
 // Demote's error as a SYSTEM_ERROR remark (a master without a bucket has no
 // lease to take or hand over).
 func TestHAStatusRemoting(t *testing.T) {
+	t.Parallel()
 	haAddr := haTestAddr(t)
 	m, cl := startBroker(t, func(c *Config) { c.HAListen = haAddr })
 	waitCond(t, 20*time.Second, "the HA listener", func() bool { return m.HAStatus().HAListen != "" })
@@ -300,6 +303,7 @@ func TestHAStatusRemoting(t *testing.T) {
 // promoted slave reports sync_master, a higher epoch and its slave; the old
 // master reports slave and its master — and both count one failover.
 func TestHAStatusAcrossPromote(t *testing.T) {
+	t.Parallel()
 	mem := tier.NewMem()
 	areg, breg := prometheus.NewRegistry(), prometheus.NewRegistry()
 	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)

@@ -26,6 +26,7 @@ func haTestAddr(t *testing.T) string {
 // slave (a slave-role broker) holds it, FLUSH_SLAVE_TIMEOUT when the only
 // slave never acknowledges; in both flush modes.
 func TestBrokerSyncMasterAcks(t *testing.T) {
+	t.Parallel()
 	for _, flush := range []string{"async", "sync"} {
 		t.Run(flush, func(t *testing.T) {
 			haAddr := haTestAddr(t)
@@ -74,6 +75,7 @@ func TestBrokerSyncMasterAcks(t *testing.T) {
 }
 
 func TestConfigRole(t *testing.T) {
+	t.Parallel()
 	base := Config{}.withDefaults()
 	if base.Role != RoleAsyncMaster || base.HAListen != "" {
 		t.Fatalf("defaults: role %q, HA listen %q; want async_master and no HA listener", base.Role, base.HAListen)
@@ -105,6 +107,7 @@ func TestConfigRole(t *testing.T) {
 // answered SUCCESS by the report that covers it (from a test-driven slave:
 // it says hello, then reports only when told). Both flush modes.
 func TestBrokerSyncMasterAckDoesNotHoldTheConn(t *testing.T) {
+	t.Parallel()
 	for _, flush := range []string{"async", "sync"} {
 		t.Run(flush, func(t *testing.T) {
 			haAddr := haTestAddr(t)
@@ -126,6 +129,7 @@ func TestBrokerSyncMasterAckDoesNotHoldTheConn(t *testing.T) {
 // for their slave's ack: the ack that comes during the drain answers the
 // send SUCCESS, before the connections close. Both flush modes.
 func TestBrokerSyncMasterShutdownWaitsForAcks(t *testing.T) {
+	t.Parallel()
 	for _, flush := range []string{"async", "sync"} {
 		t.Run(flush, func(t *testing.T) {
 			haAddr := haTestAddr(t)

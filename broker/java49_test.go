@@ -19,6 +19,7 @@ import (
 // subscription), a ROCKETMQ-binary request answered in binary, and a oneway
 // offset commit (flag 2) that gets no reply.
 func TestBrokerJava49Session(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	addr := b.Addr().String()
 
@@ -141,6 +142,7 @@ func TestBrokerJava49Session(t *testing.T) {
 // TestBrokerAutoCreateSwitchedOff: with STRATAMQ_AUTO_CREATE_TOPIC=false an
 // unknown topic is TOPIC_NOT_EXIST and TBW102 is not offered.
 func TestBrokerAutoCreateSwitchedOff(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, func(c *Config) { c.AutoCreateTopic = false })
 	resp := invoke(t, cl, b.Addr().String(), sendReq("Nope", 0, []byte("x"), ""))
 	if resp.Code != int32(remoting.TopicNotExist) {

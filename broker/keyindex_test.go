@@ -169,6 +169,7 @@ func checkKeyQueries(t *testing.T, b *Broker, cl *remoting.Client, topic string,
 // only in the bucket (STRATAMQ_LOCAL_RETENTION=0, 1 MiB segments), and
 // after a restore on an empty disk from the bucket alone.
 func TestBrokerQueryMessageTiers(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	b, cl, stop := startTieredBroker(t, t.TempDir(), bucket)
 	const n = 400
@@ -200,6 +201,7 @@ func TestBrokerQueryMessageTiers(t *testing.T) {
 // the oldest local segment is kept (a large local retention), the ones
 // below it are in the bucket only.
 func TestBrokerQueryMessageStraddles(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 2 << 20}
@@ -227,6 +229,7 @@ func TestBrokerQueryMessageStraddles(t *testing.T) {
 // objects with their segments, and the dropped segments' local key index
 // files go with them; the expired keys are no longer found.
 func TestBrokerQueryMessageExpired(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	dir := t.TempDir()
 	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,

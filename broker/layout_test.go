@@ -18,6 +18,7 @@ import (
 // queues message by message; with the log's order it fetches most of the
 // topic. Every message reads back byte-identical either way.
 func TestBrokerSingleQueueReplayReadsItsOwnBytes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		layout   string
 		min, max float64

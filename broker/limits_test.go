@@ -13,6 +13,7 @@ import (
 // the admin code or auto-created on send through TBW102), are refused with
 // a remark naming the limit and its setting; existing topics keep working.
 func TestBrokerTopicAndQueueLimits(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, func(c *Config) { c.MaxTopics, c.MaxQueuesPerTopic = 4, 16 })
 	addr := b.Addr().String()
 	refused := func(resp *remoting.Command, code remoting.ResponseCode, setting string) {

@@ -65,6 +65,7 @@ func gatherGauge(t *testing.T, reg *prometheus.Registry, name string, labels map
 // reading the record again; the exporter's per-group series is the largest
 // of its queues; once the group commits the end, both are 0.
 func TestLagLatencyGrowsAndClears(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
@@ -132,6 +133,7 @@ func TestLagLatencyGrowsAndClears(t *testing.T) {
 // TestLagLatencyColdReadOnce: a group whose committed message is only in
 // the bucket costs one cold read, not one per scrape or per refresh round.
 func TestLagLatencyColdReadOnce(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10}

@@ -29,6 +29,7 @@ func mt(v string) string { return "+" + remoting.MessageTypeAttribute + "=" + v 
 // (STRATAMQ_ENABLE_MIXED_MESSAGE_TYPE); a refused change leaves the topic
 // as it was.
 func TestTopicMessageTypeAttribute(t *testing.T) {
+	t.Parallel()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20}
 	b, cl, stop := runBroker(t, cfg, Deps{Logger: discardLogger()})
 	addr := b.Addr().String()
@@ -145,6 +146,7 @@ func grpcMsg(topic, kind, id string) *apiv2.Message {
 // takes every kind; remoting sends are not checked (as RocketMQ's broker
 // does not check them). The route answers name what each topic takes.
 func TestGRPCSendRefusedByTopicMessageType(t *testing.T) {
+	t.Parallel()
 	b, cl, _ := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20},
 		Deps{Logger: discardLogger(), Bucket: tier.NewMem()})
 	addr := b.Addr().String()
@@ -289,6 +291,7 @@ func TestGRPCSendRefusedByTopicMessageType(t *testing.T) {
 // an empty disk from the bucket's checkpoint, and on a slave that takes
 // over; the gRPC endpoint of each still refuses a send of another kind.
 func TestTopicMessageTypeKeptAcrossRestoreAndPromotion(t *testing.T) {
+	t.Parallel()
 	refuses := func(b *Broker, what string) {
 		t.Helper()
 		if tc, _ := b.topics.Get("KeptFIFO"); tc.MessageType() != remoting.MessageTypeFIFO {

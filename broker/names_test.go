@@ -21,6 +21,7 @@ var badGroupNames = []string{"../../../victim", "..", ".", "", "g/h", "g.h", "g 
 // table with each bad name: each gets SYSTEM_ERROR with a remark quoting
 // the name and naming the rule, and nothing is created (issue 9 item 5).
 func TestBrokerRefusesBadNamesAtEveryEntryPoint(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	victim := filepath.Join(root, "victim")
 	if err := os.MkdirAll(victim, 0o755); err != nil {
@@ -151,6 +152,7 @@ func TestBrokerRefusesBadNamesAtEveryEntryPoint(t *testing.T) {
 // system topics (SYSTEM_ERROR "conflict with system topic"), sends to the
 // not-allowed ones are NO_PERMISSION, and the topics stay.
 func TestBrokerSystemTopicsAsRocketMQ49(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	addr := b.Addr().String()
 	for _, topic := range []string{DefaultTopic, "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRACE_TOPIC", "rmq_sys_anything", "OFFSET_MOVED_EVENT"} {
@@ -176,6 +178,7 @@ func TestBrokerSystemTopicsAsRocketMQ49(t *testing.T) {
 // heartbeat succeeds) though %RETRY%<group> would be over 127 bytes; no
 // such topic is made, and a send-back says why.
 func TestBrokerLongGroupHasNoRetryTopic(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	addr := b.Addr().String()
 	g := strings.Repeat("G", 200)

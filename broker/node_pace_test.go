@@ -9,6 +9,7 @@ import (
 // to the cap, from the second quick restart in a row; one that lived long
 // starts the count again; a generation that holds a lease never waits.
 func TestGenPace(t *testing.T) {
+	t.Parallel()
 	var p genPace
 	want := []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}
 	for i, w := range want {

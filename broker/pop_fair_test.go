@@ -14,6 +14,7 @@ import (
 // group still receives; the one refused gets an error naming the bound;
 // an ack makes room again.
 func TestPopInflightFairShare(t *testing.T) {
+	t.Parallel()
 	cfg := popCfg(t)
 	cfg.PopMaxInflight, cfg.PopMaxInflightPerGroup = 30, 30
 	b, cl, _ := runBrokerWith(t, cfg, popDeps(), nil)
@@ -50,6 +51,7 @@ func TestPopInflightFairShare(t *testing.T) {
 // while another client of the same group receives; messages delivered
 // again count for the client that gets them.
 func TestPopInflightPerClient(t *testing.T) {
+	t.Parallel()
 	clock := newPopClock()
 	cfg := popCfg(t)
 	cfg.PopMaxInflightPerClient = 5

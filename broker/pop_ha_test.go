@@ -17,6 +17,7 @@ import (
 // time passes is delivered again by the new master with its attempt
 // counted.
 func TestPopStateAfterPromote(t *testing.T) {
+	t.Parallel()
 	mem := tier.NewMem()
 	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
 	for _, c := range []*Config{&acfg, &bcfg} {
@@ -81,6 +82,7 @@ func TestPopStateAfterPromote(t *testing.T) {
 // from that checkpoint and must not dead-letter the message a second time.
 // (Revive runs by hand: the revive loop's interval is an hour.)
 func TestPopDeadLetteredOnceAcrossPromote(t *testing.T) {
+	t.Parallel()
 	mem := tier.NewMem()
 	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
 	for _, c := range []*Config{&acfg, &bcfg} {

@@ -85,6 +85,7 @@ func popCommitted(b *Broker, group, topic string, q int32) int64 {
 // handles; an ack takes a message out of flight, once; the group's
 // committed offset moves past contiguous acked offsets only.
 func TestPopReceiveAck(t *testing.T) {
+	t.Parallel()
 	clock := newPopClock()
 	b, cl, _ := runBrokerWith(t, popCfg(t), popDeps(), clock.hook())
 	want := popSend(t, b, cl, "PopT", 0, 0, 4, "")
@@ -138,6 +139,7 @@ func TestPopReceiveAck(t *testing.T) {
 // moves the deadline; the old handle is refused; the message comes back
 // only after the new deadline.
 func TestPopChangeInvisibleDuration(t *testing.T) {
+	t.Parallel()
 	clock := newPopClock()
 	b, cl, _ := runBrokerWith(t, popCfg(t), popDeps(), clock.hook())
 	popSend(t, b, cl, "PopX", 0, 0, 1, "")
@@ -182,6 +184,7 @@ func TestPopChangeInvisibleDuration(t *testing.T) {
 // invisible time with its attempt counted, and after the maximum goes to
 // %DLQ%<group> through the send-back path; the group moves past it.
 func TestPopRedeliveryThenDLQ(t *testing.T) {
+	t.Parallel()
 	clock := newPopClock()
 	b, cl, _ := runBrokerWith(t, popCfg(t), popDeps(), clock.hook())
 	popSend(t, b, cl, "PopD", 0, 0, 1, "TagZ")
@@ -221,6 +224,7 @@ func TestPopRedeliveryThenDLQ(t *testing.T) {
 
 // TestPopForwardToDLQ: a consumer may dead-letter a message at once.
 func TestPopForwardToDLQ(t *testing.T) {
+	t.Parallel()
 	b, cl, _ := runBrokerWith(t, popCfg(t), popDeps(), nil)
 	popSend(t, b, cl, "PopF", 0, 0, 2, "")
 	got := popRecv(t, b, PopRequest{Group: "GF", Topic: "PopF"})
@@ -239,6 +243,7 @@ func TestPopForwardToDLQ(t *testing.T) {
 // and holds the queue while one is invisible: nothing after it is given
 // out, to any receive, until it is acked or expires (then it comes first).
 func TestPopFIFOHoldsQueue(t *testing.T) {
+	t.Parallel()
 	clock := newPopClock()
 	b, cl, _ := runBrokerWith(t, popCfg(t), popDeps(), clock.hook())
 	popSend(t, b, cl, "PopO", 0, 0, 3, "")
@@ -298,6 +303,7 @@ func TestPopFIFOHoldsQueue(t *testing.T) {
 // TestPopTagFilter: a receive with a tag expression gets only those tags;
 // the rest count as consumed for the group.
 func TestPopTagFilter(t *testing.T) {
+	t.Parallel()
 	b, cl, _ := runBrokerWith(t, popCfg(t), popDeps(), nil)
 	popSend(t, b, cl, "PopTag", 0, 0, 2, "A")
 	popSend(t, b, cl, "PopTag", 0, 2, 2, "B")
@@ -363,6 +369,7 @@ func TestPopLongPollWakesOnSend(t *testing.T) {
 // then a clear error; another group is not affected; an ack makes room.
 // (The broker-wide bound: TestPopInflightFairShare.)
 func TestPopInflightLimit(t *testing.T) {
+	t.Parallel()
 	cfg := popCfg(t)
 	cfg.PopMaxInflightPerGroup, cfg.PopMaxInflight = 3, 100
 	b, cl, _ := runBrokerWith(t, cfg, popDeps(), nil)
@@ -389,6 +396,7 @@ func TestPopInflightLimit(t *testing.T) {
 // TestPopHandleRefusals: malformed, forged and stale handles are refused
 // with the matching error; nothing changes.
 func TestPopHandleRefusals(t *testing.T) {
+	t.Parallel()
 	b, cl, _ := runBrokerWith(t, popCfg(t), popDeps(), nil)
 	popSend(t, b, cl, "PopH", 0, 0, 1, "")
 	got := popRecv(t, b, PopRequest{Group: "GH", Topic: "PopH"})
@@ -428,6 +436,7 @@ func TestPopHandleRefusals(t *testing.T) {
 // TestPopSideBySideWithPull: a remoting consumer group and a POP group
 // read the same topic without disturbing each other.
 func TestPopSideBySideWithPull(t *testing.T) {
+	t.Parallel()
 	b, cl, _ := runBrokerWith(t, popCfg(t), popDeps(), nil)
 	want := popSend(t, b, cl, "PopS", 0, 0, 3, "")
 	got := popRecv(t, b, PopRequest{Group: "GP", Topic: "PopS"})
@@ -451,6 +460,7 @@ func TestPopSideBySideWithPull(t *testing.T) {
 // TestPopStateSurvivesRestart: in-flight messages, their handles and
 // attempts, and the progress survive a restart on the same data dir.
 func TestPopStateSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	clock := newPopClock()
 	cfg := popCfg(t)
 	b, cl, stop := runBrokerWith(t, cfg, popDeps(), clock.hook())
@@ -484,6 +494,7 @@ func TestPopStateSurvivesRestart(t *testing.T) {
 // broker stopped is delivered again after its invisible time, read from
 // the bucket, with its attempt counted; acked ones are not.
 func TestPopStateRestoredFromBucket(t *testing.T) {
+	t.Parallel()
 	clock := newPopClock()
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
@@ -532,6 +543,7 @@ func TestPopStateRestoredFromBucket(t *testing.T) {
 // after the last save) delivers again, never loses: a receive after the
 // save is redelivered from the saved next offset.
 func TestPopStateLostAfterSaveRedelivers(t *testing.T) {
+	t.Parallel()
 	clock := newPopClock()
 	cfg := popCfg(t)
 	cfg.ConfigFlush = time.Hour // only the explicit save below
@@ -567,6 +579,7 @@ func TestPopStateLostAfterSaveRedelivers(t *testing.T) {
 // its offsets) drops their messages in flight and leaves no offset
 // behind.
 func TestPopForgetsDeletedTopicAndGroup(t *testing.T) {
+	t.Parallel()
 	b, cl, _ := runBrokerWith(t, popCfg(t), popDeps(), nil)
 	addr := b.Addr().String()
 	popSend(t, b, cl, "PopDel", 0, 0, 2, "")

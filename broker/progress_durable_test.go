@@ -155,6 +155,7 @@ func notUploaded(t *testing.T, b *Broker, topic string, queue int32) {
 // disk. The broker restored on an empty disk delivers both again: the
 // checkpoint's progress did not count deliveries the bucket did not hold.
 func TestScheduleDeliveryLostWithMachineIsDeliveredAgain(t *testing.T) {
+	t.Parallel()
 	r := newLossRig(t, func(c *Config) { c.DelayLevels = "2s" })
 	b, cl, lose := r.start()
 	addr := b.Addr().String()
@@ -196,6 +197,7 @@ func TestScheduleDeliveryLostWithMachineIsDeliveredAgain(t *testing.T) {
 // cache and may come twice (at least once, at most the deliveries since
 // the last save again).
 func TestScheduleCrashDeliversUnsyncedDeliveryAgain(t *testing.T) {
+	t.Parallel()
 	for _, powerLoss := range []bool{true, false} {
 		name := map[bool]string{true: "power loss", false: "process crash"}[powerLoss]
 		t.Run(name, func(t *testing.T) {
@@ -246,6 +248,7 @@ func TestScheduleCrashDeliversUnsyncedDeliveryAgain(t *testing.T) {
 // answered SUCCESS and ignored: the checkpoint's progress was past the
 // half).
 func TestTransactionCommitLostWithMachineCanBeRepeated(t *testing.T) {
+	t.Parallel()
 	r := newLossRig(t, func(c *Config) { c.TransactionTimeout = time.Hour })
 	b, cl, lose := r.start()
 	phys, half := halfSent(t, b, cl, "TxL", 0, []byte("committed"), "UL")
@@ -278,6 +281,7 @@ func TestTransactionCommitLostWithMachineCanBeRepeated(t *testing.T) {
 // a checkpoint lands and the machine is lost. The broker restored on an
 // empty disk checks the half again: the producer commits it.
 func TestTransactionPutBackLostWithMachineIsCheckedAgain(t *testing.T) {
+	t.Parallel()
 	r := newLossRig(t, func(c *Config) {
 		c.TransactionTimeout, c.TransactionCheckMax = time.Millisecond, 1000
 	})
@@ -311,6 +315,7 @@ func TestTransactionPutBackLostWithMachineIsCheckedAgain(t *testing.T) {
 // POP state nor the group's committed offset passed it before its DLQ copy
 // was in the bucket.
 func TestPopDeadLetterLostWithMachineIsDeadLetteredAgain(t *testing.T) {
+	t.Parallel()
 	clock := newPopClock()
 	r := newLossRig(t, nil)
 	r.hook = clock.hook()
@@ -344,6 +349,7 @@ func TestPopDeadLetterLostWithMachineIsDeadLetteredAgain(t *testing.T) {
 // clamped to the queues' ends at start: the delayed and timer messages
 // sent next are all delivered (they were skipped, 3 of 3).
 func TestScheduleStaleProgressClampedToQueues(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "config"), 0o755); err != nil {
 		t.Fatal(err)
@@ -372,6 +378,7 @@ func TestScheduleStaleProgressClampedToQueues(t *testing.T) {
 // before they are due: it resumes from the checkpoint's progress, not its
 // own file, and delivers all three.
 func TestSchedulePromotedSlaveIgnoresItsOwnProgressFile(t *testing.T) {
+	t.Parallel()
 	mem := tier.NewMem()
 	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
 	acfg.LeaseTTL, bcfg.LeaseTTL = time.Minute, time.Minute
@@ -416,6 +423,7 @@ func TestSchedulePromotedSlaveIgnoresItsOwnProgressFile(t *testing.T) {
 // retries the message itself); with a slave the slave holds the copy when
 // the answer comes.
 func TestSendBackOnSyncMasterWaitsForSlave(t *testing.T) {
+	t.Parallel()
 	mem := tier.NewMem()
 	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
 	acfg.LeaseTTL, bcfg.LeaseTTL = time.Minute, time.Minute
@@ -460,6 +468,7 @@ func TestSendBackOnSyncMasterWaitsForSlave(t *testing.T) {
 // the end of the log they depend on) and the bucket-durable sections
 // still do not.
 func TestProgressWaitsForSlaveOnSyncMaster(t *testing.T) {
+	t.Parallel()
 	mem := tier.NewMem()
 	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
 	acfg.LeaseTTL, bcfg.LeaseTTL = time.Minute, time.Minute
@@ -542,6 +551,7 @@ func TestProgressWaitsForSlaveOnSyncMaster(t *testing.T) {
 // progress would deliver them twice; a copy without them must, the
 // simulator's delay-progress-held-by-a-slave-that-loses-its-disk.)
 func TestScheduleFailoverResumesFromSlaveHeldProgress(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
 	acfg.DelayLevels, bcfg.DelayLevels = "1s", "1s"
@@ -592,6 +602,7 @@ func TestScheduleFailoverResumesFromSlaveHeldProgress(t *testing.T) {
 // the three again from the bucket-durable progress; raising its progress
 // to heldProgress would skip them for ever.
 func TestScheduleRestoreOnEmptyDiskIgnoresSlaveHeldProgress(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
 	acfg.DelayLevels, bcfg.DelayLevels = "2s", "2s"

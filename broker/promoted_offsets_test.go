@@ -27,6 +27,7 @@ import (
 // its sends 5.. again, and no consumer offset it adopts is past its queue
 // ends (each half failed once: the copy was kept and wrote at its end).
 func TestPromotedCopyNeverReusesLaterEpochsOffsets(t *testing.T) {
+	t.Parallel()
 	t.Run("agreed", func(t *testing.T) { promotedCopyReuse(t, false) })
 	t.Run("older", func(t *testing.T) { promotedCopyReuse(t, true) })
 }
@@ -148,6 +149,7 @@ func startCPBlindNode(t *testing.T, cfg Config, disk *vfs.Mem, bucket tier.Bucke
 // back to it, or the messages B acknowledges next are never delivered to
 // that group.
 func TestPromotedCopyClampsAdoptedOffsets(t *testing.T) {
+	t.Parallel()
 	bucket, _, bcfg, a, b, cl := asyncPairWithFive(t, "OC", "both")
 	imgB := b.kill(false)
 	for i := range 5 {

@@ -13,6 +13,7 @@ import (
 // two messages' store times, "lower" names the later message, "upper" the
 // earlier; at a message's own time both name it.
 func TestSearchOffsetByTimestampBoundaries(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	addr := b.Addr().String()
 	var times []int64

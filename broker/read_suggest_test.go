@@ -24,6 +24,7 @@ import (
 // master is gone: then it keeps every consumer (its own id). Without the
 // setting the master always suggests itself.
 func TestBrokerSuggestWhichBrokerID(t *testing.T) {
+	t.Parallel()
 	for _, enable := range []bool{true, false} {
 		t.Run(fmt.Sprintf("enable=%v", enable), func(t *testing.T) { testSuggest(t, enable) })
 	}

@@ -14,6 +14,7 @@ import (
 // here), an error naming the lease once it lapsed, and nil again after a
 // renewal.
 func TestBrokerReadyNeedsTheLease(t *testing.T) {
+	t.Parallel()
 	b, _, _ := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20,
 		LeaseTTL: 1500 * time.Millisecond, CheckpointInterval: 200 * time.Millisecond}, Deps{Logger: discardLogger(), Bucket: tier.NewMem()})
 	ctx := context.Background()

@@ -20,6 +20,7 @@ import (
 // when created later its offsets continue past the deleted ones (the
 // tombstones ride in the bucket's checkpoint).
 func TestBrokerRecreatedTopicAcrossRestore(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LeaseTTL: time.Second, CheckpointInterval: 200 * time.Millisecond}

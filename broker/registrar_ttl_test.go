@@ -98,6 +98,7 @@ func isTimeout(err error) bool {
 // the registration carried no timeout and the name server held the
 // vanished master's name for its 120 s default.
 func TestBrokerVanishedMasterFreesItsNameSoon(t *testing.T) {
+	t.Parallel()
 	ns := namesrv.New(namesrv.Config{Logger: discardLogger(), ScanInterval: 50 * time.Millisecond})
 	srv := remoting.NewServer(remoting.ServerConfig{Addr: "127.0.0.1:0", OnClose: ns.OnConnClose, Logger: discardLogger()}, ns)
 	if err := srv.Listen(); err != nil {

@@ -14,6 +14,7 @@ import (
 // empty disk knows no such topic (the checkpoint's table lacks it); its
 // first send to it must not hand out the lost broker's offsets again.
 func TestEmptyDiskTopicCreatedAfterTheCheckpointKeepsReservations(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := walConfig(t)
 	cfg.Durability = DurabilityLocal

@@ -33,6 +33,7 @@ func createTopicAttrReq(topic, attrs string) *remoting.Command {
 // Keep's messages stay readable. The minimum survives a restart and a
 // restore on an empty disk, where Keep is read from the bucket.
 func TestTopicRetentionExpiresWhileAnotherKeeps(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 1 << 30}
@@ -193,6 +194,7 @@ func TestTopicRetentionExpiresWhileAnotherKeeps(t *testing.T) {
 // the segment of an undelivered scheduled message: it is delivered when
 // due, from the bucket, and the segment goes afterwards.
 func TestScheduleRetentionPinWithTopicOverrides(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 0, Retention: 1500 * time.Millisecond, DelayLevels: "8s"}
@@ -296,6 +298,7 @@ func BenchmarkRetentionTick(b *testing.B) {
 // and moves its own queue minimum as the master does, so its consumers
 // get PULL_OFFSET_MOVED too; it writes nothing to the bucket.
 func TestSlaveFollowsTopicRetention(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	haAddr := haTestAddr(t)
 	m, mcl, _ := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true,
@@ -347,6 +350,7 @@ func retentionBody(topic string, i int) []byte {
 // counts the kept segments against the topic that keeps them. Without
 // middle deletion the Short-only segments between Keep's stay.
 func TestTopicRetentionDeletesFromTheMiddle(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 0} // uploaded segments leave the disk at once
@@ -478,6 +482,7 @@ func TestTopicRetentionDeletesFromTheMiddle(t *testing.T) {
 // segment goes. Without retention's expireInternal the schedule and half
 // queues' minima stay at 0 and keep them all.
 func TestTopicRetentionExpiresDeliveredInternalRecords(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 0, DelayLevels: "1s", CheckpointInterval: 200 * time.Millisecond,

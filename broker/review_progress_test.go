@@ -20,6 +20,7 @@ import (
 // took over), and its checkpoint saves the progress past the delivery: a
 // failover to the slave (or a restore) then skips the delayed message.
 func TestProgressAfterRestartWaitsForSlaveOnSyncMaster(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewMem()
 	bucket := &faultBucket{Bucket: tier.NewMem()}
 	cfg := Config{DataDir: "/data/sm", Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,

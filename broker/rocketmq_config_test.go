@@ -13,6 +13,7 @@ import (
 // Apache RocketMQ 4.9 broker (fastjson, unquoted integer keys) is read as is:
 // topics with their queue counts, the group's settings and its offsets.
 func TestBrokerLoadsRocketMQConfigFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src := filepath.Join("..", "testdata", "rocketmq-4.9-config")
 	for _, f := range []string{"topics.json", "consumerOffset.json", "subscriptionGroup.json"} {

@@ -34,6 +34,7 @@ func entrySize(t *testing.T, b *Broker, topic string, q int32, idx int64) int {
 // larger than the limit), and the message after it at the same level is
 // delivered too. The level used to stop at it for ever.
 func TestScheduleDelayNearLimitDelivered(t *testing.T) {
+	t.Parallel()
 	const limit = 4096
 	b, cl := startBroker(t, func(c *Config) { c.MaxMessageSize = limit; c.DelayLevels = "1s" })
 	addr := b.Addr().String()
@@ -69,6 +70,7 @@ func TestScheduleDelayNearLimitDelivered(t *testing.T) {
 // with MESSAGE_ILLEGAL; it used to be accepted and stop every check round
 // at it, so a later half in doubt was never asked about.
 func TestTransactionHalfNearLimit(t *testing.T) {
+	t.Parallel()
 	const limit = 4096
 	b, cl := startBroker(t, func(c *Config) { c.MaxMessageSize = limit; c.DelayLevels = "1s" })
 	addr := b.Addr().String()
@@ -95,6 +97,7 @@ func TestTransactionHalfNearLimit(t *testing.T) {
 // and a delayed message after it at the same level too: the delivered
 // record used to grow past the limit and stop the level for ever.
 func TestTransactionDelayedCommitNearLimit(t *testing.T) {
+	t.Parallel()
 	const limit = 4096
 	b, cl := startBroker(t, func(c *Config) { c.MaxMessageSize = limit; c.DelayLevels = "1s" })
 	addr := b.Addr().String()
@@ -134,6 +137,7 @@ func TestTransactionDelayedCommitNearLimit(t *testing.T) {
 // restart at level 2 takes the new delay (behind the first in its queue).
 // The pending one used to be delivered after the new, shorter delay.
 func TestScheduleShortenedLevelsKeepDueTime(t *testing.T) {
+	t.Parallel()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20, DelayLevels: "1s 4s"}
 	b, cl, stop := runBroker(t, cfg, Deps{Logger: discardLogger()})
 	sent := time.Now().UnixMilli()
@@ -163,6 +167,7 @@ func TestScheduleShortenedLevelsKeepDueTime(t *testing.T) {
 // is delivered once. A replayed hop used to store a second copy, and each
 // copy was delivered (each later interrupted hop doubling them again).
 func TestScheduleReplayedHopNotDuplicated(t *testing.T) {
+	t.Parallel()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20}
 	b, cl, stop := runBroker(t, cfg, Deps{Logger: discardLogger()})
 	due := time.Now().UnixMilli() + 3500 // queue 2 (a 2 s hop), then queue 1

@@ -12,6 +12,7 @@ import (
 )
 
 func TestScheduleParseDelayLevels(t *testing.T) {
+	t.Parallel()
 	lv, err := ParseDelayLevels(DefaultDelayLevels)
 	if err != nil || len(lv) != 18 || lv[0] != time.Second || lv[2] != 10*time.Second || lv[17] != 2*time.Hour {
 		t.Fatalf("default levels: %v %v", lv, err)
@@ -76,6 +77,7 @@ func delivered(b *Broker, topic string, q int32, n int64) bool {
 // maximum does not count) or with delayLevel -1 goes to %DLQ%<group> at
 // once, without DELAY.
 func TestScheduleSendBackLevels(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, func(c *Config) { c.DelayLevels = "1h 1h 1h 1h 1h" })
 	addr := b.Addr().String()
 	g := b.groups.GetOrCreate("G")
@@ -137,6 +139,7 @@ func TestScheduleSendBackLevels(t *testing.T) {
 // apache/rocketmq#9006): it is delivered when due from the bucket, and
 // retention deletes the objects afterwards.
 func TestScheduleRetentionKeepsPending(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 0, Retention: 1500 * time.Millisecond, DelayLevels: "10s"}
@@ -172,6 +175,7 @@ func TestScheduleRetentionKeepsPending(t *testing.T) {
 // levels grows SCHEDULE_TOPIC_XXXX, so a send at a new level is stored
 // (the queue was not listed before).
 func TestScheduleTopicGrowsWithLevels(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20, DelayLevels: "1h 1h"}
 	b, cl, stop := runBroker(t, cfg, Deps{Logger: discardLogger()})
@@ -194,6 +198,7 @@ func TestScheduleTopicGrowsWithLevels(t *testing.T) {
 // checkpoint's progress: a message delivered before is not delivered
 // again, a pending one comes at its time.
 func TestScheduleFailoverResumes(t *testing.T) {
+	t.Parallel()
 	mem := tier.NewMem()
 	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
 	acfg.LeaseTTL, bcfg.LeaseTTL = time.Minute, time.Minute

@@ -19,6 +19,7 @@ import (
 // body, and a message the store refuses fails alone without failing the
 // others around it. Run with both flush modes.
 func TestBrokerSendsOfOneReadBatch(t *testing.T) {
+	t.Parallel()
 	for _, flush := range []string{"async", "sync"} {
 		t.Run(flush, func(t *testing.T) {
 			b, cl := startBroker(t, func(c *Config) { c.Flush = flush })

@@ -20,6 +20,7 @@ type extOnly struct{ remoting.ExtAppender }
 // the same fields: single sends, batches, transaction ids that need escaping,
 // IPv6 store hosts, extreme numbers.
 func TestSendResponseEncodersMatchExtWriter(t *testing.T) {
+	t.Parallel()
 	v4 := netip.MustParseAddrPort("127.0.0.1:10911")
 	v6 := netip.MustParseAddrPort("[fd00::1]:10911")
 	cases := map[string]sendResponseHeader{

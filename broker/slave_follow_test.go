@@ -69,6 +69,7 @@ func startNamesrv(t *testing.T) string {
 // learns the master's HA and remoting addresses from the name server's
 // answer, and follows it with no STRATAMQ_HA_MASTER.
 func TestSlaveLearnsMasterFromNameServer(t *testing.T) {
+	t.Parallel()
 	nsAddr := startNamesrv(t)
 	haAddr := haTestAddr(t)
 	// The slave first: it asks the name server until the master is there.
@@ -111,6 +112,7 @@ func TestSlaveLearnsMasterFromNameServer(t *testing.T) {
 // the remoting address the HA hello named, and a topic deleted on the
 // master goes on the slave too.
 func TestSlaveFollowsTopicsGroupsOffsets(t *testing.T) {
+	t.Parallel()
 	haAddr := haTestAddr(t)
 	m, mcl, _ := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20,
 		AutoCreateTopic: true, HAListen: haAddr}, Deps{Logger: discardLogger()})
@@ -174,6 +176,7 @@ func TestSlaveFollowsTopicsGroupsOffsets(t *testing.T) {
 // the master once it is back, and neither side then loses it to the
 // master's older offset.
 func TestSlaveKeepsOffsetsCommittedWhileMasterDown(t *testing.T) {
+	t.Parallel()
 	haAddr := haTestAddr(t)
 	mcfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20, AutoCreateTopic: true, HAListen: haAddr}
 	m, mcl, stopMaster := runBroker(t, mcfg, Deps{Logger: discardLogger()})
@@ -225,6 +228,7 @@ func TestSlaveKeepsOffsetsCommittedWhileMasterDown(t *testing.T) {
 // committed to the slave while the master is down, and not pushed yet, is
 // still pushed after the slave restarts.
 func TestSlavePendingOffsetsSurviveRestart(t *testing.T) {
+	t.Parallel()
 	haAddr := haTestAddr(t)
 	mcfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20, AutoCreateTopic: true, HAListen: haAddr}
 	m, mcl, stopMaster := runBroker(t, mcfg, Deps{Logger: discardLogger()})
@@ -262,6 +266,7 @@ func TestSlavePendingOffsetsSurviveRestart(t *testing.T) {
 // master's offsets does not overwrite one committed to the slave and not
 // pushed yet; once pushed, the master's offset is adopted again.
 func TestSlaveSyncKeepsUnpushedOffset(t *testing.T) {
+	t.Parallel()
 	s, scl, _ := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20,
 		Role: RoleSlave, BrokerID: 1, HAMaster: haTestAddr(t), HASyncInterval: time.Hour}, Deps{Logger: discardLogger()})
 	s.topics.Put(remoting.TopicConfig{TopicName: "T", ReadQueueNums: 2, WriteQueueNums: 2, Perm: PermRead | PermWrite})
@@ -293,6 +298,7 @@ func TestSlaveSyncKeepsUnpushedOffset(t *testing.T) {
 // manifest does not list, and it still serves those offsets, from the
 // bucket.
 func TestSlaveLocalRetentionFollowsManifest(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	haAddr := haTestAddr(t)
 	m, mcl, _ := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true,
@@ -348,6 +354,7 @@ func TestSlaveLocalRetentionFollowsManifest(t *testing.T) {
 
 // A slave's config needs STRATAMQ_HA_MASTER only without name servers.
 func TestConfigSlaveWithoutHAMaster(t *testing.T) {
+	t.Parallel()
 	if err := (Config{Role: RoleSlave, BrokerID: 1, Namesrv: "127.0.0.1:9876"}).withDefaults().Validate(); err != nil {
 		t.Fatalf("a slave with STRATAMQ_NAMESRV and no STRATAMQ_HA_MASTER: %v", err)
 	}

@@ -102,6 +102,7 @@ const briefExpr = "a > 5 AND b IN ('x','y')"
 // heartbeat, and one that carries the registered expression typed TAG
 // (client-go's PostSubscriptionWhenPull).
 func TestBrokerSQLFilterPull(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	want := sendSQLMessages(t, b, cl, "S", 400)
 	got := pullAllSQL(t, b, cl, func(off int64) *remoting.Command { return sqlPullReq("g", "S", off, exprSQL92, briefExpr) })
@@ -134,6 +135,7 @@ func TestBrokerSQLFilterPull(t *testing.T) {
 // it and on CHECK_CLIENT_CONFIG; with STRATAMQ_SQL_FILTER=false every
 // SQL92 subscription is refused with a remark saying how to enable it.
 func TestBrokerSQLFilterRefusals(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	addr := b.Addr().String()
 	sendSQLMessages(t, b, cl, "S", 3)
@@ -186,6 +188,7 @@ func TestBrokerSQLFilterRefusals(t *testing.T) {
 }
 
 func TestBrokerSQLFilterConfig(t *testing.T) {
+	t.Parallel()
 	for v, ok := range map[string]bool{"": true, "true": true, "false": true, "0": true, "yes": false} {
 		c := Config{SQLFilter: v}.withDefaults()
 		if err := c.Validate(); (err == nil) != ok {
@@ -199,6 +202,7 @@ func TestBrokerSQLFilterConfig(t *testing.T) {
 // messages it does not take do not answer it (the dispatch hook wakes it
 // for each, and it waits on past them).
 func TestBrokerSQLFilterHeldPull(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	addr := b.Addr().String()
 	if r := invoke(t, cl, addr, sendReq("H", 0, []byte("m0"), "a\x010\x02")); r.Code != 0 {

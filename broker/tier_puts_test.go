@@ -22,6 +22,7 @@ import (
 // segment costs at most 2 PUTs: at most 8 per GiB at the default segment
 // size (README "Cost"; was 17.3: three objects and a delta per segment).
 func TestBrokerTierPUTsPerSegment(t *testing.T) {
+	t.Parallel()
 	bucket := &countingBucket{Bucket: tier.NewMem()}
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 0}

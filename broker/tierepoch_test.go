@@ -69,6 +69,7 @@ func objectRanges(objs []upload.Object) []string {
 // old master's key, the manifest listed overlapping objects, the cold
 // reader refused them and nothing was ever marked uploaded.
 func TestBrokerPromotedSlaveContinuesTheUploadedLog(t *testing.T) {
+	t.Parallel()
 	mem := tier.NewMem()
 	cut := &faultBucket{Bucket: mem}
 	acfg, bcfg := failoverConfig(t, RoleAsyncMaster), failoverConfig(t, RoleSlave)

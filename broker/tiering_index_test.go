@@ -29,6 +29,7 @@ type spoolFile interface {
 // blob store.BuildSegmentIndex makes; Close removes the file and frees the
 // build slot, and a failed build leaves no file and frees it too.
 func TestTieringQueueIndexSpoolFile(t *testing.T) {
+	t.Parallel()
 	bucket := &downBucket{Bucket: tier.NewMem()}
 	dir := t.TempDir()
 	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,

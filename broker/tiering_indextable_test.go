@@ -42,6 +42,7 @@ func (m *manifestReads) List(ctx context.Context, prefix string, fn func(string,
 // read right after a start binary-searches the queue index objects, so it
 // paid that some 17 times at 100,000 segments (BenchmarkBrokerColdStart).
 func TestColdIndexTableOncePerManifest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	bucket := &manifestReads{Bucket: tier.NewMem()}
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,

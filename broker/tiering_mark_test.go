@@ -32,6 +32,7 @@ func runBrokerHooked(t *testing.T, cfg Config, deps Deps, hook func(*Broker)) (*
 // uploader tries again and, once that works, the segment goes and every
 // message reads back from the bucket.
 func TestBrokerTierColdReaderKnowsBeforeUploaded(t *testing.T) {
+	t.Parallel()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 0}
 	var (

@@ -103,6 +103,7 @@ func readAll(t *testing.T, b *Broker, cl *remoting.Client, topic string, queue, 
 // the uploads catch up, local copies are dropped, and every message reads
 // back byte-identical from the bucket.
 func TestBrokerTierFaultsLoseNothing(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		fault func(f *s3fake.Fake)
@@ -135,6 +136,7 @@ func TestBrokerTierFaultsLoseNothing(t *testing.T) {
 // object is caught by the frame checksum on the cold read and reported; the
 // pull fails instead of returning wrong bytes.
 func TestBrokerTierCorruptFrameNeverServed(t *testing.T) {
+	t.Parallel()
 	_, bucket := fakeBucket(t)
 	dir := t.TempDir()
 	b, cl, stop := startTieredBroker(t, dir, bucket)
@@ -188,6 +190,7 @@ func TestBrokerTierCorruptFrameNeverServed(t *testing.T) {
 // deleted whole, the queue's minimum offset advances, and a consumer behind
 // it gets PULL_OFFSET_MOVED pointing at the new minimum, from where it reads on.
 func TestBrokerTierBucketRetention(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 0, Retention: 1500 * time.Millisecond}
@@ -231,6 +234,7 @@ func TestBrokerTierBucketRetention(t *testing.T) {
 // uploaded (their entries are in each segment's queue index object), so
 // full ones add no PUT and no manifest entry.
 func TestBrokerTierUploadsNoConsumeQueues(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 1 << 30, CQEntriesPerFile: 10}
@@ -278,6 +282,7 @@ func TestBrokerTierUploadsNoConsumeQueues(t *testing.T) {
 // TestBrokerTierSealsByAge: a quiet active segment is sealed after
 // STRATAMQ_SEGMENT_MAX_AGE and uploaded, so bytes do not stay only local.
 func TestBrokerTierSealsByAge(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 64 << 20,
 		LocalRetention: 1 << 30, SegmentMaxAge: time.Second}
@@ -309,6 +314,7 @@ func (o *outageBucket) Put(ctx context.Context, key string, r io.Reader, size in
 // the bucket refusing uploads, sealed segments stay on local disk and every
 // message stays readable; once the bucket is back they upload and go.
 func TestBrokerTierNeverDropsUnuploaded(t *testing.T) {
+	t.Parallel()
 	bucket := &outageBucket{Bucket: tier.NewMem()}
 	bucket.down.Store(true)
 	b, cl, _ := startTieredBroker(t, t.TempDir(), bucket)

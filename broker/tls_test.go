@@ -19,6 +19,7 @@ import (
 // once the slave holds it), serves TLS clients on its remoting port, and
 // disconnects plain-text peers on both ports.
 func TestBrokerHAOverTLS(t *testing.T) {
+	t.Parallel()
 	f := tlstest.Write(t, t.TempDir())
 	srv, err := tlsconf.Server(tlsconf.ServerOptions{CertFile: f.Cert, KeyFile: f.Key})
 	if err != nil {

@@ -59,6 +59,7 @@ func routeQueues(t *testing.T, cl *remoting.Client, nsAddr, topic string) int32 
 // creates none; GET_BROKER_CONFIG shows both settings. A bad name is a
 // configuration error.
 func TestTraceTopicEnable(t *testing.T) {
+	t.Parallel()
 	nsAddr := startTraceNamesrv(t)
 	cl := remoting.NewClient(remoting.ClientConfig{Logger: discardLogger()})
 	defer cl.Close()
@@ -115,6 +116,7 @@ func TestTraceTopicEnable(t *testing.T) {
 // RMQ_SYS_TRACE_TOPIC is a system topic (others stay refused); another
 // topic keeps its messages.
 func TestTraceRecordsStoredIndexedExpired(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 1 << 30, TraceTopicEnable: true}

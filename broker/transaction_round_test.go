@@ -78,6 +78,7 @@ func putBack(t *testing.T, b *Broker, from int64) []string {
 // the round walks past the resolved halves its own checks let HalfOffset
 // move over. It used to put one back per round.
 func TestTransactionRoundChecksEveryHalfInDoubt(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil) // STRATAMQ_TRANSACTION_CHECK_INTERVAL 60 s, TIMEOUT 6 s: the test runs the round
 	addr := b.Addr().String()
 	born := time.Now().Add(-time.Minute).UnixMilli() // due at the 6 s timeout
@@ -111,6 +112,7 @@ func TestTransactionRoundChecksEveryHalfInDoubt(t *testing.T) {
 // on to the halves in doubt after it; HalfOffset stays at the young half,
 // which is asked about once its immunity is over. It used to end the round.
 func TestTransactionRoundPassesImmuneHalf(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	now := time.Now()
 	sendHalf(t, b, cl, "TxI", []byte("young"), "Y", now.UnixMilli(), PropCheckImmunitySeconds+"\x013600\x02")
@@ -239,6 +241,7 @@ func interleaved(t *testing.T, nsAddr string, b *Broker, cl *remoting.Client, to
 // about all three unknown ones, the client commits each, and all six
 // committed messages reach the topic. The round used to ask about one.
 func TestTransactionDefaultRoundChecksEveryHalfOfficialClient(t *testing.T) {
+	t.Parallel()
 	nsAddr := startNamesrv(t)
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20, Namesrv: nsAddr, AutoCreateTopic: true}
 	b, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger()})
@@ -275,6 +278,7 @@ func TestTransactionDefaultRoundChecksEveryHalfOfficialClient(t *testing.T) {
 // all six committed messages reach the topic. Rounds used to ask about one
 // such half each.
 func TestTransactionTimerRoundChecksEveryHalfOfficialClient(t *testing.T) {
+	t.Parallel()
 	nsAddr := startNamesrv(t)
 	var rl = &roundLog{starts: map[int64]int64{}, checked: map[int64]int64{}}
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 8 << 20, Namesrv: nsAddr, AutoCreateTopic: true,
@@ -320,6 +324,7 @@ func TestTransactionTimerRoundChecksEveryHalfOfficialClient(t *testing.T) {
 // nothing, so the transaction is not committed, or put back, twice. The
 // round used to check such a half again.
 func TestTransactionCommitWithoutOpNotCheckedAgain(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, nil)
 	ctx := context.Background()
 	old := time.Now().Add(-time.Minute).UnixMilli()

@@ -80,6 +80,7 @@ func queueRecords(t *testing.T, b *Broker, topic string, queue int32) []store.Re
 // a rollback stores only an op record; a prepared batch is refused. With
 // flush=sync too (END_TRANSACTION answered from the group commit).
 func TestTransactionHalfCommitRollback(t *testing.T) {
+	t.Parallel()
 	for _, flush := range []string{"async", "sync"} {
 		t.Run("flush="+flush, func(t *testing.T) { testHalfCommitRollback(t, flush) })
 	}
@@ -179,6 +180,7 @@ func testHalfCommitRollback(t *testing.T, flush string) {
 // is committed by END_TRANSACTION (read through the store's cold reader),
 // and one rolled back before the restore stays rolled back.
 func TestTransactionProgressAndHalfFromBucket(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		CheckpointInterval: 100 * time.Millisecond, TransactionTimeout: time.Hour, TransactionCheckInterval: 20 * time.Millisecond}
@@ -222,6 +224,7 @@ func TestTransactionProgressAndHalfFromBucket(t *testing.T) {
 // a half), and its commit is scheduled at the level, as RocketMQ does for
 // TRANSACTION_COMMIT_TYPE.
 func TestTransactionDelayAppliesAtCommit(t *testing.T) {
+	t.Parallel()
 	b, cl := startBroker(t, func(c *Config) { c.TransactionCheckInterval = time.Hour })
 	props := "DELAY\x013\x02TRAN_MSG\x01true\x02PGROUP\x01pg\x02UNIQ_KEY\x01UD\x02"
 	h := remoting.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "TxD", DefaultTopic: "TBW102",
@@ -296,6 +299,7 @@ func (p *txProducer) heartbeat(t *testing.T, addr string) {
 // takes over from the checkpoint's progress: it asks the producer, now
 // connected to it, about the latest copy, and the commit is stored once.
 func TestTransactionChecksResumeAfterPromote(t *testing.T) {
+	t.Parallel()
 	mem := tier.NewMem()
 	acfg, bcfg := failoverConfig(t, RoleSyncMaster), failoverConfig(t, RoleSlave)
 	for _, c := range []*Config{&acfg, &bcfg} {

@@ -89,6 +89,7 @@ func sendAfterRestore(t *testing.T, b *Broker, cl *remoting.Client, was handedOu
 // below the restored queue's end, as after a restore past the
 // reservations), and the consumer reads the next message from it.
 func TestWALEmptyDiskMixedDurabilityNoReuse(t *testing.T) {
+	t.Parallel()
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t)
 	cfg.Durability = DurabilityLocal
@@ -192,6 +193,7 @@ func TestWALEmptyDiskMixedDurabilityNoReuse(t *testing.T) {
 // lost: the change reached the bucket's checkpoint before the first such
 // send, so the broker on the empty disk resumes past the reservations.
 func TestWALEmptyDiskTopicMadeLocalNoReuse(t *testing.T) {
+	t.Parallel()
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t) // STRATAMQ_DURABILITY=bucket
 	first, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: g})

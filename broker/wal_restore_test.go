@@ -17,6 +17,7 @@ import (
 // serves every message and takes bucket-durable sends again, at offsets
 // past the restored ones.
 func TestBucketDurableEmptyDiskAfterSegmentsListed(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := walConfig(t)
 	cfg.SegmentMaxAge = 200 * time.Millisecond
@@ -61,6 +62,7 @@ func TestBucketDurableEmptyDiskAfterSegmentsListed(t *testing.T) {
 // their end, and the messages of the missing segment are gone: the test
 // tells the two apart.
 func TestBucketDurableEmptyDiskAfterAMissingUpload(t *testing.T) {
+	t.Parallel()
 	for _, outOfOrder := range []bool{false, true} {
 		t.Run(fmt.Sprintf("outOfOrder=%v", outOfOrder), func(t *testing.T) {
 			mem := tier.NewMem()

@@ -32,6 +32,7 @@ import (
 // Whenever that OK was given, the returning broker must not set the tail
 // aside and start: it refuses, naming the range.
 func TestWALReturningDataDirLocalAcks(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		durability string // the first run's STRATAMQ_DURABILITY

@@ -26,6 +26,7 @@ import (
 // used to be set aside silently once the other machine's WAL objects
 // covered its offsets).
 func TestWALReturningDataDirTail(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name        string
 		localInTail bool

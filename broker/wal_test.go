@@ -66,6 +66,7 @@ func walConfig(t *testing.T) Config {
 // serves every acknowledged message at its queue offset and commitlog
 // offset (so its offset msgId), and the next send continues after them.
 func TestBucketDurableRestoresOnEmptyDisk(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := walConfig(t)
 	first, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
@@ -113,6 +114,7 @@ func TestBucketDurableRestoresOnEmptyDisk(t *testing.T) {
 // Consumers never read a bucket-durable message before its WAL object is
 // committed; a local-durable topic on the same broker is not held back.
 func TestBucketDurableHiddenUntilCommitted(t *testing.T) {
+	t.Parallel()
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t)
 	cfg.Durability = DurabilityLocal
@@ -155,6 +157,7 @@ func TestBucketDurableHiddenUntilCommitted(t *testing.T) {
 }
 
 func TestBucketDurabilityNeedsABucket(t *testing.T) {
+	t.Parallel()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Durability: DurabilityBucket}
 	if _, err := New(cfg, Deps{Logger: discardLogger()}); err == nil || !strings.Contains(err.Error(), "STRATAMQ_BUCKET") {
 		t.Fatalf("STRATAMQ_DURABILITY=bucket without a bucket: %v", err)
@@ -191,6 +194,7 @@ func mustPhys(t *testing.T, msgID string) int64 {
 // message is served at its offset, the lost page cache taken back from
 // the WAL.
 func TestBucketDurablePowerLossTakesTheTailFromTheWAL(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewMem()
 	bucket := &faultBucket{Bucket: tier.NewMem()}
 	dir := "/data/walpower"

@@ -44,6 +44,7 @@ func (s *slowDown) PutIf(ctx context.Context, key string, r io.Reader, size int6
 // the broker recovers by itself: sends succeed, and every message ever
 // acknowledged reads back at its queue offset, byte for byte.
 func TestBucketDurableThrottled(t *testing.T) {
+	t.Parallel()
 	bucket := &slowDown{Bucket: tier.NewMem()}
 	cfg := walConfig(t)
 	cfg.WALBatch = 4 << 10

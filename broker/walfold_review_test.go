@@ -33,6 +33,7 @@ func setDurability(t *testing.T, cl *remoting.Client, b *Broker, topic, d string
 // broker on the empty disk continues at the WAL's end and hands Ml's queue
 // offsets and their msgIds out again.
 func TestWALFoldBucketOnlyAfterLocalTopicMadeBucket(t *testing.T) {
+	t.Parallel()
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t) // STRATAMQ_DURABILITY=bucket
 	first, cl, stop1 := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: g})
@@ -101,6 +102,7 @@ func foldCrashFS(dataDir string) vfs.FS {
 // bucket-durable message and every WAL-held local one at its queue offset
 // and msgId, and hand out nothing the lost broker handed out.
 func TestWALFoldCrashAfterManifestListsSegments(t *testing.T) {
+	t.Parallel()
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t)
 	cfg.Durability = DurabilityLocal
@@ -151,6 +153,7 @@ func TestWALFoldCrashAfterManifestListsSegments(t *testing.T) {
 // queue's minimum (a partial fold cut by a power cut leaves the bucket
 // in this state too).
 func TestWALFoldQueueStartsInAnUploadedSegment(t *testing.T) {
+	t.Parallel()
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t)
 	cfg.Durability = DurabilityLocal
@@ -198,6 +201,7 @@ func TestWALFoldQueueStartsInAnUploadedSegment(t *testing.T) {
 // gives a bucket-durable send a commitlog offset (msgId) an acknowledged
 // local-durable message of the deleted topic had.
 func TestWALFoldBucketOnlyAfterLocalTopicDeleted(t *testing.T) {
+	t.Parallel()
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t)
 	first, cl, stop1 := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: g})
@@ -239,6 +243,7 @@ func TestWALFoldBucketOnlyAfterLocalTopicDeleted(t *testing.T) {
 // tail, its tombstone in the checkpoint) must not come back from the
 // fold: withFolded adds every queue the scratch store held records of.
 func TestWALFoldKeepsDeletedTopicDeleted(t *testing.T) {
+	t.Parallel()
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t)
 	cfg.Durability = DurabilityLocal

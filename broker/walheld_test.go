@@ -9,6 +9,7 @@ import (
 // TestWALHeld: walHeld says whether a listed commitlog object holds an
 // offset, across a restore gap and a gap of a segment not listed yet.
 func TestWALHeld(t *testing.T) {
+	t.Parallel()
 	obj := func(base, n int64) upload.Object {
 		return upload.Object{Kind: upload.KindCommitLog.String(), Base: base, Length: n}
 	}
@@ -31,6 +32,7 @@ func TestWALHeld(t *testing.T) {
 // trim; once retention expired the segments under it, an expired range
 // must not hold every later trim back.
 func TestSegmentsEndThroughExpiredRanges(t *testing.T) {
+	t.Parallel()
 	cl := upload.KindCommitLog.String()
 	m := &upload.Manifest{
 		Objects: []upload.Object{{Kind: cl, Base: 0, Length: 100}, {Kind: cl, Base: 100, Length: 100}, {Kind: cl, Base: 300, Length: 100}},

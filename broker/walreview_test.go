@@ -36,6 +36,7 @@ func walSend(t *testing.T, cl *remoting.Client, b *Broker, topic string, body []
 // bucket-durable sends: its WAL writer must continue where the new log
 // begins, not at the segments' end below it.
 func TestWALReviewEmptyDiskAfterTrimAcceptsSends(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := walConfig(t)
 	first, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
@@ -71,6 +72,7 @@ func TestWALReviewEmptyDiskAfterTrimAcceptsSends(t *testing.T) {
 // empty disk must resume past them (as it did before the WAL existed), not
 // at offset 0 because the WAL's chain holds an empty claim.
 func TestWALReviewEmptyDiskNoUploadKeepsReservations(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := walConfig(t)
 	cfg.Durability = DurabilityLocal
@@ -97,6 +99,7 @@ func TestWALReviewEmptyDiskNoUploadKeepsReservations(t *testing.T) {
 // broker on an empty disk must restore the segments' end plus the WAL's
 // tail at the acknowledged offsets.
 func TestWALReviewEmptyDiskAfterUploadRestoresTail(t *testing.T) {
+	t.Parallel()
 	bucket := tier.NewMem()
 	cfg := walConfig(t)
 	first, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
@@ -141,6 +144,7 @@ func TestWALReviewEmptyDiskAfterUploadRestoresTail(t *testing.T) {
 // master can still lose it with its disk (an empty-disk restore or another
 // node taking the lease does not have it), and the slave then cuts it.
 func TestWALReviewSlaveHidesUncommittedBucketDurable(t *testing.T) {
+	t.Parallel()
 	g := newWalGate(tier.NewMem())
 	haAddr := haTestAddr(t)
 	mcfg := walConfig(t)
@@ -178,6 +182,7 @@ func TestWALReviewSlaveHidesUncommittedBucketDurable(t *testing.T) {
 // delivery nobody waits for must not stay hidden until 4 MiB of other
 // traffic fill a batch.
 func TestWALReviewDelayedDeliveryBecomesVisible(t *testing.T) {
+	t.Parallel()
 	cfg := walConfig(t)
 	cfg.DelayLevels = "1s"
 	b, cl, _ := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: tier.NewMem()})
@@ -202,6 +207,7 @@ func TestWALReviewDelayedDeliveryBecomesVisible(t *testing.T) {
 // while the producer goes on to commit (END_TRANSACTION is one-way): the
 // message is lost without an error anyone sees.
 func TestWALReviewHalfMessageWaitsForTheWAL(t *testing.T) {
+	t.Parallel()
 	g := newWalGate(tier.NewMem())
 	cfg := walConfig(t)
 	cfg.Durability = DurabilityLocal
