@@ -117,21 +117,8 @@ func (f *replicaFixture) opts(fs vfs.FS, u int64) Options {
 func (f *replicaFixture) masterBytes(t *testing.T, from, to int64) []byte {
 	t.Helper()
 	var out []byte
-	for _, sg := range f.a.LocalSegments() {
-		lo, hi := max(from, sg.Base), min(to, sg.Base+sg.Length)
-		if lo >= hi {
-			continue
-		}
-		fh, err := f.fsA.OpenFile(sg.Path, os.O_RDONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := make([]byte, hi-lo)
-		err = readFull(fh, b, lo-sg.Base)
-		fh.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+	_, chunks := logChunks(t, f.a, f.fsA, from, to)
+	for _, b := range chunks {
 		out = append(out, b...)
 	}
 	if int64(len(out)) != to-from {
@@ -448,4 +435,28 @@ func TestStoreAppendRawKeepsMasterNumbering(t *testing.T) {
 	if err != nil || r.Status != Found || len(r.Records) != 1 || string(r.Records[0]) != string(recs[1]) {
 		t.Fatalf("Get across the gap: %v %v", r.Status, err)
 	}
+}
+
+// logChunks reads s's local log [from, to) from its segment files on fs,
+// one chunk (whole records) per segment, each with where it starts.
+func logChunks(t *testing.T, s *Store, fs vfs.FS, from, to int64) (starts []int64, chunks [][]byte) {
+	t.Helper()
+	for _, sg := range s.LocalSegments() {
+		lo, hi := max(from, sg.Base), min(to, sg.Base+sg.Length)
+		if lo >= hi {
+			continue
+		}
+		fh, err := fs.OpenFile(sg.Path, os.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, hi-lo)
+		err = readFull(fh, b, lo-sg.Base)
+		fh.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		starts, chunks = append(starts, lo), append(chunks, b)
+	}
+	return starts, chunks
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -38,23 +37,10 @@ func TestResumeQueuesKeepsAReclaimedQueuesNumbering(t *testing.T) {
 	// stream AppendRaws X's log [from, to) to Y from X's local segments.
 	stream := func(from, to int64) {
 		t.Helper()
-		for _, sg := range x.LocalSegments() {
-			lo, hi := max(from, sg.Base), min(to, sg.Base+sg.Length)
-			if lo >= hi {
-				continue
-			}
-			fh, err := fsX.OpenFile(sg.Path, os.O_RDONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b := make([]byte, hi-lo)
-			err = readFull(fh, b, lo-sg.Base)
-			fh.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := y.AppendRaw(lo, b); err != nil {
-				t.Fatalf("Y AppendRaw(%d): %v", lo, err)
+		starts, chunks := logChunks(t, x, fsX, from, to)
+		for i, b := range chunks {
+			if err := y.AppendRaw(starts[i], b); err != nil {
+				t.Fatalf("Y AppendRaw(%d): %v", starts[i], err)
 			}
 		}
 		if y.MaxPhysOffset() != to {

@@ -223,25 +223,11 @@ func TestLateWritesOfAnOlderEpochChangeNothing(t *testing.T) {
 // without overlap, byte for byte.
 func TestContinuesTheManifestByRange(t *testing.T) {
 	mem := tier.NewMem()
-	parts := [][]byte{jsonSegment(1, 80<<10), jsonSegment(2, 50<<10), jsonSegment(3, 70<<10), jsonSegment(4, 40<<10)}
-	var bases []int64
-	var all []byte
-	for _, p := range parts {
-		bases = append(bases, int64(len(all)))
-		all = append(all, p...)
-	}
+	parts, bases, all := fourParts()
 	src1 := newSource()
 	src1.add(upload.Segment{Kind: upload.KindCommitLog, Base: bases[0]}, parts[0])
 	src1.add(upload.Segment{Kind: upload.KindCommitLog, Base: bases[2]}, parts[2])
-	cfg1 := fastConfig(mem, src1)
-	cfg1.Fence = func() (int64, error) { return 1, nil }
-	u1, err := upload.New(cfg1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop1 := startRun(t, u1)
-	waitFor(t, "epoch 1's segments listed", 10*time.Second, src1.allUploaded)
-	stop1()
+	listAs(t, mem, 1, src1)
 
 	hb := newHookBucket(mem)
 	src2 := newSource()
@@ -286,4 +272,30 @@ func TestContinuesTheManifestByRange(t *testing.T) {
 			t.Fatalf("object %d reads back wrong: %v", i, err)
 		}
 	}
+}
+
+// fourParts is a log of four commitlog segments of different sizes: each
+// part, where it starts, and the whole log.
+func fourParts() (parts [][]byte, bases []int64, all []byte) {
+	parts = [][]byte{jsonSegment(1, 80<<10), jsonSegment(2, 50<<10), jsonSegment(3, 70<<10), jsonSegment(4, 40<<10)}
+	for _, p := range parts {
+		bases = append(bases, int64(len(all)))
+		all = append(all, p...)
+	}
+	return parts, bases, all
+}
+
+// listAs runs an uploader holding lease epoch epoch over src until it has
+// listed every segment of src in b's manifest.
+func listAs(t *testing.T, b tier.Bucket, epoch int64, src *memSource) {
+	t.Helper()
+	cfg := fastConfig(b, src)
+	cfg.Fence = func() (int64, error) { return epoch, nil }
+	u, err := upload.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startRun(t, u)
+	waitFor(t, fmt.Sprintf("epoch %d's segments listed", epoch), 10*time.Second, src.allUploaded)
+	stop()
 }

@@ -160,28 +160,14 @@ func listedHole(m *upload.Manifest) (from, to int64, ok bool) {
 // of ordered listing checked only each pending part's base.
 func TestRestOfAPartlyListedSegmentHoldsLaterOnesBack(t *testing.T) {
 	mem := tier.NewMem()
-	parts := [][]byte{jsonSegment(1, 80<<10), jsonSegment(2, 50<<10), jsonSegment(3, 70<<10), jsonSegment(4, 40<<10)}
-	var bases []int64
-	var all []byte
-	for _, p := range parts {
-		bases = append(bases, int64(len(all)))
-		all = append(all, p...)
-	}
+	parts, bases, all := fourParts()
 	a, b, c := bases[1], bases[2], bases[3]
 	d := int64(len(all))
 
 	// Epoch 1 listed [a, b) only.
 	src1 := newSource()
 	src1.add(upload.Segment{Kind: upload.KindCommitLog, Base: a}, parts[1])
-	cfg1 := fastConfig(mem, src1)
-	cfg1.Fence = func() (int64, error) { return 1, nil }
-	u1, err := upload.New(cfg1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop1 := startRun(t, u1)
-	waitFor(t, "epoch 1's segment listed", 10*time.Second, src1.allUploaded)
-	stop1()
+	listAs(t, mem, 1, src1)
 
 	// Epoch 2: local segments [0, c) and [c, d). The PUT of part [0, a)
 	// fails (retryable) until [c, d) is held; [b, c) keeps failing so the
