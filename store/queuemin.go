@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"hash/crc32"
 	"sort"
 )
@@ -201,18 +200,9 @@ func (s *Store) QueueOffsetAtPhys(ctx context.Context, topic string, queueID int
 // numbers a queue it has no record of since its restore from where the
 // bucket's history may have handed offsets out to, not from its own idea
 // of the queue's end. A queue with local entries, or whose end is already
-// at or past Max, is left as it is; so is a queue all of it cold that
-// holds a record of this log since its restore (reclaim took the files of
-// entries whose segments were dropped): its end is this log's numbering,
-// the one the copies that hold the same records locally (its HA slaves)
-// keep, and a jump here, never written to the log, would reach them only
-// through the segment indexes this store uploads next. The new ranges are
-// durable when it returns (<Dir>/restored, re-applied on every Open).
+// at or past Max, is left as it is. The new ranges are durable when it
+// returns (<Dir>/restored, re-applied on every Open).
 func (s *Store) ResumeQueues(qs map[string]map[int32]QueueRange) (resumed int, err error) {
-	own, err := s.numberedSinceRestore(qs)
-	if err != nil {
-		return 0, err
-	}
 	s.flushMu.Lock() // flushMu before mu, as DeleteTopic
 	defer s.flushMu.Unlock()
 	if err := s.lockOpen(); err != nil {
@@ -224,7 +214,7 @@ func (s *Store) ResumeQueues(qs map[string]map[int32]QueueRange) (resumed int, e
 			continue
 		}
 		for id, rg := range byID {
-			if id < 0 || rg.Max <= 0 || own[qkey{topic, id}] {
+			if id < 0 || rg.Max <= 0 {
 				continue
 			}
 			q := s.queueOrCreate([]byte(topic), id)
@@ -245,42 +235,4 @@ func (s *Store) ResumeQueues(qs map[string]map[int32]QueueRange) (resumed int, e
 		return 0, s.restoredFailed(err)
 	}
 	return resumed, nil
-}
-
-// numberedSinceRestore returns the queues of qs that ResumeQueues would
-// resume for holding no local entry, yet that hold a record at or past
-// the log's start at this store's restore (0: never restored), read cold
-// where reclaim took their files: this log numbered them. Cold reads run
-// without the store's locks.
-func (s *Store) numberedSinceRestore(qs map[string]map[int32]QueueRange) (map[qkey]bool, error) {
-	s.flushMu.Lock()
-	start := int64(0)
-	if s.restored != nil {
-		start = s.restored.logStart
-	}
-	s.flushMu.Unlock()
-	own := map[qkey]bool{}
-	for topic, byID := range qs {
-		for id, rg := range byID {
-			q := s.queue(topic, id)
-			if q == nil || id < 0 || rg.Max <= 0 {
-				continue
-			}
-			q.mu.RLock()
-			cand := !q.deleted && len(q.files) == 0 && len(q.pending) == 0 && q.max == q.written && q.max < rg.Max && q.min < q.max
-			mx := q.max
-			q.mu.RUnlock()
-			if !cand {
-				continue
-			}
-			j, err := s.QueueOffsetAtPhys(context.Background(), topic, id, start)
-			if err != nil {
-				return nil, fmt.Errorf("store: resume queues: find %s/%d's records since the restore: %w", topic, id, err)
-			}
-			if j < mx {
-				own[qkey{topic, id}] = true
-			}
-		}
-	}
-	return own, nil
 }
