@@ -177,22 +177,22 @@ func TestBrokerFailoverThroughTheLease(t *testing.T) {
 		seen[key] = true
 	}
 	for _, who := range []*Broker{nb, a.Broker()} {
-		byQueue := map[int][][]byte{}
+		byQueue := map[int]map[int64][]byte{}
 		for q := range 2 {
 			n := int(who.store.MaxQueueOffset("FO", int32(q)))
-			got, bad := readAll(t, who, cl, "FO", q, n)
+			got, bad := readAt(t, who, cl, "FO", q, n)
 			if bad != nil {
 				t.Fatalf("%s: pull FO/%d: %d %s", who.cfg.Role, q, bad.Code, bad.Remark)
 			}
-			byQueue[q] = got
+			byQueue[q] = byOffset(got)
 		}
 		waitCond(t, 10*time.Second, "the slave to hold the master's log", func() bool {
 			return a.Broker().store.MaxPhysOffset() == nb.store.MaxPhysOffset()
 		})
 		for _, k := range acks {
-			var off int
+			var off int64
 			fmt.Sscan(k.off, &off)
-			if q := byQueue[k.queue]; off >= len(q) || !bytes.Equal(q[off], k.body) {
+			if got, ok := byQueue[k.queue][off]; !ok || !bytes.Equal(got, k.body) {
 				t.Fatalf("%s: acknowledged %s at FO/%d offset %d is not there", who.cfg.Role, k.body, k.queue, off)
 			}
 		}

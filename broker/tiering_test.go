@@ -72,13 +72,40 @@ func readBack(t *testing.T, b *Broker, cl *remoting.Client, topic string, bodies
 	}
 }
 
-// readAll pulls topic/queue from offset 0 up to n messages and returns the
-// bodies, or the first non-success response.
+// readAll pulls topic/queue from offset 0 until it has n messages or
+// reaches the queue's end, and returns the bodies in queue order, or the
+// first non-success response other than a hole (readAt).
 func readAll(t *testing.T, b *Broker, cl *remoting.Client, topic string, queue, n int) ([][]byte, *remoting.Command) {
 	t.Helper()
-	var got [][]byte
-	for off := int64(0); off < int64(n); {
+	at, bad := readAt(t, b, cl, topic, queue, n)
+	got := make([][]byte, len(at))
+	for i, m := range at {
+		got[i] = m.body
+	}
+	return got, bad
+}
+
+// queuedBody is a message read back: its queue offset and body.
+type queuedBody struct {
+	off  int64
+	body []byte
+}
+
+// readAt pulls topic/queue from offset 0 until it has n messages or
+// reaches the queue's end, moving past holes (PULL_NOT_FOUND with a later
+// nextBeginOffset, as clients do: a promoted copy's jump), and returns each
+// message with its queue offset, or the first other non-success response.
+func readAt(t *testing.T, b *Broker, cl *remoting.Client, topic string, queue, n int) ([]queuedBody, *remoting.Command) {
+	t.Helper()
+	var got []queuedBody
+	end := b.store.MaxQueueOffset(topic, int32(queue))
+	for off := int64(0); off < end && len(got) < n; {
 		resp := invoke(t, cl, b.Addr().String(), pullReq("reader", topic, queue, off, 0, "*"))
+		next, _ := strconv.ParseInt(resp.ExtFields["nextBeginOffset"], 10, 64)
+		if resp.Code == int32(remoting.PullNotFound) && next > off && next <= end {
+			off = next
+			continue
+		}
 		if resp.Code != int32(remoting.Success) {
 			return got, resp
 		}
@@ -86,16 +113,24 @@ func readAll(t *testing.T, b *Broker, cl *remoting.Client, topic string, queue, 
 			size := int(binary.BigEndian.Uint32(body))
 			rec := body[:size]
 			bl := int(binary.BigEndian.Uint32(rec[84:]))
-			got = append(got, append([]byte(nil), rec[88:88+bl]...))
+			got = append(got, queuedBody{off: int64(binary.BigEndian.Uint64(rec[20:])), body: append([]byte(nil), rec[88:88+bl]...)})
 			body = body[size:]
 		}
-		next, _ := strconv.ParseInt(resp.ExtFields["nextBeginOffset"], 10, 64)
 		if next <= off {
 			t.Fatalf("pull %s/%d at %d did not advance (next %d)", topic, queue, off, next)
 		}
 		off = next
 	}
 	return got, nil
+}
+
+// byOffset indexes messages read back by queue offset.
+func byOffset(ms []queuedBody) map[int64][]byte {
+	out := make(map[int64][]byte, len(ms))
+	for _, m := range ms {
+		out[m.off] = m.body
+	}
+	return out
 }
 
 // TestBrokerTierFaultsLoseNothing: while the S3 endpoint answers 503

@@ -101,14 +101,19 @@ func (b *Broker) afterRestore(*store.Restore) {
 	b.judge().ClampOffsets(b.offsets, b.store.MaxQueueOffset)
 }
 
-// resumeUnseenQueues numbers, in a promoted slave's copy of the log, each
-// queue it holds no record of from where the bucket's history may have
-// handed its offsets out (restore.FreshPoint's queues: the checkpoint's
-// ends, past their reservations after an unclean stop), as a master
-// restored on an empty disk does. A slave restored at its master's
-// restore gap learns only the queues written since; without this, its
-// first write to another one would reuse offsets from 0 (consumers' and
-// the schedule service's progress past them would skip the new records).
+// resumeUnseenQueues numbers, in a promoted slave's copy of the log, every
+// queue from at least where the bucket's history may have handed its
+// offsets out (restore.FreshPoint's queues: the checkpoint's ends, past
+// their reservations after an unclean stop), as a master restored on an
+// empty disk does, whether or not this copy holds records of the queue
+// (store.ResumeQueues: a hole up to there). A slave restored at its
+// master's restore gap learns only the queues written since; without this,
+// its first write to another one would reuse offsets from 0. And every
+// copy must number a queue the same way: a copy that continued a queue
+// from its own records while an earlier promoted copy had jumped it (and
+// uploaded the jump in its segment index) would hand out offsets the
+// bucket's history already gave, and a slave restored from the bucket
+// could not follow it (the delayed-message queues were lost that way).
 func (b *Broker) resumeUnseenQueues() error {
 	cl, haveCP := b.restoredCommitLog()
 	if !haveCP {
@@ -123,7 +128,7 @@ func (b *Broker) resumeUnseenQueues() error {
 		return fmt.Errorf("broker: promoted copy: start the queues it holds no record of past the bucket checkpoint's reservations: %w", err)
 	}
 	if n > 0 {
-		b.log.Info("promoted: queues this copy holds no record of resume where the bucket checkpoint says their offsets may have reached",
+		b.log.Info("promoted: queues resume where the bucket checkpoint says their offsets may have reached",
 			"queues", n, "clean", cl.Clean)
 	}
 	return nil

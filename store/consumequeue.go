@@ -359,6 +359,13 @@ func (q *cqueue) truncateLocked(n int64) {
 func (q *cqueue) staleFromLocked(n int64) {
 	for len(q.files) > 0 {
 		f := q.files[len(q.files)-1]
+		if f.start == n && q.jumpFileLocked(len(q.files)-1) {
+			// The file of a jump keeps marking it, emptied (loadQueue).
+			if f.n > 0 {
+				f.n, f.needCut, f.maxEnd = 0, true, -1
+			}
+			return
+		}
 		if f.start >= n {
 			q.stale = append(q.stale, f)
 			q.files = q.files[:len(q.files)-1]
@@ -371,6 +378,33 @@ func (q *cqueue) staleFromLocked(n int64) {
 		}
 		return
 	}
+}
+
+// jumpFileLocked reports whether q.files[i] starts past the end of the
+// file before it: the first file after a jump (a hole of the queue's
+// offsets that no entry fills, Store.ResumeQueues and dispatch). Recovery
+// never trims the queue below such a file's start, and a truncation to
+// exactly its start keeps it, empty, so that it still marks where the
+// queue resumes. Caller holds q.mu.
+func (q *cqueue) jumpFileLocked(i int) bool {
+	if i <= 0 || i >= len(q.files) {
+		return false
+	}
+	prev := q.files[i-1]
+	return prev.n > 0 && q.files[i].start > prev.start+prev.n
+}
+
+// lastJumpLocked is the start of q's last jump file (jumpFileLocked) and
+// the end of the file before it (where the hole starts); 0, 0 when it has
+// none. Caller holds q.mu.
+func (q *cqueue) lastJumpLocked() (at, holeFrom int64) {
+	for i := len(q.files) - 1; i > 0; i-- {
+		if q.jumpFileLocked(i) {
+			prev := q.files[i-1]
+			return q.files[i].start, prev.start + prev.n
+		}
+	}
+	return 0, 0
 }
 
 // dispatch records the entry for queue offset qoff, the one code path for
@@ -404,9 +438,16 @@ func (q *cqueue) dispatch(qoff int64, e cqEntry) (int64, error) {
 	switch {
 	case qoff == q.max:
 	case qoff > q.max:
-		if q.min == q.max && q.written == q.max && len(q.files) == 0 {
+		switch {
+		case q.min == q.max && q.written == q.max && len(q.files) == 0:
 			q.min, q.max, q.written = qoff, qoff, qoff
-		} else {
+		case len(q.pending) == 0 && q.written == q.max && len(q.files) > 0:
+			// A jump (a promoted master numbering the queue past what the
+			// bucket says was handed out): a hole up to qoff, which the
+			// flush leaves as a gap before a file starting at qoff.
+			q.max, q.written = qoff, qoff
+		default:
+			// Entries not yet written: blank entries up to qoff.
 			q.pending = append(q.pending, make([]byte, (qoff-q.max)*cqEntrySize)...)
 			q.max = qoff
 		}
@@ -492,13 +533,14 @@ func (q *cqueue) flushQueue(fs vfs.FS, perFile int64, buf []byte) (touched []*cq
 	drop := q.stale
 	q.stale = nil
 	var last, cut *cqFile
-	var cutTo int64
+	var cutTo, lastEnd int64
 	if len(q.files) > 0 {
 		last = q.files[len(q.files)-1]
 		if last.needCut {
 			cut, cutTo = last, last.n
 			last.needCut = false
 		}
+		lastEnd = last.start + last.n
 	}
 	q.mu.Unlock()
 	if len(buf) == 0 && cut == nil && len(drop) == 0 {
@@ -537,7 +579,8 @@ func (q *cqueue) flushQueue(fs vfs.FS, perFile int64, buf []byte) (touched []*cq
 		for done < total {
 			idx := from + done
 			f := last
-			if f != nil && !(idx < fileLimit(f.start, perFile) && idx >= f.start) {
+			jumped := done == 0 && f != nil && idx > lastEnd
+			if f != nil && (jumped || !(idx < fileLimit(f.start, perFile) && idx >= f.start)) {
 				f = nil
 			}
 			var h *cqHandle
@@ -550,7 +593,14 @@ func (q *cqueue) flushQueue(fs vfs.FS, perFile int64, buf []byte) (touched []*cq
 				}
 				// Files hold the aligned ranges [k*perFile, (k+1)*perFile); a
 				// restored queue's first file starts at its coldEnd instead.
+				// After a jump (the entries from the last file's end up to
+				// idx are a hole: dispatch, Store.ResumeQueues) a file starts
+				// at idx, so that the hole is a gap between files rather
+				// than blank entries to scan.
 				start := max(idx/perFile*perFile, min(q.coldEnd.Load(), idx))
+				if jumped {
+					start = idx
+				}
 				f = &cqFile{start: start, path: filepath.Join(q.dir, segmentName(start*cqEntrySize))}
 				var err error
 				if h, err = q.fds.create(f); err != nil {
@@ -655,9 +705,14 @@ func loadQueue(fs vfs.FS, fds *fdCache, topic string, id int32, dir string) (*cq
 		}
 		q.files = append(q.files, cf)
 	}
-	// Drop empty trailing files; they carry no entries.
+	// Drop empty trailing files; they carry no entries. An empty last file
+	// that starts past the end of the one before it marks a jump
+	// (jumpFileLocked): the queue resumes at its start.
 	for len(q.files) > 0 && q.files[len(q.files)-1].n == 0 {
 		f := q.files[len(q.files)-1]
+		if q.jumpFileLocked(len(q.files) - 1) {
+			break
+		}
 		if err := fs.Remove(f.path); err != nil {
 			return nil, fmt.Errorf("store: remove empty consumequeue file: %w", err)
 		}

@@ -510,12 +510,41 @@
 //
 // AppendRaw(U, …) of the master's records then writes them verbatim and
 // dispatches each at its own QUEUEOFFSET: one equal to the queue's next
-// offset appends, one ahead of it keeps the master's numbering (blank
-// entries fill the gap; a queue with no entry yet simply starts there),
+// offset appends, one ahead of it keeps the master's numbering (a queue
+// with no entry yet simply starts there; one whose entries are all written
+// to its files takes the gap as a hole, as a jump below; otherwise blank
+// entries fill it),
 // and one below a restored queue's coldEnd (the tier's offsets: the replica
 // was restored at the wrong point) fails the whole call with
 // ErrOffsetMismatch before anything is written. The first AppendRaw on an
 // empty restored log must come at exactly U (the log ends there).
+//
+// # Jumps: a promoted copy numbering a queue past the bucket's history
+//
+// ResumeQueues numbers a queue from at least a given offset (a promoted
+// slave: past what the bucket checkpoint says may have been handed out,
+// whether or not this copy holds records of the queue). A queue with no
+// local entry starts there cold, as a restore does. One with local entries
+// below it keeps them and jumps: its pending entries are written and
+// synced (after the log), and an empty file named by the jump's offset is
+// created and its directory synced. The offsets between are a hole: no
+// entry, no bytes, a gap between files that a read is sent past in one
+// step (OffsetFoundNull, NextBeginOffset = the jump), never blank entries
+// to scan (a reservation's 65,536 offsets in every queue would be 1.3 MB
+// of blanks each). The next entry is written to that file; later files
+// are aligned again.
+//
+// A jump file is a file that starts past the end of the file before it.
+// It marks the jump across a restart: loadQueue keeps it even empty (the
+// queue ends at its start), recovery's trim of entries past the log's end
+// stops at it as long as only entries at or after it go (a truncation to
+// exactly its start empties it rather than removing it), and a log cut
+// below it (CutLog: the copy follows a master that never had those
+// records) drops it with the entries, so that the copy takes that master's
+// numbering from its records. A flush starts a new file at the offset it
+// writes whenever that offset is past the end of the last file (a hole),
+// so followers fed a jumped master's records (AppendRaw) keep the same
+// hole.
 //
 // A replica whose disk lags the bucket (its log, after recovery, ends at
 // L < U: it was down while the master uploaded [L, U)) skips the gap the

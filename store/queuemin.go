@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
+	"path/filepath"
 	"sort"
 )
 
@@ -194,21 +196,35 @@ func (s *Store) QueueOffsetAtPhys(ctx context.Context, topic string, queueID int
 	return max(j, lo), nil
 }
 
-// ResumeQueues starts each named queue that holds no local entry (absent,
-// or all of it cold) at Max, its entries below it cold and its min Min
-// (capped at Max), as a restore would have: a promoted copy of the log
-// numbers a queue it has no record of since its restore from where the
-// bucket's history may have handed offsets out to, not from its own idea
-// of the queue's end. A queue with local entries, or whose end is already
-// at or past Max, is left as it is. The new ranges are durable when it
-// returns (<Dir>/restored, re-applied on every Open).
+// ResumeQueues numbers each named queue from at least Max, as a restore
+// would have: a promoted copy of the log numbers every queue past where the
+// bucket's history may have handed its offsets out, whether or not it holds
+// records of the queue itself, so that two copies promoted in turn number a
+// queue the same way and no offset handed out before is handed out again.
+// A queue that holds no local entry (absent, or all of it cold) starts at
+// Max with its entries below it cold and its min Min (capped at Max); one
+// with local entries below Max keeps them and continues at Max after a
+// hole (jumpQueueLocked); one already at or past Max is left as it is.
+// The new ranges are durable when it returns (<Dir>/restored, re-applied on
+// every Open, and the hole's marker file).
 func (s *Store) ResumeQueues(qs map[string]map[int32]QueueRange) (resumed int, err error) {
 	s.flushMu.Lock() // flushMu before mu, as DeleteTopic
 	defer s.flushMu.Unlock()
+	// The log, then every queue's entries, durable first: a jump is made
+	// durable over entries whose records are.
+	if err := s.flushAllLocked(); err != nil {
+		return 0, err
+	}
 	if err := s.lockOpen(); err != nil {
 		return 0, err
 	}
 	defer s.mu.Unlock()
+	type jump struct {
+		q  *cqueue
+		to int64
+	}
+	var jumps []jump
+	cold := 0
 	for topic, byID := range qs {
 		if checkTopic(topic) != nil {
 			continue
@@ -219,20 +235,93 @@ func (s *Store) ResumeQueues(qs map[string]map[int32]QueueRange) (resumed int, e
 			}
 			q := s.queueOrCreate([]byte(topic), id)
 			q.mu.Lock()
-			if !q.deleted && len(q.files) == 0 && len(q.pending) == 0 && q.max == q.written && q.max < rg.Max {
+			switch {
+			case q.deleted || q.max >= rg.Max:
+			case len(q.files) == 0 && len(q.pending) == 0 && q.max == q.written:
 				q.coldEnd.Store(rg.Max)
 				q.min = min(max(rg.Min, 0, q.min), rg.Max)
 				q.max, q.written, q.next = rg.Max, rg.Max, rg.Max
-				resumed++
+				cold++
+			default:
+				jumps = append(jumps, jump{q, rg.Max})
 			}
 			q.mu.Unlock()
 		}
 	}
-	if resumed == 0 {
-		return 0, nil
+	for _, j := range jumps {
+		if err := s.jumpQueueLocked(j.q, j.to); err != nil {
+			return resumed, err
+		}
+		resumed++
+	}
+	resumed += cold
+	if cold == 0 {
+		return resumed, nil
 	}
 	if err := s.saveRestoredLocked(); err != nil {
 		return 0, s.restoredFailed(err)
 	}
 	return resumed, nil
+}
+
+// jumpQueueLocked moves the end of q, a queue with local entries below to,
+// to to without writing entries: its next entry is to, the offsets between
+// are a hole (readers are sent past it, as over a missing file). It writes
+// q's pending entries to its files, then creates an empty file named for
+// to and syncs the directory: that file marks the jump across a restart
+// (loadQueue: an empty last file that starts past the one before it is
+// where the queue resumes), and the next entries are written to it. Caller
+// holds flushMu and mu (no writer or flush runs meanwhile).
+func (s *Store) jumpQueueLocked(q *cqueue, to int64) error {
+	hadDir := q.dirMade
+	touched, _, _, _, err := q.flushQueue(s.fs, int64(s.opts.CQEntriesPerFile), nil)
+	if err != nil {
+		return fmt.Errorf("store: jump queue %s/%d to %d: write its pending entries: %w", q.topic, q.id, to, err)
+	}
+	for _, f := range touched {
+		if err := s.fds.sync(f); err != nil {
+			return err
+		}
+	}
+	if !hadDir && q.dirMade {
+		for _, d := range []string{s.cqDir, filepath.Dir(q.dir)} {
+			if err := syncDir(s.fs, d); err != nil {
+				return err
+			}
+		}
+	}
+	q.mu.RLock()
+	deleted, pending := q.deleted, len(q.pending)
+	q.mu.RUnlock()
+	if deleted {
+		return nil
+	}
+	if pending != 0 {
+		return fmt.Errorf("store: jump queue %s/%d to %d: %d bytes of entries still pending after a flush", q.topic, q.id, to, pending)
+	}
+	if !q.dirMade {
+		if err := s.fs.MkdirAll(q.dir, 0o755); err != nil {
+			return fmt.Errorf("store: make consumequeue dir: %w", err)
+		}
+		q.dirMade = true
+		for _, d := range []string{s.cqDir, filepath.Dir(q.dir)} {
+			if err := syncDir(s.fs, d); err != nil {
+				return err
+			}
+		}
+	}
+	f := &cqFile{start: to, path: filepath.Join(q.dir, segmentName(to*cqEntrySize)), maxEnd: -1}
+	h, err := s.fds.create(f)
+	if err != nil {
+		return err
+	}
+	s.fds.release(h)
+	if err := syncDir(s.fs, q.dir); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	q.files = append(q.files, f)
+	q.max, q.written, q.next = to, to, to
+	q.mu.Unlock()
+	return nil
 }

@@ -121,7 +121,8 @@ func TestStoreQueueOffsetAtTimeAndPhys(t *testing.T) {
 // TestStoreResumeQueues: a queue the store holds no entry of starts at the
 // given Max (its first new message there, its range [Min, Max) below it
 // cold), durably across a reopen, even before a message lands; a queue
-// with local entries, or already past Max, is left as it is.
+// with local entries below Max keeps them and continues at Max; a queue
+// already at or past Max is left as it is.
 func TestStoreResumeQueues(t *testing.T) {
 	fs := vfs.NewMem()
 	o := testOpts(fs)
@@ -133,13 +134,13 @@ func TestStoreResumeQueues(t *testing.T) {
 		"Held":   {0: {Min: 0, Max: 1024}},
 		"Unseen": {1: {Min: 7, Max: 1032}, 2: {Max: 0}},
 	})
-	if err != nil || n != 1 {
-		t.Fatalf("ResumeQueues: %d resumed, %v; want 1", n, err)
+	if err != nil || n != 2 {
+		t.Fatalf("ResumeQueues: %d resumed, %v; want 2", n, err)
 	}
 	check := func(s *Store) {
 		t.Helper()
-		if got := s.MaxQueueOffset("Held", 0); got != 3 {
-			t.Fatalf("Held/0 ends at %d, want 3 (it has local entries)", got)
+		if mn, mx := s.MinQueueOffset("Held", 0), s.MaxQueueOffset("Held", 0); mn != 0 || mx != 1024 {
+			t.Fatalf("Held/0 is [%d, %d), want [0, 1024) (its local entries kept, its next offset past the bucket's)", mn, mx)
 		}
 		if mn, mx := s.MinQueueOffset("Unseen", 1), s.MaxQueueOffset("Unseen", 1); mn != 7 || mx != 1032 {
 			t.Fatalf("Unseen/1 is [%d, %d), want [7, 1032)", mn, mx)
@@ -152,8 +153,11 @@ func TestStoreResumeQueues(t *testing.T) {
 	if r := mustPut(t, s, msg("Unseen", 1, "first")); r[0].QueueOffset != 1032 {
 		t.Fatalf("first message of Unseen/1 at queue offset %d, want 1032", r[0].QueueOffset)
 	}
-	if n, err := s.ResumeQueues(map[string]map[int32]QueueRange{"Unseen": {1: {Max: 2000}}}); err != nil || n != 0 {
-		t.Fatalf("ResumeQueues over a queue with an entry: %d resumed, %v; want 0", n, err)
+	if r := mustPut(t, s, msg("Held", 0, "after")); r[0].QueueOffset != 1024 {
+		t.Fatalf("first new message of Held/0 at queue offset %d, want 1024", r[0].QueueOffset)
+	}
+	if n, err := s.ResumeQueues(map[string]map[int32]QueueRange{"Unseen": {1: {Max: 1000}}, "Held": {0: {Max: 1025}}}); err != nil || n != 0 {
+		t.Fatalf("ResumeQueues below queues' ends: %d resumed, %v; want 0", n, err)
 	}
 	mustClose(t, s)
 	s = mustOpen(t, o)
@@ -164,5 +168,8 @@ func TestStoreResumeQueues(t *testing.T) {
 	r, err := s.Get(context.Background(), GetRequest{Topic: "Unseen", QueueID: 1, Offset: 1032, MaxMsgs: 1})
 	if err != nil || r.Status != Found {
 		t.Fatalf("get the first message: %v %v", r.Status, err)
+	}
+	if got := s.MaxQueueOffset("Held", 0); got != 1025 {
+		t.Fatalf("Held/0 ends at %d after reopen, want 1025", got)
 	}
 }

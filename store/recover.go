@@ -430,12 +430,26 @@ func (s *Store) truncateLog(end int64) error {
 }
 
 // trimQueues drops consumequeue entries that point at or past end (and
-// trailing blanks).
+// trailing blanks). A queue's last jump (a promoted copy's numbering past
+// the bucket's reservations, jumpFileLocked) holds while only entries at
+// or after it are dropped: the queue still ends at least there, its jump
+// file kept, emptied. Dropping an entry below it (the log cut below the
+// jump: this copy now follows a master that never had those records)
+// drops the jump too, and the queue takes the new master's numbering from
+// its records.
 func (s *Store) trimQueues(end int64) error {
 	for _, qs := range s.topics {
 		for _, q := range qs {
-			mn, n := q.bounds()
+			q.mu.RLock()
+			mn, n := q.min, q.max
+			jumpAt, holeFrom := q.lastJumpLocked()
+			q.mu.RUnlock()
+			below := false // an entry below the jump was dropped
 			for n > max(mn, q.coldEnd.Load()) {
+				if jumpAt > 0 && n == jumpAt {
+					n = holeFrom // the hole holds no entry
+					continue
+				}
 				e, ok, err := q.entryFrom(entrySource{}, n-1)
 				if err != nil {
 					return err
@@ -443,7 +457,13 @@ func (s *Store) trimQueues(end int64) error {
 				if ok && e.size > 0 && e.phys+int64(e.size) <= end {
 					break
 				}
+				if ok && e.size > 0 && n-1 < jumpAt {
+					below = true
+				}
 				n--
+			}
+			if !below && n < jumpAt {
+				n = jumpAt
 			}
 			q.mu.Lock()
 			q.truncateLocked(n) // the files are cut by the flush that ends recovery
