@@ -90,6 +90,13 @@ type cqueue struct {
 	// read of a file it retires plan again, cold) and read with or
 	// without it.
 	coldEnd atomic.Int64
+
+	// jumpNext, when > 0, is where a promoted copy numbered the queue from
+	// (Store.ResumeQueues), once the log reached jumpAt: the queue ends at
+	// least there, the offsets between its last entry and it a hole. Kept
+	// in <Dir>/restored; dropped when the queue is truncated below it (the
+	// copy follows a master that numbers it lower). Guarded by mu.
+	jumpAt, jumpNext int64
 }
 
 type cqEntry struct {
@@ -359,13 +366,6 @@ func (q *cqueue) truncateLocked(n int64) {
 func (q *cqueue) staleFromLocked(n int64) {
 	for len(q.files) > 0 {
 		f := q.files[len(q.files)-1]
-		if f.start == n && q.jumpFileLocked(len(q.files)-1) {
-			// The file of a jump keeps marking it, emptied (loadQueue).
-			if f.n > 0 {
-				f.n, f.needCut, f.maxEnd = 0, true, -1
-			}
-			return
-		}
 		if f.start >= n {
 			q.stale = append(q.stale, f)
 			q.files = q.files[:len(q.files)-1]
@@ -380,31 +380,38 @@ func (q *cqueue) staleFromLocked(n int64) {
 	}
 }
 
-// jumpFileLocked reports whether q.files[i] starts past the end of the
-// file before it: the first file after a jump (a hole of the queue's
-// offsets that no entry fills, Store.ResumeQueues and dispatch). Recovery
-// never trims the queue below such a file's start, and a truncation to
-// exactly its start keeps it, empty, so that it still marks where the
-// queue resumes. Caller holds q.mu.
-func (q *cqueue) jumpFileLocked(i int) bool {
-	if i <= 0 || i >= len(q.files) {
-		return false
+// holeStartLocked reports whether index i lies in a gap of the local
+// files below written (a jump's hole, or before the first file), and
+// returns the gap's first index (the end of the file before it; coldEnd
+// before the first file). Caller holds mu.
+func (q *cqueue) holeStartLocked(i int64) (int64, bool) {
+	if i >= q.written {
+		return 0, false
 	}
-	prev := q.files[i-1]
-	return prev.n > 0 && q.files[i].start > prev.start+prev.n
+	k := sort.Search(len(q.files), func(k int) bool { return q.files[k].start+q.files[k].n > i })
+	if k < len(q.files) && q.files[k].start <= i {
+		return 0, false
+	}
+	if k == 0 {
+		return q.coldEnd.Load(), true
+	}
+	return q.files[k-1].start + q.files[k-1].n, true
 }
 
-// lastJumpLocked is the start of q's last jump file (jumpFileLocked) and
-// the end of the file before it (where the hole starts); 0, 0 when it has
-// none. Caller holds q.mu.
-func (q *cqueue) lastJumpLocked() (at, holeFrom int64) {
-	for i := len(q.files) - 1; i > 0; i-- {
-		if q.jumpFileLocked(i) {
-			prev := q.files[i-1]
-			return q.files[i].start, prev.start + prev.n
-		}
+// raiseToJumpLocked makes the queue end at jumpNext when it ends below:
+// a hole after its last entry (nothing is pending then: at Open, and in
+// ResumeQueues after a flush), else blank entries. Caller holds mu.
+func (q *cqueue) raiseToJumpLocked() {
+	if q.deleted || q.max >= q.jumpNext {
+		return
 	}
-	return 0, 0
+	if len(q.pending) > 0 || q.written != q.max {
+		q.pending = append(q.pending, make([]byte, (q.jumpNext-q.max)*cqEntrySize)...)
+	} else {
+		q.written = q.jumpNext
+	}
+	q.max = q.jumpNext
+	q.next = q.max
 }
 
 // dispatch records the entry for queue offset qoff, the one code path for
@@ -415,7 +422,7 @@ func (q *cqueue) lastJumpLocked() (at, holeFrom int64) {
 // from qoff on. A higher qoff leaves blank entries before it (or starts an
 // empty queue there). The stored entry is read without q.mu (only the
 // writer changes entries).
-func (q *cqueue) dispatch(qoff int64, e cqEntry) (int64, error) {
+func (q *cqueue) dispatch(qoff int64, e cqEntry) (mx int64, jumpDropped bool, err error) {
 	q.mu.Lock()
 	if qoff < q.max && qoff >= q.min && qoff >= q.coldEnd.Load() {
 		q.mu.Unlock()
@@ -423,16 +430,21 @@ func (q *cqueue) dispatch(qoff int64, e cqEntry) (int64, error) {
 		q.mu.Lock()
 		if err != nil {
 			q.mu.Unlock()
-			return 0, err
+			return 0, false, err
 		}
 		if ok && old == e || qoff < q.min || qoff < q.coldEnd.Load() {
 			// A repeat, or an offset reclaim (or retention) took below the
 			// local range meanwhile: nothing to replace.
 			mx := q.max
 			q.mu.Unlock()
-			return mx, nil
+			return mx, false, nil
 		}
 		q.truncateLocked(qoff)
+		if qoff < q.jumpNext {
+			// The master numbers the queue below this copy's jump: its
+			// numbering wins (a slave follows its master).
+			q.jumpAt, q.jumpNext, jumpDropped = 0, 0, true
+		}
 	}
 	defer q.mu.Unlock()
 	switch {
@@ -452,10 +464,10 @@ func (q *cqueue) dispatch(qoff int64, e cqEntry) (int64, error) {
 			q.max = qoff
 		}
 	default:
-		return q.max, nil // below the retained range, or in the cold range of a restored queue
+		return q.max, jumpDropped, nil // below the retained range, or in the cold range of a restored queue
 	}
 	q.appendLocked(e)
-	return q.max, nil
+	return q.max, jumpDropped, nil
 }
 
 // newQueue makes the (empty, in-memory) consumequeue of topic/id, at its
@@ -541,6 +553,8 @@ func (q *cqueue) flushQueue(fs vfs.FS, perFile int64, buf []byte) (touched []*cq
 			last.needCut = false
 		}
 		lastEnd = last.start + last.n
+	} else {
+		lastEnd = max(q.coldEnd.Load(), 0)
 	}
 	q.mu.Unlock()
 	if len(buf) == 0 && cut == nil && len(drop) == 0 {
@@ -579,7 +593,7 @@ func (q *cqueue) flushQueue(fs vfs.FS, perFile int64, buf []byte) (touched []*cq
 		for done < total {
 			idx := from + done
 			f := last
-			jumped := done == 0 && f != nil && idx > lastEnd
+			jumped := done == 0 && idx > lastEnd
 			if f != nil && (jumped || !(idx < fileLimit(f.start, perFile) && idx >= f.start)) {
 				f = nil
 			}
@@ -593,10 +607,10 @@ func (q *cqueue) flushQueue(fs vfs.FS, perFile int64, buf []byte) (touched []*cq
 				}
 				// Files hold the aligned ranges [k*perFile, (k+1)*perFile); a
 				// restored queue's first file starts at its coldEnd instead.
-				// After a jump (the entries from the last file's end up to
-				// idx are a hole: dispatch, Store.ResumeQueues) a file starts
-				// at idx, so that the hole is a gap between files rather
-				// than blank entries to scan.
+				// After a hole (the entries from the last file's end, or
+				// the cold range's, up to idx: a jump, or a queue that
+				// starts past 0) a file starts at idx, so that the hole is a
+				// gap before it rather than blank entries to scan.
 				start := max(idx/perFile*perFile, min(q.coldEnd.Load(), idx))
 				if jumped {
 					start = idx
@@ -705,14 +719,9 @@ func loadQueue(fs vfs.FS, fds *fdCache, topic string, id int32, dir string) (*cq
 		}
 		q.files = append(q.files, cf)
 	}
-	// Drop empty trailing files; they carry no entries. An empty last file
-	// that starts past the end of the one before it marks a jump
-	// (jumpFileLocked): the queue resumes at its start.
+	// Drop empty trailing files; they carry no entries.
 	for len(q.files) > 0 && q.files[len(q.files)-1].n == 0 {
 		f := q.files[len(q.files)-1]
-		if q.jumpFileLocked(len(q.files) - 1) {
-			break
-		}
 		if err := fs.Remove(f.path); err != nil {
 			return nil, fmt.Errorf("store: remove empty consumequeue file: %w", err)
 		}

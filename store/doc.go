@@ -512,8 +512,8 @@
 // dispatches each at its own QUEUEOFFSET: one equal to the queue's next
 // offset appends, one ahead of it keeps the master's numbering (a queue
 // with no entry yet simply starts there; one whose entries are all written
-// to its files takes the gap as a hole, as a jump below; otherwise blank
-// entries fill it),
+// to its files takes the gap as a hole, see Jumps; otherwise blank entries
+// fill it),
 // and one below a restored queue's coldEnd (the tier's offsets: the replica
 // was restored at the wrong point) fails the whole call with
 // ErrOffsetMismatch before anything is written. The first AppendRaw on an
@@ -525,26 +525,29 @@
 // slave: past what the bucket checkpoint says may have been handed out,
 // whether or not this copy holds records of the queue). A queue with no
 // local entry starts there cold, as a restore does. One with local entries
-// below it keeps them and jumps: its pending entries are written and
-// synced (after the log), and an empty file named by the jump's offset is
-// created and its directory synced. The offsets between are a hole: no
-// entry, no bytes, a gap between files that a read is sent past in one
-// step (OffsetFoundNull, NextBeginOffset = the jump), never blank entries
-// to scan (a reservation's 65,536 offsets in every queue would be 1.3 MB
-// of blanks each). The next entry is written to that file; later files
-// are aligned again.
+// below it keeps them and jumps: the log and every queue's entries are
+// made durable first, then the queue's jump (the log's end at the time,
+// and the offset) is recorded in <Dir>/restored (format 3, written only
+// while some queue has a jump; format 2 otherwise). The offsets between
+// its last entry and the jump are a hole: no entry, no bytes, a gap before
+// a file that starts at the jump (a flush starts a file at the offset it
+// writes whenever that offset is past the end of the last file), which a
+// read is sent past in one step (OffsetFoundNull, NextBeginOffset = the
+// jump), never blank entries to scan (a reservation's 65,536 offsets in
+// every queue would be 1.3 MB of blanks each). Searches by time and by
+// visibility judge a probe in a hole by the record after it.
 //
-// A jump file is a file that starts past the end of the file before it.
-// It marks the jump across a restart: loadQueue keeps it even empty (the
-// queue ends at its start), recovery's trim of entries past the log's end
-// stops at it as long as only entries at or after it go (a truncation to
-// exactly its start empties it rather than removing it), and a log cut
-// below it (CutLog: the copy follows a master that never had those
-// records) drops it with the entries, so that the copy takes that master's
-// numbering from its records. A flush starts a new file at the offset it
-// writes whenever that offset is past the end of the last file (a hole),
-// so followers fed a jumped master's records (AppendRaw) keep the same
-// hole.
+// Open re-applies a jump (the queue ends at least there); recovery's trim
+// of entries past the log's end stops at it as long as only entries at or
+// after it go, while a log cut below it (CutLog: the copy follows a master
+// that never had those records) drops it with the entries, and so does a
+// replicated record numbered below it (dispatch: a slave follows its
+// master's numbering); a dropped jump is removed from <Dir>/restored by
+// the next flush. A segment index built for a segment ending at or past
+// the jump's log position gives the queue's next offset as at least the
+// jump (nextAt), so a slave restored there continues the same numbering.
+// Followers fed a jumped master's records (AppendRaw) keep the same hole
+// when nothing of the queue is pending, else fill it with blank entries.
 //
 // A replica whose disk lags the bucket (its log, after recovery, ends at
 // L < U: it was down while the master uploaded [L, U)) skips the gap the

@@ -210,6 +210,9 @@ func (s *Store) flushRoundLocked() (err error) {
 		}
 		delete(s.df.dirs, d)
 	}
+	if s.jumpsChanged.Swap(false) {
+		s.df.restoredDue = true
+	}
 	if s.df.restoredDue {
 		if err := s.saveRestoredLocked(); err != nil {
 			return err

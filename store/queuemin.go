@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"path/filepath"
 	"sort"
 )
 
@@ -142,23 +141,27 @@ func (s *Store) loadQueueMins() error {
 }
 
 // QueueOffsetAtTime is the first offset of the queue, at or above its min,
-// whose record was stored at or after tsMillis (the queue's max when every
-// record is older; blanks and holes count as older). Store times grow
-// along a queue, so this is a binary search reading store times (cold
-// below the local log).
+// from which every record was stored at or after tsMillis (the queue's max
+// when every record is older). Store times grow along a queue, so this is
+// a binary search reading store times (cold below the local log); a probe
+// in a blank or a hole is judged by the first record after it (none:
+// older), so a hole in the middle of a queue (a promoted copy's jump)
+// never hides the records before it.
 func (s *Store) QueueOffsetAtTime(ctx context.Context, topic string, queueID int32, tsMillis int64) (int64, error) {
 	q := s.queue(topic, queueID)
 	if q == nil {
 		return 0, nil
 	}
 	lo, hi := q.bounds()
+	mx := hi
 	for lo < hi {
 		m := lo + (hi-lo)/2
-		e, ok, err := s.entryAt(ctx, q, m)
+		j, e, ok, err := s.firstEntryFrom(ctx, q, m)
 		if err != nil {
 			return 0, err
 		}
-		older := !ok || e.size == 0
+		ok = ok && j < mx
+		older := !ok
 		if !older {
 			t, err := s.storeTimeAt(ctx, e)
 			if err != nil {
@@ -166,10 +169,13 @@ func (s *Store) QueueOffsetAtTime(ctx context.Context, topic string, queueID int
 			}
 			older = t < tsMillis
 		}
-		if older {
-			lo = m + 1
-		} else {
+		switch {
+		case !older:
 			hi = m
+		case ok:
+			lo = j + 1
+		default:
+			lo = m + 1
 		}
 	}
 	return lo, nil
@@ -203,28 +209,33 @@ func (s *Store) QueueOffsetAtPhys(ctx context.Context, topic string, queueID int
 // queue the same way and no offset handed out before is handed out again.
 // A queue that holds no local entry (absent, or all of it cold) starts at
 // Max with its entries below it cold and its min Min (capped at Max); one
-// with local entries below Max keeps them and continues at Max after a
-// hole (jumpQueueLocked); one already at or past Max is left as it is.
-// The new ranges are durable when it returns (<Dir>/restored, re-applied on
-// every Open, and the hole's marker file).
+// with local entries below Max keeps them and jumps: it continues at Max
+// after a hole (jumpQueueLocked); one already at or past Max is left as it
+// is. The new ranges are durable when it returns (<Dir>/restored,
+// re-applied on every Open).
 func (s *Store) ResumeQueues(qs map[string]map[int32]QueueRange) (resumed int, err error) {
 	s.flushMu.Lock() // flushMu before mu, as DeleteTopic
 	defer s.flushMu.Unlock()
-	// The log, then every queue's entries, durable first: a jump is made
-	// durable over entries whose records are.
-	if err := s.flushAllLocked(); err != nil {
-		return 0, err
-	}
-	if err := s.lockOpen(); err != nil {
-		return 0, err
+	// The log, then every queue's entries, durable first: a jump is
+	// recorded over entries whose records are. Writes do not run during a
+	// promotion; should one slip in, flush again.
+	for try := 0; ; try++ {
+		if err := s.flushAllLocked(); err != nil {
+			return 0, err
+		}
+		if err := s.lockOpen(); err != nil {
+			return 0, err
+		}
+		if s.writePos.Load() <= s.flushed.Load() {
+			break
+		}
+		s.mu.Unlock()
+		if try == 10 {
+			return 0, fmt.Errorf("store: resume queues: writes keep coming while the log is made durable")
+		}
 	}
 	defer s.mu.Unlock()
-	type jump struct {
-		q  *cqueue
-		to int64
-	}
-	var jumps []jump
-	cold := 0
+	at := s.writePos.Load()
 	for topic, byID := range qs {
 		if checkTopic(topic) != nil {
 			continue
@@ -241,87 +252,22 @@ func (s *Store) ResumeQueues(qs map[string]map[int32]QueueRange) (resumed int, e
 				q.coldEnd.Store(rg.Max)
 				q.min = min(max(rg.Min, 0, q.min), rg.Max)
 				q.max, q.written, q.next = rg.Max, rg.Max, rg.Max
-				cold++
+				resumed++
 			default:
-				jumps = append(jumps, jump{q, rg.Max})
+				// Entries below Max, all written and synced by the flush:
+				// a hole after them, the next file starting at Max.
+				q.jumpAt, q.jumpNext = at, rg.Max
+				q.raiseToJumpLocked()
+				resumed++
 			}
 			q.mu.Unlock()
 		}
 	}
-	for _, j := range jumps {
-		if err := s.jumpQueueLocked(j.q, j.to); err != nil {
-			return resumed, err
-		}
-		resumed++
-	}
-	resumed += cold
-	if cold == 0 {
-		return resumed, nil
+	if resumed == 0 {
+		return 0, nil
 	}
 	if err := s.saveRestoredLocked(); err != nil {
 		return 0, s.restoredFailed(err)
 	}
 	return resumed, nil
-}
-
-// jumpQueueLocked moves the end of q, a queue with local entries below to,
-// to to without writing entries: its next entry is to, the offsets between
-// are a hole (readers are sent past it, as over a missing file). It writes
-// q's pending entries to its files, then creates an empty file named for
-// to and syncs the directory: that file marks the jump across a restart
-// (loadQueue: an empty last file that starts past the one before it is
-// where the queue resumes), and the next entries are written to it. Caller
-// holds flushMu and mu (no writer or flush runs meanwhile).
-func (s *Store) jumpQueueLocked(q *cqueue, to int64) error {
-	hadDir := q.dirMade
-	touched, _, _, _, err := q.flushQueue(s.fs, int64(s.opts.CQEntriesPerFile), nil)
-	if err != nil {
-		return fmt.Errorf("store: jump queue %s/%d to %d: write its pending entries: %w", q.topic, q.id, to, err)
-	}
-	for _, f := range touched {
-		if err := s.fds.sync(f); err != nil {
-			return err
-		}
-	}
-	if !hadDir && q.dirMade {
-		for _, d := range []string{s.cqDir, filepath.Dir(q.dir)} {
-			if err := syncDir(s.fs, d); err != nil {
-				return err
-			}
-		}
-	}
-	q.mu.RLock()
-	deleted, pending := q.deleted, len(q.pending)
-	q.mu.RUnlock()
-	if deleted {
-		return nil
-	}
-	if pending != 0 {
-		return fmt.Errorf("store: jump queue %s/%d to %d: %d bytes of entries still pending after a flush", q.topic, q.id, to, pending)
-	}
-	if !q.dirMade {
-		if err := s.fs.MkdirAll(q.dir, 0o755); err != nil {
-			return fmt.Errorf("store: make consumequeue dir: %w", err)
-		}
-		q.dirMade = true
-		for _, d := range []string{s.cqDir, filepath.Dir(q.dir)} {
-			if err := syncDir(s.fs, d); err != nil {
-				return err
-			}
-		}
-	}
-	f := &cqFile{start: to, path: filepath.Join(q.dir, segmentName(to*cqEntrySize)), maxEnd: -1}
-	h, err := s.fds.create(f)
-	if err != nil {
-		return err
-	}
-	s.fds.release(h)
-	if err := syncDir(s.fs, q.dir); err != nil {
-		return err
-	}
-	q.mu.Lock()
-	q.files = append(q.files, f)
-	q.max, q.written, q.next = to, to, to
-	q.mu.Unlock()
-	return nil
 }

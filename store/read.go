@@ -285,12 +285,23 @@ func (s *Store) VisibleMaxQueueOffset(ctx context.Context, topic string, queueID
 // maxPhys (hi when none), where the entry before lo is known to be visible
 // (or lo is the queue's start). A queue's records are in log order, so the
 // hidden ones are a suffix, and a short one (what no slave holds yet): it
-// gallops back from hi−1, then bisects. A blank entry or a hole counts as
-// hidden, which can only lower the answer, never pass a hidden record.
+// gallops back from hi−1, then bisects. A blank entry or a hole is judged
+// by the first record after it (hidden when that one is; not when there
+// is none), so the hidden ones stay a suffix.
 func (s *Store) visibleEnd(ctx context.Context, q *cqueue, lo, hi, maxPhys int64) (int64, error) {
 	hidden := func(i int64) (bool, error) {
 		e, ok, err := s.entryAt(ctx, q, i)
-		return !ok || e.size == 0 || e.phys+int64(e.size) > maxPhys, err
+		if err == nil && (!ok || e.size == 0) {
+			// A blank or a hole is judged by the record after it (a hole in
+			// the middle of a queue: a promoted copy's jump); none after it:
+			// nothing hidden.
+			var j int64
+			j, e, ok, err = s.firstEntryFrom(ctx, q, i)
+			if err != nil || !ok || j >= hi {
+				return false, err
+			}
+		}
+		return e.phys+int64(e.size) > maxPhys, err
 	}
 	if lo >= hi {
 		return hi, nil
@@ -466,68 +477,52 @@ func (s *Store) OffsetByTimeContext(ctx context.Context, topic string, queueID i
 	if mn >= mx {
 		return 0, nil
 	}
-	var rerr error
-	timeAt := func(i int64) (int64, bool) {
-		if rerr != nil {
-			return 0, false
+	// recordFrom is the first record at an index >= i (below mx), skipping
+	// blanks and holes, with its store time.
+	recordFrom := func(i int64) (idx, t int64, ok bool, err error) {
+		j, e, ok, err := s.firstEntryFrom(ctx, q, i)
+		if err != nil || !ok || j >= mx {
+			return 0, 0, false, err
 		}
-		e, ok, err := s.entryAt(ctx, q, i)
-		if err != nil {
-			rerr = err
-			return 0, false
-		}
-		if !ok || e.size == 0 {
-			return 0, false // blank or hole: treated as older
-		}
-		t, err := s.storeTimeAt(ctx, e)
-		if err != nil {
-			rerr = err
-			return 0, false
-		}
-		return t, true
+		t, err = s.storeTimeAt(ctx, e)
+		return j, t, err == nil, err
 	}
-	// Lower bound: first index whose store time is >= tsMillis.
+	// Lower bound: first index from which the first record is stored at or
+	// after tsMillis (or there is none). Probes in blanks and holes are
+	// judged by the record after them, so a hole in the middle of a queue
+	// (a promoted copy's jump) never hides the records before it. left is
+	// the record just below the bound, when there is one.
 	lo, hi := mn, mx
-	for lo < hi && rerr == nil {
+	left, leftT, lok := int64(0), int64(0), false
+	for lo < hi {
 		m := lo + (hi-lo)/2
-		t, ok := timeAt(m)
-		if !ok {
-			lo = m + 1 // blank or hole: treat as older
+		j, t, ok, err := recordFrom(m)
+		if err != nil {
+			return mn, err
+		}
+		if !ok || t >= tsMillis {
+			hi = m
 			continue
 		}
-		if t < tsMillis {
-			lo = m + 1
-		} else {
-			hi = m
-		}
+		left, leftT, lok = j, t, true
+		lo = j + 1
 	}
-	right, rok := int64(0), false
-	if lo < mx {
-		var t int64
-		if t, rok = timeAt(lo); rok {
-			if t == tsMillis {
-				return lo, nil
-			}
-			right = t
-		}
-	}
-	left, lok := int64(0), false
-	if lo > mn {
-		left, lok = timeAt(lo - 1)
-	}
-	if rerr != nil {
-		return mn, rerr
+	right, rightT, rok, err := recordFrom(lo)
+	if err != nil {
+		return mn, err
 	}
 	switch {
+	case rok && rightT == tsMillis:
+		return right, nil
 	case lok && rok:
-		if tsMillis-left <= right-tsMillis {
-			return lo - 1, nil
+		if tsMillis-leftT <= rightT-tsMillis {
+			return left, nil
 		}
-		return lo, nil
+		return right, nil
 	case lok:
-		return lo - 1, nil
+		return left, nil
 	case rok:
-		return lo, nil
+		return right, nil
 	}
 	return mn, nil
 }

@@ -430,24 +430,26 @@ func (s *Store) truncateLog(end int64) error {
 }
 
 // trimQueues drops consumequeue entries that point at or past end (and
-// trailing blanks). A queue's last jump (a promoted copy's numbering past
-// the bucket's reservations, jumpFileLocked) holds while only entries at
-// or after it are dropped: the queue still ends at least there, its jump
-// file kept, emptied. Dropping an entry below it (the log cut below the
-// jump: this copy now follows a master that never had those records)
-// drops the jump too, and the queue takes the new master's numbering from
-// its records.
+// trailing blanks and holes). A queue's jump (jumpNext: a promoted copy's
+// numbering past the bucket's reservations) holds while only entries at or
+// after it go: the queue still ends at least there. Dropping an entry below
+// it (the log cut below the jump: this copy now follows a master that never
+// had those records) drops the jump too, and the queue takes the new
+// master's numbering from its records.
 func (s *Store) trimQueues(end int64) error {
 	for _, qs := range s.topics {
 		for _, q := range qs {
 			q.mu.RLock()
-			mn, n := q.min, q.max
-			jumpAt, holeFrom := q.lastJumpLocked()
+			mn, n, jumpNext := q.min, q.max, q.jumpNext
 			q.mu.RUnlock()
+			lo := max(mn, q.coldEnd.Load())
 			below := false // an entry below the jump was dropped
-			for n > max(mn, q.coldEnd.Load()) {
-				if jumpAt > 0 && n == jumpAt {
-					n = holeFrom // the hole holds no entry
+			for n > lo {
+				q.mu.RLock()
+				hs, hole := q.holeStartLocked(n - 1)
+				q.mu.RUnlock()
+				if hole {
+					n = max(hs, lo) // a gap between files holds no entry
 					continue
 				}
 				e, ok, err := q.entryFrom(entrySource{}, n-1)
@@ -457,15 +459,21 @@ func (s *Store) trimQueues(end int64) error {
 				if ok && e.size > 0 && e.phys+int64(e.size) <= end {
 					break
 				}
-				if ok && e.size > 0 && n-1 < jumpAt {
+				if ok && e.size > 0 && n-1 < jumpNext {
 					below = true
 				}
 				n--
 			}
-			if !below && n < jumpAt {
-				n = jumpAt
-			}
 			q.mu.Lock()
+			if jumpNext > 0 {
+				if below {
+					q.jumpAt, q.jumpNext = 0, 0
+					s.jumpsChanged.Store(true)
+				} else {
+					n = max(n, jumpNext)
+					q.jumpAt = min(q.jumpAt, end) // segments ending past the log's new end come after the jump
+				}
+			}
 			q.truncateLocked(n) // the files are cut by the flush that ends recovery
 			q.next = q.max
 			q.mu.Unlock()

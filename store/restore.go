@@ -71,6 +71,7 @@ const (
 	restoreName    = "restored"
 	restoreMagicV1 = "SMQRST01" // without tombstones
 	restoreMagic   = "SMQRST02"
+	restoreMagicV3 = "SMQRST03" // with jumps; written only when there is one
 )
 
 // restoreState is what a restore decided, kept in <Dir>/restored for the
@@ -82,6 +83,16 @@ type restoreState struct {
 	floor    int64
 	queues   []restoredQueue // sorted by topic, id
 	tombs    []tombstone     // sorted by topic, id
+	jumps    []queueJump     // sorted by topic, id
+}
+
+// queueJump is a queue numbered from at least next once the log reached
+// at (Store.ResumeQueues: a promoted copy numbering the queue past what
+// the bucket's history may have handed out).
+type queueJump struct {
+	topic    string
+	id       int32
+	at, next int64
 }
 
 type restoredQueue struct {
@@ -94,10 +105,16 @@ type restoredQueue struct {
 // encode: "SMQRST02" logStart:i64 floor:i64 n:u32
 // n × (topicLen:u16 topic id:i32 min:i64 coldEnd:i64)
 // m:u32 m × (topicLen:u16 topic id:i32 next:i64) crc32:u32
-// ("SMQRST01", written before tombstones, ends after the n rows.)
+// ("SMQRST01", written before tombstones, ends after the n rows.
+// "SMQRST03", written when a queue has a jump, adds before the CRC
+// j:u32 j × (topicLen:u16 topic id:i32 at:i64 next:i64).)
 func (r *restoreState) encode() []byte {
 	be := binary.BigEndian
-	b := append([]byte(nil), restoreMagic...)
+	magic := restoreMagic
+	if len(r.jumps) > 0 {
+		magic = restoreMagicV3
+	}
+	b := append([]byte(nil), magic...)
 	b = be.AppendUint64(b, uint64(r.logStart))
 	b = be.AppendUint64(b, uint64(r.floor))
 	b = be.AppendUint32(b, uint32(len(r.queues)))
@@ -111,12 +128,21 @@ func (r *restoreState) encode() []byte {
 		b = appendQueueKey(b, t.topic, t.id)
 		b = be.AppendUint64(b, uint64(t.next))
 	}
+	if len(r.jumps) > 0 {
+		b = be.AppendUint32(b, uint32(len(r.jumps)))
+		for _, j := range r.jumps {
+			b = appendQueueKey(b, j.topic, j.id)
+			b = be.AppendUint64(b, uint64(j.at))
+			b = be.AppendUint64(b, uint64(j.next))
+		}
+	}
 	return be.AppendUint32(b, crc32.ChecksumIEEE(b))
 }
 
 func parseRestoreState(b []byte) (*restoreState, error) {
 	be := binary.BigEndian
-	if len(b) < 32 || string(b[:8]) != restoreMagic && string(b[:8]) != restoreMagicV1 {
+	magic := string(b[:min(len(b), 8)])
+	if len(b) < 32 || magic != restoreMagic && magic != restoreMagicV1 && magic != restoreMagicV3 {
 		return nil, corruptf("restore state header")
 	}
 	body := b[:len(b)-4]
@@ -134,7 +160,7 @@ func parseRestoreState(b []byte) (*restoreState, error) {
 		r.queues = append(r.queues, restoredQueue{topic: topic, id: id, min: int64(be.Uint64(f)), coldEnd: int64(be.Uint64(f[8:]))})
 		p = rest
 	}
-	if string(b[:8]) == restoreMagic {
+	if magic != restoreMagicV1 {
 		if len(p) < 4 {
 			return nil, corruptf("restore state tombstone count")
 		}
@@ -146,6 +172,21 @@ func parseRestoreState(b []byte) (*restoreState, error) {
 				return nil, corruptf("restore state tombstone table")
 			}
 			r.tombs = append(r.tombs, tombstone{topic: topic, id: id, next: int64(be.Uint64(f))})
+			p = rest
+		}
+	}
+	if magic == restoreMagicV3 {
+		if len(p) < 4 {
+			return nil, corruptf("restore state jump count")
+		}
+		m := int(be.Uint32(p))
+		p = p[4:]
+		for range m {
+			topic, id, f, rest, ok := cutQueueRow(p, 16)
+			if !ok {
+				return nil, corruptf("restore state jump table")
+			}
+			r.jumps = append(r.jumps, queueJump{topic: topic, id: id, at: int64(be.Uint64(f)), next: int64(be.Uint64(f[8:]))})
 			p = rest
 		}
 	}
@@ -394,6 +435,16 @@ func (s *Store) installRestored(rs *restoreState) {
 		s.installCold(s.queueOrCreate([]byte(r.topic), r.id), r.min, r.coldEnd)
 	}
 	s.installTombs(rs.tombs)
+	for _, j := range rs.jumps {
+		if checkTopic(j.topic) != nil || j.id < 0 || j.next <= 0 {
+			continue
+		}
+		q := s.queueOrCreate([]byte(j.topic), j.id)
+		q.mu.Lock()
+		q.jumpAt, q.jumpNext = j.at, j.next
+		q.raiseToJumpLocked()
+		q.mu.Unlock()
+	}
 }
 
 // installCold gives q, at Open, a cold range below coldEnd (raised, never
@@ -442,7 +493,11 @@ func (s *Store) saveRestoredLocked() error {
 	for _, q := range s.allQueues() {
 		q.mu.RLock()
 		deleted, mn, ce := q.deleted, q.min, q.coldEnd.Load()
+		jump := queueJump{topic: q.topic, id: q.id, at: q.jumpAt, next: q.jumpNext}
 		q.mu.RUnlock()
+		if !deleted && jump.next > 0 {
+			nr.jumps = append(nr.jumps, jump)
+		}
 		if deleted || ce <= 0 {
 			continue
 		}
@@ -452,14 +507,17 @@ func (s *Store) saveRestoredLocked() error {
 		nr.queues = append(nr.queues, restoredQueue{topic: q.topic, id: q.id, min: mn, coldEnd: ce})
 	}
 	nr.tombs = s.tombList()
-	if rs == nil && len(nr.queues) == 0 && len(nr.tombs) == 0 {
+	if rs == nil && len(nr.queues) == 0 && len(nr.tombs) == 0 && len(nr.jumps) == 0 {
 		return nil
 	}
 	slices.SortFunc(nr.queues, func(a, b restoredQueue) int {
 		return compareQKey(qkey{a.topic, a.id}, qkey{b.topic, b.id})
 	})
+	slices.SortFunc(nr.jumps, func(a, b queueJump) int {
+		return compareQKey(qkey{a.topic, a.id}, qkey{b.topic, b.id})
+	})
 	if rs != nil && rs.logStart == nr.logStart && rs.floor == nr.floor && slices.Equal(rs.queues, nr.queues) &&
-		slices.Equal(rs.tombs, nr.tombs) {
+		slices.Equal(rs.tombs, nr.tombs) && slices.Equal(rs.jumps, nr.jumps) {
 		return nil
 	}
 	if err := s.writeRestoreState(nr); err != nil {

@@ -285,3 +285,89 @@ func TestLogCutBelowAJumpDropsIt(t *testing.T) {
 		})
 	}
 }
+
+// TestJumpDroppedWhenTheMasterNumbersLower: a copy that jumped a queue and
+// then follows a master whose records number it lower (a master that never
+// jumped) takes the master's numbering, and keeps it across a restart (the
+// dropped jump is not re-applied from <Dir>/restored).
+func TestJumpDroppedWhenTheMasterNumbersLower(t *testing.T) {
+	fsX, fsY := vfs.NewMem(), vfs.NewMem()
+	ox, oy := testOpts(fsX), testOpts(fsY)
+	x := mustOpen(t, ox)
+	defer mustClose(t, x)
+	y := mustOpen(t, oy)
+	for i := range 5 {
+		mustPut(t, x, msg("Q", 0, fmt.Sprint("a-", i)))
+	}
+	stream := func(from, to int64) {
+		t.Helper()
+		starts, chunks := logChunks(t, x, fsX, from, to)
+		for i, b := range chunks {
+			if err := y.AppendRaw(starts[i], b); err != nil {
+				t.Fatalf("Y AppendRaw(%d): %v", starts[i], err)
+			}
+		}
+	}
+	stream(0, x.MaxPhysOffset())
+	if _, err := y.ResumeQueues(map[string]map[int32]QueueRange{"Q": {0: {Max: 100}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := y.MaxQueueOffset("Q", 0); got != 100 {
+		t.Fatalf("Y's jump: Q ends at %d, want 100", got)
+	}
+	from := x.MaxPhysOffset()
+	mustPut(t, x, msg("Q", 0, "b-0"))
+	stream(from, x.MaxPhysOffset())
+	check := func(y *Store) {
+		t.Helper()
+		if got := y.MaxQueueOffset("Q", 0); got != 6 {
+			t.Fatalf("Y's Q ends at %d, want 6 (the master's numbering)", got)
+		}
+		recs := readAcrossHoles(t, y, "Q", 0)
+		if len(recs) != 6 || string(recs[5].Body) != "b-0" || recs[5].QueueOffset != 5 {
+			t.Fatalf("Y reads %d records of Q", len(recs))
+		}
+	}
+	check(y)
+	if err := y.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, y)
+	y = mustOpen(t, oy)
+	defer mustClose(t, y)
+	check(y)
+}
+
+// TestRestoreStateJumps: the restore state carries jumps (format 3), and is
+// written in format 2, which older binaries read, while no queue has one.
+func TestRestoreStateJumps(t *testing.T) {
+	r := &restoreState{logStart: 7, floor: 3,
+		queues: []restoredQueue{{topic: "A", id: 1, min: 2, coldEnd: 9}},
+		tombs:  []tombstone{{topic: "D", id: 0, next: 4}}}
+	b := r.encode()
+	if string(b[:8]) != restoreMagic {
+		t.Fatalf("without jumps: magic %q, want %q", b[:8], restoreMagic)
+	}
+	r.jumps = []queueJump{{topic: "Q", id: 2, at: 4096, next: 65_541}}
+	b = r.encode()
+	if string(b[:8]) != restoreMagicV3 {
+		t.Fatalf("with a jump: magic %q, want %q", b[:8], restoreMagicV3)
+	}
+	got, err := parseRestoreState(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(r) {
+		t.Fatalf("round trip: %+v, want %+v", got, r)
+	}
+	for i := 8; i < len(b); i++ {
+		c := append([]byte(nil), b...)
+		c[i] ^= 0x40
+		if _, err := parseRestoreState(c); err == nil {
+			t.Fatalf("a flipped byte at %d parsed", i)
+		}
+	}
+	if _, err := parseRestoreState(b[:len(b)-5]); err == nil {
+		t.Fatal("a cut restore state parsed")
+	}
+}

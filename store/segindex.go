@@ -628,8 +628,15 @@ func (q *cqueue) localLowLocked() int64 {
 func (q *cqueue) nextAt(end int64) (int64, error) {
 	q.mu.RLock()
 	lo, hi := q.localLowLocked(), q.max
+	jumpAt, jumpNext := q.jumpAt, q.jumpNext
 	q.mu.RUnlock()
-	return q.searchPhys(lo, hi, end)
+	next, err := q.searchPhys(lo, hi, end)
+	if jumpNext > 0 && end >= jumpAt {
+		// The log had reached the queue's jump by end: its next offset is
+		// at least the jump's, records of it there or not.
+		next = max(next, min(jumpNext, hi))
+	}
+	return next, err
 }
 
 // searchPhys returns the first index j in [lo, hi] such that the first

@@ -82,6 +82,9 @@ type Store struct {
 	// runs it again. Guarded by flushMu after Open.
 	reclaimed  []reclaimFile
 	reclaimDue bool
+	// jumpsChanged: a queue's jump was dropped (dispatch) since <Dir>/restored
+	// was written; the next flush rewrites it.
+	jumpsChanged atomic.Bool
 
 	ckSeq     uint64 // guarded by flushMu
 	ckWritten int64  // dispatch offset of the last checkpoint; guarded by flushMu
@@ -929,9 +932,12 @@ func (s *Store) dispatchMeta(m *recordMeta, tags int64) error {
 		return nil
 	}
 	q := s.queueOrCreate(m.topic, m.queueID)
-	mx, err := q.dispatch(m.queueOffset, cqEntry{phys: m.physOffset, size: m.size, tags: tags})
+	mx, jumpDropped, err := q.dispatch(m.queueOffset, cqEntry{phys: m.physOffset, size: m.size, tags: tags})
 	if err != nil {
 		return err
+	}
+	if jumpDropped {
+		s.jumpsChanged.Store(true) // the next flush rewrites <Dir>/restored
 	}
 	q.next = mx
 	return nil
