@@ -437,6 +437,18 @@ func TestStoreAppendRawKeepsMasterNumbering(t *testing.T) {
 	}
 }
 
+// streamLog feeds src's local log [from, to) (on fs) to dst by AppendRaw,
+// as the HA stream does.
+func streamLog(t *testing.T, src *Store, fs vfs.FS, dst *Store, from, to int64) {
+	t.Helper()
+	starts, chunks := logChunks(t, src, fs, from, to)
+	for i, b := range chunks {
+		if err := dst.AppendRaw(starts[i], b); err != nil {
+			t.Fatalf("AppendRaw(%d): %v", starts[i], err)
+		}
+	}
+}
+
 // logChunks reads s's local log [from, to) from its segment files on fs,
 // one chunk (whole records) per segment, each with where it starts.
 func logChunks(t *testing.T, s *Store, fs vfs.FS, from, to int64) (starts []int64, chunks [][]byte) {

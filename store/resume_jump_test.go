@@ -116,15 +116,7 @@ func TestFollowerTakesAJumpAsAHole(t *testing.T) {
 	for i := range 4 {
 		mustPut(t, x, msg("Q", 2, fmt.Sprint("a-", i)))
 	}
-	stream := func(from, to int64) {
-		t.Helper()
-		starts, chunks := logChunks(t, x, fsX, from, to)
-		for i, b := range chunks {
-			if err := y.AppendRaw(starts[i], b); err != nil {
-				t.Fatalf("Y AppendRaw(%d): %v", starts[i], err)
-			}
-		}
-	}
+	stream := func(from, to int64) { t.Helper(); streamLog(t, x, fsX, y, from, to) }
 	stream(0, x.MaxPhysOffset())
 	if err := y.Flush(); err != nil { // Y's pending entries written: the jump is a hole
 		t.Fatal(err)
@@ -299,15 +291,7 @@ func TestJumpDroppedWhenTheMasterNumbersLower(t *testing.T) {
 	for i := range 5 {
 		mustPut(t, x, msg("Q", 0, fmt.Sprint("a-", i)))
 	}
-	stream := func(from, to int64) {
-		t.Helper()
-		starts, chunks := logChunks(t, x, fsX, from, to)
-		for i, b := range chunks {
-			if err := y.AppendRaw(starts[i], b); err != nil {
-				t.Fatalf("Y AppendRaw(%d): %v", starts[i], err)
-			}
-		}
-	}
+	stream := func(from, to int64) { t.Helper(); streamLog(t, x, fsX, y, from, to) }
 	stream(0, x.MaxPhysOffset())
 	if _, err := y.ResumeQueues(map[string]map[int32]QueueRange{"Q": {0: {Max: 100}}}); err != nil {
 		t.Fatal(err)

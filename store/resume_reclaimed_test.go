@@ -37,12 +37,7 @@ func TestPromotedCopiesNumberAQueueAlike(t *testing.T) {
 	// stream AppendRaws X's log [from, to) to Y from X's local segments.
 	stream := func(from, to int64) {
 		t.Helper()
-		starts, chunks := logChunks(t, x, fsX, from, to)
-		for i, b := range chunks {
-			if err := y.AppendRaw(starts[i], b); err != nil {
-				t.Fatalf("Y AppendRaw(%d): %v", starts[i], err)
-			}
-		}
+		streamLog(t, x, fsX, y, from, to)
 		if y.MaxPhysOffset() != to {
 			t.Fatalf("Y ends at %d, X at %d", y.MaxPhysOffset(), to)
 		}
