@@ -90,6 +90,13 @@ func TestChaosNetns(t *testing.T) {
 		runChaos(t, cfg)
 		return
 	}
+	// In parallel with the other end-to-end tests (it ran first, alone,
+	// ~55-90 s of the package's wall time): this process only runs `ip`
+	// and the run re-executed in the clients' namespace; the nodes,
+	// versitygw and the clients live in namespaces of their own (their
+	// own addresses and ports), and nothing process-wide (environment,
+	// the official client's TLS switch, serve hooks) is touched here.
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and runs for minutes")
 	}

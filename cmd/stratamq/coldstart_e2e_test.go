@@ -64,7 +64,7 @@ func TestE2EColdStartFromBucketAfterSIGTERM(t *testing.T) {
 	r := newReceived()
 	c := newPushConsumer(t, s.nsAddr, group, topic, rmqconsumer.MessageSelector{}, r, "g1")
 	waitFor(t, 60*time.Second, "G consumed everything", func() bool { return r.distinct() >= n })
-	waitCommitted(t, s.brokAddr, group, topic, 4, n)
+	waitCommitted(t, c, s.brokAddr, group, topic, 4, n)
 	if err := c.Shutdown(); err != nil {
 		t.Fatal(err)
 	}

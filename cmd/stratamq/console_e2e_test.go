@@ -129,7 +129,7 @@ func TestConsoleChromium(t *testing.T) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitCommitted(t, s.brokAddr, group, topic, 4, int64(len(sent)))
+	waitCommitted(t, c, s.brokAddr, group, topic, 4, int64(len(sent)))
 	quietGroup(s.nsAddr, topic, group)
 	if err := c.Shutdown(); err != nil {
 		t.Fatal(err)

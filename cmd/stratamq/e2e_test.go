@@ -421,7 +421,7 @@ func TestE2EResumeAfterRestart(t *testing.T) {
 	r1 := newReceived()
 	c1 := newPushConsumer(t, s.nsAddr, group, topic, rmqconsumer.MessageSelector{}, r1, "c1")
 	waitFor(t, 60*time.Second, "first 100 consumed", func() bool { return r1.distinct() >= 100 })
-	waitCommitted(t, s.brokAddr, group, topic, 4, 100)
+	waitCommitted(t, c1, s.brokAddr, group, topic, 4, 100)
 	if err := c1.Shutdown(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
@@ -244,10 +245,22 @@ func consumerIDs(t *testing.T, brokerAddr, group string) []string {
 // Shutdown only what its offset store holds: the last messages' callbacks
 // may have returned before their offsets got there. So tests wait for
 // this, not for deliveries, before shutting down a consumer whose
-// offsets they check.
-func waitCommitted(t *testing.T, brokerAddr, group, topic string, queues int, n int64) {
+// offsets they check. c is the group's consumer: while waiting, its
+// offset store is pushed to the broker every 100 ms through
+// PersistConsumerOffset, the method the client's own 5 s ticker calls
+// (same requests, same offsets, taken under the store's lock), so the
+// wait ends once the offsets are there rather than at the next tick or
+// the one after (5-10 s a call); the broker's answer is still what is
+// checked.
+func waitCommitted(t *testing.T, c rocketmq.PushConsumer, brokerAddr, group, topic string, queues int, n int64) {
 	t.Helper()
+	persist, _ := c.(interface{ PersistConsumerOffset() error })
+	var pushed time.Time
 	waitFor(t, 30*time.Second, fmt.Sprintf("%s's offsets on %s to add up to %d", group, topic, n), func() bool {
+		if persist != nil && time.Since(pushed) >= 100*time.Millisecond {
+			_ = persist.PersistConsumerOffset() // an error: not running yet; the next poll tries again
+			pushed = time.Now()
+		}
 		var sum int64
 		for q := range queues {
 			sum += max(committedOffset(t, brokerAddr, group, topic, q), 0)

@@ -74,7 +74,7 @@ func TestE2EKill9KeepsNewTopicAndOffsets(t *testing.T) {
 	r := newReceived()
 	c := newPushConsumer(t, ns, group, topic, rmqconsumer.MessageSelector{}, r, "g")
 	waitFor(t, 60*time.Second, "every message consumed after kill -9", func() bool { return r.distinct() == n })
-	waitCommitted(t, br, group, topic, 4, n)
+	waitCommitted(t, c, br, group, topic, 4, n)
 	if err := c.Shutdown(); err != nil {
 		t.Fatal(err)
 	}

@@ -128,7 +128,7 @@ func TestE2EKill9FreshDiskNoReuse(t *testing.T) {
 	for q := range maxQ {
 		queues = max(queues, q+1)
 	}
-	waitCommitted(t, br, group, topic, queues, int64(len(msgs)))
+	waitCommitted(t, g, br, group, topic, queues, int64(len(msgs)))
 	if err := g.Shutdown(); err != nil {
 		t.Fatal(err)
 	}

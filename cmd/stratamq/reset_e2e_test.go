@@ -64,9 +64,9 @@ func TestE2EResetOffsetByTime(t *testing.T) {
 
 	group := uniqueName(t, "G")
 	rg := newReceived()
-	newPushConsumer(t, s.nsAddr, group, topic, rmqconsumer.MessageSelector{}, rg, "c")
+	c := newPushConsumer(t, s.nsAddr, group, topic, rmqconsumer.MessageSelector{}, rg, "c")
 	waitFor(t, 60*time.Second, "every message consumed once", func() bool { return rg.distinct() == len(order) })
-	waitCommitted(t, s.brokAddr, group, topic, queues, int64(len(order)))
+	waitCommitted(t, c, s.brokAddr, group, topic, queues, int64(len(order)))
 
 	var out, errOut bytes.Buffer
 	if code := runAdmin(context.Background(), []string{"resetOffsetByTime", "-n", s.nsAddr, "-g", group, "-t", topic,
