@@ -52,7 +52,9 @@
 # Below the table, each server's CPU per message in each row (user + system
 # time of the server process from /proc/<pid>/stat, before and after the
 # row, divided by the row's messages; the load generator's CPU is not in
-# it), and for StrataMQ the segment bytes its uploader tiered
+# it), a table of each row's cost per message for every server (CPU per
+# message and per MiB, context switches, read/write syscalls: server_snap),
+# and for StrataMQ the segment bytes its uploader tiered
 # meanwhile (rocketmq_tiered_store_upload_logical_bytes_total). The rows of
 # one broker are not independent: a row that crosses a segment boundary
 # pays for compressing and uploading the bytes earlier rows wrote.
@@ -204,17 +206,44 @@ server_ticks() { awk '{print $14 + $15}' "/proc/${PIDS[-1]}/stat"; }
 HZ=$(getconf CLK_TCK)
 # per_msg TICKS MESSAGES: server CPU µs per message.
 per_msg() { awk -v t="$1" -v hz="$HZ" -v n="$2" 'BEGIN{printf "%.1f", (n > 0 ? t / hz * 1e6 / n : 0)}'; }
+# server_snap: "<CPU ticks> <context switches> <read/write syscalls>" of the
+# running server so far: user + system ticks (/proc/PID/stat), voluntary
+# and involuntary context switches summed over its threads
+# (/proc/PID/task/*/status: the process's own status counts only its
+# first thread), and the read- and write-type syscalls of the whole
+# process, sockets included (/proc/PID/io syscr + syscw; epoll and futex
+# calls are not in it).
+server_snap() {
+	local p=/proc/${PIDS[-1]}
+	printf '%s %s %s\n' "$(awk '{print $14 + $15}' "$p/stat")" \
+		"$(cat "$p"/task/*/status 2>/dev/null | awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ {s += $2} END {print s + 0}')" \
+		"$(awk '/^sysc[rw]:/ {s += $2} END {print s + 0}' "$p/io" 2>/dev/null || echo 0)"
+}
+# row_cost NAME "SNAP0" MESSAGES: the server's cost per message during a
+# row, into $WORK/NAME.sys: "<CPU µs/msg> <CPU µs per MiB of payload>
+# <context switches/msg> <read/write syscalls/msg>".
+row_cost() {
+	local name=$1 before=$2 n=$3
+	awk -v a="$before" -v b="$(server_snap)" -v hz="$HZ" -v n="$n" -v size="$SIZE" 'BEGIN {
+		split(a, x, " "); split(b, y, " ")
+		if (n <= 0) { print "n/a n/a n/a n/a"; exit }
+		us = (y[1] - x[1]) / hz * 1e6
+		printf "%.1f %.0f %.2f %.2f\n", us / n, us / (n * size / 1048576), (y[2] - x[2]) / n, (y[3] - x[3]) / n
+	}' >"$WORK/$name.sys"
+}
 
 # nats_run NAME ARGS...: run `nats bench ...`, keep the stats line in
 # $WORK/NAME and the server's CPU µs per message (of --msgs) in $WORK/NAME.cost.
 nats_run() {
-	local name=$1 t0 n
+	local name=$1 t0 n s0
 	shift
 	n=$(printf '%s\n' "$@" | sed -n 's/^--msgs=//p')
 	say "nats $*"
 	t0=$(server_ticks)
+	s0=$(server_snap)
 	nats -s "$S" "$@" --no-progress >"$WORK/$name.out" 2>&1 || { cat "$WORK/$name.out" >&2; return 1; }
 	per_msg $(($(server_ticks) - t0)) "$n" >"$WORK/$name.cost"
+	row_cost "$name" "$s0" "$n"
 	grep 'stats:' "$WORK/$name.out" | tail -1 >"$WORK/$name"
 	say "  $(cat "$WORK/$name"), server µs/msg $(cat "$WORK/$name.cost")"
 }
@@ -289,16 +318,18 @@ tiered_bytes() {
 # $WORK/NAME.json and the broker's cost during it in $WORK/NAME.cost
 # ("<CPU µs per message> <MB tiered>").
 smq_run() {
-	local name=$1 t0 b0
+	local name=$1 t0 b0 s0
 	shift
 	say "stratamq bench $*"
 	t0=$(broker_ticks)
 	b0=$(tiered_bytes)
+	s0=$(server_snap)
 	"$SMQ" bench "$@" --namesrv "127.0.0.1:$NS_PORT" --broker "127.0.0.1:$BROKER_PORT" --size "$SIZE" --progress 0 >"$WORK/$name" 2>>"$LOG.bench" ||
 		say "  (exit $?: errors, see below)"
 	tail -1 "$WORK/$name" >"$WORK/$name.json"
 	awk -v t=$(($(broker_ticks) - t0)) -v hz="$HZ" -v n="$(jq -r '.messages' "$WORK/$name.json")" -v b=$(($(tiered_bytes) - b0)) \
 		'BEGIN{printf "%.1f %.0f", (n > 0 ? t / hz * 1e6 / n : 0), b / 1e6}' >"$WORK/$name.cost"
+	row_cost "$name" "$s0" "$(jq -r '.messages' "$WORK/$name.json")"
 	say "  $(jq -c '{msgs_per_sec, mb_per_sec, p50_ms, p99_ms, p999_ms, errors}' "$WORK/$name.json"), broker µs/msg and MB tiered: $(cat "$WORK/$name.cost")"
 }
 # cost NAME: "X µs/msg, Y MB tiered" of a StrataMQ row.
@@ -335,14 +366,16 @@ start_klite() { # $1: data dir
 # kl_run NAME ARGS...: run kafkaload, keep its JSON line in $WORK/NAME.json
 # and klite's CPU µs per message during it in $WORK/NAME.cost.
 kl_run() {
-	local name=$1 t0
+	local name=$1 t0 s0
 	shift
 	say "kafkaload $*"
 	t0=$(server_ticks)
+	s0=$(server_snap)
 	"$WORK/kafkaload" -brokers "127.0.0.1:$KLITE_PORT" -size "$SIZE" -partitions 4 -timeout "$KLITE_TIMEOUT" "$@" >"$WORK/$name" 2>>"$LOG.kafkaload" ||
 		say "  (exit $?: errors, see below)"
 	tail -1 "$WORK/$name" >"$WORK/$name.json"
 	per_msg $(($(server_ticks) - t0)) "$(jq -r '.messages' "$WORK/$name.json")" >"$WORK/$name.cost"
+	row_cost "$name" "$s0" "$(jq -r '.messages' "$WORK/$name.json")"
 	say "  $(jq -c '{msgs_per_sec, mb_per_sec, p50_ms, p99_ms, p999_ms, errors, msgs_per_request}' "$WORK/$name.json"), server µs/msg $(cat "$WORK/$name.cost")"
 }
 
@@ -422,6 +455,22 @@ ERR=$(($(j smq_batch errors) + $(j smq_single errors) + $(j smq_single4 errors) 
 		echo
 		echo "klite server CPU per message (µs): bulk $(cat "$WORK/kl_batch.cost") ($(j kl_batch msgs_per_request) msgs per produce request); 1 × 64 $(cat "$WORK/kl_single.cost") ($(j kl_single msgs_per_request) per request); 4 × 16 $(cat "$WORK/kl_single4.cost") ($(j kl_single4 msgs_per_request) per request); consume $(cat "$WORK/kl_consume.cost"). klite at ${KLITE_BIN:-$KLITE_REV}."
 	fi
+	echo
+	echo "What each server spent per message in each row (server process only, from /proc: CPU user + system; per MiB of payload; context switches over all its threads; read- and write-type syscalls, sockets included, epoll and futex not):"
+	echo
+	echo "| row | server | CPU µs/msg | CPU µs/MiB | context switches/msg | read+write syscalls/msg |"
+	echo "|---|---|---|---|---|---|"
+	for r in "bulk:smq_batch:nats_async:kl_batch" "1 × 64 single sends:smq_single:nats_async64:kl_single" "1 × 64, binary headers:smq_single_bin::" \
+		"4 × 16 single sends:smq_single4:nats_async4:kl_single4" "consume:smq_consume:nats_consume:kl_consume" "end to end:smq_e2e::" \
+		"durable 64 producers:smq_sync64:nats_fsync64:" "durable bulk:smq_sync_batch:nats_fsync_async:" "NATS sync publish::nats_sync:" "NATS always, 1 client::nats_fsync:"; do
+		IFS=: read -r label sm na kl <<<"$r"
+		for pair in "StrataMQ:$sm" "NATS JetStream:$na" "klite:$kl"; do
+			srv=${pair%%:*} f=${pair#*:}
+			[[ -n $f && -f $WORK/$f.sys ]] || continue
+			read -r c m x y <"$WORK/$f.sys"
+			echo "| $label | $srv | $c | $m | $x | $y |"
+		done
+	done
 	echo
 	echo "Machine: $(nproc) cores; load average $LOAD0 at the start; CPU probe (sha256 of 32 MiB, one core, min-max of 3) $PROBE0 ms before the runs and $PROBE1 ms after; $STEAL % of CPU time stolen by the hypervisor during the runs."
 } | tee "${OUT:-/dev/null}"
