@@ -68,6 +68,7 @@ type benchOpts struct {
 	progress  time.Duration
 	drain     time.Duration
 	cpuProf   string
+	serverPID int // the broker's process, on this machine: its cost per message is reported
 	serialize string // json | rocketmq: the send requests' header serialization
 	payload   string // produce/e2e: pattern | random | json
 	queue     int    // consume: only this queue (-1: all)
@@ -121,6 +122,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
 	fs.DurationVar(&o.drain, "drain", 10*time.Second, "e2e: how long the consumer may lag behind the producer's end")
 	fs.StringVar(&o.serialize, "serialize", "json", "produce: header serialization of the send requests: json (client-go's, and the Java client's default) or rocketmq (RocketMQ's binary header, the Java client's -Drocketmq.serialize.type=ROCKETMQ)")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write the load generator's own CPU profile to this file")
+	fs.IntVar(&o.serverPID, "server-pid", 0, "the broker's process id, when it runs on this machine: report what it spent per message during the run (CPU per message and per MiB of payload, context switches over its threads, read/write syscalls; from /proc, Linux)")
 	fs.StringVar(&o.payload, "payload", "pattern", "message bodies: pattern (one repeated a-z body, compresses ~100x), random (fresh random bytes per message: incompressible), json (fresh JSON-like text per message, compresses ~3-5x)")
 	fs.IntVar(&o.queue, "queue", -1, "consume: pull only this queue id (-1: every readable queue)")
 	fs.StringVar(&o.metrics, "metrics", "", "consume: the broker's metrics URL (http://127.0.0.1:5557/metrics), read before and after to report cold bytes (served from the bucket), hot bytes (the rest) and bucket bytes fetched")
@@ -215,6 +217,9 @@ type benchResult struct {
 	BucketGets     *int64   `json:"bucket_gets,omitempty"`      // GET requests
 	Amplification  *float64 `json:"amplification,omitempty"`    // bucket_bytes / bytes delivered
 	DecodedPerByte *float64 `json:"decoded_per_byte,omitempty"` // decoded_bytes / bytes delivered
+	// With --server-pid: the broker's own spend per message over the run
+	// (its setup, the route lookup and topic creation, included).
+	*serverCost
 }
 
 func (r *benchResult) setLatency(h *histogram) {
@@ -266,6 +271,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// leave more of the shared cores to what is measured.
 		debug.SetGCPercent(defaultGCPercent)
 	}
+	var snap0 procSnap
+	if o.serverPID > 0 {
+		if snap0, err = readProcSnap(o.serverPID); err != nil {
+			fmt.Fprintf(stderr, "stratamq bench: --server-pid %d: %v\n", o.serverPID, err)
+			return 2
+		}
+	}
 	b := newBench(o, stderr)
 	defer b.close()
 	var res *benchResult
@@ -280,6 +292,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		fmt.Fprintf(stderr, "stratamq bench %s: %v\n", o.mode, err)
 		return 1
+	}
+	if o.serverPID > 0 {
+		snap1, err := readProcSnap(o.serverPID)
+		if err != nil {
+			fmt.Fprintf(stderr, "stratamq bench: --server-pid %d after the run: %v\n", o.serverPID, err)
+			return 1
+		}
+		payload := res.BodyBytes
+		if payload == 0 {
+			payload = res.Bytes
+		}
+		res.serverCost = costOf(snap0, snap1, res.Messages, payload)
 	}
 	line, _ := json.Marshal(res)
 	fmt.Fprintf(stdout, "%s\n", line)
