@@ -68,7 +68,7 @@ type benchOpts struct {
 	progress  time.Duration
 	drain     time.Duration
 	cpuProf   string
-	serverPID int // the broker's process, on this machine: its cost per message is reported
+	serverPID int    // the broker's process, on this machine: its cost per message is reported
 	serialize string // json | rocketmq: the send requests' header serialization
 	payload   string // produce/e2e: pattern | random | json
 	queue     int    // consume: only this queue (-1: all)
