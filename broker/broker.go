@@ -507,10 +507,18 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			return fail(err)
 		}
 	} else if cfg.Role == RoleSlave {
-		// A slave's log is its master's: the history of this data dir's own
-		// runs as a master no longer describes it.
-		if err := deps.FS.Remove(filepath.Join(configDir, durHistoryFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fail(fmt.Errorf("broker: remove the durability history of a data dir now a slave's: %w", err))
+		// A slave's log is its master's from its end on (a tail the master
+		// never had was cut before the store opened): the history of this
+		// data dir's own runs as a master describes only what lies below.
+		h, err := loadDurHistory(deps.FS, configDir)
+		if err == nil {
+			err = h.followFrom(b.store.MaxPhysOffset())
+		}
+		if err != nil {
+			b.log.Warn("the durability history is unreadable or cannot be written; removing it (this data dir's own tail counts as maybe acknowledged)", "err", err)
+			if err := deps.FS.Remove(filepath.Join(configDir, durHistoryFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fail(fmt.Errorf("broker: remove the durability history of a data dir now a slave's: %w", err))
+			}
 		}
 	}
 	held, useHeld := b.loadedHeld() // durable_progress.go

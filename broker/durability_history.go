@@ -38,6 +38,10 @@ import (
 const (
 	durHistoryFile = "durabilityHistory.json"
 	durHistoryMax  = 64
+	// durFollowed is the Default of a stretch this data dir's log took
+	// from a master as its slave: answered under that master's rule, which
+	// this data dir does not know (followFrom).
+	durFollowed = "followed"
 )
 
 // durEntry is one stretch of the history.
@@ -135,6 +139,35 @@ func (h *durHistory) settle(end int64, now durEntry) error {
 	return h.saveLocked()
 }
 
+// followFrom records, at a slave's start before its first write, that the
+// log from end on is its master's: records there were answered under a
+// rule this data dir does not know, and count as maybe acknowledged. The
+// entries below end still judge this data dir's own records (its tail as
+// an earlier master, kept until the master's log replaces it: a slave
+// that takes the lease over at once judges that tail by them, and sets it
+// aside when the bucket held every acknowledged record of it). Entries
+// from past end go first, as in settle: the log lost what they describe.
+// An empty history stays empty (the records below its oldest entry count
+// as maybe acknowledged already).
+func (h *durHistory) followFrom(end int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	kept := len(h.entries)
+	for kept > 0 && h.entries[kept-1].From > end {
+		kept--
+	}
+	dropped := kept < len(h.entries)
+	h.entries = h.entries[:kept]
+	if n := len(h.entries); n == 0 || h.entries[n-1].Default == durFollowed {
+		if !dropped {
+			return nil
+		}
+		return h.saveLocked()
+	}
+	h.entries = append(h.entries, durEntry{From: end, To: end, Default: durFollowed})
+	return h.saveLocked()
+}
+
 // changeLocked frames apply, which changes the rule to next: next is
 // recorded from before (the log's end now) as being made, apply runs, and
 // it is recorded as made at after() (the log's end then). Nothing is
@@ -213,7 +246,7 @@ func (h *durHistory) computeUntil() int64 {
 			return math.MaxInt64
 		}
 		until = max(until, e.To)
-		if e.Default != DurabilityLocal && len(e.Local) == 0 {
+		if e.Default != DurabilityLocal && e.Default != durFollowed && len(e.Local) == 0 {
 			continue
 		}
 		if i+1 == len(h.entries) {

@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"context"
+	"math"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -177,4 +178,70 @@ func TestDurabilityHistoryPowerLossBelowAChange(t *testing.T) {
 		t.Errorf("T's send at %d, answered from this disk after the restart, is judged bucket-only", phys)
 	}
 	g.release()
+}
+
+// TestDurabilityHistoryFollowFrom (simulator seed 4105156): a data dir
+// that wrote as a bucket-only master and then starts as a slave keeps the
+// history of its own log below its end, so that when it takes the lease
+// over at once its unshipped tail of its own (never acknowledged: every
+// topic bucket-durable) is set aside instead of refusing the start; what
+// it takes from a master from there on counts as maybe acknowledged, up to
+// its next run as a master, whose own stretch is judged by its rule again.
+func TestDurabilityHistoryFollowFrom(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMem()
+	h, err := loadDurHistory(fs, "/d/config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.followFrom(50); err != nil || len(h.entries) != 0 {
+		t.Fatalf("an empty history followed: %d entries (%v), want none", len(h.entries), err)
+	}
+	if _, err := fs.Stat("/d/config/" + durHistoryFile); err == nil {
+		t.Fatal("following with no history wrote one")
+	}
+	bucket := durEntry{Default: DurabilityBucket}
+	if err := h.settle(100, bucket); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.followFrom(300); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.followFrom(300); err != nil || len(h.entries) != 2 {
+		t.Fatalf("following again from the same end: %d entries (%v), want 2", len(h.entries), err)
+	}
+	h, err = loadDurHistory(fs, "/d/config") // what a restart reads
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.bucketOnly(250, "T") {
+		t.Fatal("this data dir's own record written under a bucket rule counts as maybe acknowledged after it became a slave")
+	}
+	if h.bucketOnly(300, "T") || h.bucketOnly(350, "T") {
+		t.Fatal("a record taken from a master counts as bucket-only")
+	}
+	if got := h.localUntil(); got != math.MaxInt64 {
+		t.Fatalf("localUntil while following: %d, want MaxInt64", got)
+	}
+	// Promoted at 400: its own records from there are judged by its rule.
+	if err := h.settle(400, bucket); err != nil {
+		t.Fatal(err)
+	}
+	if h.bucketOnly(350, "T") || !h.bucketOnly(450, "T") || !h.bucketOnly(250, "T") {
+		t.Fatal("after the promotion: the followed stretch must stay in doubt, the rest bucket-only")
+	}
+	if got := h.localUntil(); got != 400 {
+		t.Fatalf("localUntil after the promotion: %d, want 400 (the end of the followed stretch)", got)
+	}
+	// A slave again after a power loss took its log back to 200: the
+	// entries past 200 describe what is gone.
+	if err := h.followFrom(200); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.entries) != 2 || h.entries[1].From != 200 || h.entries[1].Default != durFollowed {
+		t.Fatalf("followed from 200 after a loss: %+v", h.entries)
+	}
+	if !h.bucketOnly(150, "T") || h.bucketOnly(250, "T") {
+		t.Fatal("after following from 200: [100, 200) stays bucket-only, [200, ...) in doubt")
+	}
 }
