@@ -453,10 +453,11 @@ func (q *cqueue) dispatch(qoff int64, e cqEntry) (mx int64, jumpDropped bool, er
 		switch {
 		case q.min == q.max && q.written == q.max && len(q.files) == 0:
 			q.min, q.max, q.written = qoff, qoff, qoff
-		case len(q.pending) == 0 && q.written == q.max && len(q.files) > 0:
+		case len(q.pending) == 0 && q.written == q.max:
 			// A jump (a promoted master numbering the queue past what the
 			// bucket says was handed out): a hole up to qoff, which the
-			// flush leaves as a gap before a file starting at qoff.
+			// flush leaves as a gap before a file starting at qoff (past
+			// the last file, or past the cold range of a queue with none).
 			q.max, q.written = qoff, qoff
 		default:
 			// Entries not yet written: blank entries up to qoff.

@@ -144,9 +144,9 @@ func (s *Store) loadQueueMins() error {
 // from which every record was stored at or after tsMillis (the queue's max
 // when every record is older). Store times grow along a queue, so this is
 // a binary search reading store times (cold below the local log); a probe
-// in a blank or a hole is judged by the first record after it (none:
-// older), so a hole in the middle of a queue (a promoted copy's jump)
-// never hides the records before it.
+// in a blank or a hole is judged by the first record after it (none: the
+// probe is past every record), so a hole in the middle or at the end of a
+// queue (a promoted copy's jump) never hides the records before it.
 func (s *Store) QueueOffsetAtTime(ctx context.Context, topic string, queueID int32, tsMillis int64) (int64, error) {
 	q := s.queue(topic, queueID)
 	if q == nil {
@@ -160,23 +160,22 @@ func (s *Store) QueueOffsetAtTime(ctx context.Context, topic string, queueID int
 		if err != nil {
 			return 0, err
 		}
-		ok = ok && j < mx
-		older := !ok
-		if !older {
-			t, err := s.storeTimeAt(ctx, e)
-			if err != nil {
-				return 0, err
-			}
-			older = t < tsMillis
+		if !ok || j >= mx {
+			hi = m // no record from m on
+			continue
 		}
-		switch {
-		case !older:
-			hi = m
-		case ok:
+		t, err := s.storeTimeAt(ctx, e)
+		if err != nil {
+			return 0, err
+		}
+		if t < tsMillis {
 			lo = j + 1
-		default:
-			lo = m + 1
+		} else {
+			hi = m
 		}
+	}
+	if j, _, ok, err := s.firstEntryFrom(ctx, q, lo); err != nil || !ok || j >= mx {
+		return mx, err // every record is older
 	}
 	return lo, nil
 }
@@ -226,7 +225,11 @@ func (s *Store) ResumeQueues(qs map[string]map[int32]QueueRange) (resumed int, e
 		if err := s.lockOpen(); err != nil {
 			return 0, err
 		}
-		if s.writePos.Load() <= s.flushed.Load() {
+		// Nothing dispatched since the round (its checkpoint names the
+		// log's end now): every queue's entries are written, none pending.
+		// (The log's durable end alone does not say so: with FlushSync the
+		// group commit moves it without flushMu.)
+		if s.writePos.Load() == s.ckWritten {
 			break
 		}
 		s.mu.Unlock()
@@ -253,6 +256,9 @@ func (s *Store) ResumeQueues(qs map[string]map[int32]QueueRange) (resumed int, e
 				q.min = min(max(rg.Min, 0, q.min), rg.Max)
 				q.max, q.written, q.next = rg.Max, rg.Max, rg.Max
 				resumed++
+			case len(q.pending) > 0 || q.written != q.max:
+				q.mu.Unlock()
+				return resumed, fmt.Errorf("store: resume queues: %s/%d has entries not written after a flush", topic, id)
 			default:
 				// Entries below Max, all written and synced by the flush:
 				// a hole after them, the next file starting at Max.

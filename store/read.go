@@ -286,9 +286,54 @@ func (s *Store) VisibleMaxQueueOffset(ctx context.Context, topic string, queueID
 // (or lo is the queue's start). A queue's records are in log order, so the
 // hidden ones are a suffix, and a short one (what no slave holds yet): it
 // gallops back from hi−1, then bisects. A blank entry or a hole is judged
-// by the first record after it (hidden when that one is; not when there
-// is none), so the hidden ones stay a suffix.
+// by the first record after it (hidden when that one is), so the hidden
+// ones stay a suffix; a hole at the end counts as visible only when every
+// record before it is.
 func (s *Store) visibleEnd(ctx context.Context, q *cqueue, lo, hi, maxPhys int64) (int64, error) {
+	// A hole at the end (a promoted copy's jump, no record after it yet)
+	// is visible only once every record before it is: the search runs over
+	// the records, and gives hi back when all of them are visible.
+	if end, err := s.recordsEnd(ctx, q, lo, hi); err != nil || end < hi {
+		if err != nil || end <= lo {
+			return hi, err
+		}
+		v, err := s.visibleRecordsEnd(ctx, q, lo, end, maxPhys)
+		if err == nil && v == end {
+			v = hi
+		}
+		return v, err
+	}
+	return s.visibleRecordsEnd(ctx, q, lo, hi, maxPhys)
+}
+
+// recordsEnd is the first index in [lo, hi] with no record at or after it
+// below hi: hi when the entry at hi−1 is a record, else one past the last
+// record (lo when there is none), found by bisection.
+func (s *Store) recordsEnd(ctx context.Context, q *cqueue, lo, hi int64) (int64, error) {
+	if lo >= hi {
+		return hi, nil
+	}
+	if e, ok, err := s.entryAt(ctx, q, hi-1); err != nil || ok && e.size > 0 {
+		return hi, err
+	}
+	for lo < hi {
+		m := lo + (hi-lo)/2
+		j, _, ok, err := s.firstEntryFrom(ctx, q, m)
+		if err != nil {
+			return 0, err
+		}
+		if ok && j < hi {
+			lo = j + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, nil
+}
+
+// visibleRecordsEnd is visibleEnd over [lo, hi), where the entry at hi−1
+// is a record (or the range is empty).
+func (s *Store) visibleRecordsEnd(ctx context.Context, q *cqueue, lo, hi, maxPhys int64) (int64, error) {
 	hidden := func(i int64) (bool, error) {
 		e, ok, err := s.entryAt(ctx, q, i)
 		if err == nil && (!ok || e.size == 0) {

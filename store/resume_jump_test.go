@@ -355,3 +355,42 @@ func TestRestoreStateJumps(t *testing.T) {
 		t.Fatal("a cut restore state parsed")
 	}
 }
+
+// TestFollowerWithAColdQueueTakesAJumpAsAHole: a slave whose queue holds
+// no local file (restored at the master's last uploaded segment, its
+// entries all cold: the index of the segment holding the master's jump can
+// name the hole's start as the queue's end) takes the master's next
+// record, numbered past the jump, as a hole after the cold range: one
+// entry on disk, not tens of thousands of blank ones.
+func TestFollowerWithAColdQueueTakesAJumpAsAHole(t *testing.T) {
+	fsX, fsY := vfs.NewMem(), vfs.NewMem()
+	ox, oy := testOpts(fsX), testOpts(fsY)
+	x := mustOpen(t, ox)
+	defer mustClose(t, x)
+	y := mustOpen(t, oy)
+	defer mustClose(t, y)
+	const to = 65_541
+	if _, err := x.ResumeQueues(map[string]map[int32]QueueRange{"Q": {0: {Max: to}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := y.ResumeQueues(map[string]map[int32]QueueRange{"Q": {0: {Max: 5}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustPut(t, x, msg("Q", 0, "past the jump")); r[0].QueueOffset != to {
+		t.Fatalf("X's record at %d, want %d", r[0].QueueOffset, to)
+	}
+	streamLog(t, x, fsX, y, 0, x.MaxPhysOffset())
+	if err := y.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := y.MaxQueueOffset("Q", 0); got != to+1 {
+		t.Fatalf("Y's Q ends at %d, want %d", got, to+1)
+	}
+	if bytes, files := queueFileBytes(t, fsY, oy.Dir); bytes != cqEntrySize {
+		t.Fatalf("Y's consumequeue is %d bytes in %d files, want one entry: the hole was written as blank entries", bytes, files)
+	}
+	r, err := y.Get(context.Background(), GetRequest{Topic: "Q", QueueID: 0, Offset: 5, MaxMsgs: 1})
+	if err != nil || r.NextBeginOffset != to {
+		t.Fatalf("a read in the hole: %v next %d (%v), want next %d", r.Status, r.NextBeginOffset, err, to)
+	}
+}
