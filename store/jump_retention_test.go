@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"testing"
-
-	"github.com/stratamq/stratamq/infra/vfs"
 )
 
 // TestJumpRetentionWithATrailingHoleDropsTheQueue: right after a
@@ -18,16 +16,8 @@ import (
 // their files).
 func TestJumpRetentionWithATrailingHoleDropsTheQueue(t *testing.T) {
 	ctx := context.Background()
-	fs := vfs.NewMem()
-	o := testOpts(fs)
-	o.CQEntriesPerFile = 1000
-	s := mustOpen(t, o)
-	defer mustClose(t, s)
-	old := putSpaced(t, s, "Q", 0, "old", 5)
-	const to = 65_541
-	if _, err := s.ResumeQueues(map[string]map[int32]QueueRange{"Q": {0: {Max: to}}}); err != nil {
-		t.Fatal(err)
-	}
+	s, old := jumpedQueue(t)
+	const to = jumpTo
 	// No record written since the promotion: Q ends in the hole.
 	cutoff := old[2].StoreTimestamp // records 0 and 1 are older
 	got, err := s.QueueOffsetAtTime(ctx, "Q", 0, cutoff)

@@ -26,6 +26,25 @@ func putSpaced(t *testing.T, s *Store, topic string, qid int32, tag string, n in
 	return out
 }
 
+// jumpedQueue is a store (1,000 entries per consumequeue file) whose queue
+// Q/0 holds five records a few milliseconds apart, then jumps to 65,541
+// (ResumeQueues); it returns the store and the records' results.
+func jumpedQueue(t *testing.T) (*Store, []PutResult) {
+	t.Helper()
+	o := testOpts(vfs.NewMem())
+	o.CQEntriesPerFile = 1000
+	s := mustOpen(t, o)
+	t.Cleanup(func() { mustClose(t, s) })
+	old := putSpaced(t, s, "Q", 0, "old", 5)
+	if _, err := s.ResumeQueues(map[string]map[int32]QueueRange{"Q": {0: {Max: jumpTo}}}); err != nil {
+		t.Fatal(err)
+	}
+	return s, old
+}
+
+// jumpTo is where jumpedQueue's queue jumps.
+const jumpTo = 65_541
+
 // TestJumpOffsetAtTimeSkipsRecordsBeforeTheHole: QueueOffsetAtTime
 // (per-topic retention's cutoff search, the console) and OffsetByTime
 // (SEARCH_OFFSET_BY_TIMESTAMP, resetOffsetByTime) bisect over [min, max);
@@ -34,16 +53,8 @@ func putSpaced(t *testing.T, s *Store, topic string, qid int32, tag string, n in
 // past records newer than its cutoff (lost).
 func TestJumpOffsetAtTimeSkipsRecordsBeforeTheHole(t *testing.T) {
 	ctx := context.Background()
-	fs := vfs.NewMem()
-	o := testOpts(fs)
-	o.CQEntriesPerFile = 1000
-	s := mustOpen(t, o)
-	defer mustClose(t, s)
-	old := putSpaced(t, s, "Q", 0, "old", 5)
-	const to = 65_541
-	if _, err := s.ResumeQueues(map[string]map[int32]QueueRange{"Q": {0: {Max: to}}}); err != nil {
-		t.Fatal(err)
-	}
+	s, old := jumpedQueue(t)
+	const to = jumpTo
 	putSpaced(t, s, "Q", 0, "new", 3)
 
 	cutoff := old[2].StoreTimestamp
