@@ -242,11 +242,13 @@ func (h *durHistory) computeUntil() int64 {
 	}
 	until := h.entries[0].From
 	for i, e := range h.entries {
-		if e.To == -1 {
-			return math.MaxInt64
+		if e.To == -1 && i+1 == len(h.entries) {
+			return math.MaxInt64 // a change being made now
 		}
 		until = max(until, e.To)
-		if e.Default != DurabilityLocal && e.Default != durFollowed && len(e.Local) == 0 {
+		// A change a crash left in doubt (its stretch lasts until the
+		// next entry) counts as a local stretch.
+		if e.To != -1 && e.Default != DurabilityLocal && e.Default != durFollowed && len(e.Local) == 0 {
 			continue
 		}
 		if i+1 == len(h.entries) {

@@ -238,6 +238,20 @@ func (s *Store) ResumeQueues(qs map[string]map[int32]QueueRange) (resumed int, e
 		}
 	}
 	defer s.mu.Unlock()
+	// Every queue is checked before any changes: an error leaves them all
+	// as they were.
+	for topic, byID := range qs {
+		for id := range byID {
+			if q := s.queue(topic, id); q != nil {
+				q.mu.RLock()
+				pending := len(q.pending) > 0 || q.written != q.max
+				q.mu.RUnlock()
+				if pending {
+					return 0, fmt.Errorf("store: resume queues: %s/%d has entries not written after a flush", topic, id)
+				}
+			}
+		}
+	}
 	at := s.writePos.Load()
 	for topic, byID := range qs {
 		if checkTopic(topic) != nil {
@@ -256,9 +270,6 @@ func (s *Store) ResumeQueues(qs map[string]map[int32]QueueRange) (resumed int, e
 				q.min = min(max(rg.Min, 0, q.min), rg.Max)
 				q.max, q.written, q.next = rg.Max, rg.Max, rg.Max
 				resumed++
-			case len(q.pending) > 0 || q.written != q.max:
-				q.mu.Unlock()
-				return resumed, fmt.Errorf("store: resume queues: %s/%d has entries not written after a flush", topic, id)
 			default:
 				// Entries below Max, all written and synced by the flush:
 				// a hole after them, the next file starting at Max.

@@ -308,7 +308,9 @@ func (s *Store) visibleEnd(ctx context.Context, q *cqueue, lo, hi, maxPhys int64
 
 // recordsEnd is the first index in [lo, hi] with no record at or after it
 // below hi: hi when the entry at hi−1 is a record, else one past the last
-// record (lo when there is none), found by bisection.
+// record (lo when there is none). It gallops back from hi−1 (the records
+// of a queue with a long cold history lie far below, the hole at its end
+// is local), then bisects.
 func (s *Store) recordsEnd(ctx context.Context, q *cqueue, lo, hi int64) (int64, error) {
 	if lo >= hi {
 		return hi, nil
@@ -316,6 +318,19 @@ func (s *Store) recordsEnd(ctx context.Context, q *cqueue, lo, hi int64) (int64,
 	if e, ok, err := s.entryAt(ctx, q, hi-1); err != nil || ok && e.size > 0 {
 		return hi, err
 	}
+	top := hi - 1 // no record from here on
+	for step := int64(1); top-step >= lo; step *= 2 {
+		j, _, ok, err := s.firstEntryFrom(ctx, q, top-step)
+		if err != nil {
+			return 0, err
+		}
+		if ok && j < hi {
+			lo = j + 1
+			break
+		}
+		top -= step
+	}
+	hi = top
 	for lo < hi {
 		m := lo + (hi-lo)/2
 		j, _, ok, err := s.firstEntryFrom(ctx, q, m)
