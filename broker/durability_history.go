@@ -122,12 +122,7 @@ func (h *durHistory) saveLocked() error {
 func (h *durHistory) settle(end int64, now durEntry) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	kept := len(h.entries)
-	for kept > 0 && h.entries[kept-1].From > end {
-		kept--
-	}
-	dropped := kept < len(h.entries)
-	h.entries = h.entries[:kept]
+	dropped := h.dropPastLocked(end)
 	if n := len(h.entries); n > 0 && h.entries[n-1].same(now) && h.entries[n-1].To != -1 && h.entries[n-1].To <= end {
 		if !dropped {
 			return nil
@@ -137,6 +132,18 @@ func (h *durHistory) settle(end int64, now durEntry) error {
 	now.From, now.To = end, end
 	h.entries = append(h.entries, now)
 	return h.saveLocked()
+}
+
+// dropPastLocked drops the entries that start past end (the log lost what
+// they describe) and reports whether there were any. Caller holds mu.
+func (h *durHistory) dropPastLocked(end int64) bool {
+	kept := len(h.entries)
+	for kept > 0 && h.entries[kept-1].From > end {
+		kept--
+	}
+	dropped := kept < len(h.entries)
+	h.entries = h.entries[:kept]
+	return dropped
 }
 
 // followFrom records, at a slave's start before its first write, that the
@@ -152,12 +159,7 @@ func (h *durHistory) settle(end int64, now durEntry) error {
 func (h *durHistory) followFrom(end int64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	kept := len(h.entries)
-	for kept > 0 && h.entries[kept-1].From > end {
-		kept--
-	}
-	dropped := kept < len(h.entries)
-	h.entries = h.entries[:kept]
+	dropped := h.dropPastLocked(end)
 	if n := len(h.entries); n == 0 || h.entries[n-1].Default == durFollowed {
 		if !dropped {
 			return nil
