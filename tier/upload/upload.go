@@ -1222,3 +1222,40 @@ func (u *Uploader) sleep(ctx context.Context, attempt int) error {
 		return nil
 	}
 }
+
+// Replace lists put in the manifest and unlists del (matched by key) in one
+// delta, under Config.Fence like every manifest write (a fenced Uploader
+// writes nothing and returns the refusal). It is for objects other than
+// the log's own (KindCommitLog and its indexes), which Replace refuses:
+// compacted generations (broker/compaction), each replacing the one
+// before it. The caller puts the objects in the bucket first and deletes
+// the unlisted ones after Replace returns, so the manifest never lists a
+// missing object.
+func (u *Uploader) Replace(ctx context.Context, put, del []Object) error {
+	for _, o := range append(slices.Clone(put), del...) {
+		if _, known := kindOf(o.Kind); known || o.Key == "" {
+			return fmt.Errorf("upload: replace: object %q of kind %q: only objects of other kinds, with a key", o.Key, o.Kind)
+		}
+	}
+	select {
+	case <-u.loaded:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return u.writeManifest(ctx, false, func(m *Manifest) {
+		gone := make(map[string]bool, len(del)+len(put))
+		for _, o := range del {
+			gone[o.Key] = true
+		}
+		for _, o := range put {
+			gone[o.Key] = true // a put replaces an entry of the same key
+		}
+		kept := m.Objects[:0]
+		for _, o := range m.Objects {
+			if !gone[o.Key] {
+				kept = append(kept, o)
+			}
+		}
+		m.Objects = append(kept, put...)
+	})
+}
