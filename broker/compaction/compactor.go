@@ -100,11 +100,11 @@ type Deps struct {
 // Compactor builds generations of the compacted queues, one queue at a
 // time, in its own goroutine (Run).
 type Compactor struct {
-	cfg   Config
-	d     Deps
+	cfg    Config
+	d      Deps
 	doomed []doomed // replaced generations, deleted after Grace
-	swept bool
-	busy  atomic.Int64 // nanoseconds worked (CPU share accounting)
+	swept  bool
+	busy   atomic.Int64 // nanoseconds worked (CPU share accounting)
 }
 
 type doomed struct {

@@ -42,12 +42,12 @@ var ErrCorrupt = errors.New("compaction: corrupt generation")
 
 // Entry is one kept record of a generation.
 type Entry struct {
-	Offset    int64  // queue offset
-	Phys      int64  // commitlog offset (the offset msgId names)
-	StoreTime int64  // STORETIMESTAMP, unix ms
-	TagsCode  int64  // the consumequeue tags code
-	Pos       int64  // where the record starts in the generation's stream
-	Size      int32  // record bytes
+	Offset    int64 // queue offset
+	Phys      int64 // commitlog offset (the offset msgId names)
+	StoreTime int64 // STORETIMESTAMP, unix ms
+	TagsCode  int64 // the consumequeue tags code
+	Pos       int64 // where the record starts in the generation's stream
+	Size      int32 // record bytes
 }
 
 // Key returns the object key of the generation of topic/queue at point
