@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stratamq/stratamq/acl2"
+	"github.com/stratamq/stratamq/broker/compaction"
 	"github.com/stratamq/stratamq/broker/consumers"
 	"github.com/stratamq/stratamq/broker/durability"
 	"github.com/stratamq/stratamq/broker/failover"
@@ -112,9 +113,11 @@ type Broker struct {
 	offsets   *offsets.ConsumerOffsets
 	consumers *consumers.Registry // live consumer and producer clients (wire_consumers.go)
 	hold      *pullHold
-	tier      *tiering.Tiering   // nil without a bucket (wire_tiering.go)
-	dur       *durability.Keeper // nil without a bucket (wire_durability.go)
-	scoped    tier.Bucket        // the bucket under <cluster>/<brokerName>/; nil without one
+	tier      *tiering.Tiering      // nil without a bucket (wire_tiering.go)
+	compactR  *compaction.Reader    // compacted queues' reads; nil without a bucket (wire_compaction.go)
+	compactor *compaction.Compactor // a master with a bucket (wire_compaction.go)
+	dur       *durability.Keeper    // nil without a bucket (wire_durability.go)
+	scoped    tier.Bucket           // the bucket under <cluster>/<brokerName>/; nil without one
 	locks     queueLocks
 	uniq      *uniqIDs
 	sqlCache  sqlCache          // compiled SQL92 subscriptions (sql_filter.go)
@@ -529,6 +532,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	}
 	b.sched = b.newSchedule(configDir, schedLoaded) // clamped to the queues, now open
 	b.ret = b.newRetention()                        // wire_retention.go
+	b.newCompaction(deps.Registerer)                // wire_compaction.go
 	if b.trans, err = b.newTrans(held.Transactions); err != nil {
 		return fail(err)
 	}

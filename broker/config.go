@@ -54,6 +54,12 @@ type Config struct {
 	LeaseTTL           time.Duration `env:"LEASE_TTL" help:"lifetime of the bucket lease (default 3 × checkpoint interval, at least 30s; at least 1s), renewed every fifth of it; a crashed broker's replacement waits this long"`
 	CheckpointInterval time.Duration `env:"CHECKPOINT_INTERVAL" envDefault:"10s" help:"how often offsets, topics, groups and the log's high-water mark are checkpointed to the bucket (the lease is renewed on its own, every fifth of its TTL)"`
 	CheckpointWait     time.Duration `env:"CHECKPOINT_WAIT" envDefault:"2s" help:"longest a send waits for a bucket checkpoint it needs (the offsets the last one reserved ran out) before it is refused SERVICE_NOT_AVAILABLE; a checkpoint that fails refuses it at once"`
+	// Compacted topics (package compaction, wire_compaction.go).
+	CompactionInterval           time.Duration `env:"COMPACTION_INTERVAL" envDefault:"1m" help:"how often a master looks for compacted topics (cleanup.policy=COMPACTION) to compact"`
+	CompactionMinMessages        int64         `env:"COMPACTION_MIN_MESSAGES" envDefault:"10000" help:"a compacted queue is compacted again once this many of its offsets past the last compaction are uploaded"`
+	CompactionTombstoneRetention time.Duration `env:"COMPACTION_TOMBSTONE_RETENTION" envDefault:"24h" help:"a message with an empty body in a compacted topic (a tombstone) removes its key; it is itself dropped by the first compaction after it is this old"`
+	CompactionRate               bytesize.Size `env:"COMPACTION_RATE" help:"most record bytes compaction reads per second (0 = no bound)"`
+	CompactionCPU                int           `env:"COMPACTION_CPU" envDefault:"50" help:"most percent of one core compaction keeps busy: it rests after each batch in proportion to the time the batch took (1-100)"`
 	// Bucket durability (package tier/wal, wire_wal.go).
 	Durability    string        `env:"DURABILITY" envDefault:"local" help:"durability of topics without their own durability attribute: local (SEND_OK once the message is in the local log, per STRATAMQ_FLUSH and STRATAMQ_ROLE) or bucket (SEND_OK once it is in a committed WAL object in the bucket: nothing acknowledged is lost with the disk; needs a bucket)"`
 	WALLinger     time.Duration `env:"WAL_LINGER" envDefault:"200ms" help:"bucket durability: longest the first waiting send waits for more before its WAL object is written (at most one WAL PUT per linger while sends wait)"`
@@ -245,6 +251,18 @@ func (c Config) withDefaults() Config {
 	if c.TierCommitDelay == 0 {
 		c.TierCommitDelay = 30 * time.Second
 	}
+	if c.CompactionInterval == 0 {
+		c.CompactionInterval = time.Minute
+	}
+	if c.CompactionMinMessages == 0 {
+		c.CompactionMinMessages = 10000
+	}
+	if c.CompactionTombstoneRetention == 0 {
+		c.CompactionTombstoneRetention = 24 * time.Hour
+	}
+	if c.CompactionCPU == 0 {
+		c.CompactionCPU = 50
+	}
 	if c.MaxReadMemory == 0 {
 		c.MaxReadMemory = remoting.DefaultMaxReadMemory
 	}
@@ -342,6 +360,12 @@ func (c Config) Validate() error {
 	}
 	if c.LocalRetention < 0 {
 		return fmt.Errorf("STRATAMQ_LOCAL_RETENTION=%s: want >= 0", c.LocalRetention)
+	}
+	if c.CompactionInterval < 0 || c.CompactionMinMessages < 0 || c.CompactionTombstoneRetention < 0 || c.CompactionRate < 0 {
+		return fmt.Errorf("STRATAMQ_COMPACTION_INTERVAL, _MIN_MESSAGES, _TOMBSTONE_RETENTION and _RATE must not be negative")
+	}
+	if c.CompactionCPU < 0 || c.CompactionCPU > 100 {
+		return fmt.Errorf("STRATAMQ_COMPACTION_CPU=%d: want a percent of one core, 1-100", c.CompactionCPU)
 	}
 	if c.TierCommitDelay < 0 {
 		return fmt.Errorf("STRATAMQ_TIER_COMMIT_DELAY=%s: want >= 0", c.TierCommitDelay)

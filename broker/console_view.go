@@ -140,7 +140,7 @@ func (b *Broker) ConsoleTopics(ctx context.Context, name string, detail bool) ([
 			Perm: tc.Perm, System: remoting.IsSystemTopic(tc.TopicName),
 			MessageType: tc.Attributes[remoting.MessageTypeAttribute], Attributes: maps.Clone(tc.Attributes)}
 		for q := range queueCount(tc) {
-			mn := b.store.MinQueueOffset(tc.TopicName, q)
+			mn := b.minOffset(tc.TopicName, q)
 			mx, err := b.store.VisibleMaxQueueOffset(ctx, tc.TopicName, q, b.readBoundOf(tc.TopicName))
 			if err != nil {
 				return nil, fmt.Errorf("max offset of %s/%d: %w", tc.TopicName, q, err)
@@ -246,7 +246,7 @@ func (b *Broker) ConsoleGroups() []ConsoleGroup {
 // or minus the queue's min when the offset is behind it; never negative.
 // rocketmq_consumer_lag_messages (storeStats) and the console both use it.
 func (b *Broker) queueLag(topic string, queueID int32, committed int64) (minOff, maxOff, lag int64) {
-	minOff, maxOff = b.store.MinQueueOffset(topic, queueID), b.store.MaxQueueOffset(topic, queueID)
+	minOff, maxOff = b.minOffset(topic, queueID), b.store.MaxQueueOffset(topic, queueID)
 	return minOff, maxOff, max(maxOff-max(committed, minOff), 0)
 }
 
@@ -291,7 +291,7 @@ type Property struct{ Key, Value string }
 // at a time, and only preview bytes of each body are kept.
 func (b *Broker) ConsoleMessages(ctx context.Context, topic string, queueID int32, from int64, n, preview int) (msgs []ConsoleMessage, next int64, err error) {
 	n, preview = min(max(n, 0), ConsoleMaxMessages), min(max(preview, 0), ConsoleMaxPreview)
-	mn := b.store.MinQueueOffset(topic, queueID)
+	mn := b.minOffset(topic, queueID)
 	mx, err := b.store.VisibleMaxQueueOffset(ctx, topic, queueID, b.readBoundOf(topic))
 	if err != nil {
 		return nil, from, err
@@ -304,7 +304,7 @@ func (b *Broker) ConsoleMessages(ctx context.Context, topic string, queueID int3
 		if err := ctx.Err(); err != nil {
 			return msgs, i, err
 		}
-		phys, _, _, ok, err := b.store.QueueEntryContext(ctx, topic, queueID, i)
+		phys, _, _, ok, err := b.queueEntry(ctx, topic, queueID, i)
 		if err != nil {
 			return msgs, i, fmt.Errorf("entry %d of %s/%d: %w", i, topic, queueID, err)
 		}
@@ -326,7 +326,7 @@ func (b *Broker) ConsoleMessages(ctx context.Context, topic string, queueID int3
 // ConsoleOffsetAtTime is the first offset of the queue whose message was
 // stored at or after tsMillis (the queue's max when none was).
 func (b *Broker) ConsoleOffsetAtTime(ctx context.Context, topic string, queueID int32, tsMillis int64) (int64, error) {
-	return b.store.QueueOffsetAtTime(ctx, topic, queueID, tsMillis)
+	return b.offsetByTime(ctx, topic, queueID, tsMillis)
 }
 
 // ConsoleMessagesByKey finds up to n (≤ ConsoleMaxMessages) of the newest
@@ -336,6 +336,9 @@ func (b *Broker) ConsoleMessagesByKey(ctx context.Context, topic, key string, n,
 	n, preview = min(max(n, 0), ConsoleMaxMessages), min(max(preview, 0), ConsoleMaxPreview)
 	res, err := b.store.QueryByKey(ctx, store.KeyQuery{Topic: topic, Key: key, MaxNum: n, Begin: 0, End: 1<<63 - 1, MaxBytes: consoleKeyBytes})
 	if err != nil {
+		return nil, err
+	}
+	if res.Records, err = b.queryKeyCompacted(ctx, topic, key, 0, 0, n, res.Records); err != nil {
 		return nil, err
 	}
 	out := make([]ConsoleMessage, 0, len(res.Records))
@@ -362,7 +365,7 @@ func (b *Broker) ConsoleMessageByID(ctx context.Context, id string, preview int)
 }
 
 func (b *Broker) consoleMessageAt(ctx context.Context, phys int64, preview int) (ConsoleMessage, error) {
-	rec, err := b.store.ReadRecordContext(ctx, phys)
+	rec, err := b.readRecord(ctx, phys)
 	if err != nil {
 		return ConsoleMessage{}, err
 	}

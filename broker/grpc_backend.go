@@ -274,7 +274,7 @@ func (b *Broker) grpcCheck(ctx context.Context, group string, props map[string]s
 	if b.grpc.CheckTransaction == nil {
 		return false
 	}
-	raw, err := b.store.ReadRecordContext(ctx, res.PhysOffset)
+	raw, err := b.readRecord(ctx, res.PhysOffset)
 	if err != nil {
 		return false
 	}

@@ -102,12 +102,12 @@ func (b *Broker) CommittedOffset(group, topic string, queueID int32) (int64, boo
 
 // QueueRange is a queue's min and max (next) offsets.
 func (b *Broker) QueueRange(topic string, queueID int32) (int64, int64) {
-	return b.store.MinQueueOffset(topic, queueID), b.store.MaxQueueOffset(topic, queueID)
+	return b.minOffset(topic, queueID), b.store.MaxQueueOffset(topic, queueID)
 }
 
 // OffsetAt is the first offset stored at or after ts.
 func (b *Broker) OffsetAt(ctx context.Context, topic string, queueID int32, ts time.Time) (int64, error) {
-	return b.store.OffsetByTimeContext(ctx, topic, queueID, ts.UnixMilli())
+	return b.offsetByTime(ctx, topic, queueID, ts.UnixMilli())
 }
 
 // CommitOffset commits a group's offset (a master only, as

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/stratamq/stratamq/broker/compaction"
 	"github.com/stratamq/stratamq/offsets"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
@@ -36,7 +37,7 @@ func (b *Broker) sendMessage(ctx context.Context, c *remoting.Conn, req *remotin
 	if resp != nil {
 		return resp
 	}
-	if len(req.Body) == 0 {
+	if len(req.Body) == 0 && !compaction.IsCompacted(tc.Attributes) { // a compacted topic's tombstone
 		return errResponse(req, remoting.MessageIllegal, "the message body is empty")
 	}
 	if len(req.Body) > int(b.cfg.MaxMessageSize) {

@@ -74,7 +74,7 @@ func (b *Broker) doPull(ctx context.Context, c *remoting.Conn, req *remoting.Com
 	}
 	// A sync_master's consumers read only what a slave holds (readBound):
 	// the queue ends, for them, at the first record past the bound.
-	res, err := b.store.Get(ctx, store.GetRequest{Topic: h.Topic, QueueID: h.QueueID, Offset: h.QueueOffset,
+	res, err := b.getQueue(ctx, store.GetRequest{Topic: h.Topic, QueueID: h.QueueID, Offset: h.QueueOffset,
 		MaxMsgs: maxMsgs, MaxBytes: maxPullBytes, Filter: filter, Match: sub.RecordMatch(), MaxPhys: b.readBoundOf(h.Topic)})
 	if err != nil {
 		b.log.Error("store get failed", "topic", h.Topic, "queue", h.QueueID, "offset", h.QueueOffset, "err", err)

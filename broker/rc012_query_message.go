@@ -50,6 +50,10 @@ func (b *Broker) queryMessage(ctx context.Context, c *remoting.Conn, req *remoti
 		}
 		return errResponse(req, remoting.SystemError, fmt.Sprintf("QUERY_MESSAGE %s#%s: reading the key index or the records failed: %v", h.Topic, h.Key, err))
 	}
+	// A compacted topic's kept records, whose segments may be gone.
+	if res.Records, err = b.queryKeyCompacted(ctx, h.Topic, h.Key, h.BeginTimestamp, h.EndTimestamp, maxNum, res.Records); err != nil {
+		return errResponse(req, remoting.SystemError, fmt.Sprintf("QUERY_MESSAGE %s#%s: reading a compacted generation failed: %v", h.Topic, h.Key, err))
+	}
 	ext := (&remoting.QueryMessageResponseHeader{IndexLastUpdateTimestamp: res.LastIndexedTimestamp,
 		IndexLastUpdatePhyoffset: res.LastIndexedPhysOffset}).Encode()
 	if len(res.Records) == 0 {

@@ -39,7 +39,7 @@ func (b *Broker) queryConsumerOffset(ctx context.Context, c *remoting.Conn, req 
 // queueStartsHot reports whether the queue starts at offset 0 and is empty
 // or its first message is on local disk.
 func (b *Broker) queueStartsHot(topic string, queueID int32) bool {
-	if b.store.MinQueueOffset(topic, queueID) > 0 {
+	if b.minOffset(topic, queueID) > 0 {
 		return false
 	}
 	if b.store.MaxQueueOffset(topic, queueID) == 0 {

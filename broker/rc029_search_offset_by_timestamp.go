@@ -26,11 +26,11 @@ func (b *Broker) searchOffsetByTimestamp(ctx context.Context, c *remoting.Conn, 
 		off, err = b.offsetAtOrAfter(ctx, h.Topic, h.QueueID, h.Timestamp)
 	case "upper":
 		// The last at or before ts: one before the first after it.
-		if off, err = b.offsetAtOrAfter(ctx, h.Topic, h.QueueID, h.Timestamp+1); err == nil && off > b.store.MinQueueOffset(h.Topic, h.QueueID) {
+		if off, err = b.offsetAtOrAfter(ctx, h.Topic, h.QueueID, h.Timestamp+1); err == nil && off > b.minOffset(h.Topic, h.QueueID) {
 			off--
 		}
 	default:
-		off, err = b.store.OffsetByTimeContext(ctx, h.Topic, h.QueueID, h.Timestamp)
+		off, err = b.offsetByTime(ctx, h.Topic, h.QueueID, h.Timestamp)
 	}
 	if err != nil {
 		return errResponse(req, remoting.SystemError, "search the offset by time: "+err.Error())

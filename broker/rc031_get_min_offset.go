@@ -14,6 +14,6 @@ func (b *Broker) getMinOffset(ctx context.Context, c *remoting.Conn, req *remoti
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
 	resp := remoting.NewResponse(req, remoting.Success, "")
-	resp.ExtFields = map[string]string{"offset": strconv.FormatInt(b.store.MinQueueOffset(h.Topic, h.QueueID), 10)}
+	resp.ExtFields = map[string]string{"offset": strconv.FormatInt(b.minOffset(h.Topic, h.QueueID), 10)}
 	return resp
 }

@@ -16,7 +16,7 @@ func (b *Broker) viewMessageByID(ctx context.Context, c *remoting.Conn, req *rem
 	if err := h.Decode(req.ExtFields); err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
-	rec, err := b.store.ReadRecord(h.Offset)
+	rec, err := b.readRecord(ctx, h.Offset)
 	if err != nil {
 		return errResponse(req, remoting.SystemError, fmt.Sprintf("can not find message by the offset, %d: %v", h.Offset, err))
 	}

@@ -44,7 +44,7 @@ func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req 
 	if g.RetryQueueNums <= 0 {
 		return remoting.NewResponse(req, remoting.Success, "")
 	}
-	raw, err := b.store.ReadRecord(h.Offset)
+	raw, err := b.readRecord(ctx, h.Offset)
 	if err != nil {
 		return errResponse(req, remoting.SystemError, fmt.Sprintf("look message by offset failed, %d: %v", h.Offset, err))
 	}

@@ -21,6 +21,12 @@ func (b *Broker) deleteTopicInBroker(ctx context.Context, c *remoting.Conn, req 
 	if r := systemTopicConflict(req, h.Topic); r != nil {
 		return r
 	}
+	// A compacted topic's generations are unlisted first: created again,
+	// the topic numbers its queues anew, and no read below an old point
+	// may reach the old records.
+	if err := b.dropCompacted(ctx, h.Topic); err != nil { // wire_compaction.go
+		return errResponse(req, remoting.SystemError, "unlist the topic's compacted generations: "+err.Error())
+	}
 	// Created again, the topic takes STRATAMQ_DURABILITY: framed in the
 	// durability history (durability_history.go) like a change.
 	if err := b.changeDurability(remoting.TopicConfig{TopicName: h.Topic}, func() error {

@@ -85,9 +85,12 @@ func (b *Broker) invokeBrokerToResetOffset(ctx context.Context, c *remoting.Conn
 // lower boundary; SEARCH_OFFSET_BY_TIMESTAMP's nearest message may be the
 // one just before).
 func (b *Broker) offsetAtOrAfter(ctx context.Context, topic string, q int32, ts int64) (int64, error) {
-	off, err := b.store.OffsetByTimeContext(ctx, topic, q, ts)
+	off, err := b.offsetByTime(ctx, topic, q, ts) // wire_compaction.go
 	if err != nil {
 		return 0, err
+	}
+	if point, ok, _ := b.compactPoint(ctx, topic, q); ok && off < point {
+		return off, nil // a compacted generation's answer is exact
 	}
 	for mx := b.store.MaxQueueOffset(topic, q); off < mx; off++ {
 		phys, _, _, ok, err := b.store.QueueEntryContext(ctx, topic, q, off)

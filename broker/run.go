@@ -36,6 +36,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	if b.tier != nil && !b.tier.ReadOnly() {
 		loops = append(loops, b.tier.Run)
 	}
+	if b.compactor != nil && b.cfg.Role != RoleSlave {
+		loops = append(loops, b.runCompaction) // wire_compaction.go
+	}
 	if b.dur != nil {
 		loops = append(loops, b.dur.Run)
 	}

@@ -56,16 +56,16 @@ var (
 // Get reads as a pull does: a sync_master shows only what a slave holds.
 func (h popHost) Get(ctx context.Context, req store.GetRequest) (store.GetResult, error) {
 	req.MaxPhys = h.b.readBoundOf(req.Topic)
-	return h.b.store.Get(ctx, req)
+	return h.b.getQueue(ctx, req) // wire_compaction.go
 }
 func (h popHost) ReadRecordContext(ctx context.Context, phys int64) ([]byte, error) {
-	return h.b.store.ReadRecordContext(ctx, phys)
+	return h.b.readRecord(ctx, phys)
 }
 func (h popHost) QueueEntryContext(ctx context.Context, topic string, id int32, idx int64) (int64, int32, int64, bool, error) {
-	return h.b.store.QueueEntryContext(ctx, topic, id, idx)
+	return h.b.queueEntry(ctx, topic, id, idx)
 }
 func (h popHost) MinQueueOffset(topic string, id int32) int64 {
-	return h.b.store.MinQueueOffset(topic, id)
+	return h.b.minOffset(topic, id)
 }
 func (h popHost) MaxQueueOffset(topic string, id int32) int64 {
 	return h.b.store.MaxQueueOffset(topic, id)

@@ -44,6 +44,9 @@ func (b *Broker) applyAttributes(cur map[string]string, mods string) (map[string
 	if err != nil {
 		return nil, err
 	}
+	if err := b.checkCompaction(out); err != nil { // wire_compaction.go
+		return nil, err
+	}
 	if v, ok := out[DurabilityAttribute]; ok {
 		if err := checkDurability(v); err != nil {
 			return nil, err

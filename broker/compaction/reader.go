@@ -397,3 +397,18 @@ func (r *Reader) QueryByKey(ctx context.Context, topic, key string, begin, end i
 	}
 	return out, nil
 }
+
+// Entry returns the kept entry at queue offset off of the queue's
+// generation: covered is false when off is not below a listed point (the
+// store has it), found false when the offset was compacted away.
+func (r *Reader) Entry(ctx context.Context, topic string, queueID int32, off int64) (e Entry, found, covered bool, err error) {
+	g, err := r.generation(ctx, QueueKey{topic, queueID})
+	if err != nil || g == nil || off >= g.Point {
+		return Entry{}, false, false, err
+	}
+	i := g.Search(off)
+	if i < len(g.Entries) && g.Entries[i].Offset == off {
+		return g.Entries[i], true, true, nil
+	}
+	return Entry{}, false, true, nil
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/compaction"
 	"github.com/stratamq/stratamq/msgtrace"
 	"github.com/stratamq/stratamq/remoting"
 )
@@ -100,10 +101,12 @@ func (s *Service) Of(tc remoting.TopicConfig) (d time.Duration, override bool) {
 	return s.cfg.Default, false
 }
 
-// HasOverride reports whether some topic overrides the retention.
+// HasOverride reports whether some topic overrides the retention, or is
+// compacted (its segments go once its generation covers them: the
+// per-topic deletion decision).
 func (s *Service) HasOverride() bool {
 	for _, tc := range s.topics.Configs() {
-		if _, ok := s.Of(tc); ok {
+		if _, ok := s.Of(tc); ok || compaction.IsCompacted(tc.Attributes) {
 			return true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/compaction"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 )
@@ -109,6 +110,9 @@ func (s *Service) ExpireTopics(ctx context.Context, now time.Time, defFloor int6
 		d, override := s.Of(tc)
 		if override && d < 0 || !override && defFloor <= st.MinPhysOffset() {
 			continue
+		}
+		if compaction.IsCompacted(tc.Attributes) {
+			continue // compaction decides what it keeps: a min moved past its records would lose keys
 		}
 		cutoff := now.Add(-d).UnixMilli()
 		for q := range queueCount(tc) {

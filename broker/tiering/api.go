@@ -53,3 +53,8 @@ func (t *Tiering) MarkCovered(covered []store.SegmentInfo) {
 		t.mu.uploadedKix[s.Base] = true // the master's key index objects cover it (ColdKeys)
 	}
 }
+
+// ReadIndexDirectoryForTest is readIndexDirectory (tests).
+func (t *Tiering) ReadIndexDirectoryForTest(ctx context.Context, base int64) (*store.SegmentIndex, error) {
+	return t.readIndexDirectory(ctx, base)
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/compaction"
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/coldread"
@@ -176,10 +177,11 @@ func (t *Tiering) heldManifest() *upload.Manifest {
 // base (built once per manifest: IndexObjects).
 type IndexTable struct {
 	m       *upload.Manifest
-	live    bool                      // m is a copy of the uploader's manifest at version
-	version int64                     // m.Version
-	objs    map[int64]kixObject       // key index objects
-	idx     map[int64]coldread.Object // queue index objects
+	live    bool                                  // m is a copy of the uploader's manifest at version
+	version int64                                 // m.Version
+	objs    map[int64]kixObject                   // key index objects
+	idx     map[int64]coldread.Object             // queue index objects
+	gens    map[compaction.QueueKey]upload.Object // compacted generations, by queue
 }
 
 // Counts is how many queue index and key index objects the table lists.
@@ -216,7 +218,13 @@ func (t *Tiering) IndexObjects(ctx context.Context) (*IndexTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	kt := &IndexTable{m: m, live: live, version: m.Version, objs: map[int64]kixObject{}, idx: map[int64]coldread.Object{}}
+	kt := &IndexTable{m: m, live: live, version: m.Version, objs: map[int64]kixObject{}, idx: map[int64]coldread.Object{},
+		gens: map[compaction.QueueKey]upload.Object{}}
+	for _, o := range m.Objects {
+		if o.Kind == compaction.Kind {
+			kt.gens[compaction.QueueKey{Topic: o.Topic, QueueID: int32(o.QueueID)}] = o
+		}
+	}
 	// Sections of the segments' objects, or (uploaded before sections)
 	// objects of their own: read alike through the cold reader.
 	for base, o := range m.Indexes(upload.KindKeyIndex) {
@@ -227,6 +235,61 @@ func (t *Tiering) IndexObjects(ctx context.Context) (*IndexTable, error) {
 	}
 	t.indexObjs.Store(kt)
 	return kt, nil
+}
+
+// Generations implements compaction.Listing: the compacted generations the
+// current manifest lists, by queue (one map per manifest).
+func (t *Tiering) Generations(ctx context.Context) (map[compaction.QueueKey]upload.Object, int64, error) {
+	kt, err := t.IndexObjects(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	return kt.gens, kt.version, nil
+}
+
+// UploadedEnds returns every queue's next offset at the end of the newest
+// commitlog object the manifest lists (its queue index directory: one
+// ranged read per new object): offsets below are in uploaded segments.
+func (t *Tiering) UploadedEnds(ctx context.Context) (map[compaction.QueueKey]int64, error) {
+	kt, err := t.IndexObjects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	base := int64(-1)
+	for b := range kt.idx {
+		base = max(base, b)
+	}
+	if base < 0 {
+		return nil, nil
+	}
+	if c := t.ends.Load(); c != nil && c.base == base {
+		return c.ends, nil
+	}
+	x, err := t.readIndexDirectory(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	ends := make(map[compaction.QueueKey]int64, len(x.Queues))
+	for _, q := range x.Queues {
+		ends[compaction.QueueKey{Topic: q.Topic, QueueID: q.QueueID}] = q.FirstOffset + q.Count
+	}
+	t.ends.Store(&queueEnds{base: base, ends: ends})
+	return ends, nil
+}
+
+// queueEnds caches UploadedEnds for the newest object.
+type queueEnds struct {
+	base int64
+	ends map[compaction.QueueKey]int64
+}
+
+// ReplaceObjects lists put and unlists del in one fenced manifest delta
+// (upload.Uploader.Replace): compacted generations.
+func (t *Tiering) ReplaceObjects(ctx context.Context, put, del []upload.Object) error {
+	if t.readOnly {
+		return errors.New("tiering: a slave writes no manifest")
+	}
+	return t.uploader.Replace(ctx, put, del)
 }
 
 // keyIndexClockMargin is how far a segment's store times may run past

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratamq/stratamq/broker/compaction"
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/upload"
@@ -67,14 +68,26 @@ type segmentBlocks struct {
 	topics map[string]string // interned topic names
 }
 
-// live reports whether span s still keeps its records: its queue exists
-// and its min is below the span's end.
-func (t *Tiering) live(s queueSpan) bool {
+// live reports whether span s still keeps its records: its queue exists,
+// its min is below the span's end and no compacted generation the
+// manifest lists covers the span (points: the generations' points, read
+// from the same manifest the caller deletes by).
+func (t *Tiering) live(s queueSpan, points map[compaction.QueueKey]upload.Object) bool {
 	st := t.st
 	if st.MaxQueueOffset(s.topic, s.queueID) == 0 {
 		return false // the topic was deleted
 	}
+	if g, ok := points[compaction.QueueKey{Topic: s.topic, QueueID: s.queueID}]; ok && s.end <= g.Base {
+		return false // compacted: its generation holds what it keeps of the span
+	}
 	return st.MinQueueOffset(s.topic, s.queueID) < s.end
+}
+
+// generations returns the compacted generations of the current manifest
+// (IndexObjects: the table the cold reads go by).
+func (t *Tiering) generations(ctx context.Context) (map[compaction.QueueKey]upload.Object, error) {
+	g, _, err := t.Generations(ctx)
+	return g, err
 }
 
 // blockersOf returns the spans that keep the segment at base (all of them
@@ -83,13 +96,17 @@ func (t *Tiering) live(s queueSpan) bool {
 // (which it decrements). known is false when it was not read. A segment
 // whose queue index object cannot be read is kept (the error is returned).
 func (t *Tiering) blockersOf(ctx context.Context, base int64, reads *int, all bool) (spans []queueSpan, known bool, err error) {
+	points, err := t.generations(ctx)
+	if err != nil {
+		return nil, false, err
+	}
 	c := &t.blocks
 	c.mu.Lock()
 	b := c.m[base]
 	if b != nil {
 		kept := b.spans[:0]
 		for _, s := range b.spans {
-			if t.live(s) {
+			if t.live(s, points) {
 				kept = append(kept, s)
 			}
 		}
@@ -123,7 +140,7 @@ func (t *Tiering) blockersOf(ctx context.Context, base int64, reads *int, all bo
 			topic = q.Topic
 			c.topics[topic] = topic
 		}
-		if s := (queueSpan{topic: topic, queueID: q.QueueID, first: q.FirstOffset, end: q.FirstOffset + q.Count}); t.live(s) {
+		if s := (queueSpan{topic: topic, queueID: q.QueueID, first: q.FirstOffset, end: q.FirstOffset + q.Count}); t.live(s, points) {
 			spans = append(spans, s)
 		}
 	}

@@ -82,6 +82,7 @@ type Tiering struct {
 	}
 
 	indexObjs atomic.Pointer[IndexTable] // key and queue index objects of the manifest last looked at
+	ends      atomic.Pointer[queueEnds]  // UploadedEnds of the newest object
 
 	blocks segmentBlocks // per-topic retention: what keeps each bucket segment (retention.go)
 }
