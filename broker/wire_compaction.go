@@ -45,9 +45,10 @@ func (b *Broker) newCompaction(reg prometheus.Registerer) {
 		CPUShare:           float64(b.cfg.CompactionCPU) / 100,
 		DefaultRetention:   b.cfg.Retention,
 		SpoolDir:           b.compactionSpool(),
+		Grace:              b.cfg.CompactionGrace,
 	}, compaction.Deps{
 		Store: b.store, Topics: compactTopics{b}, Log: compactLog{b}, Reader: b.compactR, Bucket: b.scoped,
-		Fence: b.fence, ValidFor: b.leaseValidFor, Logger: b.log.With("component", "compaction"), Metrics: m,
+		Fence: b.fence, ValidFor: b.leaseValidFor, ColdGets: func() int64 { return b.tier.Cold().Stats().Gets }, Logger: b.log.With("component", "compaction"), Metrics: m,
 	})
 }
 

@@ -93,6 +93,10 @@ type Deps struct {
 	// lease epoch the object key carries.
 	Fence    func() (int64, error)
 	ValidFor func() time.Duration
+	// ColdGets, if set, counts the bucket GETs of the cold reader: a round
+	// counts those made while it ran as its own (op "get"; a consumer
+	// reading cold meanwhile is counted with it).
+	ColdGets func() int64
 	Logger   *slog.Logger
 	Metrics  *Metrics // nil: not counted
 }
@@ -373,6 +377,10 @@ func (c *Compactor) keep(m meta, latestOK bool, t Topic, now time.Time) bool {
 // one and schedules the current one's delete.
 func (c *Compactor) CompactQueue(ctx context.Context, t Topic, queueID int32, point int64) error {
 	started := time.Now()
+	if c.d.ColdGets != nil {
+		g0 := c.d.ColdGets()
+		defer func() { c.d.Metrics.gets(c.d.ColdGets() - g0) }()
+	}
 	k := QueueKey{t.Name, queueID}
 	prev, err := c.d.Reader.generation(ctx, k)
 	if err != nil {

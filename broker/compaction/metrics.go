@@ -21,7 +21,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stratamq_compaction_requests_total",
-			Help: "Bucket requests of compaction: put and delete of generation objects, manifest deltas (reads go through the cold reader's counters)."}, []string{"op"}),
+			Help: "Bucket requests of compaction: put and delete of generation objects, manifest deltas, and get: the cold reader's GETs while a round ran (a consumer reading cold meanwhile counts with it)."}, []string{"op"}),
 		read: prometheus.NewCounter(prometheus.CounterOpts{Name: "stratamq_compaction_read_bytes_total",
 			Help: "Record bytes compaction read (new records and the generation it rewrote)."}),
 		kept: prometheus.NewCounter(prometheus.CounterOpts{Name: "stratamq_compaction_kept_records_total",
@@ -44,6 +44,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) request(op string) {
 	if m != nil {
 		m.requests.WithLabelValues(op).Inc()
+	}
+}
+
+func (m *Metrics) gets(n int64) {
+	if m != nil && n > 0 {
+		m.requests.WithLabelValues("get").Add(float64(n))
 	}
 }
 
