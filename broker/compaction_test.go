@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,6 +105,18 @@ func TestCompactedTopicInTheBucket(t *testing.T) {
 	}
 	if r := invoke(t, cl, addr, createTopicAttrReq("Bad", "+"+compaction.Attribute+"=compact")); r.Code == 0 {
 		t.Fatal("a bad cleanup.policy was accepted")
+	}
+	// cleanup.policy is set at creation, as RocketMQ's: never added, changed or removed after.
+	for _, mods := range []string{"-" + compaction.Attribute, "+" + compaction.Attribute + "=" + compaction.PolicyDelete} {
+		if r := invoke(t, cl, addr, createTopicAttrReq("Conf", mods)); r.Code == 0 || !strings.Contains(r.Remark, "unchangeable") {
+			t.Fatalf("Conf updated with %s: %d %s", mods, r.Code, r.Remark)
+		}
+	}
+	if r := invoke(t, cl, addr, createTopicAttrReq("Plain", "")); r.Code != 0 {
+		t.Fatalf("create Plain: %d %s", r.Code, r.Remark)
+	}
+	if r := invoke(t, cl, addr, createTopicAttrReq("Plain", "+"+compaction.Attribute+"="+compaction.PolicyCompaction)); r.Code == 0 {
+		t.Fatal("an existing topic was made compacted")
 	}
 	if r := invoke(t, cl, addr, sendReq("Plain", 0, nil, "")); r.Code != int32(remoting.MessageIllegal) {
 		t.Fatalf("an empty body on a plain topic: %d %s, want MESSAGE_ILLEGAL", r.Code, r.Remark)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/stratamq/stratamq/broker/compaction"
 	"github.com/stratamq/stratamq/remoting"
 )
 
@@ -31,10 +32,15 @@ func (b *Broker) updateAndCreateTopic(ctx context.Context, c *remoting.Conn, req
 	}
 	// RocketMQ 5's attribute modifications ("+k=v,-k") apply to the
 	// topic's current attributes (retention.time: package retention).
-	cur, _ := b.topics.Get(h.Topic)
+	cur, exists := b.topics.Get(h.Topic)
 	attrs, err := b.applyAttributes(cur.Attributes, h.Attributes)
 	if err != nil {
 		return errResponse(req, remoting.SystemError, fmt.Sprintf("topic %s: %v", h.Topic, err))
+	}
+	if exists && cur.Attributes[compaction.Attribute] != attrs[compaction.Attribute] {
+		// As RocketMQ's: cleanup.policy is set when a topic is created (a
+		// compacted topic's history lives in its generations).
+		return errResponse(req, remoting.SystemError, fmt.Sprintf("topic %s: attempt to update an unchangeable attribute. key: %s", h.Topic, compaction.Attribute))
 	}
 	if r := b.checkMessageType(req, h.Topic, h.Attributes, attrs); r != nil {
 		return r

@@ -114,7 +114,7 @@ func (b *Broker) checkCompaction(attrs map[string]string) error {
 // manifest delta) and deletes their objects. A slave lists none of its
 // own: its master's deletion unlists them.
 func (b *Broker) dropCompacted(ctx context.Context, topic string) error {
-	if b.compactR == nil || b.tier.ReadOnly() {
+	if !b.compacted(topic) || b.tier.ReadOnly() {
 		return nil
 	}
 	gens, _, err := b.tier.Generations(ctx)
@@ -144,10 +144,21 @@ func (b *Broker) dropCompacted(ctx context.Context, topic string) error {
 	return nil
 }
 
+// compacted reports whether topic is compacted (its cleanup.policy is set
+// at creation and never changes, so a topic that is not has no
+// generation, and its reads never look for one).
+func (b *Broker) compacted(topic string) bool {
+	if b.compactR == nil {
+		return false
+	}
+	tc, ok := b.topics.Get(topic)
+	return ok && compaction.IsCompacted(tc.Attributes)
+}
+
 // getQueue is every consumer read of a queue (pull, POP, gRPC): below a
 // compacted queue's point from its generation, else from the store.
 func (b *Broker) getQueue(ctx context.Context, req store.GetRequest) (store.GetResult, error) {
-	if b.compactR != nil {
+	if b.compacted(req.Topic) {
 		res, ok, err := b.compactR.Get(ctx, req, b.store.MaxQueueOffset(req.Topic, req.QueueID))
 		if err != nil {
 			return store.GetResult{}, err
@@ -162,7 +173,7 @@ func (b *Broker) getQueue(ctx context.Context, req store.GetRequest) (store.GetR
 // minOffset is a queue's min: a compacted queue's starts at the first
 // record its generation keeps.
 func (b *Broker) minOffset(topic string, queueID int32) int64 {
-	if b.compactR != nil {
+	if b.compacted(topic) {
 		if mn, ok, err := b.compactR.Min(context.Background(), topic, queueID); err == nil && ok {
 			return mn
 		}
@@ -188,7 +199,7 @@ func (b *Broker) readRecord(ctx context.Context, phys int64) ([]byte, error) {
 
 // queueEntry is store.QueueEntryContext over compacted queues too.
 func (b *Broker) queueEntry(ctx context.Context, topic string, queueID int32, off int64) (int64, int32, int64, bool, error) {
-	if b.compactR != nil {
+	if b.compacted(topic) {
 		e, found, covered, err := b.compactR.Entry(ctx, topic, queueID, off)
 		if err != nil {
 			return 0, 0, 0, false, err
@@ -202,7 +213,7 @@ func (b *Broker) queueEntry(ctx context.Context, topic string, queueID int32, of
 
 // compactPoint is the queue's generation point (ok false: none).
 func (b *Broker) compactPoint(ctx context.Context, topic string, queueID int32) (int64, bool, error) {
-	if b.compactR == nil {
+	if !b.compacted(topic) {
 		return 0, false, nil
 	}
 	return b.compactR.Point(ctx, topic, queueID)
@@ -211,7 +222,7 @@ func (b *Broker) compactPoint(ctx context.Context, topic string, queueID int32) 
 // offsetByTime is the first offset of a queue stored at or after ts
 // (store.OffsetByTimeContext), over a compacted queue's generation first.
 func (b *Broker) offsetByTime(ctx context.Context, topic string, queueID int32, ts int64) (int64, error) {
-	if b.compactR != nil {
+	if b.compacted(topic) {
 		off, ok, err := b.compactR.OffsetAtTime(ctx, topic, queueID, ts)
 		if err != nil {
 			return 0, err
@@ -238,7 +249,7 @@ func (b *Broker) offsetByTime(ctx context.Context, topic string, queueID int32, 
 // generation of the topic keeps (their segments may be gone), newest
 // maxNum in commitlog order, without duplicates.
 func (b *Broker) queryKeyCompacted(ctx context.Context, topic, key string, begin, end int64, maxNum int, recs [][]byte) ([][]byte, error) {
-	if b.compactR == nil {
+	if !b.compacted(topic) {
 		return recs, nil
 	}
 	more, err := b.compactR.QueryByKey(ctx, topic, key, begin, end, maxNum)
