@@ -62,7 +62,14 @@
 //	                           (the lease holder claims the manifest first), and the adapters
 //	                           tierHost (the lease: Owner; per-topic policy: Retention) and
 //	                           tierStore (b.store, read when called: the store opens after it);
-//	wire_retention.go,         per-topic retention (issue 11 item 7): package retention (its doc.go)
+//	wire_compaction.go,        compacted topics (cleanup.policy=COMPACTION): package compaction (its
+//	broker/compaction          doc.go) owns the generations in the bucket, the Reader every consumer
+//	                           read of a compacted queue goes through below its point (getQueue,
+//	                           minOffset, readRecord, queueEntry, offsetByTime, the key query's
+//	                           merge) and the Compactor a master runs beside tiering; tiering's
+//	                           retention counts a span a generation covers as no longer keeping
+//	                           its segment
+//	wire_retention.go,         per-topic retention: package retention (its doc.go)
 //	broker/retention           owns the policy: a topic's retention.time attribute overrides
 //	                           STRATAMQ_RETENTION; each tiering tick raises queue minima by each
 //	                           topic's retention and the internal queues' checkpointed progress
