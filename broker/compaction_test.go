@@ -97,7 +97,7 @@ func TestCompactedTopicInTheBucket(t *testing.T) {
 	bucket := tier.NewMem()
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 0, CompactionInterval: 50 * time.Millisecond,
-		CompactionMinMessages: 1, CompactionTombstoneRetention: time.Nanosecond}
+		CompactionMinMessages: 1, CompactionTombstoneRetention: time.Nanosecond, HAListen: haTestAddr(t)}
 	b, cl, stop := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
 	addr := b.Addr().String()
 	if r := invoke(t, cl, addr, createTopicAttrReq("Conf", "+"+compaction.Attribute+"="+compaction.PolicyCompaction)); r.Code != 0 {
@@ -121,10 +121,14 @@ func TestCompactedTopicInTheBucket(t *testing.T) {
 	if r := invoke(t, cl, addr, sendReq("Plain", 0, nil, "")); r.Code != int32(remoting.MessageIllegal) {
 		t.Fatalf("an empty body on a plain topic: %d %s, want MESSAGE_ILLEGAL", r.Code, r.Remark)
 	}
+	if r := invoke(t, cl, addr, sendReq("Keep", 0, []byte("kept for ever"), "")); r.Code != 0 {
+		t.Fatalf("send Keep: %d %s", r.Code, r.Remark)
+	}
 	rng := rand.New(rand.NewPCG(11, 12))
 	var sent []compactSent
 	msgIDs := map[int64]string{}
-	for i := range 2500 {
+	const nConf = 6000 // about 4 MiB: segments 1 to 3 hold only Conf's records
+	for i := range nConf {
 		key := fmt.Sprintf("key%02d", rng.IntN(40))
 		body := string(bytes.Repeat([]byte(fmt.Sprintf("%s=%05d|", key, i)), 60))
 		if i%11 == 10 {
@@ -146,17 +150,24 @@ func TestCompactedTopicInTheBucket(t *testing.T) {
 	ctx := context.Background()
 	waitCond(t, 30*time.Second, "Conf compacted up to its end", func() bool {
 		p, ok, _ := b.compactPoint(ctx, "Conf", 0)
-		return ok && p == 2500
+		return ok && p == nConf
 	})
-	// Every record of the log is Conf's, so every segment goes (the floor
-	// moves past them all) but one the manifest may keep as its newest.
+	// The first segment holds Keep's message (kept for ever) and stays; the
+	// newest stays (it records how far the log was uploaded); the ones in
+	// between hold only Conf's records, which the generation covers: gone.
+	var segs []int64
 	waitCond(t, 30*time.Second, "the covered segments deleted from the bucket", func() bool {
-		return len(bucketSegmentBases(t, bucket)) <= 1
+		segs = bucketSegmentBases(t, bucket)
+		return len(segs) == 2 && segs[0] == 0
 	})
+	if segs[1] < 3<<20 {
+		t.Fatalf("segments %v: want the newest past 3 MiB (two or more deleted between)", segs)
+	}
 	check := func(what string, b *Broker, cl *remoting.Client) {
 		t.Helper()
 		addr := b.Addr().String()
-		sameCompacted(t, what, pullAllFrom0(t, cl, addr, "Conf", 2500), want)
+		expectPull(t, what+": Keep", invoke(t, cl, addr, pullNow("Keep", 0, 0)), remoting.Success, []string{"kept for ever"}, 1, 1)
+		sameCompacted(t, what, pullAllFrom0(t, cl, addr, "Conf", nConf), want)
 		h := remoting.GetMinOffsetRequestHeader{Topic: "Conf", QueueID: 0}
 		if r := invoke(t, cl, addr, remoting.NewRequest(remoting.GetMinOffset, h.Encode(), nil)); r.ExtFields["offset"] != strconv.FormatInt(want[0].offset, 10) {
 			t.Fatalf("%s: GET_MIN_OFFSET %v, want %d", what, r.ExtFields, want[0].offset)
@@ -175,7 +186,7 @@ func TestCompactedTopicInTheBucket(t *testing.T) {
 		}
 	}
 	check("compacted", b, cl)
-	// The bucket holds the generation and at most the newest segment.
+	// The bucket holds the generation and the two segments.
 	var gens []string
 	if err := bucket.List(ctx, "DefaultCluster/broker-a/compacted/", func(key string, _ int64) error {
 		gens = append(gens, key)
@@ -191,13 +202,27 @@ func TestCompactedTopicInTheBucket(t *testing.T) {
 	for _, o := range m.Objects {
 		if o.Kind == compaction.Kind {
 			listed++
-			if "DefaultCluster/broker-a/"+o.Key != gens[0] || o.Topic != "Conf" || o.Base != 2500 {
+			if "DefaultCluster/broker-a/"+o.Key != gens[0] || o.Topic != "Conf" || o.Base != nConf {
 				t.Fatalf("listed generation %+v, bucket %v", o, gens)
 			}
 		}
 	}
 	if listed != 1 {
 		t.Fatalf("%d generations listed", listed)
+	}
+
+	// A slave over the same bucket (read-only) serves the same history.
+	ro := &readOnlyBucket{Bucket: bucket}
+	sl, scl, stopSlave := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", SegmentSize: 1 << 20,
+		MaxMessageSize: 256 << 10, Role: RoleSlave, HAMaster: cfg.HAListen, BrokerID: 1}, Deps{Logger: discardLogger(), Bucket: ro})
+	waitCond(t, 30*time.Second, "the slave to know Conf and its generation", func() bool {
+		p, ok, _ := sl.compactPoint(ctx, "Conf", 0)
+		return ok && p == nConf && sl.store.MaxQueueOffset("Conf", 0) == nConf
+	})
+	check("slave", sl, scl)
+	stopSlave()
+	if n := ro.writes.Load(); n != 0 {
+		t.Fatalf("the slave tried %d bucket writes", n)
 	}
 
 	// A restore on an empty disk reads the same history.
@@ -209,7 +234,7 @@ func TestCompactedTopicInTheBucket(t *testing.T) {
 
 	// More values for a few keys, compacted into the next generation.
 	addr = b.Addr().String()
-	next := int64(2500)
+	next := int64(nConf)
 	for i := range 30 {
 		key := fmt.Sprintf("key%02d", i%3)
 		body := fmt.Sprintf("%s=late%02d", key, i)
