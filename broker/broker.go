@@ -530,9 +530,9 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	} else {
 		held = heldProgress{}
 	}
-	b.sched = b.newSchedule(configDir, schedLoaded) // clamped to the queues, now open
-	b.ret = b.newRetention()                        // wire_retention.go
-	b.newCompaction(deps.Registerer)                // wire_compaction.go
+	b.sched = b.newSchedule(configDir, schedLoaded)            // clamped to the queues, now open
+	b.ret = b.newRetention()                                   // wire_retention.go
+	b.compactR, b.compactor = b.newCompaction(deps.Registerer) // wire_compaction.go
 	if b.trans, err = b.newTrans(held.Transactions); err != nil {
 		return fail(err)
 	}

@@ -326,7 +326,10 @@ func (b *Broker) ConsoleMessages(ctx context.Context, topic string, queueID int3
 // ConsoleOffsetAtTime is the first offset of the queue whose message was
 // stored at or after tsMillis (the queue's max when none was).
 func (b *Broker) ConsoleOffsetAtTime(ctx context.Context, topic string, queueID int32, tsMillis int64) (int64, error) {
-	return b.offsetByTime(ctx, topic, queueID, tsMillis)
+	if b.compacted(topic) {
+		return b.offsetByTime(ctx, topic, queueID, tsMillis) // wire_compaction.go
+	}
+	return b.store.QueueOffsetAtTime(ctx, topic, queueID, tsMillis)
 }
 
 // ConsoleMessagesByKey finds up to n (≤ ConsoleMaxMessages) of the newest

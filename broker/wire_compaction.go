@@ -24,20 +24,21 @@ import (
 // refused.
 
 // newCompaction builds the Reader (any broker with a bucket) and the
-// Compactor (a master). Called once tiering and the store exist.
-func (b *Broker) newCompaction(reg prometheus.Registerer) {
+// Compactor (a master; nil else). Called in New once tiering and the
+// store exist.
+func (b *Broker) newCompaction(reg prometheus.Registerer) (*compaction.Reader, *compaction.Compactor) {
 	if b.tier == nil {
-		return
+		return nil, nil
 	}
-	b.compactR = compaction.NewReader(b.tier, b.tier.Cold())
+	r := compaction.NewReader(b.tier, b.tier.Cold())
 	if b.tier.ReadOnly() {
-		return
+		return r, nil
 	}
 	var m *compaction.Metrics
 	if reg != nil {
 		m = compaction.NewMetrics(reg)
 	}
-	b.compactor = compaction.New(compaction.Config{
+	return r, compaction.New(compaction.Config{
 		Interval:           b.cfg.CompactionInterval,
 		MinOffsets:         b.cfg.CompactionMinMessages,
 		TombstoneRetention: b.cfg.CompactionTombstoneRetention,
@@ -47,7 +48,7 @@ func (b *Broker) newCompaction(reg prometheus.Registerer) {
 		SpoolDir:           b.compactionSpool(),
 		Grace:              b.cfg.CompactionGrace,
 	}, compaction.Deps{
-		Store: b.store, Topics: compactTopics{b}, Log: compactLog{b}, Reader: b.compactR, Bucket: b.scoped,
+		Store: b.store, Topics: compactTopics{b}, Log: compactLog{b}, Reader: r, Bucket: b.scoped,
 		Fence: b.fence, ValidFor: b.leaseValidFor, ColdGets: func() int64 { return b.tier.Cold().Stats().Gets }, Logger: b.log.With("component", "compaction"), Metrics: m,
 	})
 }
