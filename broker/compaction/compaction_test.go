@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/stratamq/stratamq/infra/importcheck"
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/store"
@@ -381,4 +384,35 @@ func TestParseKey(t *testing.T) {
 			t.Fatalf("%q parsed", bad)
 		}
 	}
+}
+
+// TestCompactionRateBound: with Config.Rate a round rests after each batch
+// so that it reads no faster than the rate (a lower bound on its time,
+// which rests only lengthen: no timing race), and the metrics count its
+// reads and requests.
+func TestCompactionRateBound(t *testing.T) {
+	f := newFixture(t, Config{Rate: 256 << 10})
+	f.c.d.Metrics = NewMetrics(nil)
+	f.send(t, 1500, 30, rand.New(rand.NewPCG(9, 10)))
+	start := time.Now()
+	if err := f.c.CompactQueue(context.Background(), Topic{Name: "T", Queues: 1}, 0, 1500); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	read := counterValue(t, f.c.d.Metrics.read)
+	if min := time.Duration(read / float64(256<<10) * 0.9 * float64(time.Second)); read < 100<<10 || took < min {
+		t.Fatalf("read %.0f bytes in %s: want at least %s at 256 KiB/s", read, took, min)
+	}
+	if puts := counterValue(t, f.c.d.Metrics.requests.WithLabelValues("put")); puts != 1 {
+		t.Fatalf("%v PUTs counted, want 1", puts)
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }
