@@ -18,6 +18,7 @@ import (
 
 	"github.com/stratamq/stratamq/broker"
 	"github.com/stratamq/stratamq/msgtrace"
+	"github.com/stratamq/stratamq/remoting"
 )
 
 // Broker is what the console reads from the broker. Every method is
@@ -34,6 +35,10 @@ type Broker interface {
 	ConsoleMessagesByKey(ctx context.Context, topic, key string, n, preview int) ([]broker.ConsoleMessage, error)
 	ConsoleMessageByID(ctx context.Context, id string, preview int) (broker.ConsoleMessage, error)
 	ConsoleTrace(ctx context.Context, msgID, traceTopic string) ([]msgtrace.Leg, string, error)
+	// Sign-in and actions (broker/console_actions.go).
+	ConsoleACL() bool
+	ConsoleAuthenticate(user, secret string) error
+	ConsoleInvoke(ctx context.Context, remote netip.AddrPort, user, secret string, req *remoting.Command) (*remoting.Command, error)
 }
 
 var _ Broker = (*broker.Broker)(nil)
@@ -63,6 +68,14 @@ type Config struct {
 	// the console through the browser of someone who can reach it.
 	// Compared without case and a trailing dot.
 	Hosts []string
+	// Write takes writes from any address when the broker has no ACL
+	// (STRATAMQ_CONSOLE_WRITE); by default only from loopback. With an ACL
+	// a signed-in user is needed, wherever they are.
+	Write bool
+	// SessionTTL is how long a sign-in lasts (default 8h).
+	SessionTTL time.Duration
+	// Now is the clock of sessions and tokens (tests; default time.Now).
+	Now func() time.Time
 }
 
 // maxMessagePages is how many message pages are read at once; more wait
@@ -81,6 +94,8 @@ type Handler struct {
 	pages map[string]*template.Template // by page name (templates/<name>.html)
 	mux   *http.ServeMux
 	sem   chan struct{} // message pages being read
+	sess  *sessions
+	limit loginLimiter
 }
 
 // New builds the console's handler; it panics only if the embedded
@@ -92,8 +107,15 @@ func New(cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &Handler{cfg: cfg, pages: map[string]*template.Template{}, mux: http.NewServeMux(), sem: make(chan struct{}, maxMessagePages)}
-	for _, name := range []string{"overview", "topics", "topic", "groups", "tier", "messages", "error"} {
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 8 * time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	h := &Handler{cfg: cfg, pages: map[string]*template.Template{}, mux: http.NewServeMux(), sem: make(chan struct{}, maxMessagePages),
+		sess: newSessions(cfg.SessionTTL, cfg.Now)}
+	for _, name := range []string{"overview", "topics", "topic", "groups", "tier", "messages", "error", "login", "actions"} {
 		h.pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+name+".html"))
 	}
 	css, err := fs.ReadFile(assets, "static/console.css")
@@ -105,21 +127,25 @@ func New(cfg Config) *Handler {
 		w.Header().Set("Cache-Control", "max-age=300")
 		_, _ = w.Write(css)
 	})
-	h.mux.HandleFunc("/{$}", h.page(h.overview))
-	h.mux.HandleFunc("/topics", h.page(h.topics))
-	h.mux.HandleFunc("/topic", h.page(h.topic))
-	h.mux.HandleFunc("/groups", h.page(h.groups))
-	h.mux.HandleFunc("/tier", h.page(h.tier))
-	h.mux.HandleFunc("/messages", h.page(h.messages))
-	h.mux.HandleFunc("/", h.page(func(ctx context.Context, b Broker, r *http.Request) (string, any, error) {
+	h.mux.HandleFunc("/{$}", h.page(read(h.overview)))
+	h.mux.HandleFunc("/topics", h.page(read(h.topics)))
+	h.mux.HandleFunc("/topic", h.page(read(h.topic)))
+	h.mux.HandleFunc("/groups", h.page(read(h.groups)))
+	h.mux.HandleFunc("/tier", h.page(read(h.tier)))
+	h.mux.HandleFunc("/messages", h.page(read(h.messages)))
+	h.mux.HandleFunc("/login", h.page(h.login))
+	h.mux.HandleFunc("/logout", h.page(h.logout))
+	h.mux.HandleFunc("/actions", h.page(h.actions))
+	h.mux.HandleFunc("/action", h.page(h.actions))
+	h.mux.HandleFunc("/", h.page(read(func(ctx context.Context, b Broker, r *http.Request) (string, any, error) {
 		return "", nil, notFound("no console page at %s", r.URL.Path)
-	}))
+	})))
 	return h
 }
 
-// ServeHTTP answers GET and HEAD. The console is read-only: every other
-// method is 405. (Issue 14 adds admin credentials; write routes, when
-// they come, are POSTs dispatched here after that check.)
+// ServeHTTP answers GET and HEAD, and POST on the write routes (sign-in,
+// sign-out, actions), which check the session, the form token and the
+// origin (auth.go, write.go); every other method is 405.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.hostAllowed(r.Host) {
 		http.Error(w, fmt.Sprintf("the web console answers only to its host names (STRATAMQ_HTTP_HOSTS), IP addresses and localhost; Host %s is not one of them (add it to STRATAMQ_HTTP_HOSTS if it is this broker's name)",
@@ -130,11 +156,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	w.Header().Set("X-Frame-Options", "DENY")
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
+	switch {
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+	case r.Method == http.MethodPost && (r.URL.Path == "/login" || r.URL.Path == "/logout" || r.URL.Path == "/action"):
 	default:
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "the web console is read-only: method "+r.Method+" is not allowed (GET and HEAD are)", http.StatusMethodNotAllowed)
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		http.Error(w, "method "+r.Method+" is not allowed on "+cut(r.URL.Path, 64)+" (GET and HEAD are; POST on /login, /logout and /action)", http.StatusMethodNotAllowed)
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -142,6 +169,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // pageFunc reads what a page shows: the template's name and its data.
 type pageFunc func(ctx context.Context, b Broker, r *http.Request) (name string, data any, err error)
+
+// pageWFunc is a page that may set headers (cookies), redirect
+// (errRedirected) or write its status first.
+type pageWFunc func(ctx context.Context, b Broker, w http.ResponseWriter, r *http.Request) (name string, data any, err error)
+
+// read adapts a read-only page.
+func read(f pageFunc) pageWFunc {
+	return func(ctx context.Context, b Broker, _ http.ResponseWriter, r *http.Request) (string, any, error) {
+		return f(ctx, b, r)
+	}
+}
 
 // httpError is an error with the status it is answered with.
 type httpError struct {
@@ -172,13 +210,20 @@ type layoutData struct {
 	Version string
 	Now     time.Time
 	Page    any
+	// User is the signed-in user ("" none); SignIn whether the broker has
+	// accounts to sign in with; LogoutToken the sign-out form's token.
+	User        string
+	SignIn      bool
+	LogoutToken string
 }
 
 // page turns a pageFunc into a handler: it bounds the request's context,
 // checks the query string, renders into a buffer (so a failure is a clean
 // error page, never half a page) and sets the status.
-func (h *Handler) page(f pageFunc) http.HandlerFunc {
+func (h *Handler) page(f pageWFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		w = sw
 		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 		defer cancel()
 		w.Header().Set("Cache-Control", "no-store")
@@ -195,9 +240,20 @@ func (h *Handler) page(f pageFunc) http.HandlerFunc {
 		default:
 			st := b.ConsoleStatus()
 			ld.Broker, ld.Role = st.HA.Cluster+" / "+st.HA.BrokerName, st.HA.Role
-			name, data, err = f(ctx, b, r)
+			name, data, err = f(ctx, b, w, r)
+			if errors.Is(err, errRedirected) {
+				return
+			}
+			if ld.SignIn = b.ConsoleACL(); ld.SignIn {
+				if x := h.sess.get(r, false); x != nil {
+					ld.User, ld.LogoutToken = x.user, h.sess.token(x)
+				}
+			}
 		}
 		status := http.StatusOK
+		if sw.status != 0 {
+			status = sw.status // the page's own (a refused sign-in: 401)
+		}
 		if err != nil {
 			var he *httpError
 			switch {
@@ -223,14 +279,29 @@ func (h *Handler) page(f pageFunc) http.HandlerFunc {
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.WriteHeader(status)
+		sw.ResponseWriter.WriteHeader(status)
 		_, _ = w.Write(buf.Bytes())
 	}
 }
 
+// statusWriter holds back a page's WriteHeader: page writes the status
+// once, with the rendered page (or the redirect, which writes at once).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if code >= 300 && code < 400 {
+		s.ResponseWriter.WriteHeader(code) // a redirect is the whole answer
+		return
+	}
+	s.status = code
+}
+
 var titles = map[string]string{
 	"overview": "Broker", "topics": "Topics", "topic": "Topic", "groups": "Consumer groups",
-	"tier": "Tier", "messages": "Messages", "error": "Error",
+	"tier": "Tier", "messages": "Messages", "error": "Error", "login": "Sign in", "actions": "Actions",
 }
 
 type errorData struct {

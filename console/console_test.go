@@ -26,12 +26,16 @@ type testBroker struct {
 
 func startBroker(t *testing.T) *testBroker { return startBrokerWith(t, tier.NewMem()) }
 
-// startBrokerWith runs a broker on bucket (nil: none).
-func startBrokerWith(t *testing.T, bucket tier.Bucket) *testBroker {
+// startBrokerWith runs a broker on bucket (nil: none); opts change its
+// config.
+func startBrokerWith(t *testing.T, bucket tier.Bucket, opts ...func(*broker.Config)) *testBroker {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b, err := broker.New(broker.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20},
-		broker.Deps{Logger: log, Bucket: bucket})
+	cfg := broker.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 8 << 20}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	b, err := broker.New(cfg, broker.Deps{Logger: log, Bucket: bucket})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,14 +178,15 @@ func TestConsoleBadParams(t *testing.T) {
 	}
 }
 
-// TestConsoleReadOnly: only GET and HEAD are served; HEAD has no body.
+// TestConsoleReadOnly: GET and HEAD are served, POST only on the write
+// routes (/login, /logout, /action); HEAD has no body.
 func TestConsoleReadOnly(t *testing.T) {
 	tb := startBroker(t)
 	h := newHandler(tb)
 	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions, "PROPFIND"} {
 		for _, target := range []string{"/", "/messages?topic=T&queue=0", "/static/console.css", "/nope"} {
 			code, body, hdr := get(t, h, m, target)
-			if code != http.StatusMethodNotAllowed || hdr.Get("Allow") != "GET, HEAD" || !strings.Contains(body, "read-only") {
+			if code != http.StatusMethodNotAllowed || hdr.Get("Allow") != "GET, HEAD, POST" || !strings.Contains(body, "not allowed") {
 				t.Fatalf("%s %s: %d %q allow %q", m, target, code, body, hdr.Get("Allow"))
 			}
 		}

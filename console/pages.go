@@ -175,6 +175,11 @@ func (h *Handler) messages(ctx context.Context, b Broker, r *http.Request) (stri
 	if h.cfg.NoBrowse != "" {
 		return "", nil, forbidden("the message browser is off: %s", h.cfg.NoBrowse)
 	}
+	// With an ACL: a signed-in user with SUB on each topic shown (canRead).
+	v := h.viewerOf(b, r)
+	if v.acl && v.sess == nil {
+		return "", nil, &httpError{http.StatusUnauthorized, "the broker checks requests (ACL): sign in with one of its accounts to browse messages"}
+	}
 	p, err := parseParams(r.URL.RawQuery, "topic", "queue", "offset", "time", "key", "msgId", "n", "trace", "traceTopic")
 	if err != nil {
 		return "", nil, err
@@ -222,6 +227,9 @@ func (h *Handler) messages(ctx context.Context, b Broker, r *http.Request) (stri
 		if d.Trace, d.TraceTopic, err = b.ConsoleTrace(ctx, id, topic); err != nil {
 			return "", nil, err
 		}
+		if err := h.canRead(ctx, b, r, v, d.TraceTopic); err != nil {
+			return "", nil, err
+		}
 		d.TraceOf = id
 		d.How = fmt.Sprintf("the trace of message %s in trace topic %s", id, d.TraceTopic)
 	case p.has("msgId"):
@@ -239,6 +247,9 @@ func (h *Handler) messages(ctx context.Context, b Broker, r *http.Request) (stri
 		if err != nil {
 			return "", nil, err
 		}
+		if err := h.canRead(ctx, b, r, v, m.Topic); err != nil {
+			return "", nil, err
+		}
 		d.How = "message id " + id
 		msgs = []broker.ConsoleMessage{m}
 	case p.has("key"):
@@ -253,6 +264,9 @@ func (h *Handler) messages(ctx context.Context, b Broker, r *http.Request) (stri
 		if err != nil {
 			return "", nil, err
 		}
+		if err := h.canRead(ctx, b, r, v, topic); err != nil {
+			return "", nil, err
+		}
 		if msgs, err = b.ConsoleMessagesByKey(ctx, topic, key, int(d.N), preview); err != nil {
 			return "", nil, err
 		}
@@ -263,6 +277,9 @@ func (h *Handler) messages(ctx context.Context, b Broker, r *http.Request) (stri
 		}
 		topic, err := p.topic("topic")
 		if err != nil {
+			return "", nil, err
+		}
+		if err := h.canRead(ctx, b, r, v, topic); err != nil {
 			return "", nil, err
 		}
 		ts, err := b.ConsoleTopics(ctx, topic, false)

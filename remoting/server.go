@@ -403,6 +403,13 @@ func (s *Server) stopping() bool {
 	return s.mu.closed || s.mu.draining
 }
 
+// ServeConn serves nc as a connection Accept returned: an in-process
+// client (the web console's actions) reaches the handlers, the ACL and
+// the connection limits exactly as a remote one, its address being
+// nc.RemoteAddr(). It returns at once; nc is closed when the server
+// closes. Before Serve runs, nc is served once Serve starts its workers.
+func (s *Server) ServeConn(nc net.Conn) { s.startConn(nc) }
+
 func (s *Server) startConn(nc net.Conn) {
 	ip := remoteIP(nc)
 	s.mu.Lock()

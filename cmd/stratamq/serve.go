@@ -173,7 +173,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 		// The web console (package console) at /: read-only pages of the
 		// running generation.
 		routes = append(routes, haRoute(node.Broker), httpRoute{"/", console.New(console.Config{Version: version, Logger: log,
-			NoBrowse: consoleNoBrowse(cfg), Hosts: consoleHosts(cfg),
+			Hosts: consoleHosts(cfg), Write: cfg.ConsoleWrite, SessionTTL: cfg.ConsoleSessionTTL,
 			Broker: func() console.Broker {
 				if b := node.Broker(); b != nil {
 					return b
@@ -410,21 +410,6 @@ func startGRPC(ctx context.Context, cfg Config, log *slog.Logger, tlsm tlsMateri
 		}
 	}()
 	return srv, nil
-}
-
-// consoleNoBrowse is why the console's message browser is off ("" when it
-// is on): a broker that checks signatures, by an ACL 1.0 file or ACL 2.0's
-// users, must not show any topic's bodies to whoever reaches the HTTP port
-// through pages nobody signs.
-func consoleNoBrowse(cfg Config) string {
-	const how = "the console's pages are not signed; read messages with a signed client or stratamq admin queryMsgById/queryMsgByKey/queryMsgByOffset and --access-key"
-	switch {
-	case cfg.ACLFile != "":
-		return "the broker has an ACL (STRATAMQ_ACL_FILE) and " + how
-	case cfg.AuthenticationEnabled || cfg.AuthorizationEnabled:
-		return "the broker checks its users (STRATAMQ_AUTHENTICATION_ENABLED or STRATAMQ_AUTHORIZATION_ENABLED, ACL 2.0) and " + how
-	}
-	return ""
 }
 
 // consoleHosts are the host names the web console answers to besides IP
