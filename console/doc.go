@@ -1,6 +1,6 @@
-// Package console is StrataMQ's web console (issue 13 item 3): read-only
-// HTML pages served at / on the HTTP listener (STRATAMQ_HTTP_LISTEN, beside
-// /metrics, /healthz and /ha).
+// Package console is StrataMQ's web console: HTML pages served at / on the
+// HTTP listener (STRATAMQ_HTTP_LISTEN, beside /metrics, /healthz and /ha),
+// and the actions a signed-in user sends through them.
 //
 // It owns the pages, their templates and stylesheet (embedded with
 // go:embed: nothing is fetched from the internet at run time, and the
@@ -29,18 +29,31 @@
 // page whose name an attacker rebinds to the broker's address (DNS
 // rebinding) cannot read the console through a browser that reaches it.
 //
-// What it must never do: change anything (no write route exists; the
-// console answers 405 to every method but GET and HEAD), trust a query
-// parameter (each is checked, and a bad one is a 400 page saying which and
-// why), or hold more than a bounded amount of message data (at most
-// broker.ConsoleMaxMessages messages per page, a body preview of at most
-// broker.ConsoleMaxPreview bytes, and at most maxMessagePages message pages
-// read at once). Every handler passes its request's context, bounded by
-// Config.Timeout, to the broker.
+//	/login     sign-in (POST), /logout sign-out (POST)
+//	/actions   the actions; /action?do= one's form, POST: its confirmation,
+//	           then the request
 //
-// Write actions (reset an offset, delete a topic) wait for the admin
-// credentials of the security issue (14): they will be POST routes behind
-// that check, registered in Handler.ServeHTTP's method switch.
+// Writes (auth.go, write.go, actions.go): an action is the request an
+// admin client sends, built from a form, shown for confirmation and sent
+// through Broker.ConsoleInvoke signed as the signed-in user (the broker's
+// own request handling, from the browser's address: its ACL decides). With
+// an ACL a session is needed (an HttpOnly, SameSite=Strict cookie naming a
+// random token the Handler keeps in memory with the user, until sign-out or
+// Config.SessionTTL); without one, writes come only from loopback unless
+// Config.Write. Every POST must come from this console's pages (Origin,
+// Sec-Fetch-Site) and carry a one-time form token of its session. With an
+// ACL the message browser shows a topic to a user the broker lets read it
+// (GET_MIN_OFFSET, which needs SUB on the topic, sent as the user).
+//
+// What it must never do: change anything but through an action's request
+// (only /login, /logout and /action take POST; every other method is 405),
+// show or log a secret, trust a query parameter or form field (each is
+// checked, and a bad one is a 400 page saying which and why), or hold more
+// than a bounded amount of message data (at most broker.ConsoleMaxMessages
+// messages per page, a body preview of at most broker.ConsoleMaxPreview
+// bytes, and at most maxMessagePages message pages read at once), sessions
+// (maxSessions) or form tokens (maxTokens a session). Every handler passes
+// its request's context, bounded by Config.Timeout, to the broker.
 //
 // Use:
 //
