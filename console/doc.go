@@ -22,16 +22,15 @@
 //	           retained message, request counts
 //	/messages  the message browser: by topic and queue from an offset or a
 //	           time, by key, or by message id; properties and body previews
+//	/login     sign-in (POST), /logout sign-out (POST)
+//	/actions   the actions; /action?do= one's form, POST: its confirmation,
+//	           then the request
 //
 // It answers only requests whose Host header is an IP address, localhost
 // or one of Config.Hosts (cmd/stratamq: STRATAMQ_HTTP_HOSTS, the machine's
 // host name, the advertised and listen hosts); any other is 403, so a web
 // page whose name an attacker rebinds to the broker's address (DNS
 // rebinding) cannot read the console through a browser that reaches it.
-//
-//	/login     sign-in (POST), /logout sign-out (POST)
-//	/actions   the actions; /action?do= one's form, POST: its confirmation,
-//	           then the request
 //
 // Writes (auth.go, write.go, actions.go): an action is the request an
 // admin client sends, built from a form, shown for confirmation and sent
