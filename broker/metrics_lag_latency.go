@@ -136,6 +136,13 @@ func (c *lagLatency) read(ctx context.Context, b *Broker, k queueOffset) (int64,
 		c.readHook(k)
 	}
 	for i := k.offset; i < k.offset+lagLatencyBlanks; i++ {
+		if ts, found, covered := b.compactedStoreTime(ctx, k.topic, k.queue, i); covered {
+			if !found {
+				continue // compacted away
+			}
+			c.reads++
+			return ts, true
+		}
 		phys, _, _, ok, err := b.store.QueueEntryContext(ctx, k.topic, k.queue, i)
 		if err != nil {
 			return 0, false

@@ -45,7 +45,7 @@ func (b *Broker) queueStartsHot(topic string, queueID int32) bool {
 	if b.store.MaxQueueOffset(topic, queueID) == 0 {
 		return true
 	}
-	phys, _, _, ok, err := b.store.QueueEntry(topic, queueID, 0)
+	phys, _, _, ok, err := b.queueEntry(context.Background(), topic, queueID, 0) // a compacted queue's too
 	if err != nil || !ok {
 		return false
 	}

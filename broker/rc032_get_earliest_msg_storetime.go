@@ -14,7 +14,7 @@ func (b *Broker) getEarliestMsgStoretime(ctx context.Context, c *remoting.Conn, 
 	if err := h.Decode(req.ExtFields); err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
 	}
-	ts, err := b.store.EarliestStoreTime(h.Topic, h.QueueID)
+	ts, err := b.earliestStoreTime(ctx, h.Topic, h.QueueID) // wire_compaction.go
 	if err != nil {
 		return errResponse(req, remoting.SystemError, err.Error())
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/stratamq/stratamq/broker/compaction"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 )
@@ -32,7 +33,7 @@ func (b *Broker) sendBatchMessage(ctx context.Context, c *remoting.Conn, req *re
 		return errResponse(req, remoting.MessageIllegal, fmt.Sprintf("the batch body size %d exceeds the limit %d bytes", len(req.Body), b.cfg.MaxMessageSize))
 	}
 	born := peerAddr(c)
-	msgs, err := decodeBatch(req.Body, func(flag int32, body []byte, props string) store.Message {
+	msgs, err := decodeBatch(req.Body, compaction.IsCompacted(tc.Attributes), func(flag int32, body []byte, props string) store.Message {
 		tags, _ := propValue(props, PropTags)
 		return store.Message{Topic: tc.TopicName, QueueID: h.QueueID, Flag: flag, SysFlag: h.SysFlag &^ sysFlagCompressed,
 			BornTimestamp: h.BornTimestamp, BornHost: born, ReconsumeTimes: h.ReconsumeTimes,
@@ -52,7 +53,8 @@ func (b *Broker) sendBatchMessage(ctx context.Context, c *remoting.Conn, req *re
 
 // decodeBatch splits a batch body: entries of
 // [totalSize i32][magic i32][bodyCRC i32][flag i32][bodyLen i32][body][propsLen i16][props].
-func decodeBatch(body []byte, mk func(flag int32, body []byte, props string) store.Message) ([]store.Message, error) {
+// An empty body is refused unless tombstones (a compacted topic's).
+func decodeBatch(body []byte, tombstones bool, mk func(flag int32, body []byte, props string) store.Message) ([]store.Message, error) {
 	var out []store.Message
 	for off := 0; off < len(body); {
 		if len(body)-off < 22 {
@@ -74,7 +76,7 @@ func decodeBatch(body []byte, mk func(flag int32, body []byte, props string) sto
 			return nil, fmt.Errorf("batch entry at byte %d has illegal properties length %d", off, propsLen)
 		}
 		props := string(e[22+bodyLen : 22+bodyLen+propsLen])
-		if len(mb) == 0 {
+		if len(mb) == 0 && !tombstones {
 			return nil, fmt.Errorf("batch entry at byte %d has an empty body", off)
 		}
 		out = append(out, mk(flag, mb, props))

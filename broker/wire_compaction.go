@@ -92,8 +92,12 @@ func (l compactLog) UploadedEnds(ctx context.Context) (map[compaction.QueueKey]i
 	return l.b.tier.UploadedEnds(ctx)
 }
 
-func (l compactLog) Replace(ctx context.Context, put, del []upload.Object) error {
-	return l.b.tier.ReplaceObjects(ctx, put, del)
+func (l compactLog) FreshGenerations(ctx context.Context) (map[compaction.QueueKey]upload.Object, error) {
+	return l.b.tier.FreshGenerations(ctx)
+}
+
+func (l compactLog) Replace(ctx context.Context, put, del []upload.Object, cond func(map[compaction.QueueKey]upload.Object) error) error {
+	return l.b.tier.ReplaceObjects(ctx, put, del, cond)
 }
 
 // checkCompaction refuses a cleanup.policy the broker cannot honour.
@@ -112,33 +116,40 @@ func (b *Broker) checkCompaction(attrs map[string]string) error {
 }
 
 // dropCompacted unlists topic's compacted generations (one fenced
-// manifest delta) and deletes their objects. A slave lists none of its
-// own: its master's deletion unlists them.
+// manifest delta, serialized with the compactor's listings: a round of
+// the topic running meanwhile lists nothing) and deletes their objects. A
+// slave lists none of its own: its master's deletion unlists them.
 func (b *Broker) dropCompacted(ctx context.Context, topic string) error {
-	if !b.compacted(topic) || b.tier.ReadOnly() {
+	if !b.compacted(topic) || b.tier.ReadOnly() || b.compactor == nil {
 		return nil
-	}
-	gens, _, err := b.tier.Generations(ctx)
-	if err != nil {
-		return err
 	}
 	var del []upload.Object
-	for k, o := range gens {
-		if k.Topic == topic {
-			del = append(del, o)
+	err := b.compactor.DropTopic(topic, func() error {
+		gens, _, err := b.tier.Generations(ctx)
+		if err != nil {
+			return err
 		}
-	}
-	if len(del) == 0 {
-		return nil
-	}
-	if err := b.tier.ReplaceObjects(ctx, nil, del); err != nil {
+		for k, o := range gens {
+			if k.Topic == topic {
+				del = append(del, o)
+			}
+		}
+		if len(del) == 0 {
+			return nil
+		}
+		return b.tier.ReplaceObjects(ctx, nil, del, nil)
+	})
+	if err != nil {
 		return err
 	}
 	for _, o := range del {
 		if _, err := b.fence(); err != nil {
 			return nil // unlisted: the next holder's sweep deletes it
 		}
-		if err := b.scoped.Delete(ctx, o.Key); err != nil {
+		dctx, cancel := context.WithTimeout(ctx, b.leaseValidFor())
+		err := b.scoped.Delete(dctx, o.Key)
+		cancel()
+		if err != nil {
 			b.log.Warn("delete a compacted generation; the next start's sweep deletes it", "key", o.Key, "err", err)
 		}
 	}
@@ -159,16 +170,22 @@ func (b *Broker) compacted(topic string) bool {
 // getQueue is every consumer read of a queue (pull, POP, gRPC): below a
 // compacted queue's point from its generation, else from the store.
 func (b *Broker) getQueue(ctx context.Context, req store.GetRequest) (store.GetResult, error) {
-	if b.compacted(req.Topic) {
-		res, ok, err := b.compactR.Get(ctx, req, b.store.MaxQueueOffset(req.Topic, req.QueueID))
-		if err != nil {
-			return store.GetResult{}, err
-		}
-		if ok {
-			return res, nil
+	if !b.compacted(req.Topic) {
+		return b.store.Get(ctx, req)
+	}
+	res, ok, err := b.compactR.Get(ctx, req, b.store.MaxQueueOffset(req.Topic, req.QueueID))
+	if err != nil || ok {
+		return res, err
+	}
+	res, err = b.store.Get(ctx, req)
+	if err == nil && (res.Status == store.OffsetTooSmall || res.Status == store.MessageWasRemoving) {
+		// A generation listed (and the segments below it deleted) between
+		// the look at the listing and the store's read: look again.
+		if r2, ok, err := b.compactR.Get(ctx, req, b.store.MaxQueueOffset(req.Topic, req.QueueID)); err != nil || ok {
+			return r2, err
 		}
 	}
-	return b.store.Get(ctx, req)
+	return res, err
 }
 
 // minOffset is a queue's min: a compacted queue's starts at the first
@@ -218,6 +235,32 @@ func (b *Broker) compactPoint(ctx context.Context, topic string, queueID int32) 
 		return 0, false, nil
 	}
 	return b.compactR.Point(ctx, topic, queueID)
+}
+
+// compactedStoreTime is the store time of the message at a compacted
+// queue's offset (covered: below its generation's point; found: kept).
+func (b *Broker) compactedStoreTime(ctx context.Context, topic string, queueID int32, off int64) (ts int64, found, covered bool) {
+	if !b.compacted(topic) {
+		return 0, false, false
+	}
+	e, found, covered, err := b.compactR.Entry(ctx, topic, queueID, off)
+	if err != nil {
+		return 0, false, false
+	}
+	return e.StoreTime, found, covered
+}
+
+// earliestStoreTime is GET_EARLIEST_MSG_STORETIME's answer: a compacted
+// queue's first kept message's store time, else the store's.
+func (b *Broker) earliestStoreTime(ctx context.Context, topic string, queueID int32) (int64, error) {
+	if b.compacted(topic) {
+		if mn, ok, err := b.compactR.Min(ctx, topic, queueID); err == nil && ok {
+			if ts, found, covered := b.compactedStoreTime(ctx, topic, queueID, mn); covered && found {
+				return ts, nil
+			}
+		}
+	}
+	return b.store.EarliestStoreTime(topic, queueID)
 }
 
 // offsetByTime is the first offset of a queue stored at or after ts

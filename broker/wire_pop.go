@@ -122,7 +122,7 @@ func (h popHost) Filter(topic, filterType, expr string) (pop.Filter, error) {
 // one.
 func (h popHost) DeadLetter(ctx context.Context, group string, phys int64, attempts, maxAttempts int32) error {
 	b := h.b
-	raw, err := b.store.ReadRecordContext(ctx, phys)
+	raw, err := b.readRecord(ctx, phys) // a compacted topic's kept message too
 	if errors.Is(err, store.ErrNotFound) {
 		b.log.Warn("pop: message to dead-letter no longer stored (retention); dropped", "group", group, "offset", phys)
 		return nil

@@ -39,17 +39,27 @@ func (l *memLog) Generations(context.Context) (map[QueueKey]upload.Object, int64
 	return l.gens, l.version, nil
 }
 
+func (l *memLog) FreshGenerations(ctx context.Context) (map[QueueKey]upload.Object, error) {
+	g, _, err := l.Generations(ctx)
+	return g, err
+}
+
 func (l *memLog) UploadedEnds(context.Context) (map[QueueKey]int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ends, nil
 }
 
-func (l *memLog) Replace(_ context.Context, put, del []upload.Object) error {
+func (l *memLog) Replace(_ context.Context, put, del []upload.Object, cond func(map[QueueKey]upload.Object) error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fail != nil {
 		return l.fail
+	}
+	if cond != nil {
+		if err := cond(l.gens); err != nil {
+			return err
+		}
 	}
 	next := map[QueueKey]upload.Object{}
 	for k, o := range l.gens {
@@ -235,12 +245,12 @@ func TestCompactionKeepsTheLatestOfEachKey(t *testing.T) {
 	}
 	// The replaced generations go after the grace (5 minutes by default):
 	// the first now, the second (replaced just now) 5 minutes on.
-	f.c.deleteDoomed(ctx, false)
+	f.c.deleteDoomed(ctx)
 	if len(f.c.doomed) != 1 {
 		t.Fatalf("doomed %v, want the second generation only", f.c.doomed)
 	}
 	f.now = f.now.Add(5 * time.Minute)
-	f.c.deleteDoomed(ctx, false)
+	f.c.deleteDoomed(ctx)
 	if err := f.bucket.List(ctx, "compacted/", func(key string, _ int64) error {
 		if key != f.log.gens[QueueKey{"T", 0}].Key {
 			return fmt.Errorf("replaced generation %s still in the bucket", key)
@@ -338,8 +348,10 @@ func TestCompactionCorruptGeneration(t *testing.T) {
 }
 
 // TestCompactionFailedListingLeavesTheOldGeneration: a round whose
-// manifest delta fails leaves the old generation listed and readable, and
-// its object is deleted (an orphan) rather than left behind.
+// manifest delta fails leaves the old generation listed and readable; its
+// own object, unlisted, is doomed by the next sweep and deleted a grace
+// later, and so is any other unlisted object (a crash's leftover); the
+// listed generation is never deleted.
 func TestCompactionFailedListingLeavesTheOldGeneration(t *testing.T) {
 	f := newFixture(t, Config{TombstoneRetention: time.Hour})
 	f.send(t, 300, 10, rand.New(rand.NewPCG(7, 8)))
@@ -354,24 +366,28 @@ func TestCompactionFailedListingLeavesTheOldGeneration(t *testing.T) {
 	}
 	same(t, "old generation", f.readAll(t, 100), f.want(100, time.Hour))
 	f.log.fail = nil
-	f.c.deleteDoomed(ctx, true)
-	n := 0
-	f.bucket.List(ctx, "compacted/", func(string, int64) error { n++; return nil })
-	if n != 1 {
-		t.Fatalf("%d generation objects in the bucket, want the listed one", n)
-	}
-	// The next start's sweep deletes an unlisted object too.
 	if err := f.bucket.Put(ctx, Key("T", 0, 5, 1), bytes.NewReader([]byte("x")), 1); err != nil {
 		t.Fatal(err)
+	}
+	count := func() int {
+		n := 0
+		f.bucket.List(ctx, "compacted/", func(string, int64) error { n++; return nil })
+		return n
 	}
 	if err := f.c.sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	n = 0
-	f.bucket.List(ctx, "compacted/", func(string, int64) error { n++; return nil })
-	if n != 1 {
-		t.Fatalf("%d generation objects after the sweep, want 1", n)
+	if len(f.c.doomed) != 2 || count() != 3 {
+		t.Fatalf("after the sweep: doomed %v, %d objects; want the two unlisted doomed, nothing deleted yet", f.c.doomed, count())
 	}
+	f.now = f.now.Add(5 * time.Minute)
+	if err := f.c.deleteDoomed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("%d generation objects a grace after the sweep, want the listed one", n)
+	}
+	same(t, "the listed generation", f.readAll(t, 100), f.want(100, time.Hour))
 }
 
 func TestParseKey(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/stratamq/stratamq/store"
@@ -43,12 +43,18 @@ type Store interface {
 // Log is the bucket side the compactor writes through.
 type Log interface {
 	Listing
+	// FreshGenerations reads the manifest from the bucket (not a copy in
+	// memory, which a commit whose answer was lost leaves behind) and
+	// returns its generations: what may be deleted is judged by it.
+	FreshGenerations(ctx context.Context) (map[QueueKey]upload.Object, error)
 	// UploadedEnds returns, per queue, its next offset at the end of the
 	// uploaded log (the newest listed commitlog object): offsets below
 	// are in sealed, uploaded segments.
 	UploadedEnds(ctx context.Context) (map[QueueKey]int64, error)
-	// Replace lists put and unlists del in one fenced manifest delta.
-	Replace(ctx context.Context, put, del []upload.Object) error
+	// Replace lists put and unlists del in one fenced manifest delta, if
+	// cond accepts the generations the manifest lists when the delta is
+	// built (upload.Uploader.ReplaceIf); cond's refusal is returned.
+	Replace(ctx context.Context, put, del []upload.Object, cond func(map[QueueKey]upload.Object) error) error
 }
 
 // Config is what a Compactor runs by.
@@ -106,9 +112,14 @@ type Deps struct {
 type Compactor struct {
 	cfg    Config
 	d      Deps
-	doomed []doomed // replaced generations, deleted after Grace
-	swept  bool
-	busy   atomic.Int64 // nanoseconds worked (CPU share accounting)
+	doomed []doomed // unlisted generations, deleted after Grace (if still unlisted)
+	swept  time.Time
+
+	// dropMu serializes a round's listing with DropTopic: a generation of
+	// a topic deleted during its round is never listed (drops counts each
+	// topic's drops; a round lists only if the count did not move).
+	dropMu sync.Mutex
+	drops  map[string]int64
 }
 
 type doomed struct {
@@ -164,14 +175,16 @@ func (c *Compactor) Round(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
-	if !c.swept {
+	if now := c.cfg.Now(); now.Sub(c.swept) >= c.cfg.Grace {
 		if err := c.sweep(ctx); err != nil {
 			errs = append(errs, err)
 		} else {
-			c.swept = true
+			c.swept = now
 		}
 	}
-	c.deleteDoomed(ctx, false)
+	if err := c.deleteDoomed(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	if len(topics) == 0 {
 		return errors.Join(errs...)
 	}
@@ -201,11 +214,12 @@ func (c *Compactor) Round(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// sweep deletes generation objects the manifest does not list: a round a
-// crash cut between its PUT and its manifest delta, a replaced one whose
-// delete was lost, or a deposed holder's late write.
+// sweep (every Grace) dooms the generation objects the manifest does not
+// list: a round a crash (or a failed manifest delta) cut between its PUT
+// and its listing, a replaced one whose delete was lost, a deposed
+// holder's late write. They are deleted Grace later, if still unlisted.
 func (c *Compactor) sweep(ctx context.Context) error {
-	gens, _, err := c.d.Log.Generations(ctx)
+	gens, err := c.d.Log.FreshGenerations(ctx)
 	if err != nil {
 		return err
 	}
@@ -213,28 +227,49 @@ func (c *Compactor) sweep(ctx context.Context) error {
 	for _, o := range gens {
 		listed[o.Key] = true
 	}
-	var orphans []string
+	for _, d := range c.doomed {
+		listed[d.key] = true // doomed already
+	}
+	now := c.cfg.Now()
 	err = c.d.Bucket.List(ctx, "compacted/", func(key string, _ int64) error {
 		if !listed[key] && strings.HasSuffix(key, ".cmp") {
-			orphans = append(orphans, key)
+			c.doomed = append(c.doomed, doomed{key: key, at: now})
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, tier.ErrNotExist) {
 		return fmt.Errorf("compaction: list generations: %w", err)
 	}
-	for _, k := range orphans {
-		c.doomed = append(c.doomed, doomed{key: k})
-	}
-	c.deleteDoomed(ctx, true)
 	return nil
 }
 
-func (c *Compactor) deleteDoomed(ctx context.Context, all bool) {
+// deleteDoomed deletes the doomed generations past their grace that the
+// manifest, read from the bucket now, does not list: a key is never
+// deleted while listed (a round retried under the same key, or a delta
+// that landed although its commit reported an error, lists it again).
+func (c *Compactor) deleteDoomed(ctx context.Context) error {
 	now := c.cfg.Now()
+	due := false
+	for _, d := range c.doomed {
+		due = due || now.Sub(d.at) >= c.cfg.Grace
+	}
+	if !due {
+		return nil
+	}
+	gens, err := c.d.Log.FreshGenerations(ctx)
+	if err != nil {
+		return err
+	}
+	listed := map[string]bool{}
+	for _, o := range gens {
+		listed[o.Key] = true
+	}
 	kept := c.doomed[:0]
 	for _, d := range c.doomed {
-		if !all && now.Sub(d.at) < c.cfg.Grace {
+		switch {
+		case listed[d.key]:
+			continue // listed again: not garbage
+		case now.Sub(d.at) < c.cfg.Grace:
 			kept = append(kept, d)
 			continue
 		}
@@ -248,10 +283,29 @@ func (c *Compactor) deleteDoomed(ctx context.Context, all bool) {
 		c.d.Metrics.request("delete")
 		if err != nil && !errors.Is(err, tier.ErrNotExist) {
 			kept = append(kept, d)
-			continue
 		}
 	}
 	c.doomed = kept
+	return nil
+}
+
+// DropTopic unlists topic's generations through unlist, serialized with
+// the rounds' listings: a round of the topic running meanwhile lists
+// nothing (the topic is being deleted).
+func (c *Compactor) DropTopic(topic string, unlist func() error) error {
+	c.dropMu.Lock()
+	defer c.dropMu.Unlock()
+	if c.drops == nil {
+		c.drops = map[string]int64{}
+	}
+	c.drops[topic]++
+	return unlist()
+}
+
+func (c *Compactor) dropCount(topic string) int64 {
+	c.dropMu.Lock()
+	defer c.dropMu.Unlock()
+	return c.drops[topic]
 }
 
 // spool holds a round's new records back to back, in queue order (a
@@ -382,6 +436,7 @@ func (c *Compactor) CompactQueue(ctx context.Context, t Topic, queueID int32, po
 		defer func() { c.d.Metrics.gets(c.d.ColdGets() - g0) }()
 	}
 	k := QueueKey{t.Name, queueID}
+	drops := c.dropCount(t.Name)
 	prev, err := c.d.Reader.generation(ctx, k)
 	if err != nil {
 		return err
@@ -424,6 +479,9 @@ func (c *Compactor) CompactQueue(ctx context.Context, t Topic, queueID int32, po
 					return err
 				}
 				if m.keyed {
+					if _, seen := latest[m.key]; !seen {
+						m.key = strings.Clone(m.key) // not the record's properties
+					}
 					latest[m.key] = m.offset
 				}
 				n += len(rec)
@@ -463,7 +521,12 @@ func (c *Compactor) CompactQueue(ctx context.Context, t Topic, queueID int32, po
 	if prev != nil {
 		for i := 0; i < len(prev.Entries); {
 			t0 := time.Now()
-			j := min(i+1024, len(prev.Entries))
+			// A batch: up to 1024 records and 4 MiB (at least one record).
+			j, size := i+1, int64(prev.Entries[i].Size)
+			for j < len(prev.Entries) && j-i < 1024 && size+int64(prev.Entries[j].Size) <= 4<<20 {
+				size += int64(prev.Entries[j].Size)
+				j++
+			}
 			recs, err := c.d.Reader.readRecords(ctx, prev.Object, prev.Entries[i:j])
 			if err != nil {
 				return err
@@ -523,11 +586,30 @@ func (c *Compactor) CompactQueue(ctx context.Context, t Topic, queueID int32, po
 	if prev != nil {
 		del = append(del, prev.Object)
 	}
-	if err := c.d.Log.Replace(ctx, []upload.Object{o}, del); err != nil {
-		c.doomed = append(c.doomed, doomed{key: key, at: now}) // not listed: an orphan
+	// Listed only if the queue's listed generation is still the one this
+	// round merged (none: none), and the topic was not deleted meanwhile.
+	// A failed listing leaves the object unlisted: the sweep dooms it
+	// (never this round: the delta may have landed although the commit
+	// reported an error, and a later round may list the same key).
+	cond := func(listed map[QueueKey]upload.Object) error {
+		cur, ok := listed[k]
+		if ok != (prev != nil) || ok && cur.Key != prev.Object.Key {
+			return fmt.Errorf("compaction: %s/%d: the listed generation changed during the round", t.Name, queueID)
+		}
+		return nil
+	}
+	c.dropMu.Lock()
+	err = nil
+	if c.drops[t.Name] != drops || !c.stillCompacted(t.Name) {
+		err = fmt.Errorf("compaction: %s/%d: the topic was deleted or changed during the round: nothing listed", t.Name, queueID)
+	} else {
+		err = c.d.Log.Replace(ctx, []upload.Object{o}, del, cond)
+	}
+	c.dropMu.Unlock()
+	c.d.Metrics.request("manifest")
+	if err != nil {
 		return err
 	}
-	c.d.Metrics.request("manifest")
 	if prev != nil && prev.Object.Key != key {
 		c.doomed = append(c.doomed, doomed{key: prev.Object.Key, at: now})
 	}
@@ -535,6 +617,16 @@ func (c *Compactor) CompactQueue(ctx context.Context, t Topic, queueID int32, po
 	c.d.Logger.Info("compacted", "topic", t.Name, "queue", queueID, "from", from, "point", point, "kept", w.Len(),
 		"dropped", dropped, "read", read, "object", size, "took", time.Since(started).Round(time.Millisecond))
 	return nil
+}
+
+// stillCompacted reports whether topic is still a compacted topic.
+func (c *Compactor) stillCompacted(topic string) bool {
+	for _, t := range c.d.Topics.Compacted() {
+		if t.Name == topic {
+			return true
+		}
+	}
+	return false
 }
 
 // put uploads the generation under the fence, within the lease, retrying

@@ -50,9 +50,19 @@
 //     covered.
 //  5. The old generation is deleted Config.Grace later (a slave between
 //     manifest reloads may still read it; a reader that finds it gone
-//     reads the listing again). A crash before step 4 leaves an unlisted
-//     object: the first round of the next holder lists compacted/ and
-//     deletes every object the manifest does not list.
+//     reads the listing again), if the manifest read from the bucket then
+//     does not list it. A crash before step 4, or a listing that failed,
+//     leaves an unlisted object: every Grace the compactor lists
+//     compacted/ and dooms the objects the manifest does not list, which
+//     go Grace later if still unlisted. A key is never deleted while the
+//     manifest lists it (a delta that landed although its commit reported
+//     an error; a later round at the same point and epoch).
+//
+// Step 4 is conditional: the delta is written only if the queue's listed
+// generation is still the one the round merged, and only if the topic was
+// not deleted during the round (DropTopic, which the broker's topic
+// deletion calls, is serialized with it): a deleted topic's records never
+// come back.
 //
 // A crash at any point leaves either the old generation listed (and the
 // segments it needs, which retention keeps while their spans reach past
@@ -69,9 +79,9 @@
 //	entries  per record, 44 bytes big-endian: queue offset i64, commitlog
 //	         offset i64, store time i64 (unix ms), tags code i64, position
 //	         in the stream i64, size u32
-//	keys     per KEYS value (space-separated) and UNIQ_KEY of each record,
-//	         12 bytes: FNV-1a 64 of the value u64, entry index u32; sorted
-//	         by hash, then entry
+//	keys     per distinct KEYS value (space-separated; a record's first 31)
+//	         and UNIQ_KEY of each record, 12 bytes: FNV-1a 64 of the value
+//	         u64, entry index u32; sorted by hash, then entry
 //	trailer  64 bytes: "SMQCMP01", point i64, first kept offset i64 (the
 //	         point when none), where the entries start i64, entries u32,
 //	         keys u32, 16 zero bytes, CRC-32C of the entries, keys and the
@@ -79,7 +89,9 @@
 //
 // A reader reads the trailer and the tables (two ranged reads through the
 // cold reader's frame cache), checks them against the manifest entry and
-// the checksum, and keeps them decoded: about 56 bytes per kept record.
+// the checksum, and keeps them decoded: 44 bytes per kept record and 12
+// per lookup value (68 for a record with one key and a UNIQ_KEY; at most
+// 428).
 // Each record it returns is checked against its entry (queue and
 // commitlog offset). Lookups by key compare the record's keys, so a hash
 // collision never returns a wrong record.

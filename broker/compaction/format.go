@@ -281,7 +281,8 @@ func (x *Index) ByPhys(phys int64) (Entry, bool) {
 }
 
 // ByKey returns the entries whose KEYS values or UNIQ_KEY hash like key
-// (candidates: the caller compares the record's keys).
+// (candidates: the caller compares the record's keys), at most
+// maxKeyCandidates.
 func (x *Index) ByKey(key string) []Entry {
 	h := hashKey(key)
 	i, _ := slices.BinarySearchFunc(x.keys, h, func(r keyRef, h uint64) int {
@@ -294,7 +295,7 @@ func (x *Index) ByKey(key string) []Entry {
 		return 0
 	})
 	var out []Entry
-	for ; i < len(x.keys) && x.keys[i].hash == h; i++ {
+	for ; i < len(x.keys) && x.keys[i].hash == h && len(out) < maxKeyCandidates; i++ {
 		out = append(out, x.Entries[x.keys[i].entry])
 	}
 	return out
@@ -311,11 +312,28 @@ type meta struct {
 	queueID                           int32
 }
 
+// maxLookupKeys bounds the key table entries of one record: its first
+// distinct KEYS values, and UNIQ_KEY.
+const maxLookupKeys = 32
+
+// maxKeyCandidates bounds the records one key lookup reads in one
+// generation.
+const maxKeyCandidates = 1024
+
 // lookupKeys are the values a key query finds the record by: each
-// space-separated KEYS value, and UNIQ_KEY (as the store's key index).
+// distinct space-separated KEYS value (the first maxLookupKeys-1), and
+// UNIQ_KEY (as the store's key index).
 func (m meta) lookupKeys() []string {
-	out := strings.Fields(m.key)
-	if m.uniq != "" {
+	var out []string
+	for _, k := range strings.Fields(m.key) {
+		if len(out) == maxLookupKeys-1 {
+			break
+		}
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	if m.uniq != "" && !slices.Contains(out, m.uniq) {
 		out = append(out, m.uniq)
 	}
 	return out

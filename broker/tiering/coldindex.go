@@ -219,12 +219,7 @@ func (t *Tiering) IndexObjects(ctx context.Context) (*IndexTable, error) {
 		return nil, err
 	}
 	kt := &IndexTable{m: m, live: live, version: m.Version, objs: map[int64]kixObject{}, idx: map[int64]coldread.Object{},
-		gens: map[compaction.QueueKey]upload.Object{}}
-	for _, o := range m.Objects {
-		if o.Kind == compaction.Kind {
-			kt.gens[compaction.QueueKey{Topic: o.Topic, QueueID: int32(o.QueueID)}] = o
-		}
-	}
+		gens: generationsOf(m)}
 	// Sections of the segments' objects, or (uploaded before sections)
 	// objects of their own: read alike through the cold reader.
 	for base, o := range m.Indexes(upload.KindKeyIndex) {
@@ -284,12 +279,38 @@ type queueEnds struct {
 }
 
 // ReplaceObjects lists put and unlists del in one fenced manifest delta
-// (upload.Uploader.Replace): compacted generations.
-func (t *Tiering) ReplaceObjects(ctx context.Context, put, del []upload.Object) error {
+// if cond (nil: always) accepts the generations listed when it is built
+// (upload.Uploader.ReplaceIf): compacted generations.
+func (t *Tiering) ReplaceObjects(ctx context.Context, put, del []upload.Object, cond func(map[compaction.QueueKey]upload.Object) error) error {
 	if t.readOnly {
 		return errors.New("tiering: a slave writes no manifest")
 	}
-	return t.uploader.Replace(ctx, put, del)
+	var c func(*upload.Manifest) error
+	if cond != nil {
+		c = func(m *upload.Manifest) error { return cond(generationsOf(m)) }
+	}
+	return t.uploader.ReplaceIf(ctx, put, del, c)
+}
+
+// FreshGenerations reads the manifest from the bucket (not the copy in
+// memory) and returns its compacted generations.
+func (t *Tiering) FreshGenerations(ctx context.Context) (map[compaction.QueueKey]upload.Object, error) {
+	m, _, err := upload.LoadManifest(ctx, t.bucket, upload.ManifestKey(""))
+	if err != nil {
+		return nil, err
+	}
+	return generationsOf(m), nil
+}
+
+// generationsOf is m's compacted generations, by queue.
+func generationsOf(m *upload.Manifest) map[compaction.QueueKey]upload.Object {
+	gens := map[compaction.QueueKey]upload.Object{}
+	for _, o := range m.Objects {
+		if o.Kind == compaction.Kind {
+			gens[compaction.QueueKey{Topic: o.Topic, QueueID: int32(o.QueueID)}] = o
+		}
+	}
+	return gens
 }
 
 // keyIndexClockMargin is how far a segment's store times may run past

@@ -1232,6 +1232,13 @@ func (u *Uploader) sleep(ctx context.Context, attempt int) error {
 // the unlisted ones after Replace returns, so the manifest never lists a
 // missing object.
 func (u *Uploader) Replace(ctx context.Context, put, del []Object) error {
+	return u.ReplaceIf(ctx, put, del, nil)
+}
+
+// ReplaceIf is Replace if cond (nil: always) accepts the manifest as it is
+// when the delta is built (after a conflict, as it is then): a refusal
+// writes nothing and is returned.
+func (u *Uploader) ReplaceIf(ctx context.Context, put, del []Object, cond func(*Manifest) error) error {
 	for _, o := range append(slices.Clone(put), del...) {
 		if _, known := kindOf(o.Kind); known || o.Key == "" {
 			return fmt.Errorf("upload: replace: object %q of kind %q: only objects of other kinds, with a key", o.Key, o.Kind)
@@ -1242,7 +1249,14 @@ func (u *Uploader) Replace(ctx context.Context, put, del []Object) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return u.writeManifest(ctx, false, func(m *Manifest) {
+	var refused error
+	err := u.writeManifest(ctx, false, func(m *Manifest) {
+		refused = nil
+		if cond != nil {
+			if refused = cond(m); refused != nil {
+				return // unchanged: an empty delta writes nothing
+			}
+		}
 		gone := make(map[string]bool, len(del)+len(put))
 		for _, o := range del {
 			gone[o.Key] = true
@@ -1258,4 +1272,8 @@ func (u *Uploader) Replace(ctx context.Context, put, del []Object) error {
 		}
 		m.Objects = append(kept, put...)
 	})
+	if err != nil {
+		return err
+	}
+	return refused
 }
