@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stratamq/stratamq/broker"
+	"github.com/stratamq/stratamq/console/history"
 	"github.com/stratamq/stratamq/msgtrace"
 	"github.com/stratamq/stratamq/remoting"
 )
@@ -76,6 +77,11 @@ type Config struct {
 	SessionTTL time.Duration
 	// Now is the clock of sessions and tokens (tests; default time.Now).
 	Now func() time.Time
+	// History is the metric history the charts page draws (nil: no
+	// charts); Prices the bucket's prices its cost chart uses (zero:
+	// DefaultPrices).
+	History *history.Store
+	Prices  Prices
 }
 
 // maxMessagePages is how many message pages are read at once; more wait
@@ -113,9 +119,12 @@ func New(cfg Config) *Handler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Prices == (Prices{}) {
+		cfg.Prices = DefaultPrices
+	}
 	h := &Handler{cfg: cfg, pages: map[string]*template.Template{}, mux: http.NewServeMux(), sem: make(chan struct{}, maxMessagePages),
 		sess: newSessions(cfg.SessionTTL, cfg.Now)}
-	for _, name := range []string{"overview", "topics", "topic", "groups", "tier", "messages", "error", "login", "actions"} {
+	for _, name := range []string{"overview", "topics", "topic", "groups", "tier", "messages", "error", "login", "actions", "charts"} {
 		h.pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+name+".html"))
 	}
 	css, err := fs.ReadFile(assets, "static/console.css")
@@ -133,6 +142,7 @@ func New(cfg Config) *Handler {
 	h.mux.HandleFunc("/groups", h.page(read(h.groups)))
 	h.mux.HandleFunc("/tier", h.page(read(h.tier)))
 	h.mux.HandleFunc("/messages", h.page(read(h.messages)))
+	h.mux.HandleFunc("/charts", h.page(read(h.charts)))
 	h.mux.HandleFunc("/login", h.page(h.login))
 	h.mux.HandleFunc("/logout", h.page(h.logout))
 	h.mux.HandleFunc("/actions", h.page(h.actions))
@@ -301,7 +311,7 @@ func (s *statusWriter) WriteHeader(code int) {
 
 var titles = map[string]string{
 	"overview": "Broker", "topics": "Topics", "topic": "Topic", "groups": "Consumer groups",
-	"tier": "Tier", "messages": "Messages", "error": "Error", "login": "Sign in", "actions": "Actions",
+	"tier": "Tier", "messages": "Messages", "error": "Error", "login": "Sign in", "actions": "Actions", "charts": "Charts",
 }
 
 type errorData struct {

@@ -23,14 +23,16 @@ import (
 // same name; flags win over the environment.
 type Config struct {
 	broker.Config
-	NamesrvListen     string        `env:"NAMESRV_LISTEN" envDefault:":9876" help:"name server listen address (serve, namesrv)"`
-	HTTPListen        string        `env:"HTTP_LISTEN" envDefault:":5557" help:"metrics and health listen address; empty disables"`
-	ConsoleWrite      bool          `env:"CONSOLE_WRITE" help:"without an ACL, take the web console's writes (actions) from any address, not only from loopback; with an ACL a signed-in user is needed wherever they are"`
-	ConsoleSessionTTL time.Duration `env:"CONSOLE_SESSION_TTL" envDefault:"8h" help:"how long a web console sign-in lasts"`
-	HTTPHosts         string        `env:"HTTP_HOSTS" help:"comma-separated host names the web console answers to, besides IP addresses, localhost, this machine's host name and the advertised and listen hosts; a request naming another Host is refused (DNS rebinding)"`
-	LogLevel          string        `env:"LOG_LEVEL" envDefault:"info" help:"debug | info | warn | error"`
-	Pprof             bool          `env:"PPROF" help:"serve /debug/pprof/ on the metrics address"`
-	Bucket            string        `env:"BUCKET" help:"where sealed segments go: file:///dir, s3://bucket/prefix?endpoint=...&region=..., minio://host:port/bucket/prefix?secure=false (default file://<data dir>-bucket, beside the data dir)"`
+	NamesrvListen      string        `env:"NAMESRV_LISTEN" envDefault:":9876" help:"name server listen address (serve, namesrv)"`
+	HTTPListen         string        `env:"HTTP_LISTEN" envDefault:":5557" help:"metrics and health listen address; empty disables"`
+	ConsoleWrite       bool          `env:"CONSOLE_WRITE" help:"without an ACL, take the web console's writes (actions) from any address, not only from loopback; with an ACL a signed-in user is needed wherever they are"`
+	ConsoleHistoryStep time.Duration `env:"CONSOLE_HISTORY_STEP" envDefault:"10s" help:"how often the broker samples its metrics for the web console's charts (24 hours kept: this step for the last hour, 5 minutes before; at most 2,000 series, about 6 MB)"`
+	ConsolePrices      string        `env:"CONSOLE_PRICES" help:"the bucket's list prices for the console's cost chart, dollars per 1,000 requests: put=0.005,get=0.0004 (AWS S3 Standard, the default)"`
+	ConsoleSessionTTL  time.Duration `env:"CONSOLE_SESSION_TTL" envDefault:"8h" help:"how long a web console sign-in lasts"`
+	HTTPHosts          string        `env:"HTTP_HOSTS" help:"comma-separated host names the web console answers to, besides IP addresses, localhost, this machine's host name and the advertised and listen hosts; a request naming another Host is refused (DNS rebinding)"`
+	LogLevel           string        `env:"LOG_LEVEL" envDefault:"info" help:"debug | info | warn | error"`
+	Pprof              bool          `env:"PPROF" help:"serve /debug/pprof/ on the metrics address"`
+	Bucket             string        `env:"BUCKET" help:"where sealed segments go: file:///dir, s3://bucket/prefix?endpoint=...&region=..., minio://host:port/bucket/prefix?secure=false (default file://<data dir>-bucket, beside the data dir)"`
 
 	TLSSettings // tls.go: STRATAMQ_TLS_*, STRATAMQ_HTTP_TLS
 }

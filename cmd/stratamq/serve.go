@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/stratamq/stratamq/broker"
 	"github.com/stratamq/stratamq/console"
+	"github.com/stratamq/stratamq/console/history"
 	"github.com/stratamq/stratamq/namesrv"
 	"github.com/stratamq/stratamq/proxy"
 	"github.com/stratamq/stratamq/remoting"
@@ -170,10 +172,17 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, withNamesrv, withB
 		case err := <-brokerDone:
 			return err
 		}
-		// The web console (package console) at /: read-only pages of the
-		// running generation.
+		// The web console (package console) at /: pages of the running
+		// generation, its actions, and charts of the broker's own metric
+		// history (package history, kept for the process's life).
+		prices, err := parsePrices(cfg.ConsolePrices)
+		if err != nil {
+			return err
+		}
+		hist := history.New(history.Config{Gatherer: reg, Families: console.HistoryFamilies, Step: cfg.ConsoleHistoryStep})
+		go hist.Run(ctx)
 		routes = append(routes, haRoute(node.Broker), httpRoute{"/", console.New(console.Config{Version: version, Logger: log,
-			Hosts: consoleHosts(cfg), Write: cfg.ConsoleWrite, SessionTTL: cfg.ConsoleSessionTTL,
+			Hosts: consoleHosts(cfg), Write: cfg.ConsoleWrite, SessionTTL: cfg.ConsoleSessionTTL, History: hist, Prices: prices,
 			Broker: func() console.Broker {
 				if b := node.Broker(); b != nil {
 					return b
@@ -410,6 +419,31 @@ func startGRPC(ctx context.Context, cfg Config, log *slog.Logger, tlsm tlsMateri
 		}
 	}()
 	return srv, nil
+}
+
+// parsePrices parses STRATAMQ_CONSOLE_PRICES ("put=0.005,get=0.0004":
+// dollars per 1,000 requests; either may be left out).
+func parsePrices(s string) (console.Prices, error) {
+	p := console.DefaultPrices
+	for _, kv := range strings.Split(s, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if !ok || err != nil || f < 0 {
+			return p, fmt.Errorf("STRATAMQ_CONSOLE_PRICES: %q: want put=<dollars per 1,000 PUTs>,get=<dollars per 1,000 GETs>", kv)
+		}
+		switch strings.TrimSpace(k) {
+		case "put":
+			p.PutPer1000 = f
+		case "get":
+			p.GetPer1000 = f
+		default:
+			return p, fmt.Errorf("STRATAMQ_CONSOLE_PRICES: %q: the prices are put and get", kv)
+		}
+	}
+	return p, nil
 }
 
 // consoleHosts are the host names the web console answers to besides IP
