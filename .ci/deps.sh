@@ -3,7 +3,8 @@
 # `make test`): a C compiler when cgo is off (the race detector), versitygw
 # (the real S3 server of the tier tests), the
 # RocketMQ 5 Node.js client from proxy/nodetest's lockfile (the gRPC tests),
-# and Debian's chromium (the web console test). Idempotent: what is there
+# playwright-core from console/browsertest's lockfile and Debian's chromium
+# (the web console tests). Idempotent: what is there
 # already is kept. Whatever it cannot install it names, with what to do, and
 # the run goes on: the tests that need it then skip or fail saying so.
 set -euo pipefail
@@ -64,8 +65,16 @@ if command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1; then
 			missing+=("the Node.js client: 'npm ci' in proxy/nodetest failed (network?); the Node.js client tests skip without it")
 		fi
 	fi
+	if [[ -d console/browsertest/node_modules/playwright-core && console/browsertest/node_modules/.package-lock.json -nt console/browsertest/package-lock.json ]]; then
+		echo "deps: console/browsertest/node_modules is up to date with its lockfile"
+	else
+		echo "deps: npm ci in console/browsertest (playwright-core)"
+		if ! (cd console/browsertest && npm ci --no-audit --no-fund --loglevel=error); then
+			missing+=("playwright-core: 'npm ci' in console/browsertest failed (network?); the console's Playwright test fails without it")
+		fi
+	fi
 else
-	missing+=("node and npm: not installed and not root on Debian/Ubuntu, so not installed here; install Node.js and npm, then run 'npm ci' in proxy/nodetest (the Node.js client tests skip without it)")
+	missing+=("node and npm: not installed and not root on Debian/Ubuntu, so not installed here; install Node.js and npm, then run 'npm ci' in proxy/nodetest and console/browsertest (the Node.js client tests skip and the console's Playwright test fails without them)")
 fi
 
 echo "== chromium (headless browser for the web console test)"

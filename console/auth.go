@@ -191,7 +191,8 @@ func remoteAddr(r *http.Request) netip.AddrPort {
 // a request without either (a script, curl) passes this check and still
 // needs its form token.
 func sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+	site := r.Header.Get("Sec-Fetch-Site")
+	if site != "" && site != "same-origin" && site != "none" {
 		return false
 	}
 	origin := r.Header.Get("Origin")

@@ -164,7 +164,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Referrer-Policy", "no-referrer")
+	// same-origin: no referrer leaves for another site, and the browser
+	// names this console in Origin on its own form posts (with no-referrer
+	// it sends "null", which the write check cannot tell from a sandboxed
+	// page's).
+	w.Header().Set("Referrer-Policy", "same-origin")
 	w.Header().Set("X-Frame-Options", "DENY")
 	switch {
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:

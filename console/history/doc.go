@@ -16,8 +16,10 @@
 // A point's time is the start of its step (Unix time; Run samples on the
 // step boundaries). What a point holds:
 //
-//   - counters: the per-second rate since the series' previous sample
-//     (the first sample of a series has none: NaN). The rate is taken at
+//   - counters: the per-second rate since the series' previous sample,
+//     over the time between the two samples' steps (not their exact
+//     times), so that a chart's points, drawn one step wide, add up to
+//     the counter's increase (the first sample of a series has none: NaN). The rate is taken at
 //     sample time against the previous raw value kept in float64, so the
 //     rings' float32 loses nothing a chart could show. A counter that
 //     went down was reset (a restart, or a broker generation's counters

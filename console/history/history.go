@@ -314,7 +314,7 @@ func (s *Store) Sample() error {
 		// kept, their points are not).
 		s.restart(slot)
 	}
-	s.ingest(mfs, now.UnixNano(), slot)
+	s.ingest(mfs, slot*s.step, slot) // rates over the steps' time: a chart integrates to the counts
 	s.samples++
 	if gerr != nil {
 		s.errs++
