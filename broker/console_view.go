@@ -426,3 +426,25 @@ func consoleMessage(rec []byte, preview int, localMin int64) (ConsoleMessage, er
 	}
 	return m, nil
 }
+
+// ConsoleLocalFrom is the first offset of a queue whose message is on
+// local disk (the queue's max when none is; its min without a bucket):
+// below it a reader replays from the bucket.
+func (b *Broker) ConsoleLocalFrom(ctx context.Context, topic string, queueID int32) (int64, error) {
+	mn, mx := b.minOffset(topic, queueID), b.store.MaxQueueOffset(topic, queueID)
+	if b.tier == nil {
+		return mn, nil
+	}
+	pt, compacted, _ := b.compactPoint(ctx, topic, queueID)
+	if compacted {
+		mn = max(mn, pt) // below the point a compacted queue is read from its generation
+	}
+	off, err := b.store.QueueOffsetAtPhys(ctx, topic, queueID, b.store.LocalMinPhysOffset())
+	if err != nil && compacted {
+		off, err = mn, nil // the search met segments compaction let go: they are all below the point
+	}
+	if err != nil {
+		return 0, err
+	}
+	return min(max(off, mn), mx), nil
+}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -15,6 +16,13 @@ import (
 // takes them over.
 
 var (
+	consumerOffsetDesc = prometheus.NewDesc("stratamq_consumer_offset",
+		"A consumer group's committed offset of a queue (its progress: the console's replay view reads its rate).",
+		[]string{"consumer_group", "topic", "queue_id"}, nil)
+	bucketBytesDesc = prometheus.NewDesc("stratamq_bucket_bytes",
+		"Bytes of the objects the bucket's manifest lists for this broker (segments with their indexes, compacted generations).", nil, nil)
+	bucketObjectsDesc = prometheus.NewDesc("stratamq_bucket_objects",
+		"Objects the bucket's manifest lists for this broker.", nil, nil)
 	lagMessagesDesc = prometheus.NewDesc("rocketmq_consumer_lag_messages",
 		"Messages a consumer group has still to consume on a queue: the queue's max offset minus the group's committed offset (or the queue's min when the group is behind it).",
 		[]string{"consumer_group", "topic", "queue_id"}, nil)
@@ -38,12 +46,17 @@ type storeStats struct {
 	lag         []queueLag
 	localBytes  int64
 	flushBehind int64
+	// The bucket's listed objects and bytes (hasBucket: read).
+	bucketObjects int
+	bucketBytes   int64
+	hasBucket     bool
 }
 
 type queueLag struct {
 	group, topic string
 	queue        int32
 	lag          int64
+	committed    int64
 	from         int64 // the first offset not consumed: max(committed, the queue's min)
 	// latencyMs is rocketmq_consumer_lag_latency, when hasLatency (see
 	// lagLatency.fill).
@@ -61,7 +74,15 @@ func (b *Broker) storeStats() storeStats {
 	}
 	for _, o := range b.offsets.All() {
 		mn, _, lag := b.queueLag(o.Topic, o.QueueID, o.Offset)
-		st.lag = append(st.lag, queueLag{group: o.Group, topic: o.Topic, queue: o.QueueID, lag: lag, from: max(o.Offset, mn)})
+		st.lag = append(st.lag, queueLag{group: o.Group, topic: o.Topic, queue: o.QueueID, lag: lag, committed: o.Offset, from: max(o.Offset, mn)})
+	}
+	if b.tier != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if kt, err := b.tier.IndexObjects(ctx); err == nil { // built once per manifest
+			st.bucketObjects, st.bucketBytes = kt.Totals()
+			st.hasBucket = true
+		}
+		cancel()
 	}
 	b.lagLat.fill(b, time.Now(), st.lag)
 	for _, s := range b.store.LocalSegments() {
@@ -85,7 +106,8 @@ func (m *Metrics) WatchStore(stats func() storeStats) {
 type storeCollector struct{ stats func() storeStats }
 
 func (storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{lagMessagesDesc, lagLatencyDesc, groupLatencyDesc, storageSizeDesc, flushBehindDesc} {
+	for _, d := range []*prometheus.Desc{lagMessagesDesc, lagLatencyDesc, groupLatencyDesc, storageSizeDesc, flushBehindDesc,
+		consumerOffsetDesc, bucketBytesDesc, bucketObjectsDesc} {
 		ch <- d
 	}
 }
@@ -97,6 +119,7 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, l := range st.lag {
 		q := strconv.Itoa(int(l.queue))
 		ch <- prometheus.MustNewConstMetric(lagMessagesDesc, prometheus.GaugeValue, float64(l.lag), l.group, l.topic, q)
+		ch <- prometheus.MustNewConstMetric(consumerOffsetDesc, prometheus.GaugeValue, float64(l.committed), l.group, l.topic, q)
 		if !l.hasLatency {
 			continue
 		}
@@ -112,6 +135,10 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(storageSizeDesc, prometheus.GaugeValue, float64(st.localBytes))
 	ch <- prometheus.MustNewConstMetric(flushBehindDesc, prometheus.GaugeValue, float64(st.flushBehind))
+	if st.hasBucket {
+		ch <- prometheus.MustNewConstMetric(bucketBytesDesc, prometheus.GaugeValue, float64(st.bucketBytes))
+		ch <- prometheus.MustNewConstMetric(bucketObjectsDesc, prometheus.GaugeValue, float64(st.bucketObjects))
+	}
 }
 
 // seedTopicCounters makes the per-topic message counters of every topic

@@ -24,6 +24,7 @@ var HistoryFamilies = []string{
 	"rocketmq_tiered_store_manifest_writes_total", "rocketmq_tiered_store_cold_get_total",
 	"stratamq_wal_puts_total",
 	"stratamq_ha_replication_lag_bytes", "stratamq_ha_failovers_total",
+	"stratamq_consumer_offset", "stratamq_bucket_bytes", "stratamq_bucket_objects",
 }
 
 // Prices are the bucket's list prices the cost chart uses, in dollars:
@@ -108,12 +109,15 @@ func (h *Handler) charts(ctx context.Context, b Broker, r *http.Request) (string
 	case d.Group != "":
 		add("group-lag", "Lag of "+d.Group, "msg", lagBy(st.Query("rocketmq_consumer_lag_messages", map[string]string{"consumer_group": d.Group}, from, to), "topic"))
 		add("group-lag-latency", "Lag latency of "+d.Group, "ms", lagBy(st.Query("rocketmq_consumer_lag_latency", map[string]string{"consumer_group": d.Group}, from, to), "topic"))
+		add("group-progress", "Progress of "+d.Group+" (committed offsets)", "msg/s", progressBy(st.Query("stratamq_consumer_offset", map[string]string{"consumer_group": d.Group}, from, to), "topic"))
 	default:
 		add("messages-in", "Messages in", "msg/s", total("rocketmq_messages_in_total", "in"))
 		add("messages-out", "Messages out", "msg/s", total("rocketmq_messages_out_total", "out"))
 		add("bytes", "Bytes in and out", "bytes/s", append(total("rocketmq_throughput_in_total", "in"), total("rocketmq_throughput_out_total", "out")...))
 		add("lag", "Consumer lag (largest groups)", "msg", lagBy(st.Query("rocketmq_consumer_lag_messages", nil, from, to), "consumer_group"))
 		add("storage", "Local disk", "bytes", total("rocketmq_storage_size", "local"))
+		add("bucket", "In the bucket", "bytes", total("stratamq_bucket_bytes", "bucket"))
+		add("bucket-objects", "Bucket objects", "objects", total("stratamq_bucket_objects", "objects"))
 		add("upload-backlog", "Upload backlog", "bytes", total("rocketmq_tiered_store_upload_lag_bytes", "not yet in the bucket"))
 		puts := history.Sum(append(append(st.Query("rocketmq_tiered_store_upload_objects_total", nil, from, to),
 			st.Query("rocketmq_tiered_store_manifest_writes_total", nil, from, to)...), st.Query("stratamq_wal_puts_total", nil, from, to)...))
@@ -171,6 +175,49 @@ func lagBy(ss []history.Series, label string) []chart.Series {
 		out = append(out, o.s)
 	}
 	return out
+}
+
+// progressBy turns committed-offset series into rates (messages a second
+// the group moved through), summed by one label.
+func progressBy(ss []history.Series, label string) []chart.Series {
+	out := lagBy(ss, label)
+	for i := range out {
+		ps := out[i].Points
+		rates := make([]chart.Point, 0, len(ps))
+		for j := 1; j < len(ps); j++ {
+			dt := ps[j].T.Sub(ps[j-1].T).Seconds()
+			v := math.NaN()
+			if dt > 0 && !math.IsNaN(ps[j].V) && !math.IsNaN(ps[j-1].V) {
+				v = max(ps[j].V-ps[j-1].V, 0) / dt
+			}
+			rates = append(rates, chart.Point{T: ps[j].T, V: v})
+		}
+		out[i].Points = rates
+	}
+	return out
+}
+
+// rateOver is the mean rate of a summed committed-offset series over its
+// last window points that are not NaN (ok false: fewer than two).
+func rateOver(ps []chart.Point, window time.Duration) (float64, bool) {
+	var last *chart.Point
+	for i := len(ps) - 1; i >= 0; i-- {
+		if math.IsNaN(ps[i].V) {
+			continue
+		}
+		if last == nil {
+			last = &ps[i]
+			continue
+		}
+		if last.T.Sub(ps[i].T) >= window || i == 0 {
+			dt := last.T.Sub(ps[i].T).Seconds()
+			if dt <= 0 {
+				return 0, false
+			}
+			return max(last.V-ps[i].V, 0) / dt, true
+		}
+	}
+	return 0, false
 }
 
 // costOf is the bucket requests' cost a month (30 days) at each point's

@@ -36,6 +36,7 @@ type Broker interface {
 	ConsoleMessagesByKey(ctx context.Context, topic, key string, n, preview int) ([]broker.ConsoleMessage, error)
 	ConsoleMessageByID(ctx context.Context, id string, preview int) (broker.ConsoleMessage, error)
 	ConsoleTrace(ctx context.Context, msgID, traceTopic string) ([]msgtrace.Leg, string, error)
+	ConsoleLocalFrom(ctx context.Context, topic string, queueID int32) (int64, error)
 	// Sign-in and actions (broker/console_actions.go).
 	ConsoleACL() bool
 	ConsoleAuthenticate(user, secret string) error

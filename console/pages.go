@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/stratamq/stratamq/broker"
+	"github.com/stratamq/stratamq/console/chart"
+	"github.com/stratamq/stratamq/console/history"
 	"github.com/stratamq/stratamq/msgtrace"
 	"github.com/stratamq/stratamq/store"
 )
@@ -104,6 +107,19 @@ func (h *Handler) topic(ctx context.Context, b Broker, r *http.Request) (string,
 type groupsData struct {
 	Filter string
 	Groups []broker.ConsoleGroup
+	// Replay is, for one group (Filter), its progress through each topic's
+	// history: how much of what it has still to read is only in the bucket.
+	Replay []replayRow
+}
+
+// replayRow is one group's progress on one topic.
+type replayRow struct {
+	Topic      string
+	Lag        int64 // messages still to read
+	BucketOnly int64 // of those, only in the bucket (below the local range)
+	Queues     int   // queues reading bucket-only history
+	Rate       string
+	ETA        string // until the bucket-only part is read, at Rate
 }
 
 func (h *Handler) groups(ctx context.Context, b Broker, r *http.Request) (string, any, error) {
@@ -125,7 +141,54 @@ func (h *Handler) groups(ctx context.Context, b Broker, r *http.Request) (string
 	if d.Filter != "" && len(d.Groups) == 0 {
 		return "", nil, notFound("the broker knows no consumer group %s", quote(d.Filter))
 	}
+	if d.Filter != "" {
+		if d.Replay, err = h.replay(ctx, b, d.Groups[0]); err != nil {
+			return "", nil, err
+		}
+	}
 	return "groups", d, nil
+}
+
+// replay is group g's progress through each topic's history: per topic,
+// the messages it has still to read that live only in the bucket (below
+// the queue's local range) and, from the history, the rate its committed
+// offsets moved at over the last five minutes.
+func (h *Handler) replay(ctx context.Context, b Broker, g broker.ConsoleGroup) ([]replayRow, error) {
+	by := map[string]*replayRow{}
+	var order []string
+	for _, q := range g.Queues {
+		row := by[q.Topic]
+		if row == nil {
+			row = &replayRow{Topic: q.Topic, Rate: "-", ETA: "-"}
+			by[q.Topic] = row
+			order = append(order, q.Topic)
+		}
+		local, err := b.ConsoleLocalFrom(ctx, q.Topic, q.QueueID)
+		if err != nil {
+			return nil, err
+		}
+		row.Lag += q.Lag
+		if from := max(q.Committed, q.Min); from < local {
+			row.BucketOnly += local - from
+			row.Queues++
+		}
+	}
+	var out []replayRow
+	now := h.cfg.Now()
+	for _, t := range order {
+		row := by[t]
+		if st := h.cfg.History; st != nil {
+			s := convert(t, history.Sum(st.Query("stratamq_consumer_offset", map[string]string{"consumer_group": g.Name, "topic": t}, now.Add(-15*time.Minute), now)))
+			if r, ok := rateOver(s.Points, 5*time.Minute); ok {
+				row.Rate = chart.Format(r, "msg/s")
+				if row.BucketOnly > 0 && r > 0 {
+					row.ETA = time.Duration(float64(row.BucketOnly) / r * float64(time.Second)).Round(time.Second).String()
+				}
+			}
+		}
+		out = append(out, *row)
+	}
+	return out, nil
 }
 
 type tierData struct {
@@ -431,6 +494,23 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
-	"secs": func(s float64) string { return fmt.Sprintf("%.1f s", s) },
-	"sub":  func(a, b int64) int64 { return a - b },
+	"secs":     func(s float64) string { return fmt.Sprintf("%.1f s", s) },
+	"sub":      func(a, b int64) int64 { return a - b },
+	"timeline": timeline,
+}
+
+// timeline draws one queue's offsets [min, max) as a bar: the part only
+// in the bucket (below localFrom) and the local part, with a tick where
+// the bucket's copy ends (bucketTo).
+func timeline(mn, localFrom, bucketTo, mx int64) template.HTML {
+	const w, h = 240.0, 14.0
+	if mx <= mn {
+		return template.HTML(`<svg class="timeline" width="240" height="14" role="img" aria-label="empty"><rect x="0" y="3" width="240" height="8" fill="#eef0f4"/></svg>`)
+	}
+	x := func(o int64) float64 { return math.Round(float64(min(max(o, mn), mx)-mn)/float64(mx-mn)*w*10) / 10 }
+	lf, bt := x(localFrom), x(bucketTo)
+	return template.HTML(fmt.Sprintf(`<svg class="timeline" width="240" height="14" role="img" aria-label="offsets %d to %d: %d to %d only in the bucket, from %d local; the bucket holds up to %d">`+
+		`<rect x="0" y="3" width="%g" height="8" fill="#7a8fb8"/><rect x="%g" y="3" width="%g" height="8" fill="#3fa36b"/>`+
+		`<line x1="%g" y1="0" x2="%g" y2="%g" stroke="#1b2233" stroke-width="1.5"/></svg>`,
+		mn, mx, mn, localFrom, localFrom, bucketTo, lf, lf, w-lf, bt, bt, h))
 }

@@ -182,7 +182,13 @@ type IndexTable struct {
 	objs    map[int64]kixObject                   // key index objects
 	idx     map[int64]coldread.Object             // queue index objects
 	gens    map[compaction.QueueKey]upload.Object // compacted generations, by queue
+	objects int                                   // objects the manifest lists (every kind)
+	bytes   int64                                 // and their bytes
 }
+
+// Totals is how many objects the manifest lists and their bytes: what the
+// bucket holds for this broker (beside the manifest's own and the WAL's).
+func (kt *IndexTable) Totals() (objects int, bytes int64) { return kt.objects, kt.bytes }
 
 // Counts is how many queue index and key index objects the table lists.
 func (kt *IndexTable) Counts() (queue, key int) { return len(kt.idx), len(kt.objs) }
@@ -219,7 +225,10 @@ func (t *Tiering) IndexObjects(ctx context.Context) (*IndexTable, error) {
 		return nil, err
 	}
 	kt := &IndexTable{m: m, live: live, version: m.Version, objs: map[int64]kixObject{}, idx: map[int64]coldread.Object{},
-		gens: generationsOf(m)}
+		gens: generationsOf(m), objects: len(m.Objects)}
+	for _, o := range m.Objects {
+		kt.bytes += o.Size
+	}
 	// Sections of the segments' objects, or (uploaded before sections)
 	// objects of their own: read alike through the cold reader.
 	for base, o := range m.Indexes(upload.KindKeyIndex) {
