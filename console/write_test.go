@@ -144,6 +144,33 @@ func TestConsoleActionsWithoutACL(t *testing.T) {
 		t.Fatalf("the action was not logged with who sent it:\n%s", logs.String())
 	}
 
+	// A subscription group made and deleted; promote on a broker that is no
+	// slave: the broker's refusal, shown as it is.
+	if code, page := c.act("createGroup", url.Values{"group": {"billing"}, "retryQueues": {"1"}, "retryMax": {"3"}, "orderly": {"on"}}); code != http.StatusOK || !strings.Contains(page, "created") {
+		t.Fatalf("create group: %d\n%s", code, page)
+	}
+	hasGroup := func() bool {
+		for _, g := range tb.b.ConsoleGroups() {
+			if g.Name == "billing" && g.Config {
+				return true
+			}
+		}
+		return false
+	}
+	if !hasGroup() {
+		t.Fatal("group billing not created")
+	}
+	if code, page := c.act("deleteGroup", url.Values{"group": {"billing"}}); code != http.StatusOK || !strings.Contains(page, "deleted") || hasGroup() {
+		t.Fatalf("delete group: %d\n%s", code, page)
+	}
+	if code, page := c.act("promote", url.Values{}); code != http.StatusOK || !strings.Contains(page, `id="action-error"`) || !strings.Contains(page, "the broker answered") {
+		t.Fatalf("promote a master: %d\n%s", code, page)
+	}
+	// A bad field: refused before anything is sent, saying which.
+	if code, page := c.act("createTopic", url.Values{"topic": {"bad topic!"}, "read": {"1"}, "write": {"1"}, "perm": {"6"}}); code != http.StatusBadRequest || !strings.Contains(page, "only letters") {
+		t.Fatalf("a bad topic name: %d\n%s", code, page)
+	}
+
 	// Replay: the confirmation again, with the token it used.
 	_, page = c.do(http.MethodGet, "/action?do=deleteTopic", nil, nil)
 	f := url.Values{"do": {"deleteTopic"}, "step": {"review"}, "topic": {"Made"}, "token": {token(t, page)}}
