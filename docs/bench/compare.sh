@@ -55,9 +55,11 @@
 # it), a table of each row's cost per message for every server (CPU per
 # message and per MiB, context switches, read/write syscalls: server_snap),
 # and for StrataMQ the segment bytes its uploader tiered
-# meanwhile (rocketmq_tiered_store_upload_logical_bytes_total). The rows of
-# one broker are not independent: a row that crosses a segment boundary
-# pays for compressing and uploading the bytes earlier rows wrote.
+# meanwhile (rocketmq_tiered_store_upload_logical_bytes_total). Each
+# StrataMQ produce row runs on a fresh broker (an empty data dir), and the
+# consume row after the uploader went idle, so no row pays for tiering the
+# bytes another row wrote; what a row tiered of its own bytes is in its
+# "MB tiered".
 set -euo pipefail
 
 MSGS=${MSGS:-200000}
@@ -336,23 +338,53 @@ smq_run() {
 cost() { awk '{printf "%s µs/msg, %s MB tiered", $1, $2}' "$WORK/$1.cost"; }
 j() { jq -r ".$2" "$WORK/$1.json"; }
 
+# fresh_smq NAME MODE: stop the running broker (if any) and start a new
+# one on an empty data dir: each produce row gets a broker of its own, so
+# no row pays for tiering what an earlier row wrote.
+fresh_smq() {
+	if ((${#PIDS[@]})) && [[ ${SMQ_UP:-} == 1 ]]; then
+		SMQ_RSS=$(( $(peak_rss_mib "${PIDS[-1]}") > ${SMQ_RSS:-0} ? $(peak_rss_mib "${PIDS[-1]}") : ${SMQ_RSS:-0} ))
+		stop_last
+	fi
+	start_smq "$WORK/smq-$1" "$2"
+	SMQ_UP=1
+}
+# tier_idle: wait (up to 120 s) until the running broker's uploader holds
+# nothing pending: a row run after it tiers nothing of the rows before.
+tier_idle() {
+	local i
+	for ((i = 0; i < 1200; i++)); do
+		if curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | awk '/^rocketmq_tiered_store_upload_(pending_segments|held_objects) / {s += $2; f++} END {exit !(f == 2 && s == 0)}'; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	say "  (the uploader was still busy after 120 s)"
+}
+
 run_smq() {
-	say "StrataMQ, flush=async"
-	start_smq "$WORK/smq-async" async
+	say "StrataMQ, flush=async (a fresh broker per produce row)"
+	fresh_smq batch async
 	smq_run smq_batch produce --topic BenchBatch --messages "$MSGS" --batch 500 --conns 1 --inflight 2
-	smq_run smq_single produce --topic BenchSingle --messages "$MSGS" --batch 1 --conns 1 --inflight 64
-	smq_run smq_single4 produce --topic BenchSingle4 --messages "$MSGS" --batch 1 --conns 4 --inflight 16
-	smq_run smq_single_bin produce --topic BenchSingleBin --messages "$MSGS" --batch 1 --conns 1 --inflight 64 --serialize rocketmq
+	tier_idle # the consume row reads the batch row's messages, tiering nothing
 	smq_run smq_consume consume --topic BenchBatch --from first
+	fresh_smq single async
+	smq_run smq_single produce --topic BenchSingle --messages "$MSGS" --batch 1 --conns 1 --inflight 64
+	fresh_smq single4 async
+	smq_run smq_single4 produce --topic BenchSingle4 --messages "$MSGS" --batch 1 --conns 4 --inflight 16
+	fresh_smq singlebin async
+	smq_run smq_single_bin produce --topic BenchSingleBin --messages "$MSGS" --batch 1 --conns 1 --inflight 64 --serialize rocketmq
+	fresh_smq e2e async
 	smq_run smq_e2e e2e --topic BenchE2E --rate "$E2E_RATE" --messages "$E2E_MSGS" --conns 1 --inflight 64
-	SMQ_RSS=$(peak_rss_mib "${PIDS[-1]}")
-	stop_last
 
 	say "StrataMQ, flush=sync (acked after fdatasync, group commit)"
-	start_smq "$WORK/smq-sync" sync
+	fresh_smq sync64 sync
 	smq_run smq_sync64 produce --topic BenchSync --messages "$SYNC_MSGS" --batch 1 --conns 4 --inflight 16
+	fresh_smq syncbatch sync
 	smq_run smq_sync_batch produce --topic BenchSyncBatch --messages "$MSGS" --batch 500 --conns 1 --inflight 2
+	SMQ_RSS=$(( $(peak_rss_mib "${PIDS[-1]}") > ${SMQ_RSS:-0} ? $(peak_rss_mib "${PIDS[-1]}") : ${SMQ_RSS:-0} ))
 	stop_last
+	SMQ_UP=0
 }
 
 # ---- klite ----
@@ -444,7 +476,7 @@ ERR=$(($(j smq_batch errors) + $(j smq_single errors) + $(j smq_single4 errors) 
 	echo "| durable, bulk: msgs/s (ours flush=sync, SEND_BATCH_MESSAGE of 500 × 2 in flight; NATS always, single publishes in a window of 500) | $SYB (p99 $(j smq_sync_batch p99_ms) ms/batch) | $NFA | the bulk row | $(ratio "$SYB" "$NFA") | | |"
 	echo "| consume hot data: MB/s of payload (ours: also of stored records) | $CPAY ($CMB records; $C msgs/s) | $(mbps "$NC") ($NC msgs/s) | $([[ -z $KLITE ]] && echo "not run" || echo "$(j kl_consume mb_per_sec) ($(j kl_consume msgs_per_sec) msgs/s)") | $(ratio "$CPAY" "$(mbps "$NC")") | ≥ 500 MB/s | $(met ge "$CMB" 500) |"
 	echo "| end-to-end at $E2E_RATE msgs/s: p50 / p99 / p99.9 ms | $(j smq_e2e p50_ms) / $E99 / $(j smq_e2e p999_ms) | n/a (no e2e mode in \`nats bench js\`) | not measured | | p99 < 5 ms | $(met lt "$E99" 5) |"
-	echo "| broker peak RSS during the async runs, MiB | $SMQ_RSS | $NATS_RSS | $KLITE_RSS (all its rows) | | ≤ cache + 256 MiB | |"
+	echo "| broker peak RSS (the largest of its brokers), MiB | $SMQ_RSS | $NATS_RSS | $KLITE_RSS (all its rows) | | ≤ cache + 256 MiB | |"
 	echo
 	echo "StrataMQ bench errors in all runs: $ERR; klite kafkaload errors: $KERR. MB = 10^6 bytes. Ratio = StrataMQ / NATS."
 	echo
