@@ -38,7 +38,7 @@ func reviewCfg(t *testing.T) Config {
 // reviewCompactor is a Compactor wired as newCompaction wires the broker's,
 // over bucket and log (hooks) instead of b.scoped and compactLog{b}.
 func reviewCompactor(b *Broker, bucket tier.Bucket, log compaction.Log, grace time.Duration) *compaction.Compactor {
-	return compaction.New(compaction.Config{Interval: time.Hour, MinOffsets: 1, TombstoneRetention: time.Hour, Grace: grace},
+	return compaction.New(compaction.Config{Interval: time.Hour, MinOffsets: 1, TombstoneRetention: time.Hour, Grace: grace, MaxDelay: time.Nanosecond},
 		compaction.Deps{Store: b.store, Topics: compactTopics{b}, Log: log, Reader: b.compactR, Bucket: bucket,
 			Fence: b.fence, ValidFor: b.leaseValidFor, Logger: discardLogger()})
 }

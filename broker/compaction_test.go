@@ -97,7 +97,8 @@ func TestCompactedTopicInTheBucket(t *testing.T) {
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true, SegmentSize: 1 << 20,
 		MaxMessageSize: 256 << 10, LocalRetention: 0, CompactionInterval: 50 * time.Millisecond,
 		CompactionMinMessages: 1, CompactionTombstoneRetention: time.Nanosecond, CompactionGrace: 300 * time.Millisecond,
-		HAListen: haTestAddr(t)}
+		CompactionMaxDelay: 100 * time.Millisecond,
+		HAListen:           haTestAddr(t)}
 	b, cl, stop := runBroker(t, cfg, Deps{Logger: discardLogger(), Bucket: bucket})
 	addr := b.Addr().String()
 	if r := invoke(t, cl, addr, createTopicAttrReq("Conf", "+"+compaction.Attribute+"="+compaction.PolicyCompaction)); r.Code != 0 {

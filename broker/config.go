@@ -59,6 +59,7 @@ type Config struct {
 	CompactionMinMessages        int64         `env:"COMPACTION_MIN_MESSAGES" envDefault:"10000" help:"a compacted queue is compacted again once this many of its offsets past the last compaction are uploaded"`
 	CompactionTombstoneRetention time.Duration `env:"COMPACTION_TOMBSTONE_RETENTION" envDefault:"24h" help:"a message with an empty body in a compacted topic (a tombstone) removes its key; it is itself dropped by the first compaction after it is this old"`
 	CompactionRate               bytesize.Size `env:"COMPACTION_RATE" help:"most record bytes compaction reads per second (0 = no bound)"`
+	CompactionMaxDelay           time.Duration `env:"COMPACTION_MAX_DELAY" envDefault:"1h" help:"a compacted queue is compacted again once as many new messages as its compacted history keeps are uploaded (each round rewrites it), or this long after its last round"`
 	CompactionGrace              time.Duration `env:"COMPACTION_GRACE" envDefault:"5m" help:"a compacted generation replaced by a newer one is deleted from the bucket this long after (readers between manifest reloads, a slave's)"`
 	CompactionCPU                int           `env:"COMPACTION_CPU" envDefault:"50" help:"most percent of one core compaction keeps busy: it rests after each batch in proportion to the time the batch took (1-100)"`
 	// Bucket durability (package tier/wal, wire_wal.go).
@@ -260,6 +261,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CompactionTombstoneRetention == 0 {
 		c.CompactionTombstoneRetention = 24 * time.Hour
+	}
+	if c.CompactionMaxDelay == 0 {
+		c.CompactionMaxDelay = time.Hour
 	}
 	if c.CompactionGrace == 0 {
 		c.CompactionGrace = 5 * time.Minute

@@ -47,6 +47,7 @@ func (b *Broker) newCompaction(reg prometheus.Registerer) (*compaction.Reader, *
 		DefaultRetention:   b.cfg.Retention,
 		SpoolDir:           b.compactionSpool(),
 		Grace:              b.cfg.CompactionGrace,
+		MaxDelay:           b.cfg.CompactionMaxDelay,
 	}, compaction.Deps{
 		Store: b.store, Topics: compactTopics{b}, Log: compactLog{b}, Reader: r, Bucket: b.scoped,
 		Fence: b.fence, ValidFor: b.leaseValidFor, ColdGets: func() int64 { return b.tier.Cold().Stats().Gets }, Logger: b.log.With("component", "compaction"), Metrics: m,

@@ -432,3 +432,51 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// TestCompactionWaitsForAsManyNewAsKept: a queue whose generation keeps
+// more records than the offsets uploaded since is not compacted again
+// (each round rewrites the generation), and is once enough are.
+func TestCompactionWaitsForAsManyNewAsKept(t *testing.T) {
+	f := newFixture(t, Config{TombstoneRetention: time.Hour})
+	f.send(t, 400, 200, rand.New(rand.NewPCG(31, 32)))
+	ctx := context.Background()
+	f.log.ends = map[QueueKey]int64{{"T", 0}: 400}
+	if err := f.c.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := f.r.generation(ctx, QueueKey{"T", 0})
+	kept := int64(len(g.Entries))
+	f.send(t, int(kept)-1, 200, rand.New(rand.NewPCG(33, 34)))
+	f.log.ends = map[QueueKey]int64{{"T", 0}: 400 + kept - 1}
+	if err := f.c.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p, _, _ := f.r.Point(ctx, "T", 0); p != 400 {
+		t.Fatalf("compacted to %d with %d new offsets for %d kept", p, kept-1, kept)
+	}
+	f.send(t, 1, 200, rand.New(rand.NewPCG(35, 36)))
+	f.log.ends = map[QueueKey]int64{{"T", 0}: 400 + kept}
+	if err := f.c.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p, _, _ := f.r.Point(ctx, "T", 0); p != 400+kept {
+		t.Fatalf("point %d, want %d once as many new offsets as kept records were uploaded", p, 400+kept)
+	}
+	// One more offset: compacted only MaxDelay (1h) after the last round.
+	f.send(t, 1, 200, rand.New(rand.NewPCG(37, 38)))
+	f.log.ends = map[QueueKey]int64{{"T", 0}: 401 + kept}
+	f.now = f.now.Add(59 * time.Minute)
+	if err := f.c.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p, _, _ := f.r.Point(ctx, "T", 0); p != 400+kept {
+		t.Fatalf("compacted again after 59 minutes with one new offset: point %d", p)
+	}
+	f.now = f.now.Add(2 * time.Minute)
+	if err := f.c.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p, _, _ := f.r.Point(ctx, "T", 0); p != 401+kept {
+		t.Fatalf("point %d an hour after the last round, want %d", p, 401+kept)
+	}
+}

@@ -81,6 +81,10 @@ type Config struct {
 	// SpoolDir holds a round's records while it builds a generation
 	// (temporary files, removed when the round ends). "": in memory.
 	SpoolDir string
+	// MaxDelay is the longest a queue with fewer new offsets than its
+	// generation keeps waits for its next round (default 1h;
+	// STRATAMQ_COMPACTION_MAX_DELAY).
+	MaxDelay time.Duration
 	// Grace: a replaced generation is deleted from the bucket this long
 	// after the manifest stops listing it (readers still on the old
 	// listing: a slave between reloads).
@@ -120,6 +124,8 @@ type Compactor struct {
 	// topic's drops; a round lists only if the count did not move).
 	dropMu sync.Mutex
 	drops  map[string]int64
+
+	lastRound map[QueueKey]time.Time // each queue's last listed generation (this process)
 }
 
 type doomed struct {
@@ -144,10 +150,13 @@ func New(cfg Config, d Deps) *Compactor {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 5 * time.Minute
 	}
+	if cfg.MaxDelay <= 0 {
+		cfg.MaxDelay = time.Hour
+	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Compactor{cfg: cfg, d: d}
+	return &Compactor{cfg: cfg, d: d, lastRound: map[QueueKey]time.Time{}}
 }
 
 // Run compacts every Interval until ctx ends.
@@ -201,6 +210,14 @@ func (c *Compactor) Round(ctx context.Context) error {
 			k := QueueKey{t.Name, q}
 			end, ok := ends[k]
 			if !ok || end-points[k] < c.cfg.MinOffsets {
+				continue
+			}
+			// A round rewrites the whole generation: wait until at least
+			// as many new offsets as it keeps, so that each kept record is
+			// rewritten a bounded number of times per new one (about twice),
+			// but no longer than MaxDelay after the queue's last round.
+			if g, err := c.d.Reader.generation(ctx, k); err == nil && g != nil && end-points[k] < int64(len(g.Entries)) &&
+				c.cfg.Now().Sub(c.lastRound[k]) < c.cfg.MaxDelay {
 				continue
 			}
 			if err := c.CompactQueue(ctx, t, q, end); err != nil {
@@ -613,6 +630,7 @@ func (c *Compactor) CompactQueue(ctx context.Context, t Topic, queueID int32, po
 	if prev != nil && prev.Object.Key != key {
 		c.doomed = append(c.doomed, doomed{key: prev.Object.Key, at: now})
 	}
+	c.lastRound[k] = now
 	c.d.Metrics.round(w.Len(), dropped, read, size, time.Since(started))
 	c.d.Logger.Info("compacted", "topic", t.Name, "queue", queueID, "from", from, "point", point, "kept", w.Len(),
 		"dropped", dropped, "read", read, "object", size, "took", time.Since(started).Round(time.Millisecond))

@@ -18,7 +18,10 @@
 //     time (OffsetAtTime).
 //   - The Compactor, one goroutine under the lease (a master): every
 //     Config.Interval it rebuilds the generation of each compacted queue
-//     with at least Config.MinOffsets uploaded offsets past its point. It
+//     with at least Config.MinOffsets uploaded offsets past its point, and
+//     at least as many as its generation keeps (a round rewrites the whole
+//     generation: this bounds the rewriting to about two records written
+//     per new one), or Config.MaxDelay after the queue's last round. It
 //     never runs on the send path and reads only what is uploaded.
 //
 // # The rule

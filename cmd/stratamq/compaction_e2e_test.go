@@ -56,6 +56,7 @@ func TestE2ECompactedTopic(t *testing.T) {
 		"STRATAMQ_COMPACTION_TOMBSTONE_RETENTION": "1ms",
 		"STRATAMQ_COMPACTION_CPU":                 "100",
 		"STRATAMQ_COMPACTION_GRACE":               "1s",
+		"STRATAMQ_COMPACTION_MAX_DELAY":           "500ms",
 		"STRATAMQ_HTTP_LISTEN":                    httpAddr,
 	}
 	s := startServe(t, filepath.Join(root, "data1"), env)
