@@ -171,6 +171,11 @@ var actionDefs = []*actionDef{
 		if _, err := topicName(v.Get("topic")); err != nil {
 			return "", err
 		}
+		for _, f := range []string{"key", "tag"} {
+			if strings.IndexFunc(v.Get(f), func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+				return "", fmt.Errorf("the %s holds a control character: not taken (it would change the message's properties)", f)
+			}
+		}
 		if v.Get("body") == "" {
 			return "", fmt.Errorf("the body is empty")
 		}

@@ -1,7 +1,9 @@
 package console
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"net"
@@ -35,7 +37,12 @@ import (
 
 const (
 	sessionCookie = "smq_console"
+	loginCookie   = "smq_login" // the sign-in form's nonce (no session is kept for it)
 	maxSessions   = 1024
+	// maxUserSessions is how many sessions one user keeps (the oldest go
+	// first): one account signing in again and again never pushes out
+	// another's sessions.
+	maxUserSessions = 16
 	// maxTokens is how many unused form tokens a session keeps (the
 	// oldest go first): a page with many forms, several tabs.
 	maxTokens = 256
@@ -46,7 +53,14 @@ type session struct {
 	user    string
 	secret  string // kept in memory to sign the user's requests; never shown or logged
 	expires time.Time
-	tokens  map[string]time.Time // unused form tokens
+	tokens  map[string]formToken // unused form tokens
+}
+
+// formToken is an unused form token: what it may be used for (an
+// action's name, or "logout") and when it was given.
+type formToken struct {
+	purpose string
+	at      time.Time
 }
 
 type sessions struct {
@@ -57,10 +71,47 @@ type sessions struct {
 	// anon holds the form tokens of visitors without a session (no ACL:
 	// loopback or STRATAMQ_CONSOLE_WRITE), bound to a cookie of their own.
 	anon map[string]*session
+	// key signs the sign-in form's tokens (loginToken): random per process.
+	key [32]byte
 }
 
 func newSessions(ttl time.Duration, now func() time.Time) *sessions {
-	return &sessions{m: map[string]*session{}, anon: map[string]*session{}, ttl: ttl, now: now}
+	s := &sessions{m: map[string]*session{}, anon: map[string]*session{}, ttl: ttl, now: now}
+	if _, err := rand.Read(s.key[:]); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// loginToken is the sign-in form's token for the nonce in its cookie:
+// an HMAC, so no state is kept per visitor before they sign in (a flood
+// of sign-in pages pushes nobody out).
+func (s *sessions) loginToken(nonce string) string {
+	m := hmac.New(sha256.New, s.key[:])
+	m.Write([]byte("login\x00" + nonce))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// loginNonce returns the request's sign-in nonce, setting a new one when
+// it has none.
+func (s *sessions) loginNonce(w http.ResponseWriter, r *http.Request) string {
+	if c, err := r.Cookie(loginCookie); err == nil && len(c.Value) == 43 {
+		return c.Value
+	}
+	n := randomToken()
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: n, Path: "/login", MaxAge: 3600, HttpOnly: true,
+		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	return n
+}
+
+// checkLogin reports whether a sign-in post carries the token of its
+// nonce cookie.
+func (s *sessions) checkLogin(r *http.Request, token string) bool {
+	c, err := r.Cookie(loginCookie)
+	if err != nil || len(c.Value) != 43 {
+		return false
+	}
+	return hmac.Equal([]byte(s.loginToken(c.Value)), []byte(token))
 }
 
 func randomToken() string {
@@ -85,6 +136,23 @@ func (s *sessions) create(user, secret string, anon bool) *session {
 			delete(m, id)
 		}
 	}
+	// The user's own oldest first, past maxUserSessions; then anyone's.
+	for {
+		var oldest *session
+		n := 0
+		for _, x := range m {
+			if !anon && x.user == user {
+				n++
+				if oldest == nil || x.expires.Before(oldest.expires) {
+					oldest = x
+				}
+			}
+		}
+		if n < maxUserSessions || oldest == nil {
+			break
+		}
+		delete(m, oldest.id)
+	}
 	for len(m) >= maxSessions { // drop the one expiring first
 		var oldest *session
 		for _, x := range m {
@@ -94,7 +162,7 @@ func (s *sessions) create(user, secret string, anon bool) *session {
 		}
 		delete(m, oldest.id)
 	}
-	x := &session{id: randomToken(), user: user, secret: secret, expires: now.Add(s.ttl), tokens: map[string]time.Time{}}
+	x := &session{id: randomToken(), user: user, secret: secret, expires: now.Add(s.ttl), tokens: map[string]formToken{}}
 	m[x.id] = x
 	return x
 }
@@ -129,34 +197,35 @@ func (s *sessions) drop(x *session) {
 	delete(s.anon, x.id)
 }
 
-// token gives session x a new one-time form token.
-func (s *sessions) token(x *session) string {
+// token gives session x a new one-time form token for purpose (an
+// action's name, or "logout").
+func (s *sessions) token(x *session, purpose string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(x.tokens) >= maxTokens {
 		var oldK string
 		var oldT time.Time
 		for k, t := range x.tokens {
-			if oldK == "" || t.Before(oldT) {
-				oldK, oldT = k, t
+			if oldK == "" || t.at.Before(oldT) {
+				oldK, oldT = k, t.at
 			}
 		}
 		delete(x.tokens, oldK)
 	}
 	t := randomToken()
-	x.tokens[t] = s.now()
+	x.tokens[t] = formToken{purpose: purpose, at: s.now()}
 	return t
 }
 
-// use consumes token t of session x: false if x was not given it, or it
-// was used.
-func (s *sessions) use(x *session, t string) bool {
+// use consumes token t of session x for purpose: false if x was not
+// given it for that purpose, or it was used.
+func (s *sessions) use(x *session, t, purpose string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k := range x.tokens {
+	for k, ft := range x.tokens {
 		if subtle.ConstantTimeCompare([]byte(k), []byte(t)) == 1 {
 			delete(x.tokens, k)
-			return true
+			return ft.purpose == purpose
 		}
 	}
 	return false

@@ -261,7 +261,7 @@ func (h *Handler) page(f pageWFunc) http.HandlerFunc {
 			}
 			if ld.SignIn = b.ConsoleACL(); ld.SignIn {
 				if x := h.sess.get(r, false); x != nil {
-					ld.User, ld.LogoutToken = x.user, h.sess.token(x)
+					ld.User, ld.LogoutToken = x.user, h.sess.token(x, "logout")
 				}
 			}
 		}

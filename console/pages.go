@@ -16,6 +16,7 @@ import (
 	"github.com/stratamq/stratamq/console/chart"
 	"github.com/stratamq/stratamq/console/history"
 	"github.com/stratamq/stratamq/msgtrace"
+	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 )
 
@@ -286,6 +287,9 @@ func (h *Handler) messages(ctx context.Context, b Broker, r *http.Request) (stri
 			if topic, err = p.topic("traceTopic"); err != nil {
 				return "", nil, err
 			}
+			if err := h.canRead(ctx, b, r, v, topic); err != nil { // before anything is read
+				return "", nil, err
+			}
 		}
 		if d.Trace, d.TraceTopic, err = b.ConsoleTrace(ctx, id, topic); err != nil {
 			return "", nil, err
@@ -302,6 +306,19 @@ func (h *Handler) messages(ctx context.Context, b Broker, r *http.Request) (stri
 		id, err := p.msgID("msgId")
 		if err != nil {
 			return "", nil, err
+		}
+		// With an ACL the broker decides first (VIEW_MESSAGE_BY_ID as the
+		// user: SUB on the message's own topic), and a refusal reads as a
+		// missing message: the page never says which topic an id is in.
+		if v.acl {
+			_, phys, derr := store.DecodeMessageID(id)
+			if derr != nil {
+				return "", nil, notFound("no message with id %s on this broker", id)
+			}
+			req := remoting.NewRequest(remoting.ViewMessageByID, (&remoting.ViewMessageRequestHeader{Offset: phys}).Encode(), nil)
+			if _, err := ok(b.ConsoleInvoke(ctx, remoteAddr(r), v.sess.user, v.sess.secret, req)); err != nil {
+				return "", nil, notFound("no message with id %s on this broker", id)
+			}
 		}
 		m, err := b.ConsoleMessageByID(ctx, id, preview)
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrCorrupt) {

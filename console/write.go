@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"sync"
 	"time"
@@ -52,45 +53,87 @@ func (h *Handler) anonSession(w http.ResponseWriter, r *http.Request, v *viewer)
 	}
 }
 
-// loginLimiter counts failed sign-ins per address: more than
+// loginLimiter counts sign-in attempts that failed per client: an IPv4
+// address, or an IPv6 /64 (one host holds a whole /64). More than
 // maxFailures in failureWindow are refused (429) until the window passes.
+// An attempt counts as failed from its start (attempt) and is forgiven on
+// success, so concurrent guesses cannot all pass the check. At most
+// maxLimited clients are remembered; past that the one with the fewest
+// failures is forgotten first (a blocked client stays blocked).
 type loginLimiter struct {
 	mu sync.Mutex
-	m  map[string][]time.Time
+	m  map[netip.Prefix][]time.Time
 }
 
 const (
 	maxFailures   = 10
 	failureWindow = time.Minute
+	maxLimited    = 10000
 )
 
-func (l *loginLimiter) blocked(addr string, now time.Time) bool {
+// clientOf is the limiter's key of an address.
+func clientOf(a netip.Addr) netip.Prefix {
+	if a.Is4() {
+		return netip.PrefixFrom(a, 32)
+	}
+	p, _ := a.Prefix(64)
+	return p
+}
+
+// attempt starts a sign-in attempt from client k: false (and nothing
+// counted) when k is over its limit; else the attempt counts as failed
+// until forgive.
+func (l *loginLimiter) attempt(k netip.Prefix, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	kept := l.m[addr][:0]
-	for _, t := range l.m[addr] {
+	if l.m == nil {
+		l.m = map[netip.Prefix][]time.Time{}
+	}
+	kept := l.m[k][:0]
+	for _, t := range l.m[k] {
 		if now.Sub(t) < failureWindow {
 			kept = append(kept, t)
 		}
 	}
-	if len(kept) == 0 {
-		delete(l.m, addr)
-	} else {
-		l.m[addr] = kept
+	if len(kept) >= maxFailures {
+		l.m[k] = kept
+		return false
 	}
-	return len(kept) >= maxFailures
+	if _, ok := l.m[k]; !ok && len(l.m) >= maxLimited {
+		// Forget the client with the fewest failures (the oldest of
+		// those): a blocked client stays blocked however many others fail.
+		var oldK netip.Prefix
+		var oldT time.Time
+		fewest := -1
+		for c, ts := range l.m {
+			last := time.Time{}
+			if len(ts) > 0 {
+				last = ts[len(ts)-1]
+			}
+			if fewest < 0 || len(ts) < fewest || len(ts) == fewest && last.Before(oldT) {
+				oldK, oldT, fewest = c, last, len(ts)
+			}
+		}
+		delete(l.m, oldK)
+	}
+	l.m[k] = append(kept, now)
+	return true
 }
 
-func (l *loginLimiter) fail(addr string, now time.Time) {
+// forgive takes back the failure attempt counted at t (a success).
+func (l *loginLimiter) forgive(k netip.Prefix, t time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.m == nil {
-		l.m = map[string][]time.Time{}
+	ts := l.m[k]
+	for i := len(ts) - 1; i >= 0; i-- {
+		if ts[i].Equal(t) {
+			l.m[k] = append(ts[:i], ts[i+1:]...)
+			break
+		}
 	}
-	if len(l.m) > 10000 { // bounded: forget everyone rather than grow
-		l.m = map[string][]time.Time{}
+	if len(l.m[k]) == 0 {
+		delete(l.m, k)
 	}
-	l.m[addr] = append(l.m[addr], now)
 }
 
 type loginData struct {
@@ -100,43 +143,53 @@ type loginData struct {
 	ACL    bool
 }
 
-// login is GET (the form) and POST (a sign-in) /login.
+// login is GET (the form) and POST (a sign-in) /login. The form's token
+// is an HMAC of a nonce cookie: nothing is kept for a visitor before
+// they sign in.
 func (h *Handler) login(ctx context.Context, b Broker, w http.ResponseWriter, r *http.Request) (string, any, error) {
 	d := loginData{ACL: b.ConsoleACL()}
 	if !d.ACL {
 		return "login", d, nil // the page says there is nobody to sign in as
 	}
-	pre := h.sess.get(r, true)
-	if pre == nil {
-		pre = h.sess.create("", "", true)
-		setSessionCookie(w, r, pre)
+	if h.sess.get(r, false) != nil && r.Method != http.MethodPost {
+		http.Redirect(w, r, "/", http.StatusSeeOther) // signed in already: keep the session
+		return "", nil, errRedirected
 	}
 	if r.Method == http.MethodPost {
-		if err := h.checkPost(r, pre); err != nil {
-			return "", nil, err
+		if !sameOrigin(r) {
+			return "", nil, forbidden("a form posted from another site is refused (Origin %q, Sec-Fetch-Site %q)", cut(r.Header.Get("Origin"), 64), r.Header.Get("Sec-Fetch-Site"))
 		}
-		addr := remoteAddr(r).Addr().String()
-		now := h.sess.now()
-		if h.limit.blocked(addr, now) {
-			return "", nil, &httpError{http.StatusTooManyRequests, fmt.Sprintf("more than %d failed sign-ins from %s in the last %s: wait", maxFailures, addr, failureWindow)}
+		r.Body = http.MaxBytesReader(nil, r.Body, 2*maxFieldLen)
+		if err := r.ParseForm(); err != nil {
+			return "", nil, badRequest("the form does not parse: %v", err)
+		}
+		if !h.sess.checkLogin(r, r.PostForm.Get("token")) {
+			return "", nil, forbidden("the sign-in form's token is missing or not this browser's: reload the page and try again")
+		}
+		addr := remoteAddr(r).Addr()
+		client, now := clientOf(addr), h.sess.now()
+		if !h.limit.attempt(client, now) {
+			return "", nil, &httpError{http.StatusTooManyRequests, fmt.Sprintf("more than %d failed sign-ins from %s in the last %s: wait", maxFailures, client, failureWindow)}
 		}
 		user, secret := r.PostForm.Get("user"), r.PostForm.Get("secret")
 		if err := b.ConsoleAuthenticate(user, secret); err != nil {
-			h.limit.fail(addr, now)
-			h.cfg.Logger.Warn("console sign-in refused", "user", cut(user, 64), "remote", addr)
+			h.cfg.Logger.Warn("console sign-in refused", "user", cut(user, 64), "remote", addr.String())
 			d.User, d.Failed = cut(user, 64), "sign-in refused: "+err.Error()
-			d.Token = h.sess.token(pre)
+			d.Token = h.sess.loginToken(h.sess.loginNonce(w, r))
 			w.WriteHeader(http.StatusUnauthorized)
 			return "login", d, nil
 		}
-		h.sess.drop(pre)
+		h.limit.forgive(client, now)
+		if old := h.sess.get(r, false); old != nil {
+			h.sess.drop(old)
+		}
 		x := h.sess.create(user, secret, false)
 		setSessionCookie(w, r, x)
-		h.cfg.Logger.Info("console sign-in", "user", user, "remote", addr)
+		h.cfg.Logger.Info("console sign-in", "user", user, "remote", addr.String())
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return "", nil, errRedirected
 	}
-	d.Token = h.sess.token(pre)
+	d.Token = h.sess.loginToken(h.sess.loginNonce(w, r))
 	return "login", d, nil
 }
 
@@ -154,7 +207,10 @@ func (h *Handler) logout(ctx context.Context, b Broker, w http.ResponseWriter, r
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return "", nil, errRedirected
 	}
-	if err := h.checkPost(r, x); err != nil {
+	if r.Method != http.MethodPost {
+		return "", nil, &httpError{http.StatusMethodNotAllowed, "sign out with the page's Sign out button (POST)"}
+	}
+	if err := h.checkPost(r, x, "logout"); err != nil {
 		return "", nil, err
 	}
 	h.sess.drop(x)
@@ -165,8 +221,9 @@ func (h *Handler) logout(ctx context.Context, b Broker, w http.ResponseWriter, r
 }
 
 // checkPost is every POST's check: from this console's pages (not another
-// site), and carrying a form token session x was given and has not used.
-func (h *Handler) checkPost(r *http.Request, x *session) error {
+// site), and carrying a form token session x was given for purpose and
+// has not used.
+func (h *Handler) checkPost(r *http.Request, x *session, purpose string) error {
 	if !sameOrigin(r) {
 		return forbidden("a form posted from another site is refused (Origin %q, Sec-Fetch-Site %q)", cut(r.Header.Get("Origin"), 64), r.Header.Get("Sec-Fetch-Site"))
 	}
@@ -174,8 +231,8 @@ func (h *Handler) checkPost(r *http.Request, x *session) error {
 	if err := r.ParseForm(); err != nil {
 		return badRequest("the form does not parse: %v", err)
 	}
-	if x == nil || !h.sess.use(x, r.PostForm.Get("token")) {
-		return forbidden("the form's token is missing, used already or not this session's: reload the page and try again")
+	if x == nil || !h.sess.use(x, r.PostForm.Get("token"), purpose) {
+		return forbidden("the form's token is missing, used already, for another form or not this session's: reload the page and try again")
 	}
 	return nil
 }
@@ -201,14 +258,19 @@ func (h *Handler) actions(ctx context.Context, b Broker, w http.ResponseWriter, 
 	v := h.viewerOf(b, r)
 	d := actionsData{Actions: actionDefs, CanWrite: v.canWrite, Why: v.why, User: v.user, Step: "list"}
 	name := r.URL.Query().Get("do")
-	if r.Method == http.MethodPost {
+	post := r.Method == http.MethodPost // anything else (GET, HEAD) only shows a form
+	if post {
 		if !v.canWrite {
 			return "", nil, &httpError{http.StatusUnauthorized, v.why}
 		}
-		if err := h.checkPost(r, v.sess); err != nil {
-			return "", nil, err
+		r.Body = http.MaxBytesReader(nil, r.Body, 2*maxFieldLen)
+		if err := r.ParseForm(); err != nil { // the do field names the token's purpose
+			return "", nil, badRequest("the form does not parse: %v", err)
 		}
 		name = r.PostForm.Get("do")
+		if err := h.checkPost(r, v.sess, "action:"+name); err != nil {
+			return "", nil, err
+		}
 	}
 	if name == "" {
 		return "actions", d, nil
@@ -219,7 +281,7 @@ func (h *Handler) actions(ctx context.Context, b Broker, w http.ResponseWriter, 
 	}
 	d.Action, d.Step = a, "form"
 	form := r.URL.Query()
-	if r.Method == http.MethodPost {
+	if post {
 		form = r.PostForm
 	}
 	for _, f := range a.Fields {
@@ -227,7 +289,7 @@ func (h *Handler) actions(ctx context.Context, b Broker, w http.ResponseWriter, 
 		if len(val) > maxFieldLen {
 			return "", nil, badRequest("field %s is %d bytes long; at most %d are taken", f.Name, len(val), maxFieldLen)
 		}
-		if val == "" && r.Method == http.MethodGet {
+		if val == "" && !post {
 			val = f.Default
 		}
 		f.Value = val
@@ -237,23 +299,23 @@ func (h *Handler) actions(ctx context.Context, b Broker, w http.ResponseWriter, 
 	for _, f := range d.Fields {
 		vals.Set(f.Name, f.Value)
 	}
-	if r.Method == http.MethodGet {
+	if !post {
 		if v.canWrite {
 			h.anonSession(w, r, &v)
-			d.Token = h.sess.token(v.sess)
+			d.Token = h.sess.token(v.sess, "action:"+a.Name)
 		}
 		return "actions", d, nil
 	}
 	plan, err := a.plan(vals)
 	if err != nil {
 		d.Error = err.Error()
-		d.Token = h.sess.token(v.sess)
+		d.Token = h.sess.token(v.sess, "action:"+a.Name)
 		w.WriteHeader(http.StatusBadRequest)
 		return "actions", d, nil
 	}
 	d.Plan = plan
 	if form.Get("step") != "confirm" {
-		d.Step, d.Hidden, d.Token = "confirm", vals, h.sess.token(v.sess)
+		d.Step, d.Hidden, d.Token = "confirm", vals, h.sess.token(v.sess, "action:"+a.Name)
 		return "actions", d, nil
 	}
 	d.Step = "done"

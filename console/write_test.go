@@ -87,6 +87,17 @@ func token(t *testing.T, page string) string {
 	return m[1]
 }
 
+// formTok is the token of the form with id (each form's token is for
+// that form only).
+func formTok(t *testing.T, page, id string) string {
+	t.Helper()
+	i := strings.Index(page, `id="`+id+`"`)
+	if i < 0 {
+		t.Fatalf("no form %s in the page:\n%s", id, page)
+	}
+	return token(t, page[i:])
+}
+
 // act runs an action through its form, review and confirmation, and
 // returns the final page's status and body.
 func (c *browserSim) act(name string, fields url.Values) (int, string) {
@@ -95,7 +106,7 @@ func (c *browserSim) act(name string, fields url.Values) (int, string) {
 	if code != http.StatusOK {
 		c.t.Fatalf("action form %s: %d\n%s", name, code, page)
 	}
-	f := url.Values{"do": {name}, "step": {"review"}, "token": {token(c.t, page)}}
+	f := url.Values{"do": {name}, "step": {"review"}, "token": {formTok(c.t, page, "action-form")}}
 	for k, v := range fields {
 		f[k] = v
 	}
@@ -104,7 +115,7 @@ func (c *browserSim) act(name string, fields url.Values) (int, string) {
 		return code, page
 	}
 	f.Set("step", "confirm")
-	f.Set("token", token(c.t, page))
+	f.Set("token", formTok(c.t, page, "confirm-form"))
 	return c.do(http.MethodPost, "/action", f, nil)
 }
 
@@ -173,10 +184,10 @@ func TestConsoleActionsWithoutACL(t *testing.T) {
 
 	// Replay: the confirmation again, with the token it used.
 	_, page = c.do(http.MethodGet, "/action?do=deleteTopic", nil, nil)
-	f := url.Values{"do": {"deleteTopic"}, "step": {"review"}, "topic": {"Made"}, "token": {token(t, page)}}
+	f := url.Values{"do": {"deleteTopic"}, "step": {"review"}, "topic": {"Made"}, "token": {formTok(t, page, "action-form")}}
 	_, page = c.do(http.MethodPost, "/action", f, nil)
 	f.Set("step", "confirm")
-	f.Set("token", token(t, page))
+	f.Set("token", formTok(t, page, "confirm-form"))
 	replay := url.Values{}
 	for k, v := range f {
 		replay[k] = v
@@ -278,7 +289,7 @@ func TestConsoleSignInUnderACL2(t *testing.T) {
 	signIn := func(c *browserSim, user, pw string) (int, string) {
 		t.Helper()
 		_, page := c.do(http.MethodGet, "/login", nil, nil)
-		return c.do(http.MethodPost, "/login", url.Values{"user": {user}, "secret": {pw}, "token": {token(t, page)}}, nil)
+		return c.do(http.MethodPost, "/login", url.Values{"user": {user}, "secret": {pw}, "token": {formTok(t, page, "login-form")}}, nil)
 	}
 	if code, page := signIn(anon, "root", "wrong-secret"); code != http.StatusUnauthorized || !strings.Contains(page, "unknown user or wrong secret") {
 		t.Fatalf("a wrong secret: %d\n%s", code, page)
