@@ -25,8 +25,8 @@ import (
 // message and finds it by key, resets a group by time and sees its lag go
 // from 0 to the messages sent since, resends a dead-lettered message, and
 // reads the charts. The test then checks the broker's side of each action
-// and that the messages-in chart's rates integrate to what /metrics says
-// arrived over the same window. With STRATAMQ_CONSOLE_SCREENSHOTS=<dir>
+// and every chart against /metrics read in the same session: each gauge's
+// last point is its value there, each rate adds up to its counter. With STRATAMQ_CONSOLE_SCREENSHOTS=<dir>
 // (docs/console) it saves the pages' screenshots there.
 func TestConsolePlaywright(t *testing.T) {
 	chromium := findChromium(t)
@@ -93,7 +93,6 @@ func TestConsolePlaywright(t *testing.T) {
 
 	// Traffic stops: the messages-in counter's value now and after the
 	// browser's run bound the chart's window check.
-	metricsIn := func() float64 { return scrape(t, httpAddr, "rocketmq_messages_in_total", "") }
 	args := map[string]string{"base": "http://" + httpAddr, "user": "root", "secret": rootPw, "chromium": chromium,
 		"topic": topic, "newTopic": uniqueName(t, "Console"), "key": "k-" + uniqueName(t, "key"), "group": group,
 		"dlqGroup": dlqGroup, "resetTo": resetTo.Format(time.RFC3339), "screenshots": os.Getenv("STRATAMQ_CONSOLE_SCREENSHOTS")}
@@ -159,47 +158,137 @@ func TestConsolePlaywright(t *testing.T) {
 		t.Fatalf("%s holds nothing after the resend", retryTopic)
 	}
 
-	// Every chart drawn; the messages-in chart integrates to what /metrics
-	// counted: the counter did not move between the last sample and the
-	// browser's run but for the console's own test message.
-	if len(out.Charts) < 8 {
-		t.Fatalf("%d charts on the page, want the broker's eight or more", len(out.Charts))
-	}
-	var integral float64
-	found := false
+	// Every chart against /metrics, read right after the page, once the
+	// history held a sample taken after the last action (nothing moved
+	// since): a gauge's last point is the value /metrics shows; a rate's
+	// points, drawn one step wide, add up to the counter's value, less what
+	// it counted before the history's first sample (one message at most,
+	// the broker's claim of the manifest at start).
+	metrics := parsePromText(out.Metrics)
+	charts := map[string]map[string]string{}
 	for _, c := range out.Charts {
-		if c.Chart != "messages-in" || len(c.Series) != 1 {
+		charts[c.Chart] = map[string]string{}
+		for _, sr := range c.Series {
+			charts[c.Chart][sr.Label] = sr.Points
+		}
+	}
+	for _, name := range []string{"messages-in", "messages-out", "bytes", "lag", "storage", "bucket", "bucket-objects",
+		"upload-backlog", "requests", "cost", "replication", "failovers"} {
+		if _, ok := charts[name]; !ok {
+			t.Fatalf("no %s chart: %v", name, charts)
+		}
+	}
+	rate := func(chartName, label, what string, total, slack float64) {
+		t.Helper()
+		sum, _, _ := chartPoints(charts[chartName][label])
+		if sum > total+0.01 || sum < total-slack-0.01 {
+			t.Fatalf("chart %s (%s) adds up to %.2f; /metrics: %s = %.0f", chartName, label, sum, what, total)
+		}
+	}
+	gauge := func(chartName, label, what string, want float64) {
+		t.Helper()
+		_, last, n := chartPoints(charts[chartName][label])
+		if n == 0 || last != want {
+			t.Fatalf("chart %s (%s): last point %v (%d points); /metrics: %s = %v", chartName, label, last, n, what, want)
+		}
+	}
+	rate("messages-in", "in", "rocketmq_messages_in_total", metrics.sum("rocketmq_messages_in_total", nil), 1)
+	rate("messages-out", "out", "rocketmq_messages_out_total", metrics.sum("rocketmq_messages_out_total", nil), 1)
+	rate("bytes", "in", "rocketmq_throughput_in_total", metrics.sum("rocketmq_throughput_in_total", nil), 64)
+	rate("bytes", "out", "rocketmq_throughput_out_total", metrics.sum("rocketmq_throughput_out_total", nil), 64)
+	puts := metrics.sum("rocketmq_tiered_store_upload_objects_total", nil) + metrics.sum("rocketmq_tiered_store_manifest_writes_total", nil) +
+		metrics.sum("stratamq_wal_puts_total", nil)
+	rate("requests", "PUT", "PUT requests", puts, 2)
+	rate("requests", "GET", "rocketmq_tiered_store_cold_get_total", metrics.sum("rocketmq_tiered_store_cold_get_total", nil), 2)
+	rate("failovers", "failovers", "stratamq_ha_failovers_total", metrics.sum("stratamq_ha_failovers_total", nil), 0)
+	gauge("lag", group, "rocketmq_consumer_lag_messages of "+group, metrics.sum("rocketmq_consumer_lag_messages", map[string]string{"consumer_group": group}))
+	gauge("storage", "local", "rocketmq_storage_size", metrics.sum("rocketmq_storage_size", nil))
+	gauge("bucket", "bucket", "stratamq_bucket_bytes", metrics.sum("stratamq_bucket_bytes", nil))
+	gauge("bucket-objects", "objects", "stratamq_bucket_objects", metrics.sum("stratamq_bucket_objects", nil))
+	gauge("upload-backlog", "not yet in the bucket", "rocketmq_tiered_store_upload_lag_bytes", metrics.sum("rocketmq_tiered_store_upload_lag_bytes", nil))
+	if _, _, n := chartPoints(charts["cost"]["$ a month"]); n == 0 {
+		t.Fatal("the cost chart has no point")
+	}
+	integral, _, _ := chartPoints(charts["messages-in"]["in"])
+	inMetrics := metrics.sum("rocketmq_messages_in_total", nil)
+	t.Logf("messages-in chart: %.2f messages over its window; /metrics: %.0f", integral, inMetrics)
+}
+
+// promMetrics is a /metrics page's samples: name, labels, value.
+type promMetrics []struct {
+	name   string
+	labels map[string]string
+	v      float64
+}
+
+func parsePromText(text string) promMetrics {
+	var out promMetrics
+	for _, line := range strings.Split(text, "\n") {
+		if line == "" || line[0] == '#' {
 			continue
 		}
-		found = true
-		var prevT int64
-		for _, p := range strings.Fields(c.Series[0].Points) {
-			ts, v, _ := strings.Cut(p, ":")
-			ms, _ := strconv.ParseInt(ts, 10, 64)
-			f, _ := strconv.ParseFloat(v, 64)
-			if prevT != 0 && !math.IsNaN(f) {
-				integral += f * float64(ms-prevT) / 1000
+		sp := strings.LastIndexByte(line, ' ')
+		if sp < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[sp+1:], 64)
+		if err != nil {
+			continue
+		}
+		head, labels := line[:sp], map[string]string{}
+		name := head
+		if i := strings.IndexByte(head, '{'); i >= 0 {
+			name = head[:i]
+			for _, kv := range strings.Split(strings.TrimSuffix(head[i+1:], "}"), ",") {
+				if k, val, ok := strings.Cut(kv, "="); ok {
+					labels[k] = strings.Trim(val, `"`)
+				}
 			}
-			prevT = ms
+		}
+		out = append(out, struct {
+			name   string
+			labels map[string]string
+			v      float64
+		}{name, labels, v})
+	}
+	return out
+}
+
+// sum is the sum of name's samples whose labels include match.
+func (m promMetrics) sum(name string, match map[string]string) float64 {
+	var s float64
+	for _, x := range m {
+		if x.name != name {
+			continue
+		}
+		ok := true
+		for k, v := range match {
+			ok = ok && x.labels[k] == v
+		}
+		if ok {
+			s += x.v
 		}
 	}
-	if !found {
-		t.Fatalf("no messages-in chart: %+v", out.Charts)
-	}
-	total := metricsIn()
-	inMetrics := 0.0
-	for _, line := range strings.Split(out.Metrics, "\n") {
-		if strings.HasPrefix(line, "rocketmq_messages_in_total{") {
-			f, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			inMetrics += f
+	return s
+}
+
+// chartPoints reads a chart series' data-points ("ms:value ..."): the sum
+// of its rates over its steps (each point times the time since the one
+// before), its last value that is a number, and how many such points.
+func chartPoints(points string) (sum, last float64, n int) {
+	var prev int64
+	for _, p := range strings.Fields(points) {
+		ts, v, _ := strings.Cut(p, ":")
+		ms, _ := strconv.ParseInt(ts, 10, 64)
+		f, err := strconv.ParseFloat(v, 64)
+		if err == nil && !math.IsNaN(f) {
+			if prev != 0 {
+				sum += f * float64(ms-prev) / 1000
+			}
+			last = f
+			n++
 		}
+		prev = ms
 	}
-	// The chart's rates are over its steps, so they add up to the counter's
-	// increase: every message, less the one stored before the family's
-	// first sample (if one came before it) and the console's test message
-	// and the DLQ resend if they came after the last sample the page drew.
-	if inMetrics < 13 || total < inMetrics || integral > inMetrics+0.01 || integral < inMetrics-3.01 {
-		t.Fatalf("the messages-in chart integrates to %.2f messages; /metrics said %.0f on the page and %.0f after", integral, inMetrics, total)
-	}
-	t.Logf("messages-in chart: %.2f messages over its window; /metrics: %.0f", integral, inMetrics)
+	return sum, last, n
 }

@@ -93,8 +93,21 @@ async function lagOf(page, group, topic) {
     // Resend a dead-lettered message.
     step('resend', await act(page, 'resendDLQ', { group: args.dlqGroup, msgId: '' }));
 
-    // The charts, and /metrics read in the same session.
-    await page.goto(`${args.base}/charts`);
+    // The charts, once the history holds a sample taken after the last
+    // action (its points' times are the starts of their steps), and
+    // /metrics read right after them in the same session.
+    const acted = Date.now();
+    for (let i = 0; ; i++) {
+      await page.goto(`${args.base}/charts?window=15m`);
+      const last = await page.evaluate(() => {
+        const p = document.querySelector('figure[data-chart="messages-in"] path[data-points]');
+        const pts = p ? p.dataset.points.trim().split(/\s+/) : [];
+        return pts.length ? Number(pts[pts.length - 1].split(':')[0]) : 0;
+      });
+      if (last >= acted + 1000) break;
+      if (i > 100) throw new Error(`no history sample after the last action (last point ${last}, acted ${acted})`);
+      await page.waitForTimeout(200);
+    }
     out.charts = await page.evaluate(() => [...document.querySelectorAll('figure[data-chart]')].map(f => ({
       chart: f.dataset.chart,
       series: [...f.querySelectorAll('path[data-points]')].map(p => ({ label: p.dataset.label, points: p.dataset.points })),
