@@ -134,6 +134,21 @@ var actionDefs = []*actionDef{
 		r, _ := resetOf(v)
 		return resetOffsets(ctx, b, inv, r)
 	}},
+	{Name: "skipBacklog", Title: "Skip a group's backlog", Fields: []field{
+		{Name: "group", Label: "Group", Kind: "text", Required: true},
+		{Name: "topic", Label: "Topic", Kind: "text", Required: true},
+	}, plan: func(v url.Values) (string, error) {
+		v.Set("time", "latest")
+		r, err := resetOf(v)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("INVOKE_BROKER_TO_RESET_OFFSET group %s, topic %s, to the end of each queue: the messages not yet consumed are skipped", r.group, r.topic), nil
+	}, run: func(ctx context.Context, b Broker, inv invoker, v url.Values) (string, error) {
+		v.Set("time", "latest")
+		r, _ := resetOf(v)
+		return resetOffsets(ctx, b, inv, r)
+	}},
 	{Name: "resendDLQ", Title: "Resend dead-lettered messages", Fields: []field{
 		{Name: "group", Label: "Group", Kind: "text", Required: true},
 		{Name: "msgId", Label: "Messages", Kind: "text", Help: "msgIds or offsetMsgIds, comma-separated; empty: every message in the group's DLQ"},

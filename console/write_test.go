@@ -177,6 +177,21 @@ func TestConsoleActionsWithoutACL(t *testing.T) {
 	if code, page := c.act("promote", url.Values{}); code != http.StatusOK || !strings.Contains(page, `id="action-error"`) || !strings.Contains(page, "the broker answered") {
 		t.Fatalf("promote a master: %d\n%s", code, page)
 	}
+	// Skip a group's backlog: its offset moves to the end.
+	uh := remoting.UpdateConsumerOffsetRequestHeader{ConsumerGroup: "skipper", Topic: "Made", QueueID: 0, CommitOffset: 0}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := tb.cl.Invoke(ctx, tb.b.Addr().String(), remoting.NewRequest(remoting.UpdateConsumerOffset, uh.Encode(), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if code, page := c.act("skipBacklog", url.Values{"group": {"skipper"}, "topic": {"Made"}}); code != http.StatusOK || !strings.Contains(page, "offsets committed") {
+		t.Fatalf("skip the backlog: %d\n%s", code, page)
+	}
+	for _, g := range tb.b.ConsoleGroups() {
+		if g.Name == "skipper" && g.Lag != 0 {
+			t.Fatalf("lag %d after skipping the backlog", g.Lag)
+		}
+	}
 	// A bad field: refused before anything is sent, saying which.
 	if code, page := c.act("createTopic", url.Values{"topic": {"bad topic!"}, "read": {"1"}, "write": {"1"}, "perm": {"6"}}); code != http.StatusBadRequest || !strings.Contains(page, "only letters") {
 		t.Fatalf("a bad topic name: %d\n%s", code, page)
