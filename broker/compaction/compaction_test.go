@@ -480,3 +480,39 @@ func TestCompactionWaitsForAsManyNewAsKept(t *testing.T) {
 		t.Fatalf("point %d an hour after the last round, want %d", p, 401+kept)
 	}
 }
+
+// TestReaderTablesBounded: a Reader holds at most its bound of decoded
+// tables; the least recently used go first and are read again when needed.
+func TestReaderTablesBounded(t *testing.T) {
+	f := newFixture(t, Config{TombstoneRetention: time.Hour})
+	f.c.d.Topics = topicList{{Name: "T", Queues: 2}}
+	for i := range 600 {
+		if _, err := f.st.Put(context.Background(), []store.Message{{Topic: "T", QueueID: int32(i % 2), Body: []byte("v"),
+			Properties: fmt.Sprintf("KEYS\x01k%d", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	for q := range int32(2) {
+		if err := f.c.CompactQueue(ctx, Topic{Name: "T", Queues: 2}, q, 300); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g0, _ := f.r.generation(ctx, QueueKey{"T", 0})
+	one := tableBytes(g0.Index)
+	f.r.max = one + one/2 // room for one table
+	if _, err := f.r.generation(ctx, QueueKey{"T", 1}); err != nil {
+		t.Fatal(err)
+	}
+	f.r.mu.Lock()
+	held, n := f.r.held, len(f.r.loaded)
+	f.r.mu.Unlock()
+	if held > f.r.max || n != 1 {
+		t.Fatalf("%d tables holding %d bytes, bound %d", n, held, f.r.max)
+	}
+	// Queue 0's table, dropped, is read again and serves the same records.
+	res, ok, err := f.r.Get(ctx, store.GetRequest{Topic: "T", QueueID: 0, MaxMsgs: 1000, MaxBytes: 1 << 20}, 300)
+	if err != nil || !ok || len(res.Records) != 300 {
+		t.Fatalf("queue 0 after its table was dropped: %d records, %v %v", len(res.Records), ok, err)
+	}
+}

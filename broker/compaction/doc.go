@@ -92,9 +92,10 @@
 //
 // A reader reads the trailer and the tables (two ranged reads through the
 // cold reader's frame cache), checks them against the manifest entry and
-// the checksum, and keeps them decoded: 44 bytes per kept record and 12
-// per lookup value (68 for a record with one key and a UNIQ_KEY; at most
-// 428).
+// the checksum, and keeps them decoded (in Go, 56 bytes per kept record and
+// 16 per lookup value), at most MaxTableBytes (256 MiB) of tables per
+// Reader: past that the least recently used tables are dropped and read
+// again when next needed.
 // Each record it returns is checked against its entry (queue and
 // commitlog offset). Lookups by key compare the record's keys, so a hash
 // collision never returns a wrong record.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
@@ -39,8 +40,11 @@ type ObjectReader interface {
 
 // Reader serves the compacted part of every compacted queue: offsets
 // below its generation's point. It holds the decoded tables of the
-// generations it has read (about 56 bytes per kept record), dropped when
-// the manifest stops listing them.
+// generations it has read (tableBytes each: about 56 bytes per kept record
+// and 16 per lookup value), dropped when the manifest stops listing them,
+// and at most MaxTableBytes of them: past that the least recently used go
+// first, and are read again (two ranged reads, through the cold reader's
+// cache) when next needed.
 type Reader struct {
 	list ObjectReader
 	ls   Listing
@@ -49,17 +53,30 @@ type Reader struct {
 	version int64
 	gens    map[QueueKey]upload.Object
 	loaded  map[string]*genIndex // by object key
+	held    int64                // tableBytes of the loaded tables
+	clock   int64                // use counter (LRU)
+	max     int64                // MaxTableBytes (tests: less)
 }
+
+// MaxTableBytes bounds the decoded generation tables a Reader holds.
+const MaxTableBytes = 256 << 20
 
 type genIndex struct {
 	once sync.Once
 	x    *Index
 	err  error
+	size int64 // tableBytes once loaded
+	used int64 // Reader.clock at its last use
+}
+
+// tableBytes is the memory a decoded table holds.
+func tableBytes(x *Index) int64 {
+	return int64(len(x.Entries))*int64(unsafe.Sizeof(Entry{})) + int64(len(x.keys))*int64(unsafe.Sizeof(keyRef{}))
 }
 
 // NewReader returns a Reader over the generations ls lists, read through r.
 func NewReader(ls Listing, r ObjectReader) *Reader {
-	return &Reader{list: r, ls: ls, loaded: map[string]*genIndex{}}
+	return &Reader{list: r, ls: ls, loaded: map[string]*genIndex{}, max: MaxTableBytes}
 }
 
 // Generation is a listed generation and its tables.
@@ -96,8 +113,9 @@ func (r *Reader) refresh(ctx context.Context) (map[QueueKey]upload.Object, error
 		for _, o := range gens {
 			listed[o.Key] = true
 		}
-		for key := range r.loaded {
+		for key, g := range r.loaded {
 			if !listed[key] {
+				r.held -= g.size
 				delete(r.loaded, key)
 			}
 		}
@@ -125,8 +143,21 @@ func (r *Reader) open(ctx context.Context, o upload.Object) (*Generation, error)
 		g = &genIndex{}
 		r.loaded[o.Key] = g
 	}
+	r.clock++
+	g.used = r.clock
 	r.mu.Unlock()
-	g.once.Do(func() { g.x, g.err = readIndex(ctx, r.list, o) })
+	g.once.Do(func() {
+		g.x, g.err = readIndex(ctx, r.list, o)
+		if g.err == nil {
+			r.mu.Lock()
+			if r.loaded[o.Key] == g {
+				g.size = tableBytes(g.x)
+				r.held += g.size
+				r.evictLocked(g)
+			}
+			r.mu.Unlock()
+		}
+	})
 	if g.err != nil {
 		r.mu.Lock()
 		if r.loaded[o.Key] == g {
@@ -136,6 +167,26 @@ func (r *Reader) open(ctx context.Context, o upload.Object) (*Generation, error)
 		return nil, g.err
 	}
 	return &Generation{Object: o, Index: g.x}, nil
+}
+
+// evictLocked drops the least recently used tables (never keep) while the
+// loaded ones hold more than MaxTableBytes. A caller still using a dropped
+// table keeps it until it returns.
+func (r *Reader) evictLocked(keep *genIndex) {
+	for r.held > r.max {
+		var oldK string
+		var old *genIndex
+		for k, g := range r.loaded {
+			if g != keep && g.size > 0 && (old == nil || g.used < old.used) {
+				oldK, old = k, g
+			}
+		}
+		if old == nil {
+			return
+		}
+		r.held -= old.size
+		delete(r.loaded, oldK)
+	}
 }
 
 func coldObject(o upload.Object) coldread.Object {
