@@ -36,7 +36,7 @@ TEST_RACE = $(GO) build -race ./... && { \
 # Pass 2, without -race: tests that drive parts of the official Go client
 # that race with themselves (its pull consumer; its answer to
 # GET_CONSUMER_STATUS_FROM_CLIENT).
-CLIENT_RUN = TestE2EReplay|TestE2EResetOffsetByTime|TestE2ESQLFilter|TestE2ECompactedTopic
+CLIENT_RUN = TestE2EReplay|TestE2EResetOffsetByTime|TestE2ESQLFilter|TestE2ECompactedTopic|TestE2ECompactionKill9Loop
 TEST_CLIENT = $(GO) test -count=1 -timeout 10m -parallel 3 -run '$(CLIENT_RUN)' ./cmd/stratamq
 # Pass 3, without -race: the cold-read cache's hit counts, the allocation
 # budgets (counts differ under -race) and the schedule simulator.
