@@ -399,8 +399,23 @@ func TestE2EScheduledFromBucketAndRestore(t *testing.T) {
 
 	// A pending retry and a pending delayed message, then a stop and a
 	// start on an empty disk.
+	// r2's retry (delay level 3 + reconsume times 0 = 3: the schedule
+	// topic's queue 2) must be stored before the consumer stops: a
+	// send-back the stop cuts short is retried by the client in-process
+	// (same record, its ReconsumeTimes raised), never by the broker.
+	scheduleMax := func() int64 {
+		h := remoting.QueueRequestHeader{Topic: "SCHEDULE_TOPIC_XXXX", QueueID: 2}
+		r, ok := ask(s.brokAddr, remoting.NewRequest(remoting.GetMaxOffset, h.Encode(), nil), 5*time.Second)
+		if !ok {
+			return -1
+		}
+		v, _ := strconv.ParseInt(r.ExtFields["offset"], 10, 64)
+		return v
+	}
+	before := scheduleMax()
 	_, r2ID := send("r2", nil)
 	waitFor(t, 20*time.Second, "r2's first delivery", func() bool { return len(a.of("r2")) > 0 })
+	waitFor(t, 20*time.Second, "r2's retry stored by the broker", func() bool { return scheduleMax() > before })
 	d2At, d2ID := send("d2", func(m *primitive.Message) { m.WithDelayTimeLevel(3) })
 	stopConsumer() // a new one after the restart: client-go takes long to follow a restarted name server
 	t0 := time.Now()
