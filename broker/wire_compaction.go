@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -317,7 +318,7 @@ func (b *Broker) queryKeyCompacted(ctx context.Context, topic, key string, begin
 			hits = append(hits, hit{m.PhysOffset, r})
 		}
 	}
-	slices.SortFunc(hits, func(a, b hit) int { return compareInt64(a.phys, b.phys) })
+	slices.SortFunc(hits, func(a, b hit) int { return cmp.Compare(a.phys, b.phys) })
 	if maxNum > 0 && len(hits) > maxNum {
 		hits = hits[len(hits)-maxNum:]
 	}
@@ -326,14 +327,4 @@ func (b *Broker) queryKeyCompacted(ctx context.Context, topic, key string, begin
 		out[i] = h.rec
 	}
 	return out, nil
-}
-
-func compareInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

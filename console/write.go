@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stratamq/stratamq/broker"
 	"github.com/stratamq/stratamq/remoting"
 )
 
@@ -372,5 +371,3 @@ func (h *Handler) canRead(ctx context.Context, b Broker, r *http.Request, v view
 	}
 	return nil
 }
-
-var _ = broker.ConsoleMaxMessages

@@ -2,6 +2,7 @@ package compaction
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -122,15 +123,7 @@ func (w *Writer) Len() int { return len(w.entries) }
 
 // Close writes the tables and the trailer and the segfile footer.
 func (w *Writer) Close() (*segfile.Footer, error) {
-	slices.SortFunc(w.keys, func(a, b keyRef) int {
-		if a.hash != b.hash {
-			if a.hash < b.hash {
-				return -1
-			}
-			return 1
-		}
-		return int(a.entry) - int(b.entry)
-	})
+	slices.SortFunc(w.keys, func(a, b keyRef) int { return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.entry, b.entry)) })
 	var tab bytes.Buffer
 	crc := crc32.New(crc32.MakeTable(crc32.Castagnoli))
 	out := io.MultiWriter(&tab, crc)
@@ -250,30 +243,14 @@ func DecodeIndex(tr Trailer, tables, t []byte) (*Index, error) {
 
 // Search returns the index of the first entry at or after queue offset off.
 func (x *Index) Search(off int64) int {
-	i, _ := slices.BinarySearchFunc(x.Entries, off, func(e Entry, off int64) int {
-		switch {
-		case e.Offset < off:
-			return -1
-		case e.Offset > off:
-			return 1
-		}
-		return 0
-	})
+	i, _ := slices.BinarySearchFunc(x.Entries, off, func(e Entry, off int64) int { return cmp.Compare(e.Offset, off) })
 	return i
 }
 
 // ByPhys returns the entry of the record at commitlog offset phys.
 func (x *Index) ByPhys(phys int64) (Entry, bool) {
 	// Within one queue commitlog offsets rise with queue offsets.
-	i, ok := slices.BinarySearchFunc(x.Entries, phys, func(e Entry, p int64) int {
-		switch {
-		case e.Phys < p:
-			return -1
-		case e.Phys > p:
-			return 1
-		}
-		return 0
-	})
+	i, ok := slices.BinarySearchFunc(x.Entries, phys, func(e Entry, p int64) int { return cmp.Compare(e.Phys, p) })
 	if !ok {
 		return Entry{}, false
 	}
@@ -285,15 +262,7 @@ func (x *Index) ByPhys(phys int64) (Entry, bool) {
 // maxKeyCandidates.
 func (x *Index) ByKey(key string) []Entry {
 	h := hashKey(key)
-	i, _ := slices.BinarySearchFunc(x.keys, h, func(r keyRef, h uint64) int {
-		switch {
-		case r.hash < h:
-			return -1
-		case r.hash > h:
-			return 1
-		}
-		return 0
-	})
+	i, _ := slices.BinarySearchFunc(x.keys, h, func(r keyRef, h uint64) int { return cmp.Compare(r.hash, h) })
 	var out []Entry
 	for ; i < len(x.keys) && x.keys[i].hash == h && len(out) < maxKeyCandidates; i++ {
 		out = append(out, x.Entries[x.keys[i].entry])
