@@ -21,6 +21,28 @@ type ColdIndex interface {
 	ReadIndex(ctx context.Context, base int64) ([]byte, error) // the blob BuildSegmentIndex produced for that segment
 }
 
+// ColdReadAhead is implemented by a ColdIndex whose commitlog reader
+// (Options.Cold) fetches ahead on a hint (the tier's): the cold index
+// tells it where a queue replaying from the tier continues in the next
+// segment a while before the queue gets there (coldReadAheadBytes), so
+// the queue's first read there finds its records fetched. Read-ahead
+// within an object cannot know it: which of the next object's records
+// are the queue's is in the queue index, not in the commitlog object.
+type ColdReadAhead interface {
+	// PrefetchLog is a hint that a reader will soon read the log at the
+	// offset next returns (ok false: nowhere to go). It must not block:
+	// next runs later, on a goroutine of the implementation's, or not at
+	// all; it returns whether the hint was taken.
+	PrefetchLog(next func(ctx context.Context) (off int64, ok bool, err error)) bool
+}
+
+// coldReadAheadBytes: a queue's read that leaves at most this many bytes
+// of the queue's records in a segment hints its first record in the next
+// one (ColdReadAhead): about the depth the reader's read-ahead keeps
+// within the segment, so the next segment's frames are fetched while the
+// last of this one's are read.
+const coldReadAheadBytes = 8 << 20
+
 // DefaultColdIndexCacheBytes bounds the cache of segment index directories
 // and entry blocks.
 const DefaultColdIndexCacheBytes = 32 << 20
@@ -39,7 +61,11 @@ const coldBlockEntries = 4096
 // and a lookup costs O(log #segments) blob reads, cached.
 type coldIdx struct {
 	src      ColdIndex
+	ra       ColdReadAhead // src, when it takes hints; else nil
 	maxBytes int64
+
+	hintMu sync.Mutex
+	hinted map[coldKey]bool // the segments and queues hinted (block -2); cleared past maxHinted
 
 	segMu sync.Mutex
 	// limit: only segments below this base are listed: the local log's
@@ -71,7 +97,8 @@ type coldItem struct {
 }
 
 func newColdIdx(src ColdIndex, maxBytes int64) *coldIdx {
-	return &coldIdx{src: src, maxBytes: maxBytes, items: map[coldKey]*list.Element{}}
+	ra, _ := src.(ColdReadAhead)
+	return &coldIdx{src: src, ra: ra, maxBytes: maxBytes, items: map[coldKey]*list.Element{}, hinted: map[coldKey]bool{}}
 }
 
 func (c *coldIdx) get(k coldKey) *coldItem {
@@ -399,6 +426,58 @@ func (c *coldIdx) locateOnce(ctx context.Context, floor int64, topic string, id 
 // (next < 0), or x lies in a gap of the list (next: the queue's first
 // offset after it).
 func (c *coldIdx) entries(ctx context.Context, floor int64, topic string, id int32, dst []byte, x int64, n int) (got int, hole bool, next int64, err error) {
+	got, hole, next, err = c.entriesOnly(ctx, floor, topic, id, dst, x, n, c.ra != nil)
+	return got, hole, next, err
+}
+
+// maxHinted bounds the hints remembered (coldIdx.hinted).
+const maxHinted = 4096
+
+// readAhead hints the queue's first record after segment base (at queue
+// offset q.End()) to the reader (ColdReadAhead), once per segment and
+// queue, when the read that ends at entry i of blk, the last block of q's
+// entries there, leaves at most coldReadAheadBytes of them.
+func (c *coldIdx) readAhead(floor int64, topic string, id int32, base int64, q SegmentIndexQueue, blk []byte, i int) {
+	rest := int64(0)
+	for ; i < len(blk)/cqEntrySize; i++ {
+		if rest += int64(getEntry(blk[i*cqEntrySize:]).size); rest > coldReadAheadBytes {
+			return // not yet
+		}
+	}
+	k := coldKey{base: base, topic: topic, id: id, block: -2}
+	c.hintMu.Lock()
+	if c.hinted[k] {
+		c.hintMu.Unlock()
+		return
+	}
+	if len(c.hinted) >= maxHinted {
+		clear(c.hinted)
+	}
+	c.hinted[k] = true
+	c.hintMu.Unlock()
+	x := q.End()
+	ok := c.ra.PrefetchLog(func(ctx context.Context) (int64, bool, error) {
+		var b [cqEntrySize]byte
+		got, hole, _, err := c.entriesOnly(ctx, floor, topic, id, b[:], x, 1, false)
+		if err != nil || hole || got == 0 {
+			return 0, false, err
+		}
+		e := getEntry(b[:])
+		if e.size <= 0 {
+			return 0, false, nil // a blank
+		}
+		return e.phys, true, nil
+	})
+	if !ok {
+		c.hintMu.Lock()
+		delete(c.hinted, k) // dropped: a later read hints again
+		c.hintMu.Unlock()
+	}
+}
+
+// entriesOnly is entries; hint: a read near the end of the queue's
+// entries in a segment hints the next one (readAhead).
+func (c *coldIdx) entriesOnly(ctx context.Context, floor int64, topic string, id int32, dst []byte, x int64, n int, hint bool) (got int, hole bool, next int64, err error) {
 	base, q, ok, gap, err := c.locate(ctx, floor, topic, id, x)
 	if err != nil {
 		return 0, false, 0, err
@@ -422,5 +501,8 @@ func (c *coldIdx) entries(ctx context.Context, floor int64, topic string, id int
 	}
 	from := rel - k*coldBlockEntries
 	got = copy(dst[:n*cqEntrySize], blk[from*cqEntrySize:]) / cqEntrySize
+	if hint && (k+1)*coldBlockEntries >= q.Count {
+		c.readAhead(floor, topic, id, base, q, blk, int(from)+got)
+	}
 	return got, false, 0, nil
 }

@@ -360,3 +360,13 @@ func (t *Tiering) ReadKeyIndex(ctx context.Context, base int64, p []byte, off in
 	}
 	return t.cold.ReadObjectAt(ctx, o.Object, p, off)
 }
+
+// PrefetchLog implements store.ColdReadAhead: the cold index's hint of
+// where a queue replaying from the bucket continues in the next segment,
+// followed by the cold reader in the background (coldread.Reader.Prefetch:
+// bounded, never blocking the read that gave it).
+func (t *Tiering) PrefetchLog(next func(ctx context.Context) (off int64, ok bool, err error)) bool {
+	return t.cold.Prefetch(next)
+}
+
+var _ store.ColdReadAhead = (*Tiering)(nil)

@@ -124,6 +124,8 @@ type Reader struct {
 		streams map[string][]*stream     // object key -> its layout's readers (layout.go)
 		tick    uint64                   // counts layout reads (stream recency)
 		ahead   int                      // read-ahead GETs in flight
+		hints   int                      // hints being followed (hint.go)
+		freed   chan struct{}            // closed when a pool slot is released (waitSlot)
 		closed  bool
 	}
 }
@@ -152,6 +154,7 @@ type footerFlight struct {
 	err   error
 	bytes int64 // what it counts against footerBudget once read (footerCost)
 	hit   bool  // read again since the last eviction pass looked at it
+	bg    bool  // read in the background (prefetchFooter, a hint)
 }
 
 // footerCost is what a footer counts against the footer budget: its frame
@@ -537,6 +540,13 @@ func frameInfo(f *segfile.Footer, i int) segfile.Frame {
 
 // frame returns frame i of the object, decoded and verified.
 func (r *Reader) frame(ctx context.Context, objKey string, f *segfile.Footer, i int) ([]byte, error) {
+	return r.frameOf(ctx, objKey, f, i, false)
+}
+
+// frameOf is frame; bg: a background fetch (a hint, hint.go), whose
+// failure a demand read sharing it does not take for its own: it fetches
+// again.
+func (r *Reader) frameOf(ctx context.Context, objKey string, f *segfile.Footer, i int, bg bool) ([]byte, error) {
 	k := frameKey(objKey, i)
 	for attempt := 0; ; attempt++ {
 		if data, ok := r.cache.get(k); ok {
@@ -551,16 +561,20 @@ func (r *Reader) frame(ctx context.Context, objKey string, f *segfile.Footer, i 
 				r.stats.hits.Add(1)
 				return data, nil
 			}
-			fl = &flight{done: make(chan struct{})}
+			fl = &flight{done: make(chan struct{}), ahead: bg}
 			r.mu.flights[k] = fl
 			r.mu.Unlock()
-			r.stats.misses.Add(1)
+			if bg {
+				r.stats.aheadFetches.Add(1)
+			} else {
+				r.stats.misses.Add(1)
+			}
 			if err := r.acquire(ctx); err != nil {
 				r.finish(k, fl, nil, err)
 				return nil, err
 			}
 			data, err := r.fetch(ctx, objKey, f, i)
-			<-r.sem
+			r.release()
 			r.finish(k, fl, data, err)
 			return data, err
 		}
@@ -602,6 +616,22 @@ func (r *Reader) acquire(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// release gives a pool slot back and wakes the hints waiting for one
+// (waitSlot).
+func (r *Reader) release() {
+	<-r.sem
+	r.mu.Lock()
+	r.wakeLocked()
+	r.mu.Unlock()
+}
+
+func (r *Reader) wakeLocked() {
+	if r.mu.freed != nil {
+		close(r.mu.freed)
+		r.mu.freed = nil
 	}
 }
 
@@ -692,6 +722,7 @@ func (r *Reader) fetchRun(objKey string, f *segfile.Footer, a int, keys []string
 	<-r.sem
 	r.mu.Lock()
 	r.mu.ahead--
+	r.wakeLocked()
 	r.mu.Unlock()
 	if err != nil {
 		if !isCtxErr(err) {
@@ -767,27 +798,38 @@ func (r *Reader) cachedFooter(key string) (*segfile.Footer, bool) {
 
 // footer returns the object's footer, reading it once.
 func (r *Reader) footer(ctx context.Context, o Object) (*segfile.Footer, error) {
-	r.mu.Lock()
-	ff := r.mu.footers[o.Key]
-	if ff == nil {
-		ff = &footerFlight{done: make(chan struct{})}
-		r.mu.footers[o.Key] = ff
-		r.mu.Unlock()
-		if err := r.acquire(ctx); err != nil {
-			r.footerDone(o, ff, err)
-			return nil, err
+	return r.footerOf(ctx, o, false)
+}
+
+// footerOf is footer; bg: read for a hint or read-ahead, whose failure a
+// reader that shares it does not take for its own (it reads again).
+func (r *Reader) footerOf(ctx context.Context, o Object, bg bool) (*segfile.Footer, error) {
+	for attempt := 0; ; attempt++ {
+		r.mu.Lock()
+		ff := r.mu.footers[o.Key]
+		if ff == nil {
+			ff = &footerFlight{done: make(chan struct{}), bg: bg}
+			r.mu.footers[o.Key] = ff
+			r.mu.Unlock()
+			if err := r.acquire(ctx); err != nil {
+				r.footerDone(o, ff, err)
+				return nil, err
+			}
+			r.loadFooter(ctx, o, ff)
+		} else {
+			ff.hit = true
+			r.mu.Unlock()
 		}
-		r.loadFooter(ctx, o, ff)
-	} else {
-		ff.hit = true
-		r.mu.Unlock()
+		select {
+		case <-ff.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if ff.err != nil && (ff.bg && !bg || isCtxErr(ff.err)) && ctx.Err() == nil && attempt < 3 {
+			continue // another's background read failed, or its reader went away: read it ourselves
+		}
+		return ff.f, ff.err
 	}
-	select {
-	case <-ff.done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return ff.f, ff.err
 }
 
 // loadFooter reads the footer; the caller holds a pool slot, which is
@@ -795,7 +837,7 @@ func (r *Reader) footer(ctx context.Context, o Object) (*segfile.Footer, error) 
 func (r *Reader) loadFooter(ctx context.Context, o Object, ff *footerFlight) {
 	r.stats.gets.Add(1)
 	f, err := segfile.ReadFooter(ctx, r.readAt, o.Key, o.Size)
-	<-r.sem
+	r.release()
 	ff.f = f
 	r.footerDone(o, ff, err)
 }
@@ -861,7 +903,7 @@ func (r *Reader) prefetchFooter(o Object) {
 		r.mu.Unlock()
 		return // pool busy
 	}
-	ff := &footerFlight{done: make(chan struct{})}
+	ff := &footerFlight{done: make(chan struct{}), bg: true}
 	r.mu.footers[o.Key] = ff
 	r.wg.Add(1)
 	r.mu.Unlock()

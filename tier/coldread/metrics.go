@@ -11,6 +11,7 @@ type stats struct {
 	gets, getBytes, errors, corrupt       atomic.Int64
 	aheadFetches, aheadHits, aheadDropped atomic.Int64
 	readBytes, decodedBytes               atomic.Int64
+	hints, hintsDropped                   atomic.Int64
 }
 
 // Stats is a snapshot of a Reader's counters.
@@ -31,6 +32,8 @@ type Stats struct {
 	ReadBytes    int64 // logical bytes returned by ReadAt (what the store read cold)
 	DecodedBytes int64 // logical bytes of the frames fetched and decoded
 	FooterBytes  int64 // footers kept (bounded: a sixteenth of CacheBytes, at least 1 MiB)
+	Hints        int64 // hints followed (Prefetch: read-ahead across objects)
+	HintsDropped int64 // hints dropped (maxHints busy, closed)
 }
 
 // Stats returns the current counters.
@@ -45,6 +48,7 @@ func (r *Reader) Stats() Stats {
 		AheadFetches: s.aheadFetches.Load(), AheadHits: s.aheadHits.Load(), AheadDropped: s.aheadDropped.Load(),
 		ReadBytes: s.readBytes.Load(), DecodedBytes: s.decodedBytes.Load(),
 		FooterBytes: r.footerBytes(),
+		Hints:       s.hints.Load(), HintsDropped: s.hintsDropped.Load(),
 	}
 }
 
