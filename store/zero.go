@@ -14,9 +14,11 @@ import (
 // send in the async benchmark, done on this goroutine instead, a chunk at a
 // time). In FlushSync the zeros are also fdatasynced, so the group commit's
 // fdatasync has no new file size or extents to commit (on ext4 that halves
-// its latency). In FlushAsync they are not: the flusher writes out whatever
-// zeros are dirty when it runs along with the records, at most ZeroAhead
-// (1 MiB by default) per FlushInterval, and nobody waits for an fdatasync.
+// its latency). In FlushAsync the filler is off by default (Options.ZeroAhead:
+// nobody waits for an fdatasync there, and the filler's own writes cost the
+// process more CPU than the writer saves); when turned on, the flusher
+// writes out whatever zeros are dirty when it runs along with the records,
+// at most ZeroAhead per FlushInterval.
 // When the writer catches up with the zeros it simply writes past them,
 // growing the file as without the filler; it never waits for it.
 //

@@ -235,29 +235,49 @@ func (f growFile) Sync() error {
 	return f.File.Sync()
 }
 
-// In FlushAsync the filler runs by itself, 1 MiB ahead by default, and
-// never fdatasyncs: the writer's records land in the zeros it wrote (no
-// write grows the file), and nothing is synced until the flusher runs.
+// In FlushAsync the filler is off by default: every record write grows
+// the file, and no zeros are written.
+func TestZeroTailAsyncOffByDefault(t *testing.T) {
+	g := &growFS{FS: vfs.NewMem()}
+	s := mustOpen(t, zeroOpts(g, FlushAsync, 16<<20, 64<<10, 0))
+	defer mustClose(t, s)
+	if s.opts.ZeroAhead >= 0 {
+		t.Fatalf("ZeroAhead %d in FlushAsync by default, want it off", s.opts.ZeroAhead)
+	}
+	var acks []acked
+	for i := range 200 {
+		putAcked(t, s, &acks, msg("A", int32(i%4), fmt.Sprintf("a%d-%01000d", i, 0)))
+	}
+	if _, size, zeroEnd := activeTail(t, s); zeroEnd > size {
+		t.Fatalf("zeros written to %d past the records' end %d with the filler off", zeroEnd, size)
+	}
+	if g.grows.Load() == 0 {
+		t.Fatal("no record write grew the file: something wrote ahead of them")
+	}
+	checkAcked(t, s, "A", acks)
+}
+
+// With ZeroAhead set in FlushAsync the filler runs by itself and never
+// fdatasyncs: the writer's records land in the zeros it wrote (no write
+// grows the file), and nothing is synced until the flusher runs.
 func TestZeroTailAsyncInBackground(t *testing.T) {
+	const ahead1 = 1 << 20
 	mem := vfs.NewMem()
 	g := &growFS{FS: mem}
-	s := mustOpen(t, zeroOpts(g, FlushAsync, 16<<20, 64<<10, 0)) // FlushInterval: an hour
+	s := mustOpen(t, zeroOpts(g, FlushAsync, 16<<20, 64<<10, ahead1)) // FlushInterval: an hour
 	defer mustClose(t, s)
-	if s.opts.ZeroAhead != DefaultAsyncZeroAhead {
-		t.Fatalf("ZeroAhead %d in FlushAsync, want %d", s.opts.ZeroAhead, DefaultAsyncZeroAhead)
-	}
 	var acks []acked
 	ahead := func(min int64) func() bool {
 		return func() bool { _, size, zeroEnd := activeTail(t, s); return zeroEnd-size >= min }
 	}
 	putAcked(t, s, &acks, msg("A", 0, "first")) // grows the new file, wakes the filler
-	waitFor(t, "zeros ahead of the first record", ahead(DefaultAsyncZeroAhead/2))
+	waitFor(t, "zeros ahead of the first record", ahead(ahead1/2))
 	grows := g.grows.Load()
 	for round := range 8 { // 8 × ~110 KiB, each round waiting for the filler to refill
 		for i := range 100 {
 			putAcked(t, s, &acks, msg("A", int32(i%4), fmt.Sprintf("a%d-%d-%01000d", round, i, 0)))
 		}
-		waitFor(t, "the filler to keep up", ahead(DefaultAsyncZeroAhead/2))
+		waitFor(t, "the filler to keep up", ahead(ahead1/2))
 	}
 	if n := g.grows.Load() - grows; n != 0 {
 		t.Fatalf("%d of %d record writes grew the file in front of the zeros", n, g.writes.Load())
