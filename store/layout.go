@@ -50,7 +50,13 @@ func (s *Store) SegmentLayout(base int64) ([]LayoutRun, error) {
 	total := 0
 	var lastKey key
 	lastGroup := -1
-	valid, err := scanSegmentsBuf(segTable{sg}, base, make([]byte, segIndexScanBuf), false, func(m *recordMeta) error {
+	mp := mapSealed(sg)
+	defer mp.close()
+	var buf []byte
+	if mp == nil {
+		buf = make([]byte, segIndexScanBuf)
+	}
+	valid, err := scanSealed(mp, sg, base, buf, false, func(m *recordMeta) error {
 		if total > MaxLayoutRuns {
 			return nil
 		}

@@ -356,9 +356,14 @@ func (s *Store) WriteSegmentIndexPart(base, from, to int64, f SegmentIndexFile) 
 		return 0, fmt.Errorf("store: segment index %d: part [%d, %d) is not inside [%d, %d)", base, from, to, base, end)
 	}
 	end = to
-	scanBuf := make([]byte, segIndexScanBuf)
+	mp := mapSealed(sg)
+	defer mp.close()
+	var scanBuf []byte
+	if mp == nil {
+		scanBuf = make([]byte, segIndexScanBuf)
+	}
 	scan := func(checkCRC bool, fn func(m *recordMeta) error) error {
-		valid, err := scanSegmentsBuf(segTable{sg}, from, scanBuf, checkCRC, func(m *recordMeta) error {
+		valid, err := scanSealed(mp, sg, from, scanBuf, checkCRC, func(m *recordMeta) error {
 			if m.physOffset >= end {
 				return errPartEnd
 			}
@@ -512,6 +517,7 @@ func (s *Store) WriteSegmentIndexPart(base, from, to int64, f SegmentIndexFile) 
 		r.buf = nil
 	}
 	scanBuf, slab = nil, nil
+	mp.close()
 
 	// Tags codes and CRCs, reading each run back in chunks.
 	chunk := make([]byte, 2*segIndexChunk*cqEntrySize)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"syscall"
 
 	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/store"
@@ -185,10 +186,43 @@ func (t *Tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentRea
 	if err != nil {
 		return nil, fmt.Errorf("broker: open segment %s: %w", s.Name, err)
 	}
+	if m := mapSegment(f, s.Length); m != nil {
+		f.Close() // the mapping keeps the file's pages
+		return &mappedSegment{MappedFile: m, layout: layout}, nil
+	}
 	if layout != nil {
 		return &layoutFile{segmentFile{f: f, size: s.Length}, layout}, nil
 	}
 	return &segmentFile{f: f, size: s.Length}, nil
+}
+
+// mappedSegment is a whole sealed commitlog segment mapped read-only
+// (segfile.MapFile): the uploader's segfile.Writer copies its frames
+// straight from the mapping (segfile.Mapped), each byte once, whatever
+// the layout; Close unmaps it. A file cut shorter under the mapping makes
+// the encode fail (segfile.ErrFault), never the process crash.
+type mappedSegment struct {
+	*segfile.MappedFile
+	layout []segfile.Run // nil: log order
+}
+
+func (m *mappedSegment) Layout() []segfile.Run { return m.layout }
+
+// mapSegment maps the first size bytes of the segment file f, or returns
+// nil when it cannot be mapped (another vfs.FS than the OS's, another
+// OS): the segment is then read through f.
+func mapSegment(f vfs.File, size int64) *segfile.MappedFile {
+	sc, ok := f.(interface {
+		SyscallConn() (syscall.RawConn, error)
+	})
+	if !ok || size <= 0 {
+		return nil
+	}
+	m, err := segfile.MapFile(sc, size)
+	if err != nil {
+		return nil
+	}
+	return m
 }
 
 // openPart opens a part of a local segment the uploader asks for (a

@@ -369,6 +369,13 @@ type Writer struct {
 	data   *Footer // frames and layout written (finishData): sections may follow
 	footer *Footer
 	err    error // sticky
+
+	// Raw-frame sampling (sample.go).
+	lastRaw bool   // the last frame was stored raw: sample the next one
+	sample  []byte // sampleSaves' scratch
+	skipped int    // frames stored raw on a sample's word since the last check
+	sampled bool   // the frame being flushed was sampled and would have been skipped
+	noSkip  bool   // a check found a sample wrong: compress every frame
 }
 
 // NewWriter returns a Writer that writes the object to w.
@@ -471,11 +478,20 @@ func (w *Writer) flush() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
-	w.out = w.enc.EncodeAll(w.buf, w.out[:0])
-	stored, raw := w.out, false
-	if len(w.out) >= len(w.buf)-len(w.buf)/RawSavingDiv {
-		stored, raw = w.buf, true // see FlagRaw
+	var stored []byte
+	raw := w.skipCompress()
+	if raw {
+		stored = w.buf // the sample says zstd would not save enough: skip it
+		w.skipped++
+	} else {
+		w.out = w.enc.EncodeAll(w.buf, w.out[:0])
+		stored = w.out
+		if len(w.out) >= len(w.buf)-len(w.buf)/RawSavingDiv {
+			stored, raw = w.buf, true // see FlagRaw
+		}
+		w.checked(raw)
 	}
+	w.lastRaw = raw
 	if _, err := w.w.Write(stored); err != nil {
 		w.err = fmt.Errorf("segfile: write frame %d: %w", len(w.frames), err)
 		return w.err
@@ -503,9 +519,13 @@ func (w *Writer) finishData() (*Footer, error) {
 	}
 	f := &Footer{Base: w.opts.Base, LogicalSize: w.start, DataSize: w.comp, Frames: w.frames}
 	if w.opts.Layout != nil {
-		runs := slices.Clone(w.opts.Layout)
-		slices.SortFunc(runs, func(a, b Run) int { return cmp.Compare(a.Off, b.Off) })
-		if err := checkLayout(runs, f.LogicalSize); err != nil {
+		byPos := w.opts.Layout
+		if !slices.IsSortedFunc(byPos, func(a, b Run) int { return cmp.Compare(a.Pos, b.Pos) }) {
+			byPos = slices.Clone(byPos)
+			slices.SortFunc(byPos, func(a, b Run) int { return cmp.Compare(a.Pos, b.Pos) })
+		}
+		runs := sortByOff(byPos)
+		if err := checkLayoutOrders(runs, byPos, f.LogicalSize); err != nil {
 			w.err = fmt.Errorf("segfile: %w", err)
 			return nil, w.err
 		}
@@ -526,7 +546,7 @@ func (w *Writer) finishData() (*Footer, error) {
 		f.LayoutRuns = len(runs)
 	}
 	w.data = f
-	w.buf, w.out = nil, nil
+	w.buf, w.out, w.sample = nil, nil, nil
 	return f, nil
 }
 
@@ -691,40 +711,48 @@ func Encode(dst io.Writer, src io.ReaderAt, size int64, opts Options) (*Footer, 
 // WriteFrom writes the size bytes of src as the object's input, one chunk
 // at a time, in the order Options.Layout gives (cutting frames between its
 // groups), and checks that they are all the input (nothing written
-// before, nothing after).
+// before, nothing after). A src that implements Mapped is read from its
+// bytes, each byte copied once into its frame (see Mapped).
 func (w *Writer) WriteFrom(src io.ReaderAt, size int64) error {
 	if w.start != 0 || len(w.buf) != 0 || w.data != nil {
 		return errors.New("segfile: WriteFrom after Write")
 	}
-	buf := make([]byte, 256<<10)
-	if w.opts.Layout == nil {
-		if _, err := io.CopyBuffer(w, io.NewSectionReader(src, 0, size), buf); err != nil {
+	if m, ok := src.(Mapped); ok {
+		data := m.MappedBytes()
+		if int64(len(data)) < size {
+			return fmt.Errorf("segfile: encode: mapped input of %d bytes, want %d", len(data), size)
+		}
+		data = data[:size]
+		err := guardFaults(data, func() error {
+			if w.opts.Layout == nil {
+				_, err := w.Write(data)
+				return err
+			}
+			return w.writeRuns(size, func(r Run) error {
+				_, err := w.Write(data[r.Off : r.Off+r.Len])
+				return err
+			})
+		})
+		if err != nil {
+			if w.err == nil {
+				w.err = err // a fault left a frame half built
+			}
+			return err
+		}
+	} else if w.opts.Layout == nil {
+		if _, err := io.CopyBuffer(w, io.NewSectionReader(src, 0, size), make([]byte, 256<<10)); err != nil {
 			return err
 		}
 	} else {
-		layout := w.opts.Layout
-		rr := runReader{src: src, buf: buf}
-		var pos int64
-		for i, r := range layout {
-			if r.Pos != pos {
-				return fmt.Errorf("segfile: encode: layout run %d at stream position %d, want %d", i, r.Pos, pos)
-			}
-			if i == 0 || r.Group != layout[i-1].Group {
-				g := int64(0)
-				for _, r2 := range layout[i:] {
-					if r2.Group != r.Group {
-						break
-					}
-					g += r2.Len
-				}
-				if err := w.CutGroup(g); err != nil {
-					return err
-				}
-			}
-			if err := rr.copyRun(w, layout, i); err != nil {
-				return err
-			}
-			pos += r.Len
+		rr := runReader{src: src, buf: make([]byte, 256<<10)}
+		i := 0
+		err := w.writeRuns(size, func(Run) error {
+			err := rr.copyRun(w, w.opts.Layout, i)
+			i++
+			return err
+		})
+		if err != nil {
+			return err
 		}
 	}
 	if err := w.Cut(); err != nil {
@@ -732,6 +760,38 @@ func (w *Writer) WriteFrom(src io.ReaderAt, size int64) error {
 	}
 	if w.start != size {
 		return fmt.Errorf("segfile: encode: read %d of %d bytes", w.start, size)
+	}
+	return nil
+}
+
+// writeRuns writes the layout's runs of an input of size bytes in order
+// with copyRun, cutting frames at each change of group (CutGroup).
+func (w *Writer) writeRuns(size int64, copyRun func(r Run) error) error {
+	layout := w.opts.Layout
+	var pos int64
+	for i, r := range layout {
+		if r.Pos != pos {
+			return fmt.Errorf("segfile: encode: layout run %d at stream position %d, want %d", i, r.Pos, pos)
+		}
+		if r.Off < 0 || r.Len <= 0 || r.Off > size-r.Len {
+			return fmt.Errorf("segfile: encode: layout run %d [%d, +%d) outside the input of %d bytes", i, r.Off, r.Len, size)
+		}
+		if i == 0 || r.Group != layout[i-1].Group {
+			g := int64(0)
+			for _, r2 := range layout[i:] {
+				if r2.Group != r.Group {
+					break
+				}
+				g += r2.Len
+			}
+			if err := w.CutGroup(g); err != nil {
+				return err
+			}
+		}
+		if err := copyRun(r); err != nil {
+			return err
+		}
+		pos += r.Len
 	}
 	return nil
 }
@@ -790,6 +850,15 @@ func (rr *runReader) copyRun(w io.Writer, layout []Run, i int) error {
 // checkLayout verifies that runs, sorted by Off, cover [0, size) in
 // order and that their stream ranges cover [0, size) exactly once.
 func checkLayout(runs []Run, size int64) error {
+	byPos := slices.Clone(runs)
+	slices.SortFunc(byPos, func(a, b Run) int { return cmp.Compare(a.Pos, b.Pos) })
+	return checkLayoutOrders(runs, byPos, size)
+}
+
+// checkLayoutOrders is checkLayout of the runs sorted by Off (byOff) and
+// the same runs sorted by Pos (byPos).
+func checkLayoutOrders(byOff, byPos []Run, size int64) error {
+	runs := byOff
 	var off int64
 	for i, r := range runs {
 		if r.Off != off || r.Len <= 0 || r.Len > math.MaxUint32 || r.Pos < 0 {
@@ -800,8 +869,6 @@ func checkLayout(runs []Run, size int64) error {
 	if off != size {
 		return corrupt("layout covers %d bytes of %d", off, size)
 	}
-	byPos := slices.Clone(runs)
-	slices.SortFunc(byPos, func(a, b Run) int { return cmp.Compare(a.Pos, b.Pos) })
 	var pos int64
 	for _, r := range byPos {
 		if r.Pos != pos {
