@@ -420,6 +420,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		SegmentSize:      int64(cfg.SegmentSize),
 		Flush:            flush,
 		FlushInterval:    cfg.FlushInterval,
+		SyncGather:       cfg.SyncGather,
 		MaxMessageSize:   int(cfg.MaxMessageSize),
 		MinFreeBytes:     uint64(cfg.MinFreeSpace), // 0: the store's default
 		StoreHost:        b.storeHost,

@@ -31,6 +31,7 @@ type Config struct {
 	AutoCreateTopic bool          `env:"AUTO_CREATE_TOPIC" envDefault:"true" help:"create unknown topics on first send through TBW102"`
 	MaxMessageSize  bytesize.Size `env:"MAX_MESSAGE_SIZE" envDefault:"4MiB" help:"largest accepted message (whole record)"`
 	FlushInterval   time.Duration `env:"FLUSH_INTERVAL" envDefault:"500ms" help:"async flush period"`
+	SyncGather      time.Duration `env:"SYNC_GATHER" envDefault:"1ms" help:"flush=sync: after a group commit acknowledged several sends, the next fdatasync waits up to this long (and no longer than the last fdatasync took) for as many new sends, so writers that send again once acknowledged share one; negative: never wait"`
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s" help:"graceful shutdown deadline"`
 	MinFreeSpace    bytesize.Size `env:"MIN_FREE_SPACE" help:"refuse sends (SERVICE_NOT_AVAILABLE) while the data dir's volume has less free space than this (default: 5% of the volume, at most 256MiB)"`
 

@@ -34,18 +34,54 @@ func (s *Store) flushLoop() {
 
 // groupCommitLoop (FlushSync) fdatasyncs the commitlog whenever a writer asks:
 // every record written before the fdatasync starts is covered by it, so all
-// writers queued behind one sync share it. (Waiting for writers already
-// inside Put before syncing was measured: it did not change records per
-// sync.)
+// writers queued behind one sync share it.
+//
+// Gathering (Options.SyncGather): writers that wait for their ack send
+// again as soon as they get it, and a sync started the moment the last one
+// ended covers only those that came back during it; the others wait for
+// the one after. With many such writers they split into two groups taking
+// turns, each waiting for two syncs. So once a sync released n > 1
+// waiters, the next waits until n writers asked for a sync after it ended
+// (those it released coming back), or for at most SyncGather, capped at
+// the last sync's own duration; then the groups merge and each writer
+// waits for one sync and the way back. A lone writer never waits (n = 1).
+// (Waiting for writers already inside Put before syncing was measured
+// before: it did not change records per sync.)
 func (s *Store) groupCommitLoop() {
 	defer s.wg.Done()
+	var gather *time.Timer
+	var released int64     // waiters the last sync released
+	var took time.Duration // the last sync's duration
 	for {
-		select {
-		case <-s.quit:
-			return
-		case <-s.syncReq:
+		if s.writePos.Load() <= s.flushed.Load() || released <= 1 || s.opts.SyncGather <= 0 {
+			select {
+			case <-s.quit:
+				return
+			case <-s.syncReq:
+			}
 		}
+		if d := min(s.opts.SyncGather, took); released > 1 && d > 0 {
+			if gather == nil {
+				gather = time.NewTimer(d)
+			} else {
+				gather.Reset(d)
+			}
+			s.syncGathers.Add(1)
+		wait:
+			for s.syncWants.Load()-s.wantsAtSync.Load() < released {
+				select {
+				case <-s.quit:
+					return
+				case <-s.syncReq:
+				case <-gather.C:
+					break wait
+				}
+			}
+			gather.Stop()
+		}
+		fired, start := s.syncFired.Load(), time.Now()
 		s.syncCommitlog(s.writePos.Load())
+		released, took = s.syncFired.Load()-fired, time.Since(start)
 	}
 }
 
@@ -105,6 +141,7 @@ func (s *Store) syncCommitlog(target int64) error {
 	avg := s.syncBytes.Load()
 	s.syncBytes.Store(avg + (target-from-avg)/8) // under clSyncMu
 	s.flushed.Store(target)
+	s.wantsAtSync.Store(s.syncWants.Load())
 	s.notify.broadcast()
 	s.fireWaiters(false)
 	return nil

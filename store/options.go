@@ -35,6 +35,7 @@ const (
 	DefaultSegmentSize      = 128 << 20
 	DefaultFlushInterval    = 500 * time.Millisecond
 	DefaultSyncFlushTimeout = 5 * time.Second
+	DefaultSyncGather       = time.Millisecond
 	DefaultMaxMessageSize   = 4 << 20
 	DefaultMinFreeBytes     = defaultMinFreeCap // the most MinFreeBytes defaults to (5% of the volume)
 	DefaultCQEntriesPerFile = 300_000
@@ -49,16 +50,21 @@ const (
 
 // Options configure a Store. Zero values mean the default.
 type Options struct {
-	FS               vfs.FS         // default vfs.OS()
-	Dir              string         // holds commitlog/, consumequeue/, checkpoint, abort (required)
-	SegmentSize      int64          // default 128 MiB; a record never spans segments
-	Flush            FlushMode      // default FlushAsync
-	FlushInterval    time.Duration  // default 500ms: async commitlog flush; consumequeue+checkpoint in both modes
-	SyncFlushTimeout time.Duration  // default 5s → ErrFlushTimeout
-	MaxMessageSize   int            // whole record, default 4 MiB → ErrMessageTooLarge
-	StoreHost        netip.AddrPort // written in each record's STOREHOST
-	MinFreeBytes     uint64         // refuse writes (ErrDiskFull) below this; default 5% of the volume, at most 256 MiB
-	Logger           *slog.Logger   // default slog.Default()
+	FS               vfs.FS        // default vfs.OS()
+	Dir              string        // holds commitlog/, consumequeue/, checkpoint, abort (required)
+	SegmentSize      int64         // default 128 MiB; a record never spans segments
+	Flush            FlushMode     // default FlushAsync
+	FlushInterval    time.Duration // default 500ms: async commitlog flush; consumequeue+checkpoint in both modes
+	SyncFlushTimeout time.Duration // default 5s → ErrFlushTimeout
+	// SyncGather (FlushSync): after a group commit released several
+	// waiters, how long the next one may wait for as many writers to ask
+	// again (capped by the last fdatasync's duration); see groupCommitLoop.
+	// Default DefaultSyncGather; negative: never wait.
+	SyncGather     time.Duration
+	MaxMessageSize int            // whole record, default 4 MiB → ErrMessageTooLarge
+	StoreHost      netip.AddrPort // written in each record's STOREHOST
+	MinFreeBytes   uint64         // refuse writes (ErrDiskFull) below this; default 5% of the volume, at most 256 MiB
+	Logger         *slog.Logger   // default slog.Default()
 
 	// OnDispatch is called after a record is visible to Get (it wakes held
 	// long-poll pulls). It runs on the writer's goroutine, after the writer
@@ -172,6 +178,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.FlushInterval <= 0 {
 		c.FlushInterval = DefaultFlushInterval
+	}
+	if c.SyncGather == 0 {
+		c.SyncGather = DefaultSyncGather
 	}
 	if c.SyncFlushTimeout <= 0 {
 		c.SyncFlushTimeout = DefaultSyncFlushTimeout

@@ -60,6 +60,7 @@ func (s *Store) PutNotify(msgs []Message, done func([]PutResult, error)) {
 	}
 	s.waiters.list = append(s.waiters.list, flushWaiter{end: end, fn: fn})
 	s.waiters.mu.Unlock()
+	s.syncWants.Add(1)
 	select {
 	case s.syncReq <- struct{}{}:
 	default:
@@ -91,6 +92,7 @@ func (s *Store) fireWaiters(closing bool) {
 	clear(s.waiters.list[len(kept):])
 	s.waiters.list = kept
 	s.waiters.mu.Unlock()
+	s.syncFired.Add(int64(len(ready)))
 	for _, w := range ready {
 		w.fn(nil)
 	}

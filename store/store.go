@@ -57,18 +57,23 @@ type Store struct {
 
 	badTopics atomic.Int64 // records read back whose topic is invalid (names.go)
 
-	flushMu   sync.Mutex    // serializes flushAll and DeleteTopic
-	clSyncMu  sync.Mutex    // serializes commitlog fsyncs; guards syncedTo
-	flushed   atomic.Int64  // commitlog bytes known durable
-	nsyncs    atomic.Int64  // commitlog fdatasync rounds (for benchmarks)
-	syncNs    atomic.Int64  // time spent in them (for benchmarks)
-	syncBytes atomic.Int64  // moving average of the bytes a commitlog fdatasync covers
-	zeroReq   chan struct{} // wakes the zero-filler (zero.go)
-	zeroBytes atomic.Int64  // bytes zero-filled ahead of the writer
-	notify    notifier      // broadcast when flushed advances or a sticky error is set
-	sticky    atomic.Pointer[error]
-	df        diskFull     // the disk-full state and the flush work owed to it (diskfull.go)
-	waiters   flushWaiters // PutNotify callbacks waiting for an fdatasync
+	flushMu   sync.Mutex   // serializes flushAll and DeleteTopic
+	clSyncMu  sync.Mutex   // serializes commitlog fsyncs; guards syncedTo
+	flushed   atomic.Int64 // commitlog bytes known durable
+	nsyncs    atomic.Int64 // commitlog fdatasync rounds (for benchmarks)
+	syncNs    atomic.Int64 // time spent in them (for benchmarks)
+	syncBytes atomic.Int64 // moving average of the bytes a commitlog fdatasync covers
+	// Group commit gathering (FlushSync, groupCommitLoop): writers that
+	// asked for a sync, waiters a sync released, and wants when the last
+	// sync's outcome was published.
+	syncWants, syncFired, wantsAtSync atomic.Int64
+	syncGathers                       atomic.Int64  // syncs that waited to gather (tests)
+	zeroReq                           chan struct{} // wakes the zero-filler (zero.go)
+	zeroBytes                         atomic.Int64  // bytes zero-filled ahead of the writer
+	notify                            notifier      // broadcast when flushed advances or a sticky error is set
+	sticky                            atomic.Pointer[error]
+	df                                diskFull     // the disk-full state and the flush work owed to it (diskfull.go)
+	waiters                           flushWaiters // PutNotify callbacks waiting for an fdatasync
 
 	cidx     *coldIdx      // Options.ColdIndex with its cache; nil without
 	kix      *keyIndex     // KEYS/UNIQ_KEY index (keyindex.go)
@@ -770,6 +775,7 @@ func ptr[T any](v T) *T { return &v }
 
 // waitFlushed waits until the commitlog is durable up to end (group commit).
 func (s *Store) waitFlushed(ctx context.Context, end int64) error {
+	s.syncWants.Add(1)
 	select {
 	case s.syncReq <- struct{}{}:
 	default:
