@@ -92,7 +92,9 @@ say() { echo "coldreplay: $*" >&2; }
 
 PIDS=()
 cleanup() {
-	[[ -n $BUCKET_RATE ]] && tc qdisc del dev lo root 2>/dev/null
+	# (|| true: under set -e a failed command here would end the cleanup
+	# before the kills, leaving versitygw and a broker running)
+	if [[ -n $BUCKET_RATE ]]; then tc qdisc del dev lo root 2>/dev/null || true; fi
 	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
 	if [[ ${KEEP:-0} == 1 ]]; then say "kept $WORK"; else rm -rf "$WORK"; fi

@@ -43,6 +43,28 @@
 // reading its group of frames) and stops at the end of the group, so
 // replaying one queue fetches only that queue's frames (layout.go).
 //
+// # Read-ahead across objects
+//
+// Which group of the next object holds a queue's next records is not in
+// the objects: it is in the segment's queue index, which the store's cold
+// index reads. When a queue's read leaves at most 8 MiB of the queue's
+// records in a segment, the cold index hints, once per segment and queue,
+// the commitlog offset of the queue's first record after it
+// (store.ColdReadAhead, implemented by broker/tiering with Prefetch).
+// Prefetch follows the hint in the background: the object's footer and
+// layout section, then the frames from that record's frame to the end of
+// its group, at most a share of ReadAheadBytes among the object's streams
+// and at most RunBytes (one GET), and a stream at that frame that the
+// queue's first read there joins and reads ahead from (hint.go). So the
+// object boundary costs no demand GET: the next object's frames are
+// fetched while the last of this one's are read. Bounds: at most eight
+// hints are followed at once (a goroutine each; a hint finding them all
+// busy is dropped and given again by a later read), each takes its GETs from
+// the cold GET pool (footer and layout as demand reads, frames as
+// read-ahead runs, waiting for a free read-ahead slot), ends within 10 s
+// and with Close; an offset outside the object table fetches nothing;
+// a hint's failed fetch is fetched again by the read that meets it.
+//
 // The frame cache (cache.go) has two parts, each bounded in bytes: a
 // ristretto cache (a quarter of Config.CacheBytes) whose TinyLFU admission
 // keeps frames read again and again through a one-pass scan, and a scan

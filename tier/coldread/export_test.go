@@ -7,3 +7,6 @@ func (r *Reader) BackgroundIdle() bool {
 	defer r.mu.Unlock()
 	return r.mu.hints == 0 && r.mu.ahead == 0 && len(r.mu.flights) == 0
 }
+
+// MaxHints is maxHints.
+const MaxHints = maxHints

@@ -21,8 +21,10 @@ import (
 
 // maxHints bounds the hints followed at once (each one goroutine, with at
 // most one GET of its own in flight, through the cold GET pool); a hint
-// that finds them all busy is dropped.
-const maxHints = 2
+// that finds them all busy is dropped. The queues of a topic replaying
+// together cross into the next object at about the same time, each with
+// its hint: eight queues' hints are followed together.
+const maxHints = 8
 
 // hintTimeout bounds the work of one hint, its waits for a pool slot
 // included.

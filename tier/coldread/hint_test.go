@@ -247,9 +247,10 @@ func (b *failNth) ReadAt(ctx context.Context, key string, p []byte, off int64) e
 	return b.Bucket.ReadAt(ctx, key, p, off)
 }
 
-// TestPrefetchBoundedGoroutinesAndClose: at most two hints are followed at
-// once (a third is dropped, never queued), and Close ends hints blocked on
-// the bucket (goleak in TestMain checks that nothing is left).
+// TestPrefetchBoundedGoroutinesAndClose: at most MaxHints hints are
+// followed at once (one more is dropped, never queued), and Close ends
+// hints blocked on the bucket (goleak in TestMain checks that nothing is
+// left).
 func TestPrefetchBoundedGoroutinesAndClose(t *testing.T) {
 	fx := newLayoutFixture(t, 8, 20, 4<<20, 2<<20, 64<<10)
 	cb := newCounting(fx.mem)
@@ -261,17 +262,19 @@ func TestPrefetchBoundedGoroutinesAndClose(t *testing.T) {
 	}
 	defer close(cb.gate)
 	block := func(context.Context) (int64, bool, error) { return fx.objs[1].Base, true, nil }
-	if !r.Prefetch(block) || !r.Prefetch(block) {
-		t.Fatal("a hint was dropped with none running")
+	for i := range coldread.MaxHints {
+		if !r.Prefetch(block) {
+			t.Fatalf("hint %d was dropped with %d running", i, i)
+		}
 	}
-	// One reached the bucket (the footer GET; the other waits for it).
+	// One reached the bucket (the footer GET; the others wait for it).
 	select {
 	case <-cb.arrived:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no hint reached the bucket within 10 s")
 	}
 	if r.Prefetch(block) {
-		t.Fatal("a third hint was taken while two run")
+		t.Fatalf("one more hint was taken while %d run", coldread.MaxHints)
 	}
 	if st := r.Stats(); st.HintsDropped != 1 {
 		t.Fatalf("dropped: %d", st.HintsDropped)

@@ -22,10 +22,12 @@ import (
 // frame the stream moves on, up to ReadAheadBytes shared by the object's
 // streams, and never past the end of the group: the frames of other
 // queues are not fetched for a queue that does not read them.
-// Read-ahead does not cross into the next object (where this queue's
-// group starts is not known before its footer is read, and which group
-// is this queue's is not known at all); a queue's first read in each
-// object is a demand read.
+// Read-ahead does not cross into the next object by itself (which group
+// there is this queue's is not in the objects); the caller's hint does
+// (Prefetch, hint.go): the store's cold index names the queue's first
+// record in the next object while the queue reads its last ones here, and
+// the hint leaves a stream at that record's frame, with the frames of its
+// group fetched, which the queue's first read there joins.
 
 // maxStreams bounds the streams tracked per object.
 const maxStreams = 64
