@@ -48,8 +48,14 @@ func (s *Store) SegmentLayout(base int64) ([]LayoutRun, error) {
 	groups := map[key]int{}
 	var runs [][]LayoutRun // by group
 	total := 0
-	var lastKey key
-	lastGroup := -1
+	// The groups met last, looked at before the map: a producer sending
+	// round robin to a few queues changes queue at every record.
+	type recent struct {
+		key
+		g int
+	}
+	var mru [8]recent
+	nmru := 0
 	mp := mapSealed(sg)
 	defer mp.close()
 	var buf []byte
@@ -60,8 +66,14 @@ func (s *Store) SegmentLayout(base int64) ([]LayoutRun, error) {
 		if total > MaxLayoutRuns {
 			return nil
 		}
-		g := lastGroup
-		if g < 0 || lastKey.id != m.queueID || lastKey.topic != string(m.topic) {
+		g := -1
+		for j := range min(nmru, len(mru)) {
+			if r := &mru[j]; r.id == m.queueID && r.topic == string(m.topic) {
+				g = r.g
+				break
+			}
+		}
+		if g < 0 {
 			k := key{string(m.topic), m.queueID}
 			var ok bool
 			if g, ok = groups[k]; !ok {
@@ -69,7 +81,8 @@ func (s *Store) SegmentLayout(base int64) ([]LayoutRun, error) {
 				groups[k] = g
 				runs = append(runs, nil)
 			}
-			lastKey, lastGroup = k, g
+			mru[nmru%len(mru)] = recent{k, g}
+			nmru++
 		}
 		off := m.physOffset - base
 		rs := runs[g]

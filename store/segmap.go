@@ -27,6 +27,10 @@ import (
 // crash the process. Unlinking a mapped file (DropSegment) is harmless:
 // the mapping keeps its pages.
 
+// noSegmentMap, set only by tests, makes the scans read segments through
+// a buffer (scanSegmentsBuf) as where they cannot be mapped.
+var noSegmentMap bool
+
 // errSegmentFault marks a fault while reading a mapped segment.
 var errSegmentFault = errors.New("fault reading the mapped segment")
 
@@ -41,7 +45,7 @@ type sealedMapping struct {
 // reads it instead.
 func mapSealed(sg *segment) *sealedMapping {
 	size := sg.size.Load()
-	if size <= 0 {
+	if size <= 0 || noSegmentMap {
 		return nil
 	}
 	f, ok := sg.f.(syscallConner)

@@ -87,6 +87,22 @@
 // read, and a reader that knows only version 1 refuses version 2 as
 // corrupt rather than misreading it.
 //
+// After a frame stored raw, the Writer first compresses a sample of the
+// next frame (8 pieces of 16 KiB spread over it) and stores the frame raw
+// without compressing it whole when the sample saves less than an eighth
+// too; a few such frames are compressed whole anyway to check the
+// samples, and one that saves proves them wrong for the input and turns
+// sampling off (sample.go). Incompressible segments then cost a
+// sixteenth of a compression instead of one; the format is the same.
+//
+// # Mapped input
+//
+// WriteFrom reads a source that implements Mapped (MapFile: a sealed
+// segment mapped read-only) from its bytes: each run of the layout is
+// copied once, straight into its frame, with no read calls. A fault on
+// the mapping (its file cut shorter underneath) is an error matching
+// ErrFault, never a crash.
+//
 // # Layout
 //
 // With Options.Layout the input is stored in another order: the uploader

@@ -15,11 +15,14 @@ package segfile
 // percent of the whole frame's (1 KiB random bodies behind ~150-byte
 // headers: 10.9% vs 11.0%). What a sample cannot see is redundancy only
 // between bytes further apart than a piece (the same random 20 KiB body
-// sent again and again). So every sampleCheckEvery-th frame a sample
-// would skip is compressed whole anyway; if it saves 1/RawSavingDiv or
-// more, the samples were wrong for this input and the Writer compresses
-// every frame from then on. Such input loses at most the saving of the
-// frames stored raw before that check.
+// sent again and again). So some frames a sample would skip are
+// compressed whole anyway, to check: the 2nd, then the 4th after it, the
+// 8th, and every sampleCheckEvery-th from then on; if one saves
+// 1/RawSavingDiv or more, the samples were wrong for this input and the
+// Writer compresses every frame from then on. Such input loses at most
+// the saving of the frames stored raw before that check (one frame when
+// it starts right after the first raw frame, up to sampleCheckEvery-1
+// later on).
 const (
 	sampleMinFrame   = 256 << 10
 	samplePieces     = 8
@@ -30,13 +33,13 @@ const (
 // skipCompress reports whether the frame being built is to be stored raw
 // without compressing it whole: the last frame was stored raw, and this
 // one's sample saves less than 1/RawSavingDiv (except every
-// sampleCheckEvery-th such frame, compressed to check the samples).
+// such frames compressed to check the samples).
 func (w *Writer) skipCompress() bool {
 	w.sampled = false
 	if !w.lastRaw || w.noSkip || len(w.buf) < sampleMinFrame || w.sampleSaves() {
 		return false
 	}
-	if w.skipped+1 >= sampleCheckEvery {
+	if w.skipped+1 >= min(2<<w.checks, sampleCheckEvery) {
 		w.sampled = true // check this one
 		return false
 	}
@@ -49,6 +52,7 @@ func (w *Writer) skipCompress() bool {
 func (w *Writer) checked(raw bool) {
 	if w.sampled {
 		w.skipped = 0
+		w.checks++
 		if !raw {
 			w.noSkip = true
 		}

@@ -374,6 +374,7 @@ type Writer struct {
 	lastRaw bool   // the last frame was stored raw: sample the next one
 	sample  []byte // sampleSaves' scratch
 	skipped int    // frames stored raw on a sample's word since the last check
+	checks  int    // frames a sample would have skipped compressed whole to check it
 	sampled bool   // the frame being flushed was sampled and would have been skipped
 	noSkip  bool   // a check found a sample wrong: compress every frame
 }

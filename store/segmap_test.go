@@ -1,0 +1,180 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stratamq/stratamq/infra/vfs"
+)
+
+// sealedOnDisk opens a store on the real filesystem (its sealed segments
+// are mapped) holding n records over queues, all in sealed segments.
+func sealedOnDisk(t *testing.T, seed uint64, n int) *Store {
+	t.Helper()
+	o := testOpts(vfs.OS())
+	o.Dir = filepath.Join(t.TempDir(), "store")
+	o.SegmentSize = 8 << 10
+	o.MaxMessageSize = 2 << 10
+	o.CQEntriesPerFile = 8
+	s := mustOpen(t, o)
+	t.Cleanup(func() { s.Close() })
+	queues := []qref{{"A", 0}, {"A", 1}, {"A", 2}, {"B", 0}, {"B", 3}, {"CC", 1}}
+	fillIndexMix(t, s, rand.New(rand.NewPCG(seed, 7)), queues, n)
+	return s
+}
+
+// withoutMapping runs fn with the scans reading segments through a
+// buffer, as where they cannot be mapped.
+func withoutMapping(fn func()) {
+	noSegmentMap = true
+	defer func() { noSegmentMap = false }()
+	fn()
+}
+
+// TestSealedScansMappedMatchRead: on the real filesystem the layout and
+// the segment index are built from a mapping of the segment; they equal
+// what reading it through a buffer gives, and the index equals the
+// single-pass oracle's blob, over segments with gaps, rewritten queue
+// offsets and undispatched transactions.
+func TestSealedScansMappedMatchRead(t *testing.T) {
+	for seed := range uint64(4) {
+		s := sealedOnDisk(t, seed, 300)
+		if seg := (*s.segs.Load())[0]; mapSealed(seg) == nil {
+			t.Fatal("a sealed segment on the real filesystem was not mapped")
+		}
+		checkIndexAgainstOracle(t, s)
+		for _, sg := range s.SealedSegments() {
+			mapped, err := s.SegmentLayout(sg.Base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mappedIdx, err := s.BuildSegmentIndex(sg.Base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var read []LayoutRun
+			var readIdx []byte
+			withoutMapping(func() {
+				if read, err = s.SegmentLayout(sg.Base); err == nil {
+					readIdx, err = s.BuildSegmentIndex(sg.Base)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(mapped, read) || !slices.Equal(mappedIdx, readIdx) {
+				t.Fatalf("seed %d segment %d: mapped layout or index differ from the read ones", seed, sg.Base)
+			}
+		}
+	}
+}
+
+// TestSegmentIndexMappedRefusesCorruptRecord: a flipped body byte in a
+// sealed segment fails its index (the uploader then does not upload it),
+// read from the mapping as through a buffer; the layout, which does not
+// check body CRCs, still covers the segment.
+func TestSegmentIndexMappedRefusesCorruptRecord(t *testing.T) {
+	o := testOpts(vfs.OS())
+	o.Dir = filepath.Join(t.TempDir(), "store")
+	o.SegmentSize = 1 << 20
+	s := mustOpen(t, o)
+	defer s.Close()
+	var res []PutResult
+	for i := range 100 {
+		res = append(res, mustPut(t, s, msg("T", int32(i%4), fmt.Sprintf("body %03d", i)))...)
+	}
+	if err := s.SealActive(); err != nil {
+		t.Fatal(err)
+	}
+	sg := s.SealedSegments()[0]
+	data, err := os.ReadFile(sg.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(data, []byte("body 030"))
+	if at < 0 || int64(at) < res[30].PhysOffset-sg.Base {
+		t.Fatalf("record 30's body not found")
+	}
+	f, err := os.OpenFile(sg.Path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{'B'}, int64(at)); err != nil { // "body 030" -> "Body 030"
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, mapped := range []bool{true, false} {
+		var err error
+		run := func() { _, err = s.BuildSegmentIndex(sg.Base) }
+		if mapped {
+			run()
+		} else {
+			withoutMapping(run)
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("mapped %v: index of a segment with a corrupt record: %v, want ErrCorrupt", mapped, err)
+		}
+	}
+	runs, err := s.SegmentLayout(sg.Base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := int64(0)
+	for _, r := range runs {
+		covered += r.Len
+	}
+	if covered != sg.Length {
+		t.Fatalf("layout covers %d of %d bytes", covered, sg.Length)
+	}
+}
+
+// TestMappedScanOfTruncatedSegment: a sealed segment cut shorter while
+// it is mapped (SIGBUS on the lost pages) makes the scan fail with an
+// error, not crash the process; a segment already shorter than the store
+// knows is not mapped, and reading it fails as before.
+func TestMappedScanOfTruncatedSegment(t *testing.T) {
+	o := testOpts(vfs.OS())
+	o.Dir = filepath.Join(t.TempDir(), "store")
+	o.SegmentSize = 1 << 20
+	s := mustOpen(t, o)
+	defer s.Close()
+	for i := range 2000 {
+		mustPut(t, s, msg("T", int32(i%4), fmt.Sprintf("body %04d %0200d", i, i)))
+	}
+	if err := s.SealActive(); err != nil {
+		t.Fatal(err)
+	}
+	info := s.SealedSegments()[0]
+	if info.Length < 256<<10 {
+		t.Fatalf("segment of %d bytes, want more than 256 KiB", info.Length)
+	}
+	sg := (*s.segs.Load()).find(info.Base)
+	m := mapSealed(sg)
+	if m == nil {
+		t.Fatal("not mapped")
+	}
+	defer m.close()
+	if err := os.Truncate(info.Path, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	valid, err := m.scan(info.Base, true, func(*recordMeta) error { n++; return nil })
+	if !errors.Is(err, errSegmentFault) {
+		t.Fatalf("scan of a segment cut under its mapping: %v (valid to %d, %d records), want errSegmentFault", err, valid, n)
+	}
+	if valid > info.Base+64<<10 || n == 0 {
+		t.Fatalf("scan stopped at %d after %d records, want within the first 64 KiB", valid, n)
+	}
+	if mapSealed(sg) != nil {
+		t.Fatal("a file shorter than its segment was mapped")
+	}
+	if _, err := s.BuildSegmentIndex(info.Base); err == nil {
+		t.Fatal("index of a truncated segment built")
+	}
+}
