@@ -3,6 +3,7 @@ package store
 import (
 	"container/list"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -438,13 +439,19 @@ const maxHinted = 4096
 // queue, when the read that ends at entry i of blk, the last block of q's
 // entries there, leaves at most coldReadAheadBytes of them.
 func (c *coldIdx) readAhead(floor int64, topic string, id int32, base int64, q SegmentIndexQueue, blk []byte, i int) {
+	k := coldKey{base: base, topic: topic, id: id, block: -2}
+	c.hintMu.Lock()
+	done := c.hinted[k]
+	c.hintMu.Unlock()
+	if done {
+		return // the common case: every later read of the queue here
+	}
 	rest := int64(0)
 	for ; i < len(blk)/cqEntrySize; i++ {
-		if rest += int64(getEntry(blk[i*cqEntrySize:]).size); rest > coldReadAheadBytes {
+		if rest += int64(binary.BigEndian.Uint32(blk[i*cqEntrySize+8:])); rest > coldReadAheadBytes {
 			return // not yet
 		}
 	}
-	k := coldKey{base: base, topic: topic, id: id, block: -2}
 	c.hintMu.Lock()
 	if c.hinted[k] {
 		c.hintMu.Unlock()

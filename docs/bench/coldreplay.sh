@@ -253,11 +253,17 @@ scrape() {
 broker_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$BPID/stat"; }
 client_run() { # tag group batch: the client pull consumer against the running broker
 	local before after cpu0 cpu1 args=(-namesrv "127.0.0.1:$NS_PORT" -topic Cold -group "$2" -pull-batch "$3" -messages "$MSGS" -timeout 10m)
-	[[ -n $PROFILE ]] && args+=(-cpuprofile "$PROFILE/$1-$2.client.pprof")
+	local prof=
+	if [[ -n $PROFILE ]]; then
+		args+=(-cpuprofile "$PROFILE/$1-$2.client.pprof")
+		curl -s -o "$PROFILE/$1-$2.pprof" "http://127.0.0.1:$HTTP_PORT/debug/pprof/profile?seconds=10" &
+		prof=$!
+	fi
 	before=$(scrape)
 	cpu0=$(broker_cpu)
 	# a failed run still prints its line (errors > 0); the row shows it
 	timeout 900 "$WORK/clientpull" "${args[@]}" 2>>"$WORK/bench.log" | tail -1 >"$WORK/client.json" || true
+	[[ -n $prof ]] && wait "$prof"
 	[[ -s $WORK/client.json ]] || echo '{"mode":"clientpull","messages":0,"record_bytes":0,"seconds":0,"record_mb_per_sec":0,"errors":1}' >"$WORK/client.json"
 	cpu1=$(broker_cpu)
 	after=$(scrape)

@@ -53,8 +53,8 @@
 // (store.ColdReadAhead, implemented by broker/tiering with Prefetch).
 // Prefetch follows the hint in the background: the object's footer and
 // layout section, then the frames from that record's frame to the end of
-// its group, at most a share of ReadAheadBytes among the object's streams
-// and at most RunBytes (one GET), and a stream at that frame that the
+// its group, at most a share of ReadAheadBytes among the object's streams,
+// a quarter of it and RunBytes (one GET), and a stream at that frame that the
 // queue's first read there joins and reads ahead from (hint.go). So the
 // object boundary costs no demand GET: the next object's frames are
 // fetched while the last of this one's are read. Bounds: at most eight

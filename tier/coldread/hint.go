@@ -77,9 +77,13 @@ func (r *Reader) Prefetch(next func(ctx context.Context) (off int64, ok bool, er
 
 // hintDepth is how far past the start of a hinted record's frame a hint
 // fetches: an even share of ReadAheadBytes among the object's streams
-// (this one counted), at most RunBytes (one GET), at least that frame.
+// (this one counted), at most RunBytes (one GET) and a quarter of
+// ReadAheadBytes, at least that frame. The maxHints hints followed at once
+// so fetch at most 2 × ReadAheadBytes (half the cache) past their frames:
+// with the read-ahead within objects, no more than the scan window holds,
+// so a hinted frame is not evicted before its queue gets there.
 func (r *Reader) hintDepth(f *segfile.Footer, fi, streams int) int64 {
-	return max(min(r.cfg.ReadAheadBytes/int64(streams+1), r.cfg.RunBytes), f.Frames[fi].Len)
+	return max(min(r.cfg.ReadAheadBytes/int64(streams+1), r.cfg.RunBytes, r.cfg.ReadAheadBytes/4), f.Frames[fi].Len)
 }
 
 // prefetchAt follows a hint: the frames from log offset off on (see
