@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -21,6 +22,9 @@ type LayoutRun struct {
 // runs: ~14 MiB per segment being uploaded) and the expanded layout a
 // reader caches (20 bytes a run, counted in the cache like a frame).
 const MaxLayoutRuns = 1 << 18
+
+// errTooManyRuns stops SegmentLayout's scan past MaxLayoutRuns.
+var errTooManyRuns = errors.New("store: too many layout runs")
 
 // SegmentLayout returns the queue-major layout of the sealed local
 // segment at base, for the uploader to store each queue's records
@@ -57,14 +61,19 @@ func (s *Store) SegmentLayout(base int64) ([]LayoutRun, error) {
 	var mru [8]recent
 	nmru := 0
 	mp := mapSealed(sg)
-	defer mp.close()
 	var buf []byte
 	if mp == nil {
 		buf = make([]byte, segIndexScanBuf)
 	}
+	// The index build's first pass, for the build that follows (segplan.go).
+	p1 := newIndexPass1()
+	var p1err error
 	valid, err := scanSealed(mp, sg, base, buf, false, func(m *recordMeta) error {
 		if total > MaxLayoutRuns {
-			return nil
+			return errTooManyRuns // log order: the rest need not be read
+		}
+		if p1err == nil && !notDispatched(m.sysFlag) {
+			p1err = p1.add(m)
 		}
 		g := -1
 		for j := range min(nmru, len(mru)) {
@@ -94,7 +103,12 @@ func (s *Store) SegmentLayout(base int64) ([]LayoutRun, error) {
 		total++
 		return nil
 	})
-	if err != nil {
+	if err == nil && p1err == nil && valid == sg.end() {
+		putIndexPlan(&indexPlan{sg: sg, mp: mp, p1: p1}) // the plan owns the mapping now
+	} else {
+		mp.close()
+	}
+	if err != nil && !errors.Is(err, errTooManyRuns) {
 		return nil, fmt.Errorf("store: segment layout %d: %w", base, err)
 	}
 	if total > MaxLayoutRuns {

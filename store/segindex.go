@@ -359,7 +359,16 @@ func (s *Store) WriteSegmentIndexPart(base, from, to int64, f SegmentIndexFile) 
 		return 0, fmt.Errorf("store: segment index %d: part [%d, %d) is not inside [%d, %d)", base, from, to, base, end)
 	}
 	end = to
-	mp := mapSealed(sg)
+	var plan *indexPlan
+	if from == base && to == sg.end() {
+		plan = takeIndexPlan(sg)
+	}
+	var mp *sealedMapping
+	if plan != nil {
+		mp = plan.mp
+	} else {
+		mp = mapSealed(sg)
+	}
 	defer mp.close()
 	var scanBuf []byte
 	if mp == nil {
@@ -388,32 +397,19 @@ func (s *Store) WriteSegmentIndexPart(base, from, to int64, f SegmentIndexFile) 
 	}
 
 	// Pass 1: each queue's final run. The body CRCs are checked by pass 2.
-	// Runs by topic, then queue id: runs[string(m.topic)] does not copy
-	// the topic.
-	runs := map[string]map[int32]*idxQueue{}
-	nRuns := 0
-	var last *idxQueue
-	err = scan(false, func(m *recordMeta) error {
-		seen := true
-		if r := last; r == nil || r.k.id != m.queueID || r.k.topic != string(m.topic) {
-			byID := runs[string(m.topic)]
-			if byID == nil {
-				byID = map[int32]*idxQueue{}
-				runs[string(m.topic)] = byID
-			}
-			if r = byID[m.queueID]; r == nil {
-				r = &idxQueue{k: qkey{string(m.topic), m.queueID}}
-				byID[m.queueID] = r
-				nRuns++
-				seen = false
-			}
-			last = r
+	// SegmentLayout's scan of the whole segment may have done it already
+	// (takeIndexPlan), with the same checks.
+	var p1 *indexPass1
+	if plan != nil {
+		p1 = plan.p1
+	} else {
+		p1 = newIndexPass1()
+		if err = scan(false, p1.add); err != nil {
+			return 0, err
 		}
-		return last.span1(m.queueOffset, seen)
-	})
-	if err != nil {
-		return 0, err
 	}
+	runs, nRuns := p1.runs, p1.n
+	var last *idxQueue
 
 	// The directory: the runs, and the next offset of every queue without
 	// a record here. The tags codes of a run come from its consumequeue.
@@ -480,7 +476,6 @@ func (s *Store) WriteSegmentIndexPart(base, from, to int64, f SegmentIndexFile) 
 	}
 
 	// Pass 2: every entry (and blank) at its place.
-	last = nil
 	var e [cqEntrySize]byte
 	err = scan(true, func(m *recordMeta) error {
 		r := last

@@ -36,8 +36,9 @@ var errSegmentFault = errors.New("fault reading the mapped segment")
 
 // sealedMapping is a read-only mapping of a sealed segment's records.
 type sealedMapping struct {
-	sg   *segment
-	data []byte // the segment's bytes [0, size)
+	sg      *segment
+	data    []byte // the segment's bytes [0, size)
+	touched byte   // keeps the loads of touchLines
 }
 
 // mapSealed maps the sealed segment sg's file (its size bytes). It
@@ -81,7 +82,7 @@ func (m *sealedMapping) scan(from int64, checkCRC bool, fn func(m *recordMeta) e
 	}
 	pos := from
 	var touch byte
-	defer func() { touchSink = touch }()
+	defer func() { m.touched = touch }()
 	err = guardSegmentFaults(data, func() error {
 		var rm recordMeta // one for the scan: fn must not keep &rm
 		for pos < end {
@@ -154,9 +155,6 @@ func guardSegmentFaults(data []byte, fn func() error) (err error) {
 	}()
 	return fn()
 }
-
-// touchSink keeps touchLines' loads.
-var touchSink byte
 
 // touchLines loads one byte of every 64-byte line of b.
 func touchLines(b []byte) byte {

@@ -41,7 +41,9 @@ func withoutMapping(fn func()) {
 // the segment index are built from a mapping of the segment; they equal
 // what reading it through a buffer gives, and the index equals the
 // single-pass oracle's blob, over segments with gaps, rewritten queue
-// offsets and undispatched transactions.
+// offsets and undispatched transactions; an index built after the
+// segment's layout (from the first pass the layout's scan left, its
+// mapping too) is the same blob, and takes that plan.
 func TestSealedScansMappedMatchRead(t *testing.T) {
 	for seed := range uint64(4) {
 		s := sealedOnDisk(t, seed, 300)
@@ -49,27 +51,38 @@ func TestSealedScansMappedMatchRead(t *testing.T) {
 			t.Fatal("a sealed segment on the real filesystem was not mapped")
 		}
 		checkIndexAgainstOracle(t, s)
-		for _, sg := range s.SealedSegments() {
-			mapped, err := s.SegmentLayout(sg.Base)
+		for _, info := range s.SealedSegments() {
+			sg := (*s.segs.Load()).find(info.Base)
+			takeIndexPlan(sg)
+			alone, err := s.BuildSegmentIndex(sg.base)
 			if err != nil {
 				t.Fatal(err)
 			}
-			mappedIdx, err := s.BuildSegmentIndex(sg.Base)
-			if err != nil {
-				t.Fatal(err)
+			layoutThenIndex := func() ([]LayoutRun, []byte) {
+				runs, err := s.SegmentLayout(sg.base)
+				if err != nil {
+					t.Fatal(err)
+				}
+				plan := takeIndexPlan(sg)
+				if plan == nil || (plan.mp != nil) == noSegmentMap {
+					t.Fatalf("seed %d segment %d: the layout left no plan (or a wrong mapping)", seed, sg.base)
+				}
+				putIndexPlan(plan)
+				idx, err := s.BuildSegmentIndex(sg.base)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if takeIndexPlan(sg) != nil {
+					t.Fatalf("seed %d segment %d: the index build left the plan", seed, sg.base)
+				}
+				return runs, idx
 			}
+			mapped, mappedIdx := layoutThenIndex()
 			var read []LayoutRun
 			var readIdx []byte
-			withoutMapping(func() {
-				if read, err = s.SegmentLayout(sg.Base); err == nil {
-					readIdx, err = s.BuildSegmentIndex(sg.Base)
-				}
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(mapped, read) || !slices.Equal(mappedIdx, readIdx) {
-				t.Fatalf("seed %d segment %d: mapped layout or index differ from the read ones", seed, sg.Base)
+			withoutMapping(func() { read, readIdx = layoutThenIndex() })
+			if !slices.Equal(mapped, read) || !slices.Equal(mappedIdx, readIdx) || !slices.Equal(mappedIdx, alone) {
+				t.Fatalf("seed %d segment %d: mapped layout or index differ from the read ones, or from the index built alone", seed, sg.base)
 			}
 		}
 	}
@@ -110,15 +123,24 @@ func TestSegmentIndexMappedRefusesCorruptRecord(t *testing.T) {
 	}
 	f.Close()
 	for _, mapped := range []bool{true, false} {
-		var err error
-		run := func() { _, err = s.BuildSegmentIndex(sg.Base) }
-		if mapped {
-			run()
-		} else {
-			withoutMapping(run)
-		}
-		if !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("mapped %v: index of a segment with a corrupt record: %v, want ErrCorrupt", mapped, err)
+		for _, afterLayout := range []bool{true, false} {
+			var err error
+			run := func() {
+				if afterLayout { // with the plan the layout's scan left
+					if _, err = s.SegmentLayout(sg.Base); err != nil {
+						return
+					}
+				}
+				_, err = s.BuildSegmentIndex(sg.Base)
+			}
+			if mapped {
+				run()
+			} else {
+				withoutMapping(run)
+			}
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("mapped %v, after the layout %v: index of a segment with a corrupt record: %v, want ErrCorrupt", mapped, afterLayout, err)
+			}
 		}
 	}
 	runs, err := s.SegmentLayout(sg.Base)
@@ -176,5 +198,25 @@ func TestMappedScanOfTruncatedSegment(t *testing.T) {
 	}
 	if _, err := s.BuildSegmentIndex(info.Base); err == nil {
 		t.Fatal("index of a truncated segment built")
+	}
+}
+
+// TestSegmentLayoutTooManyRuns: a segment interleaving its queues more
+// finely than MaxLayoutRuns allows has no layout (it is stored in log
+// order): the scan stops there, and the segment's index still builds.
+func TestSegmentLayoutTooManyRuns(t *testing.T) {
+	s, _ := tinyMessageSegment(t, 48<<20, 16)
+	sg := s.SealedSegments()[0]
+	runs, err := s.SegmentLayout(sg.Base)
+	if err != nil || runs != nil {
+		t.Fatalf("layout of a segment of more than MaxLayoutRuns runs: %d runs, %v; want none", len(runs), err)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "idx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := s.WriteSegmentIndex(sg.Base, f); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,104 @@
+package store
+
+import "sync"
+
+// Index plans: SegmentLayout scans a whole sealed segment for the
+// uploader, which then builds the same segment's index (WriteSegmentIndex)
+// once it has encoded its bytes. The layout's scan also does the index
+// build's first pass (each queue's run, indexPass1) and leaves it, with
+// the segment's mapping, as an index plan the build takes instead of
+// mapping and scanning the segment again: two scans of the segment for
+// both instead of three, one mapping instead of two. A plan is taken
+// once, only by the build of the whole segment it was made from (the
+// same *segment: a sealed segment's bytes never change); the second pass
+// still checks every record, body CRC included, and that the records
+// end where the segment does.
+//
+// Memory: at most maxIndexPlans plans are kept (the uploader's workers
+// each hold one segment); a new one pushes out the oldest, unmapping it.
+// A plan holds a few hundred bytes per queue with records in its segment
+// (as the first pass does) and a read-only mapping of page cache pages
+// (their page tables: 2 KiB per MiB mapped).
+const maxIndexPlans = 2
+
+type indexPlan struct {
+	sg *segment
+	mp *sealedMapping // nil: the segment is read, not mapped
+	p1 *indexPass1
+}
+
+var indexPlans struct {
+	sync.Mutex
+	ps []*indexPlan
+}
+
+// putIndexPlan keeps p for the next index build of its segment, pushing
+// out (and unmapping) the oldest plan past maxIndexPlans, and any older
+// plan of the same segment.
+func putIndexPlan(p *indexPlan) {
+	var drop []*indexPlan
+	indexPlans.Lock()
+	ps := indexPlans.ps[:0]
+	for _, q := range indexPlans.ps {
+		if q.sg == p.sg {
+			drop = append(drop, q)
+		} else {
+			ps = append(ps, q)
+		}
+	}
+	if len(ps) >= maxIndexPlans {
+		drop = append(drop, ps[0])
+		ps = append(ps[:0], ps[1:]...)
+	}
+	indexPlans.ps = append(ps, p)
+	indexPlans.Unlock()
+	for _, q := range drop {
+		q.mp.close()
+	}
+}
+
+// takeIndexPlan removes and returns the plan of segment sg, or nil.
+func takeIndexPlan(sg *segment) *indexPlan {
+	indexPlans.Lock()
+	defer indexPlans.Unlock()
+	for i, p := range indexPlans.ps {
+		if p.sg == sg {
+			indexPlans.ps = append(indexPlans.ps[:i], indexPlans.ps[i+1:]...)
+			return p
+		}
+	}
+	return nil
+}
+
+// indexPass1 is the first pass of an index build: each queue's final run
+// [first, end) (idxQueue.span1) over the dispatched records, by topic,
+// then queue id (runs[string(m.topic)] does not copy the topic).
+type indexPass1 struct {
+	runs map[string]map[int32]*idxQueue
+	n    int // queues
+	last *idxQueue
+}
+
+func newIndexPass1() *indexPass1 {
+	return &indexPass1{runs: map[string]map[int32]*idxQueue{}}
+}
+
+// add takes the next dispatched record of the segment, in log order.
+func (p *indexPass1) add(m *recordMeta) error {
+	seen := true
+	if r := p.last; r == nil || r.k.id != m.queueID || r.k.topic != string(m.topic) {
+		byID := p.runs[string(m.topic)]
+		if byID == nil {
+			byID = map[int32]*idxQueue{}
+			p.runs[string(m.topic)] = byID
+		}
+		if r = byID[m.queueID]; r == nil {
+			r = &idxQueue{k: qkey{string(m.topic), m.queueID}}
+			byID[m.queueID] = r
+			p.n++
+			seen = false
+		}
+		p.last = r
+	}
+	return p.last.span1(m.queueOffset, seen)
+}
