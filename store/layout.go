@@ -68,12 +68,10 @@ func (s *Store) SegmentLayout(base int64) ([]LayoutRun, error) {
 	// The index build's first pass, for the build that follows (segplan.go).
 	p1 := newIndexPass1()
 	var p1err error
+	var queues []*idxQueue // by group: its queue's run in p1 (nil: no dispatched record yet)
 	valid, err := scanSealed(mp, sg, base, buf, false, func(m *recordMeta) error {
 		if total > MaxLayoutRuns {
 			return errTooManyRuns // log order: the rest need not be read
-		}
-		if p1err == nil && !notDispatched(m.sysFlag) {
-			p1err = p1.add(m)
 		}
 		g := -1
 		for j := range min(nmru, len(mru)) {
@@ -89,9 +87,20 @@ func (s *Store) SegmentLayout(base int64) ([]LayoutRun, error) {
 				g = len(runs)
 				groups[k] = g
 				runs = append(runs, nil)
+				queues = append(queues, nil)
 			}
 			mru[nmru%len(mru)] = recent{k, g}
 			nmru++
+		}
+		if p1err == nil && !notDispatched(m.sysFlag) {
+			// A group is a queue: its run for the index, without the
+			// pass's own lookups.
+			q, seen := queues[g], true
+			if q == nil {
+				q, seen = p1.queue(m.topic, m.queueID), false
+				queues[g] = q
+			}
+			p1err = q.span1(m.queueOffset, seen)
 		}
 		off := m.physOffset - base
 		rs := runs[g]

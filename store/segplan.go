@@ -88,17 +88,24 @@ func (p *indexPass1) add(m *recordMeta) error {
 	seen := true
 	if r := p.last; r == nil || r.k.id != m.queueID || r.k.topic != string(m.topic) {
 		byID := p.runs[string(m.topic)]
-		if byID == nil {
-			byID = map[int32]*idxQueue{}
-			p.runs[string(m.topic)] = byID
-		}
 		if r = byID[m.queueID]; r == nil {
-			r = &idxQueue{k: qkey{string(m.topic), m.queueID}}
-			byID[m.queueID] = r
-			p.n++
+			r = p.queue(m.topic, m.queueID)
 			seen = false
 		}
 		p.last = r
 	}
 	return p.last.span1(m.queueOffset, seen)
+}
+
+// queue adds the queue topic/id, which has no run yet, and returns it.
+func (p *indexPass1) queue(topic []byte, id int32) *idxQueue {
+	byID := p.runs[string(topic)]
+	if byID == nil {
+		byID = map[int32]*idxQueue{}
+		p.runs[string(topic)] = byID
+	}
+	r := &idxQueue{k: qkey{string(topic), id}}
+	byID[id] = r
+	p.n++
+	return r
 }
