@@ -35,6 +35,11 @@ var errTooManyRuns = errors.New("store: too many layout runs")
 // any other. A zero-filled tail is the last group. nil: the segment's runs
 // exceed MaxLayoutRuns (store it in log order). ErrNotFound: no such
 // local segment; a segment that is not sealed is refused.
+//
+// It reads the segment once, from a read-only mapping where it can
+// (segmap.go), and leaves the first pass of the segment's index build
+// with that mapping for the WriteSegmentIndex that follows (segplan.go:
+// at most maxIndexPlans kept).
 func (s *Store) SegmentLayout(base int64) ([]LayoutRun, error) {
 	t := *s.segs.Load()
 	i := slices.IndexFunc(t, func(sg *segment) bool { return sg.base == base })

@@ -328,7 +328,9 @@ func (s *Store) BuildSegmentIndexPart(base, from, to int64) ([]byte, error) {
 // fixed buffer plus a few hundred bytes per queue, whatever the segment
 // holds. On the operating system's filesystem both scans read one
 // read-only mapping of the segment file instead of a 1 MiB buffer
-// (segmap.go), with the same checks.
+// (segmap.go), with the same checks; after SegmentLayout of the same
+// segment, the first pass and the mapping are the ones its scan left
+// (segplan.go), and only the second pass reads the segment.
 func (s *Store) WriteSegmentIndex(base int64, f SegmentIndexFile) (size int64, err error) {
 	return s.WriteSegmentIndexPart(base, base, -1, f)
 }
