@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/stratamq/stratamq/tier"
@@ -564,6 +565,7 @@ func (r *Reader) frameOf(ctx context.Context, objKey string, f *segfile.Footer, 
 			fl = &flight{done: make(chan struct{}), ahead: bg}
 			r.mu.flights[k] = fl
 			r.mu.Unlock()
+			t0 := time.Now()
 			if bg {
 				r.stats.aheadFetches.Add(1)
 			} else {
@@ -576,6 +578,9 @@ func (r *Reader) frameOf(ctx context.Context, objKey string, f *segfile.Footer, 
 			data, err := r.fetch(ctx, objKey, f, i)
 			r.release()
 			r.finish(k, fl, data, err)
+			if !bg {
+				r.stats.waitNanos.Add(int64(time.Since(t0)))
+			}
 			return data, err
 		}
 		used := fl.used
@@ -587,10 +592,14 @@ func (r *Reader) frameOf(ctx context.Context, objKey string, f *segfile.Footer, 
 		}
 		if !finished {
 			r.stats.shared.Add(1)
+			t0 := time.Now()
 			select {
 			case <-fl.done:
 			case <-ctx.Done():
 				return nil, ctx.Err()
+			}
+			if !bg {
+				r.stats.waitNanos.Add(int64(time.Since(t0)))
 			}
 		}
 		if fl.err == nil {
@@ -822,8 +831,16 @@ func (r *Reader) footerOf(ctx context.Context, o Object, bg bool) (*segfile.Foot
 		}
 		select {
 		case <-ff.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		default:
+			t0 := time.Now()
+			select {
+			case <-ff.done:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if !bg {
+				r.stats.waitNanos.Add(int64(time.Since(t0)))
+			}
 		}
 		if ff.err != nil && (ff.bg && !bg || isCtxErr(ff.err)) && ctx.Err() == nil && attempt < 3 {
 			continue // another's background read failed, or its reader went away: read it ourselves

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/coldread"
 )
@@ -137,7 +139,11 @@ func TestPrefetchCrossesObjects(t *testing.T) {
 		}
 		sb.down.Store(true)
 		// The queue's first records in B, up to its first group's frames.
+		wait0 := r.Stats().WaitNanos
 		err := fx.lendAll(t, r, inB[:4])
+		if w := r.Stats().WaitNanos - wait0; hint && w != 0 {
+			t.Fatalf("reads in B waited %v for the bucket after the hint", time.Duration(w))
+		}
 		switch {
 		case hint && err != nil:
 			t.Fatalf("reading B after the hint needed the bucket: %v", err)
@@ -288,5 +294,42 @@ func TestPrefetchBoundedGoroutinesAndClose(t *testing.T) {
 	}
 	if r.Prefetch(block) {
 		t.Fatal("a hint taken after Close")
+	}
+}
+
+// TestHintMetrics: the hint and wait counters are exported, and the
+// collector stays consistent (a pedantic registry checks every metric
+// against its description).
+func TestHintMetrics(t *testing.T) {
+	fx := newLayoutFixture(t, 8, 20, 4<<20, 2<<20, 64<<10)
+	r := newReader(t, fx.mem, fx.objs, coldread.Config{CacheBytes: 64 << 20})
+	r.Prefetch(hintAt(fx.queueIn(2, fx.objs[1])[0][0]))
+	waitIdle(t, r)
+	if err := fx.lendAll(t, r, fx.queueIn(2, fx.objs[0])); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(r)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "/" + l.GetValue()
+			}
+			got[name] = m.GetCounter().GetValue()
+		}
+	}
+	if got["rocketmq_tiered_store_cold_read_ahead_hints_total/followed"] != 1 ||
+		got["rocketmq_tiered_store_cold_read_ahead_hints_total/dropped"] != 0 {
+		t.Fatalf("hint counters: %v", got)
+	}
+	// Object A was read on demand: its reads waited for the bucket.
+	if got["rocketmq_tiered_store_cold_read_wait_seconds_total"] <= 0 {
+		t.Fatalf("wait: %v", got)
 	}
 }

@@ -12,6 +12,7 @@ type stats struct {
 	aheadFetches, aheadHits, aheadDropped atomic.Int64
 	readBytes, decodedBytes               atomic.Int64
 	hints, hintsDropped                   atomic.Int64
+	waitNanos                             atomic.Int64
 }
 
 // Stats is a snapshot of a Reader's counters.
@@ -34,6 +35,11 @@ type Stats struct {
 	FooterBytes  int64 // footers kept (bounded: a sixteenth of CacheBytes, at least 1 MiB)
 	Hints        int64 // hints followed (Prefetch: read-ahead across objects)
 	HintsDropped int64 // hints dropped (maxHints busy, closed)
+	// WaitNanos is the time reads spent waiting for the bucket: for their
+	// own GETs (a frame, a footer) and for fetches in flight they joined,
+	// summed over readers (read-ahead and hints not counted). A replay
+	// that read-ahead keeps ahead of spends next to none.
+	WaitNanos int64
 }
 
 // Stats returns the current counters.
@@ -49,6 +55,7 @@ func (r *Reader) Stats() Stats {
 		ReadBytes: s.readBytes.Load(), DecodedBytes: s.decodedBytes.Load(),
 		FooterBytes: r.footerBytes(),
 		Hints:       s.hints.Load(), HintsDropped: s.hintsDropped.Load(),
+		WaitNanos: s.waitNanos.Load(),
 	}
 }
 
@@ -73,11 +80,15 @@ var (
 		"Logical bytes of the frames fetched from the bucket and decoded.", nil, nil)
 	descErrors = prometheus.NewDesc("rocketmq_tiered_store_cold_read_errors_total",
 		"Cold read failures by reason.", []string{"reason"}, nil)
+	descWait = prometheus.NewDesc("rocketmq_tiered_store_cold_read_wait_seconds_total",
+		"Time cold reads spent waiting for the bucket (their GETs and fetches in flight they joined), summed over readers.", nil, nil)
+	descHints = prometheus.NewDesc("rocketmq_tiered_store_cold_read_ahead_hints_total",
+		"Read-ahead hints across objects (a queue's next record in the next object), by outcome.", []string{"outcome"}, nil)
 )
 
 // Describe implements prometheus.Collector: reg.MustRegister(r).
 func (r *Reader) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHit, descAccess, descMiss, descEvict, descBytes, descDownload, descGets, descRead, descDecoded, descErrors} {
+	for _, d := range []*prometheus.Desc{descHit, descAccess, descMiss, descEvict, descBytes, descDownload, descGets, descRead, descDecoded, descErrors, descWait, descHints} {
 		ch <- d
 	}
 }
@@ -99,6 +110,9 @@ func (r *Reader) Collect(ch chan<- prometheus.Metric) {
 	c(descDecoded, s.DecodedBytes)
 	c(descErrors, s.Corrupt, "corrupt")
 	c(descErrors, s.Errors, "bucket")
+	ch <- prometheus.MustNewConstMetric(descWait, prometheus.CounterValue, float64(s.WaitNanos)/1e9)
+	c(descHints, s.Hints, "followed")
+	c(descHints, s.HintsDropped, "dropped")
 }
 
 func (r *Reader) footerBytes() int64 {
