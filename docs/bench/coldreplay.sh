@@ -28,7 +28,12 @@
 #     ONE_QUEUE=1 also a fresh broker replaying queue 0 alone; the broker's
 #     peak RSS (VmHWM);
 #  4. prints every run and the medians; ratio = consume MB/s ÷ rawget MB/s of
-#     the same round.
+#     the same round; misses = frames the replay's reads fetched on
+#     demand (rocketmq_tiered_store_read_ahead_cache_miss_total); wait_s =
+#     the time the replay's reads spent waiting for
+#     the bucket, summed over readers (the broker's
+#     rocketmq_tiered_store_cold_read_wait_seconds_total; na for a broker
+#     without it): what read-ahead did not hide.
 #
 # CLIENT=1 adds, to every round and broker, replays with the official Go
 # client's pull consumer (docs/bench/clientpull: rocketmq-client-go's
@@ -234,10 +239,12 @@ consume() { # bin tag group [queue]
 	fi
 	timeout 900 "$TOOL" "${args[@]}" 2>>"$WORK/bench.log" | tail -1 >"$WORK/consume.json"
 	[[ -n $prof ]] && wait "$prof"
-	local hwm
+	local hwm sc
 	hwm=$(awk '/VmHWM/ {printf "%d", $2/1024}' "/proc/$BPID/status")
+	sc=$(scrape) # a fresh broker: its waits are the replay's
 	stop_broker
-	jq -c --arg hwm "$hwm" '. + {broker_vmhwm_mib: ($hwm|tonumber)}' "$WORK/consume.json"
+	jq -c --arg hwm "$hwm" --argjson sc "$sc" '. + {broker_vmhwm_mib: ($hwm|tonumber),
+		misses: $sc.misses, wait_seconds: (if $sc.wait == null then null else ($sc.wait * 100 | round) / 100 end)}' "$WORK/consume.json"
 }
 
 # The broker's cold-read counters (those bench consume --metrics reads), as
@@ -247,7 +254,9 @@ scrape() {
 		$1 == "rocketmq_tiered_store_cold_read_bytes_total" { c = $2 }
 		$1 == "rocketmq_tiered_store_provider_download_bytes_total" { d = $2 }
 		$1 == "rocketmq_tiered_store_cold_get_total" { g = $2 }
-		END { printf "{\"cold\":%.0f,\"bucket\":%.0f,\"gets\":%.0f}\n", c, d, g }'
+		$1 == "rocketmq_tiered_store_read_ahead_cache_miss_total" { m = $2 }
+		$1 == "rocketmq_tiered_store_cold_read_wait_seconds_total" { w = $2 + 0 } # null: a broker without it
+		END { printf "{\"cold\":%.0f,\"bucket\":%.0f,\"gets\":%.0f,\"misses\":%.0f,\"wait\":%s}\n", c, d, g, m, (w == "" ? "null" : w) }'
 }
 # broker_cpu: CPU seconds (user and system) the running broker has used.
 broker_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$BPID/stat"; }
@@ -273,7 +282,8 @@ client_run() { # tag group batch: the client pull consumer against the running b
 		(($a.cold - $b.cold) | if . < 0 then 0 else . end) as $cold |
 		(($a.bucket - $b.bucket) | if . < 0 then 0 else . end) as $bucket |
 		. + {broker_cpu_seconds: ((($c1 - $c0) * 100 | round) / 100), cold_bytes: $cold, hot_bytes: ([.record_bytes - $cold, 0] | max), bucket_bytes: $bucket,
-			bucket_gets: ($a.gets - $b.gets),
+			bucket_gets: ($a.gets - $b.gets), misses: ($a.misses - $b.misses),
+			wait_seconds: (if $a.wait == null then null else ((($a.wait - $b.wait) * 100 | round) / 100) end),
 			cold_mb_per_sec: (if .seconds > 0 then ($cold / .seconds / 1e4 | round) / 100 else 0 end),
 			amplification: (if .record_bytes > 0 then ($bucket / .record_bytes * 1000 | round) / 1000 else 0 end)}' "$WORK/client.json"
 }
@@ -310,7 +320,7 @@ hot_runs() {
 }
 
 # 3. Rounds, brokers side by side.
-echo "round broker case raw_seq_MB/s raw_par_MB/s consume_MB/s cold_MB/s ratio_seq cold_bytes hot_bytes bucket_bytes amplification gets vmhwm_MiB errors" >"$WORK/results"
+echo "round broker case raw_seq_MB/s raw_par_MB/s consume_MB/s cold_MB/s ratio_seq cold_bytes hot_bytes bucket_bytes amplification gets vmhwm_MiB errors misses wait_s" >"$WORK/results"
 # row round broker case json: one line of the table (bench consume's
 # mb_per_sec is record bytes; the client's record_mb_per_sec is the same unit).
 row() {
@@ -319,7 +329,7 @@ row() {
 		'(if .mode == "clientpull" then .record_mb_per_sec else .mb_per_sec end) as $mbs |
 		 [$r, $b, $c, $s, $p, $mbs, (.cold_mb_per_sec // 0), (if $s > 0 then ($mbs / $s * 1000 | round) / 1000 else 0 end),
 		  (.cold_bytes // 0), (.hot_bytes // 0), (.bucket_bytes // 0), (.amplification // 0), (.bucket_gets // 0),
-		  .broker_vmhwm_mib, .errors] | @tsv' <<<"$4" | tr '\t' ' ' | tee -a "$WORK/results" >&2
+		  .broker_vmhwm_mib, .errors, (.misses // "na"), (if has("wait_seconds") and .wait_seconds != null then .wait_seconds else "na" end)] | @tsv' <<<"$4" | tr '\t' ' ' | tee -a "$WORK/results" >&2
 }
 g=0
 for round in $(seq "$ROUNDS"); do
@@ -353,12 +363,13 @@ done
 column -t "$WORK/results"
 echo
 echo "medians:"
-awk 'NR > 1 { k = $2 " " $3; n[k]++; for (i = 4; i <= 15; i++) v[k, i, n[k]] = $i }
+awk 'NR > 1 { k = $2 " " $3; n[k]++; for (i = 4; i <= 17; i++) { v[k, i, n[k]] = $i; if ($i == "na") na[k, i] = 1 } }
 	END {
-		printf "broker case raw_seq_MB/s raw_par_MB/s consume_MB/s cold_MB/s ratio_seq cold_bytes hot_bytes bucket_bytes amplification gets vmhwm_MiB errors\n"
+		printf "broker case raw_seq_MB/s raw_par_MB/s consume_MB/s cold_MB/s ratio_seq cold_bytes hot_bytes bucket_bytes amplification gets vmhwm_MiB errors misses wait_s\n"
 		for (k in n) {
 			line = k
-			for (i = 4; i <= 15; i++) {
+			for (i = 4; i <= 17; i++) {
+				if ((k, i) in na) { line = line " na"; continue }
 				m = n[k]
 				for (j = 1; j <= m; j++) { # insertion sort (mawk has no asort)
 					x = v[k, i, j] + 0
