@@ -93,7 +93,7 @@ func TestSampledRawFrames(t *testing.T) {
 
 // TestSampleWrongTurnsSamplingOff: data whose redundancy lies further
 // apart than a sample's pieces fools the sample after raw frames: a 276
-// KiB random block repeated puts the eight 16 KiB pieces of a 2 MiB
+// KiB random block repeated puts the eight 8 KiB pieces of a 2 MiB
 // frame 20 KiB apart in the block, so they share nothing, while the
 // frame holds seven copies of it. The next check compresses such a frame
 // whole, finds it saves, and every later frame is compressed: the checks
