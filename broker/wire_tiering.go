@@ -162,6 +162,10 @@ func (s tierStore) SegmentLayout(base int64) ([]store.LayoutRun, error) {
 	return s.b.store.SegmentLayout(base)
 }
 
+func (s tierStore) ReleaseIndexPlan(base int64) { s.b.store.ReleaseIndexPlan(base) }
+
+func (s tierStore) SyncThrough(off int64) error { return s.b.store.SyncThrough(off) }
+
 // tierPending is the part of the log not in the bucket (Tiering.PendingRange).
 func (b *Broker) tierPending() *durability.OffsetRange {
 	from, to := b.tier.PendingRange()

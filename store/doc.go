@@ -27,7 +27,7 @@
 // a filler — TOTALSIZE=remaining bytes, MAGIC 0xCBD43194 — written by
 // others). Global offsets are forever: message ids carry them.
 //
-// Zeroed tail (Options.ZeroAhead: default 8 MiB in FlushSync, 1 MiB in
+// Zeroed tail (Options.ZeroAhead: default 8 MiB in FlushSync, off in
 // FlushAsync; negative disables): the active segment's file may be longer
 // than its records. A background goroutine keeps up to ZeroAhead bytes of
 // zeros after the last record (never past SegmentSize-MaxMessageSize), one

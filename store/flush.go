@@ -85,6 +85,20 @@ func (s *Store) groupCommitLoop() {
 	}
 }
 
+// SyncThrough makes the local commitlog durable up to off (an fdatasync
+// of the segments in between, as the flusher's), unless it already is.
+// The uploader calls it before it reads a sealed segment: in FlushAsync a
+// segment is sealed without an fdatasync, and an object in the bucket
+// must never hold bytes the local log could lose to a power cut (a log
+// that restarted shorter than the bucket would have to be restored from
+// it).
+func (s *Store) SyncThrough(off int64) error {
+	if off <= s.flushed.Load() {
+		return nil
+	}
+	return s.syncCommitlog(min(off, s.writePos.Load()))
+}
+
 // syncCommitlog makes the commitlog durable up to target. An fdatasync
 // that fails for space is not sticky, but the range it covered is not
 // trusted again until it was re-written, synced and verified (diskFull's

@@ -118,7 +118,7 @@ func (s *Store) SegmentLayout(base int64) ([]LayoutRun, error) {
 		return nil
 	})
 	if err == nil && p1err == nil && valid == sg.end() {
-		putIndexPlan(&indexPlan{sg: sg, mp: mp, p1: p1}) // the plan owns the mapping now
+		s.putIndexPlan(&indexPlan{sg: sg, mp: mp, p1: p1}) // the plan owns the mapping now
 	} else {
 		mp.close()
 	}

@@ -363,7 +363,7 @@ func (s *Store) WriteSegmentIndexPart(base, from, to int64, f SegmentIndexFile) 
 	end = to
 	var plan *indexPlan
 	if from == base && to == sg.end() {
-		plan = takeIndexPlan(sg)
+		plan = s.takeIndexPlan(sg)
 	}
 	var mp *sealedMapping
 	if plan != nil {

@@ -53,7 +53,7 @@ func TestSealedScansMappedMatchRead(t *testing.T) {
 		checkIndexAgainstOracle(t, s)
 		for _, info := range s.SealedSegments() {
 			sg := (*s.segs.Load()).find(info.Base)
-			takeIndexPlan(sg)
+			s.takeIndexPlan(sg)
 			alone, err := s.BuildSegmentIndex(sg.base)
 			if err != nil {
 				t.Fatal(err)
@@ -63,16 +63,16 @@ func TestSealedScansMappedMatchRead(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				plan := takeIndexPlan(sg)
+				plan := s.takeIndexPlan(sg)
 				if plan == nil || (plan.mp != nil) == noSegmentMap {
 					t.Fatalf("seed %d segment %d: the layout left no plan (or a wrong mapping)", seed, sg.base)
 				}
-				putIndexPlan(plan)
+				s.putIndexPlan(plan)
 				idx, err := s.BuildSegmentIndex(sg.base)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if takeIndexPlan(sg) != nil {
+				if s.takeIndexPlan(sg) != nil {
 					t.Fatalf("seed %d segment %d: the index build left the plan", seed, sg.base)
 				}
 				return runs, idx

@@ -27,19 +27,20 @@ type indexPlan struct {
 	p1 *indexPass1
 }
 
-var indexPlans struct {
-	sync.Mutex
+// indexPlans is a Store's kept plans (Store.plans).
+type indexPlans struct {
+	mu sync.Mutex
 	ps []*indexPlan
 }
 
 // putIndexPlan keeps p for the next index build of its segment, pushing
 // out (and unmapping) the oldest plan past maxIndexPlans, and any older
 // plan of the same segment.
-func putIndexPlan(p *indexPlan) {
+func (s *Store) putIndexPlan(p *indexPlan) {
 	var drop []*indexPlan
-	indexPlans.Lock()
-	ps := indexPlans.ps[:0]
-	for _, q := range indexPlans.ps {
+	s.plans.mu.Lock()
+	ps := s.plans.ps[:0]
+	for _, q := range s.plans.ps {
 		if q.sg == p.sg {
 			drop = append(drop, q)
 		} else {
@@ -50,24 +51,53 @@ func putIndexPlan(p *indexPlan) {
 		drop = append(drop, ps[0])
 		ps = append(ps[:0], ps[1:]...)
 	}
-	indexPlans.ps = append(ps, p)
-	indexPlans.Unlock()
+	s.plans.ps = append(ps, p)
+	s.plans.mu.Unlock()
 	for _, q := range drop {
 		q.mp.close()
 	}
 }
 
 // takeIndexPlan removes and returns the plan of segment sg, or nil.
-func takeIndexPlan(sg *segment) *indexPlan {
-	indexPlans.Lock()
-	defer indexPlans.Unlock()
-	for i, p := range indexPlans.ps {
+func (s *Store) takeIndexPlan(sg *segment) *indexPlan {
+	s.plans.mu.Lock()
+	defer s.plans.mu.Unlock()
+	for i, p := range s.plans.ps {
 		if p.sg == sg {
-			indexPlans.ps = append(indexPlans.ps[:i], indexPlans.ps[i+1:]...)
+			s.plans.ps = append(s.plans.ps[:i], s.plans.ps[i+1:]...)
 			return p
 		}
 	}
 	return nil
+}
+
+// dropIndexPlans unmaps and forgets the plans of the segments keep
+// refuses (all of them with keep nil).
+func (s *Store) dropIndexPlans(keep func(sg *segment) bool) {
+	var drop []*indexPlan
+	s.plans.mu.Lock()
+	ps := s.plans.ps[:0]
+	for _, p := range s.plans.ps {
+		if keep != nil && keep(p.sg) {
+			ps = append(ps, p)
+		} else {
+			drop = append(drop, p)
+		}
+	}
+	clear(s.plans.ps[len(ps):])
+	s.plans.ps = ps
+	s.plans.mu.Unlock()
+	for _, p := range drop {
+		p.mp.close()
+	}
+}
+
+// ReleaseIndexPlan forgets (and unmaps) the index plan SegmentLayout left
+// for the sealed segment at base, if its index build has not taken it:
+// the uploader calls it when it is done with the segment, whether or not
+// the build ran (an encode that failed before it leaves the plan).
+func (s *Store) ReleaseIndexPlan(base int64) {
+	s.dropIndexPlans(func(sg *segment) bool { return sg.base != base })
 }
 
 // indexPass1 is the first pass of an index build: each queue's final run

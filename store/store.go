@@ -68,6 +68,7 @@ type Store struct {
 	// sync's outcome was published.
 	syncWants, syncFired, wantsAtSync atomic.Int64
 	syncGathers                       atomic.Int64  // syncs that waited to gather (tests)
+	plans                             indexPlans    // SegmentLayout's hand-offs to WriteSegmentIndex (segplan.go)
 	zeroReq                           chan struct{} // wakes the zero-filler (zero.go)
 	zeroBytes                         atomic.Int64  // bytes zero-filled ahead of the writer
 	notify                            notifier      // broadcast when flushed advances or a sticky error is set
@@ -1025,6 +1026,7 @@ func (s *Store) DropSegment(base int64) error {
 	}
 	sg, end := t[0], t[0].end()
 	s.mu.Unlock()
+	s.dropIndexPlans(func(p *segment) bool { return p != sg }) // its mapping would keep the file's blocks
 
 	// Before the file goes: the segment's bytes and the consumequeue entries
 	// of its records must be durable and covered by a checkpoint, or a crash
@@ -1348,6 +1350,7 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		close(s.quit)
 		s.wg.Wait()
+		s.dropIndexPlans(nil) // their mappings: nothing builds an index any more
 		kerr := s.kix.close()
 		// The active segment's file ends at its last record after a clean
 		// Close (a failure is sticky: the abort marker stays).

@@ -64,6 +64,8 @@ type Store interface {
 	BuildSegmentIndexPart(base, from, to int64) ([]byte, error)
 	WriteSegmentIndex(base int64, f store.SegmentIndexFile) (int64, error)
 	SegmentLayout(base int64) ([]store.LayoutRun, error)
+	ReleaseIndexPlan(base int64)
+	SyncThrough(off int64) error
 }
 
 // Owner is this broker's hold on the bucket prefix (its lease).

@@ -137,6 +137,17 @@ const queueIndexPattern = "queueindex-*.tmp"
 // (store.WriteSegmentIndex: a fixed buffer and a few hundred bytes per
 // queue of heap, whatever the segment holds), else in memory.
 func (t *Tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentReader, error) {
+	if s.Kind == upload.KindCommitLog {
+		// Never upload what the local log could still lose (a sealed
+		// segment is not synced in FlushAsync until the flusher runs).
+		end := s.Base + s.Length
+		if s.End != 0 {
+			end = s.End
+		}
+		if err := t.st.SyncThrough(end); err != nil {
+			return nil, fmt.Errorf("broker: sync segment %s before its upload: %w", s.Name, err)
+		}
+	}
 	if s.End != 0 {
 		return t.openPart(ctx, s)
 	}
@@ -186,12 +197,19 @@ func (t *Tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentRea
 	if err != nil {
 		return nil, fmt.Errorf("broker: open segment %s: %w", s.Name, err)
 	}
+	// The layout's scan left an index plan (its mapping) for the index
+	// build; closing the segment releases it if no build took it (an
+	// encode that failed before its sections).
+	release := func() {}
+	if layout != nil {
+		release = func() { t.st.ReleaseIndexPlan(s.Base) }
+	}
 	if m := mapSegment(f, s.Length); m != nil {
 		f.Close() // the mapping keeps the file's pages
-		return &mappedSegment{MappedFile: m, layout: layout}, nil
+		return &mappedSegment{MappedFile: m, layout: layout, release: release}, nil
 	}
 	if layout != nil {
-		return &layoutFile{segmentFile{f: f, size: s.Length}, layout}, nil
+		return &layoutFile{segmentFile{f: f, size: s.Length}, layout, release}, nil
 	}
 	return &segmentFile{f: f, size: s.Length}, nil
 }
@@ -203,7 +221,13 @@ func (t *Tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentRea
 // the encode fail (segfile.ErrFault), never the process crash.
 type mappedSegment struct {
 	*segfile.MappedFile
-	layout []segfile.Run // nil: log order
+	layout  []segfile.Run // nil: log order
+	release func()        // the store's index plan of the segment
+}
+
+func (m *mappedSegment) Close() error {
+	defer m.release()
+	return m.MappedFile.Close()
 }
 
 func (m *mappedSegment) Layout() []segfile.Run { return m.layout }
@@ -281,7 +305,13 @@ func (p *partFile) ReadAt(b []byte, off int64) (int, error) {
 // layoutFile is a commitlog segment stored queue-major (upload.Layouter).
 type layoutFile struct {
 	segmentFile
-	layout []segfile.Run
+	layout  []segfile.Run
+	release func() // the store's index plan of the segment
+}
+
+func (l *layoutFile) Close() error {
+	defer l.release()
+	return l.segmentFile.Close()
 }
 
 func (l *layoutFile) Layout() []segfile.Run { return l.layout }
