@@ -427,8 +427,7 @@ func (c *coldIdx) locateOnce(ctx context.Context, floor int64, topic string, id 
 // (next < 0), or x lies in a gap of the list (next: the queue's first
 // offset after it).
 func (c *coldIdx) entries(ctx context.Context, floor int64, topic string, id int32, dst []byte, x int64, n int) (got int, hole bool, next int64, err error) {
-	got, hole, next, err = c.entriesOnly(ctx, floor, topic, id, dst, x, n, c.ra != nil)
-	return got, hole, next, err
+	return c.entriesOnly(ctx, floor, topic, id, dst, x, n, c.ra != nil)
 }
 
 // maxHinted bounds the hints remembered (coldIdx.hinted).
