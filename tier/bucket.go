@@ -106,6 +106,16 @@ type Bucket interface {
 	io.Closer
 }
 
+// FrozenFile is a Put body that is a whole local file at offset 0 that
+// nobody writes again (the uploader's spool): a bucket in a local
+// directory on the same filesystem may link it into place instead of
+// copying its bytes. The caller may remove its own name for the file
+// once Put returned.
+type FrozenFile interface {
+	io.Reader
+	FrozenPath() string
+}
+
 // Cond is the precondition of a PutIf. Build one with IfAbsent or IfMatch;
 // the zero Cond is invalid.
 type Cond struct {

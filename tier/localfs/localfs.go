@@ -183,9 +183,11 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	f, tmp, err := b.createTemp()
-	if err != nil {
-		return "", fmt.Errorf("localfs: put %q: %w", key, err)
+	f, tmp, linked := b.linkTemp(r, size)
+	if !linked {
+		if f, tmp, err = b.createTemp(); err != nil {
+			return "", fmt.Errorf("localfs: put %q: %w", key, err)
+		}
 	}
 	renamed := false
 	defer func() {
@@ -196,12 +198,14 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 			_ = b.fs.Remove(tmp)
 		}
 	}()
-	n, err := io.CopyN(f, body.CtxReader{Ctx: ctx, R: r}, size)
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			err = fmt.Errorf("reader ended after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
+	if !linked {
+		n, err := io.CopyN(f, body.CtxReader{Ctx: ctx, R: r}, size)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("reader ended after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
+			}
+			return "", fmt.Errorf("localfs: put %q: %w", key, err)
 		}
-		return "", fmt.Errorf("localfs: put %q: %w", key, err)
 	}
 	if err := f.Sync(); err != nil {
 		return "", fmt.Errorf("localfs: put %q: sync: %w", key, err)
@@ -239,6 +243,57 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 			return "", err
 		}
 	}
+}
+
+// linkTemp links a tier.FrozenFile body of exactly size bytes, at its
+// start, in as a new temp file and opens and locks it as createTemp does:
+// the object then shares the spool's pages and blocks, and nothing is
+// copied. false: not such a body, not the OS filesystem, another
+// filesystem (EXDEV), or any other failure; the caller copies instead.
+// The body's file must not be written again (FrozenFile says so); the
+// caller's Sync then makes its data durable under the new name.
+func (b *Bucket) linkTemp(r io.Reader, size int64) (vfs.File, string, bool) {
+	ff, ok := r.(tier.FrozenFile)
+	if !ok || b.fs != vfs.OS() {
+		return nil, "", false
+	}
+	src := ff.FrozenPath()
+	if sk, ok := r.(io.Seeker); ok {
+		if pos, err := sk.Seek(0, io.SeekCurrent); err != nil || pos != 0 {
+			return nil, "", false
+		}
+	}
+	if fi, err := os.Stat(src); err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
+		return nil, "", false
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(b.tmp(), hex.EncodeToString(rnd[:])+".tmp")
+	if err := os.Link(src, tmp); err != nil {
+		return nil, "", false
+	}
+	f, err := b.fs.OpenFile(tmp, os.O_RDWR, 0)
+	if err != nil {
+		_ = os.Remove(tmp)
+		return nil, "", false
+	}
+	fd, ok := fdOf(f)
+	if !ok || flock(fd, unix.LOCK_EX) != nil {
+		_ = f.Close()
+		_ = os.Remove(tmp)
+		return nil, "", false
+	}
+	if fi, err := f.Stat(); err != nil || fi.Size() != size {
+		_ = f.Close()
+		_ = os.Remove(tmp)
+		return nil, "", false
+	}
+	if _, err := b.fs.Stat(tmp); err != nil { // removed as a leftover between the link and the lock
+		_ = f.Close()
+		return nil, "", false
+	}
+	_ = os.Chmod(tmp, 0o644) // as createTemp's files (the spool's was 0600)
+	return f, tmp, true
 }
 
 // createTemp creates a new temp file and locks it. The lock is held until

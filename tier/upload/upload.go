@@ -599,10 +599,16 @@ type fileSpool struct{ *os.File }
 
 func (f fileSpool) reader() (io.Reader, error) {
 	// An *os.File is an io.ReaderAt and io.Seeker: providers upload its
-	// parts in parallel.
+	// parts in parallel. It is written no more: a local bucket may link it
+	// (tier.FrozenFile).
 	_, err := f.Seek(0, io.SeekStart)
-	return f.File, err
+	return frozenSpool{f.File}, err
 }
+
+// frozenSpool is a finished spool file as a Put body (tier.FrozenFile).
+type frozenSpool struct{ *os.File }
+
+func (s frozenSpool) FrozenPath() string { return s.Name() }
 
 func (f fileSpool) close() {
 	f.Close()
