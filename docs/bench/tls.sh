@@ -15,6 +15,7 @@
 #
 #   docs/bench/tls.sh                      # 3 rounds of each case
 #   ROUNDS=5 CASES="4x16" docs/bench/tls.sh
+#   STRATAMQ_BIN=/path/to/stratamq docs/bench/tls.sh   # a prebuilt binary
 #
 # Cases (connections x requests in flight per connection, 1 KiB single
 # sends unless BATCH): 1x1 (one send at a time: 20 k), 1x64 and 4x16
@@ -44,9 +45,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-say "building"
-(cd "$ROOT" && go build -o "$WORK/stratamq" ./cmd/stratamq)
-BIN=$WORK/stratamq
+if [[ -n ${STRATAMQ_BIN:-} ]]; then # a prebuilt binary (another revision, for before/after)
+	BIN=$STRATAMQ_BIN
+else
+	say "building"
+	(cd "$ROOT" && go build -o "$WORK/stratamq" ./cmd/stratamq)
+	BIN=$WORK/stratamq
+fi
 
 say "ACL file"
 # An admin (bench creates its topics) held to the topics it lists, so the
