@@ -19,6 +19,15 @@
 // crash leftovers from DIR/.tmp, leaves the uploads of another process on
 // the directory alone.
 //
+// A Put whose body is a tier.FrozenFile (the uploader's finished spool
+// file, on the same filesystem, with no other name yet) links that file
+// in as its temp file instead of copying it: the object and the caller's
+// file are one inode until the caller removes its name. The link must be
+// the body's own open file (checked after linking, without following
+// symlinks), it gets createTemp's mode (0644 less the umask), a new
+// modification time, and a full fsync before the rename; anything else
+// is copied.
+//
 // ETags are derived from the file's size, modification time and inode
 // (which a rename preserves); they change on every write.
 package localfs

@@ -12,9 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -44,6 +46,7 @@ type Bucket struct {
 	// afterCheck, set only by tests, runs inside the commit step between a
 	// condition's check and the rename.
 	afterCheck func(key string)
+	umask      uint32 // the process's, read once: a linked file gets createTemp's mode
 }
 
 var _ tier.Bucket = (*Bucket)(nil)
@@ -58,7 +61,7 @@ func New(dir string, opts Options) (*Bucket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("localfs: %q: %w", dir, err)
 	}
-	b := &Bucket{fs: fsys, root: root}
+	b := &Bucket{fs: fsys, root: root, umask: processUmask()}
 	created, err := mkdirAll(fsys, b.tmp())
 	if err == nil {
 		err = b.syncDirs(created) // the bucket directory survives a crash
@@ -249,27 +252,45 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, size int64, c
 // start, in as a new temp file and opens and locks it as createTemp does:
 // the object then shares the spool's pages and blocks, and nothing is
 // copied. false: not such a body, not the OS filesystem, another
-// filesystem (EXDEV), or any other failure; the caller copies instead.
-// The body's file must not be written again (FrozenFile says so); the
-// caller's Sync then makes its data durable under the new name.
+// filesystem (EXDEV), a file already linked elsewhere, or any other
+// failure; the caller copies instead. The body's file must not be
+// written again (FrozenFile says so); put then syncs it under its new
+// name.
+//
+// The link must be of the reader's own file: FrozenPath is only a name,
+// which could have been removed and reused, or be a symlink (os.Link
+// links the symlink itself). So the body must also say what its open file
+// is (Stat, as an *os.File does), and the new name must be that file, a
+// regular one, seen without following links. And only a file with no
+// other name than the caller's is linked: a second Put of the same file
+// would rename one of its names over another (a no-op that leaves the
+// temp name behind) and give two objects one inode and one ETag.
 func (b *Bucket) linkTemp(r io.Reader, size int64) (vfs.File, string, bool) {
 	ff, ok := r.(tier.FrozenFile)
 	if !ok || b.fs != vfs.OS() {
 		return nil, "", false
 	}
-	src := ff.FrozenPath()
+	st, ok := r.(interface{ Stat() (os.FileInfo, error) })
+	if !ok {
+		return nil, "", false
+	}
 	if sk, ok := r.(io.Seeker); ok {
 		if pos, err := sk.Seek(0, io.SeekCurrent); err != nil || pos != 0 {
 			return nil, "", false
 		}
 	}
-	if fi, err := os.Stat(src); err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
+	own, err := st.Stat()
+	if err != nil || !own.Mode().IsRegular() || own.Size() != size || links(own) != 1 {
 		return nil, "", false
 	}
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := filepath.Join(b.tmp(), hex.EncodeToString(rnd[:])+".tmp")
-	if err := os.Link(src, tmp); err != nil {
+	if err := os.Link(ff.FrozenPath(), tmp); err != nil {
+		return nil, "", false
+	}
+	if li, err := os.Lstat(tmp); err != nil || !li.Mode().IsRegular() || !os.SameFile(li, own) || links(li) != 2 {
+		_ = os.Remove(tmp) // another file under that name: copy the reader's
 		return nil, "", false
 	}
 	f, err := b.fs.OpenFile(tmp, os.O_RDWR, 0)
@@ -283,7 +304,7 @@ func (b *Bucket) linkTemp(r io.Reader, size int64) (vfs.File, string, bool) {
 		_ = os.Remove(tmp)
 		return nil, "", false
 	}
-	if fi, err := f.Stat(); err != nil || fi.Size() != size {
+	if fi, err := f.Stat(); err != nil || !os.SameFile(fi, own) {
 		_ = f.Close()
 		_ = os.Remove(tmp)
 		return nil, "", false
@@ -292,8 +313,51 @@ func (b *Bucket) linkTemp(r io.Reader, size int64) (vfs.File, string, bool) {
 		_ = f.Close()
 		return nil, "", false
 	}
-	_ = os.Chmod(tmp, 0o644) // as createTemp's files (the spool's was 0600)
+	// As createTemp's files (0644 less the umask); the spool's was 0600.
+	if err := unix.Fchmod(fd, 0o644&^b.umask); err != nil {
+		_ = f.Close()
+		_ = os.Remove(tmp)
+		return nil, "", false
+	}
+	// A new modification time: the ETag (size, mtime, inode) of every
+	// write differs, also when the same file is linked again later.
+	if err := unix.Futimes(fd, []unix.Timeval{unix.NsecToTimeval(time.Now().UnixNano()), unix.NsecToTimeval(time.Now().UnixNano())}); err != nil {
+		_ = f.Close()
+		_ = os.Remove(tmp)
+		return nil, "", false
+	}
+	// A full fsync, not fdatasync: the inode's new link count too (the
+	// rename and the directory sync commit the name).
+	if err := unix.Fsync(fd); err != nil {
+		_ = f.Close()
+		_ = os.Remove(tmp)
+		return nil, "", false
+	}
 	return f, tmp, true
+}
+
+// links is fi's hard link count (1 where the platform does not say).
+func links(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
+}
+
+// processUmask reads the process's umask from /proc/self/status without
+// changing it (022 when it cannot be read).
+func processUmask() uint32 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+				if m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+					return uint32(m)
+				}
+			}
+		}
+	}
+	return 0o022
 }
 
 // createTemp creates a new temp file and locks it. The lock is held until
