@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A/B of two StrataMQ revisions on this machine: alternating fresh brokers
 # (`serve` on an empty data dir, default file:// bucket), 2 k warm-up, then
-# one `stratamq bench produce` per run; prints every run and the medians.
+# one `stratamq bench produce` per run; prints every run and the medians,
+# with the broker's CPU per message (`bench --server-pid`, from /proc: both
+# revisions must have that flag).
 #
 #   docs/bench/ab.sh 760f746 HEAD          # 4 rounds of each case
 #   ROUNDS=6 CASES="async1x64" docs/bench/ab.sh A B
@@ -57,8 +59,8 @@ run_case() { # rev case -> msgs/s p99
 	wait_port "$NS_PORT"
 	local common=(--namesrv "127.0.0.1:$NS_PORT" --broker "127.0.0.1:$BROKER_PORT" --size 1024 --progress 0 --batch 1)
 	"$bin" bench produce "${common[@]}" --topic Warm --messages 2000 --conns 1 --inflight 16 >/dev/null 2>>"$WORK/log"
-	"$bin" bench produce "${common[@]}" --topic AB --messages "$msgs" --conns "$conns" --inflight "$inflight" 2>>"$WORK/log" |
-		tail -1 | jq -r '"\(.msgs_per_sec|floor) \(.p99_ms) \(.errors)"'
+	"$bin" bench produce "${common[@]}" --topic AB --messages "$msgs" --conns "$conns" --inflight "$inflight" --server-pid "$PID" 2>>"$WORK/log" |
+		tail -1 | jq -r '"\(.msgs_per_sec|floor) \(.p99_ms) \(.errors) \(.server_cpu_us_per_msg // "na")"'
 	kill -TERM "$PID"
 	wait "$PID" 2>/dev/null || true
 	PID=
@@ -75,10 +77,11 @@ for c in $CASES; do
 			rev=$A
 			[[ $side == B ]] && rev=$B
 			run_case "$rev" "$c" >"$WORK/run" # not in a subshell read: the broker must be gone before the next run
-			read -r rate p99 errs <"$WORK/run"
-			say "$c round $r $rev: $rate msgs/s p99 $p99 ms errors $errs"
-			echo "$rate $p99" >>"$WORK/$c.$side"
+			read -r rate p99 errs cpu <"$WORK/run"
+			say "$c round $r $rev: $rate msgs/s p99 $p99 ms errors $errs, broker CPU $cpu µs/msg"
+			echo "$rate $p99 $cpu" >>"$WORK/$c.$side"
 		done
 	done
-	echo "| $c | $A: $(cut -d' ' -f1 "$WORK/$c.A" | median) msgs/s, p99 $(cut -d' ' -f2 "$WORK/$c.A" | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}') ms | $B: $(cut -d' ' -f1 "$WORK/$c.B" | median) msgs/s, p99 $(cut -d' ' -f2 "$WORK/$c.B" | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}') ms |"
+	mid() { cut -d' ' -f"$2" "$WORK/$c.$1" | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
+	echo "| $c | $A: $(cut -d' ' -f1 "$WORK/$c.A" | median) msgs/s, p99 $(mid A 2) ms, broker CPU $(mid A 3) µs/msg | $B: $(cut -d' ' -f1 "$WORK/$c.B" | median) msgs/s, p99 $(mid B 2) ms, broker CPU $(mid B 3) µs/msg |"
 done

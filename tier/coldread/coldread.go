@@ -99,7 +99,9 @@ type Config struct {
 	RunBytes int64
 	// MaxColdGets bounds the bucket GETs in flight (and the goroutines
 	// doing background fetches); read-ahead uses at most MaxColdGets-1 of
-	// them, so a demand read always finds a slot free soon. Default 4.
+	// them, so a demand read always finds a slot free soon. Default 8:
+	// against a bucket shaped to 500 MB/s, 4 left a replay of 1,024-record
+	// pulls waiting at the fetch front (0.91 of the bucket's rate; 8: 0.95).
 	MaxColdGets int
 }
 
@@ -189,7 +191,7 @@ func New(cfg Config, objects []Object) (*Reader, error) {
 	// ahead are not evicted before they are read.
 	cfg.ReadAheadBytes = max(min(cfg.ReadAheadBytes, cfg.CacheBytes/4), 1)
 	if cfg.MaxColdGets <= 0 {
-		cfg.MaxColdGets = 4
+		cfg.MaxColdGets = 8
 	}
 	r := &Reader{cfg: cfg, bucket: cfg.Bucket, sem: make(chan struct{}, cfg.MaxColdGets)}
 	if err := r.SetObjects(objects); err != nil {

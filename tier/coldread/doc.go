@@ -87,7 +87,7 @@
 // bytes per frame in memory) are kept up to a sixteenth of CacheBytes (at
 // least 1 MiB), the least recently read going first, and a few words of
 // scan state per object read (at most 4,096 objects, then forgotten). With the defaults a replay's cold-read
-// memory is at most 256 MiB + 4 × (8 MiB compressed + 8 MiB decoded) = 320
+// memory is at most 256 MiB + 8 × (8 MiB compressed + 8 MiB decoded) = 384
 // MiB, plus 16 MiB of footers, whatever the history's size or the number
 // of readers.
 package coldread
