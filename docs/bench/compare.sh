@@ -483,6 +483,10 @@ ERR=$(($(j smq_batch errors) + $(j smq_single errors) + $(j smq_single4 errors) 
 	echo "Broker CPU per message and segment bytes tiered during each StrataMQ row: bulk $(cost smq_batch); 1 × 64 JSON $(cost smq_single); 4 × 16 $(cost smq_single4); 1 × 64 binary $(cost smq_single_bin); consume $(cost smq_consume); end to end $(cost smq_e2e); durable 4 × 16 $(cost smq_sync64); durable bulk $(cost smq_sync_batch)."
 	echo
 	echo "NATS server CPU per message (µs): bulk window of 500 $(cat "$WORK/nats_async.cost"); 1 × 64 $(cat "$WORK/nats_async64.cost"); 4 × 16 $(cat "$WORK/nats_async4.cost"); sync publish $(cat "$WORK/nats_sync.cost"); consume $(cat "$WORK/nats_consume.cost"); sync_interval always, 1 client $(cat "$WORK/nats_fsync.cost"), 64 clients $(cat "$WORK/nats_fsync64.cost"), window of 500 $(cat "$WORK/nats_fsync_async.cost")."
+	cpu_ratio() { awk -v a="$(cut -d' ' -f1 "$WORK/$1.cost")" -v b="$(cat "$WORK/$2.cost")" 'BEGIN{if (b > 0) printf "%.2f", a / b; else print "n/a"}'; }
+	R1=$(cpu_ratio smq_single nats_async64)
+	echo
+	echo "Server CPU per message, StrataMQ ÷ NATS JetStream: 1 × 64 JSON headers $R1 (target ≤ 0.33: $([[ $R1 == n/a ]] && echo n/a || met lt "$R1" 0.3334)); 1 × 64 binary headers $(cpu_ratio smq_single_bin nats_async64); 4 × 16 $(cpu_ratio smq_single4 nats_async4); bulk $(cpu_ratio smq_batch nats_async); consume $(cpu_ratio smq_consume nats_consume)."
 	if [[ -n $KLITE ]]; then
 		echo
 		echo "klite server CPU per message (µs): bulk $(cat "$WORK/kl_batch.cost") ($(j kl_batch msgs_per_request) msgs per produce request); 1 × 64 $(cat "$WORK/kl_single.cost") ($(j kl_single msgs_per_request) per request); 4 × 16 $(cat "$WORK/kl_single4.cost") ($(j kl_single4 msgs_per_request) per request); consume $(cat "$WORK/kl_consume.cost"). klite at ${KLITE_BIN:-$KLITE_REV}."
