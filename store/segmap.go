@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime/debug"
-	"unsafe"
+
+	"github.com/stratamq/stratamq/infra/mmap"
 )
 
 // Scanning a sealed segment from a read-only mapping of its file
@@ -49,11 +49,11 @@ func mapSealed(sg *segment) *sealedMapping {
 	if size <= 0 || noSegmentMap {
 		return nil
 	}
-	f, ok := sg.f.(syscallConner)
+	f, ok := sg.f.(mmap.File)
 	if !ok {
 		return nil
 	}
-	data, err := mapFile(f, size)
+	data, err := mmap.Map(f, size)
 	if err != nil {
 		return nil
 	}
@@ -63,7 +63,7 @@ func mapSealed(sg *segment) *sealedMapping {
 // close unmaps the segment.
 func (m *sealedMapping) close() {
 	if m != nil && m.data != nil {
-		unmapFile(m.data)
+		mmap.Unmap(m.data)
 		m.data = nil
 	}
 }
@@ -83,7 +83,7 @@ func (m *sealedMapping) scan(from int64, checkCRC bool, fn func(m *recordMeta) e
 	pos := from
 	var touch byte
 	defer func() { m.touched = touch }()
-	err = guardSegmentFaults(data, func() error {
+	err = mmap.Guard(data, errSegmentFault, func() error {
 		var rm recordMeta // one for the scan: fn must not keep &rm
 		for pos < end {
 			b := data[pos-base:]
@@ -132,28 +132,6 @@ func scanSealed(m *sealedMapping, sg *segment, from int64, buf []byte, checkCRC 
 		return m.scan(from, checkCRC, fn)
 	}
 	return scanSegmentsBuf(segTable{sg}, from, buf, checkCRC, fn)
-}
-
-// guardSegmentFaults runs fn, which reads data, with memory faults of
-// the calling goroutine turned into panics, and returns a fault inside
-// data as an error matching errSegmentFault. Any other panic goes on.
-func guardSegmentFaults(data []byte, fn func() error) (err error) {
-	old := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(old)
-		if r := recover(); r != nil {
-			f, ok := r.(interface{ Addr() uintptr })
-			if !ok || len(data) == 0 {
-				panic(r)
-			}
-			lo := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
-			if a := f.Addr(); a < lo || a-lo >= uintptr(len(data)) {
-				panic(r)
-			}
-			err = fmt.Errorf("%w at byte %d of %d: %v", errSegmentFault, f.Addr()-lo, len(data), r)
-		}
-	}()
-	return fn()
 }
 
 // touchLines loads one byte of every 64-byte line of b.

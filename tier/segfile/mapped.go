@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
-	"unsafe"
+
+	"github.com/stratamq/stratamq/infra/mmap"
 )
 
 // Mapped is implemented by a WriteFrom source whose bytes are all in
@@ -26,29 +26,6 @@ type Mapped interface {
 // ErrFault marks a fault while reading a mapped input (Mapped): its file
 // was cut shorter under the mapping, or a page of it could not be read.
 var ErrFault = errors.New("segfile: fault reading a mapped file")
-
-// guardFaults runs fn, which reads data, with memory faults of the
-// calling goroutine turned into panics (debug.SetPanicOnFault), and
-// returns a fault inside data as an error matching ErrFault. Any other
-// panic goes on.
-func guardFaults(data []byte, fn func() error) (err error) {
-	old := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(old)
-		if r := recover(); r != nil {
-			f, ok := r.(interface{ Addr() uintptr })
-			if !ok || len(data) == 0 {
-				panic(r)
-			}
-			lo := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
-			if a := f.Addr(); a < lo || a-lo >= uintptr(len(data)) {
-				panic(r)
-			}
-			err = fmt.Errorf("%w at byte %d of %d: %v", ErrFault, f.Addr()-lo, len(data), r)
-		}
-	}()
-	return fn()
-}
 
 // MappedFile is a read-only, shared mapping of the first Size bytes of a
 // file (MapFile). It implements Mapped. Close unmaps it; the bytes must
@@ -73,7 +50,7 @@ func (m *MappedFile) ReadAt(p []byte, off int64) (n int, err error) {
 	if off >= int64(len(m.data)) {
 		return 0, io.EOF
 	}
-	err = guardFaults(m.data, func() error {
+	err = mmap.Guard(m.data, ErrFault, func() error {
 		n = copy(p, m.data[off:])
 		return nil
 	})
@@ -81,6 +58,19 @@ func (m *MappedFile) ReadAt(p []byte, off int64) (n int, err error) {
 		err = io.EOF
 	}
 	return n, err
+}
+
+// MapFile maps the first size bytes of the open file f (an *os.File)
+// read-only and shared, its pages read at once (the file is about to be
+// read whole); errors.ErrUnsupported where files are not mapped. The file
+// must hold at least size bytes. The mapping outlives f's descriptor;
+// Close unmaps it.
+func MapFile(f mmap.File, size int64) (*MappedFile, error) {
+	data, err := mmap.Map(f, size)
+	if err != nil {
+		return nil, fmt.Errorf("segfile: map file: %w", err)
+	}
+	return &MappedFile{data: data, unmap: mmap.Unmap}, nil
 }
 
 // Close unmaps the file. It is idempotent.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/zstd"
+	"github.com/stratamq/stratamq/infra/mmap"
 )
 
 // ErrCorrupt marks every integrity failure: a checksum or length mismatch, a
@@ -724,7 +725,7 @@ func (w *Writer) WriteFrom(src io.ReaderAt, size int64) error {
 			return fmt.Errorf("segfile: encode: mapped input of %d bytes, want %d", len(data), size)
 		}
 		data = data[:size]
-		err := guardFaults(data, func() error {
+		err := mmap.Guard(data, ErrFault, func() error {
 			if w.opts.Layout == nil {
 				_, err := w.Write(data)
 				return err
