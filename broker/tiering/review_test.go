@@ -8,12 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stratamq/stratamq/broker/tiering"
-	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/store"
-	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/upload"
 )
 
@@ -70,13 +67,7 @@ func reviewTiering(t *testing.T) (*store.Store, *tiering.Tiering, store.SegmentI
 	if err := st.SealActive(); err != nil {
 		t.Fatal(err)
 	}
-	bucket := tier.NewMem()
-	tr, err := tiering.New(tiering.Config{Bucket: bucket, FS: vfs.OS(), DataDir: filepath.Join(dir, "data"), Layout: "queue",
-		LocalRetention: 1 << 40, SegmentMaxAge: time.Hour, SegmentSize: 4 << 20},
-		tiering.Deps{Store: st, Owner: benchOwner{bucket}, Retention: benchRetention{}, Logger: slog.New(slog.DiscardHandler)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, _ := openTiering(t, st, dir)
 	return st, tr, st.SealedSegments()[0]
 }
 

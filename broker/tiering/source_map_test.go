@@ -43,13 +43,7 @@ func TestOpenMapsSealedSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	sg := st.SealedSegments()[0]
-	bucket := tier.NewMem()
-	tr, err := tiering.New(tiering.Config{Bucket: bucket, FS: vfs.OS(), DataDir: filepath.Join(dir, "data"), Layout: "queue",
-		LocalRetention: 1 << 40, SegmentMaxAge: time.Hour, SegmentSize: 4 << 20},
-		tiering.Deps{Store: st, Owner: benchOwner{bucket}, Retention: benchRetention{}, Logger: slog.New(slog.DiscardHandler)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, bucket := openTiering(t, st, dir)
 	defer tr.Close()
 	r, err := tr.Open(ctx, upload.Segment{Kind: upload.KindCommitLog, Name: sg.Path, Base: sg.Base, Length: sg.Length})
 	if err != nil {
@@ -103,4 +97,20 @@ func TestOpenMapsSealedSegment(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("the object's bytes, in log order, differ from the segment's")
 	}
+}
+
+// openTiering opens a Tiering (queue-major layout, an in-memory bucket,
+// local segments kept) over st, its data dir under dir; closed with the
+// test.
+func openTiering(t *testing.T, st *store.Store, dir string) (*tiering.Tiering, tier.Bucket) {
+	t.Helper()
+	bucket := tier.NewMem()
+	tr, err := tiering.New(tiering.Config{Bucket: bucket, FS: vfs.OS(), DataDir: filepath.Join(dir, "data"), Layout: "queue",
+		LocalRetention: 1 << 40, SegmentMaxAge: time.Hour, SegmentSize: 4 << 20},
+		tiering.Deps{Store: st, Owner: benchOwner{bucket}, Retention: benchRetention{}, Logger: slog.New(slog.DiscardHandler)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr, bucket
 }

@@ -8,10 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratamq/stratamq/broker/tiering"
-	"github.com/stratamq/stratamq/infra/vfs"
 	"github.com/stratamq/stratamq/store"
-	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/upload"
 )
 
@@ -42,14 +39,7 @@ func TestOpenSyncsSegmentBeforeUpload(t *testing.T) {
 	if f := st.FlushedPhysOffset(); f >= end {
 		t.Fatalf("flushed %d before the upload: the test needs a sealed segment not synced yet (end %d)", f, end)
 	}
-	bucket := tier.NewMem()
-	tr, err := tiering.New(tiering.Config{Bucket: bucket, FS: vfs.OS(), DataDir: filepath.Join(dir, "data"), Layout: "queue",
-		LocalRetention: 1 << 40, SegmentMaxAge: time.Hour, SegmentSize: 4 << 20},
-		tiering.Deps{Store: st, Owner: benchOwner{bucket}, Retention: benchRetention{}, Logger: slog.New(slog.DiscardHandler)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr, _ := openTiering(t, st, dir)
 	r, err := tr.Open(ctx, upload.Segment{Kind: upload.KindCommitLog, Name: sg.Path, Base: sg.Base, Length: sg.Length})
 	if err != nil {
 		t.Fatal(err)
