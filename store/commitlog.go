@@ -199,6 +199,41 @@ func (s *Store) scanSegments(t segTable, from int64, fn func(m *recordMeta) erro
 	return scanSegmentsBuf(t, from, make([]byte, max(4<<20, s.opts.MaxMessageSize)), true, fn)
 }
 
+// recordStep is what recordAt found.
+type recordStep int
+
+const (
+	stepRecord recordStep = iota // a valid record (its size and meta)
+	stepFiller                   // a filler that runs to the segment's end
+	stepEnd                      // no valid record: the records end here
+	stepShort                    // b ends inside the record: read more
+)
+
+// recordAt checks the record at the start of b (at least 8 bytes), at
+// global offset pos in a segment file ending at fileEnd: its size bounds,
+// its fields (parseMeta; with checkCRC its body CRC) and its
+// PHYSICALOFFSET. The scans of the log (scanSegmentsBuf, through a
+// buffer, and sealedMapping.scan, over a mapping) take it as their one
+// rule of what a valid record is. m is filled for stepRecord.
+func recordAt(b []byte, pos, fileEnd int64, checkCRC bool, m *recordMeta) (recordStep, int64) {
+	size := int64(int32(binary.BigEndian.Uint32(b)))
+	if binary.BigEndian.Uint32(b[4:]) == MagicFiller && size >= 8 && pos+size == fileEnd {
+		return stepFiller, size
+	}
+	if size < RecordOverhead || pos+size > fileEnd {
+		return stepEnd, 0
+	}
+	if size > int64(len(b)) {
+		return stepShort, size
+	}
+	rm, err := parseMeta(b[:size], checkCRC)
+	if err != nil || rm.physOffset != pos {
+		return stepEnd, 0
+	}
+	*m = rm
+	return stepRecord, size
+}
+
 // scanSegmentsBuf is scanSegments reading through buf (grown for a record
 // bigger than it); checkCRC false skips the body CRCs.
 func scanSegmentsBuf(t segTable, from int64, buf []byte, checkCRC bool, fn func(m *recordMeta) error) (int64, error) {
@@ -225,22 +260,17 @@ func scanSegmentsBuf(t segTable, from int64, buf []byte, checkCRC bool, fn func(
 				return pos, fmt.Errorf("store: read segment %s: %w", sg.path, err)
 			}
 			p := 0
+		records:
 			for p+8 <= len(chunk) {
-				size := int64(int32(binary.BigEndian.Uint32(chunk[p:])))
-				if binary.BigEndian.Uint32(chunk[p+4:]) == MagicFiller && size >= 8 && pos+int64(p)+size == fileEnd {
-					p = len(chunk) // filler runs to the end of the segment
-					break
-				}
-				if size < RecordOverhead || pos+int64(p)+size > fileEnd {
+				step, size := recordAt(chunk[p:], pos+int64(p), fileEnd, checkCRC, &m)
+				switch step {
+				case stepFiller:
+					p = len(chunk)
+					break records
+				case stepEnd:
 					return pos + int64(p), nil
-				}
-				if int64(p)+size > int64(len(chunk)) {
-					break // refill from here
-				}
-				var err error
-				m, err = parseMeta(chunk[p:p+int(size)], checkCRC)
-				if err != nil || m.physOffset != pos+int64(p) {
-					return pos + int64(p), nil
+				case stepShort:
+					break records // refill from here
 				}
 				if err := fn(&m); err != nil {
 					return pos + int64(p), err
