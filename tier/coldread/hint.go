@@ -134,18 +134,7 @@ func (r *Reader) prefetchAt(ctx context.Context, off int64) int {
 		}
 		if st == nil {
 			st = &stream{last: fi, next: fi, streak: 1}
-			if len(ss) < maxStreams {
-				ss = append(ss, st)
-			} else {
-				lru := 0
-				for i, s := range ss {
-					if s.used < ss[lru].used {
-						lru = i
-					}
-				}
-				ss[lru] = st
-			}
-			r.mu.streams[obj.Key] = ss
+			ss = r.addStreamLocked(obj.Key, ss, st)
 		}
 		st.used = r.mu.tick
 	}

@@ -62,18 +62,7 @@ func (r *Reader) beforeReadLayout(obj Object, f *segfile.Footer, fi int) {
 	switch {
 	case st == nil:
 		st = &stream{last: fi, next: fi + 1}
-		if len(ss) < maxStreams {
-			ss = append(ss, st)
-		} else {
-			lru := 0
-			for i, s := range ss {
-				if s.used < ss[lru].used {
-					lru = i
-				}
-			}
-			ss[lru] = st
-		}
-		r.mu.streams[obj.Key] = ss
+		ss = r.addStreamLocked(obj.Key, ss, st)
 	case st.last+1 == fi:
 		st.last = fi
 		st.streak++
@@ -122,4 +111,23 @@ func (r *Reader) prefetchUpTo(key string, f *segfile.Footer, from int, limit int
 		from = b
 	}
 	return from
+}
+
+// addStreamLocked adds st to ss, the streams of object key, in place of
+// the least recently used one once there are maxStreams, and returns the
+// object's streams now. Caller holds r.mu.
+func (r *Reader) addStreamLocked(key string, ss []*stream, st *stream) []*stream {
+	if len(ss) < maxStreams {
+		ss = append(ss, st)
+	} else {
+		lru := 0
+		for i, s := range ss {
+			if s.used < ss[lru].used {
+				lru = i
+			}
+		}
+		ss[lru] = st
+	}
+	r.mu.streams[key] = ss
+	return ss
 }
