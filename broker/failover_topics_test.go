@@ -66,6 +66,10 @@ func TestBrokerFailoverKeepsAcknowledgedTopic(t *testing.T) {
 	waitCond(t, 20*time.Second, "b to follow a", func() bool {
 		return b.role() == RoleSlave && a.Broker().haSlaves() == 1
 	})
+	// The slave's first sync (it copies the master's topics) runs as it
+	// starts; the next comes an hour later. Send only after it: one that
+	// ran after the sends would copy the topic.
+	waitCond(t, 20*time.Second, "b's first sync from a", func() bool { return b.Broker().follower().Rounds() >= 1 })
 	cl := remoting.NewClient(remoting.ClientConfig{DialTimeout: time.Second})
 	defer cl.Close()
 	const topic = "AUTO_ACKED"

@@ -122,6 +122,7 @@ type Follower struct {
 	saved   int64         // version last written to path
 
 	syncs    atomic.Int64 // syncs that reached the master (tests wait on it)
+	rounds   atomic.Int64 // sync attempts finished, reached or not (tests wait on it)
 	manifest atomic.Int64 // manifest reloads applied (tests wait on it)
 
 	stopOnce sync.Once
@@ -263,6 +264,10 @@ func (f *Follower) Pushed(k Key, off int64) {
 
 // Syncs is the number of syncs that reached the master so far.
 func (f *Follower) Syncs() int64 { return f.syncs.Load() }
+
+// Rounds is the number of sync attempts finished so far, whether they
+// reached the master or not.
+func (f *Follower) Rounds() int64 { return f.rounds.Load() }
 
 // ManifestReloads is the number of the master's manifests applied so far.
 func (f *Follower) ManifestReloads() int64 { return f.manifest.Load() }

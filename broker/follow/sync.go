@@ -52,7 +52,9 @@ func (f *Follower) Run(ctx context.Context) {
 	defer t.Stop()
 	warned := false
 	for {
-		if err := f.Sync(ctx); err != nil && ctx.Err() == nil {
+		err := f.Sync(ctx)
+		f.rounds.Add(1)
+		if err != nil && ctx.Err() == nil {
 			// Said once per outage: the master is away while the slave
 			// serves on.
 			if !warned {
