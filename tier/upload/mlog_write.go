@@ -125,8 +125,13 @@ func (u *Uploader) Claim(ctx context.Context) error {
 		// Not waiting inside commit: it would hold writeMu, and Trim
 		// returns the fence's refusal rather than wait for it.
 		err := u.commit(ctx, false, func(*Manifest) *delta { return &delta{claim: true} })
-		if err == nil || ctx.Err() != nil {
-			return err
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			// Canceled while refused: the refusal raced the cancel, and
+			// the caller asked to stop.
+			return ctx.Err()
 		}
 		if err := u.sleep(ctx, attempt); err != nil {
 			return err
