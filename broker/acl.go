@@ -74,3 +74,6 @@ func (b *Broker) invoke(ctx context.Context, addr string, req *remoting.Command)
 	b.requestCredentials().Sign(req)
 	return b.nsClient.Invoke(ctx, addr, req)
 }
+
+// aclOn reports whether requests are checked against an ACL (1.0 or 2.0).
+func (b *Broker) aclOn() bool { return b.auth2On() || b.cfg.ACL != nil }

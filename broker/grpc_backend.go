@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/broker/txn"
@@ -254,7 +253,7 @@ func (b *Broker) EndTransaction(ctx context.Context, e proxy.EndTransaction, all
 			b.trans.Unclaim(half)
 			return proxy.Errorf(remoting.SystemError, "%s", err.Error())
 		}
-		if r := b.scheduleRoute(req, &m, time.Now().UnixMilli()); r != nil {
+		if r := b.scheduleRoute(req, &m); r != nil {
 			b.trans.Unclaim(half)
 			return grpcRefusal(r)
 		}

@@ -68,8 +68,23 @@ func (b *Broker) sendMessage(ctx context.Context, c *remoting.Conn, req *remotin
 	if r := b.scheduleSend(ctx, req, &msg); r != nil { // DELAY, TIMER_* (wire_schedule.go)
 		return r
 	}
-	return b.storeOne(ctx, c, &msg, b.judgeDurability(sendAck{req: req, topic: topic, queueID: queueID, n: 1,
+	resp = b.storeOne(ctx, c, &msg, b.judgeDurability(sendAck{req: req, topic: topic, queueID: queueID, n: 1,
 		bodyLen: len(req.Body), txID: uniq}, durabilityTopic(tc.TopicName, props)))
+	if resp == nil && msg.Topic == tc.TopicName && h.SysFlag&sysFlagTransMask != sysFlagTransPrep && !b.aclOn() {
+		// A send stored in its own topic joined its read batch
+		// (storeOne): the topic is the topic table's string (a retry's
+		// group too: retryOrDLQ), the store copies the properties and body
+		// and keeps only hashes of the keys, the answer (txID aliases the
+		// header) is encoded in EndBatch or, if it comes later, the batch
+		// is kept in flight and nothing is recycled. Dead letters,
+		// transaction halves, scheduled messages and ACL-checked requests
+		// are left out: their paths are not audited for keeping header
+		// strings.
+		if rb := remoting.ReadBatchFrom(ctx); rb != nil {
+			rb.Recycle(req)
+		}
+	}
+	return resp
 }
 
 // sendResponse is a successful send's response and its typed header in
@@ -202,12 +217,15 @@ func (b *Broker) prepareSend(req *remoting.Command, h *remoting.SendMessageReque
 	if !ok {
 		switch {
 		case strings.HasPrefix(h.Topic, RetryGroupTopicPrefix):
-			group := strings.TrimPrefix(h.Topic, RetryGroupTopicPrefix)
+			// Clones: the topic table and the groups keep these names,
+			// and a recycled request's header strings are reused.
+			topic := strings.Clone(h.Topic)
+			group := strings.TrimPrefix(topic, RetryGroupTopicPrefix)
 			if r := badGroup(req, group); r != nil {
 				return tc, r
 			}
 			g := b.groups.GetOrCreate(group)
-			tc, _ = b.topics.CreateSystemTopic(h.Topic, max(int32(g.RetryQueueNums), 1), PermRead|PermWrite)
+			tc, _ = b.topics.CreateSystemTopic(topic, max(int32(g.RetryQueueNums), 1), PermRead|PermWrite)
 			b.requestRegister()
 		case b.cfg.AutoCreateTopic:
 			def := h.DefaultTopic
@@ -216,7 +234,7 @@ func (b *Broker) prepareSend(req *remoting.Command, h *remoting.SendMessageReque
 			}
 			var created bool
 			var err error
-			tc, created, err = b.topics.CreateOnSend(h.Topic, def, int(h.DefaultTopicQueueNums))
+			tc, created, err = b.topics.CreateOnSend(strings.Clone(h.Topic), def, int(h.DefaultTopicQueueNums))
 			if errors.Is(err, ErrConfigNotSaved) {
 				return tc, errResponse(req, remoting.SystemError, err.Error())
 			}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"time"
 
 	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/ha"
@@ -76,7 +75,7 @@ func (b *Broker) consumerSendMsgBack(ctx context.Context, c *remoting.Conn, req 
 	// answered once the bucket WAL holds it, as a send to that topic is.
 	gen := b.durabilityGen()                                            // before the rule is read (fromBucket)
 	bucket := b.bucketTopic(durabilityTopic(msg.Topic, msg.Properties)) // before scheduleRoute reroutes msg
-	if r := b.scheduleRoute(req, &msg, time.Now().UnixMilli()); r != nil {
+	if r := b.scheduleRoute(req, &msg); r != nil {
 		return r
 	}
 	res, err := b.storeSendBack(ctx, msg)

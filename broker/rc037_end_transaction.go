@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/stratamq/stratamq/acl"
 	"github.com/stratamq/stratamq/broker/txn"
@@ -83,7 +82,7 @@ func (b *Broker) endTransaction(ctx context.Context, c *remoting.Conn, req *remo
 		}
 		// A committed message's DELAY or timer applies now, as RocketMQ's
 		// CommitLog.putMessage does for TRANSACTION_COMMIT_TYPE.
-		if r := b.scheduleRoute(req, &m, time.Now().UnixMilli()); r != nil {
+		if r := b.scheduleRoute(req, &m); r != nil {
 			b.trans.Unclaim(half)
 			return r
 		}

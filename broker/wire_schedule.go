@@ -93,18 +93,21 @@ func (b *Broker) schedProgress(d int64) internalProgress {
 // the schedule topics are stored as they are, and a dead letter loses its
 // DELAY (no delay into the DLQ, as RocketMQ). It returns a response to send
 // instead when the message is refused (MESSAGE_ILLEGAL).
-func (b *Broker) scheduleRoute(req *remoting.Command, m *store.Message, now int64) *remoting.Command {
+func (b *Broker) scheduleRoute(req *remoting.Command, m *store.Message) *remoting.Command {
 	if m.Topic == TransHalfTopic {
 		return b.halfFits(req, m) // transaction.go
 	}
 	if m.SysFlag&sysFlagTransMask == sysFlagTransPrep || m.Topic == ScheduleTopic || m.Topic == TimerTopic {
 		return nil
 	}
+	if !schedule.MayRoute(m.Properties) {
+		return nil // no DELAY to drop or route, no timer: most sends
+	}
 	if strings.HasPrefix(m.Topic, DLQGroupTopicPrefix) {
 		m.Properties = removeProps(m.Properties, PropDelay)
 		return nil
 	}
-	if err := b.sched.Route(m, now); err != nil {
+	if err := b.sched.Route(m, time.Now().UnixMilli()); err != nil {
 		return errResponse(req, remoting.MessageIllegal, err.Error())
 	}
 	return nil
@@ -117,7 +120,7 @@ func (b *Broker) scheduleSend(ctx context.Context, req *remoting.Command, m *sto
 	if topic == TimerTopic {
 		return errResponse(req, remoting.NoPermission, fmt.Sprintf("Sending message to topic[%s] is forbidden.", topic))
 	}
-	if r := b.scheduleRoute(req, m, time.Now().UnixMilli()); r != nil {
+	if r := b.scheduleRoute(req, m); r != nil {
 		return r
 	}
 	if m.Topic != topic || m.QueueID != q {

@@ -783,7 +783,7 @@ func decodeBinaryFrameHeader(header []byte) (c *Command, ok bool) {
 	if len(header) < binaryFixedLen || len(header) > inlineHeaderMax {
 		return nil, false
 	}
-	dh := new(decodedCommandHeader)
+	dh := decodedHeader()
 	n := copy(dh.hdr[:], header)
 	b := dh.hdr[:n]
 	s := unsafe.String(&dh.hdr[0], n)

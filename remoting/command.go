@@ -32,6 +32,11 @@ type Command struct {
 	// Serialize is how the header was (or will be) encoded. Responses use
 	// the request's.
 	Serialize SerializeType
+	// pooledHdr: the command is the head of a pooled decodedCommandHeader
+	// (decodedHeader); recycle, set by ReadBatch.Recycle, lets the server
+	// give it back once its batch ends. Both sit in padding: the decoded
+	// command and its header copy still fill one size class.
+	pooledHdr, recycle bool
 	// BodyParts, when set on a command to be written, is sent after Body as
 	// further body bytes without copying them (vectored write of log
 	// slices). The codec counts them in the frame length.

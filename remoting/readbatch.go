@@ -51,7 +51,19 @@ type ReadBatch struct {
 	ctx  context.Context // c.ctx carrying this batch
 	held []*Command      // served in this batch: frames and in-flight counts released after EndBatch
 	srv  *Server
+	// kept: KeepInFlight was called in this batch, so some answer comes
+	// after EndBatch and refers to its request; no request is recycled.
+	kept bool
 }
+
+// Recycle marks req, a request served in this batch, as one the handler is
+// done with once EndBatch returns: nothing it keeps (maps, queues, answers
+// still to be written) refers to req or to a string of req's header, whose
+// bytes will be reused; copies (the store's, a string conversion) are
+// fine. The server then reuses req's memory for a later request's header,
+// unless KeepInFlight was called during the batch. A request that is not
+// marked is left to the garbage collector, as before.
+func (b *ReadBatch) Recycle(req *Command) { req.recycle = true }
 
 // KeepInFlight keeps the server counting the batch as in flight after
 // EndBatch returns, until done runs: for a handler that answers after
@@ -60,6 +72,7 @@ type ReadBatch struct {
 // closes the connections. Call done exactly once, after the answers are
 // queued (c.Reply).
 func (b *ReadBatch) KeepInFlight() (done func()) {
+	b.kept = true
 	s := b.srv
 	s.mu.Lock()
 	s.mu.inflight++
@@ -150,8 +163,11 @@ func (s *Server) endBatch(c *Conn) {
 	n := len(b.held)
 	for i, req := range b.held {
 		req.handled(s.budget)
+		if !b.kept {
+			recycleHeader(req)
+		}
 		b.held[i] = nil
 	}
-	b.held = b.held[:0]
+	b.held, b.kept = b.held[:0], false
 	s.doneInflightN(n)
 }

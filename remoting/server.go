@@ -41,6 +41,11 @@ type Handler interface {
 // req.Body or any slice of it past its return; Body is set to nil when the
 // buffer is recycled. Copying the bytes (as the store's Put does into the
 // log, and string conversions do) is fine.
+//
+// The decoded header (the Command and the copy of the header its strings
+// alias) is the handler's to keep unless it calls ReadBatch.Recycle for
+// the request: then the server reuses it for a later request once the
+// batch ends (see Recycle for what the handler promises).
 type RequestHinter interface {
 	// RequestHints reports, for one request code, whether the handler
 	// reads Command.ExtFields (false: it reads Command.Ext or ExtMap, and
