@@ -28,11 +28,15 @@ func LogEnd(fs vfs.FS, dir string, maxMessageSize int) (start, end int64, err er
 	}
 	start, fileEnd := t[0].base, t[len(t)-1].end()
 	// Scan from where recovery does: the store's checkpoint, when it lies
-	// in the log, else the last segment.
+	// in the log (everything before it was synced before the checkpoint
+	// was written), else the last segment. After a clean stop the
+	// checkpoint is the end: nothing is read (a broker's start used to
+	// scan its whole active segment here, 150 ms for 220 MB on a cold
+	// page cache).
 	from := t[len(t)-1].base
 	s := &Store{fs: fs, opts: Options{Dir: dir}, log: slog.New(slog.DiscardHandler)}
 	if ck, err := s.readCheckpoint(); err == nil && ck != nil && ck.dispatched >= start && ck.dispatched <= fileEnd {
-		from = min(from, ck.dispatched)
+		from = ck.dispatched
 	}
 	end, err = scanSegmentsBuf(t, from, make([]byte, max(4<<20, maxMessageSize)), true, func(*recordMeta) error { return nil })
 	if err != nil {
