@@ -181,9 +181,7 @@ func bucketOf(h uint32, fanout uint32) int64 {
 // encodeKeyIndex lays out the key index file of a segment from its
 // entries (in any order; sorted here by hash, then offset).
 func encodeKeyIndex(base, length, firstTS, lastTS int64, ents []kixEntry) []byte {
-	slices.SortFunc(ents, func(a, b kixEntry) int {
-		return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.phys, b.phys))
-	})
+	ents = sortKixEntries(ents)
 	ents = slices.CompactFunc(ents, func(a, b kixEntry) bool { return a.hash == b.hash && a.phys == b.phys })
 	f := fanoutBits(len(ents))
 	h := keyIndexHeader{base: base, length: length, firstTS: firstTS, lastTS: lastTS, n: uint32(len(ents)), fanout: f}
@@ -1053,4 +1051,46 @@ func (k *keyIndex) close() error {
 		return fmt.Errorf("store: key index (rebuilt at the next open): %w", errors.Join(append([]error{failed}, errs...)...))
 	}
 	return nil
+}
+
+// sortKixEntries sorts ents by hash, then offset. Entries come in
+// commitlog order (the writer adds them, or a scan finds them, record
+// after record), so a stable sort by hash alone is enough: two 16-bit
+// radix passes through one scratch slice, linear in the entries, where a
+// comparison sort of a 256 MiB segment's half a million keys took ~2 % of
+// a send load's CPU. Entries out of offset order (none are made so
+// today) take the comparison sort. The result may be ents or the scratch.
+func sortKixEntries(ents []kixEntry) []kixEntry {
+	inOrder := true
+	for i := 1; i < len(ents); i++ {
+		if ents[i].phys < ents[i-1].phys {
+			inOrder = false
+			break
+		}
+	}
+	if !inOrder || len(ents) < 256 {
+		slices.SortFunc(ents, func(a, b kixEntry) int {
+			return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.phys, b.phys))
+		})
+		return ents
+	}
+	src, dst := ents, make([]kixEntry, len(ents))
+	for _, shift := range [2]uint{0, 16} {
+		var count [1 << 16]int
+		for i := range src {
+			count[uint16(src[i].hash>>shift)]++
+		}
+		pos := 0
+		for d, c := range count {
+			count[d] = pos
+			pos += c
+		}
+		for i := range src {
+			d := uint16(src[i].hash >> shift)
+			dst[count[d]] = src[i]
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	return src
 }
