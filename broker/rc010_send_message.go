@@ -242,7 +242,9 @@ func (b *Broker) prepareSend(req *remoting.Command, h *remoting.SendMessageReque
 				return tc, errResponse(req, remoting.TopicNotExist, err.Error())
 			}
 			if created {
-				b.log.Info("topic auto-created", "topic", h.Topic, "queues", tc.WriteQueueNums)
+				// tc.TopicName, not h.Topic: a handler may keep the record,
+				// and the header's strings are recycled with the request.
+				b.log.Info("topic auto-created", "topic", tc.TopicName, "queues", tc.WriteQueueNums)
 				b.requestRegister()
 			}
 		default:

@@ -3,11 +3,13 @@ package broker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stratamq/stratamq/infra/logtest"
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 )
@@ -90,5 +92,47 @@ func TestBrokerSendRecycleKeepsNoHeaderString(t *testing.T) {
 				t.Fatalf("key %s in %s: %d records, want 1", keyOf(g, i), topicOf(g, i), len(res.Records))
 			}
 		}
+	}
+}
+
+// TestBrokerSendRecycleLogsNoHeaderString: a log record of a recycled
+// send names strings the broker owns, not the header's: a slog handler
+// may keep its records (logtest.Recorder does, and so may an embedder's
+// asynchronous one), and the header is reused after the batch.
+func TestBrokerSendRecycleLogsNoHeaderString(t *testing.T) {
+	t.Parallel()
+	rec := &logtest.Recorder{}
+	b, cl, stop := runBroker(t, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AutoCreateTopic: true},
+		Deps{Logger: slog.New(rec)})
+	defer stop()
+	addr := b.Addr().String()
+	const n = 8
+	for i := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := cl.Invoke(ctx, addr, sendReq(fmt.Sprintf("AutoLogTopic-%d", i), -1, []byte("body"), ""))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Code != int32(remoting.Success) {
+			t.Fatalf("send %d: code %d %s", i, resp.Code, resp.Remark)
+		}
+	}
+	seen := 0
+	for _, r := range rec.Records() {
+		if r.Message != "topic auto-created" {
+			continue
+		}
+		want := fmt.Sprintf("AutoLogTopic-%d", seen) // sends are sequential
+		seen++
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "topic" && a.Value.String() != want {
+				t.Errorf("log record \"topic auto-created\" of %s has topic %q: the string aliased a recycled header", want, a.Value.String())
+			}
+			return true
+		})
+	}
+	if seen != n {
+		t.Fatalf("%d \"topic auto-created\" records, want %d", seen, n)
 	}
 }

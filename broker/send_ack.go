@@ -223,6 +223,17 @@ func (b *Broker) EndBatch(rb *remoting.ReadBatch) {
 		return
 	}
 	c := rb.Conn
+	// Cleared however this ends: a panic below must not leave the next
+	// batch of this connection the requests (recycled after this batch)
+	// and messages of this one.
+	defer func() {
+		clear(sb.msgs)
+		clear(sb.acks)
+		sb.msgs, sb.acks = sb.msgs[:0], sb.acks[:0]
+		if cap(sb.msgs) > 4*maxBatchSends {
+			sb.msgs = nil
+		}
+	}()
 	if b.cfg.Flush != "sync" {
 		hm := b.holdHANotify()
 		res, err := b.store.Put(context.Background(), sb.msgs)
@@ -253,12 +264,6 @@ func (b *Broker) EndBatch(rb *remoting.ReadBatch) {
 			}
 			b.answerOnSlaveAck(c, acks, res, scratch, done)
 		})
-	}
-	clear(sb.msgs)
-	clear(sb.acks)
-	sb.msgs, sb.acks = sb.msgs[:0], sb.acks[:0]
-	if cap(sb.msgs) > 4*maxBatchSends {
-		sb.msgs = nil
 	}
 }
 

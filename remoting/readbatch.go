@@ -152,6 +152,10 @@ func (s *Server) endBatch(c *Conn) {
 			if r := recover(); r != nil {
 				s.log.Error("remoting: EndBatch panicked", "panic", r, "requests", len(b.held),
 					"stack", string(debug.Stack()))
+				// The handler's state may still refer to the batch's
+				// requests (its pending list was not cleared): none is
+				// recycled.
+				b.kept = true
 			}
 		}()
 		// The batch's answers go out together, written by this reader

@@ -244,3 +244,87 @@ func decodeAnswer(f []byte) (*Command, error) {
 	}
 	return decodeJSONHeaderSlow(f[4 : 4+hl])
 }
+
+// panicRecycler is the broker's send pattern (a plain send joins the
+// batch's pending list in rb.Value, is marked Recycle, and is answered
+// from that list in EndBatch) with an EndBatch that panics once before it
+// has cleared the list, as the broker's would if anything under
+// store.Put (OnDispatch: pull-hold wakeups, pop, HA notify) or the
+// answering panicked.
+type panicRecycler struct {
+	mu       sync.Mutex
+	panicked bool
+	ended    chan struct{} // closed when the panicking EndBatch ran
+}
+
+func (h *panicRecycler) ServeRemoting(ctx context.Context, c *Conn, req *Command) *Command {
+	rb := ReadBatchFrom(ctx)
+	pend, _ := rb.Value.(*[]*Command)
+	if pend == nil {
+		pend = new([]*Command)
+		rb.Value = pend
+	}
+	*pend = append(*pend, req)
+	rb.Recycle(req)
+	return nil
+}
+
+func (h *panicRecycler) RequestHints(RequestCode) (bool, bool) { return false, true }
+
+func (h *panicRecycler) EndBatch(rb *ReadBatch) {
+	pend := rb.Value.(*[]*Command)
+	h.mu.Lock()
+	first := !h.panicked
+	h.panicked = true
+	h.mu.Unlock()
+	if first {
+		defer close(h.ended)
+		panic("EndBatch failed before clearing its pending list")
+	}
+	for _, req := range *pend {
+		_ = rb.Conn.Reply(req, NewResponse(req, Success, mustExt(req, "k")))
+	}
+	*pend = (*pend)[:0]
+}
+
+// TestRemotingReadBatchPanicRecyclesNothing: when EndBatch panics, the
+// handler's state may still hold the batch's requests (as a pending list
+// it had not cleared yet), so none of them is recycled: the next batch,
+// which answers them late, still reads their own headers.
+func TestRemotingReadBatchPanicRecyclesNothing(t *testing.T) {
+	h := &panicRecycler{ended: make(chan struct{})}
+	s := startServer(t, inlineSendConfig(), h)
+	nc := dialRaw(t, s)
+	br := bufio.NewReader(nc)
+	send := func(op int32, v string) {
+		req := NewRequest(SendMessage, map[string]string{"k": v}, []byte("b"))
+		req.Opaque = op
+		writeCmd(t, nc, req)
+	}
+	send(1, "value-of-request-1")
+	select { // batch 1 ends (EndBatch panics) before request 2 is sent
+	case <-h.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("EndBatch did not run")
+	}
+	send(2, "value-of-request-2")
+	_ = nc.SetReadDeadline(time.Now().Add(3 * time.Second))
+	got := map[int32]string{}
+	var answers []string
+	for len(answers) < 2 {
+		f, err := ReadFrame(br, nil, 1<<20)
+		if err != nil {
+			break
+		}
+		resp, err := decodeAnswer(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[resp.Opaque] = resp.Remark
+		answers = append(answers, fmt.Sprintf("opaque %d: %q", resp.Opaque, resp.Remark))
+	}
+	if got[1] != "value-of-request-1" || got[2] != "value-of-request-2" {
+		t.Logf("answers: %v", answers)
+		t.Fatalf("request 1 answered %q, request 2 %q, after request 1's EndBatch panicked: its header was recycled while the handler still held it", got[1], got[2])
+	}
+}
