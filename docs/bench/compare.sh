@@ -47,7 +47,10 @@
 # between runs to spread the machine's drift), KLITE_SINGLE_MSGS (klite's
 # single-send rows, 20000: it handles a connection's produce requests one
 # at a time, each after an fsync, so they run at ~1-3 k msgs/s),
-# KLITE_TIMEOUT (120s: each klite row stops after this long).
+# KLITE_TIMEOUT (120s: each klite row stops after this long), PAIRS (5:
+# extra back-to-back pairs of the 1 × 64 single-send row, NATS and
+# StrataMQ each on a fresh server, for a CPU ratio the machine's drift
+# does not skew; 0 skips them).
 #
 # Below the table, each server's CPU per message in each row (user + system
 # time of the server process from /proc/<pid>/stat, before and after the
@@ -75,6 +78,7 @@ BROKER_PORT=${BROKER_PORT:-19911}
 HTTP_PORT=${HTTP_PORT:-19912}
 KLITE_PORT=${KLITE_PORT:-19092}
 KLITE_TIMEOUT=${KLITE_TIMEOUT:-120s}
+PAIRS=${PAIRS:-5}
 KLITE_SINGLE_MSGS=${KLITE_SINGLE_MSGS:-20000}
 ORDER=${ORDER:-nats smq klite}
 if [[ $(tr ' ' '\n' <<<"$ORDER" | grep -v '^$' | sort | tr '\n' ' ') != "klite nats smq " ]]; then
@@ -429,6 +433,28 @@ for srv in $ORDER; do
 	"run_$srv"
 done
 
+# ---- paired single sends ----
+# The rows above run each server's rows together, so the machine's drift
+# between them (this VM's speed changes by 2x within minutes) lands in
+# the CPU ratio. PAIRS more runs of the 1 x 64 JSON row put the two
+# servers back to back, each on a fresh server, alternating which goes
+# first; the ratio of each pair and their median are reported.
+pair_nats() { # I
+	start_nats "$(nats_conf "$WORK/nats-pair$1" "")"
+	nats_run "pair_nats$1" bench js pub async --create --purge --storage=file --msgs="$MSGS" --size="$SIZE"B --batch=64 benchsubj
+	stop_last
+}
+pair_smq() { # I
+	fresh_smq "pair$1" async
+	smq_run "pair_smq$1" produce --topic BenchPair --messages "$MSGS" --batch 1 --conns 1 --inflight 64
+	stop_last
+	SMQ_UP=0
+}
+for ((i = 1; i <= PAIRS; i++)); do
+	say "pair $i of $PAIRS: single sends, 1 x 64, JSON headers"
+	if ((i % 2)); then pair_nats "$i" && pair_smq "$i"; else pair_smq "$i" && pair_nats "$i"; fi
+done
+
 # ---- table ----
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b+0 > 0 && a != "n/a") printf "%.2f×", a/b; else print "n/a" }'; }
 ge() { awk -v a="$1" -v b="$2" 'BEGIN{ exit !(a+0 >= b+0) }'; }
@@ -487,6 +513,15 @@ ERR=$(($(j smq_batch errors) + $(j smq_single errors) + $(j smq_single4 errors) 
 	R1=$(cpu_ratio smq_single nats_async64)
 	echo
 	echo "Server CPU per message, StrataMQ ÷ NATS JetStream: 1 × 64 JSON headers $R1 (target ≤ 0.33: $([[ $R1 == n/a ]] && echo n/a || met lt "$R1" 0.3334)); 1 × 64 binary headers $(cpu_ratio smq_single_bin nats_async64); 4 × 16 $(cpu_ratio smq_single4 nats_async4); bulk $(cpu_ratio smq_batch nats_async); consume $(cpu_ratio smq_consume nats_consume)."
+	if ((PAIRS > 0)); then
+		PR=()
+		for ((i = 1; i <= PAIRS; i++)); do
+			PR+=("$(cpu_ratio "pair_smq$i" "pair_nats$i") ($(cut -d' ' -f1 "$WORK/pair_smq$i.cost") vs $(cat "$WORK/pair_nats$i.cost") µs)")
+		done
+		PMED=$(printf '%s\n' "${PR[@]}" | awk '{print $1}' | sort -n | awk '{a[NR]=$1} END{ if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2 }')
+		echo
+		echo "Paired single sends (1 × 64, JSON headers; each pair back to back on fresh servers, alternating which goes first), server CPU per message, StrataMQ ÷ NATS JetStream: $(IFS=';'; echo "${PR[*]}" | sed 's/;/; /g'); median **$PMED** (target ≤ 0.33: $(met lt "$PMED" 0.3334))."
+	fi
 	if [[ -n $KLITE ]]; then
 		echo
 		echo "klite server CPU per message (µs): bulk $(cat "$WORK/kl_batch.cost") ($(j kl_batch msgs_per_request) msgs per produce request); 1 × 64 $(cat "$WORK/kl_single.cost") ($(j kl_single msgs_per_request) per request); 4 × 16 $(cat "$WORK/kl_single4.cost") ($(j kl_single4 msgs_per_request) per request); consume $(cat "$WORK/kl_consume.cost"). klite at ${KLITE_BIN:-$KLITE_REV}."
