@@ -38,6 +38,8 @@ type segment struct {
 	dropped atomic.Bool
 	firstTS atomic.Int64 // store time of the first record (unix ms), 0 unknown
 	lastTS  atomic.Int64 // store time of the last record, 0 unknown
+	// raStart and raEnd are the file range readAhead last advised.
+	raStart, raEnd atomic.Int64
 }
 
 // noteTS records that records stored at ts went into sg.
@@ -318,6 +320,7 @@ func (s *Store) readLog(ctx context.Context, p []byte, off int64) error {
 			return fmt.Errorf("store: read %d bytes at %d: %w", len(p), off, ErrNotFound)
 		}
 		n := min(int64(len(p)), sg.end()-off)
+		sg.readAhead(off - sg.base)
 		if err := readFull(sg.f, p[:n], off-sg.base); err != nil {
 			if sg.dropped.Load() {
 				continue // dropped under us: it is no longer in the table; read it cold
