@@ -38,8 +38,10 @@ type segment struct {
 	dropped atomic.Bool
 	firstTS atomic.Int64 // store time of the first record (unix ms), 0 unknown
 	lastTS  atomic.Int64 // store time of the last record, 0 unknown
-	// raStart and raEnd are the file range readAhead last advised.
-	raStart, raEnd atomic.Int64
+	// raStart and raEnd are the file range readAhead last advised, raLast
+	// the file offset of the last read and raStreak the reads in a row
+	// near the one before.
+	raStart, raEnd, raLast, raStreak atomic.Int64
 }
 
 // noteTS records that records stored at ts went into sg.

@@ -18,13 +18,15 @@ import (
 	"github.com/stratamq/stratamq/infra/vfs"
 )
 
-// TestReadAheadFillsThePageCache: a read of a local segment advises the
-// kernel to read on, so a pull that follows finds its records in the page
-// cache instead of waiting on the disk for each: after the segment's
-// pages are dropped from the cache (fadvise DONTNEED on the file), one 4
-// KiB read makes the page 1 MiB ahead resident, beyond the kernel's own
-// first readahead for such a read (tens of KiB). It needs a device whose
-// readahead size is over 1 MiB (8 MiB here), else it skips.
+// TestReadAheadFillsThePageCache: reads of a local segment that follow on
+// from each other (as a replay's pulls do) advise the kernel to read on, so
+// the pulls that follow find their records in the page cache instead of
+// waiting on the disk for each: after the segment's pages are dropped from
+// the cache (fadvise DONTNEED on the file), a streak of small reads 8 KiB
+// apart makes the page 2 MiB ahead resident, beyond what the kernel reads
+// for such reads on its own. It needs a device whose readahead size is
+// over 2 MiB (8 MiB here), else it skips. TestPointReadReadsNoMegabytes is
+// the other side: one read at a scattered offset advises nothing.
 func TestReadAheadFillsThePageCache(t *testing.T) {
 	dir := t.TempDir()
 	o := testOpts(vfs.OS())
@@ -52,21 +54,23 @@ func TestReadAheadFillsThePageCache(t *testing.T) {
 	if err := unix.Fadvise(int(f.Fd()), 0, size, unix.FADV_DONTNEED); err != nil {
 		t.Fatal(err)
 	}
-	if ra := deviceReadAheadKB(t, seg); ra <= 1024 {
-		t.Skipf("the device's readahead is %d KiB: one advice reads no further than 1 MiB", ra)
+	if ra := deviceReadAheadKB(t, seg); ra <= 2048 {
+		t.Skipf("the device's readahead is %d KiB: one advice reads no further than 2 MiB", ra)
 	}
-	probe := int64(1 << 20)
+	probe := int64(2 << 20)
 	if resident(t, f, probe) {
 		t.Skip("the kernel kept the segment's pages after DONTNEED; cannot observe read-ahead here")
 	}
 	p := make([]byte, 4096)
-	if _, err := s.ReadLog(context.Background(), 0, p); err != nil {
-		t.Fatal(err)
+	for i := range int64(readAheadStreak + 4) {
+		if _, err := s.ReadLog(context.Background(), i*8192, p); err != nil {
+			t.Fatal(err)
+		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for !resident(t, f, probe) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the page at %d KiB is still not in the page cache 10 s after a read at 0", probe>>10)
+			t.Fatalf("the page at %d KiB is still not in the page cache 10 s after a streak of reads at its start", probe>>10)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -102,4 +106,116 @@ func deviceReadAheadKB(t *testing.T, path string) int {
 	}
 	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return n
+}
+
+// TestPointReadReadsNoMegabytes (after a reviewer's): point reads of a
+// cold segment (StoreTimeAt: 24 bytes, once per probe of a search by time
+// and per HA metrics scrape) make the kernel read no megabytes of it, as
+// an advice after every read did (8 MiB, this disk's readahead, per
+// probe): the probes of a binary search, closing in on a record, are no
+// streak.
+func TestPointReadReadsNoMegabytes(t *testing.T) {
+	dir := t.TempDir()
+	o := testOpts(vfs.OS())
+	o.Dir, o.SegmentSize, o.MaxMessageSize = dir, 64<<20, 8<<10
+	s := mustOpen(t, o)
+	defer mustClose(t, s)
+	body := strings.Repeat("r", 4000)
+	var all []PutResult
+	for i := 0; i < 6000; i += 500 {
+		var ms []Message
+		for range 500 {
+			ms = append(ms, msg("RA", 0, body))
+		}
+		all = append(all, mustPut(t, s, ms...)...)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	seg := filepath.Join(dir, "commitlog", "00000000000000000000")
+	f, err := os.Open(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	size := s.MaxPhysOffset()
+	if err := unix.Fadvise(int(f.Fd()), 0, size, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	if n := residentBytes(t, f, size); n > 1<<20 {
+		t.Skipf("%d bytes stay resident after DONTNEED", n)
+	}
+	// The probes of a binary search for record 4321, as a search by time
+	// makes: they close in on it, the last ones within a few KiB.
+	lo, hi, probes := 0, len(all)-1, 0
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if _, err := s.StoreTimeAt(context.Background(), all[mid].PhysOffset); err != nil {
+			t.Fatal(err)
+		}
+		probes++
+		if mid < 4321 {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	// An advice has put its pages in the page cache (under read) by the
+	// time fadvise returns: no wait is needed to see them. Without one,
+	// each probe brings a page or a few.
+	if n := residentBytes(t, f, size); n > 4<<20 {
+		t.Fatalf("%d point reads (StoreTimeAt) of a binary search brought %d KiB of the segment into the page cache", probes, n>>10)
+	}
+}
+
+func residentBytes(t *testing.T, f *os.File, size int64) int64 {
+	t.Helper()
+	m, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	pg := os.Getpagesize()
+	vec := make([]byte, (len(m)+pg-1)/pg)
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatal(errno)
+	}
+	var n int64
+	for _, v := range vec {
+		if v&1 != 0 {
+			n += int64(pg)
+		}
+	}
+	return n
+}
+
+// TestReadAheadOnClosedFile (a reviewer's): advising a segment
+// whose file was closed under the reader (DropSegment) neither panics nor
+// touches another fd: os.File's RawConn.Control fails on a closed file.
+func TestReadAheadOnClosedFile(t *testing.T) {
+	f, err := vfs.OS().OpenFile(filepath.Join(t.TempDir(), "x"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 1<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	sg := &segment{f: f}
+	sg.size.Store(1 << 20)
+	f.Close()
+	for i := range int64(readAheadStreak + 2) { // a streak: the advice is reached
+		sg.readAhead(i * 4096)
+	}
+	if sg.raEnd.Load() == 0 {
+		t.Fatal("the streak never reached the advice")
+	}
+	mem := vfs.NewMem()
+	mf, err := mem.OpenFile("y", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg = &segment{f: mf}
+	for i := range int64(readAheadStreak + 2) { // not an OS file: nothing
+		sg.readAhead(i * 4096)
+	}
 }
