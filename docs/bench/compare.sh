@@ -175,13 +175,22 @@ wait_port() {
 	return 1
 }
 
-# stop_last: stop the most recently started server and wait for it.
+# stop_last: stop the most recently started server, wait for it, and
+# remove its data dir (unless KEEP=1): the rows that follow then do not
+# share the machine with the writeback of gigabytes of earlier rows' data
+# (in a run that kept them, StrataMQ's cost per single send doubled from
+# the first paired row to the last).
 stop_last() {
-	local p=${PIDS[-1]}
+	local p=${PIDS[-1]} d=${PDIRS[-1]:-}
 	kill -TERM "$p" 2>/dev/null || true
 	wait "$p" 2>/dev/null || true
 	unset 'PIDS[-1]'
+	unset 'PDIRS[-1]'
+	if [[ -n $d && ${KEEP:-0} != 1 ]]; then
+		rm -rf "$d" "$d-bucket" # (a StrataMQ data dir's default bucket is its sibling)
+	fi
 }
+PDIRS=()
 
 # peak_rss_mib PID
 peak_rss_mib() { awk '/VmHWM/ {printf "%d", $2/1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
@@ -189,9 +198,10 @@ peak_rss_mib() { awk '/VmHWM/ {printf "%d", $2/1024}' "/proc/$1/status" 2>/dev/n
 # ---- NATS ----
 S=nats://127.0.0.1:$NATS_PORT
 
-start_nats() { # $1: config file
+start_nats() { # $1: config file (<store dir>.conf)
 	nats-server -c "$1" >>"$LOG.nats-server" 2>&1 &
 	PIDS+=($!)
+	PDIRS+=("${1%.conf}")
 	wait_port "$NATS_PORT"
 }
 
@@ -309,6 +319,7 @@ start_smq() { # $1: data dir, $2: flush mode
 	"$SMQ" serve --data-dir "$1" --flush "$2" --namesrv-listen "127.0.0.1:$NS_PORT" --listen "127.0.0.1:$BROKER_PORT" \
 		--http-listen "127.0.0.1:$HTTP_PORT" --log-level warn >>"$LOG.stratamq" 2>&1 &
 	PIDS+=($!)
+	PDIRS+=("$1")
 	wait_port "$BROKER_PORT"
 	wait_port "$NS_PORT"
 	wait_port "$HTTP_PORT"
@@ -396,6 +407,7 @@ start_klite() { # $1: data dir
 	mkdir -p "$1"
 	"$KLITE" --listen "127.0.0.1:$KLITE_PORT" --data-dir "$1" --default-partitions 4 --log-level warn >>"$LOG.klite" 2>&1 &
 	PIDS+=($!)
+	PDIRS+=("$1")
 	wait_port "$KLITE_PORT"
 }
 
