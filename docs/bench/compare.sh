@@ -6,7 +6,9 @@
 #
 # Everything listens on 127.0.0.1 only, with data dirs under a fresh temp
 # dir (on disk, not tmpfs: fsync matters) that is removed at the end
-# (KEEP=1 keeps it, with the logs). Each server runs alone while measured.
+# (KEEP=1 keeps it, with the logs and every server's data; otherwise each
+# server's data dir goes when the server stops). Each server runs alone
+# while measured.
 # Installs nats-server v2.14.10 and natscli v0.5.0 with `go install` when
 # missing, and builds stratamq from this checkout's working tree, or from a
 # commit with REV=HEAD (git archive: immune to uncommitted edits), or uses
