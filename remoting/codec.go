@@ -784,6 +784,15 @@ func decodeBinaryFrameHeader(header []byte) (c *Command, ok bool) {
 		return nil, false
 	}
 	dh := decodedHeader()
+	if c, ok = binaryHeaderInto(dh, header); !ok {
+		putDecodedHeader(dh) // nothing refers to it: the slow path decodes anew
+	}
+	return c, ok
+}
+
+// binaryHeaderInto decodes header (at most inlineHeaderMax bytes) into dh,
+// whose header copy its strings alias.
+func binaryHeaderInto(dh *decodedCommandHeader, header []byte) (c *Command, ok bool) {
 	n := copy(dh.hdr[:], header)
 	b := dh.hdr[:n]
 	s := unsafe.String(&dh.hdr[0], n)

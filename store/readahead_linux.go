@@ -6,12 +6,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratamq/stratamq/infra/mmap"
+	"github.com/stratamq/stratamq/infra/vfs"
 )
 
 // adviseWillNeed starts the kernel reading [off, off+n) of f into the page
 // cache (posix_fadvise WILLNEED) without waiting for it. Files that are not
 // OS files (vfs.Mem) are left alone.
-func adviseWillNeed(f any, off, n int64) {
+func adviseWillNeed(f vfs.File, off, n int64) {
 	mf, ok := f.(mmap.File)
 	if !ok {
 		return

@@ -28,32 +28,7 @@ import (
 // over 2 MiB (8 MiB here), else it skips. TestPointReadReadsNoMegabytes is
 // the other side: one read at a scattered offset advises nothing.
 func TestReadAheadFillsThePageCache(t *testing.T) {
-	dir := t.TempDir()
-	o := testOpts(vfs.OS())
-	o.Dir, o.SegmentSize, o.MaxMessageSize = dir, 64<<20, 8<<10
-	s := mustOpen(t, o)
-	defer mustClose(t, s)
-	body := strings.Repeat("r", 4000)
-	var msgs []Message
-	for range 6000 { // ~24 MiB
-		msgs = append(msgs, msg("RA", 0, body))
-	}
-	for i := 0; i < len(msgs); i += 500 {
-		mustPut(t, s, msgs[i:i+500]...)
-	}
-	if err := s.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	seg := filepath.Join(dir, "commitlog", "00000000000000000000")
-	f, err := os.Open(seg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	size := s.MaxPhysOffset()
-	if err := unix.Fadvise(int(f.Fd()), 0, size, unix.FADV_DONTNEED); err != nil {
-		t.Fatal(err)
-	}
+	s, _, f, seg := coldSegment(t)
 	if ra := deviceReadAheadKB(t, seg); ra <= 2048 {
 		t.Skipf("the device's readahead is %d KiB: one advice reads no further than 2 MiB", ra)
 	}
@@ -78,19 +53,8 @@ func TestReadAheadFillsThePageCache(t *testing.T) {
 
 // resident reports whether the page of f at off is in the page cache.
 func resident(t *testing.T, f *os.File, off int64) bool {
-	t.Helper()
 	pg := int64(os.Getpagesize())
-	off = off / pg * pg
-	m, err := unix.Mmap(int(f.Fd()), off, int(pg), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(m)
-	var vec [1]byte
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
-		t.Fatal(errno)
-	}
-	return vec[0]&1 != 0
+	return residentBytes(t, f, off/pg*pg, pg) > 0
 }
 
 // deviceReadAheadKB is the readahead size of the block device holding
@@ -115,34 +79,9 @@ func deviceReadAheadKB(t *testing.T, path string) int {
 // probe): the probes of a binary search, closing in on a record, are no
 // streak.
 func TestPointReadReadsNoMegabytes(t *testing.T) {
-	dir := t.TempDir()
-	o := testOpts(vfs.OS())
-	o.Dir, o.SegmentSize, o.MaxMessageSize = dir, 64<<20, 8<<10
-	s := mustOpen(t, o)
-	defer mustClose(t, s)
-	body := strings.Repeat("r", 4000)
-	var all []PutResult
-	for i := 0; i < 6000; i += 500 {
-		var ms []Message
-		for range 500 {
-			ms = append(ms, msg("RA", 0, body))
-		}
-		all = append(all, mustPut(t, s, ms...)...)
-	}
-	if err := s.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	seg := filepath.Join(dir, "commitlog", "00000000000000000000")
-	f, err := os.Open(seg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	s, all, f, _ := coldSegment(t)
 	size := s.MaxPhysOffset()
-	if err := unix.Fadvise(int(f.Fd()), 0, size, unix.FADV_DONTNEED); err != nil {
-		t.Fatal(err)
-	}
-	if n := residentBytes(t, f, size); n > 1<<20 {
+	if n := residentBytes(t, f, 0, size); n > 1<<20 {
 		t.Skipf("%d bytes stay resident after DONTNEED", n)
 	}
 	// The probes of a binary search for record 4321, as a search by time
@@ -163,14 +102,16 @@ func TestPointReadReadsNoMegabytes(t *testing.T) {
 	// An advice has put its pages in the page cache (under read) by the
 	// time fadvise returns: no wait is needed to see them. Without one,
 	// each probe brings a page or a few.
-	if n := residentBytes(t, f, size); n > 4<<20 {
+	if n := residentBytes(t, f, 0, size); n > 4<<20 {
 		t.Fatalf("%d point reads (StoreTimeAt) of a binary search brought %d KiB of the segment into the page cache", probes, n>>10)
 	}
 }
 
-func residentBytes(t *testing.T, f *os.File, size int64) int64 {
+// residentBytes counts the bytes of f's pages in [off, off+n) (off a page
+// boundary) that are in the page cache (mincore).
+func residentBytes(t *testing.T, f *os.File, off, n int64) int64 {
 	t.Helper()
-	m, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	m, err := unix.Mmap(int(f.Fd()), off, int(n), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,13 +121,48 @@ func residentBytes(t *testing.T, f *os.File, size int64) int64 {
 	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
 		t.Fatal(errno)
 	}
-	var n int64
+	var in int64
 	for _, v := range vec {
 		if v&1 != 0 {
-			n += int64(pg)
+			in += int64(pg)
 		}
 	}
-	return n
+	return in
+}
+
+// coldSegment opens a store on the OS file system, writes ~24 MiB of 4 KB
+// records into its first segment, syncs them and drops the segment's
+// pages from the page cache (fadvise DONTNEED). It returns the store, the
+// records' results, the segment opened for mincore, and its path.
+func coldSegment(t *testing.T) (*Store, []PutResult, *os.File, string) {
+	t.Helper()
+	dir := t.TempDir()
+	o := testOpts(vfs.OS())
+	o.Dir, o.SegmentSize, o.MaxMessageSize = dir, 64<<20, 8<<10
+	s := mustOpen(t, o)
+	t.Cleanup(func() { mustClose(t, s) })
+	body := strings.Repeat("r", 4000)
+	var all []PutResult
+	for i := 0; i < 6000; i += 500 {
+		ms := make([]Message, 500)
+		for k := range ms {
+			ms[k] = msg("RA", 0, body)
+		}
+		all = append(all, mustPut(t, s, ms...)...)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	seg := filepath.Join(dir, "commitlog", "00000000000000000000")
+	f, err := os.Open(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := unix.Fadvise(int(f.Fd()), 0, s.MaxPhysOffset(), unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	return s, all, f, seg
 }
 
 // TestReadAheadOnClosedFile (a reviewer's): advising a segment
