@@ -16,6 +16,7 @@ import (
 )
 
 func main() {
+	keepSysmonAwake()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], environ(), os.Stdout, os.Stderr))

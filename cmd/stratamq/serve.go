@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -272,7 +273,8 @@ func startupLog(log *slog.Logger, cfg Config, bucketURL string, withNamesrv, wit
 		attrs = append(attrs, "dataDir", data, "bucket", bucketurl.Redacted(bucketURL), "role", role,
 			"cluster", cfg.Cluster, "brokerName", cfg.BrokerName, "listen", cfg.Listen, "haListen", cfg.HAListen, "flush", cfg.Flush)
 	}
-	attrs = append(attrs, "httpListen", cfg.HTTPListen)
+	attrs = append(attrs, "httpListen", cfg.HTTPListen,
+		"gomaxprocs", runtime.GOMAXPROCS(0), "sysmon", sysmonMode(os.Getenv("GODEBUG")))
 	log.Info("stratamq starting", attrs...)
 }
 
