@@ -46,6 +46,11 @@ type Command struct {
 	// without building a map or a string per value. Decoding never sets it.
 	Header ExtAppender
 
+	// sendSlots, set by the JSON decoder: nibble n (bits 4n..4n+3) of the
+	// first 16 pairs is 1 + the sendKeys slot of ext[n]'s key, or 0 when
+	// the decoder did not match it as a long send key. DecodeCommand then
+	// takes those values without looking their keys up.
+	sendSlots uint64
 	// ext holds the decoded extFields in wire order. Keys and values are
 	// substrings of one copy of the header, never of the frame buffer.
 	ext []ExtField

@@ -137,17 +137,35 @@ func FuzzJSONHeaderFastPath(f *testing.F) {
 		}
 	}
 	f.Add([]byte(`{"code":1,"extFields":{"a":1.5e3,"b":null,"c":"\u00e9\n"},"remark":null,"x":[1]}`))
+	for _, ext := range []string{
+		`{"batch":"false","bornTimestamp":"1","defaultTopic":"TBW102","defaultTopicQueueNums":"4","flag":"0","producerGroup":"g","properties":"A\u0001b\u0002","queueId":"1","reconsumeTimes":"0","sysFlag":"0","topic":"T","unitMode":"false"}`,
+		`{"bname":"b","defaultTopic":"TBW102","defaultTopicQueueNums":"4","flag":"0","producerGroup":"g","queueId":"1","sysFlag":"0","topic":"T","bornTimestamp":"1"}`,
+		`{"batch":"false","bornTimestamp":"1","defaultTopic":"T","defaultTopicQueueNums":4,"flag":"0","producerGroup":"g","queueId":"x","sysFlag":"0","topic":"T"}`,
+		`{"a":"g","b":"T","c":"TBW102","d":"4","e":"1","f":"0","g":"1","h":"0","topic":"U","n":"bn"}`,
+	} {
+		f.Add([]byte(`{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":` + ext + `}`))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fast, ok := fastHeader(b)
+		fast, ok := decodeJSONFrameHeader(b)
 		if !ok {
 			return
 		}
+		// A send header read from the decoded pairs (as the broker does,
+		// by position when the decoder matched client-go's keys) equals
+		// one read from encoding/json's map, errors included.
+		var fh, sh SendMessageRequestHeader
+		ferr := fh.DecodeCommand(fast)
+		fast.ExtMap()
 		slow, err := decodeJSONHeaderSlow(b)
 		if err != nil {
 			t.Fatalf("fast path accepted what encoding/json rejects (%v): %q", err, b)
 		}
 		if !equalCommands(fast, slow) {
 			t.Fatalf("fast path differs on %q\nfast %+v\nslow %+v", b, fast, slow)
+		}
+		serr := sh.Decode(slow.ExtFields)
+		if fh != sh || fmt.Sprint(ferr) != fmt.Sprint(serr) {
+			t.Fatalf("send header differs on %q\nfast %+v (%v)\nslow %+v (%v)", b, fh, ferr, sh, serr)
 		}
 	})
 }

@@ -1,6 +1,8 @@
 package remoting
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -99,15 +101,23 @@ func fastJSONHeaderInto(hs string, d *decodedCommand, text []byte) (c *Command, 
 		c.ext = nil
 		return c, p.end()
 	}
+	next := 0 // the key client-go writes next, in topKeys
 	for {
 		p.ws()
-		key, ok := p.str()
-		if !ok {
-			return nil, false
-		}
-		p.ws()
-		if !p.eat(':') {
-			return nil, false
+		var key string
+		ok := true
+		if next < len(topKeys) && strings.HasPrefix(p.s[p.i:], topKeyLits[next]) {
+			key = topKeys[next]
+			p.i += len(topKeyLits[next])
+			next++
+		} else {
+			if key, ok = p.str(); !ok {
+				return nil, false
+			}
+			p.ws()
+			if !p.eat(':') {
+				return nil, false
+			}
 		}
 		p.ws()
 		bit := uint8(0)
@@ -127,7 +137,7 @@ func fastJSONHeaderInto(hs string, d *decodedCommand, text []byte) (c *Command, 
 		case "extFields":
 			bit, ok = 1<<6, p.ext(c)
 		default:
-			for _, k := range [...]string{"code", "language", "version", "opaque", "flag", "remark", "extFields"} {
+			for _, k := range topKeys {
 				if strings.EqualFold(key, k) {
 					return nil, false
 				}
@@ -151,6 +161,19 @@ func fastJSONHeaderInto(hs string, d *decodedCommand, text []byte) (c *Command, 
 		return nil, false
 	}
 }
+
+// topKeys are a command's keys in the order client-go (and AppendFrame)
+// writes them; topKeyLits each with its quotes and colon, matched whole
+// before a key is scanned.
+var (
+	topKeys    = [...]string{"code", "language", "version", "opaque", "flag", "remark", "extFields"}
+	topKeyLits = func() (lits [len(topKeys)]string) {
+		for i, k := range topKeys {
+			lits[i] = `"` + k + `":`
+		}
+		return lits
+	}()
+)
 
 type jsonScanner struct {
 	s string
@@ -505,6 +528,11 @@ func (p *jsonScanner) ext(c *Command) bool {
 // brace. It stops at the start of the first pair it does not take (any
 // other form, a duplicate key, bad syntax), which ext's general loop then
 // reads or rejects.
+//
+// A long send key, written as every client writes it, is found by its
+// first four bytes and matched whole with one compare instead of scanned,
+// in any order (client-go's JSON library writes a map's keys in random
+// order); c.sendSlots records which pair holds which, for DecodeCommand.
 func (p *jsonScanner) extCompact(c *Command, seen *uint64) bool {
 	s := p.s
 	for {
@@ -512,16 +540,43 @@ func (p *jsonScanner) extCompact(c *Command, seen *uint64) bool {
 		if i >= len(s) || s[i] != '"' {
 			return false
 		}
-		i++
-		k0 := i
-		i += plainJSONLen(s[i:])
-		if i+2 >= len(s) || s[i] != '"' || s[i+1] != ':' || s[i+2] != '"' {
-			return false
+		var k string
+		slot := -1
+		if i+5 <= len(s) {
+			for _, j := range sendKeyBuckets[sendKeyBucket(load32(s[i+1:]))] {
+				if j < 0 {
+					break
+				}
+				if n := int(sendKeyWords[j].n); len(s)-i > n && sendKeyWords[j].match(s[i:]) {
+					slot, k = int(j), sendKeys[j][0]
+					i += n
+					break
+				}
+			}
 		}
-		k := s[k0:i]
-		i += 3
+		if slot < 0 {
+			i++
+			k0 := i
+			i += plainJSONLen(s[i:])
+			if i+2 >= len(s) || s[i] != '"' || s[i+1] != ':' || s[i+2] != '"' {
+				return false
+			}
+			k = s[k0:i]
+			i += 3
+		}
 		v0 := i
-		i += plainJSONLen(s[i:])
+		// plainJSONLen with its first group of eight by hand: values are
+		// mostly short, ending within it.
+		if m := uint64(0); i+8 <= len(s) {
+			m = jsonSpecial(load64(s[i:]))
+			if m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+			} else {
+				i += plainJSONLen(s[i:])
+			}
+		} else {
+			i += plainJSONLen(s[i:])
+		}
 		if i >= len(s) {
 			return false
 		}
@@ -545,6 +600,9 @@ func (p *jsonScanner) extCompact(c *Command, seen *uint64) bool {
 			p.i = start
 			return false
 		}
+		if n := len(c.ext); slot >= 0 && n < 16 {
+			c.sendSlots |= uint64(slot+1) << (4 * n)
+		}
 		c.ext = append(c.ext, ExtField{Key: k, Value: v})
 		p.i = i + 1
 		if s[i] == '}' {
@@ -552,6 +610,91 @@ func (p *jsonScanner) extCompact(c *Command, seen *uint64) bool {
 		}
 	}
 }
+
+// sendKeyLits are the long send keys (sendKeys' slots) each as a compact
+// pair's start, through the value's opening quote. sendKeyBuckets finds a
+// key's candidates by the first four bytes after its opening quote: at
+// most two share a bucket (defaultTopic and defaultTopicQueueNums share
+// their first four bytes), the longer first; -1 ends a bucket's list.
+var (
+	sendKeyLits = func() (lits [len(sendKeys)]string) {
+		for i, k := range sendKeys {
+			lits[i] = `"` + k[0] + `":"`
+		}
+		return lits
+	}()
+	sendKeyMul     uint32
+	sendKeyBuckets = func() (b [64][2]int8) {
+		// The first multiplier that leaves no bucket with three keys or
+		// with two whose first four bytes differ.
+	next:
+		for mul := uint32(0x9E3779B1); ; mul += 2 {
+			for i := range b {
+				b[i] = [2]int8{-1, -1}
+			}
+			for j, k := range sendKeys {
+				x := load32(k[0] + `"`)
+				e := &b[(x*mul)>>26]
+				switch {
+				case e[0] < 0:
+					e[0] = int8(j)
+				case e[1] < 0 && load32(sendKeys[e[0]][0]+`"`) == x:
+					e[1] = int8(j)
+					if len(k[0]) > len(sendKeys[e[0]][0]) {
+						e[0], e[1] = e[1], e[0]
+					}
+				default:
+					continue next
+				}
+			}
+			sendKeyMul = mul
+			return b
+		}
+	}()
+)
+
+// litWords is a literal of 8 to 32 bytes as 8-byte words: w[0] its
+// first eight, w[1] and w[2] the next when it is longer than 16 and 24,
+// w[3] its last eight (overlapping the others). match compares them
+// without a call.
+type litWords struct {
+	w [4]uint64
+	n uint8
+}
+
+func newLitWords(lit string) (l litWords) {
+	if len(lit) < 8 || len(lit) > 32 {
+		panic("remoting: literal of " + strconv.Itoa(len(lit)) + " bytes")
+	}
+	l.n = uint8(len(lit))
+	l.w[0], l.w[3] = load64(lit), load64(lit[len(lit)-8:])
+	if len(lit) > 16 {
+		l.w[1] = load64(lit[8:])
+	}
+	if len(lit) > 24 {
+		l.w[2] = load64(lit[16:])
+	}
+	return l
+}
+
+// match reports whether s starts with the literal; s is longer than it.
+func (l *litWords) match(s string) bool {
+	n := int(l.n)
+	return load64(s) == l.w[0] && load64(s[n-8:]) == l.w[3] &&
+		(n <= 16 || load64(s[8:]) == l.w[1]) && (n <= 24 || load64(s[16:]) == l.w[2])
+}
+
+// sendKeyWords are sendKeyLits as litWords.
+var sendKeyWords = func() (w [len(sendKeys)]litWords) {
+	for i, lit := range sendKeyLits {
+		w[i] = newLitWords(lit)
+	}
+	return w
+}()
+
+func sendKeyBucket(x uint32) uint32 { return (x * sendKeyMul) >> 26 }
+
+func load32(s string) uint32 { return binary.LittleEndian.Uint32([]byte(s[:4])) }
 
 // dupExt reports whether c.ext has key k. seen holds the extKeyHash bits
 // of the keys so far, and gets k's: a key whose bit is new cannot be a

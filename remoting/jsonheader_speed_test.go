@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -403,6 +405,94 @@ func TestRemotingJSONExtCompactHandover(t *testing.T) {
 		}
 		if err != nil || !equalCommands(fast, slow) {
 			t.Fatalf("%s: fast %+v, slow %+v (%v)", ext, fast, slow, err)
+		}
+	}
+}
+
+// BenchmarkRemotingJSONHeaderSendPooled is the server's send path for a
+// client-go header (golden: a captured one, its keys in client-go's random
+// map order; sorted: AppendFrame's): decoded into a pooled header, read
+// with DecodeCommand, recycled. It allocates nothing.
+func BenchmarkRemotingJSONHeaderSendPooled(b *testing.B) {
+	golden, err := os.ReadFile(filepath.Join(goldenDir, "010_send_message.bin"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sorted, _ := AppendFrame(nil, benchSendCommand(0))
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+	}{{"golden", golden}, {"sorted", sorted}} {
+		b.Run(tc.name, func(b *testing.B) {
+			hl := int(tc.frame[5])<<16 | int(tc.frame[6])<<8 | int(tc.frame[7])
+			header := tc.frame[8 : 8+hl]
+			b.SetBytes(int64(len(header)))
+			b.ReportAllocs()
+			for b.Loop() {
+				c, ok := decodeJSONFrameHeader(header)
+				if !ok {
+					b.Fatal("slow path")
+				}
+				var h SendMessageRequestHeader
+				if err := h.DecodeCommand(c); err != nil {
+					b.Fatal(err)
+				}
+				c.recycle = true
+				recycleHeader(c)
+			}
+		})
+	}
+}
+
+// TestRemotingJSONSendKeysBySlot: client-go's send headers (the golden
+// capture, whose keys come in its JSON library's random map order, the
+// benchmark's sorted ones, and shuffles of both) decode with every
+// extFields key matched as a long send key, so DecodeCommand takes the
+// values without looking keys up, and read the same as through the map.
+func TestRemotingJSONSendKeysBySlot(t *testing.T) {
+	golden, err := os.ReadFile(filepath.Join(goldenDir, "010_send_message.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bench, _ := AppendFrame(nil, benchSendCommand(0))
+	rng := rand.New(rand.NewPCG(1, 2))
+	for name, frame := range map[string][]byte{"golden": golden, "bench": bench} {
+		hl := int(frame[5])<<16 | int(frame[6])<<8 | int(frame[7])
+		header := string(frame[8 : 8+hl])
+		c, ok := decodeJSONFrameHeader([]byte(header))
+		if !ok {
+			t.Fatalf("%s: slow path", name)
+		}
+		var want SendMessageRequestHeader
+		if err := want.Decode(c.ExtMap()); err != nil || want.Topic == "" || want.Properties == "" {
+			t.Fatalf("%s: %+v (%v)", name, want, err)
+		}
+		// The same pairs shuffled, and with one unknown key among them.
+		open := strings.Index(header, `"extFields":{`) + len(`"extFields":{`)
+		pairs := strings.Split(header[open:len(header)-2], `","`)
+		for round := range 20 {
+			rng.Shuffle(len(pairs), func(i, j int) { pairs[i], pairs[j] = pairs[j], pairs[i] })
+			ps := slices.Clone(pairs)
+			if round%2 == 1 {
+				ps = slices.Insert(ps, rng.IntN(len(ps)+1), `x-trace":"on`)
+			}
+			for i := range ps {
+				ps[i] = `"` + strings.Trim(ps[i], `"`) + `"`
+			}
+			h := header[:open] + strings.Join(ps, ",") + "}}"
+			c, ok := decodeJSONFrameHeader([]byte(h))
+			if !ok {
+				t.Fatalf("%s: slow path for %s", name, h)
+			}
+			for n, e := range c.ext {
+				if slot := int(c.sendSlots>>(4*n)&15) - 1; (slot < 0) != (e.Key == "x-trace") || slot >= 0 && sendKeys[slot][0] != e.Key {
+					t.Fatalf("%s: pair %d %q has slot %d in %s", name, n, e.Key, slot, h)
+				}
+			}
+			var got SendMessageRequestHeader
+			if err := got.DecodeCommand(c); err != nil || got != want {
+				t.Fatalf("%s: %+v (%v), want %+v, for %s", name, got, err, want, h)
+			}
 		}
 	}
 }
