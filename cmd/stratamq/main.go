@@ -83,6 +83,10 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		fmt.Fprintf(stderr, "stratamq %s: %v\n", cmd, err)
 		return 2
 	}
+	if err := checkSysmonEnv(environ); err != nil {
+		fmt.Fprintf(stderr, "stratamq %s: %v\n", cmd, err)
+		return 2
+	}
 	haSecretFromEnv(&cfg, environ)
 	if err := initAuthUserFromEnv(&cfg, environ); err != nil {
 		fmt.Fprintf(stderr, "stratamq %s: %v\n", cmd, err)

@@ -48,8 +48,11 @@ func TestReadmeConfigurationTable(t *testing.T) {
 			t.Errorf("STRATAMQ_%s: %s gives the default %q, the config struct `%s`", s.Env, ref, strings.TrimSpace(cell), s.Default)
 		}
 	}
+	// Read from the environment before any flag is parsed: the re-exec
+	// that keeps Go's system monitor awake (sysmon.go).
+	envOnly := map[string]bool{strings.TrimPrefix(sysmonEnv, "STRATAMQ_"): true}
 	for env := range table {
-		if _, ok := byEnv[env]; !ok {
+		if _, ok := byEnv[env]; !ok && !envOnly[env] {
 			t.Errorf("%s's configuration table lists STRATAMQ_%s, which no command reads", ref, env)
 		}
 	}

@@ -1,6 +1,9 @@
 package main
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // sysmonAwakeTrace is the GODEBUG schedtrace period (ms) that keeps the Go
 // runtime's system monitor out of its deep sleep: any schedtrace above zero
@@ -9,9 +12,20 @@ import "strings"
 // 24.8 days of the host's monotonic clock.
 const sysmonAwakeTrace = "schedtrace=2147483647"
 
-// sysmonEnv is the knob: "default" leaves the runtime as it is, anything
-// else ("", "auto") keeps the monitor awake where it pays.
+// sysmonEnv is the knob: "auto" (or unset) keeps the monitor awake where
+// it pays, "default" leaves the runtime as it is; checkSysmonEnv refuses
+// anything else.
 const sysmonEnv = "STRATAMQ_SYSMON"
+
+// checkSysmonEnv reports a bad STRATAMQ_SYSMON value.
+func checkSysmonEnv(environ map[string]string) error {
+	switch v := environ[sysmonEnv]; v {
+	case "", "auto", "default":
+		return nil
+	default:
+		return fmt.Errorf("%s=%q: want auto or default", sysmonEnv, v)
+	}
+}
 
 // sysmonAwakeEnv returns the environment to re-execute a serving process
 // (args, env; procs is its GOMAXPROCS) with so that the runtime's system monitor never deep-sleeps, or nil when
@@ -43,7 +57,7 @@ func sysmonAwakeEnv(args, env []string, procs int) []string {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
 		case sysmonEnv:
-			if v == "default" {
+			if v != "" && v != "auto" { // "default", or a bad value run() refuses
 				return nil
 			}
 		case "GODEBUG":

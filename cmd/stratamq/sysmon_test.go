@@ -29,6 +29,7 @@ func TestSysmonAwakeEnv(t *testing.T) {
 		{"no command", []string{"stratamq"}, base, 2, ""},
 		{"opt out", []string{"stratamq", "serve"}, append(slices.Clone(base), sysmonEnv+"=default"), 2, ""},
 		{"auto", []string{"stratamq", "serve"}, append(slices.Clone(base), sysmonEnv+"=auto"), 2, sysmonAwakeTrace},
+		{"bad value", []string{"stratamq", "serve"}, append(slices.Clone(base), sysmonEnv+"=off"), 2, ""},
 		{"other GODEBUG kept", []string{"stratamq", "serve"}, append(slices.Clone(base), "GODEBUG=madvdontneed=1"), 2,
 			"madvdontneed=1," + sysmonAwakeTrace},
 		{"empty GODEBUG", []string{"stratamq", "serve"}, append(slices.Clone(base), "GODEBUG="), 2, sysmonAwakeTrace},
@@ -60,6 +61,21 @@ func TestSysmonAwakeEnv(t *testing.T) {
 				t.Fatalf("re-executes with %q, want GODEBUG=%s once and the rest unchanged", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestSysmonEnvBadValue: a STRATAMQ_SYSMON other than auto or default is
+// refused with a clear error before anything starts.
+func TestSysmonEnvBadValue(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(t.Context(), []string{"serve", "--data-dir", t.TempDir()}, map[string]string{sysmonEnv: "off"}, &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), `STRATAMQ_SYSMON="off": want auto or default`) {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	for _, v := range []string{"", "auto", "default"} {
+		if err := checkSysmonEnv(map[string]string{sysmonEnv: v}); err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
 	}
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cold replay at the bucket's speed (issue 12 item 3): how fast a new
+# Cold replay at the bucket's speed: how fast a new
 # consumer group replays history that lives only in the bucket, next to how
 # fast the same bucket serves the same objects to a plain GET loop.
 #

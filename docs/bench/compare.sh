@@ -17,7 +17,7 @@
 # taken from KLITE_BIN; SKIP_KLITE=1 leaves it out. Its load generator is
 # docs/bench/kafkaload (a separate Go module: franz-go, acks=all).
 #
-# What each side does (issue 15: say it, the numbers are not like for
+# What each side does (said plainly: the numbers are not like for
 # like everywhere):
 #   - `nats bench js pub async --batch=N` publishes single messages, one
 #     per PUB, with up to N unacknowledged at a time: N is a window, not a

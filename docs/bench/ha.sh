@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ack latency sync_master adds (issue 10): in one run, on this machine,
+# The ack latency sync_master adds: in one run, on this machine,
 # `stratamq bench produce` against
 #   async  `stratamq serve` as async_master (no slave), and
 #   sync   `stratamq serve` as sync_master + a `stratamq broker` slave

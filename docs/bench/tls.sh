@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What TLS and the ACL cost the send path (issue 14): in one run, on this
+# What TLS and the ACL cost the send path: in one run, on this
 # machine, `stratamq bench produce` against
 #   plain  `stratamq serve` (STRATAMQ_TLS_MODE unset: plain TCP), and
 #   acl    `stratamq serve` with STRATAMQ_ACL_FILE (every request signed and
