@@ -65,7 +65,7 @@ func sealAndUpload(t *testing.T, b *Broker, topic string, end int64) {
 		t.Fatal(err)
 	}
 	b.tier.Uploader().Notify()
-	waitCond(t, 20*time.Second, topic+" uploaded", func() bool {
+	waitCond(t, 60*time.Second, topic+" uploaded", func() bool {
 		ends, err := b.tier.UploadedEnds(context.Background())
 		return err == nil && ends[compaction.QueueKey{Topic: topic, QueueID: 0}] == end
 	})
@@ -122,7 +122,7 @@ func TestCompactedRetriedListingKeepsItsGeneration(t *testing.T) {
 	if !ok || listed.Base != 2500 {
 		t.Fatalf("setup: listed %+v", listed)
 	}
-	waitCond(t, 20*time.Second, "bucket retention deletes the covered segments", func() bool {
+	waitCond(t, 60*time.Second, "bucket retention deletes the covered segments", func() bool {
 		return len(bucketSegmentBases(t, bucket)) < segs
 	})
 	time.Sleep(1200 * time.Millisecond) // Grace
@@ -215,7 +215,7 @@ func TestCompactedPopDeadLetterKeepsTheMessage(t *testing.T) {
 	sendCompacted(t, cl, addr, "Conf", "v", 2500, 40, 700)
 	sealAndUpload(t, b, "Conf", 2500)
 	ctx := context.Background()
-	waitCond(t, 20*time.Second, "Conf compacted and its covered segments deleted", func() bool {
+	waitCond(t, 60*time.Second, "Conf compacted and its covered segments deleted", func() bool {
 		p, ok, _ := b.compactPoint(ctx, "Conf", 0)
 		return ok && p == 2500 && len(bucketSegmentBases(t, bucket)) <= 1
 	})
