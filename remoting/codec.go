@@ -390,17 +390,6 @@ func plainJSONLen(s string) int {
 	return n
 }
 
-// plainJSONAt is i plus plainJSONLen(s[i:]), the first group of eight
-// tested inline: most header strings end within it.
-func plainJSONAt(s string, i int) int {
-	if i+8 <= len(s) {
-		if m := jsonSpecial(load64(s[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
-	}
-	return i + plainJSONLen(s[i:])
-}
-
 func load64(s string) uint64 { return binary.LittleEndian.Uint64([]byte(s[:8])) }
 
 // jsonSpecial sets the high bit of each byte of x (little-endian) that is

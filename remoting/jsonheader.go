@@ -565,7 +565,7 @@ func (p *jsonScanner) extCompact(c *Command, seen *uint64) bool {
 			i += 3
 		}
 		v0 := i
-		// plainJSONLen with its first group of eight by hand: values are
+		// plainJSONLen with its first group of eight inline: values are
 		// mostly short, ending within it.
 		if m := uint64(0); i+8 <= len(s) {
 			m = jsonSpecial(load64(s[i:]))
@@ -628,7 +628,7 @@ var (
 		// The first multiplier that leaves no bucket with three keys or
 		// with two whose first four bytes differ.
 	next:
-		for mul := uint32(0x9E3779B1); ; mul += 2 {
+		for mul := uint32(0x9E3779B1); mul < 0x9E3779B1+2<<16; mul += 2 {
 			for i := range b {
 				b[i] = [2]int8{-1, -1}
 			}
@@ -650,8 +650,12 @@ var (
 			sendKeyMul = mul
 			return b
 		}
+		panic("remoting: no multiplier spreads the send keys over sendKeyBuckets")
 	}()
 )
+
+// A pair's sendSlots nibble holds 1 + a sendKeys slot.
+var _ [15 - len(sendKeys)]struct{}
 
 // litWords is a literal of 8 to 32 bytes as 8-byte words: w[0] its
 // first eight, w[1] and w[2] the next when it is longer than 16 and 24,
