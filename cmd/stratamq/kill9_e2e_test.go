@@ -10,11 +10,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2"
 	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/stratamq/stratamq/tier/upload"
 )
@@ -59,6 +62,23 @@ func startBinaryCmd(t *testing.T, bin, sub string, env map[string]string) *binar
 	go func() { b.exited <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	return b
+}
+
+// sendRefusedForLease sends msg, again while the broker refuses it because
+// its 2 s lease's renewal came late (it stops acknowledging until it
+// renews: the send was not acknowledged, so a client sends it again), for
+// at most 30 s.
+func sendRefusedForLease(t *testing.T, p rocketmq.Producer, msg *primitive.Message) (*primitive.SendResult, error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := p.SendSync(context.Background(), msg)
+		if err == nil || !strings.Contains(err.Error(), "could not renew its bucket lease in time") || time.Now().After(deadline) {
+			return res, err
+		}
+		t.Logf("send refused while the lease renewal was late, sending again: %v", err)
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // TestE2EKill9FreshDiskNoReuse: kill -9 a broker, wipe its disk, start a
@@ -108,7 +128,7 @@ func TestE2EKill9FreshDiskNoReuse(t *testing.T) {
 		for j := range body {
 			body[j] = byte(rng.UintN(256))
 		}
-		res, err := p.SendSync(context.Background(), msgWithID(topic, i, body))
+		res, err := sendRefusedForLease(t, p, msgWithID(topic, i, body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +273,7 @@ func TestE2EKill9FreshDiskNoReuse(t *testing.T) {
 
 	p2 := newClientProducer(t, ns)
 	for i := 0; i < 20; i++ {
-		res, err := p2.SendSync(context.Background(), msgWithID(topic, 100000+i, []byte("after the loss")))
+		res, err := sendRefusedForLease(t, p2, msgWithID(topic, 100000+i, []byte("after the loss")))
 		if err != nil {
 			t.Fatalf("send after restore: %v\n%s", err, second.logs.String())
 		}
