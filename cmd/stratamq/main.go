@@ -12,11 +12,11 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/stratamq/stratamq/infra/sysmon"
 	"github.com/stratamq/stratamq/store"
 )
 
 func main() {
-	keepSysmonAwake()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], environ(), os.Stdout, os.Stderr))
@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		fmt.Fprintf(stderr, "stratamq %s: %v\n", cmd, err)
 		return 2
 	}
-	if err := checkSysmonEnv(environ); err != nil {
+	if err := sysmon.CheckEnv(environ[sysmon.Env]); err != nil {
 		fmt.Fprintf(stderr, "stratamq %s: %v\n", cmd, err)
 		return 2
 	}

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/stratamq/stratamq/infra/sysmon"
 )
 
 // configRows parses the rows of a configuration table in a markdown file:
@@ -49,8 +51,8 @@ func TestReadmeConfigurationTable(t *testing.T) {
 		}
 	}
 	// Read from the environment before any flag is parsed: the re-exec
-	// that keeps Go's system monitor awake (sysmon.go).
-	envOnly := map[string]bool{strings.TrimPrefix(sysmonEnv, "STRATAMQ_"): true}
+	// that keeps Go's system monitor awake (infra/sysmon).
+	envOnly := map[string]bool{strings.TrimPrefix(sysmon.Env, "STRATAMQ_"): true}
 	for env := range table {
 		if _, ok := byEnv[env]; !ok && !envOnly[env] {
 			t.Errorf("%s's configuration table lists STRATAMQ_%s, which no command reads", ref, env)

@@ -26,6 +26,7 @@ import (
 	"github.com/stratamq/stratamq/broker"
 	"github.com/stratamq/stratamq/console"
 	"github.com/stratamq/stratamq/console/history"
+	"github.com/stratamq/stratamq/infra/sysmon"
 	"github.com/stratamq/stratamq/namesrv"
 	"github.com/stratamq/stratamq/proxy"
 	"github.com/stratamq/stratamq/remoting"
@@ -274,7 +275,7 @@ func startupLog(log *slog.Logger, cfg Config, bucketURL string, withNamesrv, wit
 			"cluster", cfg.Cluster, "brokerName", cfg.BrokerName, "listen", cfg.Listen, "haListen", cfg.HAListen, "flush", cfg.Flush)
 	}
 	attrs = append(attrs, "httpListen", cfg.HTTPListen,
-		"gomaxprocs", runtime.GOMAXPROCS(0), "sysmon", sysmonMode(os.Getenv("GODEBUG")))
+		"gomaxprocs", runtime.GOMAXPROCS(0), "sysmon", sysmon.Mode(os.Getenv("GODEBUG")))
 	log.Info("stratamq starting", attrs...)
 }
 
