@@ -46,8 +46,10 @@ func Mode(godebug string) string {
 // deep-sleeps on a futex, and the first system call after the idle spell
 // must wake it (a futex wake and, on a VM, an IPI), after which it polls
 // every 20 µs until the next idle spell. Kept awake, it backs off to one
-// wake-up every 10 ms. On two vCPUs this took 8-15 % off the broker's CPU
-// per message for single sends and end-to-end runs (docs/benchmarks.md).
+// wake-up every 10 ms. On two vCPUs this took 10-14 % off the broker's CPU
+// per message end to end (a message at a time) and up to 8 % off pipelined
+// single sends, depending on how often the process idled between batches
+// (docs/benchmarks.md).
 //
 // Not with one P: the same monitor hands a P held by a blocking system
 // call (an fsync, a cold read) to other goroutines, and with one P and the
