@@ -131,7 +131,7 @@ func TestE2EACLSecretsNeverLeak(t *testing.T) {
 	got := map[string]bool{}
 	c, err := consumer.NewPushConsumer(consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.nsAddr})),
 		consumer.WithGroupName(group), consumer.WithCredentials(user), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
-		consumer.WithInstance(uniqueName(t, "ci")))
+		consumer.WithInstance(uniqueName(t, "ci")), noSpanFlowControl)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -499,6 +499,7 @@ func (r *chaosRun) startConsumer() {
 		rmqconsumer.WithGroupName("chaos-G"),
 		rmqconsumer.WithInstance("chaos-c"),
 		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
+		noSpanFlowControl,
 	)
 	if err != nil {
 		r.t.Fatal(err)

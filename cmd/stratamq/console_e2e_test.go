@@ -116,7 +116,7 @@ func TestConsoleChromium(t *testing.T) {
 	var consumed atomic.Int64
 	c, err := rocketmq.NewPushConsumer(rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.nsAddr})),
 		rmqconsumer.WithGroupName(group), rmqconsumer.WithInstance("console-billing"),
-		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset))
+		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset), noSpanFlowControl)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,7 @@ func startArrivalConsumer(t *testing.T, ns, group, topic string, a *arrivals, ha
 		rmqconsumer.WithGroupName(group),
 		rmqconsumer.WithInstance(uniqueName(t, "ci")),
 		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
+		noSpanFlowControl,
 	}, opts...)
 	c, err := rmqconsumer.NewPushConsumer(all...)
 	if err != nil {

@@ -78,7 +78,7 @@ func TestServeHoldsRoutesUntilItsBrokerRegistered(t *testing.T) {
 	go func() {
 		c, err := rocketmq.NewPushConsumer(rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.nsAddr})),
 			rmqconsumer.WithGroupName(uniqueName(t, "G")), rmqconsumer.WithInstance("held"),
-			rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset))
+			rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset), noSpanFlowControl)
 		if err == nil {
 			err = c.Subscribe(topic, rmqconsumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
 				for range msgs {
