@@ -364,7 +364,7 @@ func startConsumer(t *testing.T, nsAddr, group, topic string, c primitive.Creden
 		consumer.WithInstance(group),
 		// No flow control by offset span: its warning races inside the
 		// official client (see cmd/stratamq's noSpanFlowControl).
-		consumer.WithConsumeConcurrentlyMaxSpan(1<<30))
+		consumer.WithConsumeConcurrentlyMaxSpan(65535))
 	if err != nil {
 		t.Fatal(err)
 	}
