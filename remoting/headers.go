@@ -139,21 +139,16 @@ func (h *SendMessageRequestHeader) DecodeCommand(req *Command) error {
 		return h.Decode(req.ExtFields)
 	}
 	var f sendFields
-	if slots := req.sendSlots; slots != 0 {
-		for n, e := range req.ext {
-			if i := int(slots>>(4*n)&15) - 1; n < 16 && i >= 0 {
-				// The decoder matched e.Key as sendKeys[i]'s long key.
-				if f.has[0]&(1<<i) == 0 {
-					f.val[0][i] = e.Value
-					f.has[0] |= 1 << i
-				}
-				continue
+	for n, e := range req.ext {
+		// A nibble of sendSlots (0 past the 16th pair) says the decoder
+		// matched e.Key as sendKeys[i]'s long key.
+		if i := int(req.sendSlots>>(4*n)&15) - 1; i >= 0 {
+			if f.has[0]&(1<<i) == 0 {
+				f.val[0][i] = e.Value
+				f.has[0] |= 1 << i
 			}
-			f.add(e.Key, e.Value)
+			continue
 		}
-		return h.decode(&f)
-	}
-	for _, e := range req.ext {
 		f.add(e.Key, e.Value)
 	}
 	return h.decode(&f)

@@ -567,13 +567,12 @@ func (p *jsonScanner) extCompact(c *Command, seen *uint64) bool {
 		v0 := i
 		// plainJSONLen with its first group of eight inline: values are
 		// mostly short, ending within it.
-		if m := uint64(0); i+8 <= len(s) {
+		var m uint64
+		if i+8 <= len(s) {
 			m = jsonSpecial(load64(s[i:]))
-			if m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-			} else {
-				i += plainJSONLen(s[i:])
-			}
+		}
+		if m != 0 {
+			i += bits.TrailingZeros64(m) >> 3
 		} else {
 			i += plainJSONLen(s[i:])
 		}
@@ -611,18 +610,11 @@ func (p *jsonScanner) extCompact(c *Command, seen *uint64) bool {
 	}
 }
 
-// sendKeyLits are the long send keys (sendKeys' slots) each as a compact
-// pair's start, through the value's opening quote. sendKeyBuckets finds a
+// sendKeyBuckets finds a
 // key's candidates by the first four bytes after its opening quote: at
 // most two share a bucket (defaultTopic and defaultTopicQueueNums share
 // their first four bytes), the longer first; -1 ends a bucket's list.
 var (
-	sendKeyLits = func() (lits [len(sendKeys)]string) {
-		for i, k := range sendKeys {
-			lits[i] = `"` + k[0] + `":"`
-		}
-		return lits
-	}()
 	sendKeyMul     uint32
 	sendKeyBuckets = func() (b [64][2]int8) {
 		// The first multiplier that leaves no bucket with three keys or
@@ -688,10 +680,11 @@ func (l *litWords) match(s string) bool {
 		(n <= 16 || load64(s[8:]) == l.w[1]) && (n <= 24 || load64(s[16:]) == l.w[2])
 }
 
-// sendKeyWords are sendKeyLits as litWords.
+// sendKeyWords are the long send keys (sendKeys' slots) each as a compact
+// pair's start, through the value's opening quote.
 var sendKeyWords = func() (w [len(sendKeys)]litWords) {
-	for i, lit := range sendKeyLits {
-		w[i] = newLitWords(lit)
+	for i, k := range sendKeys {
+		w[i] = newLitWords(`"` + k[0] + `":"`)
 	}
 	return w
 }()
