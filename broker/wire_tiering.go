@@ -164,6 +164,10 @@ func (s tierStore) SegmentLayout(base int64) ([]store.LayoutRun, error) {
 
 func (s tierStore) ReleaseIndexPlan(base int64) { s.b.store.ReleaseIndexPlan(base) }
 
+func (s tierStore) SegmentBytes(base int64) ([]byte, func(), bool) {
+	return s.b.store.SegmentBytes(base)
+}
+
 func (s tierStore) SyncThrough(off int64) error { return s.b.store.SyncThrough(off) }
 
 // tierPending is the part of the log not in the bucket (Tiering.PendingRange).

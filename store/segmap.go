@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/stratamq/stratamq/infra/mmap"
 )
@@ -39,6 +41,10 @@ type sealedMapping struct {
 	sg      *segment
 	data    []byte // the segment's bytes [0, size)
 	touched byte   // keeps the loads of touchLines
+	// refs counts the holders of data: this sealedMapping until its close,
+	// and each borrow (SegmentBytes) until its release; the last one
+	// unmaps it.
+	refs *atomic.Int32
 }
 
 // mapSealed maps the sealed segment sg's file (its size bytes). It
@@ -57,14 +63,31 @@ func mapSealed(sg *segment) *sealedMapping {
 	if err != nil {
 		return nil
 	}
-	return &sealedMapping{sg: sg, data: data}
+	m := &sealedMapping{sg: sg, data: data, refs: new(atomic.Int32)}
+	m.refs.Store(1)
+	return m
 }
 
-// close unmaps the segment.
+// close gives up this holder's reference (it is idempotent): the segment
+// is unmapped once no borrow holds it either.
 func (m *sealedMapping) close() {
 	if m != nil && m.data != nil {
-		mmap.Unmap(m.data)
+		unref(m.data, m.refs)
 		m.data = nil
+	}
+}
+
+// borrow returns the mapped bytes and a release (idempotent) that keeps
+// them mapped until it is called, whatever becomes of m.
+func (m *sealedMapping) borrow() ([]byte, func()) {
+	data, refs := m.data, m.refs
+	refs.Add(1)
+	return data, sync.OnceFunc(func() { unref(data, refs) })
+}
+
+func unref(data []byte, refs *atomic.Int32) {
+	if refs.Add(-1) == 0 {
+		mmap.Unmap(data)
 	}
 }
 

@@ -220,3 +220,63 @@ func TestSegmentLayoutTooManyRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// mappingsOf counts the mappings of path in this process.
+func mappingsOf(t *testing.T, path string) int {
+	t.Helper()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skip("no /proc/self/maps:", err)
+	}
+	return bytes.Count(maps, []byte(" "+path+"\n"))
+}
+
+// TestSegmentBytesLendsTheLayoutMapping: the uploader copies a segment's
+// frames from the mapping SegmentLayout left in the index plan, not a
+// mapping of its own. The lent bytes are the file's; they stay mapped
+// after the index build took the plan and gave its mapping up, until the
+// lender's release (idempotent) unmaps them; with no plan left there is
+// nothing to lend.
+func TestSegmentBytesLendsTheLayoutMapping(t *testing.T) {
+	s := sealedOnDisk(t, 11, 60)
+	sg := s.SealedSegments()[0]
+	want, err := os.ReadFile(sg.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := s.SegmentBytes(sg.Base); ok {
+		t.Fatal("bytes lent before any layout scan")
+	}
+	if _, err := s.SegmentLayout(sg.Base); err != nil {
+		t.Fatal(err)
+	}
+	if n := mappingsOf(t, sg.Path); n != 1 {
+		t.Fatalf("%d mappings of the segment after its layout, want 1", n)
+	}
+	data, release, ok := s.SegmentBytes(sg.Base)
+	if !ok || !bytes.Equal(data, want) {
+		t.Fatalf("lent %d bytes (ok %v), want the segment's %d", len(data), ok, len(want))
+	}
+	if n := mappingsOf(t, sg.Path); n != 1 {
+		t.Fatalf("%d mappings of the segment while lent, want 1", n)
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := s.WriteSegmentIndex(sg.Base, f); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := s.SegmentBytes(sg.Base); ok {
+		t.Fatal("bytes lent after the index build took the plan")
+	}
+	if n := mappingsOf(t, sg.Path); n != 1 || !bytes.Equal(data, want) {
+		t.Fatalf("after the index build: %d mappings, want the lent one still mapped", n)
+	}
+	release()
+	release()
+	if n := mappingsOf(t, sg.Path); n != 0 {
+		t.Fatalf("%d mappings of the segment after the release, want 0", n)
+	}
+}

@@ -8,7 +8,9 @@ import "sync"
 // build's first pass (each queue's run, indexPass1) and leaves it, with
 // the segment's mapping, as an index plan the build takes instead of
 // mapping and scanning the segment again: two scans of the segment for
-// both instead of three, one mapping instead of two. A plan is taken
+// both instead of three, one mapping instead of two (and the uploader
+// copies the segment's frames from that mapping too: SegmentBytes). A
+// plan is taken
 // once, only by the build of the whole segment it was made from (the
 // same *segment: a sealed segment's bytes never change); the second pass
 // still checks every record, body CRC included, and that the records
@@ -98,6 +100,27 @@ func (s *Store) dropIndexPlans(keep func(sg *segment) bool) {
 // the build ran (an encode that failed before it leaves the plan).
 func (s *Store) ReleaseIndexPlan(base int64) {
 	s.dropIndexPlans(func(sg *segment) bool { return sg.base != base })
+}
+
+// SegmentBytes lends the read-only mapping of the sealed segment at base
+// that SegmentLayout left in its index plan, so the uploader copies the
+// segment's frames from the pages the layout's scan mapped instead of
+// mapping the file again (each mapping of a 256 MiB segment costs ~40 ms
+// of page-table work, set up and torn down). The bytes are the segment's
+// whole file and stay mapped until release is called (it is idempotent),
+// whatever becomes of the plan; a fault reading them (the file cut under
+// the mapping) must be guarded (infra/mmap.Guard). ok is false when there
+// is no plan for base, or its segment was read, not mapped.
+func (s *Store) SegmentBytes(base int64) (data []byte, release func(), ok bool) {
+	s.plans.mu.Lock()
+	defer s.plans.mu.Unlock()
+	for _, p := range s.plans.ps {
+		if p.sg.base == base && p.mp != nil && p.mp.data != nil {
+			data, release = p.mp.borrow()
+			return data, release, true
+		}
+	}
+	return nil, nil, false
 }
 
 // indexPass1 is the first pass of an index build: each queue's final run

@@ -65,6 +65,7 @@ type Store interface {
 	WriteSegmentIndex(base int64, f store.SegmentIndexFile) (int64, error)
 	SegmentLayout(base int64) ([]store.LayoutRun, error)
 	ReleaseIndexPlan(base int64)
+	SegmentBytes(base int64) (data []byte, release func(), ok bool)
 	SyncThrough(off int64) error
 }
 

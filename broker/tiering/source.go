@@ -193,16 +193,25 @@ func (t *Tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentRea
 		}
 		layout = segmentLayout(runs)
 	}
-	f, err := t.cfg.FS.OpenFile(s.Name, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, fmt.Errorf("broker: open segment %s: %w", s.Name, err)
-	}
 	// The layout's scan left an index plan (its mapping) for the index
 	// build; closing the segment releases it if no build took it (an
 	// encode that failed before its sections).
 	release := func() {}
 	if layout != nil {
 		release = func() { t.st.ReleaseIndexPlan(s.Base) }
+		// The frames are copied from that mapping too: one mapping of the
+		// segment for the layout, the frames and the index.
+		if data, unmap, ok := t.st.SegmentBytes(s.Base); ok && int64(len(data)) >= s.Length {
+			m := segfile.Borrowed(data[:s.Length], unmap)
+			return &mappedSegment{MappedFile: m, layout: layout, release: release}, nil
+		} else if ok {
+			unmap()
+		}
+	}
+	f, err := t.cfg.FS.OpenFile(s.Name, os.O_RDONLY, 0)
+	if err != nil {
+		release()
+		return nil, fmt.Errorf("broker: open segment %s: %w", s.Name, err)
 	}
 	if m := mapSegment(f, s.Length); m != nil {
 		f.Close() // the mapping keeps the file's pages

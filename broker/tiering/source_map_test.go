@@ -58,6 +58,13 @@ func TestOpenMapsSealedSegment(t *testing.T) {
 	if !ok || !bytes.Equal(m.MappedBytes(), want) {
 		t.Fatalf("Open gave %T (mapped %v), want a mapping of the segment's bytes", r, ok)
 	}
+	// The layout's scan mapped the segment; the frames are read from that
+	// same mapping, not a second one.
+	if maps, err := os.ReadFile("/proc/self/maps"); err == nil {
+		if n := bytes.Count(maps, []byte(" "+sg.Path+"\n")); n != 1 {
+			t.Fatalf("%d mappings of the segment, want 1", n)
+		}
+	}
 	l, ok := r.(upload.Layouter)
 	if !ok || len(l.Layout()) < 4 {
 		t.Fatal("no queue-major layout")

@@ -90,10 +90,11 @@
 // After a frame stored raw, the Writer first compresses a sample of the
 // next frame (8 pieces of 8 KiB spread over it) and stores the frame raw
 // without compressing it whole when the sample saves less than an eighth
-// too; a few such frames are compressed whole anyway to check the
-// samples, and one that saves proves them wrong for the input and turns
-// sampling off (sample.go). Incompressible segments then cost about a
-// tenth of a compression instead of one; the format is the same.
+// too; a few such frames are checked whole (an S2 estimate of the whole
+// frame, then zstd if that saves), and one that saves proves the samples
+// wrong for the input and turns sampling off (sample.go). Incompressible
+// segments then cost a few hundredths of a compression instead of one;
+// the format is the same.
 //
 // # Mapped input
 //

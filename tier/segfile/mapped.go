@@ -73,6 +73,14 @@ func MapFile(f mmap.File, size int64) (*MappedFile, error) {
 	return &MappedFile{data: data, unmap: mmap.Unmap}, nil
 }
 
+// Borrowed wraps bytes mapped by someone else (a read-only mapping of a
+// file that another owner keeps, lent until release is called) as a
+// MappedFile: its reads are guarded the same way, and Close calls
+// release instead of unmapping.
+func Borrowed(data []byte, release func()) *MappedFile {
+	return &MappedFile{data: data, unmap: func([]byte) error { release(); return nil }}
+}
+
 // Close unmaps the file. It is idempotent.
 func (m *MappedFile) Close() error {
 	data, unmap := m.data, m.unmap

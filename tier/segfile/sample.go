@@ -1,5 +1,7 @@
 package segfile
 
+import "github.com/klauspost/compress/s2"
+
 // Raw-frame sampling: after a frame was stored raw (FlagRaw), the next
 // frame of at least sampleMinFrame bytes is first judged by a sample:
 // samplePieces pieces of samplePiece bytes spread evenly over it (64
@@ -16,13 +18,18 @@ package segfile
 // 1 KiB JSON bodies: 81% vs 82%). What a sample cannot see is redundancy
 // only between bytes further apart than a piece (the same random 20 KiB
 // body sent again and again). So some frames a sample would skip are
-// compressed whole anyway, to check: the 2nd, then the 4th after it, the
-// 8th, and every sampleCheckEvery-th from then on; if one saves
-// 1/RawSavingDiv or more, the samples were wrong for this input and the
-// Writer compresses every frame from then on. Such input loses at most
-// the saving of the frames stored raw before that check (one frame when
-// it starts right after the first raw frame, up to sampleCheckEvery-1
-// later on).
+// checked whole: the 2nd, then the 4th after it, the 8th, and every
+// sampleCheckEvery-th from then on. A check first estimates the whole
+// frame's saving with S2's match finder (s2.EstimateBlockSize: it finds
+// repeats anywhere in the frame, at about a quarter of zstd's cost on
+// such input, and writes nothing); only when that saves 1/RawSavingDiv or
+// more is the frame compressed whole with zstd, and if zstd saves that
+// much too, the samples were wrong for this input and the Writer
+// compresses every frame from then on. Such input loses at most the
+// saving of the frames stored raw before that check (one frame when it
+// starts right after the first raw frame, up to sampleCheckEvery-1 later
+// on). Redundancy the estimate cannot see is entropy alone (hex or
+// base64 text), which the samples do see: zstd compresses them.
 const (
 	sampleMinFrame   = 256 << 10
 	samplePieces     = 8
@@ -32,23 +39,34 @@ const (
 
 // skipCompress reports whether the frame being built is to be stored raw
 // without compressing it whole: the last frame was stored raw, and this
-// one's sample saves less than 1/RawSavingDiv (except every
-// such frames compressed to check the samples).
+// one's sample saves less than 1/RawSavingDiv, and, when the frame is
+// due for a check, so does the estimate of the whole frame.
 func (w *Writer) skipCompress() bool {
 	w.sampled = false
 	if !w.lastRaw || w.noSkip || len(w.buf) < sampleMinFrame || w.sampleSaves() {
 		return false
 	}
 	if w.skipped+1 >= min(2<<w.checks, sampleCheckEvery) {
-		w.sampled = true // check this one
-		return false
+		if wholeSaves(w.buf) {
+			w.sampled = true // compressed whole: checked decides
+			return false
+		}
+		w.skipped = -1 // checked; flush counts this frame
+		w.checks++
 	}
 	return true
 }
 
+// wholeSaves reports whether S2's estimate of b's compressed size saves
+// 1/RawSavingDiv or more.
+func wholeSaves(b []byte) bool {
+	n := s2.EstimateBlockSize(b) // -1: saves nothing
+	return n >= 0 && n < len(b)-len(b)/RawSavingDiv
+}
+
 // checked takes the outcome of a frame compressed whole: a frame the
-// sample would have skipped that zstd shrank enough proves the samples
-// wrong for this input.
+// sample would have skipped, whose estimate saved enough, that zstd
+// shrank enough proves the samples wrong for this input.
 func (w *Writer) checked(raw bool) {
 	if w.sampled {
 		w.skipped = 0

@@ -60,10 +60,13 @@ func TestSampledRawFrames(t *testing.T) {
 		name    string
 		data    []byte
 		skipped bool
+		whole   int // frames compressed whole
 	}{
-		{"records", records(rng, 40<<20), true},
-		{"json", json, false},
-		{"records then json", append(records(rng, 8<<20), json...), true},
+		// The first frame; the checks' estimates save too little.
+		{"records", records(rng, 40<<20), true, 1},
+		{"json", json, false, 8},
+		// The first frame, the first JSON one (its sample saves) and on.
+		{"records then json", append(records(rng, 8<<20), json...), true, 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want, _ := encodeCounting(t, tc.data, false)
@@ -77,7 +80,10 @@ func TestSampledRawFrames(t *testing.T) {
 					raw++
 				}
 			}
-			t.Logf("%d frames, %d raw, %d skipped since the last check, noSkip %v", len(w.Footer().Frames), raw, w.skipped, w.noSkip)
+			t.Logf("%d frames, %d raw, %d compressed whole, %d skipped since the last check, noSkip %v", len(w.Footer().Frames), raw, w.whole, w.skipped, w.noSkip)
+			if w.whole != tc.whole {
+				t.Fatalf("%d frames compressed whole, want %d", w.whole, tc.whole)
+			}
 			if w.noSkip {
 				t.Fatal("a sample was found wrong")
 			}
@@ -95,8 +101,8 @@ func TestSampledRawFrames(t *testing.T) {
 // apart than a sample's pieces fools the sample after raw frames: a 276
 // KiB random block repeated puts the eight 8 KiB pieces of a 2 MiB
 // frame 20 KiB apart in the block, so they share nothing, while the
-// frame holds seven copies of it. The next check compresses such a frame
-// whole, finds it saves, and every later frame is compressed: the checks
+// frame holds seven copies of it. The next check estimates such a frame
+// whole, compresses it, finds it saves, and every later frame is compressed: the checks
 // come early (the 2nd, then the 4th skipped frame after it...), so here
 // two frames are stored raw that would have compressed.
 func TestSampleWrongTurnsSamplingOff(t *testing.T) {

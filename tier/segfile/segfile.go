@@ -378,6 +378,7 @@ type Writer struct {
 	checks  int    // frames a sample would have skipped compressed whole to check it
 	sampled bool   // the frame being flushed was sampled and would have been skipped
 	noSkip  bool   // a check found a sample wrong: compress every frame
+	whole   int    // frames compressed whole
 }
 
 // NewWriter returns a Writer that writes the object to w.
@@ -487,6 +488,7 @@ func (w *Writer) flush() error {
 		w.skipped++
 	} else {
 		w.out = w.enc.EncodeAll(w.buf, w.out[:0])
+		w.whole++
 		stored = w.out
 		if len(w.out) >= len(w.buf)-len(w.buf)/RawSavingDiv {
 			stored, raw = w.buf, true // see FlagRaw
