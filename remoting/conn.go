@@ -665,9 +665,7 @@ func (c *Conn) readLoop() {
 		if extMap {
 			cmd.ExtMap()
 		}
-		if reuse {
-			cmd.frame = f.pooled
-		}
+		keepFrame(cmd, &f, reuse)
 		c.owner.dispatch(c, cmd)
 	}
 }
@@ -863,6 +861,24 @@ func (c *Conn) readFrame(br *bufio.Reader) (frameBuf, error) {
 		f.grow(next, c.poolFrames)
 		size = next
 	}
+}
+
+// keepFrame settles the pooled buffer f a request was read into: the
+// request holds it until it is handled when its handler lets the server
+// recycle it (reuse); a request without a body gives it back at once, as
+// nothing of the request aliases it (its header strings are copies), so
+// pulls, heartbeats and offset commits do not each leave a buffer to the
+// collector; otherwise the body aliases it and it stays the request's.
+func keepFrame(cmd *Command, f *frameBuf, reuse bool) {
+	switch {
+	case f.pooled == nil:
+	case reuse:
+		cmd.frame = f.pooled
+	case len(cmd.Body) == 0:
+		putFrame(f.pooled)
+		f.b = nil
+	}
+	f.pooled = nil
 }
 
 // frameReadError is a frame cut short: by EOF or by a deadline.
