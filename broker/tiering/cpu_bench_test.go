@@ -13,7 +13,9 @@ package tiering_test
 // memory). core-s/GiB is the process's CPU time (user + system,
 // getrusage) from the Tiering's start until the segment counts as
 // uploaded, per GiB of segment; wall time is not used (the machine is
-// shared). Bodies are random bytes ("random": stored raw) or JSON-like
+// shared). The "s3" bucket is a versitygw process on loopback (skipped
+// without the binary): its CPU is not counted, the client's (the SDK's
+// signing and HTTP) is. Bodies are random bytes ("random": stored raw) or JSON-like
 // order events ("json": about 5x compressible). BENCH_TIER_PROFILE=path
 // writes a CPU profile of each measured part to path.<kind>-<bucket>.<n>;
 // BENCH_TIER_DIR=dir keeps the stores there for the next run.
@@ -36,6 +38,8 @@ import (
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/localfs"
+	"github.com/stratamq/stratamq/tier/s3"
+	"github.com/stratamq/stratamq/tier/tiertest"
 	"github.com/stratamq/stratamq/tier/upload"
 )
 
@@ -172,7 +176,7 @@ func BenchmarkTierCPU(b *testing.B) {
 		segMiB = 256
 	}
 	for _, kind := range []string{"random", "json"} {
-		for _, bk := range []string{"file", "mem"} {
+		for _, bk := range []string{"file", "mem", "s3"} {
 			b.Run(kind+"/"+bk, func(b *testing.B) {
 				root := b.TempDir()
 				stDir := filepath.Join(root, "store")
@@ -188,12 +192,15 @@ func BenchmarkTierCPU(b *testing.B) {
 				for b.Loop() {
 					i++
 					var bucket tier.Bucket = tier.NewMem()
-					if bk == "file" {
+					switch bk {
+					case "file":
 						lb, err := localfs.New(filepath.Join(root, fmt.Sprintf("bucket%d", i)), localfs.Options{})
 						if err != nil {
 							b.Fatal(err)
 						}
 						bucket = lb
+					case "s3":
+						bucket = versityBucket(b)
 					}
 					t, err := tiering.New(tiering.Config{Bucket: bucket, FS: vfs.OS(), DataDir: filepath.Join(root, fmt.Sprintf("data%d", i)),
 						Layout: "queue", LocalRetention: 1 << 40, SegmentMaxAge: time.Hour, SegmentSize: int64(segMiB) << 20},
@@ -239,4 +246,20 @@ func BenchmarkTierCPU(b *testing.B) {
 			})
 		}
 	}
+}
+
+// versityBucket is a bucket on a versitygw process started for b.
+func versityBucket(b *testing.B) tier.Bucket {
+	endpoint, ak, sk := tiertest.StartVersityGW(b)
+	bkt, err := s3.New(context.Background(), s3.Config{
+		Bucket: tiertest.BucketName(b), Region: "us-east-1", Endpoint: endpoint, AccessKey: ak, SecretKey: sk,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { bkt.Close() })
+	if err := bkt.EnsureBucket(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return bkt
 }
