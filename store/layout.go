@@ -37,9 +37,12 @@ var errTooManyRuns = errors.New("store: too many layout runs")
 // local segment; a segment that is not sealed is refused.
 //
 // It reads the segment once, from a read-only mapping where it can
-// (segmap.go), and leaves the first pass of the segment's index build
-// with that mapping for the WriteSegmentIndex that follows (segplan.go:
-// at most maxIndexPlans kept).
+// (segmap.go), checking every record's body CRC, and leaves the index
+// build's passes (each queue's run and entries) with that mapping for the
+// WriteSegmentIndex that follows (segplan.go: at most maxIndexPlans kept).
+// A record that fails its checks ends the layout's queue runs there; the
+// rest of the segment is its last group, and no plan is left (the build
+// then reads the segment itself, and refuses it).
 func (s *Store) SegmentLayout(base int64) ([]LayoutRun, error) {
 	t := *s.segs.Load()
 	i := slices.IndexFunc(t, func(sg *segment) bool { return sg.base == base })
@@ -71,10 +74,15 @@ func (s *Store) SegmentLayout(base int64) ([]LayoutRun, error) {
 		buf = make([]byte, segIndexScanBuf)
 	}
 	// The index build's first pass, for the build that follows (segplan.go).
+	// It also collects every dispatched record's entry, and checks the
+	// body CRCs (reading each byte of the segment, as the index build's
+	// second pass would): the build then places the entries without a
+	// second scan.
 	p1 := newIndexPass1()
+	p1.collected = true
 	var p1err error
 	var queues []*idxQueue // by group: its queue's run in p1 (nil: no dispatched record yet)
-	valid, err := scanSealed(mp, sg, base, buf, false, func(m *recordMeta) error {
+	valid, err := scanSealed(mp, sg, base, buf, true, func(m *recordMeta) error {
 		if total > MaxLayoutRuns {
 			return errTooManyRuns // log order: the rest need not be read
 		}
@@ -105,7 +113,9 @@ func (s *Store) SegmentLayout(base int64) ([]LayoutRun, error) {
 				q, seen = p1.queue(m.topic, m.queueID), false
 				queues[g] = q
 			}
-			p1err = q.span1(m.queueOffset, seen)
+			if p1err = q.span1(m.queueOffset, seen); p1err == nil {
+				p1.collect(q, m.queueOffset, cqEntry{phys: m.physOffset, size: m.size, tags: s.tagsCode(m)})
+			}
 		}
 		off := m.physOffset - base
 		rs := runs[g]

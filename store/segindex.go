@@ -197,6 +197,16 @@ type idxQueue struct {
 	bufAt        int64   // queue offset of buf's first entry
 	q            *cqueue // local consumequeue for tags codes (nil: none, or deleted)
 	crc          uint32
+	// ents are the queue's entries in log order when the layout's scan
+	// collected them (indexPass1.collect): the build places them without
+	// a second scan of the segment.
+	ents []planEntry
+}
+
+// planEntry is one dispatched record as pass 2 places it.
+type planEntry struct {
+	qoff int64
+	e    cqEntry
 }
 
 // span1 is pass 1's step for a record at queue offset qoff.
@@ -477,17 +487,12 @@ func (s *Store) WriteSegmentIndexPart(base, from, to int64, f SegmentIndexFile) 
 		}
 	}
 
-	// Pass 2: every entry (and blank) at its place.
+	// Pass 2: every entry (and blank) at its place: from the entries the
+	// layout's scan collected (it checked every record, body CRC
+	// included, and that they end where the segment does), or from a
+	// second scan of the segment.
 	var e [cqEntrySize]byte
-	err = scan(true, func(m *recordMeta) error {
-		r := last
-		if r == nil || r.k.id != m.queueID || r.k.topic != string(m.topic) {
-			if r = runs[string(m.topic)][m.queueID]; r == nil {
-				return corruptf("queue %s/%d appeared between two scans", m.topic, m.queueID)
-			}
-			last = r
-		}
-		qoff := m.queueOffset
+	place := func(r *idxQueue, qoff int64, ce cqEntry) error {
 		switch {
 		case !r.started || qoff < r.cfirst:
 			r.started, r.cfirst = true, qoff
@@ -497,11 +502,34 @@ func (s *Store) WriteSegmentIndexPart(base, from, to int64, f SegmentIndexFile) 
 			}
 		}
 		r.cend = qoff + 1
-		putEntry(e[:], cqEntry{phys: m.physOffset, size: m.size, tags: s.tagsCode(m)})
+		putEntry(e[:], ce)
 		return r.put(f, qoff, 1, e[:])
-	})
-	if err != nil {
-		return 0, err
+	}
+	if plan != nil && plan.p1.collected {
+		for _, d := range dir {
+			if r := d.run; r != nil {
+				for _, pe := range r.ents {
+					if err := place(r, pe.qoff, pe.e); err != nil {
+						return 0, err
+					}
+				}
+				r.ents = nil
+			}
+		}
+	} else {
+		err = scan(true, func(m *recordMeta) error {
+			r := last
+			if r == nil || r.k.id != m.queueID || r.k.topic != string(m.topic) {
+				if r = runs[string(m.topic)][m.queueID]; r == nil {
+					return corruptf("queue %s/%d appeared between two scans", m.topic, m.queueID)
+				}
+				last = r
+			}
+			return place(r, m.queueOffset, cqEntry{phys: m.physOffset, size: m.size, tags: s.tagsCode(m)})
+		})
+		if err != nil {
+			return 0, err
+		}
 	}
 	for _, d := range dir {
 		r := d.run

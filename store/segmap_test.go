@@ -43,7 +43,9 @@ func withoutMapping(fn func()) {
 // single-pass oracle's blob, over segments with gaps, rewritten queue
 // offsets and undispatched transactions; an index built after the
 // segment's layout (from the first pass the layout's scan left, its
-// mapping too) is the same blob, and takes that plan.
+// mapping too, and the entries it collected) is the same blob, and takes
+// that plan; so is one whose plan holds no entries (a segment of more
+// than maxPlanEntries records), built with a second scan.
 func TestSealedScansMappedMatchRead(t *testing.T) {
 	for seed := range uint64(4) {
 		s := sealedOnDisk(t, seed, 300)
@@ -58,14 +60,22 @@ func TestSealedScansMappedMatchRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			layoutThenIndex := func() ([]LayoutRun, []byte) {
+			layoutThenIndex := func(collected bool) ([]LayoutRun, []byte) {
 				runs, err := s.SegmentLayout(sg.base)
 				if err != nil {
 					t.Fatal(err)
 				}
 				plan := s.takeIndexPlan(sg)
-				if plan == nil || (plan.mp != nil) == noSegmentMap {
-					t.Fatalf("seed %d segment %d: the layout left no plan (or a wrong mapping)", seed, sg.base)
+				if plan == nil || (plan.mp != nil) == noSegmentMap || !plan.p1.collected {
+					t.Fatalf("seed %d segment %d: the layout left no plan (or a wrong mapping, or no entries)", seed, sg.base)
+				}
+				if !collected {
+					plan.p1.collected = false
+					for _, byID := range plan.p1.runs {
+						for _, r := range byID {
+							r.ents = nil
+						}
+					}
 				}
 				s.putIndexPlan(plan)
 				idx, err := s.BuildSegmentIndex(sg.base)
@@ -77,11 +87,12 @@ func TestSealedScansMappedMatchRead(t *testing.T) {
 				}
 				return runs, idx
 			}
-			mapped, mappedIdx := layoutThenIndex()
+			mapped, mappedIdx := layoutThenIndex(true)
+			_, scannedIdx := layoutThenIndex(false)
 			var read []LayoutRun
 			var readIdx []byte
-			withoutMapping(func() { read, readIdx = layoutThenIndex() })
-			if !slices.Equal(mapped, read) || !slices.Equal(mappedIdx, readIdx) || !slices.Equal(mappedIdx, alone) {
+			withoutMapping(func() { read, readIdx = layoutThenIndex(true) })
+			if !slices.Equal(mapped, read) || !slices.Equal(mappedIdx, readIdx) || !slices.Equal(mappedIdx, alone) || !slices.Equal(scannedIdx, alone) {
 				t.Fatalf("seed %d segment %d: mapped layout or index differ from the read ones, or from the index built alone", seed, sg.base)
 			}
 		}

@@ -5,21 +5,23 @@ import "sync"
 // Index plans: SegmentLayout scans a whole sealed segment for the
 // uploader, which then builds the same segment's index (WriteSegmentIndex)
 // once it has encoded its bytes. The layout's scan also does the index
-// build's first pass (each queue's run, indexPass1) and leaves it, with
-// the segment's mapping, as an index plan the build takes instead of
-// mapping and scanning the segment again: two scans of the segment for
-// both instead of three, one mapping instead of two (and the uploader
-// copies the segment's frames from that mapping too: SegmentBytes). A
-// plan is taken
-// once, only by the build of the whole segment it was made from (the
-// same *segment: a sealed segment's bytes never change); the second pass
-// still checks every record, body CRC included, and that the records
-// end where the segment does.
+// build's work: each queue's run (indexPass1), every dispatched record's
+// entry (collect), and the checks of every record, body CRC included, and
+// that the records end where the segment does. It leaves them, with the
+// segment's mapping, as an index plan the build takes instead of mapping
+// and scanning the segment again: one scan of the segment for the layout
+// and the index instead of three, one mapping (and the uploader copies the
+// segment's frames from that mapping too: SegmentBytes). A segment of more
+// than maxPlanEntries records keeps no entries in its plan; its build
+// scans the segment a second time for them. A plan is taken once, only by
+// the build of the whole segment it was made from (the same *segment: a
+// sealed segment's bytes never change).
 //
 // Memory: at most maxIndexPlans plans are kept (the uploader's workers
 // each hold one segment); a new one pushes out the oldest, unmapping it.
 // A plan holds a few hundred bytes per queue with records in its segment
-// (as the first pass does) and a read-only mapping of page cache pages
+// (as the first pass does), 32 bytes per record (at most maxPlanEntries)
+// and a read-only mapping of page cache pages
 // (their page tables: 2 KiB per MiB mapped).
 const maxIndexPlans = 2
 
@@ -130,6 +132,34 @@ type indexPass1 struct {
 	runs map[string]map[int32]*idxQueue
 	n    int // queues
 	last *idxQueue
+	// collected: every dispatched record's entry is in its queue's ents
+	// (collect), so the build needs no second scan; false once the
+	// segment holds more than maxPlanEntries of them.
+	collected bool
+	nents     int
+}
+
+// maxPlanEntries bounds the entries a plan collects (32 bytes each: 32
+// MiB). A 256 MiB segment of records of 256 bytes or more stays within
+// it; a segment of smaller ones is scanned a second time by its build.
+const maxPlanEntries = 1 << 20
+
+// collect keeps the entry of a dispatched record at queue offset qoff in
+// q, the record's queue, while within maxPlanEntries.
+func (p *indexPass1) collect(q *idxQueue, qoff int64, e cqEntry) {
+	if !p.collected {
+		return
+	}
+	if p.nents++; p.nents > maxPlanEntries {
+		p.collected = false
+		for _, byID := range p.runs {
+			for _, r := range byID {
+				r.ents = nil
+			}
+		}
+		return
+	}
+	q.ents = append(q.ents, planEntry{qoff: qoff, e: e})
 }
 
 func newIndexPass1() *indexPass1 {
