@@ -198,9 +198,27 @@ type idxQueue struct {
 	q            *cqueue // local consumequeue for tags codes (nil: none, or deleted)
 	crc          uint32
 	// ents are the queue's entries in log order when the layout's scan
-	// collected them (indexPass1.collect): the build places them without
-	// a second scan of the segment.
-	ents []planEntry
+	// collected them (indexPass1.collect), in chunks (appending never
+	// copies them): the build places them without a second scan of the
+	// segment.
+	ents  []*[planChunk]planEntry
+	nents int
+}
+
+// planChunk is the entries of one chunk of idxQueue.ents (32 KiB).
+const planChunk = 1024
+
+// eachEnt calls fn for r's collected entries in order.
+func (r *idxQueue) eachEnt(fn func(pe *planEntry) error) error {
+	for i, c := range r.ents {
+		n := min(r.nents-i*planChunk, planChunk)
+		for j := range n {
+			if err := fn(&c[j]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // planEntry is one dispatched record as pass 2 places it.
@@ -508,12 +526,10 @@ func (s *Store) WriteSegmentIndexPart(base, from, to int64, f SegmentIndexFile) 
 	if plan != nil && plan.p1.collected {
 		for _, d := range dir {
 			if r := d.run; r != nil {
-				for _, pe := range r.ents {
-					if err := place(r, pe.qoff, pe.e); err != nil {
-						return 0, err
-					}
+				if err := r.eachEnt(func(pe *planEntry) error { return place(r, pe.qoff, pe.e) }); err != nil {
+					return 0, err
 				}
-				r.ents = nil
+				r.ents, r.nents = nil, 0
 			}
 		}
 	} else {

@@ -73,7 +73,7 @@ func TestSealedScansMappedMatchRead(t *testing.T) {
 					plan.p1.collected = false
 					for _, byID := range plan.p1.runs {
 						for _, r := range byID {
-							r.ents = nil
+							r.ents, r.nents = nil, 0
 						}
 					}
 				}
@@ -289,5 +289,42 @@ func TestSegmentBytesLendsTheLayoutMapping(t *testing.T) {
 	release()
 	if n := mappingsOf(t, sg.Path); n != 0 {
 		t.Fatalf("%d mappings of the segment after the release, want 0", n)
+	}
+}
+
+// TestSegmentLayoutPlanEntriesCap: a segment with more dispatched records
+// than maxPlanEntries leaves a plan without entries (none kept, once the
+// cap is crossed mid-scan), and its index, built with a second scan, is
+// the one built alone.
+func TestSegmentLayoutPlanEntriesCap(t *testing.T) {
+	s := sealedOnDisk(t, 5, 300)
+	sg := (*s.segs.Load())[0]
+	alone, err := s.BuildSegmentIndex(sg.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(n int) { maxPlanEntries = n }(maxPlanEntries)
+	maxPlanEntries = 3
+	if _, err := s.SegmentLayout(sg.base); err != nil {
+		t.Fatal(err)
+	}
+	plan := s.takeIndexPlan(sg)
+	if plan == nil || plan.p1.collected || plan.p1.nents <= maxPlanEntries {
+		t.Fatalf("plan %+v: want one that crossed the cap and kept no entries", plan)
+	}
+	for _, byID := range plan.p1.runs {
+		for _, r := range byID {
+			if r.ents != nil || r.nents != 0 {
+				t.Fatalf("queue %v kept %d entries past the cap", r.k, r.nents)
+			}
+		}
+	}
+	s.putIndexPlan(plan)
+	idx, err := s.BuildSegmentIndex(sg.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(idx, alone) {
+		t.Fatal("the index built after a capped layout differs from the one built alone")
 	}
 }

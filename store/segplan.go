@@ -142,7 +142,9 @@ type indexPass1 struct {
 // maxPlanEntries bounds the entries a plan collects (32 bytes each: 32
 // MiB). A 256 MiB segment of records of 256 bytes or more stays within
 // it; a segment of smaller ones is scanned a second time by its build.
-const maxPlanEntries = 1 << 20
+//
+// A variable only so tests can cross it with a few records.
+var maxPlanEntries = 1 << 20
 
 // collect keeps the entry of a dispatched record at queue offset qoff in
 // q, the record's queue, while within maxPlanEntries.
@@ -154,12 +156,16 @@ func (p *indexPass1) collect(q *idxQueue, qoff int64, e cqEntry) {
 		p.collected = false
 		for _, byID := range p.runs {
 			for _, r := range byID {
-				r.ents = nil
+				r.ents, r.nents = nil, 0
 			}
 		}
 		return
 	}
-	q.ents = append(q.ents, planEntry{qoff: qoff, e: e})
+	if q.nents%planChunk == 0 {
+		q.ents = append(q.ents, new([planChunk]planEntry))
+	}
+	q.ents[len(q.ents)-1][q.nents%planChunk] = planEntry{qoff: qoff, e: e}
+	q.nents++
 }
 
 func newIndexPass1() *indexPass1 {
