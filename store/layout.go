@@ -113,7 +113,7 @@ func (s *Store) SegmentLayout(base int64) ([]LayoutRun, error) {
 				q, seen = p1.queue(m.topic, m.queueID), false
 				queues[g] = q
 			}
-			if p1err = q.span1(m.queueOffset, seen); p1err == nil {
+			if p1err = q.span1(m.queueOffset, seen); p1err == nil && p1.collected {
 				p1.collect(q, m.queueOffset, cqEntry{phys: m.physOffset, size: m.size, tags: s.tagsCode(m)})
 			}
 		}

@@ -199,20 +199,18 @@ type idxQueue struct {
 	crc          uint32
 	// ents are the queue's entries in log order when the layout's scan
 	// collected them (indexPass1.collect), in chunks (appending never
-	// copies them): the build places them without a second scan of the
-	// segment.
-	ents  []*[planChunk]planEntry
-	nents int
+	// copies more than the first one): the build places them without a
+	// second scan of the segment.
+	ents [][]planEntry
 }
 
-// planChunk is the entries of one chunk of idxQueue.ents (32 KiB).
+// planChunk is the entries of a whole chunk of idxQueue.ents (32 KiB).
 const planChunk = 1024
 
 // eachEnt calls fn for r's collected entries in order.
 func (r *idxQueue) eachEnt(fn func(pe *planEntry) error) error {
-	for i, c := range r.ents {
-		n := min(r.nents-i*planChunk, planChunk)
-		for j := range n {
+	for _, c := range r.ents {
+		for j := range c {
 			if err := fn(&c[j]); err != nil {
 				return err
 			}
@@ -354,11 +352,13 @@ func (s *Store) BuildSegmentIndexPart(base, from, to int64) ([]byte, error) {
 // the entries at their places, checking every record's body CRC) and
 // reads the entries back to add tags codes and CRCs, so its memory is a
 // fixed buffer plus a few hundred bytes per queue, whatever the segment
-// holds. On the operating system's filesystem both scans read one
+// holds (after SegmentLayout, whose plan may hold the entries: see
+// segplan.go). On the operating system's filesystem both scans read one
 // read-only mapping of the segment file instead of a 1 MiB buffer
 // (segmap.go), with the same checks; after SegmentLayout of the same
 // segment, the first pass and the mapping are the ones its scan left
-// (segplan.go), and only the second pass reads the segment.
+// (segplan.go), and the second pass reads the segment only when the plan
+// holds no entries (and checks no CRC: the layout's scan did).
 func (s *Store) WriteSegmentIndex(base int64, f SegmentIndexFile) (size int64, err error) {
 	return s.WriteSegmentIndexPart(base, base, -1, f)
 }
@@ -529,11 +529,12 @@ func (s *Store) WriteSegmentIndexPart(base, from, to int64, f SegmentIndexFile) 
 				if err := r.eachEnt(func(pe *planEntry) error { return place(r, pe.qoff, pe.e) }); err != nil {
 					return 0, err
 				}
-				r.ents, r.nents = nil, 0
+				r.ents = nil
 			}
 		}
 	} else {
-		err = scan(true, func(m *recordMeta) error {
+		// A plan's layout scan checked every body CRC already.
+		err = scan(plan == nil, func(m *recordMeta) error {
 			r := last
 			if r == nil || r.k.id != m.queueID || r.k.topic != string(m.topic) {
 				if r = runs[string(m.topic)][m.queueID]; r == nil {

@@ -73,7 +73,7 @@ func TestSealedScansMappedMatchRead(t *testing.T) {
 					plan.p1.collected = false
 					for _, byID := range plan.p1.runs {
 						for _, r := range byID {
-							r.ents, r.nents = nil, 0
+							r.ents = nil
 						}
 					}
 				}
@@ -314,8 +314,8 @@ func TestSegmentLayoutPlanEntriesCap(t *testing.T) {
 	}
 	for _, byID := range plan.p1.runs {
 		for _, r := range byID {
-			if r.ents != nil || r.nents != 0 {
-				t.Fatalf("queue %v kept %d entries past the cap", r.k, r.nents)
+			if r.ents != nil {
+				t.Fatalf("queue %v kept %d chunks of entries past the cap", r.k, len(r.ents))
 			}
 		}
 	}
@@ -326,5 +326,36 @@ func TestSegmentLayoutPlanEntriesCap(t *testing.T) {
 	}
 	if !slices.Equal(idx, alone) {
 		t.Fatal("the index built after a capped layout differs from the one built alone")
+	}
+}
+
+// TestSegmentLayoutPlanEntriesMemory: a plan's collected entries take
+// memory in proportion to the records, not to the queues: a queue's first
+// chunk grows from a few entries (a segment may hold thousands of queues
+// of a record or two each), so the entries' capacity stays within twice
+// their number plus a few per queue.
+func TestSegmentLayoutPlanEntriesMemory(t *testing.T) {
+	s := sealedOnDisk(t, 6, 300)
+	sg := (*s.segs.Load())[0]
+	if _, err := s.SegmentLayout(sg.base); err != nil {
+		t.Fatal(err)
+	}
+	plan := s.takeIndexPlan(sg)
+	if plan == nil || !plan.p1.collected {
+		t.Fatal("no plan with entries")
+	}
+	defer plan.mp.close()
+	n, c, queues := 0, 0, 0
+	for _, byID := range plan.p1.runs {
+		for _, r := range byID {
+			queues++
+			for _, ch := range r.ents {
+				n += len(ch)
+				c += cap(ch)
+			}
+		}
+	}
+	if n != plan.p1.nents || c > 2*n+4*queues {
+		t.Fatalf("%d entries (%d counted) in chunks of %d capacity over %d queues", n, plan.p1.nents, c, queues)
 	}
 }

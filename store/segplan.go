@@ -140,32 +140,36 @@ type indexPass1 struct {
 }
 
 // maxPlanEntries bounds the entries a plan collects (32 bytes each: 32
-// MiB). A 256 MiB segment of records of 256 bytes or more stays within
+// MiB, and a few more bytes per queue for the start of its first chunk). A 256 MiB segment of records of 256 bytes or more stays within
 // it; a segment of smaller ones is scanned a second time by its build.
 //
 // A variable only so tests can cross it with a few records.
 var maxPlanEntries = 1 << 20
 
 // collect keeps the entry of a dispatched record at queue offset qoff in
-// q, the record's queue, while within maxPlanEntries.
+// q, the record's queue, while within maxPlanEntries (p.collected).
 func (p *indexPass1) collect(q *idxQueue, qoff int64, e cqEntry) {
-	if !p.collected {
-		return
-	}
 	if p.nents++; p.nents > maxPlanEntries {
 		p.collected = false
 		for _, byID := range p.runs {
 			for _, r := range byID {
-				r.ents, r.nents = nil, 0
+				r.ents = nil
 			}
 		}
 		return
 	}
-	if q.nents%planChunk == 0 {
-		q.ents = append(q.ents, new([planChunk]planEntry))
+	// A queue's first chunk grows from a few entries (a segment may hold
+	// thousands of queues of a record or two); the next ones are whole.
+	last := len(q.ents) - 1
+	if last < 0 || len(q.ents[last]) == cap(q.ents[last]) && cap(q.ents[last]) >= planChunk {
+		n := planChunk
+		if last < 0 {
+			n = 4
+		}
+		q.ents = append(q.ents, make([]planEntry, 0, n))
+		last++
 	}
-	q.ents[len(q.ents)-1][q.nents%planChunk] = planEntry{qoff: qoff, e: e}
-	q.nents++
+	q.ents[last] = append(q.ents[last], planEntry{qoff: qoff, e: e})
 }
 
 func newIndexPass1() *indexPass1 {

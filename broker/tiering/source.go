@@ -135,7 +135,8 @@ const queueIndexPattern = "queueindex-*.tmp"
 // nothing is kept per pending segment. One index is built and held at a
 // time; on the real filesystem it is built into a file in the spool dir
 // (store.WriteSegmentIndex: a fixed buffer and a few hundred bytes per
-// queue of heap, whatever the segment holds), else in memory.
+// queue of heap, whatever the segment holds, plus the entries the
+// layout's scan collected for it, at most 32 MiB), else in memory.
 func (t *Tiering) Open(ctx context.Context, s upload.Segment) (upload.SegmentReader, error) {
 	if s.Kind == upload.KindCommitLog {
 		// Never upload what the local log could still lose (a sealed

@@ -19,22 +19,28 @@ import "github.com/klauspost/compress/s2"
 // only between bytes further apart than a piece (the same random 20 KiB
 // body sent again and again). So some frames a sample would skip are
 // checked whole: the 2nd, then the 4th after it, the 8th, and every
-// sampleCheckEvery-th from then on. A check first estimates the whole
-// frame's saving with S2's match finder (s2.EstimateBlockSize: it finds
-// repeats anywhere in the frame, at about a quarter of zstd's cost on
-// such input, and writes nothing); only when that saves 1/RawSavingDiv or
-// more is the frame compressed whole with zstd, and if zstd saves that
-// much too, the samples were wrong for this input and the Writer
-// compresses every frame from then on. Such input loses at most the
-// saving of the frames stored raw before that check (one frame when it
-// starts right after the first raw frame, up to sampleCheckEvery-1 later
-// on). Redundancy the estimate cannot see is entropy alone (hex or
-// base64 text), which the samples do see: zstd compresses them.
+// sampleCheckEvery-th from then on. The first three checks compress the
+// frame with zstd. A later one first estimates the whole frame's saving
+// with S2's match finder (s2.EstimateBlockSize: it finds most repeats
+// anywhere in the frame, at about a quarter of zstd's cost on such input,
+// and writes nothing) and compresses with zstd only when that saves
+// 1/RawSavingDiv or more, except every zstdCheckEvery-th, which zstd
+// compresses whatever the estimate says: the estimate's small hash table
+// misses some repeats of random blocks hundreds of KiB apart. When zstd
+// saves that much on a checked frame, the samples were wrong for this
+// input and the Writer compresses every frame from then on. Such input
+// loses at most the saving of the frames stored raw before that check:
+// one frame when it starts right after the first raw frame, up to
+// sampleCheckEvery-1 later on when the estimate sees its redundancy, up to
+// zstdCheckEvery*sampleCheckEvery-1 when only zstd does. Redundancy the
+// estimate cannot see at all is entropy alone (hex or base64 text), which
+// the samples see: zstd compresses them.
 const (
 	sampleMinFrame   = 256 << 10
 	samplePieces     = 8
 	samplePiece      = 8 << 10
 	sampleCheckEvery = 16
+	zstdCheckEvery   = 4
 )
 
 // skipCompress reports whether the frame being built is to be stored raw
@@ -47,7 +53,7 @@ func (w *Writer) skipCompress() bool {
 		return false
 	}
 	if w.skipped+1 >= min(2<<w.checks, sampleCheckEvery) {
-		if wholeSaves(w.buf) {
+		if w.checks < 3 || w.checks%zstdCheckEvery == 3 || wholeSaves(w.buf) {
 			w.sampled = true // compressed whole: checked decides
 			return false
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -28,8 +29,15 @@ func records(rng *rand.Rand, n int) []byte {
 // the Writer (its sampling state), with sampling on or off.
 func encodeCounting(t *testing.T, data []byte, sampling bool) ([]byte, *Writer) {
 	t.Helper()
+	return encodeFrames(t, data, sampling, 0)
+}
+
+// encodeFrames is encodeCounting with frames of frameSize bytes (0: the
+// default).
+func encodeFrames(t *testing.T, data []byte, sampling bool, frameSize int) ([]byte, *Writer) {
+	t.Helper()
 	var obj bytes.Buffer
-	w, err := NewWriter(&obj, Options{})
+	w, err := NewWriter(&obj, Options{FrameSize: frameSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,11 +70,12 @@ func TestSampledRawFrames(t *testing.T) {
 		skipped bool
 		whole   int // frames compressed whole
 	}{
-		// The first frame; the checks' estimates save too little.
-		{"records", records(rng, 40<<20), true, 1},
+		// The first frame and the first three checks (zstd's).
+		{"records", records(rng, 40<<20), true, 4},
 		{"json", json, false, 8},
-		// The first frame, the first JSON one (its sample saves) and on.
-		{"records then json", append(records(rng, 8<<20), json...), true, 9},
+		// The first frame, the first check, and the JSON frames (the
+		// first one's sample saves).
+		{"records then json", append(records(rng, 8<<20), json...), true, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want, _ := encodeCounting(t, tc.data, false)
@@ -139,4 +148,61 @@ func TestSampleWrongTurnsSamplingOff(t *testing.T) {
 	whole, _ := encodeCounting(t, data, false)
 	obj, _ := encodeCounting(t, data, true)
 	t.Logf("%d frames, %d stored raw by a wrong sample; object %d bytes, %d compressing every frame", len(frames), wrong, len(obj), len(whole))
+}
+
+// TestSampleChecksEstimateThenZstd: past the first three checks, a check
+// compresses a frame with zstd only when S2's estimate of it saves, or
+// when it is every zstdCheckEvery-th check. Incompressible records in
+// 120 frames (the first, then checks at the 3rd, 7th, 15th, 31st... frame)
+// cost zstd on the first frame, the first three checks and the 4th and
+// 8th (frames 31 and 95) only; the object is the one compressing every
+// frame gives.
+func TestSampleChecksEstimateThenZstd(t *testing.T) {
+	data := records(rand.New(rand.NewPCG(7, 8)), 120*sampleMinFrame)
+	want, _ := encodeFrames(t, data, false, sampleMinFrame)
+	got, w := encodeFrames(t, data, true, sampleMinFrame)
+	if !bytes.Equal(got, want) {
+		t.Fatal("sampled object differs from the one compressing every frame")
+	}
+	t.Logf("%d frames, %d compressed whole, %d checks", len(w.Footer().Frames), w.whole, w.checks)
+	if w.checks != 9 || w.whole != 6 || w.noSkip {
+		t.Fatalf("%d checks, %d frames compressed whole (noSkip %v), want 9 checks and 6 (1 + 3 + 2)", w.checks, w.whole, w.noSkip)
+	}
+}
+
+// TestSampleFarRepeatsCaughtByZstdCheck: repeats of a random block too far
+// apart for S2's estimate (a 150 KiB block in 256 KiB frames), after
+// incompressible records past the first three checks, are caught at the
+// latest by the next check zstd runs whatever the estimate says: from
+// then on every frame is compressed, and fewer than
+// zstdCheckEvery*sampleCheckEvery of the repeated block's frames were
+// stored raw.
+func TestSampleFarRepeatsCaughtByZstdCheck(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	block := make([]byte, 150<<10)
+	for i := range block {
+		block[i] = byte(rng.Uint32())
+	}
+	head := records(rng, 40*sampleMinFrame)
+	data := slices.Clone(head)
+	for len(data) < len(head)+100*sampleMinFrame {
+		data = append(data, block...)
+	}
+	estimated := 0
+	for off := len(head); off+sampleMinFrame <= len(data); off += sampleMinFrame {
+		if wholeSaves(data[off : off+sampleMinFrame]) {
+			estimated++
+		}
+	}
+	_, w := encodeFrames(t, data, true, sampleMinFrame)
+	raw := 0
+	for _, fr := range w.Footer().Frames {
+		if fr.Off >= int64(len(head)) && fr.Raw {
+			raw++
+		}
+	}
+	t.Logf("S2's estimate saves on %d of the repeated block's frames; %d of them stored raw, noSkip %v", estimated, raw, w.noSkip)
+	if !w.noSkip || raw >= zstdCheckEvery*sampleCheckEvery {
+		t.Fatalf("%d frames of the repeated block stored raw, noSkip %v: want sampling turned off within %d frames", raw, w.noSkip, zstdCheckEvery*sampleCheckEvery)
+	}
 }
