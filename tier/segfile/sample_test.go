@@ -2,10 +2,14 @@ package segfile
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // records returns n bytes of record-like data: 1 KiB random bodies, each
@@ -205,4 +209,42 @@ func TestSampleFarRepeatsCaughtByZstdCheck(t *testing.T) {
 	if !w.noSkip || raw >= zstdCheckEvery*sampleCheckEvery {
 		t.Fatalf("%d frames of the repeated block stored raw, noSkip %v: want sampling turned off within %d frames", raw, w.noSkip, zstdCheckEvery*sampleCheckEvery)
 	}
+}
+
+// TestSampleEntropyOnlyTextAsZstd: text whose only redundancy is its
+// alphabet (base64 and hex of random bytes) has no repeats for S2's
+// estimate to count, and zstd at the level used stores it as it is too
+// (it entropy-codes literals only beside matches): after raw frames such
+// text is stored raw, the object byte for byte the one compressing every
+// frame gives. Should zstd start to shrink such text, the first check
+// fails and the samples' estimate needs another look.
+func TestSampleEntropyOnlyTextAsZstd(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	b64 := []byte(base64.StdEncoding.EncodeToString(random(12 << 20)))
+	hx := []byte(hex.EncodeToString(random(8 << 20)))
+	enc, err := encoder(zstd.SpeedFastest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range [][]byte{b64, hx} {
+		frame := text[:DefaultFrameSize]
+		if out := enc.EncodeAll(frame, nil); len(out) < len(frame)-len(frame)/RawSavingDiv {
+			t.Fatalf("zstd now saves %d of %d bytes of entropy-only text: revisit the samples' estimate", len(frame)-len(out), len(frame))
+		}
+	}
+	data := append(records(rng, 4<<20), b64...)
+	data = append(data, hx...)
+	want, _ := encodeCounting(t, data, false)
+	got, w := encodeCounting(t, data, true)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("sampled object (%d bytes) differs from the one compressing every frame (%d)", len(got), len(want))
+	}
+	t.Logf("%d frames, %d compressed whole", len(w.Footer().Frames), w.whole)
 }
