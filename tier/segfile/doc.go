@@ -87,14 +87,14 @@
 // read, and a reader that knows only version 1 refuses version 2 as
 // corrupt rather than misreading it.
 //
-// After a frame stored raw, the Writer first compresses a sample of the
-// next frame (8 pieces of 8 KiB spread over it) and stores the frame raw
-// without compressing it whole when the sample saves less than an eighth
-// too; a few such frames are checked whole (an S2 estimate of the whole
-// frame, then zstd if that saves), and one that saves proves the samples
-// wrong for the input and turns sampling off (sample.go). Incompressible
-// segments then cost a few hundredths of a compression instead of one;
-// the format is the same.
+// After a frame stored raw, the Writer first estimates what a sample of
+// the next frame (8 pieces of 8 KiB spread over it) would save, with S2's
+// match finder, and stores the frame raw without compressing it whole
+// when that is less than an eighth too; a few such frames are checked
+// whole (with zstd, or an S2 estimate of the whole frame first), and one
+// that saves proves the samples wrong for the input and turns sampling
+// off (sample.go). Incompressible segments then cost a few hundredths of
+// a compression instead of one; the format is the same.
 //
 // # Mapped input
 //
