@@ -30,7 +30,7 @@
 //	+----------------------+  trailer), back to back
 //	| footer body          |  FooterLen bytes:
 //	|   u32 frame count N  |
-//	|   u32 reserved (0)   |
+//	|   u32 planes stride  |  FlagPlanes: 2..MaxPlanes; else 0
 //	|   i64 Base           |  caller's base offset (e.g. commitlog offset)
 //	|   i64 LogicalSize    |  total input bytes
 //	|   N x 32-byte entry: |
@@ -61,7 +61,8 @@
 //	|   u64 xxhash64       |  of the footer body
 //	|   u16 version (1|2)  |  2 when a frame is stored raw
 //	|   u16 flags          |  version 2: FlagRaw (1), FlagLayout (2),
-//	|                      |  FlagSections (4); version 1: 0
+//	|                      |  FlagSections (4), FlagPlanes (8);
+//	|                      |  version 1: 0
 //	|   u32 reserved (0)   |
 //	|   [8]byte magic      |  "SMQSEG\x00\x01"
 //	+----------------------+  object size
@@ -95,6 +96,20 @@
 // that saves proves the samples wrong for the input and turns sampling
 // off (sample.go). Incompressible segments then cost a few hundredths of
 // a compression instead of one; the format is the same.
+//
+// # Byte planes
+//
+// An object of fixed-size entries (tier/upload's queue and key index
+// objects and sections: 20-byte entries) is written with Options.Planes,
+// the entry size: each compressed frame's input is rearranged before zstd
+// so that byte k of every entry comes before byte k+1 of every entry
+// (the frame's last len%stride bytes stay at its end), and DecodeFrame
+// puts it back. The high bytes of offsets and times, and the top bits of
+// sorted hashes, then line up in long runs: a 256 MiB segment's key index
+// compresses 2.3× in a third of zstd's time instead of 1.9×. The footer
+// holds the stride and the trailer FlagPlanes; frames stored raw are never
+// rearranged. A reader that does not know FlagPlanes refuses the object
+// (or the section) as corrupt.
 //
 // # Mapped input
 //

@@ -48,6 +48,17 @@ const (
 	// object of this format, listed in the footer (Footer.Sections). See
 	// the package doc.
 	FlagSections = 4
+	// FlagPlanes, in the trailer's flags (version 2): the object's
+	// compressed frames hold their input as byte planes (Options.Planes):
+	// for a stride p (the footer header's otherwise zero second word, 2 to
+	// MaxPlanes), byte k of every p-byte group of the frame comes before
+	// byte k+1 of every group, and the last len%p bytes follow as they are.
+	// Records of fixed-size entries compress better and faster so (the
+	// high bytes of offsets and times line up in long runs). Raw frames
+	// are never in planes.
+	FlagPlanes = 8
+	// MaxPlanes is the largest byte-plane stride.
+	MaxPlanes = 64
 	// sectionEntrySize is the size of one section's entry in the footer.
 	sectionEntrySize = 32
 	// LayoutEntrySize is the size of one run in an expanded layout
@@ -88,6 +99,9 @@ type Frame struct {
 	CompLen int64  // compressed length
 	Sum     uint64 // xxhash64 of the compressed bytes
 	Raw     bool   // stored as is (CompLen == Len; FlagRaw)
+	// Planes, if not 0, is the stride of the byte planes the frame's
+	// input was compressed as (FlagPlanes); DecodeFrame puts it back.
+	Planes uint8
 	// GroupStart: in a layout object, the frame holds the start of a
 	// group of runs (a queue's records, say); a group of FrameSize/64
 	// bytes or more starts at the frame's start. Read-ahead within a
@@ -293,6 +307,10 @@ type Options struct {
 	Level zstd.EncoderLevel
 	// Base is stored in the footer unchanged (the segment's base offset).
 	Base int64
+	// Planes, if not 0 (2 to MaxPlanes), compresses each frame's input as
+	// byte planes of this stride (FlagPlanes): the entry size of an input
+	// of fixed-size entries. A frame stored raw is stored as it is.
+	Planes int
 	// Layout, if set, stores the input in another order: Encode reads the
 	// runs in this order (each Run's Pos must be the sum of the lengths
 	// before it) and ends the frame at each change of Group when it holds
@@ -312,6 +330,9 @@ func (o *Options) normalize() error {
 	}
 	if o.Level == 0 {
 		o.Level = zstd.SpeedFastest
+	}
+	if o.Planes != 0 && (o.Planes < 2 || o.Planes > MaxPlanes) {
+		return fmt.Errorf("segfile: Planes %d not 0 or in [2, %d]", o.Planes, MaxPlanes)
 	}
 	for i := 1; i < len(o.Cuts); i++ {
 		if o.Cuts[i] <= o.Cuts[i-1] {
@@ -363,6 +384,7 @@ type Writer struct {
 	start  int64  // logical offset of buf[0]
 	cut    int    // index of the first cut > start
 	out    []byte // compressed scratch
+	planes []byte // the frame's input as byte planes (Options.Planes)
 	comp   int64  // compressed bytes written so far
 	frames []Frame
 	group  bool    // the frame being built holds a group's start (CutGroup)
@@ -487,13 +509,22 @@ func (w *Writer) flush() error {
 		stored = w.buf // the sample says zstd would not save enough: skip it
 		w.skipped++
 	} else {
-		w.out = w.enc.EncodeAll(w.buf, w.out[:0])
+		in := w.buf
+		if w.opts.Planes > 1 {
+			w.planes = toPlanes(w.planes[:0], w.buf, w.opts.Planes)
+			in = w.planes
+		}
+		w.out = w.enc.EncodeAll(in, w.out[:0])
 		w.whole++
 		stored = w.out
 		if len(w.out) >= len(w.buf)-len(w.buf)/RawSavingDiv {
 			stored, raw = w.buf, true // see FlagRaw
 		}
 		w.checked(raw)
+	}
+	var planes uint8
+	if !raw && w.opts.Planes > 1 {
+		planes = uint8(w.opts.Planes)
 	}
 	w.lastRaw = raw
 	if _, err := w.w.Write(stored); err != nil {
@@ -503,7 +534,7 @@ func (w *Writer) flush() error {
 	w.frames = append(w.frames, Frame{
 		Off: w.start, Len: int64(len(w.buf)),
 		CompOff: w.comp, CompLen: int64(len(stored)),
-		Sum: xxhash.Sum64(stored), Raw: raw, GroupStart: w.group,
+		Sum: xxhash.Sum64(stored), Raw: raw, Planes: planes, GroupStart: w.group,
 	})
 	w.group = false
 	w.start += int64(len(w.buf))
@@ -550,7 +581,7 @@ func (w *Writer) finishData() (*Footer, error) {
 		f.LayoutRuns = len(runs)
 	}
 	w.data = f
-	w.buf, w.out, w.sample = nil, nil, nil
+	w.buf, w.out, w.sample, w.planes = nil, nil, nil, nil
 	return f, nil
 }
 
@@ -637,8 +668,12 @@ func AppendFooter(dst []byte, f *Footer) []byte {
 	}
 	f.FooterLen += int64(sectionTableSize(len(f.Sections)))
 	start := len(dst)
+	var planes uint8
+	for _, fr := range f.Frames {
+		planes = max(planes, fr.Planes)
+	}
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(f.Frames)))
-	dst = binary.LittleEndian.AppendUint32(dst, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(planes))
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.Base))
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.LogicalSize))
 	for _, fr := range f.Frames {
@@ -687,6 +722,9 @@ func AppendFooter(dst []byte, f *Footer) []byte {
 	}
 	if len(f.Sections) > 0 {
 		version, flags = Version, flags|FlagSections
+	}
+	if planes > 0 {
+		version, flags = Version, flags|FlagPlanes
 	}
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.FooterLen))
 	dst = binary.LittleEndian.AppendUint64(dst, sum)
@@ -900,7 +938,7 @@ func ParseTrailer(tr []byte) (footerLen int64, sum uint64, flags uint16, err err
 	case 1:
 	case 2:
 		flags = binary.LittleEndian.Uint16(tr[18:])
-		if flags&^(FlagRaw|FlagLayout|FlagSections) != 0 {
+		if flags&^(FlagRaw|FlagLayout|FlagSections|FlagPlanes) != 0 {
 			return 0, 0, 0, corrupt("unknown flags %#x", flags)
 		}
 	default:
@@ -941,6 +979,14 @@ func ParseFooter(body []byte, sum uint64, flags uint16, size int64) (*Footer, er
 	if len(body) != footerHeaderSize+n*EntrySize+desc+sectionTableSize(nsec) {
 		return nil, corrupt("footer is %d bytes for %d frames (flags %#x)", len(body), n, flags)
 	}
+	var planes uint8
+	if flags&FlagPlanes != 0 {
+		p := binary.LittleEndian.Uint32(body[4:])
+		if p < 2 || p > MaxPlanes {
+			return nil, corrupt("byte-plane stride %d", p)
+		}
+		planes = uint8(p)
+	}
 	f := &Footer{
 		Base:        int64(binary.LittleEndian.Uint64(body[8:])),
 		LogicalSize: int64(binary.LittleEndian.Uint64(body[16:])),
@@ -960,6 +1006,9 @@ func ParseFooter(body []byte, sum uint64, flags uint16, size int64) (*Footer, er
 			Sum:        binary.LittleEndian.Uint64(e[24:]),
 		}
 		fr.Raw = flags&FlagRaw != 0 && fr.CompLen == fr.Len
+		if !fr.Raw {
+			fr.Planes = planes
+		}
 		if fr.Off != off || fr.CompOff != comp || fr.Len <= 0 || fr.Len > MaxFrameSize || fr.CompLen <= 0 {
 			return nil, corrupt("frame %d entry %+v does not follow offset %d / %d", i, fr, off, comp)
 		}
@@ -1061,14 +1110,66 @@ func DecodeFrame(dst []byte, fr Frame, comp []byte) ([]byte, error) {
 	if int64(cap(dst)) < fr.Len {
 		dst = make([]byte, 0, fr.Len)
 	}
-	out, err := decoder.DecodeAll(comp, dst[:0])
+	into := dst[:0]
+	if fr.Planes > 1 {
+		into = make([]byte, 0, fr.Len) // dst gets the bytes back in order
+	}
+	out, err := decoder.DecodeAll(comp, into)
 	if err != nil {
 		return nil, corrupt("frame at %d: zstd: %v", fr.Off, err)
 	}
 	if int64(len(out)) != fr.Len {
 		return nil, corrupt("frame at %d: %d bytes decoded, want %d", fr.Off, len(out), fr.Len)
 	}
+	if fr.Planes > 1 {
+		out = fromPlanes(dst[:0], out, int(fr.Planes))
+	}
 	return out, nil
+}
+
+// toPlanes appends src as byte planes of stride p to dst: byte k of every
+// p-byte group, for k from 0 to p-1, then the last len(src)%p bytes.
+func toPlanes(dst, src []byte, p int) []byte {
+	rows := len(src) / p
+	n := len(dst)
+	dst = slices.Grow(dst, len(src))[:n+len(src)]
+	out := dst[n:]
+	// In blocks of planesBlock groups, so the groups read for every plane
+	// stay in the cache.
+	for i0 := 0; i0 < rows; i0 += planesBlock {
+		i1 := min(i0+planesBlock, rows)
+		for k := range p {
+			plane := out[k*rows+i0 : k*rows+i1]
+			for i := range plane {
+				plane[i] = src[(i0+i)*p+k]
+			}
+		}
+	}
+	copy(out[rows*p:], src[rows*p:])
+	return dst
+}
+
+// planesBlock is the groups toPlanes and fromPlanes move at a time (20
+// KiB of 20-byte entries).
+const planesBlock = 1024
+
+// fromPlanes appends to dst the bytes toPlanes made planes of, in order.
+func fromPlanes(dst, planes []byte, p int) []byte {
+	rows := len(planes) / p
+	n := len(dst)
+	dst = slices.Grow(dst, len(planes))[:n+len(planes)]
+	out := dst[n:]
+	for i0 := 0; i0 < rows; i0 += planesBlock {
+		i1 := min(i0+planesBlock, rows)
+		for k := range p {
+			plane := planes[k*rows+i0 : k*rows+i1]
+			for i, b := range plane {
+				out[(i0+i)*p+k] = b
+			}
+		}
+	}
+	copy(out[rows*p:], planes[rows*p:])
+	return dst
 }
 
 // ReadFrames fetches frames first..last (inclusive) of the object key with

@@ -53,6 +53,14 @@ func (k Kind) String() string {
 // consumequeue object hold whole entries.
 const ConsumeQueueEntrySize = 20
 
+// IndexEntrySize is the size of the fixed-size entries that make up most
+// of a queue index (a consumequeue entry) and of a key index (hash,
+// offset, time): their objects' frames are compressed as byte planes of
+// this stride (segfile.Options.Planes), which zstd shrinks more and
+// faster (a 256 MiB segment's key index of 1 KiB records: 2.3× in a third
+// of the time, against 1.9×).
+const IndexEntrySize = 20
+
 // Segment is a sealed local segment as the store describes it.
 type Segment struct {
 	Kind     Kind

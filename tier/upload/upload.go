@@ -779,6 +779,9 @@ func (u *Uploader) options(k Kind, base int64, r SegmentReader) segfile.Options 
 	if k == KindKeyIndex && opts.Cuts == nil {
 		opts.FrameSize = KeyIndexFrameSize
 	}
+	if k == KindKeyIndex || k == KindQueueIndex {
+		opts.Planes = IndexEntrySize
+	}
 	return opts
 }
 
