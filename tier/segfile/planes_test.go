@@ -16,7 +16,9 @@ import (
 func TestPlanesRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for p := 2; p <= MaxPlanes; p++ {
-		for _, n := range []int{0, 1, p - 1, p, p + 1, 3*p + 2, 1000} {
+		// Lengths around a group, and around blocks of planesBlock groups.
+		for _, n := range []int{0, 1, p - 1, p, p + 1, 3*p + 2, 1000,
+			(planesBlock-1)*p + p - 1, planesBlock * p, planesBlock*p + 1, (2*planesBlock+7)*p + 3} {
 			src := make([]byte, n)
 			for i := range src {
 				src[i] = byte(rng.Uint32())
@@ -109,6 +111,17 @@ func TestPlanesObject(t *testing.T) {
 		if _, err := NewWriter(io.Discard, Options{Planes: p}); err == nil {
 			t.Fatalf("Planes %d accepted", p)
 		}
+	}
+	// A footer whose trailer lost FlagPlanes (a flipped bit: the trailer
+	// has no checksum) is corrupt, not read as plain frames.
+	foot := AppendFooter(nil, f)
+	fl, sum, flags, err := ParseTrailer(foot[len(foot)-TrailerSize:])
+	if err != nil || flags&FlagPlanes == 0 {
+		t.Fatalf("flags %#x, %v", flags, err)
+	}
+	body := foot[len(foot)-TrailerSize-int(fl) : len(foot)-TrailerSize]
+	if _, err := ParseFooter(body, sum, flags&^FlagPlanes, f.ObjectSize()); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("footer read without FlagPlanes: %v, want ErrCorrupt", err)
 	}
 	for _, p := range []uint8{1, MaxPlanes + 1} {
 		bad := *f

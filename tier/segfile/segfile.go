@@ -979,12 +979,16 @@ func ParseFooter(body []byte, sum uint64, flags uint16, size int64) (*Footer, er
 	if len(body) != footerHeaderSize+n*EntrySize+desc+sectionTableSize(nsec) {
 		return nil, corrupt("footer is %d bytes for %d frames (flags %#x)", len(body), n, flags)
 	}
+	// The stride (FlagPlanes) or zero: a stride without the flag is a
+	// flipped trailer bit (the trailer has no checksum of its own), which
+	// would hand out planes as if they were the input.
 	var planes uint8
-	if flags&FlagPlanes != 0 {
-		p := binary.LittleEndian.Uint32(body[4:])
-		if p < 2 || p > MaxPlanes {
-			return nil, corrupt("byte-plane stride %d", p)
-		}
+	switch p := binary.LittleEndian.Uint32(body[4:]); {
+	case flags&FlagPlanes == 0 && p != 0:
+		return nil, corrupt("byte-plane stride %d without FlagPlanes", p)
+	case flags&FlagPlanes != 0 && (p < 2 || p > MaxPlanes):
+		return nil, corrupt("byte-plane stride %d", p)
+	case flags&FlagPlanes != 0:
 		planes = uint8(p)
 	}
 	f := &Footer{
