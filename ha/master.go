@@ -235,6 +235,7 @@ type slaveConn struct {
 	lastSend time.Time
 	sentTo   atomic.Int64 // pos, for Push's check without sendMu
 	live     atomic.Bool  // streaming: pos and buf are set
+	parked   atomic.Bool  // the stream goroutine waits for a wake-up (tests)
 }
 
 // sentMark is the end of a transfer sent and the stream's CRC-32C there.
@@ -807,6 +808,7 @@ func (m *Master) stream(sc *slaveConn, readDone <-chan struct{}) error {
 		if sent {
 			continue
 		}
+		sc.parked.Store(true)
 		select {
 		case <-wake:
 		case <-poll.C:
@@ -815,6 +817,7 @@ func (m *Master) stream(sc *slaveConn, readDone <-chan struct{}) error {
 		case <-m.ctx.Done():
 			return m.ctx.Err()
 		}
+		sc.parked.Store(false)
 	}
 }
 

@@ -25,7 +25,24 @@ func pushPair(t *testing.T, wrap func(*store.Store) Appender) (ms, ss *store.Sto
 	s = startSlave(t, addr, app, nil)
 	t.Cleanup(func() { s.Close() })
 	waitFor(t, "the slave to connect", 10*time.Second, func() bool { return len(m.Slaves()) == 1 })
+	waitStreamParked(t, m)
 	return ms, ss, m, s
+}
+
+// waitStreamParked waits until the stream goroutine of m's one slave has
+// started and waits for a wake-up: the slave is idle, so a Push sends to
+// it on the caller's goroutine (a connection listed before its stream
+// goroutine started is skipped by Push, which wakes that goroutine).
+func waitStreamParked(t *testing.T, m *Master) {
+	t.Helper()
+	waitFor(t, "the slave's stream goroutine to wait", 10*time.Second, func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for sc := range m.conns {
+			return sc.live.Load() && sc.parked.Load()
+		}
+		return false
+	})
 }
 
 // TestPushSendsOnTheCallersGoroutine: a held write is on its way to an
@@ -34,6 +51,7 @@ func pushPair(t *testing.T, wrap func(*store.Store) Appender) (ms, ss *store.Sto
 func TestPushSendsOnTheCallersGoroutine(t *testing.T) {
 	ms, ss, m, _ := pushPair(t, nil)
 	for i := 0; i < 20; i++ {
+		waitStreamParked(t, m)
 		m.HoldNotify()
 		put(t, ms, 1+i%3, 500, m.Notify) // the store's dispatch hook: held
 		end := ms.MaxPhysOffset()
