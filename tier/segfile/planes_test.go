@@ -154,3 +154,43 @@ func BenchmarkPlanes(b *testing.B) {
 		back = fromPlanes(back[:0], dst, 20)
 	}
 }
+
+// TestPlanesDecodeAllocations: decoding a frame in byte planes into a
+// buffer of its size allocates no more than a plain frame's decode (the
+// planes are decoded into a pooled buffer).
+func TestPlanesDecodeAllocations(t *testing.T) {
+	if testing.CoverMode() != "" || raceEnabled {
+		t.Skip("allocation counts differ under -cover and -race")
+	}
+	rng := rand.New(rand.NewPCG(25, 26))
+	var data []byte
+	for i := range 3000 {
+		data = binary.BigEndian.AppendUint32(data, rng.Uint32())
+		data = binary.BigEndian.AppendUint64(data, uint64(1<<30+i*1200))
+		data = binary.BigEndian.AppendUint64(data, uint64(1767225600000+i/50))
+	}
+	allocs := func(planes int) float64 {
+		var obj bytes.Buffer
+		f, err := Encode(&obj, bytes.NewReader(data), int64(len(data)), Options{FrameSize: len(data), Planes: planes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr := f.Frames[0]
+		if fr.Raw || int(fr.Planes) != planes {
+			t.Fatalf("frame %+v", fr)
+		}
+		comp := obj.Bytes()[fr.CompOff : fr.CompOff+fr.CompLen]
+		dst := make([]byte, 0, len(data))
+		return testing.AllocsPerRun(50, func() {
+			out, err := DecodeFrame(dst, fr, comp)
+			if err != nil || !bytes.Equal(out, data) {
+				t.Fatalf("decode: %v", err)
+			}
+		})
+	}
+	plain, planar := allocs(0), allocs(20)
+	if planar > plain {
+		t.Fatalf("a frame in planes decodes with %.0f allocations, a plain one with %.0f", planar, plain)
+	}
+	t.Logf("allocations per decode: plain %.0f, planes %.0f", plain, planar)
+}

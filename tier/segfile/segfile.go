@@ -1115,8 +1115,18 @@ func DecodeFrame(dst []byte, fr Frame, comp []byte) ([]byte, error) {
 		dst = make([]byte, 0, fr.Len)
 	}
 	into := dst[:0]
+	var scratch *[]byte
 	if fr.Planes > 1 {
-		into = make([]byte, 0, fr.Len) // dst gets the bytes back in order
+		// Decoded into a pooled buffer; dst gets the bytes back in order.
+		scratch, _ = planesScratch.Get().(*[]byte)
+		if scratch == nil {
+			scratch = new([]byte)
+		}
+		if int64(cap(*scratch)) < fr.Len {
+			*scratch = make([]byte, 0, fr.Len)
+		}
+		into = (*scratch)[:0]
+		defer planesScratch.Put(scratch)
 	}
 	out, err := decoder.DecodeAll(comp, into)
 	if err != nil {
@@ -1126,10 +1136,14 @@ func DecodeFrame(dst []byte, fr Frame, comp []byte) ([]byte, error) {
 		return nil, corrupt("frame at %d: %d bytes decoded, want %d", fr.Off, len(out), fr.Len)
 	}
 	if fr.Planes > 1 {
+		*scratch = out[:0] // DecodeAll may have grown it
 		out = fromPlanes(dst[:0], out, int(fr.Planes))
 	}
 	return out, nil
 }
+
+// planesScratch holds DecodeFrame's buffers for frames in byte planes.
+var planesScratch sync.Pool
 
 // toPlanes appends src as byte planes of stride p to dst: byte k of every
 // p-byte group, for k from 0 to p-1, then the last len(src)%p bytes.
