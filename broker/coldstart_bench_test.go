@@ -20,7 +20,6 @@ import (
 	"github.com/stratamq/stratamq/remoting"
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
-	"github.com/stratamq/stratamq/tier/s3"
 	"github.com/stratamq/stratamq/tier/tiertest"
 	"github.com/stratamq/stratamq/tier/upload"
 )
@@ -96,18 +95,7 @@ func coldStartBucket(b *testing.B) tier.Bucket {
 	default:
 		b.Fatalf("STRATAMQ_BENCH_BUCKET=%q: want mem or versitygw", v)
 	}
-	endpoint, ak, sk := tiertest.StartVersityGW(b)
-	bkt, err := s3.New(context.Background(), s3.Config{
-		Bucket: tiertest.BucketName(b), Region: "us-east-1", Endpoint: endpoint, AccessKey: ak, SecretKey: sk,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { bkt.Close() })
-	if err := bkt.EnsureBucket(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	return bkt
+	return tiertest.VersityS3Bucket(b)
 }
 
 // startCounter counts requests and bytes, and the bytes put under

@@ -207,18 +207,6 @@ type idxQueue struct {
 // planChunk is the entries of a whole chunk of idxQueue.ents (32 KiB).
 const planChunk = 1024
 
-// eachEnt calls fn for r's collected entries in order.
-func (r *idxQueue) eachEnt(fn func(pe *planEntry) error) error {
-	for _, c := range r.ents {
-		for j := range c {
-			if err := fn(&c[j]); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // planEntry is one dispatched record as pass 2 places it.
 type planEntry struct {
 	qoff int64
@@ -525,12 +513,18 @@ func (s *Store) WriteSegmentIndexPart(base, from, to int64, f SegmentIndexFile) 
 	}
 	if plan != nil && plan.p1.collected {
 		for _, d := range dir {
-			if r := d.run; r != nil {
-				if err := r.eachEnt(func(pe *planEntry) error { return place(r, pe.qoff, pe.e) }); err != nil {
-					return 0, err
-				}
-				r.ents = nil
+			r := d.run
+			if r == nil {
+				continue
 			}
+			for _, c := range r.ents {
+				for _, pe := range c {
+					if err := place(r, pe.qoff, pe.e); err != nil {
+						return 0, err
+					}
+				}
+			}
+			r.ents = nil
 		}
 	} else {
 		// A plan's layout scan checked every body CRC already.

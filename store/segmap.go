@@ -44,7 +44,7 @@ type sealedMapping struct {
 	// refs counts the holders of data: this sealedMapping until its close,
 	// and each borrow (SegmentBytes) until its release; the last one
 	// unmaps it.
-	refs *atomic.Int32
+	refs atomic.Int32
 }
 
 // mapSealed maps the sealed segment sg's file (its size bytes). It
@@ -63,7 +63,7 @@ func mapSealed(sg *segment) *sealedMapping {
 	if err != nil {
 		return nil
 	}
-	m := &sealedMapping{sg: sg, data: data, refs: new(atomic.Int32)}
+	m := &sealedMapping{sg: sg, data: data}
 	m.refs.Store(1)
 	return m
 }
@@ -72,7 +72,7 @@ func mapSealed(sg *segment) *sealedMapping {
 // is unmapped once no borrow holds it either.
 func (m *sealedMapping) close() {
 	if m != nil && m.data != nil {
-		unref(m.data, m.refs)
+		unref(m.data, &m.refs)
 		m.data = nil
 	}
 }
@@ -80,7 +80,7 @@ func (m *sealedMapping) close() {
 // borrow returns the mapped bytes and a release (idempotent) that keeps
 // them mapped until it is called, whatever becomes of m.
 func (m *sealedMapping) borrow() ([]byte, func()) {
-	data, refs := m.data, m.refs
+	data, refs := m.data, &m.refs
 	refs.Add(1)
 	return data, sync.OnceFunc(func() { unref(data, refs) })
 }

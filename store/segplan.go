@@ -140,8 +140,9 @@ type indexPass1 struct {
 }
 
 // maxPlanEntries bounds the entries a plan collects (32 bytes each: 32
-// MiB, and a few more bytes per queue for the start of its first chunk). A 256 MiB segment of records of 256 bytes or more stays within
-// it; a segment of smaller ones is scanned a second time by its build.
+// MiB, and a few more bytes per queue for the start of its first chunk).
+// A 256 MiB segment of records of 256 bytes or more stays within it; a
+// segment of smaller ones is scanned a second time by its build.
 //
 // A variable only so tests can cross it with a few records.
 var maxPlanEntries = 1 << 20

@@ -38,7 +38,6 @@ import (
 	"github.com/stratamq/stratamq/store"
 	"github.com/stratamq/stratamq/tier"
 	"github.com/stratamq/stratamq/tier/localfs"
-	"github.com/stratamq/stratamq/tier/s3"
 	"github.com/stratamq/stratamq/tier/tiertest"
 	"github.com/stratamq/stratamq/tier/upload"
 )
@@ -250,16 +249,5 @@ func BenchmarkTierCPU(b *testing.B) {
 
 // versityBucket is a bucket on a versitygw process started for b.
 func versityBucket(b *testing.B) tier.Bucket {
-	endpoint, ak, sk := tiertest.StartVersityGW(b)
-	bkt, err := s3.New(context.Background(), s3.Config{
-		Bucket: tiertest.BucketName(b), Region: "us-east-1", Endpoint: endpoint, AccessKey: ak, SecretKey: sk,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { bkt.Close() })
-	if err := bkt.EnsureBucket(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	return bkt
+	return tiertest.VersityS3Bucket(b)
 }

@@ -45,18 +45,7 @@ func jsonData(b *testing.B, n int) []byte {
 }
 
 func benchBucket(b *testing.B) *s3.Bucket {
-	endpoint, ak, sk := tiertest.StartVersityGW(b)
-	bkt, err := s3.New(context.Background(), s3.Config{
-		Bucket: tiertest.BucketName(b), Region: "us-east-1", Endpoint: endpoint, AccessKey: ak, SecretKey: sk,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := bkt.EnsureBucket(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { bkt.Close() })
-	return bkt
+	return tiertest.VersityS3Bucket(b)
 }
 
 func uploadObjects(b *testing.B, bkt tier.Bucket, data []byte) (objs []coldread.Object, wire int64) {

@@ -19,10 +19,7 @@ func TestPlanesRoundTrip(t *testing.T) {
 		// Lengths around a group, and around blocks of planesBlock groups.
 		for _, n := range []int{0, 1, p - 1, p, p + 1, 3*p + 2, 1000,
 			(planesBlock-1)*p + p - 1, planesBlock * p, planesBlock*p + 1, (2*planesBlock+7)*p + 3} {
-			src := make([]byte, n)
-			for i := range src {
-				src[i] = byte(rng.Uint32())
-			}
+			src := randomBytes(rng, n)
 			planes := toPlanes([]byte("x"), src, p)
 			if planes[0] != 'x' || len(planes) != n+1 {
 				t.Fatalf("p %d n %d: toPlanes did not append", p, n)
@@ -46,17 +43,7 @@ func TestPlanesRoundTrip(t *testing.T) {
 // that claims one is corrupt.
 func TestPlanesObject(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
-	var data []byte
-	for i := range 200000 { // key-index-like entries: a hash, an offset, a time
-		data = binary.BigEndian.AppendUint32(data, rng.Uint32())
-		data = binary.BigEndian.AppendUint64(data, uint64(1<<30+i*1200))
-		data = binary.BigEndian.AppendUint64(data, uint64(1767225600000+i/50))
-	}
-	random := make([]byte, 3<<20)
-	for i := range random {
-		random[i] = byte(rng.Uint32())
-	}
-	data = append(data, random...)
+	data := append(keyIndexLike(rng, 200000), randomBytes(rng, 3<<20)...)
 	encode := func(planes int) ([]byte, *Footer) {
 		var obj bytes.Buffer
 		f, err := Encode(&obj, bytes.NewReader(data), int64(len(data)), Options{FrameSize: 64 << 10, Planes: planes})
@@ -163,12 +150,7 @@ func TestPlanesDecodeAllocations(t *testing.T) {
 		t.Skip("allocation counts differ under -cover and -race")
 	}
 	rng := rand.New(rand.NewPCG(25, 26))
-	var data []byte
-	for i := range 3000 {
-		data = binary.BigEndian.AppendUint32(data, rng.Uint32())
-		data = binary.BigEndian.AppendUint64(data, uint64(1<<30+i*1200))
-		data = binary.BigEndian.AppendUint64(data, uint64(1767225600000+i/50))
-	}
+	data := keyIndexLike(rng, 3000)
 	allocs := func(planes int) float64 {
 		var obj bytes.Buffer
 		f, err := Encode(&obj, bytes.NewReader(data), int64(len(data)), Options{FrameSize: len(data), Planes: planes})
@@ -193,4 +175,16 @@ func TestPlanesDecodeAllocations(t *testing.T) {
 		t.Fatalf("a frame in planes decodes with %.0f allocations, a plain one with %.0f", planar, plain)
 	}
 	t.Logf("allocations per decode: plain %.0f, planes %.0f", plain, planar)
+}
+
+// keyIndexLike returns n key-index-like 20-byte entries: a hash, an
+// offset, a time.
+func keyIndexLike(rng *rand.Rand, n int) []byte {
+	var data []byte
+	for i := range n {
+		data = binary.BigEndian.AppendUint32(data, rng.Uint32())
+		data = binary.BigEndian.AppendUint64(data, uint64(1<<30+i*1200))
+		data = binary.BigEndian.AppendUint64(data, uint64(1767225600000+i/50))
+	}
+	return data
 }

@@ -59,7 +59,7 @@ func (w *Writer) skipCompress() bool {
 		return false
 	}
 	if w.skipped+1 >= min(2<<w.checks, sampleCheckEvery) {
-		if w.checks < 3 || w.checks%zstdCheckEvery == 3 || wholeSaves(w.buf) {
+		if w.checks < 3 || w.checks%zstdCheckEvery == 3 || estimateSaves(w.buf) {
 			w.sampled = true // compressed whole: checked decides
 			return false
 		}
@@ -69,9 +69,9 @@ func (w *Writer) skipCompress() bool {
 	return true
 }
 
-// wholeSaves reports whether S2's estimate of b's compressed size saves
-// 1/RawSavingDiv or more.
-func wholeSaves(b []byte) bool {
+// estimateSaves reports whether S2's estimate of b's compressed size (a
+// sample, or a whole frame) saves 1/RawSavingDiv or more.
+func estimateSaves(b []byte) bool {
 	n := s2.EstimateBlockSize(b) // -1: saves nothing
 	return n >= 0 && n < len(b)-len(b)/RawSavingDiv
 }
@@ -100,5 +100,5 @@ func (w *Writer) sampleSaves() bool {
 	for i := range samplePieces {
 		w.sample = append(w.sample, w.buf[i*step:i*step+samplePiece]...)
 	}
-	return wholeSaves(w.sample)
+	return estimateSaves(w.sample)
 }

@@ -29,6 +29,15 @@ func records(rng *rand.Rand, n int) []byte {
 	return out[:n]
 }
 
+// randomBytes returns n bytes from rng, one Uint32 a byte.
+func randomBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
 // encodeCounting encodes data in 2 MiB frames and returns the object and
 // the Writer (its sampling state), with sampling on or off.
 func encodeCounting(t *testing.T, data []byte, sampling bool) ([]byte, *Writer) {
@@ -120,15 +129,8 @@ func TestSampledRawFrames(t *testing.T) {
 // two frames are stored raw that would have compressed.
 func TestSampleWrongTurnsSamplingOff(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	random := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(rng.Uint32())
-		}
-		return b
-	}
-	block := random(2<<20/samplePieces + 20<<10)
-	data := random(8 << 20) // four raw frames, one of them a check
+	block := randomBytes(rng, 2<<20/samplePieces+20<<10)
+	data := randomBytes(rng, 8<<20) // four raw frames, one of them a check
 	for len(data) < 64<<20 {
 		data = append(data, block...)
 	}
@@ -183,10 +185,7 @@ func TestSampleChecksEstimateThenZstd(t *testing.T) {
 // stored raw.
 func TestSampleFarRepeatsCaughtByZstdCheck(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	block := make([]byte, 150<<10)
-	for i := range block {
-		block[i] = byte(rng.Uint32())
-	}
+	block := randomBytes(rng, 150<<10)
 	head := records(rng, 40*sampleMinFrame)
 	data := slices.Clone(head)
 	for len(data) < len(head)+100*sampleMinFrame {
@@ -194,7 +193,7 @@ func TestSampleFarRepeatsCaughtByZstdCheck(t *testing.T) {
 	}
 	estimated := 0
 	for off := len(head); off+sampleMinFrame <= len(data); off += sampleMinFrame {
-		if wholeSaves(data[off : off+sampleMinFrame]) {
+		if estimateSaves(data[off : off+sampleMinFrame]) {
 			estimated++
 		}
 	}
@@ -220,15 +219,8 @@ func TestSampleFarRepeatsCaughtByZstdCheck(t *testing.T) {
 // fails and the samples' estimate needs another look.
 func TestSampleEntropyOnlyTextAsZstd(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	random := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(rng.Uint32())
-		}
-		return b
-	}
-	b64 := []byte(base64.StdEncoding.EncodeToString(random(12 << 20)))
-	hx := []byte(hex.EncodeToString(random(8 << 20)))
+	b64 := []byte(base64.StdEncoding.EncodeToString(randomBytes(rng, 12<<20)))
+	hx := []byte(hex.EncodeToString(randomBytes(rng, 8<<20)))
 	enc, err := encoder(zstd.SpeedFastest)
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"github.com/stratamq/stratamq/tier"
-	"github.com/stratamq/stratamq/tier/s3"
 	"github.com/stratamq/stratamq/tier/tiertest"
 	"github.com/stratamq/stratamq/tier/upload"
 )
@@ -92,18 +91,7 @@ func benchBucket(b *testing.B) tier.Bucket {
 	if os.Getenv("BENCH_MANIFEST_BUCKET") != "versitygw" {
 		return tier.NewMem()
 	}
-	endpoint, ak, sk := tiertest.StartVersityGW(b)
-	bkt, err := s3.New(context.Background(), s3.Config{
-		Bucket: tiertest.BucketName(b), Region: "us-east-1", Endpoint: endpoint, AccessKey: ak, SecretKey: sk,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { bkt.Close() })
-	if err := bkt.EnsureBucket(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	return bkt
+	return tiertest.VersityS3Bucket(b)
 }
 
 // seedHistory writes a manifest of n segments: a snapshot at version 1000
